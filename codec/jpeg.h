@@ -1,0 +1,67 @@
+// Lossless JPEG -> progressive JPEG transcoding with fixed scan scripts, and the cut of the
+// result into fidelity levels. Works on byte buffers only: no files, no FUSE.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace fid::codec {
+
+// Every transcoded JPEG has this many levels (scan groups). Level k = header + groups 1..k + EOI.
+inline constexpr int kJpegLevels = 10;
+
+// Which fixed scan script an image got; recorded in the index and documented in docs/FORMAT.md.
+enum class ScanScript : uint8_t {
+  ycbcr = 0,    // 3 components, YCbCr: libjpeg's standard 10-scan script, one scan per level
+  generic = 1,  // any other component count/colour space (gray, RGB, CMYK, YCCK): banded script
+};
+
+// A progressive JPEG stream cut at level boundaries. `bytes` is the whole transcoded stream
+// without its final EOI; piece 0 (SOI..SOF2 and the kept APPn/COM/DQT markers) ends at
+// piece_end[0], level k ends at piece_end[k]. The file at level k is bytes[0, piece_end[k]) + EOI.
+struct ProgressiveJpeg {
+  std::vector<uint8_t> bytes;
+  std::array<uint32_t, kJpegLevels + 1> piece_end{};
+  ScanScript script = ScanScript::generic;
+  int width = 0;
+  int height = 0;
+  int components = 0;
+
+  std::span<const uint8_t> piece(int i) const {
+    uint32_t begin = i == 0 ? 0 : piece_end[i - 1];
+    return {bytes.data() + begin, piece_end[i] - begin};
+  }
+};
+
+struct TranscodeResult {
+  bool ok = false;
+  std::string error;  // why the source cannot be transcoded (libjpeg's message); empty if ok
+  ProgressiveJpeg jpeg;
+};
+
+// True if the buffer starts with a JPEG SOI followed by a marker (FF D8 FF).
+bool looks_like_jpeg(std::span<const uint8_t> data);
+
+// Losslessly transcodes any JPEG libjpeg-turbo can read (baseline, progressive, arithmetic,
+// restart markers, any sampling, gray/RGB/CMYK) to a progressive Huffman JPEG with the same
+// DCT coefficients, keeping APPn and COM markers. Any libjpeg warning (corrupt or truncated
+// data) is an error: such sources are stored byte-identical instead.
+TranscodeResult transcode_progressive(std::span<const uint8_t> source);
+
+// Decodes a JPEG fully. Returns false with the first libjpeg warning or error in `error`.
+// On success `pixels` holds the decoded samples (libjpeg's output colour space, interleaved).
+struct DecodedImage {
+  int width = 0;
+  int height = 0;
+  int components = 0;
+  std::vector<uint8_t> pixels;
+};
+bool decode_jpeg_strict(std::span<const uint8_t> jpeg, DecodedImage& out, std::string& error);
+
+// The two bytes every level-k file ends with.
+inline constexpr std::array<uint8_t, 2> kEoi{0xFF, 0xD9};
+
+}  // namespace fid::codec
