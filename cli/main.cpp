@@ -1,1 +1,21 @@
-int main() { return 0; }
+#include <cstdio>
+
+#include "cli/commands.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"fidelityfs: a packed image dataset mounted as a directory tree at a chosen fidelity"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", std::string("fidelityfs ") + FIDELITYFS_VERSION);
+  int exit_code = fid::cli::kExitOk;
+  fid::cli::register_pack(app, exit_code);
+  fid::cli::register_inspect(app, exit_code);
+  fid::cli::register_verify(app, exit_code);
+  fid::cli::register_mount(app, exit_code);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int rc = app.exit(e);
+    return rc == 0 ? 0 : fid::cli::kExitUsage;
+  }
+  return exit_code;
+}
