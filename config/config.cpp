@@ -1,0 +1,359 @@
+#include "config/config.h"
+
+#include <fmt/format.h>
+#include <yaml-cpp/yaml.h>
+
+#include <cctype>
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+namespace fid::config {
+
+std::string_view gpu_name(Gpu g) {
+  switch (g) {
+    case Gpu::auto_: return "auto";
+    case Gpu::on: return "on";
+    case Gpu::off: return "off";
+  }
+  return "auto";
+}
+
+std::string_view log_level_name(LogLevel l) {
+  switch (l) {
+    case LogLevel::error: return "error";
+    case LogLevel::warn: return "warn";
+    case LogLevel::info: return "info";
+    case LogLevel::debug: return "debug";
+  }
+  return "info";
+}
+
+static std::optional<uint64_t> parse_u64(std::string_view s) {
+  if (s.empty()) return std::nullopt;
+  uint64_t v = 0;
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || p != s.data() + s.size()) return std::nullopt;
+  return v;
+}
+
+std::optional<int> parse_level(std::string_view s) {
+  if (s == "full") return kFull;
+  auto v = parse_u64(s);
+  if (!v || *v < 1 || *v > static_cast<uint64_t>(kMaxLevel)) return std::nullopt;
+  return static_cast<int>(*v);
+}
+
+std::string level_text(int level) { return level >= kFull ? "full" : std::to_string(level); }
+
+std::optional<uint64_t> parse_bytes(std::string_view s) {
+  size_t i = 0;
+  while (i < s.size() && s[i] >= '0' && s[i] <= '9') ++i;
+  auto num = parse_u64(s.substr(0, i));
+  if (!num) return std::nullopt;
+  std::string_view unit = s.substr(i);
+  while (!unit.empty() && unit.front() == ' ') unit.remove_prefix(1);
+  std::string u(unit);
+  for (char& c : u) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  int shift = 0;
+  if (u.empty() || u == "b") shift = 0;
+  else if (u == "k" || u == "kb" || u == "kib") shift = 10;
+  else if (u == "m" || u == "mb" || u == "mib") shift = 20;
+  else if (u == "g" || u == "gb" || u == "gib") shift = 30;
+  else if (u == "t" || u == "tb" || u == "tib") shift = 40;
+  else return std::nullopt;
+  if (shift && (*num >> (64 - shift)) != 0) return std::nullopt;
+  return *num << shift;
+}
+
+// ---- glob ------------------------------------------------------------------------------------
+
+// Matches a character class at pattern[pi] ('[' ...). Returns the index after ']' and sets ok.
+static size_t match_class(std::string_view pat, size_t pi, char c, bool& matched, bool& valid) {
+  size_t i = pi + 1;
+  bool negate = false;
+  if (i < pat.size() && (pat[i] == '!' || pat[i] == '^')) { negate = true; ++i; }
+  bool any = false;
+  bool first = true;
+  while (i < pat.size() && (pat[i] != ']' || first)) {
+    first = false;
+    char lo = pat[i];
+    char hi = lo;
+    if (i + 2 < pat.size() && pat[i + 1] == '-' && pat[i + 2] != ']') {
+      hi = pat[i + 2];
+      i += 3;
+    } else {
+      ++i;
+    }
+    if (static_cast<unsigned char>(c) >= static_cast<unsigned char>(lo) &&
+        static_cast<unsigned char>(c) <= static_cast<unsigned char>(hi))
+      any = true;
+  }
+  if (i >= pat.size()) { valid = false; return pi + 1; }  // no closing ']': literal '['
+  valid = true;
+  matched = (any != negate) && c != '/';
+  return i + 1;
+}
+
+static bool glob_rec(std::string_view pat, std::string_view path) {
+  size_t pi = 0, si = 0;
+  while (pi < pat.size()) {
+    char pc = pat[pi];
+    if (pc == '*') {
+      bool dbl = pi + 1 < pat.size() && pat[pi + 1] == '*';
+      if (dbl) {
+        size_t rest = pi + 2;
+        // "**/" also matches zero directories.
+        if (rest < pat.size() && pat[rest] == '/') {
+          if (glob_rec(pat.substr(rest + 1), path.substr(si))) return true;
+        }
+        for (size_t k = si; k <= path.size(); ++k)
+          if (glob_rec(pat.substr(rest), path.substr(k))) return true;
+        return false;
+      }
+      for (size_t k = si; k <= path.size(); ++k) {
+        if (glob_rec(pat.substr(pi + 1), path.substr(k))) return true;
+        if (k < path.size() && path[k] == '/') break;
+      }
+      return false;
+    }
+    if (si >= path.size()) return false;
+    if (pc == '?') {
+      if (path[si] == '/') return false;
+      ++pi; ++si;
+      continue;
+    }
+    if (pc == '[') {
+      bool matched = false, valid = false;
+      size_t next = match_class(pat, pi, path[si], matched, valid);
+      if (valid) {
+        if (!matched) return false;
+        pi = next; ++si;
+        continue;
+      }
+    }
+    if (pc == '\\' && pi + 1 < pat.size()) { ++pi; pc = pat[pi]; }
+    if (pc != path[si]) return false;
+    ++pi; ++si;
+  }
+  return si == path.size();
+}
+
+bool glob_match(std::string_view pattern, std::string_view path) {
+  while (!pattern.empty() && pattern.front() == '/') pattern.remove_prefix(1);
+  while (!path.empty() && path.front() == '/') path.remove_prefix(1);
+  return glob_rec(pattern, path);
+}
+
+// ---- YAML ------------------------------------------------------------------------------------
+
+namespace {
+
+struct Ctx {
+  const std::string& source;
+  [[noreturn]] void fail(const YAML::Node& n, const std::string& key, const std::string& why) const {
+    int line = n.Mark().line >= 0 ? n.Mark().line + 1 : 0;
+    throw ConfigError(fmt::format("{}:{}: key '{}': {}", source, line, key, why));
+  }
+  std::string scalar(const YAML::Node& n, const std::string& key) const {
+    if (!n.IsScalar()) fail(n, key, "expected a single value");
+    return n.Scalar();
+  }
+  int level(const YAML::Node& n, const std::string& key) const {
+    std::string s = scalar(n, key);
+    auto v = parse_level(s);
+    if (!v) fail(n, key, fmt::format("expected a level 1..{} or 'full', got '{}'", kMaxLevel, s));
+    return *v;
+  }
+};
+
+}  // namespace
+
+Config parse_config(std::string_view yaml, const std::string& source) {
+  Config cfg;
+  cfg.source = source;
+  Ctx ctx{source};
+  YAML::Node root;
+  try {
+    root = YAML::Load(std::string(yaml));
+  } catch (const YAML::ParserException& e) {
+    throw ConfigError(fmt::format("{}:{}: invalid YAML: {}", source, e.mark.line + 1, e.msg));
+  }
+  if (root.IsNull()) return cfg;  // empty file: all defaults
+  if (!root.IsMap()) {
+    int line = root.Mark().line + 1;
+    throw ConfigError(fmt::format("{}:{}: expected a mapping of settings at the top level", source, line));
+  }
+  for (auto it = root.begin(); it != root.end(); ++it) {
+    const YAML::Node& keyn = it->first;
+    const YAML::Node& val = it->second;
+    std::string key = keyn.IsScalar() ? keyn.Scalar() : std::string("?");
+    if (key == "scan_group") {
+      cfg.scan_group = ctx.level(val, key);
+    } else if (key == "threads") {
+      std::string s = ctx.scalar(val, key);
+      auto v = parse_u64(s);
+      if (!v || *v < 1 || *v > 1024) ctx.fail(val, key, fmt::format("expected 1..1024, got '{}'", s));
+      cfg.threads = static_cast<unsigned>(*v);
+    } else if (key == "cache") {
+      std::string s = ctx.scalar(val, key);
+      auto v = parse_bytes(s);
+      if (!v) ctx.fail(val, key, fmt::format("expected a byte size like 256MiB, got '{}'", s));
+      cfg.cache_bytes = *v;
+    } else if (key == "gpu") {
+      std::string s = ctx.scalar(val, key);
+      if (s == "auto") cfg.gpu = Gpu::auto_;
+      else if (s == "on") cfg.gpu = Gpu::on;
+      else if (s == "off") cfg.gpu = Gpu::off;
+      else ctx.fail(val, key, fmt::format("expected auto, on or off, got '{}'", s));
+    } else if (key == "rules") {
+      if (val.IsNull()) continue;
+      if (!val.IsSequence()) ctx.fail(val, key, "expected a list of {path, scan_group} entries");
+      size_t i = 0;
+      for (const auto& r : val) {
+        std::string rk = fmt::format("rules[{}]", i++);
+        if (!r.IsMap()) ctx.fail(r, rk, "expected a mapping with 'path' and 'scan_group'");
+        Rule rule;
+        rule.line = r.Mark().line + 1;
+        bool have_path = false, have_level = false;
+        for (auto jt = r.begin(); jt != r.end(); ++jt) {
+          std::string k = jt->first.IsScalar() ? jt->first.Scalar() : std::string("?");
+          if (k == "path") {
+            rule.glob = ctx.scalar(jt->second, rk + ".path");
+            if (rule.glob.empty()) ctx.fail(jt->second, rk + ".path", "must not be empty");
+            have_path = true;
+          } else if (k == "scan_group") {
+            rule.level = ctx.level(jt->second, rk + ".scan_group");
+            have_level = true;
+          } else {
+            ctx.fail(jt->first, rk + "." + k, "unknown key (expected path, scan_group)");
+          }
+        }
+        if (!have_path) ctx.fail(r, rk + ".path", "missing");
+        if (!have_level) ctx.fail(r, rk + ".scan_group", "missing");
+        cfg.rules.push_back(std::move(rule));
+      }
+    } else if (key == "log") {
+      if (val.IsNull()) continue;
+      if (!val.IsMap()) ctx.fail(val, key, "expected a mapping with 'level' and/or 'file'");
+      for (auto jt = val.begin(); jt != val.end(); ++jt) {
+        std::string k = jt->first.IsScalar() ? jt->first.Scalar() : std::string("?");
+        std::string full = "log." + k;
+        if (k == "level") {
+          std::string s = ctx.scalar(jt->second, full);
+          if (s == "error") cfg.log_level = LogLevel::error;
+          else if (s == "warn" || s == "warning") cfg.log_level = LogLevel::warn;
+          else if (s == "info") cfg.log_level = LogLevel::info;
+          else if (s == "debug") cfg.log_level = LogLevel::debug;
+          else ctx.fail(jt->second, full, fmt::format("expected error, warn, info or debug, got '{}'", s));
+        } else if (k == "file") {
+          cfg.log_file = ctx.scalar(jt->second, full);
+        } else {
+          ctx.fail(jt->first, full, "unknown key (expected level, file)");
+        }
+      }
+    } else {
+      ctx.fail(keyn, key, "unknown key (expected scan_group, rules, threads, cache, gpu, log)");
+    }
+  }
+  return cfg;
+}
+
+Config load_config(const std::filesystem::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) throw ConfigError(fmt::format("{}: cannot read config file: {}", file.string(), std::strerror(errno)));
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return parse_config(ss.str(), file.string());
+}
+
+// ---- -o options ------------------------------------------------------------------------------
+
+void parse_mount_options(std::string_view list, MountOptions& opts) {
+  size_t start = 0;
+  while (start <= list.size()) {
+    size_t comma = list.find(',', start);
+    std::string_view item = list.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
+    start = comma == std::string_view::npos ? list.size() + 1 : comma + 1;
+    if (item.empty()) continue;
+    size_t eq = item.find('=');
+    std::string_view name = item.substr(0, eq);
+    std::string_view value = eq == std::string_view::npos ? std::string_view() : item.substr(eq + 1);
+    bool has_value = eq != std::string_view::npos;
+    auto need_value = [&]() {
+      if (!has_value || value.empty())
+        throw ConfigError(fmt::format("mount option '{}' needs a value ({}=...)", name, name));
+    };
+    auto no_value = [&]() {
+      if (has_value) throw ConfigError(fmt::format("mount option '{}' takes no value", name));
+    };
+    if (name == "scan_group") {
+      need_value();
+      auto v = parse_level(value);
+      if (!v) throw ConfigError(fmt::format("bad value for mount option scan_group: '{}' (expected 1..L or full)", value));
+      opts.scan_group = *v;
+    } else if (name == "threads") {
+      need_value();
+      auto v = parse_u64(value);
+      if (!v || *v < 1 || *v > 1024)
+        throw ConfigError(fmt::format("bad value for mount option threads: '{}' (expected 1..1024)", value));
+      opts.threads = static_cast<unsigned>(*v);
+    } else if (name == "cache") {
+      need_value();
+      auto v = parse_bytes(value);
+      if (!v) throw ConfigError(fmt::format("bad value for mount option cache: '{}' (expected bytes, e.g. 256MiB)", value));
+      opts.cache_bytes = *v;
+    } else if (name == "gpu") {
+      need_value();
+      if (value == "auto") opts.gpu = Gpu::auto_;
+      else if (value == "on") opts.gpu = Gpu::on;
+      else if (value == "off") opts.gpu = Gpu::off;
+      else throw ConfigError(fmt::format("bad value for mount option gpu: '{}' (expected auto, on or off)", value));
+    } else if (name == "config") {
+      need_value();
+      opts.config_file = std::string(value);
+    } else if (name == "allow_other") {
+      no_value();
+      opts.allow_other = true;
+    } else if (name == "no_open") {
+      no_value();
+      opts.no_open = true;
+    } else {
+      throw ConfigError(fmt::format("unknown mount option '{}' (known: scan_group, threads, cache, gpu, config, allow_other, no_open)", name));
+    }
+  }
+}
+
+Settings merge(const Config& cfg, const MountOptions& opts) {
+  Settings s;
+  s.scan_group = opts.scan_group.value_or(cfg.scan_group.value_or(kFull));
+  s.rules = cfg.rules;
+  s.threads = opts.threads.value_or(cfg.threads.value_or(s.threads));
+  s.cache_bytes = opts.cache_bytes.value_or(cfg.cache_bytes.value_or(s.cache_bytes));
+  s.gpu = opts.gpu.value_or(cfg.gpu.value_or(Gpu::auto_));
+  s.allow_other = opts.allow_other;
+  s.no_open = opts.no_open;
+  s.log_level = cfg.log_level;
+  s.log_file = cfg.log_file;
+  s.config_file = cfg.source;
+  return s;
+}
+
+void check_levels(const Settings& s, int levels) {
+  auto check = [&](int level, const std::string& what) {
+    if (level != kFull && level > levels)
+      throw ConfigError(fmt::format("{}: level {} is out of range: the store has {} levels (1..{} or full)",
+                                    what, level, levels, levels));
+  };
+  check(s.scan_group, "scan_group");
+  for (size_t i = 0; i < s.rules.size(); ++i) {
+    const Rule& r = s.rules[i];
+    std::string what = r.line ? fmt::format("{}:{}: rules[{}].scan_group", s.config_file, r.line, i)
+                              : fmt::format("rules[{}].scan_group", i);
+    check(r.level, what);
+  }
+}
+
+}  // namespace fid::config

@@ -1,0 +1,110 @@
+// Configuration of a mount: the YAML file (--config FILE or -o config=FILE), the -o option list
+// and their merge into the effective settings. Parsing only: no FUSE, no store.
+//
+// YAML schema (every key optional; unknown keys are an error):
+//
+//   scan_group: 5            # default level for JPEGs: 1..L or "full" (default: full)
+//   rules:                   # per-path rules, first match wins; paths relative to the mount
+//     - path: "train/**"     # glob: * and ? stay inside one path segment, ** crosses segments,
+//       scan_group: 3        #       [abc] / [a-z] / [!a] character classes
+//   threads: 8               # FUSE worker threads (1..1024)
+//   cache: 256MiB            # memory budget for cached record data (B, KiB, MiB, GiB, K, M, G)
+//   gpu: auto                # auto|on|off
+//   log:
+//     level: info            # error|warn|info|debug
+//     file: /var/log/x.log   # default: stderr in the foreground, syslog when daemonised
+//
+// Errors are ConfigError with "FILE:LINE: key 'a.b': reason".
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace fid::config {
+
+// A level as configured: 1..kMaxLevel, or kFull (resolved to the store's L at mount).
+inline constexpr int kFull = 1 << 16;
+inline constexpr int kMaxLevel = 255;
+
+class ConfigError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+enum class Gpu { auto_, on, off };
+enum class LogLevel { error = 0, warn = 1, info = 2, debug = 3 };
+
+std::string_view gpu_name(Gpu g);
+std::string_view log_level_name(LogLevel l);
+
+struct Rule {
+  std::string glob;
+  int level = kFull;
+  int line = 0;  // 1-based line in the config file (0 when not from a file)
+};
+
+struct Config {
+  std::string source;  // file it was read from (empty: built-in defaults)
+  std::optional<int> scan_group;
+  std::vector<Rule> rules;
+  std::optional<unsigned> threads;
+  std::optional<uint64_t> cache_bytes;
+  std::optional<Gpu> gpu;
+  LogLevel log_level = LogLevel::info;
+  std::string log_file;
+};
+
+// Parses YAML text; `source` names the file in error messages.
+Config parse_config(std::string_view yaml, const std::string& source);
+// Reads and parses a file; a missing/unreadable file is a ConfigError naming it.
+Config load_config(const std::filesystem::path& file);
+
+// "1".."255" or "full" (case-sensitive). nullopt if invalid.
+std::optional<int> parse_level(std::string_view s);
+// "1048576", "256MiB", "1G", "64k" ... nullopt if invalid or overflowing.
+std::optional<uint64_t> parse_bytes(std::string_view s);
+// Level as text: "full" for kFull, else the number.
+std::string level_text(int level);
+
+// Glob match of a '/'-separated relative path (see the schema comment).
+bool glob_match(std::string_view pattern, std::string_view path);
+
+// The -o option list of `fidelityfs mount`.
+struct MountOptions {
+  std::optional<int> scan_group;
+  std::optional<unsigned> threads;
+  std::optional<uint64_t> cache_bytes;
+  std::optional<Gpu> gpu;
+  std::optional<std::string> config_file;
+  bool allow_other = false;
+  bool no_open = false;  // skip FUSE OPEN/RELEASE round trips (see docs/MOUNT.md)
+};
+
+// Parses one comma-separated -o argument into `opts` (repeatable). Throws ConfigError naming the
+// offending option ("unknown mount option 'foo'", "bad value for scan_group: 'x' ...").
+void parse_mount_options(std::string_view list, MountOptions& opts);
+
+// The merged settings of a mount: option > config file > default.
+struct Settings {
+  int scan_group = kFull;
+  std::vector<Rule> rules;
+  unsigned threads = 16;
+  uint64_t cache_bytes = 256ull << 20;
+  Gpu gpu = Gpu::auto_;
+  bool allow_other = false;
+  bool no_open = false;
+  LogLevel log_level = LogLevel::info;
+  std::string log_file;
+  std::string config_file;
+};
+Settings merge(const Config& cfg, const MountOptions& opts);
+
+// Checks levels against the store's level count L; throws ConfigError naming the setting.
+void check_levels(const Settings& s, int levels);
+
+}  // namespace fid::config

@@ -1,0 +1,185 @@
+#include <gtest/gtest.h>
+
+#include "config/config.h"
+
+using namespace fid::config;
+
+TEST(ConfigLevel, ParsesNumbersAndFull) {
+  EXPECT_EQ(parse_level("1"), 1);
+  EXPECT_EQ(parse_level("10"), 10);
+  EXPECT_EQ(parse_level("full"), kFull);
+  EXPECT_FALSE(parse_level("0"));
+  EXPECT_FALSE(parse_level("-1"));
+  EXPECT_FALSE(parse_level("5x"));
+  EXPECT_FALSE(parse_level(""));
+  EXPECT_FALSE(parse_level("FULL"));
+  EXPECT_FALSE(parse_level("256"));
+  EXPECT_EQ(level_text(kFull), "full");
+  EXPECT_EQ(level_text(3), "3");
+}
+
+TEST(ConfigBytes, Units) {
+  EXPECT_EQ(parse_bytes("0"), 0u);
+  EXPECT_EQ(parse_bytes("4096"), 4096u);
+  EXPECT_EQ(parse_bytes("256MiB"), 256ull << 20);
+  EXPECT_EQ(parse_bytes("1G"), 1ull << 30);
+  EXPECT_EQ(parse_bytes("64k"), 64ull << 10);
+  EXPECT_EQ(parse_bytes("2 GiB"), 2ull << 30);
+  EXPECT_FALSE(parse_bytes("MiB"));
+  EXPECT_FALSE(parse_bytes("12XB"));
+  EXPECT_FALSE(parse_bytes("99999999999999999999"));
+  EXPECT_FALSE(parse_bytes("17179869184T"));
+}
+
+TEST(Glob, Basics) {
+  EXPECT_TRUE(glob_match("train/**", "train/n01/a.jpg"));
+  EXPECT_TRUE(glob_match("train/**", "train/a.jpg"));
+  EXPECT_FALSE(glob_match("train/**", "val/a.jpg"));
+  EXPECT_TRUE(glob_match("*.jpg", "a.jpg"));
+  EXPECT_FALSE(glob_match("*.jpg", "d/a.jpg"));
+  EXPECT_TRUE(glob_match("**/*.jpg", "a.jpg"));
+  EXPECT_TRUE(glob_match("**/*.jpg", "x/y/a.jpg"));
+  EXPECT_FALSE(glob_match("**/*.jpg", "x/y/a.png"));
+  EXPECT_TRUE(glob_match("*/n0?/*", "train/n01/x"));
+  EXPECT_FALSE(glob_match("*/n0?/*", "train/n011/x"));
+  EXPECT_TRUE(glob_match("c[ab]t/*", "cat/1"));
+  EXPECT_FALSE(glob_match("c[!ab]t/*", "cat/1"));
+  EXPECT_TRUE(glob_match("c[a-c]t/*", "cbt/1"));
+  EXPECT_TRUE(glob_match("/train/**", "train/x"));
+  EXPECT_TRUE(glob_match("a\\*b", "a*b"));
+  EXPECT_FALSE(glob_match("a\\*b", "axb"));
+  EXPECT_TRUE(glob_match("[", "["));  // unterminated class is a literal
+  EXPECT_TRUE(glob_match("**", "anything/at/all"));
+  EXPECT_FALSE(glob_match("a/**/b", "a/x/c"));
+  EXPECT_TRUE(glob_match("a/**/b", "a/b"));
+  EXPECT_TRUE(glob_match("a/**/b", "a/x/y/b"));
+}
+
+TEST(ConfigYaml, FullExample) {
+  Config c = parse_config(R"(scan_group: 5
+rules:
+  - path: "train/**"
+    scan_group: 3
+  - {path: "val/*", scan_group: full}
+threads: 8
+cache: 256MiB
+gpu: off
+log:
+  level: debug
+  file: /tmp/x.log
+)", "cfg.yaml");
+  EXPECT_EQ(c.scan_group, 5);
+  ASSERT_EQ(c.rules.size(), 2u);
+  EXPECT_EQ(c.rules[0].glob, "train/**");
+  EXPECT_EQ(c.rules[0].level, 3);
+  EXPECT_EQ(c.rules[0].line, 3);
+  EXPECT_EQ(c.rules[1].level, kFull);
+  EXPECT_EQ(c.threads, 8u);
+  EXPECT_EQ(c.cache_bytes, 256ull << 20);
+  EXPECT_EQ(c.gpu, Gpu::off);
+  EXPECT_EQ(c.log_level, LogLevel::debug);
+  EXPECT_EQ(c.log_file, "/tmp/x.log");
+}
+
+TEST(ConfigYaml, EmptyIsDefaults) {
+  Config c = parse_config("", "e.yaml");
+  EXPECT_FALSE(c.scan_group);
+  EXPECT_TRUE(c.rules.empty());
+  Settings s = merge(c, {});
+  EXPECT_EQ(s.scan_group, kFull);
+}
+
+static std::string error_of(const std::string& yaml) {
+  try {
+    parse_config(yaml, "f.yaml");
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(ConfigYaml, ErrorsNameKeyAndLine) {
+  EXPECT_EQ(error_of("threads: 4\nscan_group: 0\n"),
+            "f.yaml:2: key 'scan_group': expected a level 1..255 or 'full', got '0'");
+  EXPECT_EQ(error_of("threads: 4\n\nbogus: 1\n"),
+            "f.yaml:3: key 'bogus': unknown key (expected scan_group, rules, threads, cache, gpu, log)");
+  EXPECT_NE(error_of("rules:\n  - path: a\n    scan_group: x\n").find("f.yaml:3: key 'rules[0].scan_group'"), std::string::npos);
+  EXPECT_NE(error_of("rules:\n  - path: a\n").find("key 'rules[0].scan_group': missing"), std::string::npos);
+  EXPECT_NE(error_of("rules:\n  - scan_group: 2\n    colour: red\n").find("f.yaml:3: key 'rules[0].colour'"), std::string::npos);
+  EXPECT_NE(error_of("cache: lots\n").find("f.yaml:1: key 'cache'"), std::string::npos);
+  EXPECT_NE(error_of("threads: 0\n").find("f.yaml:1: key 'threads'"), std::string::npos);
+  EXPECT_NE(error_of("gpu: maybe\n").find("key 'gpu'"), std::string::npos);
+  EXPECT_NE(error_of("log:\n  level: loud\n").find("f.yaml:2: key 'log.level'"), std::string::npos);
+  EXPECT_NE(error_of("scan_group: [1, 2]\n").find("key 'scan_group': expected a single value"), std::string::npos);
+  EXPECT_NE(error_of("a: [1, 2\n").find("f.yaml:"), std::string::npos);
+  EXPECT_NE(error_of("a: [1, 2\n").find("invalid YAML"), std::string::npos);
+  EXPECT_NE(error_of("- 1\n- 2\n").find("top level"), std::string::npos);
+}
+
+TEST(ConfigFile, MissingFileNamed) {
+  try {
+    load_config("/nonexistent/dir/x.yaml");
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("/nonexistent/dir/x.yaml"), std::string::npos);
+  }
+}
+
+TEST(MountOpts, ParseAll) {
+  MountOptions o;
+  parse_mount_options("scan_group=5,threads=4,cache=1GiB,allow_other,gpu=off,config=/x.yaml", o);
+  EXPECT_EQ(o.scan_group, 5);
+  EXPECT_EQ(o.threads, 4u);
+  EXPECT_EQ(o.cache_bytes, 1ull << 30);
+  EXPECT_TRUE(o.allow_other);
+  EXPECT_EQ(o.gpu, Gpu::off);
+  EXPECT_EQ(o.config_file, "/x.yaml");
+  parse_mount_options("scan_group=full", o);  // repeatable, later wins
+  EXPECT_EQ(o.scan_group, kFull);
+  parse_mount_options(",,", o);
+}
+
+static std::string opt_error(const std::string& s) {
+  MountOptions o;
+  try {
+    parse_mount_options(s, o);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(MountOpts, Errors) {
+  EXPECT_NE(opt_error("scan_group=5,frobnicate").find("unknown mount option 'frobnicate'"), std::string::npos);
+  EXPECT_NE(opt_error("scan_group=0").find("scan_group"), std::string::npos);
+  EXPECT_NE(opt_error("scan_group").find("needs a value"), std::string::npos);
+  EXPECT_NE(opt_error("threads=abc").find("threads"), std::string::npos);
+  EXPECT_NE(opt_error("cache=x").find("cache"), std::string::npos);
+  EXPECT_NE(opt_error("gpu=yes").find("gpu"), std::string::npos);
+  EXPECT_NE(opt_error("allow_other=1").find("takes no value"), std::string::npos);
+}
+
+TEST(Settings, PrecedenceOptionOverConfig) {
+  Config c = parse_config("scan_group: 3\nthreads: 2\ncache: 1MiB\n", "c.yaml");
+  MountOptions o;
+  parse_mount_options("scan_group=7", o);
+  Settings s = merge(c, o);
+  EXPECT_EQ(s.scan_group, 7);
+  EXPECT_EQ(s.threads, 2u);
+  EXPECT_EQ(s.cache_bytes, 1ull << 20);
+  Settings s2 = merge(c, {});
+  EXPECT_EQ(s2.scan_group, 3);
+}
+
+TEST(Settings, CheckLevelsAgainstStore) {
+  Config c = parse_config("scan_group: 12\n", "c.yaml");
+  EXPECT_THROW(check_levels(merge(c, {}), 10), ConfigError);
+  EXPECT_NO_THROW(check_levels(merge(c, {}), 12));
+  Config c2 = parse_config("rules:\n  - {path: a, scan_group: 11}\n", "c.yaml");
+  try {
+    check_levels(merge(c2, {}), 10);
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("c.yaml:2: rules[0].scan_group"), std::string::npos);
+  }
+}
