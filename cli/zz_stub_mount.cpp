@@ -1,0 +1,2 @@
+#include "cli/commands.h"
+namespace fid::cli { void register_mount(CLI::App&, int&) {} }
