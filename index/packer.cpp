@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <csignal>
 
 #include <algorithm>
 #include <cerrno>
@@ -519,8 +520,18 @@ PackReport pack(const PackOptions& opt, const std::function<void(const PackProgr
   if (!fsys::is_directory(store.parent_path(), ec))
     throw PackError(2, fmt::format("{}: parent folder does not exist", store.parent_path().string()));
 
+  // Leftovers of a killed pack of the same target (its PID no longer runs) are removed.
+  const std::string tmp_prefix = fmt::format(".{}.tmp-", store.filename().string());
+  for (const auto& e : fsys::directory_iterator(store.parent_path(), ec)) {
+    std::string name = e.path().filename().string();
+    if (name.rfind(tmp_prefix, 0) != 0) continue;
+    char* end = nullptr;
+    long pid = std::strtol(name.c_str() + tmp_prefix.size(), &end, 10);
+    if (end && *end == '\0' && pid > 0 && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH)
+      fsys::remove_all(e.path(), ec);
+  }
   TempStore tmp;
-  tmp.path = store.parent_path() / fmt::format(".{}.tmp-{}", store.filename().string(), ::getpid());
+  tmp.path = store.parent_path() / fmt::format("{}{}", tmp_prefix, ::getpid());
   fsys::remove_all(tmp.path, ec);
   if (!fsys::create_directories(tmp.path / kRecordDir, ec))
     throw PackError(1, fmt::format("{}: cannot create: {}", tmp.path.string(), ec.message()));
