@@ -10,7 +10,7 @@ if [[ $what == test || $what == bench ]]; then
   pkgs+=(libgtest-dev clang libclang-rt-14-dev python3-pytest python3-xxhash python3-torch python3-torchvision)
 fi
 if [[ $what == bench ]]; then
-  pkgs+=(squashfuse squashfs-tools libwebp-dev webp python3-matplotlib libbenchmark-dev)
+  pkgs+=(squashfuse squashfs-tools bc libwebp-dev webp python3-matplotlib libbenchmark-dev)
 fi
 missing=()
 for p in "${pkgs[@]}"; do
