@@ -100,6 +100,8 @@ class Store {
   int read_piece(const File& f, uint32_t piece_index, std::span<uint8_t> dst) const;
   // The file descriptor of a record (for splice/prefetch in the fs layer).
   int record_fd(uint32_t record) const { return record_fds_[record]; }
+  // Records that could not be opened or are damaged (their files read as EIO), one line each.
+  const std::vector<std::string>& problems() const { return problems_; }
 
  private:
   Store() = default;
@@ -113,6 +115,7 @@ class Store {
   std::vector<Piece> pieces_;
   std::string names_;
   std::vector<int> record_fds_;
+  std::vector<std::string> problems_;
 };
 
 // Checksum used for every piece: low 32 bits of XXH3-64.

@@ -1,0 +1,82 @@
+#include <filesystem>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "index/format.h"
+#include "index/store.h"
+
+namespace fid::cli {
+
+namespace {
+
+int run_inspect(const std::string& dir, bool json) {
+  std::unique_ptr<index::Store> store;
+  try {
+    store = index::Store::open(dir);
+  } catch (const index::StoreError& e) {
+    fmt::print(stderr, "fidelityfs inspect: {}\n", e.what());
+    return kExitRuntime;
+  }
+  const int levels = store->levels();
+  uint64_t by_kind[3] = {0, 0, 0};
+  std::vector<uint64_t> bytes_by_level(static_cast<size_t>(levels), 0);
+  uint64_t source_bytes = 0;
+  for (const index::File& f : store->files()) {
+    by_kind[static_cast<int>(f.kind)]++;
+    source_bytes += f.source_size;
+    if (f.kind == index::FileKind::jpeg)
+      for (int k = 1; k <= levels; ++k) bytes_by_level[static_cast<size_t>(k - 1)] += store->size_at_level(f, k);
+  }
+  std::error_code ec;
+  uint64_t store_bytes = std::filesystem::file_size(store->path() / index::kIndexFile, ec);
+  for (const index::Record& r : store->records()) store_bytes += r.size;
+
+  if (json) {
+    nlohmann::json j;
+    j["format_version"] = index::kFormatVersion;
+    j["files"] = store->files().size();
+    j["dirs"] = store->dirs().size();
+    j["by_kind"] = {{"jpeg", by_kind[0]}, {"l3", by_kind[1]}, {"blob", by_kind[2]}};
+    j["levels"] = levels;
+    j["bytes_by_level"] = bytes_by_level;
+    j["source_bytes"] = source_bytes;
+    j["store_bytes"] = store_bytes;
+    j["records"] = store->records().size();
+    j["seed"] = store->seed();
+    j["problems"] = store->problems();
+    fmt::print("{}\n", j.dump(2));
+    return kExitOk;
+  }
+  fmt::print("store           {}\n", store->path().string());
+  fmt::print("format version  {}\n", index::kFormatVersion);
+  fmt::print("files           {} (jpeg {}, l3 {}, blob {}) in {} folders\n", store->files().size(), by_kind[0],
+             by_kind[1], by_kind[2], store->dirs().size());
+  fmt::print("records         {}\n", store->records().size());
+  fmt::print("source bytes    {}\n", source_bytes);
+  fmt::print("store bytes     {}\n", store_bytes);
+  if (by_kind[0] > 0) {
+    fmt::print("jpeg levels     {}\n", levels);
+    for (int k = 1; k <= levels; ++k) {
+      uint64_t b = bytes_by_level[static_cast<size_t>(k - 1)];
+      fmt::print("  level {:2}  {:>14} bytes  {:5.1f}% of full  {:8.1f} kB/image\n", k, b,
+                 100.0 * static_cast<double>(b) / static_cast<double>(bytes_by_level.back()),
+                 static_cast<double>(b) / 1e3 / static_cast<double>(by_kind[0]));
+    }
+  }
+  for (const std::string& p : store->problems()) fmt::print("problem: {}\n", p);
+  return kExitOk;
+}
+
+}  // namespace
+
+void register_inspect(CLI::App& app, int& exit_code) {
+  auto* cmd = app.add_subcommand("inspect", "Summarise a store");
+  auto dir = std::make_shared<std::string>();
+  auto json = std::make_shared<bool>(false);
+  cmd->add_option("STORE_DIR", *dir, "store folder")->required();
+  cmd->add_flag("--json", *json, "machine-readable output");
+  cmd->callback([dir, json, &exit_code] { exit_code = run_inspect(*dir, *json); });
+}
+
+}  // namespace fid::cli

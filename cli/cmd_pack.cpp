@@ -1,0 +1,67 @@
+#include <csignal>
+#include <fmt/format.h>
+
+#include "cli/commands.h"
+#include "cli/progress.h"
+#include "codec/jpeg.h"
+#include "index/packer.h"
+
+namespace fid::cli {
+
+namespace {
+
+std::atomic<bool> g_cancel{false};
+extern "C" void on_pack_signal(int) { g_cancel = true; }
+
+int run_pack(const index::PackOptions& opt, const std::string& progress_mode) {
+  struct sigaction sa {};
+  sa.sa_handler = on_pack_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  ProgressLine line(parse_progress_mode(progress_mode), "pack");
+  index::PackReport r;
+  try {
+    r = index::pack(
+        opt, [&](const index::PackProgress& p) { line.update(p.files_done, p.files_total, p.source_bytes_done, p.seconds); },
+        g_cancel);
+  } catch (const index::PackError& e) {
+    line.finish();
+    fmt::print(stderr, "fidelityfs pack: {}\n", e.what());
+    return e.exit_code();
+  }
+  line.finish();
+  uint64_t files = r.jpeg + r.l3 + r.blob;
+  fmt::print("packed {} files ({} jpeg, {} l3, {} blob) in {} folders into {} records, {:.1f}s ({:.0f} files/s)\n",
+             files, r.jpeg, r.l3, r.blob, r.dirs, r.records, r.seconds, r.seconds > 0 ? static_cast<double>(files) / r.seconds : 0.0);
+  fmt::print("source {:.1f} MB, store {:.1f} MB\n", static_cast<double>(r.source_bytes) / 1e6, static_cast<double>(r.store_bytes) / 1e6);
+  if (r.jpeg > 0) {
+    fmt::print("jpeg bytes by level (fraction of full):");
+    for (size_t k = 0; k < r.bytes_by_level.size(); ++k)
+      fmt::print(" {}:{:.3f}", k + 1, static_cast<double>(r.bytes_by_level[k]) / static_cast<double>(r.bytes_by_level.back()));
+    fmt::print("\n");
+  }
+  for (auto& [path, why] : r.blobbed) fmt::print("blob: {}: {}\n", path, why);
+  for (auto& [path, why] : r.skipped) fmt::print("skipped: {}: {}\n", path, why);
+  return kExitOk;
+}
+
+}  // namespace
+
+void register_pack(CLI::App& app, int& exit_code) {
+  auto* cmd = app.add_subcommand("pack", "Pack an image folder tree into a store");
+  auto opt = std::make_shared<index::PackOptions>();
+  auto progress = std::make_shared<std::string>("auto");
+  cmd->add_option("SRC_DIR", opt->source, "source folder (an ImageFolder tree)")->required();
+  cmd->add_option("STORE_DIR", opt->store, "store to create (must not exist, or be empty)")->required();
+  cmd->add_option("--jobs", opt->jobs, "worker threads (default: all cores)")->check(CLI::Range(1u, 1024u));
+  cmd->add_option("--record-bytes", opt->record_bytes, "target record size at full level")
+      ->default_val(opt->record_bytes)
+      ->transform(CLI::AsSizeValue(false));
+  cmd->add_option("--seed", opt->seed, "seed of the storage order")->default_val(0);
+  cmd->add_option("--progress", *progress, "progress line: auto (on a terminal), on, off")
+      ->check(CLI::IsMember({"auto", "on", "off"}));
+  cmd->callback([opt, progress, &exit_code] { exit_code = run_pack(*opt, *progress); });
+}
+
+}  // namespace fid::cli

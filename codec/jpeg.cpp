@@ -1,0 +1,420 @@
+// JPEG -> progressive JPEG transcoding (libjpeg coefficient API, in process) and the cut of the
+// result into fidelity levels. See codec/SCAN_SCRIPTS.md for the scan scripts.
+//
+// Error handling: libjpeg reports errors through error_exit and warnings through
+// emit_message(-1). Both longjmp back to the setjmp in the calling function; any warning
+// (corrupt data, premature end, ...) is a failure. Every function that calls setjmp keeps all
+// objects with non-trivial destructors constructed *before* the setjmp, so the longjmp never
+// skips a destructor, and the libjpeg objects are destroyed by a guard on every path.
+#include "codec/jpeg.h"
+
+#include <csetjmp>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <new>
+
+#include "codec/jpeg_markers.h"
+
+extern "C" {
+#include <jerror.h>
+#include <jpeglib.h>
+}
+
+namespace fid::codec {
+namespace {
+
+// libjpeg may allocate at most this much for its virtual (whole-image) arrays: the DCT
+// coefficients of the source. Larger images fail with a clear error instead of exhausting
+// memory (about 350 megapixels at 4:2:0, 170 at 4:4:4).
+constexpr long kMaxCoefficientMemory = 1L << 30;
+// A source with more scans than this is refused (a known way to make decoders spin).
+constexpr int kMaxSourceScans = 500;
+// decode_jpeg_strict refuses to produce more decoded bytes than this.
+constexpr size_t kMaxDecodedBytes = size_t{1} << 30;
+
+// ---------------------------------------------------------------------------------------------
+// Error manager: errors and warnings both become a longjmp with the formatted message.
+
+struct ErrorMgr {
+  jpeg_error_mgr pub;
+  std::jmp_buf jump;
+  char message[JMSG_LENGTH_MAX + 96];
+};
+
+void set_message(j_common_ptr c, ErrorMgr* e) {
+  char text[JMSG_LENGTH_MAX];
+  text[0] = '\0';
+  (*c->err->format_message)(c, text);
+  if (c->err->msg_code == JERR_NO_BACKING_STORE) {
+    std::snprintf(e->message, sizeof e->message,
+                  "image too large: its DCT coefficients need more than %ld MiB",
+                  kMaxCoefficientMemory >> 20);
+  } else {
+    std::snprintf(e->message, sizeof e->message, "%s", text);
+  }
+}
+
+[[noreturn]] void on_error_exit(j_common_ptr c) {
+  auto* e = reinterpret_cast<ErrorMgr*>(c->err);
+  set_message(c, e);
+  std::longjmp(e->jump, 1);
+}
+
+void on_emit_message(j_common_ptr c, int level) {
+  if (level >= 0) return;  // trace messages: ignore
+  auto* e = reinterpret_cast<ErrorMgr*>(c->err);
+  set_message(c, e);
+  std::longjmp(e->jump, 1);  // warnings (corrupt/truncated data) are failures
+}
+
+void on_output_message(j_common_ptr) {}
+
+void init_error_mgr(ErrorMgr& e) {
+  jpeg_std_error(&e.pub);
+  e.pub.error_exit = on_error_exit;
+  e.pub.emit_message = on_emit_message;
+  e.pub.output_message = on_output_message;
+  e.message[0] = '\0';
+}
+
+void on_progress(j_common_ptr c) {
+  if (!c->is_decompressor) return;
+  auto* d = reinterpret_cast<j_decompress_ptr>(c);
+  if (d->input_scan_number > kMaxSourceScans) {
+    auto* e = reinterpret_cast<ErrorMgr*>(c->err);
+    std::snprintf(e->message, sizeof e->message, "JPEG has more than %d scans", kMaxSourceScans);
+    std::longjmp(e->jump, 1);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Destination manager writing into a std::vector that grows geometrically.
+
+struct VectorDest {
+  jpeg_destination_mgr pub;
+  std::vector<uint8_t>* out;
+  size_t initial;
+};
+
+bool resize_nothrow(std::vector<uint8_t>& v, size_t n) noexcept {
+  try {
+    v.resize(n);
+    return true;
+  } catch (...) {
+    return false;
+  }
+}
+
+void dest_init(j_compress_ptr c) {
+  auto* d = reinterpret_cast<VectorDest*>(c->dest);
+  if (!resize_nothrow(*d->out, d->initial)) ERREXIT1(c, JERR_OUT_OF_MEMORY, 0);
+  c->dest->next_output_byte = d->out->data();
+  c->dest->free_in_buffer = d->out->size();
+}
+
+boolean dest_empty(j_compress_ptr c) {
+  auto* d = reinterpret_cast<VectorDest*>(c->dest);
+  const size_t used = d->out->size();  // libjpeg only calls this with the buffer full
+  if (!resize_nothrow(*d->out, used * 2)) ERREXIT1(c, JERR_OUT_OF_MEMORY, 0);
+  c->dest->next_output_byte = d->out->data() + used;
+  c->dest->free_in_buffer = d->out->size() - used;
+  return TRUE;
+}
+
+void dest_term(j_compress_ptr c) {
+  auto* d = reinterpret_cast<VectorDest*>(c->dest);
+  d->out->resize(d->out->size() - c->dest->free_in_buffer);  // shrinking never reallocates
+}
+
+// ---------------------------------------------------------------------------------------------
+// Scan scripts (documented in codec/SCAN_SCRIPTS.md).
+
+constexpr int kMaxScriptScans = kJpegLevels * MAX_COMPONENTS;
+
+struct Script {
+  jpeg_scan_info scans[kMaxScriptScans];
+  uint8_t level[kMaxScriptScans];
+  int count = 0;
+  ScanScript kind = ScanScript::generic;
+};
+
+void add_scan(Script& s, int level, std::initializer_list<int> comps, int ss, int se, int ah,
+              int al) {
+  jpeg_scan_info& sc = s.scans[s.count];
+  sc.comps_in_scan = 0;
+  for (int c : comps) sc.component_index[sc.comps_in_scan++] = c;
+  sc.Ss = ss;
+  sc.Se = se;
+  sc.Ah = ah;
+  sc.Al = al;
+  s.level[s.count] = static_cast<uint8_t>(level);
+  ++s.count;
+}
+
+// DC scans interleave all components when they fit in one scan (at most 4 components and at
+// most 10 blocks per MCU); otherwise one DC scan per component, all in the same level.
+void add_dc(Script& s, int level, const jpeg_decompress_struct& src, int ah, int al) {
+  int blocks = 0;
+  for (int c = 0; c < src.num_components; ++c)
+    blocks += src.comp_info[c].h_samp_factor * src.comp_info[c].v_samp_factor;
+  if (src.num_components <= MAX_COMPS_IN_SCAN && blocks <= C_MAX_BLOCKS_IN_MCU) {
+    jpeg_scan_info& sc = s.scans[s.count];
+    sc.comps_in_scan = src.num_components;
+    for (int c = 0; c < src.num_components; ++c) sc.component_index[c] = c;
+    sc.Ss = sc.Se = 0;
+    sc.Ah = ah;
+    sc.Al = al;
+    s.level[s.count] = static_cast<uint8_t>(level);
+    ++s.count;
+  } else {
+    for (int c = 0; c < src.num_components; ++c) add_scan(s, level, {c}, 0, 0, ah, al);
+  }
+}
+
+void add_ac_all(Script& s, int level, int ncomps, int ss, int se, int ah, int al) {
+  for (int c = 0; c < ncomps; ++c) add_scan(s, level, {c}, ss, se, ah, al);
+}
+
+void build_script(const jpeg_decompress_struct& src, Script& s) {
+  s.count = 0;
+  const int n = src.num_components;
+  if (n == 3 && src.jpeg_color_space == JCS_YCbCr) {
+    s.kind = ScanScript::ycbcr;  // libjpeg's standard progression (jpeg_simple_progression)
+    add_dc(s, 1, src, 0, 1);
+    add_scan(s, 2, {0}, 1, 5, 0, 2);
+    add_scan(s, 3, {2}, 1, 63, 0, 1);
+    add_scan(s, 4, {1}, 1, 63, 0, 1);
+    add_scan(s, 5, {0}, 6, 63, 0, 2);
+    add_scan(s, 6, {0}, 1, 63, 2, 1);
+    add_dc(s, 7, src, 1, 0);
+    add_scan(s, 8, {2}, 1, 63, 1, 0);
+    add_scan(s, 9, {1}, 1, 63, 1, 0);
+    add_scan(s, 10, {0}, 1, 63, 1, 0);
+  } else {
+    s.kind = ScanScript::generic;
+    add_dc(s, 1, src, 0, 1);
+    add_ac_all(s, 2, n, 1, 5, 0, 2);
+    add_ac_all(s, 3, n, 6, 14, 0, 2);
+    add_ac_all(s, 4, n, 15, 27, 0, 2);
+    add_ac_all(s, 5, n, 28, 63, 0, 2);
+    add_ac_all(s, 6, n, 1, 63, 2, 1);
+    add_dc(s, 7, src, 1, 0);
+    add_ac_all(s, 8, n, 1, 5, 1, 0);
+    add_ac_all(s, 9, n, 6, 14, 1, 0);
+    add_ac_all(s, 10, n, 15, 63, 1, 0);
+  }
+}
+
+bool starts_with(const jpeg_saved_marker_ptr m, const char* tag, unsigned len) {
+  return m->data_length >= len && std::memcmp(m->data, tag, len) == 0;
+}
+
+// All libjpeg state of one transcode. Constructed before setjmp; its destructor releases
+// libjpeg's memory on every path, including after a longjmp.
+struct Transcoder {
+  jpeg_decompress_struct src;
+  jpeg_compress_struct dst;
+  ErrorMgr err;
+  jpeg_progress_mgr progress;
+  VectorDest dest;
+  Script script;
+  bool src_created = false;
+  bool dst_created = false;
+
+  Transcoder() {
+    std::memset(&src, 0, sizeof src);
+    std::memset(&dst, 0, sizeof dst);
+    init_error_mgr(err);
+    std::memset(&progress, 0, sizeof progress);
+    progress.progress_monitor = on_progress;
+  }
+  ~Transcoder() {
+    if (dst_created) jpeg_destroy_compress(&dst);
+    if (src_created) jpeg_destroy_decompress(&src);
+  }
+  Transcoder(const Transcoder&) = delete;
+  Transcoder& operator=(const Transcoder&) = delete;
+};
+
+// Runs libjpeg. Returns false with the message in t.err.message.
+bool run_transcode(Transcoder& t, std::span<const uint8_t> source, std::vector<uint8_t>& out) {
+  if (setjmp(t.err.jump)) return false;
+
+  t.src.err = &t.err.pub;
+  jpeg_create_decompress(&t.src);
+  t.src_created = true;
+  t.src.progress = &t.progress;
+  t.src.mem->max_memory_to_use = kMaxCoefficientMemory;
+  jpeg_mem_src(&t.src, source.data(), static_cast<unsigned long>(source.size()));
+  jpeg_save_markers(&t.src, JPEG_COM, 0xFFFF);
+  for (int i = 0; i < 16; ++i) jpeg_save_markers(&t.src, JPEG_APP0 + i, 0xFFFF);
+  jpeg_read_header(&t.src, TRUE);
+  jvirt_barray_ptr* coefs = jpeg_read_coefficients(&t.src);
+
+  t.dst.err = &t.err.pub;
+  jpeg_create_compress(&t.dst);
+  t.dst_created = true;
+  jpeg_copy_critical_parameters(&t.src, &t.dst);
+  t.dst.arith_code = FALSE;
+  t.dst.optimize_coding = TRUE;
+  t.dst.restart_interval = 0;
+  t.dst.restart_in_rows = 0;
+  build_script(t.src, t.script);
+  t.dst.scan_info = t.script.scans;
+  t.dst.num_scans = t.script.count;
+
+  t.dest.pub.init_destination = dest_init;
+  t.dest.pub.empty_output_buffer = dest_empty;
+  t.dest.pub.term_destination = dest_term;
+  t.dest.out = &out;
+  t.dest.initial = source.size() + source.size() / 8 + 4096;
+  t.dst.dest = &t.dest.pub;
+
+  jpeg_write_coefficients(&t.dst, coefs);  // validates the scan script, writes SOI/JFIF/Adobe
+  for (jpeg_saved_marker_ptr m = t.src.marker_list; m != nullptr; m = m->next) {
+    if (t.dst.write_JFIF_header && m->marker == JPEG_APP0 && starts_with(m, "JFIF", 5)) continue;
+    if (t.dst.write_Adobe_marker && m->marker == JPEG_APP0 + 14 && starts_with(m, "Adobe", 5))
+      continue;
+    jpeg_write_marker(&t.dst, m->marker, m->data, m->data_length);
+  }
+  jpeg_finish_compress(&t.dst);
+  jpeg_finish_decompress(&t.src);
+  return true;
+}
+
+// Cuts the libjpeg output into header + levels. `out.bytes` holds the whole stream with EOI.
+bool cut_levels(ProgressiveJpeg& out, const Script& script, std::string& error) {
+  JpegMarkerLayout layout;
+  if (!walk_jpeg_markers(out.bytes, layout, error)) {
+    error = "transcoded stream is malformed: " + error;
+    return false;
+  }
+  if (layout.frame_marker != 0xC2) {
+    error = "transcoded stream is not a progressive Huffman JPEG";
+    return false;
+  }
+  if (static_cast<int>(layout.scans.size()) != script.count) {
+    error = "transcoded stream has " + std::to_string(layout.scans.size()) +
+            " scans, the scan script " + std::to_string(script.count);
+    return false;
+  }
+  if (size_t{layout.eoi} + 2 != out.bytes.size()) {
+    error = "transcoded stream has data after EOI";
+    return false;
+  }
+  out.piece_end[0] = layout.header_end;
+  for (int i = 0; i < script.count; ++i) out.piece_end[script.level[i]] = layout.scans[i].end;
+  out.piece_end[kJpegLevels] = layout.eoi;
+  for (int k = 1; k <= kJpegLevels; ++k) {
+    if (out.piece_end[k] <= out.piece_end[k - 1]) {
+      error = "transcoded stream: level " + std::to_string(k) + " is empty";
+      return false;
+    }
+  }
+  out.bytes.resize(layout.eoi);  // drop the final EOI
+  return true;
+}
+
+struct Decoder {
+  jpeg_decompress_struct d;
+  ErrorMgr err;
+  jpeg_progress_mgr progress;
+  bool created = false;
+  Decoder() {
+    std::memset(&d, 0, sizeof d);
+    init_error_mgr(err);
+    std::memset(&progress, 0, sizeof progress);
+    progress.progress_monitor = on_progress;
+  }
+  ~Decoder() {
+    if (created) jpeg_destroy_decompress(&d);
+  }
+  Decoder(const Decoder&) = delete;
+  Decoder& operator=(const Decoder&) = delete;
+};
+
+bool run_decode(Decoder& t, std::span<const uint8_t> jpeg, DecodedImage& out) {
+  if (setjmp(t.err.jump)) return false;
+  t.d.err = &t.err.pub;
+  jpeg_create_decompress(&t.d);
+  t.created = true;
+  t.d.progress = &t.progress;
+  t.d.mem->max_memory_to_use = kMaxCoefficientMemory;
+  jpeg_mem_src(&t.d, jpeg.data(), static_cast<unsigned long>(jpeg.size()));
+  jpeg_read_header(&t.d, TRUE);
+  jpeg_start_decompress(&t.d);
+  const size_t row = size_t{t.d.output_width} * static_cast<size_t>(t.d.output_components);
+  const size_t total = row * t.d.output_height;
+  if (total > kMaxDecodedBytes) {
+    std::snprintf(t.err.message, sizeof t.err.message,
+                  "decoded image would need %zu bytes (limit %zu)", total, kMaxDecodedBytes);
+    return false;
+  }
+  if (!resize_nothrow(out.pixels, total)) ERREXIT1(&t.d, JERR_OUT_OF_MEMORY, 1);
+  while (t.d.output_scanline < t.d.output_height) {
+    JSAMPROW rowp = out.pixels.data() + row * t.d.output_scanline;
+    jpeg_read_scanlines(&t.d, &rowp, 1);
+  }
+  out.width = static_cast<int>(t.d.output_width);
+  out.height = static_cast<int>(t.d.output_height);
+  out.components = t.d.output_components;
+  jpeg_finish_decompress(&t.d);
+  return true;
+}
+
+}  // namespace
+
+bool looks_like_jpeg(std::span<const uint8_t> data) {
+  return data.size() >= 3 && data[0] == 0xFF && data[1] == 0xD8 && data[2] == 0xFF;
+}
+
+TranscodeResult transcode_progressive(std::span<const uint8_t> source) {
+  TranscodeResult result;
+  if (!looks_like_jpeg(source)) {
+    result.error = source.empty() ? "empty input" : "not a JPEG (no SOI marker)";
+    return result;
+  }
+  if (source.size() > std::numeric_limits<uint32_t>::max() / 2) {
+    result.error = "JPEG larger than 2 GiB";
+    return result;
+  }
+  bool ran = false;
+  {
+    Transcoder t;
+    ran = run_transcode(t, source, result.jpeg.bytes);
+    if (!ran) {
+      result.error = t.err.message[0] != '\0' ? t.err.message : "libjpeg failed";
+    } else {
+      result.jpeg.script = t.script.kind;
+      result.jpeg.width = static_cast<int>(t.src.image_width);
+      result.jpeg.height = static_cast<int>(t.src.image_height);
+      result.jpeg.components = t.src.num_components;
+      if (!cut_levels(result.jpeg, t.script, result.error)) ran = false;
+    }
+  }
+  if (!ran) {
+    result.jpeg = ProgressiveJpeg{};
+    return result;
+  }
+  result.ok = true;
+  return result;
+}
+
+bool decode_jpeg_strict(std::span<const uint8_t> jpeg, DecodedImage& out, std::string& error) {
+  out = DecodedImage{};
+  error.clear();
+  if (jpeg.empty()) {
+    error = "empty input";
+    return false;
+  }
+  Decoder t;
+  if (!run_decode(t, jpeg, out)) {
+    error = t.err.message[0] != '\0' ? t.err.message : "libjpeg failed";
+    out = DecodedImage{};
+    return false;
+  }
+  return true;
+}
+
+}  // namespace fid::codec

@@ -1,0 +1,79 @@
+// On-disk constants of a store, shared by the packer and the loader. docs/FORMAT.md is the
+// specification; this header must agree with it.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <cstring>
+#include <span>
+#include <vector>
+
+#include "index/store.h"
+
+namespace fid::index {
+
+inline constexpr const char* kIndexFile = "index.sqlite";
+inline constexpr const char* kRecordDir = "records";
+
+// Every record file starts with this 16-byte header: magic, record id, layout (all LE).
+inline constexpr std::array<uint8_t, 8> kRecordMagic{'F', 'I', 'D', 'R', 'E', 'C', '0', '1'};
+inline constexpr uint32_t kRecordHeaderSize = 16;
+
+enum class RecordLayout : uint8_t {
+  scan = 0,   // region 0: JPEG headers of all files in slot order; region k: their level-k pieces
+  whole = 1,  // region 0: whole payloads (blobs, L3) in slot order
+};
+
+// Size in bytes of one piece in files.pieces: u64 offset, u32 size, u32 checksum (LE).
+inline constexpr size_t kPieceBlobSize = 16;
+
+inline constexpr const char* kSchema = R"sql(
+CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE dirs(id INTEGER PRIMARY KEY, parent INTEGER NOT NULL, name BLOB NOT NULL,
+                  mtime_ns INTEGER NOT NULL);
+CREATE TABLE records(id INTEGER PRIMARY KEY, path TEXT NOT NULL, layout INTEGER NOT NULL,
+                     size INTEGER NOT NULL, region_ends BLOB NOT NULL);
+CREATE TABLE files(id INTEGER PRIMARY KEY, dir INTEGER NOT NULL, name BLOB NOT NULL,
+                   kind INTEGER NOT NULL, script INTEGER NOT NULL, record INTEGER NOT NULL,
+                   slot INTEGER NOT NULL, width INTEGER NOT NULL, height INTEGER NOT NULL,
+                   source_size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL, pieces BLOB NOT NULL,
+                   note TEXT NOT NULL);
+CREATE TABLE skipped(path BLOB NOT NULL, reason TEXT NOT NULL);
+)sql";
+
+inline void put_le(std::vector<uint8_t>& out, uint64_t v, int bytes) {
+  for (int i = 0; i < bytes; ++i) out.push_back(static_cast<uint8_t>(v >> (8 * i)));
+}
+
+inline uint64_t get_le(const uint8_t* p, int bytes) {
+  uint64_t v = 0;
+  for (int i = 0; i < bytes; ++i) v |= static_cast<uint64_t>(p[i]) << (8 * i);
+  return v;
+}
+
+inline std::vector<uint8_t> encode_pieces(std::span<const Piece> pieces) {
+  std::vector<uint8_t> out;
+  out.reserve(pieces.size() * kPieceBlobSize);
+  for (const Piece& p : pieces) {
+    put_le(out, p.offset, 8);
+    put_le(out, p.size, 4);
+    put_le(out, p.checksum, 4);
+  }
+  return out;
+}
+
+inline std::vector<uint8_t> encode_u64s(std::span<const uint64_t> values) {
+  std::vector<uint8_t> out;
+  for (uint64_t v : values) put_le(out, v, 8);
+  return out;
+}
+
+inline std::array<uint8_t, kRecordHeaderSize> record_header(uint32_t id, RecordLayout layout) {
+  std::array<uint8_t, kRecordHeaderSize> h{};
+  std::memcpy(h.data(), kRecordMagic.data(), kRecordMagic.size());
+  for (int i = 0; i < 4; ++i) h[8 + i] = static_cast<uint8_t>(id >> (8 * i));
+  h[12] = static_cast<uint8_t>(layout);
+  return h;
+}
+
+}  // namespace fid::index

@@ -1,0 +1,642 @@
+#include "index/packer.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <csignal>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <fmt/format.h>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <thread>
+
+#include "codec/jpeg.h"
+#include "index/format.h"
+#include "index/sqlite_db.h"
+#include "index/store.h"
+
+namespace fid::index {
+
+namespace fsys = std::filesystem;
+
+namespace {
+
+constexpr int kLevels = codec::kJpegLevels;
+constexpr uint64_t kMaxFileBytes = 0xFFFFFFFFull;  // a piece size is a u32
+
+// ---------------------------------------------------------------------------------------------
+// Source tree walk
+
+struct SourceDir {
+  uint32_t parent = 0;
+  std::string name;  // raw bytes
+  std::string rel;   // relative path, for messages
+  int64_t mtime_ns = 0;
+};
+
+struct SourceFile {
+  uint32_t dir = 0;
+  std::string name;
+  std::string rel;
+  fsys::path abs;
+  uint64_t size = 0;
+  int64_t mtime_ns = 0;
+};
+
+struct SourceTree {
+  std::vector<SourceDir> dirs;
+  std::vector<SourceFile> files;
+  std::vector<std::pair<std::string, std::string>> skipped;
+};
+
+int64_t mtime_of(const struct stat& st) {
+  return static_cast<int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
+}
+
+std::string join_rel(const std::string& parent, const std::string& name) {
+  return parent.empty() ? name : parent + "/" + name;
+}
+
+// Depth-first, children sorted bytewise, symlinks followed, loops cut: a parent's id is always
+// smaller than its children's.
+void walk(SourceTree& tree, const fsys::path& abs, uint32_t dir_id, std::vector<std::pair<dev_t, ino_t>>& ancestors,
+          const std::atomic<bool>& cancel) {
+  if (cancel) return;
+  DIR* d = ::opendir(abs.c_str());
+  if (!d) {
+    tree.skipped.emplace_back(tree.dirs[dir_id].rel + "/", fmt::format("cannot list folder: {}", std::strerror(errno)));
+    return;
+  }
+  std::vector<std::string> names;
+  while (dirent* e = ::readdir(d)) {
+    std::string n = e->d_name;
+    if (n == "." || n == "..") continue;
+    names.push_back(std::move(n));
+  }
+  ::closedir(d);
+  std::sort(names.begin(), names.end());
+  const std::string parent_rel = tree.dirs[dir_id].rel;
+  for (const std::string& n : names) {
+    fsys::path child = abs / n;
+    std::string rel = join_rel(parent_rel, n);
+    if (dir_id == 0 && n == ".fidelity") {
+      tree.skipped.emplace_back(rel, "name reserved for the mount's control folder");
+      continue;
+    }
+    struct stat st {};
+    if (::stat(child.c_str(), &st) != 0) {
+      tree.skipped.emplace_back(rel, fmt::format("cannot stat: {}", std::strerror(errno)));
+      continue;
+    }
+    if (S_ISDIR(st.st_mode)) {
+      bool loop = std::any_of(ancestors.begin(), ancestors.end(),
+                              [&](auto& a) { return a.first == st.st_dev && a.second == st.st_ino; });
+      if (loop) {
+        tree.skipped.emplace_back(rel + "/", "symlink loop (folder is its own ancestor)");
+        continue;
+      }
+      auto id = static_cast<uint32_t>(tree.dirs.size());
+      tree.dirs.push_back(SourceDir{dir_id, n, rel, mtime_of(st)});
+      ancestors.emplace_back(st.st_dev, st.st_ino);
+      walk(tree, child, id, ancestors, cancel);
+      ancestors.pop_back();
+    } else if (S_ISREG(st.st_mode)) {
+      if (static_cast<uint64_t>(st.st_size) > kMaxFileBytes) {
+        tree.skipped.emplace_back(rel, "larger than 4 GiB");
+        continue;
+      }
+      tree.files.push_back(SourceFile{dir_id, n, rel, child, static_cast<uint64_t>(st.st_size), mtime_of(st)});
+    } else {
+      tree.skipped.emplace_back(rel, "not a regular file or folder");
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Per-file preparation (runs on worker threads)
+
+struct PreparedFile {
+  uint32_t source_index = 0;
+  bool skipped = false;
+  std::string note;  // why skipped, or why stored as a blob
+  FileKind kind = FileKind::blob;
+  uint8_t script = 0;
+  uint32_t width = 0, height = 0;
+  uint64_t source_size = 0;
+  // jpeg: the transcoded stream and its cuts; other kinds: the whole payload in `payload`.
+  codec::ProgressiveJpeg jpeg;
+  std::vector<uint8_t> payload;
+
+  uint64_t full_bytes() const { return kind == FileKind::jpeg ? jpeg.bytes.size() : payload.size(); }
+};
+
+bool read_whole(const fsys::path& p, std::vector<uint8_t>& out, std::string& error) {
+  int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC | O_NOATIME);
+  if (fd < 0 && errno == EPERM) fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    error = fmt::format("cannot open: {}", std::strerror(errno));
+    return false;
+  }
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || static_cast<uint64_t>(st.st_size) > kMaxFileBytes) {
+    error = "cannot stat or larger than 4 GiB";
+    ::close(fd);
+    return false;
+  }
+  out.resize(static_cast<size_t>(st.st_size));
+  size_t done = 0;
+  while (true) {
+    if (done == out.size()) out.resize(out.size() + 65536);  // the file may have grown
+    ssize_t n = ::read(fd, out.data() + done, out.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      error = fmt::format("read failed: {}", std::strerror(errno));
+      ::close(fd);
+      return false;
+    }
+    if (n == 0) break;
+    done += static_cast<size_t>(n);
+  }
+  out.resize(done);
+  ::close(fd);
+  return true;
+}
+
+PreparedFile prepare(const SourceFile& src, uint32_t index) {
+  PreparedFile out;
+  out.source_index = index;
+  std::vector<uint8_t> bytes;
+  std::string error;
+  if (!read_whole(src.abs, bytes, error)) {
+    out.skipped = true;
+    out.note = error;
+    return out;
+  }
+  out.source_size = bytes.size();
+  if (codec::looks_like_jpeg(bytes)) {
+    codec::TranscodeResult r = codec::transcode_progressive(bytes);
+    if (r.ok) {
+      out.kind = FileKind::jpeg;
+      out.script = static_cast<uint8_t>(r.jpeg.script);
+      out.width = static_cast<uint32_t>(r.jpeg.width);
+      out.height = static_cast<uint32_t>(r.jpeg.height);
+      out.jpeg = std::move(r.jpeg);
+      return out;
+    }
+    out.note = "JPEG not transcodable, stored byte-identical: " + r.error;
+  }
+  out.kind = FileKind::blob;
+  out.payload = std::move(bytes);
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Records
+
+struct StoredFile {
+  uint32_t source_index = 0;
+  FileKind kind = FileKind::blob;
+  uint8_t script = 0;
+  uint32_t width = 0, height = 0;
+  uint64_t source_size = 0;
+  uint32_t record = 0, slot = 0;
+  std::vector<Piece> pieces;
+  std::string note;
+};
+
+struct RecordInfo {
+  std::string path;
+  RecordLayout layout = RecordLayout::scan;
+  uint64_t size = 0;
+  std::vector<uint64_t> region_ends;
+};
+
+class RecordBuilder {
+ public:
+  RecordBuilder(RecordLayout layout) : layout_(layout), regions_(layout == RecordLayout::scan ? kLevels + 1 : 1) {}
+
+  bool empty() const { return members_.empty(); }
+  RecordLayout layout() const { return layout_; }
+  uint64_t bytes() const { return bytes_; }
+
+  void add(PreparedFile& f) {
+    Member m{f.source_index, {}};
+    if (layout_ == RecordLayout::scan) {
+      for (int i = 0; i <= kLevels; ++i) m.pieces.push_back(append(i, f.jpeg.piece(i)));
+    } else {
+      m.pieces.push_back(append(0, f.payload));
+    }
+    bytes_ += f.full_bytes();
+    members_.push_back(std::move(m));
+  }
+
+  // Writes the record file and fills in the pieces (absolute offsets) of its members.
+  // `stored` is indexed by source index.
+  RecordInfo write(const fsys::path& store_tmp, uint32_t id, std::vector<StoredFile>& stored) {
+    RecordInfo info;
+    info.layout = layout_;
+    info.path = fmt::format("{}/{:06d}.rec", kRecordDir, id);
+    std::vector<uint64_t> region_start;
+    uint64_t pos = kRecordHeaderSize;
+    for (auto& r : regions_) {
+      region_start.push_back(pos);
+      pos += r.size();
+      info.region_ends.push_back(pos);
+    }
+    info.size = pos;
+    fsys::path p = store_tmp / info.path;
+    int fd = ::open(p.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd < 0) throw PackError(1, fmt::format("{}: cannot create: {}", p.string(), std::strerror(errno)));
+    auto header = record_header(id, layout_);
+    bool ok = write_all(fd, header.data(), header.size());
+    for (auto& r : regions_) ok = ok && write_all(fd, r.data(), r.size());
+    ok = ok && ::fdatasync(fd) == 0;
+    int err = errno;
+    ::close(fd);
+    if (!ok) throw PackError(1, fmt::format("{}: write failed: {}", p.string(), std::strerror(err)));
+    uint32_t slot = 0;
+    for (Member& m : members_) {
+      StoredFile& s = stored[m.source_index];
+      s.record = id;
+      s.slot = slot++;
+      for (LocalPiece& lp : m.pieces)
+        s.pieces.push_back(Piece{region_start[lp.region] + lp.offset, lp.size, lp.checksum});
+    }
+    return info;
+  }
+
+ private:
+  struct LocalPiece {
+    int region;
+    uint64_t offset;
+    uint32_t size;
+    uint32_t checksum;
+  };
+  struct Member {
+    uint32_t source_index;
+    std::vector<LocalPiece> pieces;
+  };
+
+  LocalPiece append(int region, std::span<const uint8_t> bytes) {
+    auto& r = regions_[static_cast<size_t>(region)];
+    LocalPiece lp{region, r.size(), static_cast<uint32_t>(bytes.size()), piece_checksum(bytes)};
+    r.insert(r.end(), bytes.begin(), bytes.end());
+    return lp;
+  }
+
+  static bool write_all(int fd, const uint8_t* p, size_t n) {
+    while (n > 0) {
+      ssize_t w = ::write(fd, p, n);
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) return false;
+      p += w;
+      n -= static_cast<size_t>(w);
+    }
+    return true;
+  }
+
+  RecordLayout layout_;
+  std::vector<std::vector<uint8_t>> regions_;
+  std::vector<Member> members_;
+  uint64_t bytes_ = 0;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Ordered parallel map: workers prepare files in storage order, at most `window` ahead of the
+// writer, so memory stays bounded whatever the tree size.
+
+class OrderedPipeline {
+ public:
+  OrderedPipeline(const std::vector<SourceFile>& files, const std::vector<uint32_t>& order, unsigned jobs,
+                  const std::atomic<bool>& cancel)
+      : files_(files), order_(order), window_(std::max<size_t>(4, 4 * static_cast<size_t>(jobs))),
+        slots_(window_), cancel_(cancel) {
+    for (unsigned i = 0; i < jobs; ++i) workers_.emplace_back([this] { work(); });
+  }
+  ~OrderedPipeline() { stop(); }
+
+  // The next file in storage order, or nullopt once cancelled.
+  std::optional<PreparedFile> next() {
+    std::unique_lock lock(mu_);
+    auto& slot = slots_[consumed_ % window_];
+    // Polls: `cancel` is set from a signal handler, which cannot notify a condition variable.
+    while (!ready_cv_.wait_for(lock, std::chrono::milliseconds(100), [&] { return slot.has_value() || cancel_.load(); })) {
+    }
+    if (!slot.has_value()) return std::nullopt;
+    std::optional<PreparedFile> out = std::move(slot);
+    slot.reset();
+    ++consumed_;
+    space_cv_.notify_all();
+    return out;
+  }
+
+  void stop() {
+    {
+      std::lock_guard lock(mu_);
+      stopping_ = true;
+    }
+    space_cv_.notify_all();
+    for (auto& t : workers_)
+      if (t.joinable()) t.join();
+  }
+
+ private:
+  void work() {
+    while (true) {
+      size_t pos;
+      {
+        std::unique_lock lock(mu_);
+        space_cv_.wait(lock, [&] { return stopping_ || cancel_ || claimed_ >= order_.size() || claimed_ < consumed_ + window_; });
+        if (stopping_ || cancel_ || claimed_ >= order_.size()) return;
+        pos = claimed_++;
+      }
+      uint32_t idx = order_[pos];
+      PreparedFile f = prepare(files_[idx], idx);
+      {
+        std::lock_guard lock(mu_);
+        slots_[pos % window_] = std::move(f);
+      }
+      ready_cv_.notify_all();
+    }
+  }
+
+  const std::vector<SourceFile>& files_;
+  const std::vector<uint32_t>& order_;
+  const size_t window_;
+  std::vector<std::optional<PreparedFile>> slots_;
+  const std::atomic<bool>& cancel_;
+  std::mutex mu_;
+  std::condition_variable ready_cv_, space_cv_;
+  size_t claimed_ = 0, consumed_ = 0;
+  bool stopping_ = false;
+  std::vector<std::thread> workers_;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Index
+
+void write_index(const fsys::path& path, const PackOptions& opt, const SourceTree& tree,
+                 const std::vector<RecordInfo>& records, const std::vector<StoredFile>& stored) {
+  SqliteDb db(path.string(), /*writable=*/true);
+  db.exec("PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF;");
+  db.exec(kSchema);
+  db.exec("BEGIN");
+  {
+    auto st = db.prepare("INSERT INTO meta(key, value) VALUES (?1, ?2)");
+    auto put = [&](std::string_view k, const std::string& v) {
+      st.bind(1, k);
+      st.bind(2, std::string_view(v));
+      st.run();
+    };
+    put("format_version", std::to_string(kFormatVersion));
+    put("levels", std::to_string(kLevels));
+    put("seed", std::to_string(opt.seed));
+    put("record_bytes", std::to_string(opt.record_bytes));
+    put("created_unix", std::to_string(std::chrono::duration_cast<std::chrono::seconds>(
+                                           std::chrono::system_clock::now().time_since_epoch()).count()));
+  }
+  {
+    auto st = db.prepare("INSERT INTO dirs(id, parent, name, mtime_ns) VALUES (?1, ?2, ?3, ?4)");
+    for (size_t i = 0; i < tree.dirs.size(); ++i) {
+      const SourceDir& d = tree.dirs[i];
+      st.bind(1, static_cast<int64_t>(i));
+      st.bind(2, static_cast<int64_t>(d.parent));
+      st.bind_blob(3, {reinterpret_cast<const uint8_t*>(d.name.data()), d.name.size()});
+      st.bind(4, d.mtime_ns);
+      st.run();
+    }
+  }
+  {
+    auto st = db.prepare("INSERT INTO records(id, path, layout, size, region_ends) VALUES (?1, ?2, ?3, ?4, ?5)");
+    for (size_t i = 0; i < records.size(); ++i) {
+      const RecordInfo& r = records[i];
+      st.bind(1, static_cast<int64_t>(i));
+      st.bind(2, std::string_view(r.path));
+      st.bind(3, static_cast<int64_t>(r.layout));
+      st.bind(4, static_cast<int64_t>(r.size));
+      st.bind_blob(5, encode_u64s(r.region_ends));
+      st.run();
+    }
+  }
+  {
+    auto st = db.prepare(
+        "INSERT INTO files(id, dir, name, kind, script, record, slot, width, height, source_size, mtime_ns, "
+        "pieces, note) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)");
+    for (size_t i = 0; i < stored.size(); ++i) {
+      const StoredFile& f = stored[i];
+      const SourceFile& src = tree.files[f.source_index];
+      st.bind(1, static_cast<int64_t>(i));
+      st.bind(2, static_cast<int64_t>(src.dir));
+      st.bind_blob(3, {reinterpret_cast<const uint8_t*>(src.name.data()), src.name.size()});
+      st.bind(4, static_cast<int64_t>(f.kind));
+      st.bind(5, static_cast<int64_t>(f.script));
+      st.bind(6, static_cast<int64_t>(f.record));
+      st.bind(7, static_cast<int64_t>(f.slot));
+      st.bind(8, static_cast<int64_t>(f.width));
+      st.bind(9, static_cast<int64_t>(f.height));
+      st.bind(10, static_cast<int64_t>(f.source_size));
+      st.bind(11, src.mtime_ns);
+      st.bind_blob(12, encode_pieces(f.pieces));
+      st.bind(13, std::string_view(f.note));
+      st.run();
+    }
+  }
+  {
+    auto st = db.prepare("INSERT INTO skipped(path, reason) VALUES (?1, ?2)");
+    for (auto& [p, why] : tree.skipped) {
+      st.bind_blob(1, {reinterpret_cast<const uint8_t*>(p.data()), p.size()});
+      st.bind(2, std::string_view(why));
+      st.run();
+    }
+  }
+  db.exec("COMMIT");
+}
+
+void fsync_path(const fsys::path& p) {
+  int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd >= 0) {
+    ::fsync(fd);
+    ::close(fd);
+  }
+}
+
+// Removes the temporary store unless it was committed (renamed into place).
+struct TempStore {
+  fsys::path path;
+  bool committed = false;
+  ~TempStore() {
+    if (!committed && !path.empty()) {
+      std::error_code ec;
+      fsys::remove_all(path, ec);
+    }
+  }
+};
+
+}  // namespace
+
+__extension__ typedef unsigned __int128 uint128;
+
+std::vector<uint32_t> storage_permutation(uint32_t n, uint64_t seed) {
+  std::vector<uint32_t> p(n);
+  for (uint32_t i = 0; i < n; ++i) p[i] = i;
+  uint64_t state = seed;
+  auto splitmix64 = [&] {
+    uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+  };
+  for (uint32_t i = n; i > 1; --i) {
+    // j uniform in [0, i): high half of a 64x64-bit product (Lemire), no modulo bias worth naming.
+    auto j = static_cast<uint32_t>((static_cast<uint128>(splitmix64()) * i) >> 64);
+    std::swap(p[i - 1], p[j]);
+  }
+  return p;
+}
+
+PackReport pack(const PackOptions& opt, const std::function<void(const PackProgress&)>& progress,
+                const std::atomic<bool>& cancel) {
+  const auto t0 = std::chrono::steady_clock::now();
+  PackReport report;
+
+  std::error_code ec;
+  if (!fsys::is_directory(opt.source, ec))
+    throw PackError(2, fmt::format("{}: source is not a folder", opt.source.string()));
+  if (opt.record_bytes < 4096) throw PackError(2, "--record-bytes must be at least 4096");
+  fsys::path store = fsys::absolute(opt.store, ec);
+  if (store.filename().empty()) store = store.parent_path();
+  if (fsys::exists(store, ec) && !(fsys::is_directory(store, ec) && fsys::is_empty(store, ec)))
+    throw PackError(2, fmt::format("{}: already exists and is not an empty folder", store.string()));
+  fsys::path source_abs = fsys::canonical(opt.source, ec);
+  if (!ec && (store == source_abs || store.string().rfind(source_abs.string() + "/", 0) == 0))
+    throw PackError(2, fmt::format("{}: the store must not be inside the source folder", store.string()));
+  if (!fsys::is_directory(store.parent_path(), ec))
+    throw PackError(2, fmt::format("{}: parent folder does not exist", store.parent_path().string()));
+
+  // Leftovers of a killed pack of the same target (its PID no longer runs) are removed.
+  const std::string tmp_prefix = fmt::format(".{}.tmp-", store.filename().string());
+  for (const auto& e : fsys::directory_iterator(store.parent_path(), ec)) {
+    std::string name = e.path().filename().string();
+    if (name.rfind(tmp_prefix, 0) != 0) continue;
+    char* end = nullptr;
+    long pid = std::strtol(name.c_str() + tmp_prefix.size(), &end, 10);
+    if (end && *end == '\0' && pid > 0 && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH)
+      fsys::remove_all(e.path(), ec);
+  }
+  TempStore tmp;
+  tmp.path = store.parent_path() / fmt::format("{}{}", tmp_prefix, ::getpid());
+  fsys::remove_all(tmp.path, ec);
+  if (!fsys::create_directories(tmp.path / kRecordDir, ec))
+    throw PackError(1, fmt::format("{}: cannot create: {}", tmp.path.string(), ec.message()));
+
+  // 1. Walk.
+  SourceTree tree;
+  {
+    struct stat st {};
+    ::stat(opt.source.c_str(), &st);
+    tree.dirs.push_back(SourceDir{0, "", "", mtime_of(st)});
+    std::vector<std::pair<dev_t, ino_t>> ancestors{{st.st_dev, st.st_ino}};
+    walk(tree, opt.source, 0, ancestors, cancel);
+  }
+  if (cancel) throw PackError(1, "interrupted");
+  const auto n = static_cast<uint32_t>(tree.files.size());
+  PackProgress prog;
+  prog.files_total = n;
+  for (auto& f : tree.files) prog.source_bytes_total += f.size;
+
+  // 2. Prepare in parallel, in storage order; 3. lay out records as files arrive.
+  std::vector<uint32_t> order = storage_permutation(n, opt.seed);
+  std::vector<StoredFile> stored(n);  // indexed by source index; skipped ones dropped later
+  std::vector<bool> is_skipped(n, false);
+  std::vector<RecordInfo> records;
+  RecordBuilder scan_rec(RecordLayout::scan), whole_rec(RecordLayout::whole);
+  auto flush = [&](RecordBuilder& b) {
+    if (b.empty()) return;
+    records.push_back(b.write(tmp.path, static_cast<uint32_t>(records.size()), stored));
+    b = RecordBuilder(b.layout());
+  };
+  report.bytes_by_level.assign(kLevels, 0);
+  unsigned jobs = opt.jobs ? opt.jobs : std::max(1u, std::thread::hardware_concurrency());
+  {
+    OrderedPipeline pipeline(tree.files, order, jobs, cancel);
+    auto last_report = std::chrono::steady_clock::now();
+    for (uint32_t pos = 0; pos < n; ++pos) {
+      std::optional<PreparedFile> f = pipeline.next();
+      if (!f) throw PackError(1, "interrupted");
+      const SourceFile& src = tree.files[f->source_index];
+      prog.files_done++;
+      prog.source_bytes_done += src.size;
+      if (f->skipped) {
+        is_skipped[f->source_index] = true;
+        tree.skipped.emplace_back(src.rel, f->note);
+      } else {
+        StoredFile& s = stored[f->source_index];
+        s.source_index = f->source_index;
+        s.kind = f->kind;
+        s.script = f->script;
+        s.width = f->width;
+        s.height = f->height;
+        s.source_size = f->source_size;
+        s.note = f->note;
+        if (f->kind == FileKind::jpeg) {
+          report.jpeg++;
+          for (int k = 1; k <= kLevels; ++k) report.bytes_by_level[static_cast<size_t>(k - 1)] += f->jpeg.piece_end[k] + 2;
+        } else {
+          report.blob++;
+          if (!f->note.empty()) report.blobbed.emplace_back(src.rel, f->note);
+        }
+        report.source_bytes += f->source_size;
+        RecordBuilder& b = f->kind == FileKind::jpeg ? scan_rec : whole_rec;
+        b.add(*f);
+        if (b.bytes() >= opt.record_bytes) flush(b);
+      }
+      auto now = std::chrono::steady_clock::now();
+      if (progress && now - last_report > std::chrono::milliseconds(200)) {
+        prog.seconds = std::chrono::duration<double>(now - t0).count();
+        progress(prog);
+        last_report = now;
+      }
+    }
+  }
+  flush(scan_rec);
+  flush(whole_rec);
+  if (cancel) throw PackError(1, "interrupted");
+
+  // 4. Index: files in tree order (ids follow the sorted walk), skipped ones dropped.
+  std::vector<StoredFile> final_files;
+  final_files.reserve(n);
+  for (uint32_t i = 0; i < n; ++i)
+    if (!is_skipped[i]) final_files.push_back(std::move(stored[i]));
+  write_index(tmp.path / kIndexFile, opt, tree, records, final_files);
+  fsync_path(tmp.path / kIndexFile);
+  fsync_path(tmp.path / kRecordDir);
+  fsync_path(tmp.path);
+
+  // 5. Commit: an empty target folder is replaced atomically by rename(2).
+  if (::rename(tmp.path.c_str(), store.c_str()) != 0)
+    throw PackError(1, fmt::format("{}: cannot move the finished store into place: {}", store.string(),
+                                   std::strerror(errno)));
+  tmp.committed = true;
+  fsync_path(store.parent_path());
+
+  report.records = records.size();
+  report.dirs = tree.dirs.size();
+  report.skipped = tree.skipped;
+  for (auto& r : records) report.store_bytes += r.size;
+  report.store_bytes += fsys::file_size(store / kIndexFile, ec);
+  report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (progress) {
+    prog.seconds = report.seconds;
+    progress(prog);
+  }
+  return report;
+}
+
+}  // namespace fid::index

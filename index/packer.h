@@ -1,0 +1,56 @@
+// Write side of a store: walks a source tree, transcodes JPEGs into level pieces, lays them out
+// in records (PCR layout) in a seeded random order, and writes index.sqlite. The store appears
+// at its final path only when complete (temporary folder + rename).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace fid::index {
+
+struct PackOptions {
+  std::filesystem::path source;
+  std::filesystem::path store;
+  unsigned jobs = 0;                 // 0 = all cores
+  uint64_t record_bytes = 8u << 20;  // target record size at full level
+  uint64_t seed = 0;
+};
+
+struct PackProgress {
+  uint64_t files_done = 0, files_total = 0;
+  uint64_t source_bytes_done = 0, source_bytes_total = 0;
+  double seconds = 0;
+};
+
+struct PackReport {
+  uint64_t jpeg = 0, l3 = 0, blob = 0;
+  std::vector<std::pair<std::string, std::string>> blobbed;  // path, why it is not a JPEG/L3
+  std::vector<std::pair<std::string, std::string>> skipped;  // path, why it is not in the store
+  std::vector<uint64_t> bytes_by_level;                      // all JPEGs at level 1..L
+  uint64_t source_bytes = 0, store_bytes = 0, records = 0, dirs = 0;
+  double seconds = 0;
+};
+
+class PackError : public std::runtime_error {
+ public:
+  PackError(int exit_code, const std::string& what) : std::runtime_error(what), exit_code_(exit_code) {}
+  int exit_code() const { return exit_code_; }  // 1 runtime failure, 2 usage (bad paths)
+
+ private:
+  int exit_code_;
+};
+
+// Packs options.source into options.store. Throws PackError; on any failure, and when `cancel`
+// becomes true, nothing is left at options.store. `progress` is called from one thread.
+PackReport pack(const PackOptions& options, const std::function<void(const PackProgress&)>& progress,
+                const std::atomic<bool>& cancel);
+
+// The storage order of n files for a seed: Fisher-Yates driven by SplitMix64 (docs/FORMAT.md).
+std::vector<uint32_t> storage_permutation(uint32_t n, uint64_t seed);
+
+}  // namespace fid::index

@@ -1,0 +1,87 @@
+#include "index/sqlite_db.h"
+
+#include <fmt/format.h>
+
+namespace fid::index {
+
+SqliteDb::SqliteDb(const std::string& path, bool writable) : path_(path) {
+  int flags = writable ? (SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE) : SQLITE_OPEN_READONLY;
+  flags |= SQLITE_OPEN_NOMUTEX;
+  if (sqlite3_open_v2(path.c_str(), &db_, flags, nullptr) != SQLITE_OK) {
+    std::string msg = db_ ? sqlite3_errmsg(db_) : "out of memory";
+    sqlite3_close(db_);
+    db_ = nullptr;
+    throw StoreError(fmt::format("{}: cannot open index: {}", path, msg));
+  }
+  sqlite3_extended_result_codes(db_, 1);
+}
+
+SqliteDb::~SqliteDb() { sqlite3_close(db_); }
+
+void SqliteDb::fail(std::string_view what) const {
+  throw StoreError(fmt::format("{}: {}: {}", path_, what, sqlite3_errmsg(db_)));
+}
+
+void SqliteDb::exec(const char* sql) {
+  char* err = nullptr;
+  if (sqlite3_exec(db_, sql, nullptr, nullptr, &err) != SQLITE_OK) {
+    std::string msg = err ? err : "unknown error";
+    sqlite3_free(err);
+    throw StoreError(fmt::format("{}: {}", path_, msg));
+  }
+}
+
+SqliteStatement SqliteDb::prepare(const char* sql) { return SqliteStatement(*this, sql); }
+
+SqliteStatement::SqliteStatement(const SqliteDb& db, const char* sql) : db_(&db) {
+  if (sqlite3_prepare_v2(db.handle(), sql, -1, &stmt_, nullptr) != SQLITE_OK) db.fail("bad index schema");
+}
+
+SqliteStatement::~SqliteStatement() { sqlite3_finalize(stmt_); }
+
+void SqliteStatement::bind(int i, int64_t v) {
+  if (sqlite3_bind_int64(stmt_, i, v) != SQLITE_OK) db_->fail("bind");
+}
+void SqliteStatement::bind(int i, std::string_view text) {
+  if (sqlite3_bind_text(stmt_, i, text.data(), static_cast<int>(text.size()), SQLITE_TRANSIENT) != SQLITE_OK)
+    db_->fail("bind");
+}
+void SqliteStatement::bind_blob(int i, std::span<const uint8_t> blob) {
+  // A zero-length blob must still be a blob, not NULL.
+  static const uint8_t empty = 0;
+  const void* p = blob.empty() ? &empty : blob.data();
+  if (sqlite3_bind_blob(stmt_, i, p, static_cast<int>(blob.size()), SQLITE_TRANSIENT) != SQLITE_OK)
+    db_->fail("bind");
+}
+
+bool SqliteStatement::step() {
+  int rc = sqlite3_step(stmt_);
+  if (rc == SQLITE_ROW) return true;
+  if (rc == SQLITE_DONE) return false;
+  db_->fail("query failed");
+}
+
+void SqliteStatement::run() {
+  while (step()) {
+  }
+  reset();
+}
+
+void SqliteStatement::reset() {
+  sqlite3_reset(stmt_);
+  sqlite3_clear_bindings(stmt_);
+}
+
+std::string SqliteStatement::text(int col) const {
+  auto* p = sqlite3_column_text(stmt_, col);
+  return p ? std::string(reinterpret_cast<const char*>(p), static_cast<size_t>(sqlite3_column_bytes(stmt_, col)))
+           : std::string();
+}
+
+std::span<const uint8_t> SqliteStatement::blob(int col) const {
+  auto* p = static_cast<const uint8_t*>(sqlite3_column_blob(stmt_, col));
+  int n = sqlite3_column_bytes(stmt_, col);
+  return p ? std::span<const uint8_t>(p, static_cast<size_t>(n)) : std::span<const uint8_t>();
+}
+
+}  // namespace fid::index

@@ -1,0 +1,272 @@
+#include "index/store.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <fmt/format.h>
+
+#include "index/format.h"
+#include "index/sqlite_db.h"
+
+namespace fid::index {
+
+std::string_view kind_name(FileKind k) {
+  switch (k) {
+    case FileKind::jpeg: return "jpeg";
+    case FileKind::l3: return "l3";
+    case FileKind::blob: return "blob";
+  }
+  return "unknown";
+}
+
+uint32_t piece_checksum(std::span<const uint8_t> bytes) {
+  return static_cast<uint32_t>(XXH3_64bits(bytes.data(), bytes.size()));
+}
+
+namespace {
+
+std::string meta_value(SqliteDb& db, const char* key) {
+  auto st = db.prepare("SELECT value FROM meta WHERE key = ?1");
+  st.bind(1, std::string_view(key));
+  if (!st.step()) throw StoreError(fmt::format("{}: corrupt index: meta key '{}' missing", db.path(), key));
+  return st.text(0);
+}
+
+int64_t meta_int(SqliteDb& db, const char* key) {
+  std::string v = meta_value(db, key);
+  try {
+    size_t used = 0;
+    long long n = std::stoll(v, &used);
+    if (used != v.size()) throw std::invalid_argument(v);
+    return n;
+  } catch (const std::exception&) {
+    throw StoreError(fmt::format("{}: corrupt index: meta '{}' is not a number: '{}'", db.path(), key, v));
+  }
+}
+
+}  // namespace
+
+std::unique_ptr<Store> Store::open(const std::filesystem::path& dir) {
+  std::unique_ptr<Store> s(new Store());
+  s->dir_ = dir;
+  const std::filesystem::path index_path = dir / kIndexFile;
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) != 0)
+    throw StoreError(fmt::format("{}: {}", dir.string(), std::strerror(errno)));
+  if (::stat(index_path.c_str(), &st) != 0)
+    throw StoreError(fmt::format("{}: not a fidelityfs store: {}", index_path.string(), std::strerror(errno)));
+
+  SqliteDb db(index_path.string(), /*writable=*/false);
+  const std::string& ip = db.path();
+  try {
+    db.exec("SELECT 1 FROM meta LIMIT 1");
+  } catch (const StoreError&) {
+    throw StoreError(fmt::format("{}: not a fidelityfs index (unreadable or corrupt database)", ip));
+  }
+  int64_t version = meta_int(db, "format_version");
+  if (version > kFormatVersion)
+    throw StoreError(fmt::format("{}: store format version {} is newer than this fidelityfs supports ({}); "
+                                 "upgrade fidelityfs", ip, version, kFormatVersion));
+  if (version < 1) throw StoreError(fmt::format("{}: corrupt index: format version {}", ip, version));
+  int64_t levels = meta_int(db, "levels");
+  if (levels < 1 || levels > 64) throw StoreError(fmt::format("{}: corrupt index: {} levels", ip, levels));
+  s->levels_ = static_cast<int>(levels);
+  s->seed_ = static_cast<uint64_t>(meta_int(db, "seed"));
+
+  auto corrupt = [&](const std::string& what) { return StoreError(fmt::format("{}: corrupt index: {}", ip, what)); };
+
+  // Records.
+  {
+    auto q = db.prepare("SELECT id, path, layout, size, region_ends FROM records ORDER BY id");
+    while (q.step()) {
+      Record r;
+      r.id = static_cast<uint32_t>(q.integer(0));
+      if (r.id != s->records_.size()) throw corrupt("record ids are not 0..n-1");
+      r.path = q.text(1);
+      if (r.path.empty() || r.path.find("..") != std::string::npos || r.path.front() == '/')
+        throw corrupt(fmt::format("record {} has a bad path '{}'", r.id, r.path));
+      int64_t layout = q.integer(2);
+      if (layout != 0 && layout != 1) throw corrupt(fmt::format("record {} has layout {}", r.id, layout));
+      r.layout = static_cast<uint8_t>(layout);
+      r.size = static_cast<uint64_t>(q.integer(3));
+      auto ends = q.blob(4);
+      if (ends.size() % 8 != 0) throw corrupt(fmt::format("record {} region_ends", r.id));
+      for (size_t i = 0; i < ends.size(); i += 8) r.region_end.push_back(get_le(ends.data() + i, 8));
+      s->records_.push_back(std::move(r));
+    }
+  }
+  // Directories.
+  {
+    auto q = db.prepare("SELECT id, parent, name, mtime_ns FROM dirs ORDER BY id");
+    while (q.step()) {
+      Dir d;
+      d.id = static_cast<uint32_t>(q.integer(0));
+      if (d.id != s->dirs_.size()) throw corrupt("directory ids are not 0..n-1");
+      int64_t parent = q.integer(1);
+      auto name = q.blob(2);
+      d.name_off = static_cast<uint32_t>(s->names_.size());
+      d.name_len = static_cast<uint32_t>(name.size());
+      s->names_.append(reinterpret_cast<const char*>(name.data()), name.size());
+      d.mtime_ns = q.integer(3);
+      if (parent < 0 || (d.id != 0 && parent >= d.id) || (d.id == 0 && parent != 0))
+        throw corrupt(fmt::format("directory {} has parent {}", d.id, parent));
+      d.parent = static_cast<uint32_t>(parent);
+      s->dirs_.push_back(d);
+    }
+    if (s->dirs_.empty()) throw corrupt("no root directory");
+  }
+  // Files.
+  {
+    auto q = db.prepare(
+        "SELECT id, dir, name, kind, script, record, slot, width, height, source_size, mtime_ns, pieces "
+        "FROM files ORDER BY id");
+    while (q.step()) {
+      File f;
+      f.id = static_cast<uint32_t>(q.integer(0));
+      if (f.id != s->files_.size()) throw corrupt("file ids are not 0..n-1");
+      int64_t dir_id = q.integer(1);
+      if (dir_id < 0 || dir_id >= static_cast<int64_t>(s->dirs_.size()))
+        throw corrupt(fmt::format("file {} in unknown directory {}", f.id, dir_id));
+      f.dir = static_cast<uint32_t>(dir_id);
+      auto name = q.blob(2);
+      f.name_off = static_cast<uint32_t>(s->names_.size());
+      f.name_len = static_cast<uint32_t>(name.size());
+      s->names_.append(reinterpret_cast<const char*>(name.data()), name.size());
+      int64_t kind = q.integer(3);
+      if (kind < 0 || kind > 2) throw corrupt(fmt::format("file {} has kind {}", f.id, kind));
+      f.kind = static_cast<FileKind>(kind);
+      f.script = static_cast<uint8_t>(q.integer(4));
+      int64_t rec = q.integer(5);
+      if (rec < 0 || rec >= static_cast<int64_t>(s->records_.size()))
+        throw corrupt(fmt::format("file {} in unknown record {}", f.id, rec));
+      f.record = static_cast<uint32_t>(rec);
+      f.slot = static_cast<uint32_t>(q.integer(6));
+      f.width = static_cast<uint32_t>(q.integer(7));
+      f.height = static_cast<uint32_t>(q.integer(8));
+      f.source_size = static_cast<uint64_t>(q.integer(9));
+      f.mtime_ns = q.integer(10);
+      auto blob = q.blob(11);
+      size_t want = f.kind == FileKind::jpeg ? static_cast<size_t>(s->levels_) + 1 : 1;
+      if (blob.size() != want * kPieceBlobSize)
+        throw corrupt(fmt::format("file {} has {} piece bytes, expected {}", f.id, blob.size(), want * kPieceBlobSize));
+      f.first_piece = static_cast<uint32_t>(s->pieces_.size());
+      f.piece_count = static_cast<uint32_t>(want);
+      const uint64_t rec_size = s->records_[f.record].size;
+      for (size_t i = 0; i < want; ++i) {
+        const uint8_t* p = blob.data() + i * kPieceBlobSize;
+        Piece piece{get_le(p, 8), static_cast<uint32_t>(get_le(p + 8, 4)), static_cast<uint32_t>(get_le(p + 12, 4))};
+        if (piece.offset < kRecordHeaderSize || piece.offset > rec_size || piece.size > rec_size - piece.offset)
+          throw corrupt(fmt::format("file {} piece {} lies outside record {}", f.id, i, f.record));
+        s->pieces_.push_back(piece);
+      }
+      s->files_.push_back(f);
+    }
+  }
+  // Children lists, sorted bytewise by name.
+  {
+    std::vector<std::vector<uint32_t>> sub(s->dirs_.size()), fil(s->dirs_.size());
+    for (const Dir& d : s->dirs_)
+      if (d.id != 0) sub[d.parent].push_back(d.id);
+    for (const File& f : s->files_) fil[f.dir].push_back(f.id);
+    for (Dir& d : s->dirs_) {
+      auto& sd = sub[d.id];
+      auto& sf = fil[d.id];
+      std::sort(sd.begin(), sd.end(), [&](uint32_t a, uint32_t b) { return s->name(s->dirs_[a]) < s->name(s->dirs_[b]); });
+      std::sort(sf.begin(), sf.end(), [&](uint32_t a, uint32_t b) { return s->name(s->files_[a]) < s->name(s->files_[b]); });
+      d.subdir_begin = static_cast<uint32_t>(s->child_dirs_.size());
+      d.subdir_count = static_cast<uint32_t>(sd.size());
+      s->child_dirs_.insert(s->child_dirs_.end(), sd.begin(), sd.end());
+      d.file_begin = static_cast<uint32_t>(s->child_files_.size());
+      d.file_count = static_cast<uint32_t>(sf.size());
+      s->child_files_.insert(s->child_files_.end(), sf.begin(), sf.end());
+    }
+  }
+  // Record files: a missing, short or foreign one fails only its own files (read_piece -> EIO).
+  for (const Record& r : s->records_) {
+    std::filesystem::path p = dir / r.path;
+    int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
+    std::string problem;
+    if (fd < 0) {
+      problem = std::strerror(errno);
+    } else {
+      uint8_t header[kRecordHeaderSize];
+      struct stat rs {};
+      if (::fstat(fd, &rs) != 0 || static_cast<uint64_t>(rs.st_size) < r.size) {
+        problem = fmt::format("truncated: {} bytes, index says {}", rs.st_size, r.size);
+      } else if (::pread(fd, header, sizeof header, 0) != static_cast<ssize_t>(sizeof header) ||
+                 std::memcmp(header, kRecordMagic.data(), kRecordMagic.size()) != 0 ||
+                 get_le(header + 8, 4) != r.id) {
+        problem = "not record " + std::to_string(r.id) + " of this store (bad header)";
+      }
+    }
+    if (!problem.empty()) {
+      if (fd >= 0) ::close(fd);
+      fd = -1;
+      s->problems_.push_back(fmt::format("{}: {}", p.string(), problem));
+    }
+    s->record_fds_.push_back(fd);
+  }
+  return s;
+}
+
+Store::~Store() {
+  for (int fd : record_fds_)
+    if (fd >= 0) ::close(fd);
+}
+
+std::string Store::relative_path(const Dir& d) const {
+  std::vector<std::string_view> parts;
+  for (const Dir* cur = &d; cur->id != 0; cur = &dirs_[cur->parent]) parts.push_back(name(*cur));
+  std::string out;
+  for (auto it = parts.rbegin(); it != parts.rend(); ++it) {
+    if (!out.empty()) out += '/';
+    out += *it;
+  }
+  return out;
+}
+
+std::string Store::relative_path(const File& f) const {
+  std::string out = relative_path(dirs_[f.dir]);
+  if (!out.empty()) out += '/';
+  out += name(f);
+  return out;
+}
+
+uint32_t Store::pieces_at_level(const File& f, int level) const {
+  if (f.kind != FileKind::jpeg) return 1;
+  int k = std::clamp(level, 1, levels_);
+  return static_cast<uint32_t>(k) + 1;
+}
+
+uint64_t Store::size_at_level(const File& f, int level) const {
+  auto ps = pieces(f);
+  uint32_t n = pieces_at_level(f, level);
+  uint64_t total = 0;
+  for (uint32_t i = 0; i < n; ++i) total += ps[i].size;
+  return f.kind == FileKind::jpeg ? total + 2 : total;
+}
+
+int Store::read_piece(const File& f, uint32_t piece_index, std::span<uint8_t> dst) const {
+  if (piece_index >= f.piece_count) return -EINVAL;
+  const Piece& p = pieces_[f.first_piece + piece_index];
+  if (dst.size() != p.size) return -EINVAL;
+  int fd = record_fds_[f.record];
+  if (fd < 0) return -EIO;
+  size_t done = 0;
+  while (done < p.size) {
+    ssize_t n = ::pread(fd, dst.data() + done, p.size - done, static_cast<off_t>(p.offset + done));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return -errno;
+    }
+    if (n == 0) return -EIO;
+    done += static_cast<size_t>(n);
+  }
+  return piece_checksum(dst) == p.checksum ? 0 : -EIO;
+}
+
+}  // namespace fid::index

@@ -1,0 +1,33 @@
+# Shared helpers for the benchmarks (sourced). Builds the project and makes datasets of real
+# photos (synthetic ones when ../shared is absent), cached under $BENCH_DIR.
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+BENCH_DIR=${BENCH_DIR:-/tmp/fidelityfs-bench}
+bin=$root/build/cli/fidelityfs
+mkdir -p "$BENCH_DIR"
+
+bench_setup() {
+  "$root/scripts/deps.sh" bench
+  (cd "$root" && BUILD_DIR=build BUILD_TYPE=Release scripts/build.sh >/dev/null)
+}
+
+# make_dataset KIND COUNT CLASSES -> prints the folder
+make_dataset() {
+  local kind=$1 count=$2 classes=$3 out=$BENCH_DIR/$1-$2
+  if [[ ! -f $out/.done ]]; then
+    rm -rf "$out"
+    local shared=$root/../shared/datasets photos
+    if [[ -x $shared/fetch-photos.sh ]] && photos=$("$shared/fetch-photos.sh" | tail -1) && [[ -d $photos ]]; then
+      /usr/bin/python3 "$shared/make_imagefolder.py" --photos "$photos" --kind "$kind" --count "$count" \
+        --classes "$classes" --out "$out" >&2
+    else
+      /usr/bin/python3 "$root/tests/fixtures/make_tree.py" --kind "$kind" --count "$count" --classes "$classes" \
+        --out "$out" >&2
+    fi
+    touch "$out/.done"
+  fi
+  echo "$out"
+}
+
+now() { date +%s.%N; }
+median() { sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }

@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# Read throughput of the mount against its baselines, same tree, same reader, same run:
+# the source on ext4, squashfuse_ll of a squashfs of the source, and the mount at full level
+# and at level 5; random order, 2 reader threads, warm (page cache) and cold (dropped caches).
+# Also the daemon's CPU time per file. Needs root (drop_caches, mounts).
+#   scripts/bench/read.sh [COUNT=5000] [RUNS=3]
+source "$(dirname "$0")/common.sh"
+count=${1:-5000}
+runs=${2:-3}
+bench_setup
+rb=$root/build/scripts/bench/readbench
+src=$(make_dataset imagenet "$count" 20)
+store=$BENCH_DIR/store-imagenet-$count
+[[ -f $store/index.sqlite ]] || "$bin" pack "$src" "$store" --progress off >/dev/null
+sqfs=$BENCH_DIR/imagenet-$count.sqfs
+[[ -f $sqfs ]] || mksquashfs "$src" "$sqfs" -noappend -quiet -no-progress >/dev/null
+
+m=$BENCH_DIR/mnt
+mkdir -p "$m/full" "$m/l5" "$m/sq"
+cleanup() { for d in full l5 sq; do fusermount3 -u "$m/$d" 2>/dev/null || true; done; }
+trap cleanup EXIT
+cleanup
+"$bin" mount "$store" "$m/full" -o scan_group=full
+"$bin" mount "$store" "$m/l5" -o scan_group=5
+squashfuse_ll "$sqfs" "$m/sq"
+
+(cd "$src" && find . -name '*.JPEG' | sort) >"$BENCH_DIR/list.rel"
+n=$(wc -l <"$BENCH_DIR/list.rel")
+declare -A roots=([ext4]=$src [squashfuse_ll]=$m/sq [fidelityfs_full]=$m/full [fidelityfs_l5]=$m/l5)
+order=(ext4 squashfuse_ll fidelityfs_full fidelityfs_l5)
+for name in "${order[@]}"; do sed "s|^\.|${roots[$name]}|" "$BENCH_DIR/list.rel" >"$BENCH_DIR/list.$name"; done
+
+daemon_pid() { pgrep -f -x "$bin mount $store $1 .*" | head -1; }
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+field() { /usr/bin/python3 -c "import json,sys; print(json.loads(sys.argv[1])[sys.argv[2]])" "$1" "$2"; }
+
+declare -A warm_fps warm_mbs cold_fps cold_mbs cpu_us
+hz=$(getconf CLK_TCK)
+for name in "${order[@]}"; do
+  list=$BENCH_DIR/list.$name
+  "$rb" "$list" --threads 2 --seed 0 >/dev/null  # warm-up: everything in the page cache
+  pid=
+  [[ $name == fidelityfs_full ]] && pid=$(daemon_pid "$m/full")
+  [[ $name == fidelityfs_l5 ]] && pid=$(daemon_pid "$m/l5")
+  [[ -n $pid ]] && c0=$(cpu_ticks "$pid")
+  fps=() mbs=()
+  for ((r = 1; r <= runs; r++)); do
+    out=$("$rb" "$list" --threads 2 --seed "$r")
+    fps+=("$(field "$out" files_per_s)") mbs+=("$(field "$out" mb_per_s)")
+  done
+  if [[ -n $pid ]]; then
+    c1=$(cpu_ticks "$pid")
+    cpu_us[$name]=$(echo "($c1 - $c0) * 1000000 / $hz / ($n * $runs)" | bc -l)
+  fi
+  warm_fps[$name]=$(printf '%s\n' "${fps[@]}" | median)
+  warm_mbs[$name]=$(printf '%s\n' "${mbs[@]}" | median)
+  fps=() mbs=()
+  for ((r = 1; r <= runs; r++)); do
+    sync
+    echo 3 >/proc/sys/vm/drop_caches
+    out=$("$rb" "$list" --threads 2 --seed "$((r + 100))")
+    fps+=("$(field "$out" files_per_s)") mbs+=("$(field "$out" mb_per_s)")
+  done
+  cold_fps[$name]=$(printf '%s\n' "${fps[@]}" | median)
+  cold_mbs[$name]=$(printf '%s\n' "${mbs[@]}" | median)
+done
+
+printf '\nread benchmark: %d ImageNet-like JPEGs, random order, 2 reader threads, median of %d runs\n' "$n" "$runs"
+printf '%-18s %12s %10s %12s %10s %14s\n' source "warm files/s" "warm MB/s" "cold files/s" "cold MB/s" "daemon us/file"
+for name in "${order[@]}"; do
+  printf '%-18s %12.0f %10.1f %12.0f %10.1f %14s\n' "$name" "${warm_fps[$name]}" "${warm_mbs[$name]}" \
+    "${cold_fps[$name]}" "${cold_mbs[$name]}" "$(printf '%.1f' "${cpu_us[$name]:-0}" | sed 's/^0.0$/-/')"
+done
+r_ext4=$(echo "${warm_fps[fidelityfs_full]} / ${warm_fps[ext4]}" | bc -l)
+r_sq=$(echo "${warm_fps[fidelityfs_full]} / ${warm_fps[squashfuse_ll]}" | bc -l)
+printf 'warm, full level: %.2fx ext4 files/s (goal >= 0.9), %.2fx squashfuse_ll (goal >= 2.5)\n' "$r_ext4" "$r_sq"

@@ -1,0 +1,65 @@
+// libFuzzer target: the JPEG marker walker and the progressive transcoder on arbitrary bytes.
+// When a transcode succeeds, its documented properties are checked and any violation aborts:
+// every level decodes strictly and the full level decodes to the source's pixels.
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "codec/jpeg.h"
+#include "codec/jpeg_markers.h"
+
+namespace {
+
+void check(bool ok) {
+  if (!ok) std::abort();
+}
+
+std::vector<uint8_t> level_file(const fid::codec::ProgressiveJpeg& p, int k) {
+  std::vector<uint8_t> f(p.bytes.begin(), p.bytes.begin() + p.piece_end[k]);
+  f.insert(f.end(), fid::codec::kEoi.begin(), fid::codec::kEoi.end());
+  return f;
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  using namespace fid::codec;
+  const std::span<const uint8_t> in(data, size);
+
+  JpegMarkerLayout layout;
+  std::string error;
+  if (walk_jpeg_markers(in, layout, error)) {
+    check(size_t{layout.eoi} + 2 <= size);
+    check(layout.header_end <= layout.eoi && !layout.scans.empty());
+    uint32_t prev = layout.header_end;
+    for (const auto& s : layout.scans) {
+      check(s.begin == prev && s.begin <= s.sos && s.sos < s.data_begin && s.data_begin <= s.end);
+      prev = s.end;
+    }
+    check(prev <= layout.eoi);
+  } else {
+    check(!error.empty());
+  }
+
+  const TranscodeResult r = transcode_progressive(in);
+  if (!r.ok) {
+    check(!r.error.empty() && r.jpeg.bytes.empty());
+    return 0;
+  }
+  const ProgressiveJpeg& p = r.jpeg;
+  check(p.piece_end[kJpegLevels] == p.bytes.size());
+  for (int k = 1; k <= kJpegLevels; ++k) check(p.piece_end[k - 1] < p.piece_end[k]);
+  // Decoding is the expensive part: check all levels only for small images.
+  if (static_cast<uint64_t>(p.width) * static_cast<uint64_t>(p.height) > (1u << 20)) return 0;
+  DecodedImage source, level;
+  check(decode_jpeg_strict(in, source, error));  // what transcodes must decode strictly
+  for (int k = 1; k <= kJpegLevels; ++k) {
+    check(decode_jpeg_strict(level_file(p, k), level, error));
+    check(level.width == source.width && level.height == source.height);
+  }
+  check(level.pixels == source.pixels);
+  return 0;
+}

@@ -1,0 +1,80 @@
+"""Shared fixtures for the integration tests: the binary, source trees, packed stores.
+
+Source trees use real photographs from ../shared/datasets when that folder exists (this
+workplace and its CI), and synthetic photo-like images from tests/fixtures otherwise."""
+import csv
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SHARED = os.path.join(os.path.dirname(REPO), "shared", "datasets")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+
+def fid_bin():
+    return os.environ.get("FIDELITYFS_BIN", os.path.join(REPO, "build", "cli", "fidelityfs"))
+
+
+def run(*args, check=True, **kw):
+    """Runs fidelityfs with args; returns the CompletedProcess (text mode)."""
+    p = subprocess.run([fid_bin(), *map(str, args)], capture_output=True, text=True, **kw)
+    if check and p.returncode != 0:
+        raise AssertionError(f"fidelityfs {' '.join(map(str, args))} -> {p.returncode}\n{p.stdout}\n{p.stderr}")
+    return p
+
+
+def _photos():
+    """Folder of real photos, or None when ../shared is not there or the fetch fails."""
+    script = os.path.join(SHARED, "fetch-photos.sh")
+    if not os.path.exists(script) or os.environ.get("FIDELITYFS_SYNTHETIC_ONLY"):
+        return None
+    p = subprocess.run(["bash", script], capture_output=True, text=True)
+    folder = p.stdout.strip().splitlines()[-1] if p.returncode == 0 and p.stdout.strip() else ""
+    return folder if os.path.isdir(folder) else None
+
+
+def _make_tree(out, kind, count=0, classes=0):
+    photos = _photos()
+    if photos:
+        cmd = [sys.executable, os.path.join(SHARED, "make_imagefolder.py"), "--photos", photos, "--kind", kind,
+               "--out", out, "--jobs", "2"]
+    else:
+        cmd = [sys.executable, os.path.join(REPO, "tests", "fixtures", "make_tree.py"), "--kind", kind, "--out", out]
+    if count:
+        cmd += ["--count", str(count), "--classes", str(classes)]
+    subprocess.run(cmd, check=True, capture_output=True)
+    return out
+
+
+@pytest.fixture(scope="session")
+def edge_tree(tmp_path_factory):
+    return _make_tree(str(tmp_path_factory.mktemp("src") / "edge"), "edge")
+
+
+@pytest.fixture(scope="session")
+def imagenet_tree(tmp_path_factory):
+    return _make_tree(str(tmp_path_factory.mktemp("src") / "imagenet"), "imagenet", count=300, classes=6)
+
+
+def manifest(tree):
+    with open(os.path.join(tree, "MANIFEST.tsv")) as f:
+        return list(csv.DictReader(f, delimiter="\t"))
+
+
+def pack(src, store, *extra):
+    run("pack", src, store, "--progress", "off", *extra)
+    return store
+
+
+@pytest.fixture(scope="session")
+def edge_store(edge_tree, tmp_path_factory):
+    return pack(edge_tree, str(tmp_path_factory.mktemp("stores") / "edge"))
+
+
+@pytest.fixture(scope="session")
+def imagenet_store(imagenet_tree, tmp_path_factory):
+    return pack(imagenet_tree, str(tmp_path_factory.mktemp("stores") / "imagenet"), "--record-bytes", "1MiB")

@@ -1,0 +1,59 @@
+"""A second, independent reader of the store format (docs/FORMAT.md), used by the tests to
+check the packer without going through the C++ loader or the mount."""
+import os
+import sqlite3
+import struct
+
+import xxhash
+
+EOI = b"\xff\xd9"
+
+
+class Store:
+    def __init__(self, path):
+        self.path = path
+        self.db = sqlite3.connect(f"file:{os.path.join(path, 'index.sqlite')}?mode=ro", uri=True)
+        self.meta = dict(self.db.execute("SELECT key, value FROM meta"))
+        self.levels = int(self.meta["levels"])
+        self.dirs = {i: (parent, bytes(name)) for i, parent, name in self.db.execute("SELECT id, parent, name FROM dirs")}
+        self.records = {i: (p, layout, size) for i, p, layout, size in
+                        self.db.execute("SELECT id, path, layout, size FROM records")}
+        self.files = {}
+        for row in self.db.execute("SELECT id, dir, name, kind, record, slot, source_size, pieces FROM files"):
+            fid, d, name, kind, rec, slot, source_size, blob = row
+            pieces = [struct.unpack_from("<QII", blob, i) for i in range(0, len(blob), 16)]
+            rel = self.dir_path(d)
+            rel = (rel + "/" if rel else "") + bytes(name).decode("utf-8", "surrogateescape")
+            self.files[rel] = dict(id=fid, kind=("jpeg", "l3", "blob")[kind], record=rec, slot=slot,
+                                   source_size=source_size, pieces=pieces)
+        self.skipped = [(bytes(p).decode("utf-8", "surrogateescape"), r)
+                        for p, r in self.db.execute("SELECT path, reason FROM skipped")]
+
+    def dir_path(self, d):
+        parts = []
+        while d != 0:
+            parent, name = self.dirs[d]
+            parts.append(name.decode("utf-8", "surrogateescape"))
+            d = parent
+        return "/".join(reversed(parts))
+
+    def all_dirs(self):
+        return sorted(self.dir_path(d) for d in self.dirs if d != 0)
+
+    def piece(self, rel, i, check=True):
+        f = self.files[rel]
+        offset, size, checksum = f["pieces"][i]
+        with open(os.path.join(self.path, self.records[f["record"]][0]), "rb") as fh:
+            fh.seek(offset)
+            data = fh.read(size)
+        if check and (xxhash.xxh3_64_intdigest(data) & 0xFFFFFFFF) != checksum:
+            raise IOError(f"checksum mismatch in {rel} piece {i}")
+        return data
+
+    def read(self, rel, level=None):
+        """The bytes a reader gets for `rel` at `level` (None = full)."""
+        f = self.files[rel]
+        if f["kind"] != "jpeg":
+            return self.piece(rel, 0)
+        k = self.levels if level is None else level
+        return b"".join(self.piece(rel, i) for i in range(k + 1)) + EOI

@@ -1,0 +1,237 @@
+// The store round trip (pack -> Store::open -> read_piece) and how the loader treats damage.
+#include <gtest/gtest.h>
+#include <sqlite3.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <random>
+
+#include "index/format.h"
+#include "index/packer.h"
+#include "index/store.h"
+
+namespace fsys = std::filesystem;
+using fid::index::FileKind;
+using fid::index::Store;
+using fid::index::StoreError;
+
+namespace {
+
+class TempDir {
+ public:
+  TempDir() {
+    path_ = fsys::temp_directory_path() /
+            ("fid-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter_++));
+    fsys::remove_all(path_);
+    fsys::create_directories(path_);
+  }
+  ~TempDir() { fsys::remove_all(path_); }
+  const fsys::path& path() const { return path_; }
+
+ private:
+  static inline int counter_ = 0;
+  fsys::path path_;
+};
+
+void write_file(const fsys::path& p, const std::string& bytes) {
+  fsys::create_directories(p.parent_path());
+  std::ofstream(p, std::ios::binary) << bytes;
+}
+
+std::string random_bytes(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::string s(n, '\0');
+  for (auto& c : s) c = static_cast<char>(rng());
+  return s;
+}
+
+// A source tree of blobs in two classes plus an empty folder and a name that is not UTF-8.
+std::map<std::string, std::string> make_tree(const fsys::path& src) {
+  std::map<std::string, std::string> files;
+  for (int i = 0; i < 40; ++i) {
+    std::string rel = (i % 2 ? "cat/" : "dog/") + std::to_string(i) + ".bin";
+    files[rel] = random_bytes(static_cast<size_t>(100 + i * 997), static_cast<uint32_t>(i));
+  }
+  files["dog/\xff\xfe-latin1.txt"] = "not utf-8 name";
+  files["empty.txt"] = "";
+  for (auto& [rel, bytes] : files) write_file(src / rel, bytes);
+  fsys::create_directories(src / "empty_class");
+  return files;
+}
+
+fid::index::PackReport pack(const fsys::path& src, const fsys::path& store, uint64_t record_bytes = 8192) {
+  fid::index::PackOptions opt;
+  opt.source = src;
+  opt.store = store;
+  opt.jobs = 2;
+  opt.record_bytes = record_bytes;
+  std::atomic<bool> cancel{false};
+  return fid::index::pack(opt, nullptr, cancel);
+}
+
+std::string read_file(const Store& s, const fid::index::File& f, int* rc = nullptr) {
+  std::string out(s.pieces(f)[0].size, '\0');
+  int r = s.read_piece(f, 0, {reinterpret_cast<uint8_t*>(out.data()), out.size()});
+  if (rc) *rc = r;
+  return out;
+}
+
+void sql(const fsys::path& db, const char* statement) {
+  sqlite3* h = nullptr;
+  ASSERT_EQ(sqlite3_open(db.c_str(), &h), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(h, statement, nullptr, nullptr, nullptr), SQLITE_OK) << sqlite3_errmsg(h);
+  sqlite3_close(h);
+}
+
+}  // namespace
+
+TEST(Store, RoundTripsEveryFileByteIdentical) {
+  TempDir t;
+  auto files = make_tree(t.path() / "src");
+  auto report = pack(t.path() / "src", t.path() / "store");
+  EXPECT_EQ(report.blob, files.size());
+  EXPECT_GT(report.records, 3u);
+
+  auto s = Store::open(t.path() / "store");
+  ASSERT_EQ(s->files().size(), files.size());
+  EXPECT_EQ(s->levels(), 10);
+  for (const auto& f : s->files()) {
+    std::string rel = s->relative_path(f);
+    ASSERT_TRUE(files.count(rel)) << rel;
+    int rc = -1;
+    EXPECT_EQ(read_file(*s, f, &rc), files[rel]) << rel;
+    EXPECT_EQ(rc, 0);
+    EXPECT_EQ(f.kind, FileKind::blob);
+    EXPECT_EQ(s->size_at_level(f, 1), files[rel].size());
+    EXPECT_EQ(f.source_size, files[rel].size());
+  }
+  // Folders: root, cat, dog, empty_class; children sorted bytewise.
+  ASSERT_EQ(s->dirs().size(), 4u);
+  const auto& root = s->dirs()[0];
+  ASSERT_EQ(root.subdir_count, 3u);
+  EXPECT_EQ(s->name(s->dirs()[s->child_dirs()[root.subdir_begin]]), "cat");
+  EXPECT_EQ(s->name(s->dirs()[s->child_dirs()[root.subdir_begin + 2]]), "empty_class");
+  EXPECT_EQ(s->dirs()[s->child_dirs()[root.subdir_begin + 2]].file_count, 0u);
+  EXPECT_TRUE(s->problems().empty());
+}
+
+TEST(Store, FlippedByteFailsOnlyThatFile) {
+  TempDir t;
+  make_tree(t.path() / "src");
+  pack(t.path() / "src", t.path() / "store");
+  {
+    auto s = Store::open(t.path() / "store");
+    const auto& victim = s->files()[5];
+    const auto& p = s->pieces(victim)[0];
+    std::fstream rec(t.path() / "store" / s->records()[victim.record].path, std::ios::in | std::ios::out | std::ios::binary);
+    const auto at = static_cast<std::streamoff>(p.offset + p.size / 2);
+    rec.seekg(at);
+    char c = 0;
+    rec.get(c);
+    rec.seekp(at);
+    rec.put(static_cast<char>(c ^ 0x01));
+  }
+  auto s = Store::open(t.path() / "store");
+  int bad = 0;
+  for (const auto& f : s->files()) {
+    int rc = 0;
+    read_file(*s, f, &rc);
+    if (rc != 0) {
+      EXPECT_EQ(rc, -EIO);
+      EXPECT_EQ(f.id, 5u);
+      ++bad;
+    }
+  }
+  EXPECT_EQ(bad, 1);
+}
+
+TEST(Store, MissingOrTruncatedRecordFailsOnlyItsFiles) {
+  TempDir t;
+  make_tree(t.path() / "src");
+  pack(t.path() / "src", t.path() / "store");
+  fsys::remove(t.path() / "store/records/000001.rec");
+  fsys::resize_file(t.path() / "store/records/000002.rec", 100);
+  auto s = Store::open(t.path() / "store");
+  ASSERT_EQ(s->problems().size(), 2u);
+  EXPECT_NE(s->problems()[0].find("000001.rec"), std::string::npos);
+  EXPECT_NE(s->problems()[1].find("truncated"), std::string::npos);
+  for (const auto& f : s->files()) {
+    int rc = 0;
+    read_file(*s, f, &rc);
+    EXPECT_EQ(rc, f.record == 1 || f.record == 2 ? -EIO : 0) << s->relative_path(f);
+  }
+}
+
+TEST(Store, RefusesWhatIsNotAStoreWithTheFileNamed) {
+  TempDir t;
+  auto expect_error = [](const fsys::path& p, const std::string& fragment) {
+    try {
+      Store::open(p);
+      ADD_FAILURE() << "opened " << p;
+    } catch (const StoreError& e) {
+      EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
+    }
+  };
+  expect_error(t.path() / "nope", "nope");
+  expect_error(t.path(), "index.sqlite");
+  write_file(t.path() / "index.sqlite", "this is not a database, just text");
+  expect_error(t.path(), "index.sqlite");
+}
+
+TEST(Store, RefusesNewerFormatAndCorruptRows) {
+  TempDir t;
+  make_tree(t.path() / "src");
+  pack(t.path() / "src", t.path() / "store");
+  auto db = t.path() / "store/index.sqlite";
+  auto expect_error = [&](const std::string& fragment) {
+    try {
+      Store::open(t.path() / "store");
+      ADD_FAILURE() << "opened";
+    } catch (const StoreError& e) {
+      EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
+    }
+  };
+  sql(db, "UPDATE meta SET value = '99' WHERE key = 'format_version'");
+  expect_error("newer");
+  sql(db, "UPDATE meta SET value = '1' WHERE key = 'format_version'");
+  sql(db, "UPDATE files SET record = 1000 WHERE id = 3");
+  expect_error("unknown record");
+  sql(db, "UPDATE files SET record = 0, pieces = x'00' WHERE id = 3");
+  expect_error("piece bytes");
+  sql(db, "UPDATE files SET pieces = zeroblob(16) WHERE id = 3");
+  expect_error("outside record");
+}
+
+TEST(Pack, RefusesNonEmptyTargetAndLeavesNoTemporaryFolder) {
+  TempDir t;
+  make_tree(t.path() / "src");
+  write_file(t.path() / "store/keep.txt", "user data");
+  try {
+    pack(t.path() / "src", t.path() / "store");
+    ADD_FAILURE() << "packed over a non-empty folder";
+  } catch (const fid::index::PackError& e) {
+    EXPECT_EQ(e.exit_code(), 2);
+  }
+  int entries = 0;
+  for ([[maybe_unused]] auto& e : fsys::directory_iterator(t.path())) ++entries;
+  EXPECT_EQ(entries, 2);  // src and store, nothing else
+  EXPECT_TRUE(fsys::exists(t.path() / "store/keep.txt"));
+}
+
+TEST(Pack, CancelLeavesNothing) {
+  TempDir t;
+  make_tree(t.path() / "src");
+  fid::index::PackOptions opt;
+  opt.source = t.path() / "src";
+  opt.store = t.path() / "store";
+  std::atomic<bool> cancel{true};
+  EXPECT_THROW(fid::index::pack(opt, nullptr, cancel), fid::index::PackError);
+  EXPECT_FALSE(fsys::exists(t.path() / "store"));
+  int entries = 0;
+  for ([[maybe_unused]] auto& e : fsys::directory_iterator(t.path())) ++entries;
+  EXPECT_EQ(entries, 1);
+}
