@@ -1,0 +1,247 @@
+// fidelityfs mount STORE_DIR MOUNTPOINT [--config FILE] [-o OPT[,OPT...]] [-f] [-d]
+//
+// Daemonises by default: the parent returns only when the child's mount answers a stat of its
+// root (exit 0), or with the child's error (exit 1). Usage/config errors exit 2 before forking.
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <spawn.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "cli/commands.h"
+#include "config/config.h"
+#include "fs/fs.h"
+#include "fs/log.h"
+#include "index/store.h"
+
+extern char** environ;
+
+namespace fid::cli {
+
+namespace {
+
+struct MountArgs {
+  std::string store;
+  std::string mountpoint;
+  std::vector<std::string> options;
+  std::string config;
+  bool foreground = false;
+  bool debug = false;
+};
+
+void err(const std::string& msg) { fmt::print(stderr, "fidelityfs mount: {}\n", msg); }
+
+// Runs a program and waits; returns its exit status or -1.
+int run_program(const std::vector<std::string>& argv) {
+  std::vector<char*> a;
+  for (const auto& s : argv) a.push_back(const_cast<char*>(s.c_str()));
+  a.push_back(nullptr);
+  pid_t pid;
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+  int rc = posix_spawnp(&pid, a[0], &fa, nullptr, a.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  if (rc != 0) return -1;
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+// Checks the mount point; a stale FUSE mount left by a crashed daemon ("Transport endpoint is not
+// connected") is lazily unmounted and checked again. Returns "" or the error, and its exit code.
+std::string check_mountpoint(const std::string& mnt, int& code) {
+  struct stat st {};
+  if (::stat(mnt.c_str(), &st) != 0 && errno == ENOTCONN) {
+    // Lazy unmount: umount2 when privileged, else the setuid fusermount3.
+    bool ok = ::umount2(mnt.c_str(), MNT_DETACH) == 0 || run_program({"fusermount3", "-u", "-z", mnt}) == 0;
+    if (!ok || ::stat(mnt.c_str(), &st) != 0) {
+      code = kExitRuntime;
+      return fmt::format(
+          "{}: stale mount (Transport endpoint is not connected: a previous fidelityfs died) and the lazy unmount "
+          "failed; run: fusermount3 -uz {}",
+          mnt, mnt);
+    }
+    err(fmt::format("{}: recovered a stale mount (lazy unmount of a dead fidelityfs mount)", mnt));
+  }
+  if (::stat(mnt.c_str(), &st) != 0) {
+    code = kExitUsage;
+    return fmt::format("{}: mount point: {}", mnt, std::strerror(errno));
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    code = kExitUsage;
+    return fmt::format("{}: mount point is not a directory", mnt);
+  }
+  return {};
+}
+
+int run_mount(const MountArgs& a) {
+  config::MountOptions opts;
+  config::Config cfg;
+  try {
+    for (const auto& o : a.options) config::parse_mount_options(o, opts);
+    std::string cfg_file = a.config;
+    if (opts.config_file) {
+      if (!cfg_file.empty() && cfg_file != *opts.config_file) {
+        err(fmt::format("both --config {} and -o config={} given; use one", cfg_file, *opts.config_file));
+        return kExitUsage;
+      }
+      cfg_file = *opts.config_file;
+    }
+    if (!cfg_file.empty()) cfg = config::load_config(cfg_file);
+  } catch (const config::ConfigError& e) {
+    err(e.what());
+    return kExitUsage;
+  }
+  config::Settings settings = config::merge(cfg, opts);
+  if (settings.gpu == config::Gpu::on) {
+    err("gpu=on: this build has no GPU decoder; use gpu=auto or gpu=off");
+    return kExitUsage;
+  }
+
+  std::error_code ec;
+  std::string mnt = std::filesystem::absolute(a.mountpoint, ec).lexically_normal().string();
+  if (mnt.size() > 1 && mnt.back() == '/') mnt.pop_back();
+  int code = 0;
+  if (std::string e = check_mountpoint(mnt, code); !e.empty()) {
+    err(e);
+    return code;
+  }
+  if (!std::filesystem::is_directory(a.store, ec)) {
+    err(fmt::format("{}: store folder: {}", a.store, ec ? ec.message() : "not a directory"));
+    return kExitUsage;
+  }
+  std::unique_ptr<index::Store> store;
+  try {
+    store = index::Store::open(std::filesystem::absolute(a.store, ec));
+  } catch (const index::StoreError& e) {
+    err(e.what());
+    return kExitRuntime;
+  }
+  for (const auto& p : store->problems()) err(fmt::format("warning: {} (its files will return EIO)", p));
+  try {
+    config::check_levels(settings, store->levels());
+  } catch (const config::ConfigError& e) {
+    err(e.what());
+    return kExitUsage;
+  }
+
+  fs::ServeRequest req;
+  req.mountpoint = mnt;
+  req.debug = a.debug;
+  bool foreground = a.foreground || a.debug;
+
+  if (foreground) {
+    auto sink = settings.log_file.empty() ? fs::LogSink::stderr_ : fs::LogSink::file;
+    if (std::string e = fs::log_open(settings.log_level, sink, settings.log_file); !e.empty()) {
+      err(e);
+      return kExitUsage;
+    }
+    bool failed = false;
+    int rc = fs::serve(*store, settings, req, [&](const std::string& error) {
+      if (!error.empty()) {
+        failed = true;
+        err(error);
+      }
+    });
+    return rc != 0 || failed ? kExitRuntime : kExitOk;
+  }
+
+  int pipefd[2];
+  if (::pipe2(pipefd, O_CLOEXEC) != 0) {
+    err(fmt::format("pipe: {}", std::strerror(errno)));
+    return kExitRuntime;
+  }
+  std::fflush(nullptr);
+  pid_t pid = ::fork();
+  if (pid < 0) {
+    err(fmt::format("fork: {}", std::strerror(errno)));
+    return kExitRuntime;
+  }
+  if (pid > 0) {  // parent: wait for "ready" or the child's error
+    ::close(pipefd[1]);
+    std::string msg;
+    char buf[512];
+    for (;;) {
+      ssize_t n = ::read(pipefd[0], buf, sizeof buf);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      msg.append(buf, static_cast<size_t>(n));
+    }
+    ::close(pipefd[0]);
+    if (msg == "OK") return kExitOk;
+    if (msg.size() > 1 && msg[0] == 'E') {
+      err(msg.substr(1));
+    } else {
+      int status = 0;
+      ::waitpid(pid, &status, 0);
+      err("the mount daemon exited before the mount was ready");
+    }
+    ::waitpid(pid, nullptr, WNOHANG);
+    return kExitRuntime;
+  }
+
+  // child: the daemon
+  ::close(pipefd[0]);
+  ::setsid();
+  if (::chdir("/") != 0) {
+  }
+  auto sink = settings.log_file.empty() ? fs::LogSink::syslog : fs::LogSink::file;
+  if (std::string e = fs::log_open(settings.log_level, sink, settings.log_file); !e.empty()) {
+    std::string m = "E" + e;
+    ssize_t w = ::write(pipefd[1], m.data(), m.size());
+    (void)w;
+    ::_exit(kExitRuntime);
+  }
+  std::mutex mu;
+  int wfd = pipefd[1];
+  int rc = fs::serve(*store, settings, req, [&](const std::string& error) {
+    std::lock_guard lock(mu);
+    if (wfd < 0) return;
+    std::string m = error.empty() ? std::string("OK") : "E" + error;
+    ssize_t w = ::write(wfd, m.data(), m.size());
+    (void)w;
+    ::close(wfd);
+    wfd = -1;
+    if (error.empty()) {  // detach from the terminal once the parent has its answer
+      int null = ::open("/dev/null", O_RDWR);
+      if (null >= 0) {
+        ::dup2(null, 0);
+        ::dup2(null, 1);
+        ::dup2(null, 2);
+        if (null > 2) ::close(null);
+      }
+    }
+  });
+  ::_exit(rc);
+}
+
+}  // namespace
+
+void register_mount(CLI::App& app, int& exit_code) {
+  auto* cmd = app.add_subcommand("mount", "Mount a store as a read-only directory tree");
+  auto a = std::make_shared<MountArgs>();
+  cmd->add_option("STORE_DIR", a->store, "store folder")->required();
+  cmd->add_option("MOUNTPOINT", a->mountpoint, "empty directory to mount on")->required();
+  cmd->add_option("-o", a->options,
+                  "mount options: scan_group=K|full, threads=N, cache=BYTES, gpu=auto|on|off, allow_other, "
+                  "config=FILE, no_open")
+      ->allow_extra_args(false);
+  cmd->add_option("--config", a->config, "YAML configuration file");
+  cmd->add_flag("-f", a->foreground, "stay in the foreground");
+  cmd->add_flag("-d", a->debug, "FUSE debug output (implies -f)");
+  cmd->callback([a, &exit_code] { exit_code = run_mount(*a); });
+}
+
+}  // namespace fid::cli

@@ -1,0 +1,962 @@
+#define FUSE_USE_VERSION FUSE_MAKE_VERSION(3, 14)
+#include "fs/fs.h"
+
+#include <fcntl.h>
+#include <fuse3/fuse_lowlevel.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <thread>
+#include <unordered_set>
+
+#include "fs/inodes.h"
+#include "fs/log.h"
+#include "fs/policy.h"
+
+namespace fid::fs {
+
+using index::Dir;
+using index::File;
+using index::FileKind;
+
+std::vector<uint8_t> rule_levels(const index::Store& store, const std::vector<config::Rule>& rules) {
+  auto files = store.files();
+  std::vector<uint8_t> out(rules.empty() ? 0 : files.size(), 0);
+  if (rules.empty()) return out;
+  const int L = store.levels();
+  // Directory paths once, then "dir/name" per file.
+  auto dirs = store.dirs();
+  std::vector<std::string> dir_path(dirs.size());
+  for (size_t d = 0; d < dirs.size(); ++d) dir_path[d] = store.relative_path(dirs[d]);
+  std::string path;
+  for (const File& f : files) {
+    const std::string& dp = dir_path[f.dir];
+    path.assign(dp);
+    if (!path.empty()) path.push_back('/');
+    path.append(store.name(f));
+    for (const auto& r : rules) {
+      if (config::glob_match(r.glob, path)) {
+        out[f.id] = static_cast<uint8_t>(r.level >= config::kFull ? L : std::min(r.level, L));
+        break;
+      }
+    }
+  }
+  return out;
+}
+
+namespace {
+
+constexpr double kTimeout = 86400.0;  // the tree is immutable; level changes invalidate explicitly
+constexpr const char* kXattrPrefix = "user.fidelity.";
+constexpr const char* kXattrLevel = "user.fidelity.scan_group";
+constexpr std::string_view kReadOnlyXattrs[] = {"kind", "levels", "bytes", "record", "position", "source_size"};
+
+// What an open file handle pins: the level fixed at open time (one consistent file per reader).
+struct Handle {
+  enum class Cache : uint8_t { page, direct, none };
+  Node node;
+  int level = 0;
+  uint64_t size = 0;
+  Cache cache = Cache::none;
+  std::string content;  // control files: generated at open
+};
+
+// Per live file: which level the kernel's page cache holds and how many page-cache handles are
+// open (they all share that level). Packed in one atomic word: bits 0-7 cache level, 8-15 open
+// level, 16-31 open count.
+struct CacheState {
+  static uint32_t cache_level(uint32_t s) { return s & 0xFF; }
+  static uint32_t open_level(uint32_t s) { return (s >> 8) & 0xFF; }
+  static uint32_t opens(uint32_t s) { return s >> 16; }
+  static uint32_t make(uint32_t cache, uint32_t open, uint32_t n) { return cache | (open << 8) | (n << 16); }
+};
+
+class Filesystem {
+ public:
+  Filesystem(const index::Store& store, const config::Settings& settings, const std::string& mountpoint)
+      : store_(store),
+        settings_(settings),
+        mountpoint_(mountpoint),
+        L_(store.levels()),
+        inodes_(static_cast<uint32_t>(store.dirs().size()), static_cast<uint32_t>(store.files().size()),
+                store.levels()),
+        policy_(make_policy(store, settings)),
+        state_(store.files().size()),
+        known_((store.files().size() + 63) / 64),
+        opens_by_level_(static_cast<size_t>(store.levels()) + 1),
+        started_(std::chrono::steady_clock::now()) {
+    uid_ = ::getuid();
+    gid_ = ::getgid();
+    for (const auto& r : store.records()) store_bytes_ += r.size;
+  }
+
+  void set_session(fuse_session* se) { se_ = se; }
+  static const fuse_lowlevel_ops& ops();
+
+ private:
+  static LevelPolicy make_policy(const index::Store& store, const config::Settings& s) {
+    std::vector<uint32_t> parent, fdir;
+    parent.reserve(store.dirs().size());
+    for (const Dir& d : store.dirs()) parent.push_back(d.parent);
+    fdir.reserve(store.files().size());
+    for (const File& f : store.files()) fdir.push_back(f.dir);
+    int def = s.scan_group >= config::kFull ? store.levels() : std::min(s.scan_group, store.levels());
+    return LevelPolicy(store.levels(), std::max(def, 1), std::move(parent), std::move(fdir),
+                       rule_levels(store, s.rules));
+  }
+
+  static Filesystem& self(fuse_req_t req) { return *static_cast<Filesystem*>(fuse_req_userdata(req)); }
+
+  // ---- attributes ---------------------------------------------------------------------------
+
+  int live_level_for_attr(uint32_t f) const {
+    uint32_t s = state_[f].load(std::memory_order_acquire);
+    if (!settings_.no_open && CacheState::opens(s) > 0) return static_cast<int>(CacheState::open_level(s));
+    return policy_.effective(f);
+  }
+
+  static void set_time(struct stat& st, int64_t ns) {
+    st.st_mtim.tv_sec = ns / 1000000000;
+    st.st_mtim.tv_nsec = ns % 1000000000;
+    if (st.st_mtim.tv_nsec < 0) {
+      st.st_mtim.tv_nsec += 1000000000;
+      st.st_mtim.tv_sec -= 1;
+    }
+    st.st_atim = st.st_mtim;
+    st.st_ctim = st.st_mtim;
+  }
+
+  bool stat_of(uint64_t ino, struct stat& st) {
+    std::memset(&st, 0, sizeof st);
+    Node n = inodes_.decode(ino);
+    st.st_ino = ino;
+    st.st_uid = uid_;
+    st.st_gid = gid_;
+    st.st_blksize = 128 * 1024;
+    switch (n.type) {
+      case NodeType::dir: {
+        if (n.id >= store_.dirs().size()) return false;
+        const Dir& d = store_.dirs()[n.id];
+        st.st_mode = S_IFDIR | 0555;
+        st.st_nlink = 2 + d.subdir_count + (n.view == 0 && n.id == 0 ? 1 : 0);
+        st.st_size = 4096;
+        set_time(st, d.mtime_ns);
+        return true;
+      }
+      case NodeType::file: {
+        if (n.id >= store_.files().size()) return false;
+        const File& f = store_.files()[n.id];
+        int level = n.view ? n.view : live_level_for_attr(n.id);
+        st.st_mode = S_IFREG | 0444;
+        st.st_nlink = 1;
+        st.st_size = static_cast<off_t>(store_.size_at_level(f, level));
+        st.st_blocks = (st.st_size + 511) / 512;
+        set_time(st, f.mtime_ns);
+        return true;
+      }
+      case NodeType::ctl_root:
+      case NodeType::ctl_sg:
+        st.st_mode = S_IFDIR | 0555;
+        st.st_nlink = 2 + (n.type == NodeType::ctl_root ? 1 : static_cast<unsigned>(L_));
+        st.st_size = 4096;
+        set_time(st, store_.dirs().empty() ? 0 : store_.dirs()[0].mtime_ns);
+        return true;
+      case NodeType::ctl_stats:
+      case NodeType::ctl_config:
+        st.st_mode = S_IFREG | 0444;
+        st.st_nlink = 1;
+        st.st_size = static_cast<off_t>(control_content(n.type).size());
+        set_time(st, store_.dirs().empty() ? 0 : store_.dirs()[0].mtime_ns);
+        return true;
+      case NodeType::invalid:
+        return false;
+    }
+    return false;
+  }
+
+  void mark_known(const Node& n) {
+    if (n.type == NodeType::file && n.view == 0)
+      known_[n.id / 64].fetch_or(uint64_t{1} << (n.id % 64), std::memory_order_relaxed);
+  }
+  bool is_known(uint32_t f) const {
+    return (known_[f / 64].load(std::memory_order_relaxed) >> (f % 64)) & 1;
+  }
+
+  // ---- control files --------------------------------------------------------------------------
+
+  std::string control_content(NodeType t) const {
+    nlohmann::ordered_json j;
+    if (t == NodeType::ctl_stats) {
+      double up = std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
+      j["store"] = store_.path().string();
+      j["uptime_s"] = up;
+      j["files"] = store_.files().size();
+      j["dirs"] = store_.dirs().size();
+      j["levels"] = L_;
+      j["lookups"] = lookups_.load();
+      j["opens"] = {{"jpeg", opens_[0].load()}, {"l3", opens_[1].load()}, {"blob", opens_[2].load()}};
+      j["opens_page_cache"] = opens_page_.load();
+      j["opens_kept_cache"] = opens_kept_.load();
+      j["opens_direct_io"] = opens_direct_.load();
+      std::vector<uint64_t> by_level;
+      for (int k = 1; k <= L_; ++k) by_level.push_back(opens_by_level_[static_cast<size_t>(k)].load());
+      j["opens_by_level"] = by_level;
+      j["reads"] = reads_.load();
+      j["bytes_served"] = bytes_.load();
+      j["eio_errors"] = eio_.load();
+      {
+        std::lock_guard lock(eio_mu_);
+        j["eio_files"] = eio_files_.size();
+      }
+      j["level_changes"] = level_changes_.load();
+      j["invalidations"] = invalidations_.load();
+      j["overrides"] = policy_.override_count();
+      return j.dump(2) + "\n";
+    }
+    j["store"] = store_.path().string();
+    j["mountpoint"] = mountpoint_;
+    j["config_file"] = settings_.config_file;
+    j["levels"] = L_;
+    j["scan_group"] = config::level_text(settings_.scan_group);
+    j["effective_default_level"] = policy_.mount_default();
+    nlohmann::ordered_json rules = nlohmann::ordered_json::array();
+    for (const auto& r : settings_.rules) rules.push_back({{"path", r.glob}, {"scan_group", config::level_text(r.level)}});
+    j["rules"] = rules;
+    j["threads"] = settings_.threads;
+    j["cache"] = settings_.cache_bytes;
+    j["gpu"] = config::gpu_name(settings_.gpu);
+    j["allow_other"] = settings_.allow_other;
+    j["no_open"] = settings_.no_open;
+    j["log"] = {{"level", config::log_level_name(settings_.log_level)}, {"file", settings_.log_file}};
+    return j.dump(2) + "\n";
+  }
+
+  // ---- directory entries ----------------------------------------------------------------------
+
+  struct Entry {
+    std::string_view name;
+    uint64_t ino = 0;
+    mode_t type = 0;
+  };
+
+  // Entry i of a directory listing ("." and ".." first), or nullopt past the end.
+  std::optional<Entry> entry_at(uint64_t dir_ino, const Node& n, size_t i) const {
+    static constexpr std::string_view kNames[] = {"stats", "config", "sg"};
+    if (i == 0) return Entry{".", dir_ino, S_IFDIR};
+    if (n.type == NodeType::dir) {
+      const Dir& d = store_.dirs()[n.id];
+      if (i == 1) {
+        uint64_t parent = (n.view && n.id == 0) ? inodes_.ctl_sg() : inodes_.dir(d.parent, n.view);
+        return Entry{"..", parent, S_IFDIR};
+      }
+      size_t k = i - 2;
+      if (k < d.subdir_count) {
+        uint32_t c = store_.child_dirs()[d.subdir_begin + k];
+        return Entry{store_.name(store_.dirs()[c]), inodes_.dir(c, n.view), S_IFDIR};
+      }
+      k -= d.subdir_count;
+      if (k < d.file_count) {
+        uint32_t c = store_.child_files()[d.file_begin + k];
+        return Entry{store_.name(store_.files()[c]), inodes_.file(c, n.view), S_IFREG};
+      }
+      return std::nullopt;
+    }
+    if (n.type == NodeType::ctl_root) {
+      if (i == 1) return Entry{"..", inodes_.dir(0), S_IFDIR};
+      if (i - 2 < 3) {
+        uint64_t inos[] = {inodes_.ctl_stats(), inodes_.ctl_config(), inodes_.ctl_sg()};
+        return Entry{kNames[i - 2], inos[i - 2], i - 2 == 2 ? mode_t(S_IFDIR) : mode_t(S_IFREG)};
+      }
+      return std::nullopt;
+    }
+    if (n.type == NodeType::ctl_sg) {
+      if (i == 1) return Entry{"..", inodes_.ctl_root(), S_IFDIR};
+      size_t k = i - 2;
+      if (k < static_cast<size_t>(L_)) return Entry{level_names_[k], inodes_.dir(0, static_cast<int>(k) + 1), S_IFDIR};
+      return std::nullopt;
+    }
+    return std::nullopt;
+  }
+
+  uint64_t lookup_child(const Node& n, std::string_view name) const {
+    if (n.type == NodeType::dir) {
+      const Dir& d = store_.dirs()[n.id];
+      if (n.view == 0 && n.id == 0 && name == ".fidelity") return inodes_.ctl_root();
+      auto cd = store_.child_dirs().subspan(d.subdir_begin, d.subdir_count);
+      auto it = std::lower_bound(cd.begin(), cd.end(), name, [&](uint32_t c, std::string_view v) {
+        return store_.name(store_.dirs()[c]) < v;
+      });
+      if (it != cd.end() && store_.name(store_.dirs()[*it]) == name) return inodes_.dir(*it, n.view);
+      auto cf = store_.child_files().subspan(d.file_begin, d.file_count);
+      auto jt = std::lower_bound(cf.begin(), cf.end(), name, [&](uint32_t c, std::string_view v) {
+        return store_.name(store_.files()[c]) < v;
+      });
+      if (jt != cf.end() && store_.name(store_.files()[*jt]) == name) return inodes_.file(*jt, n.view);
+      return 0;
+    }
+    if (n.type == NodeType::ctl_root) {
+      if (name == "stats") return inodes_.ctl_stats();
+      if (name == "config") return inodes_.ctl_config();
+      if (name == "sg") return inodes_.ctl_sg();
+      return 0;
+    }
+    if (n.type == NodeType::ctl_sg) {
+      auto v = config::parse_level(name);
+      if (v && *v != config::kFull && *v <= L_ && name == std::to_string(*v)) return inodes_.dir(0, *v);
+      return 0;
+    }
+    return 0;
+  }
+
+  // ---- request handlers -----------------------------------------------------------------------
+
+  static void op_init(void* userdata, fuse_conn_info* conn) {
+    auto& fs = *static_cast<Filesystem*>(userdata);
+    if (conn->capable & FUSE_CAP_READDIRPLUS) conn->want |= FUSE_CAP_READDIRPLUS;
+    conn->want &= ~FUSE_CAP_READDIRPLUS_AUTO;  // always plus: one round trip fills dentries + attrs
+    conn->want &= ~FUSE_CAP_AUTO_INVAL_DATA;   // we invalidate explicitly on level changes
+    if (conn->capable & FUSE_CAP_PARALLEL_DIROPS) conn->want |= FUSE_CAP_PARALLEL_DIROPS;
+    if (conn->capable & FUSE_CAP_ASYNC_READ) conn->want |= FUSE_CAP_ASYNC_READ;
+    conn->max_readahead = std::max<unsigned>(conn->max_readahead, 1u << 20);
+    log_info("mounted {} at {} ({} files, {} dirs, {} levels, default level {}, no_open={})", fs.store_.path().string(),
+             fs.mountpoint_, fs.store_.files().size(), fs.store_.dirs().size(), fs.L_, fs.policy_.mount_default(),
+             fs.settings_.no_open);
+  }
+
+  static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
+    auto& fs = self(req);
+    fs.lookups_.fetch_add(1, std::memory_order_relaxed);
+    Node pn = fs.inodes_.decode(parent);
+    fuse_entry_param e{};
+    e.attr_timeout = kTimeout;
+    e.entry_timeout = kTimeout;
+    if (pn.type != NodeType::dir && pn.type != NodeType::ctl_root && pn.type != NodeType::ctl_sg) {
+      fuse_reply_err(req, pn.type == NodeType::invalid ? ENOENT : ENOTDIR);
+      return;
+    }
+    uint64_t ino = fs.lookup_child(pn, name);
+    if (ino == 0) {  // negative entry, cached for the timeout (the tree never changes)
+      e.ino = 0;
+      fuse_reply_entry(req, &e);
+      return;
+    }
+    if (!fs.stat_of(ino, e.attr)) {
+      fuse_reply_err(req, EIO);
+      return;
+    }
+    e.ino = ino;
+    e.generation = 1;
+    Node cn = fs.inodes_.decode(ino);
+    if (cn.type == NodeType::ctl_stats || cn.type == NodeType::ctl_config) e.attr_timeout = 0;  // changes
+    fs.mark_known(cn);
+    fuse_reply_entry(req, &e);
+  }
+
+  static void op_forget(fuse_req_t req, fuse_ino_t, uint64_t) { fuse_reply_none(req); }
+  static void op_forget_multi(fuse_req_t req, size_t, fuse_forget_data*) { fuse_reply_none(req); }
+
+  static void op_getattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
+    auto& fs = self(req);
+    struct stat st;
+    if (!fs.stat_of(ino, st)) {
+      fuse_reply_err(req, ENOENT);
+      return;
+    }
+    Node n = fs.inodes_.decode(ino);
+    bool dynamic = n.type == NodeType::ctl_stats || n.type == NodeType::ctl_config;
+    fuse_reply_attr(req, &st, dynamic ? 0 : kTimeout);
+  }
+
+  static void op_erofs(fuse_req_t req) { fuse_reply_err(req, EROFS); }
+  static void op_setattr(fuse_req_t req, fuse_ino_t, struct stat*, int, fuse_file_info*) { op_erofs(req); }
+  static void op_mknod(fuse_req_t req, fuse_ino_t, const char*, mode_t, dev_t) { op_erofs(req); }
+  static void op_mkdir(fuse_req_t req, fuse_ino_t, const char*, mode_t) { op_erofs(req); }
+  static void op_unlink(fuse_req_t req, fuse_ino_t, const char*) { op_erofs(req); }
+  static void op_symlink(fuse_req_t req, const char*, fuse_ino_t, const char*) { op_erofs(req); }
+  static void op_rename(fuse_req_t req, fuse_ino_t, const char*, fuse_ino_t, const char*, unsigned) { op_erofs(req); }
+  static void op_link(fuse_req_t req, fuse_ino_t, fuse_ino_t, const char*) { op_erofs(req); }
+  static void op_write(fuse_req_t req, fuse_ino_t, const char*, size_t, off_t, fuse_file_info*) { op_erofs(req); }
+  static void op_create(fuse_req_t req, fuse_ino_t, const char*, mode_t, fuse_file_info*) { op_erofs(req); }
+  static void op_fallocate(fuse_req_t req, fuse_ino_t, int, off_t, off_t, fuse_file_info*) { op_erofs(req); }
+  static void op_readlink(fuse_req_t req, fuse_ino_t) { fuse_reply_err(req, EINVAL); }
+
+  static void op_access(fuse_req_t req, fuse_ino_t ino, int mask) {
+    auto& fs = self(req);
+    Node n = fs.inodes_.decode(ino);
+    if (n.type == NodeType::invalid) fuse_reply_err(req, ENOENT);
+    else if (mask & W_OK) fuse_reply_err(req, EROFS);
+    else fuse_reply_err(req, 0);
+  }
+
+  // Page-cache coherence: all page-cache handles of a file share one level; a reader that opens
+  // at another level meanwhile gets direct I/O. A first handle at a level other than the cached
+  // one drops the kernel's pages (keep_cache off).
+  void open_live(uint32_t f, Handle& h, fuse_file_info* fi) {
+    auto& st = state_[f];
+    uint32_t s = st.load(std::memory_order_acquire);
+    const uint32_t lvl = static_cast<uint32_t>(h.level);
+    for (;;) {
+      uint32_t n = CacheState::opens(s);
+      if ((n > 0 && CacheState::open_level(s) != lvl) || n == 0xFFFF) {
+        h.cache = Handle::Cache::direct;
+        fi->direct_io = 1;
+        opens_direct_.fetch_add(1, std::memory_order_relaxed);
+        return;
+      }
+      uint32_t next = CacheState::make(lvl, lvl, n + 1);
+      if (st.compare_exchange_weak(s, next, std::memory_order_acq_rel)) {
+        h.cache = Handle::Cache::page;
+        fi->keep_cache = CacheState::cache_level(s) == lvl ? 1 : 0;
+        opens_page_.fetch_add(1, std::memory_order_relaxed);
+        if (fi->keep_cache) opens_kept_.fetch_add(1, std::memory_order_relaxed);
+        return;
+      }
+    }
+  }
+
+  static void op_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+    auto& fs = self(req);
+    Node n = fs.inodes_.decode(ino);
+    if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC)) {
+      fuse_reply_err(req, EROFS);
+      return;
+    }
+    if (n.type == NodeType::invalid) {
+      fuse_reply_err(req, ENOENT);
+      return;
+    }
+    if (n.type == NodeType::dir || n.type == NodeType::ctl_root || n.type == NodeType::ctl_sg) {
+      fuse_reply_err(req, EISDIR);
+      return;
+    }
+    if (fs.settings_.no_open) {  // the kernel stops sending OPEN/RELEASE for all files
+      fuse_reply_err(req, ENOSYS);
+      return;
+    }
+    auto h = std::make_unique<Handle>();
+    h->node = n;
+    if (n.type == NodeType::ctl_stats || n.type == NodeType::ctl_config) {
+      h->content = fs.control_content(n.type);
+      h->size = h->content.size();
+      fi->direct_io = 1;
+    } else {
+      const File& f = fs.store_.files()[n.id];
+      h->level = n.view ? n.view : fs.policy_.effective(n.id);
+      h->size = fs.store_.size_at_level(f, h->level);
+      fs.opens_[static_cast<size_t>(f.kind) % 3].fetch_add(1, std::memory_order_relaxed);
+      fs.opens_by_level_[static_cast<size_t>(f.kind == FileKind::jpeg ? h->level : 0)].fetch_add(1, std::memory_order_relaxed);
+      if (n.view) {
+        fi->keep_cache = 1;  // fixed level
+      } else {
+        fs.open_live(n.id, *h, fi);
+      }
+    }
+    fi->fh = reinterpret_cast<uint64_t>(h.get());
+    if (fuse_reply_open(req, fi) == 0) {
+      h.release();
+    } else if (h->cache == Handle::Cache::page) {  // interrupted: undo the open count
+      fs.release_live(h->node.id);
+    }
+  }
+
+  void release_live(uint32_t f) {
+    auto& st = state_[f];
+    uint32_t s = st.load(std::memory_order_acquire);
+    for (;;) {
+      uint32_t n = CacheState::opens(s);
+      if (n == 0) return;
+      uint32_t next = CacheState::make(CacheState::cache_level(s), CacheState::open_level(s), n - 1);
+      if (st.compare_exchange_weak(s, next, std::memory_order_acq_rel)) {
+        // Attributes reported the open level while handles were open; if the level changed
+        // meanwhile, the size the kernel caches is stale now.
+        if (n == 1 && static_cast<int>(CacheState::open_level(s)) != policy_.effective(f) && se_) {
+          fuse_lowlevel_notify_inval_inode(se_, inodes_.file(f), -1, 0);
+          invalidations_.fetch_add(1, std::memory_order_relaxed);
+        }
+        return;
+      }
+    }
+  }
+
+  static void op_release(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
+    auto& fs = self(req);
+    std::unique_ptr<Handle> h(reinterpret_cast<Handle*>(fi->fh));
+    if (h && h->cache == Handle::Cache::page) fs.release_live(h->node.id);
+    fuse_reply_err(req, 0);
+  }
+
+  void note_eio(const File& f, uint32_t piece) {
+    eio_.fetch_add(1, std::memory_order_relaxed);
+    bool first;
+    {
+      std::lock_guard lock(eio_mu_);
+      first = eio_files_.insert(f.id).second;
+    }
+    if (first)
+      log_error("{}: piece {} of record {} fails its checksum or cannot be read; the file returns EIO",
+                store_.relative_path(f), piece, store_.records()[f.record].path);
+  }
+
+  static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi) {
+    auto& fs = self(req);
+    auto* h = reinterpret_cast<Handle*>(fi->fh);
+    Node n = h ? h->node : fs.inodes_.decode(ino);
+    fs.reads_.fetch_add(1, std::memory_order_relaxed);
+    if (n.type == NodeType::ctl_stats || n.type == NodeType::ctl_config) {
+      std::string tmp;
+      const std::string& c = h ? h->content : (tmp = fs.control_content(n.type));
+      size_t o = std::min(static_cast<size_t>(off), c.size());
+      size_t len = std::min(size, c.size() - o);
+      fs.bytes_.fetch_add(len, std::memory_order_relaxed);
+      fuse_reply_buf(req, c.data() + o, len);
+      return;
+    }
+    if (n.type != NodeType::file) {
+      fuse_reply_err(req, n.type == NodeType::invalid ? ENOENT : EISDIR);
+      return;
+    }
+    const File& f = fs.store_.files()[n.id];
+    int level = h ? h->level : (n.view ? n.view : fs.policy_.effective(n.id));
+    fs.serve_read(req, f, level, size, off);
+  }
+
+  void serve_read(fuse_req_t req, const File& f, int level, size_t size, off_t off) {
+    thread_local std::vector<uint8_t> out, tmp;
+    auto pieces = store_.pieces(f);
+    const uint32_t np = store_.pieces_at_level(f, level);
+    const bool eoi = f.kind == FileKind::jpeg;
+    uint64_t total = 0;
+    for (uint32_t i = 0; i < np; ++i) total += pieces[i].size;
+    if (eoi) total += 2;
+    uint64_t begin = std::min<uint64_t>(static_cast<uint64_t>(off), total);
+    uint64_t end = std::min<uint64_t>(begin + size, total);
+    if (begin >= end) {
+      fuse_reply_buf(req, nullptr, 0);
+      return;
+    }
+    out.resize(end - begin);
+    uint64_t pos = 0;
+    for (uint32_t i = 0; i < np && pos < end; ++i) {
+      uint64_t ps = pieces[i].size;
+      uint64_t a = std::max(pos, begin), b = std::min(pos + ps, end);
+      if (a < b) {
+        int rc;
+        if (a == pos && b == pos + ps) {
+          rc = store_.read_piece(f, i, {out.data() + (pos - begin), ps});
+        } else {
+          tmp.resize(ps);
+          rc = store_.read_piece(f, i, {tmp.data(), ps});
+          if (rc == 0) std::memcpy(out.data() + (a - begin), tmp.data() + (a - pos), b - a);
+        }
+        if (rc != 0) {
+          if (rc == -EIO) note_eio(f, i);
+          fuse_reply_err(req, rc == -EIO ? EIO : -rc);
+          return;
+        }
+      }
+      pos += ps;
+    }
+    if (eoi) {
+      static constexpr uint8_t kEoi[2] = {0xFF, 0xD9};
+      for (uint64_t p = std::max(pos, begin); p < end; ++p) out[p - begin] = kEoi[p - pos];
+    }
+    bytes_.fetch_add(end - begin, std::memory_order_relaxed);
+    fuse_reply_buf(req, reinterpret_cast<const char*>(out.data()), end - begin);
+  }
+
+  static void op_opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+    auto& fs = self(req);
+    Node n = fs.inodes_.decode(ino);
+    if (n.type == NodeType::invalid) {
+      fuse_reply_err(req, ENOENT);
+      return;
+    }
+    if (n.type != NodeType::dir && n.type != NodeType::ctl_root && n.type != NodeType::ctl_sg) {
+      fuse_reply_err(req, ENOTDIR);
+      return;
+    }
+    if ((fi->flags & O_ACCMODE) != O_RDONLY) {
+      fuse_reply_err(req, EROFS);
+      return;
+    }
+    fi->cache_readdir = 1;  // listings never change
+    fi->keep_cache = 1;
+    fuse_reply_open(req, fi);
+  }
+
+  void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, bool plus) {
+    Node n = inodes_.decode(ino);
+    if (n.type != NodeType::dir && n.type != NodeType::ctl_root && n.type != NodeType::ctl_sg) {
+      fuse_reply_err(req, ENOTDIR);
+      return;
+    }
+    std::vector<char> buf(size);
+    size_t used = 0;
+    for (size_t i = static_cast<size_t>(off);; ++i) {
+      auto e = entry_at(ino, n, i);
+      if (!e) break;
+      std::string name(e->name);
+      size_t need;
+      if (plus) {
+        fuse_entry_param ep{};
+        bool dot = e->name == "." || e->name == "..";
+        if (!stat_of(e->ino, ep.attr)) break;
+        ep.ino = e->ino;
+        ep.generation = 1;
+        Node cn = inodes_.decode(e->ino);
+        bool dynamic = cn.type == NodeType::ctl_stats || cn.type == NodeType::ctl_config;
+        ep.attr_timeout = dynamic ? 0 : kTimeout;
+        ep.entry_timeout = kTimeout;
+        need = fuse_add_direntry_plus(req, buf.data() + used, size - used, name.c_str(), &ep, static_cast<off_t>(i + 1));
+        if (need > size - used) break;
+        if (!dot) mark_known(cn);
+      } else {
+        struct stat st {};
+        st.st_ino = e->ino;
+        st.st_mode = e->type;
+        need = fuse_add_direntry(req, buf.data() + used, size - used, name.c_str(), &st, static_cast<off_t>(i + 1));
+        if (need > size - used) break;
+      }
+      used += need;
+    }
+    fuse_reply_buf(req, buf.data(), used);
+  }
+
+  static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info*) {
+    self(req).do_readdir(req, ino, size, off, false);
+  }
+  static void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info*) {
+    self(req).do_readdir(req, ino, size, off, true);
+  }
+
+  static void op_statfs(fuse_req_t req, fuse_ino_t) {
+    auto& fs = self(req);
+    struct statvfs st {};
+    st.f_bsize = 4096;
+    st.f_frsize = 4096;
+    st.f_blocks = (fs.store_bytes_ + 4095) / 4096;
+    st.f_files = fs.store_.files().size() + fs.store_.dirs().size();
+    st.f_namemax = 255;
+    st.f_flag = ST_NOSUID | ST_NODEV;
+    fuse_reply_statfs(req, &st);
+  }
+
+  // ---- xattrs ---------------------------------------------------------------------------------
+
+  static void reply_value(fuse_req_t req, const std::string& v, size_t size) {
+    if (size == 0) fuse_reply_xattr(req, v.size());
+    else if (size < v.size()) fuse_reply_err(req, ERANGE);
+    else fuse_reply_buf(req, v.data(), v.size());
+  }
+
+  // Value of a user.fidelity.* attribute, or nullopt (ENODATA).
+  std::optional<std::string> xattr_value(const Node& n, std::string_view key) const {
+    if (n.type == NodeType::dir) {
+      if (key == "scan_group") return std::to_string(n.view ? n.view : policy_.dir_effective(n.id));
+      return std::nullopt;
+    }
+    if (n.type != NodeType::file) return std::nullopt;
+    const File& f = store_.files()[n.id];
+    bool jpeg = f.kind == FileKind::jpeg;
+    if (key == "scan_group") {
+      if (!jpeg) return std::nullopt;
+      return std::to_string(n.view ? n.view : policy_.effective(n.id));
+    }
+    if (key == "kind") return std::string(index::kind_name(f.kind));
+    if (key == "levels") return std::to_string(jpeg ? L_ : 1);
+    if (key == "bytes") {
+      std::string s;
+      int top = jpeg ? L_ : 1;
+      for (int k = 1; k <= top; ++k) {
+        if (k > 1) s.push_back(',');
+        s += std::to_string(store_.size_at_level(f, k));
+      }
+      return s;
+    }
+    if (key == "record") return std::to_string(f.record);
+    if (key == "position") return std::to_string(position_of(f));
+    if (key == "source_size") return std::to_string(f.source_size);
+    return std::nullopt;
+  }
+
+  // Storage order: files of earlier records, then the slot inside the record.
+  uint64_t position_of(const File& f) const {
+    std::call_once(record_start_once_, [this] {
+      std::vector<uint64_t> count(store_.records().size() + 1, 0);
+      for (const File& x : store_.files())
+        if (x.record < store_.records().size()) ++count[x.record + 1];
+      for (size_t i = 1; i < count.size(); ++i) count[i] += count[i - 1];
+      record_start_ = std::move(count);
+    });
+    return (f.record < record_start_.size() ? record_start_[f.record] : 0) + f.slot;
+  }
+
+  static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) {
+    auto& fs = self(req);
+    Node n = fs.inodes_.decode(ino);
+    std::string_view nm(name);
+    std::string_view prefix(kXattrPrefix);
+    if (n.type == NodeType::invalid) {
+      fuse_reply_err(req, ENOENT);
+      return;
+    }
+    if (nm.substr(0, prefix.size()) != prefix) {
+      fuse_reply_err(req, ENODATA);
+      return;
+    }
+    auto v = fs.xattr_value(n, nm.substr(prefix.size()));
+    if (!v) {
+      fuse_reply_err(req, ENODATA);
+      return;
+    }
+    reply_value(req, *v, size);
+  }
+
+  static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
+    auto& fs = self(req);
+    Node n = fs.inodes_.decode(ino);
+    std::string list;
+    auto add = [&](std::string_view key) {
+      list += kXattrPrefix;
+      list += key;
+      list.push_back('\0');
+    };
+    if (n.type == NodeType::dir) {
+      add("scan_group");
+    } else if (n.type == NodeType::file) {
+      if (fs.store_.files()[n.id].kind == FileKind::jpeg) add("scan_group");
+      for (auto k : kReadOnlyXattrs) add(k);
+    } else if (n.type == NodeType::invalid) {
+      fuse_reply_err(req, ENOENT);
+      return;
+    }
+    reply_value(req, list, size);
+  }
+
+  // Drops the kernel's cached attributes and pages of every file whose level may have changed.
+  void invalidate_subtree(uint32_t dir) {
+    std::vector<uint32_t> stack{dir};
+    while (!stack.empty()) {
+      uint32_t d = stack.back();
+      stack.pop_back();
+      const Dir& dd = store_.dirs()[d];
+      for (uint32_t i = 0; i < dd.subdir_count; ++i) stack.push_back(store_.child_dirs()[dd.subdir_begin + i]);
+      for (uint32_t i = 0; i < dd.file_count; ++i) invalidate_file(store_.child_files()[dd.file_begin + i]);
+    }
+  }
+  void invalidate_file(uint32_t f) {
+    if (!se_ || !is_known(f)) return;  // the kernel never saw it: nothing cached
+    int rc = fuse_lowlevel_notify_inval_inode(se_, inodes_.file(f), 0, 0);
+    invalidations_.fetch_add(1, std::memory_order_relaxed);
+    if (rc != 0 && rc != -ENOENT) log_warn("invalidating {} failed: {}", store_.relative_path(store_.files()[f]), std::strerror(-rc));
+  }
+
+  int change_level(const Node& n, std::optional<int> level, int flags) {
+    if (n.type != NodeType::dir && n.type != NodeType::file) return EPERM;
+    if (n.view) return EPERM;  // views have a fixed level
+    if (n.type == NodeType::file && store_.files()[n.id].kind != FileKind::jpeg) return EINVAL;
+    std::optional<int> cur = n.type == NodeType::file ? policy_.file_override(n.id) : policy_.dir_override(n.id);
+    if (level) {
+      if ((flags & XATTR_CREATE) && cur) return EEXIST;
+      if ((flags & XATTR_REPLACE) && !cur) return ENODATA;
+    } else if (!cur) {
+      return ENODATA;
+    }
+    bool ok = n.type == NodeType::file ? policy_.set_file(n.id, level) : policy_.set_dir(n.id, level);
+    if (!ok) return level ? EINVAL : ENODATA;
+    level_changes_.fetch_add(1, std::memory_order_relaxed);
+    if (n.type == NodeType::file) invalidate_file(n.id);
+    else invalidate_subtree(n.id);
+    log_info("{}{}: scan_group {}", n.type == NodeType::dir ? "directory " : "",
+             n.type == NodeType::dir ? store_.relative_path(store_.dirs()[n.id]) : store_.relative_path(store_.files()[n.id]),
+             level ? std::to_string(*level) : std::string("override removed"));
+    return 0;
+  }
+
+  static int xattr_write_errno(std::string_view nm) {
+    std::string_view prefix(kXattrPrefix);
+    if (nm.substr(0, prefix.size()) == prefix) {
+      auto key = nm.substr(prefix.size());
+      for (auto k : kReadOnlyXattrs)
+        if (key == k) return EPERM;  // read-only attribute
+    }
+    return EROFS;  // no other attribute can be stored on a read-only tree
+  }
+
+  static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char* name, const char* value, size_t size, int flags) {
+    auto& fs = self(req);
+    Node n = fs.inodes_.decode(ino);
+    if (n.type == NodeType::invalid) {
+      fuse_reply_err(req, ENOENT);
+      return;
+    }
+    if (std::string_view(name) != kXattrLevel) {
+      fuse_reply_err(req, xattr_write_errno(name));
+      return;
+    }
+    std::string_view v(value, size);
+    while (!v.empty() && (v.back() == '\0' || v.back() == '\n')) v.remove_suffix(1);
+    auto lvl = config::parse_level(v);
+    if (!lvl || (*lvl != config::kFull && *lvl > fs.L_)) {
+      fuse_reply_err(req, EINVAL);
+      return;
+    }
+    int level = *lvl >= config::kFull ? fs.L_ : *lvl;
+    fuse_reply_err(req, fs.change_level(n, level, flags));
+  }
+
+  static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char* name) {
+    auto& fs = self(req);
+    Node n = fs.inodes_.decode(ino);
+    if (n.type == NodeType::invalid) {
+      fuse_reply_err(req, ENOENT);
+      return;
+    }
+    if (std::string_view(name) != kXattrLevel) {
+      int e = xattr_write_errno(name);
+      fuse_reply_err(req, e == EROFS ? ENODATA : e);
+      return;
+    }
+    fuse_reply_err(req, fs.change_level(n, std::nullopt, 0));
+  }
+
+  const index::Store& store_;
+  const config::Settings settings_;
+  const std::string mountpoint_;
+  const int L_;
+  InodeMap inodes_;
+  LevelPolicy policy_;
+  std::vector<std::atomic<uint32_t>> state_;
+  std::vector<std::atomic<uint64_t>> known_;
+  fuse_session* se_ = nullptr;
+  uid_t uid_ = 0;
+  gid_t gid_ = 0;
+  uint64_t store_bytes_ = 0;
+  std::vector<std::string> level_names_ = [] {
+    std::vector<std::string> v;
+    for (int k = 1; k <= config::kMaxLevel; ++k) v.push_back(std::to_string(k));
+    return v;
+  }();
+
+  // statistics
+  std::atomic<uint64_t> lookups_{0}, reads_{0}, bytes_{0}, eio_{0}, level_changes_{0}, invalidations_{0};
+  std::atomic<uint64_t> opens_[3] = {0, 0, 0};
+  std::atomic<uint64_t> opens_page_{0}, opens_kept_{0}, opens_direct_{0};
+  std::vector<std::atomic<uint64_t>> opens_by_level_;
+  mutable std::mutex eio_mu_;
+  std::unordered_set<uint32_t> eio_files_;
+  mutable std::once_flag record_start_once_;
+  mutable std::vector<uint64_t> record_start_;
+  std::chrono::steady_clock::time_point started_;
+};
+
+const fuse_lowlevel_ops& Filesystem::ops() {
+  static const fuse_lowlevel_ops o = [] {
+    fuse_lowlevel_ops x{};
+    x.init = op_init;
+    x.lookup = op_lookup;
+    x.forget = op_forget;
+    x.forget_multi = op_forget_multi;
+    x.getattr = op_getattr;
+    x.setattr = op_setattr;
+    x.readlink = op_readlink;
+    x.mknod = op_mknod;
+    x.mkdir = op_mkdir;
+    x.unlink = op_unlink;
+    x.rmdir = op_unlink;
+    x.symlink = op_symlink;
+    x.rename = op_rename;
+    x.link = op_link;
+    x.open = op_open;
+    x.read = op_read;
+    x.write = op_write;
+    x.release = op_release;
+    x.opendir = op_opendir;
+    x.readdir = op_readdir;
+    x.readdirplus = op_readdirplus;
+    x.statfs = op_statfs;
+    x.setxattr = op_setxattr;
+    x.getxattr = op_getxattr;
+    x.listxattr = op_listxattr;
+    x.removexattr = op_removexattr;
+    x.access = op_access;
+    x.create = op_create;
+    x.fallocate = op_fallocate;
+    return x;
+  }();
+  return o;
+}
+
+std::string escape_opt(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (c == ',' || c == '\\') out.push_back('\\');
+    out.push_back(c);
+  }
+  return out;
+}
+
+}  // namespace
+
+int serve(const index::Store& store, const config::Settings& settings, const ServeRequest& req,
+          const std::function<void(const std::string&)>& ready) {
+  Filesystem fs(store, settings, req.mountpoint);
+  std::vector<std::string> argv_s = {"fidelityfs"};
+  if (req.debug) argv_s.push_back("-d");
+  std::string o = "fsname=" + escape_opt("fidelityfs:" + store.path().string()) + ",subtype=fidelityfs";
+  if (settings.allow_other) o += ",allow_other";
+  argv_s.push_back("-o");
+  argv_s.push_back(o);
+  std::vector<char*> argv;
+  for (auto& s : argv_s) argv.push_back(s.data());
+  fuse_args args = FUSE_ARGS_INIT(static_cast<int>(argv.size()), argv.data());
+  fuse_session* se = fuse_session_new(&args, &Filesystem::ops(), sizeof(fuse_lowlevel_ops), &fs);
+  if (!se) {
+    ready("cannot create the FUSE session (see messages above)");
+    return 1;
+  }
+  fs.set_session(se);
+  if (fuse_set_signal_handlers(se) != 0) {
+    fuse_session_destroy(se);
+    ready("cannot install signal handlers");
+    return 1;
+  }
+  if (fuse_session_mount(se, req.mountpoint.c_str()) != 0) {
+    fuse_remove_signal_handlers(se);
+    fuse_session_destroy(se);
+    ready(fmt::format("cannot mount at {} (is /dev/fuse available and the mount point an empty directory?)",
+                      req.mountpoint));
+    return 1;
+  }
+  // Ready once the kernel routes a stat of the mount point to this session (root inode 1).
+  std::string mnt = req.mountpoint;
+  std::thread probe([mnt, ready] {
+    struct stat st {};
+    if (::stat(mnt.c_str(), &st) == 0 && st.st_ino == 1) ready("");
+    else ready(fmt::format("{}: the new mount does not answer: {}", mnt, std::strerror(errno)));
+  });
+  fuse_loop_config* cfg = fuse_loop_cfg_create();
+  fuse_loop_cfg_set_max_threads(cfg, settings.threads);
+  fuse_loop_cfg_set_idle_threads(cfg, std::max(1u, settings.threads / 2));
+  int rc = fuse_session_loop_mt(se, cfg);
+  fuse_loop_cfg_destroy(cfg);
+  probe.join();
+  fuse_session_unmount(se);
+  fuse_remove_signal_handlers(se);
+  fuse_session_destroy(se);
+  log_info("unmounted {}", req.mountpoint);
+  return rc < 0 ? 1 : 0;  // > 0: ended by a signal (SIGTERM/SIGINT/SIGHUP), a clean unmount
+}
+
+}  // namespace fid::fs

@@ -1,0 +1,60 @@
+// Fidelity policy: the effective level of every file, from (most specific first)
+//   file xattr > nearest ancestor directory xattr > config per-path rule > mount option > config
+//   default (the last two are merged into one `mount_default` by config::merge).
+// Overrides live in memory only (they are lost at unmount). No FUSE, no store: the tree shape
+// is given as parent arrays so this is unit-testable on its own.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <optional>
+#include <shared_mutex>
+#include <span>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+namespace fid::fs {
+
+enum class LevelSource : uint8_t { file_xattr, dir_xattr, rule, mount };
+std::string_view level_source_name(LevelSource s);
+
+class LevelPolicy {
+ public:
+  // levels: L of the store. mount_default: 1..L. dir_parent[d]: parent of dir d (root 0 is its
+  // own parent). file_dir[f]: dir of file f. file_rule[f]: level from the config rules, 0 = none.
+  LevelPolicy(int levels, int mount_default, std::vector<uint32_t> dir_parent, std::vector<uint32_t> file_dir,
+              std::vector<uint8_t> file_rule);
+
+  int levels() const { return levels_; }
+  int mount_default() const { return mount_default_; }
+
+  // Effective level of file f (1..L) and where it comes from.
+  int effective(uint32_t f, LevelSource* source = nullptr) const;
+  // Level a directory hands to its subtree from xattrs (its own or the nearest ancestor's),
+  // else the mount default. Rules are per file and not reflected here.
+  int dir_effective(uint32_t d, LevelSource* source = nullptr) const;
+
+  std::optional<int> file_override(uint32_t f) const;
+  std::optional<int> dir_override(uint32_t d) const;
+  // level 1..L sets, nullopt removes. Return false if there was nothing to remove / level bad.
+  bool set_file(uint32_t f, std::optional<int> level);
+  bool set_dir(uint32_t d, std::optional<int> level);
+
+  // True if `d` is `ancestor` or below it.
+  bool in_subtree(uint32_t d, uint32_t ancestor) const;
+  size_t override_count() const;
+
+ private:
+  int levels_;
+  int mount_default_;
+  std::vector<uint32_t> dir_parent_, file_dir_;
+  std::vector<uint8_t> file_rule_;
+  mutable std::shared_mutex mu_;
+  std::unordered_map<uint32_t, uint8_t> file_over_, dir_over_;
+  std::atomic<bool> any_file_{false}, any_dir_{false};
+
+  int dir_chain_locked(uint32_t d, bool* found) const;
+};
+
+}  // namespace fid::fs
