@@ -69,7 +69,8 @@ class InodeMap {
   int levels() const { return levels_; }
 
  private:
-  uint64_t base(int view) const { return view == 0 ? 0 : view_ + uint64_t(view - 1) * (uint64_t{d_} + f_) - 0; }
+  // ino = base + local, local = 1 + dir id or 1 + D + file id.
+  uint64_t base(int view) const { return view == 0 ? 0 : view_ + uint64_t(view - 1) * (uint64_t{d_} + f_) - 1; }
   uint32_t d_, f_;
   int levels_;
   uint64_t ctl_, view_;
