@@ -72,14 +72,16 @@ struct Handle {
   std::string content;  // control files: generated at open
 };
 
-// Per live file: which level the kernel's page cache holds and how many page-cache handles are
-// open (they all share that level). Packed in one atomic word: bits 0-7 cache level, 8-15 open
-// level, 16-31 open count.
-struct CacheState {
-  static uint32_t cache_level(uint32_t s) { return s & 0xFF; }
-  static uint32_t open_level(uint32_t s) { return (s >> 8) & 0xFF; }
-  static uint32_t opens(uint32_t s) { return s >> 16; }
-  static uint32_t make(uint32_t cache, uint32_t open, uint32_t n) { return cache | (open << 8) | (n << 16); }
+// Per live file, one atomic word: bit 31 = "volatile" (its level was changed by an xattr since
+// the mount), bits 0-30 = open page-cache handles. A file whose level never changed has one level
+// for the whole mount (its base level: rule or mount default), so its page-cache handles, the
+// kernel's pages and its i_size always agree. Once volatile, new handles use direct I/O: each
+// reader gets exactly the bytes of the level fixed at its open, and page-cache reads bounded by a
+// shared i_size can never mix two levels.
+struct FileState {
+  static constexpr uint32_t kVolatile = 1u << 31;
+  static uint32_t opens(uint32_t s) { return s & ~kVolatile; }
+  static bool is_volatile(uint32_t s) { return s & kVolatile; }
 };
 
 class Filesystem {
@@ -120,9 +122,11 @@ class Filesystem {
 
   // ---- attributes ---------------------------------------------------------------------------
 
+  // While base-level page-cache handles are open, report the base size (their reads stop at the
+  // kernel's i_size); otherwise the effective level. Release invalidates when the two differ.
   int live_level_for_attr(uint32_t f) const {
     uint32_t s = state_[f].load(std::memory_order_acquire);
-    if (!settings_.no_open && CacheState::opens(s) > 0) return static_cast<int>(CacheState::open_level(s));
+    if (FileState::opens(s) > 0) return policy_.base(f);
     return policy_.effective(f);
   }
 
@@ -207,7 +211,6 @@ class Filesystem {
       j["lookups"] = lookups_.load();
       j["opens"] = {{"jpeg", opens_[0].load()}, {"l3", opens_[1].load()}, {"blob", opens_[2].load()}};
       j["opens_page_cache"] = opens_page_.load();
-      j["opens_kept_cache"] = opens_kept_.load();
       j["opens_direct_io"] = opens_direct_.load();
       std::vector<uint64_t> by_level;
       for (int k = 1; k <= L_; ++k) by_level.push_back(opens_by_level_[static_cast<size_t>(k)].load());
@@ -399,27 +402,24 @@ class Filesystem {
     else fuse_reply_err(req, 0);
   }
 
-  // Page-cache coherence: all page-cache handles of a file share one level; a reader that opens
-  // at another level meanwhile gets direct I/O. A first handle at a level other than the cached
-  // one drops the kernel's pages (keep_cache off).
+  // Page cache for files whose level never changed (always their base level), direct I/O for
+  // volatile ones. Sets h.level.
   void open_live(uint32_t f, Handle& h, fuse_file_info* fi) {
     auto& st = state_[f];
     uint32_t s = st.load(std::memory_order_acquire);
-    const uint32_t lvl = static_cast<uint32_t>(h.level);
     for (;;) {
-      uint32_t n = CacheState::opens(s);
-      if ((n > 0 && CacheState::open_level(s) != lvl) || n == 0xFFFF) {
+      if (FileState::is_volatile(s) || FileState::opens(s) >= FileState::kVolatile - 1) {
+        h.level = policy_.effective(f);
         h.cache = Handle::Cache::direct;
         fi->direct_io = 1;
         opens_direct_.fetch_add(1, std::memory_order_relaxed);
         return;
       }
-      uint32_t next = CacheState::make(lvl, lvl, n + 1);
-      if (st.compare_exchange_weak(s, next, std::memory_order_acq_rel)) {
+      if (st.compare_exchange_weak(s, s + 1, std::memory_order_acq_rel)) {
+        h.level = policy_.base(f);
         h.cache = Handle::Cache::page;
-        fi->keep_cache = CacheState::cache_level(s) == lvl ? 1 : 0;
+        fi->keep_cache = 1;
         opens_page_.fetch_add(1, std::memory_order_relaxed);
-        if (fi->keep_cache) opens_kept_.fetch_add(1, std::memory_order_relaxed);
         return;
       }
     }
@@ -452,15 +452,15 @@ class Filesystem {
       fi->direct_io = 1;
     } else {
       const File& f = fs.store_.files()[n.id];
-      h->level = n.view ? n.view : fs.policy_.effective(n.id);
-      h->size = fs.store_.size_at_level(f, h->level);
-      fs.opens_[static_cast<size_t>(f.kind) % 3].fetch_add(1, std::memory_order_relaxed);
-      fs.opens_by_level_[static_cast<size_t>(f.kind == FileKind::jpeg ? h->level : 0)].fetch_add(1, std::memory_order_relaxed);
       if (n.view) {
+        h->level = n.view;
         fi->keep_cache = 1;  // fixed level
       } else {
         fs.open_live(n.id, *h, fi);
       }
+      h->size = fs.store_.size_at_level(f, h->level);
+      fs.opens_[static_cast<size_t>(f.kind) % 3].fetch_add(1, std::memory_order_relaxed);
+      fs.opens_by_level_[static_cast<size_t>(f.kind == FileKind::jpeg ? h->level : 0)].fetch_add(1, std::memory_order_relaxed);
     }
     fi->fh = reinterpret_cast<uint64_t>(h.get());
     if (fuse_reply_open(req, fi) == 0) {
@@ -471,21 +471,11 @@ class Filesystem {
   }
 
   void release_live(uint32_t f) {
-    auto& st = state_[f];
-    uint32_t s = st.load(std::memory_order_acquire);
-    for (;;) {
-      uint32_t n = CacheState::opens(s);
-      if (n == 0) return;
-      uint32_t next = CacheState::make(CacheState::cache_level(s), CacheState::open_level(s), n - 1);
-      if (st.compare_exchange_weak(s, next, std::memory_order_acq_rel)) {
-        // Attributes reported the open level while handles were open; if the level changed
-        // meanwhile, the size the kernel caches is stale now.
-        if (n == 1 && static_cast<int>(CacheState::open_level(s)) != policy_.effective(f) && se_) {
-          fuse_lowlevel_notify_inval_inode(se_, inodes_.file(f), -1, 0);
-          invalidations_.fetch_add(1, std::memory_order_relaxed);
-        }
-        return;
-      }
+    uint32_t prev = state_[f].fetch_sub(1, std::memory_order_acq_rel);
+    // The last base-level handle of a volatile file: stat reported the base size until now.
+    if (FileState::opens(prev) == 1 && FileState::is_volatile(prev) && se_ && policy_.effective(f) != policy_.base(f)) {
+      fuse_lowlevel_notify_inval_inode(se_, inodes_.file(f), -1, 0);
+      invalidations_.fetch_add(1, std::memory_order_relaxed);
     }
   }
 
@@ -744,16 +734,23 @@ class Filesystem {
     reply_value(req, list, size);
   }
 
-  // Drops the kernel's cached attributes and pages of every file whose level may have changed.
-  void invalidate_subtree(uint32_t dir) {
+  template <typename Fn>
+  void for_each_file(uint32_t dir, Fn&& fn) const {
     std::vector<uint32_t> stack{dir};
     while (!stack.empty()) {
       uint32_t d = stack.back();
       stack.pop_back();
       const Dir& dd = store_.dirs()[d];
       for (uint32_t i = 0; i < dd.subdir_count; ++i) stack.push_back(store_.child_dirs()[dd.subdir_begin + i]);
-      for (uint32_t i = 0; i < dd.file_count; ++i) invalidate_file(store_.child_files()[dd.file_begin + i]);
+      for (uint32_t i = 0; i < dd.file_count; ++i) fn(store_.child_files()[dd.file_begin + i]);
     }
+  }
+  void mark_volatile(uint32_t f) {
+    if (store_.files()[f].kind == FileKind::jpeg) state_[f].fetch_or(FileState::kVolatile, std::memory_order_acq_rel);
+  }
+  // Drops the kernel's cached attributes and pages of every file whose level may have changed.
+  void invalidate_subtree(uint32_t dir) {
+    for_each_file(dir, [this](uint32_t f) { invalidate_file(f); });
   }
   void invalidate_file(uint32_t f) {
     if (!se_ || !is_known(f)) return;  // the kernel never saw it: nothing cached
@@ -773,6 +770,9 @@ class Filesystem {
     } else if (!cur) {
       return ENODATA;
     }
+    // Volatile first, so no page-cache handle opens at a level other than the base one.
+    if (n.type == NodeType::file) mark_volatile(n.id);
+    else for_each_file(n.id, [this](uint32_t f) { mark_volatile(f); });
     bool ok = n.type == NodeType::file ? policy_.set_file(n.id, level) : policy_.set_dir(n.id, level);
     if (!ok) return level ? EINVAL : ENODATA;
     level_changes_.fetch_add(1, std::memory_order_relaxed);
@@ -852,7 +852,7 @@ class Filesystem {
   // statistics
   std::atomic<uint64_t> lookups_{0}, reads_{0}, bytes_{0}, eio_{0}, level_changes_{0}, invalidations_{0};
   std::atomic<uint64_t> opens_[3] = {0, 0, 0};
-  std::atomic<uint64_t> opens_page_{0}, opens_kept_{0}, opens_direct_{0};
+  std::atomic<uint64_t> opens_page_{0}, opens_direct_{0};
   std::vector<std::atomic<uint64_t>> opens_by_level_;
   mutable std::mutex eio_mu_;
   std::unordered_set<uint32_t> eio_files_;

@@ -31,6 +31,8 @@ class LevelPolicy {
 
   // Effective level of file f (1..L) and where it comes from.
   int effective(uint32_t f, LevelSource* source = nullptr) const;
+  // Level without any xattr override: config rule, else the mount default.
+  int base(uint32_t f) const { return f < file_rule_.size() && file_rule_[f] != 0 ? file_rule_[f] : mount_default_; }
   // Level a directory hands to its subtree from xattrs (its own or the nearest ancestor's),
   // else the mount default. Rules are per file and not reflected here.
   int dir_effective(uint32_t d, LevelSource* source = nullptr) const;

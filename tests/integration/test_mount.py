@@ -1,0 +1,396 @@
+"""Real mounts of packed stores: tree shape, bytes at every level, decodability, xattrs and their
+precedence, the control folder, errors, concurrency with level flips, signals, stale mounts."""
+import errno
+import io
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import threading
+import time
+
+import pytest
+from PIL import Image
+
+from conftest import REPO, fid_bin, manifest
+from fidstore import Store
+from mountutil import daemon_pid, is_mounted, mount, mounted, unmount, walk_dirs, walk_files
+
+XA = "user.fidelity.scan_group"
+
+
+@pytest.fixture
+def mnt(tmp_path):
+    m = str(tmp_path / "mnt")
+    os.makedirs(m)
+    yield m
+    unmount(m)
+
+
+def read(p):
+    with open(p, "rb") as f:
+        return f.read()
+
+
+def decode_pil(data):
+    im = Image.open(io.BytesIO(data))
+    im.load()
+    return im
+
+
+def djpeg_clean(data):
+    """True if libjpeg-turbo's djpeg decodes with exit 0 and no warning on stderr."""
+    p = subprocess.run(["djpeg", "-outfile", "/dev/null"], input=data, capture_output=True)
+    return p.returncode == 0 and not p.stderr, p.stderr.decode(errors="replace")
+
+
+needs_djpeg = pytest.mark.skipif(shutil.which("djpeg") is None, reason="djpeg not installed")
+
+
+def test_tree_bytes_and_sizes(edge_tree, edge_store, mnt):
+    st = Store(edge_store)
+    with mounted(edge_store, mnt):
+        # The root listing equals the source's: /.fidelity is never listed.
+        assert sorted(os.listdir(mnt)) == sorted(os.listdir(edge_tree))
+        assert ".fidelity" not in os.listdir(mnt)
+        assert walk_dirs(mnt) == st.all_dirs()
+        assert sorted(walk_files(mnt)) == sorted(st.files)
+        rows = {r["path"]: r for r in manifest(edge_tree)}
+        for rel, meta in st.files.items():
+            p = os.path.join(mnt, rel)
+            data = read(p)
+            assert os.stat(p).st_size == len(data), rel
+            assert data == st.read(rel), rel  # full level, checked by an independent reader
+            assert os.getxattr(p, "user.fidelity.kind").decode() == meta["kind"]
+            if meta["kind"] == "blob":
+                assert data == read(os.path.join(edge_tree, rel)), rel
+            if meta["kind"] == "jpeg" and rows.get(rel, {}).get("expectation") == "progressive":
+                src = Image.open(os.path.join(edge_tree, rel))
+                src.load()
+                assert decode_pil(data).tobytes() == src.tobytes(), rel
+
+
+@needs_djpeg
+@pytest.mark.parametrize("which", ["edge", "imagenet"])
+def test_levels_decode_everywhere(which, request, mnt):
+    store = request.getfixturevalue(f"{which}_store")
+    st = Store(store)
+    jpegs = [r for r, m in st.files.items() if m["kind"] == "jpeg"]
+    if which == "imagenet":
+        jpegs = jpegs[:120]
+    assert jpegs
+    with mounted(store, mnt):
+        for level in (1, 5, st.levels):
+            for rel in jpegs:
+                p = os.path.join(mnt, ".fidelity", "sg", str(level), rel)
+                data = read(p)
+                assert data == st.read(rel, level), (rel, level)
+                assert os.stat(p).st_size == len(data)
+                decode_pil(data)
+                ok, why = djpeg_clean(data)
+                assert ok, (rel, level, why)
+
+
+def test_mount_option_and_config_rules(imagenet_store, tmp_path, mnt):
+    st = Store(imagenet_store)
+    classes = sorted({r.split("/")[0] for r in st.files})
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(f"scan_group: 2\nrules:\n  - path: \"{classes[0]}/**\"\n    scan_group: 4\n")
+    with mounted(imagenet_store, mnt, "-o", f"scan_group=3,config={cfg}"):
+        for rel, m in list(st.files.items())[:60]:
+            if m["kind"] != "jpeg":
+                continue
+            want = 4 if rel.startswith(classes[0] + "/") else 3  # rule > mount option > config default
+            p = os.path.join(mnt, rel)
+            assert read(p) == st.read(rel, want), rel
+            assert os.stat(p).st_size == len(st.read(rel, want))
+            assert os.getxattr(p, XA) == str(want).encode()
+        conf = json.loads(read(os.path.join(mnt, ".fidelity", "config")))
+        assert conf["scan_group"] == "3" and conf["rules"][0]["scan_group"] == "4"
+
+
+def test_xattr_precedence_and_removal(imagenet_store, tmp_path, mnt):
+    st = Store(imagenet_store)
+    classes = sorted({r.split("/")[0] for r in st.files})
+    cls = classes[0]
+    in_cls = [r for r in sorted(st.files) if r.startswith(cls + "/") and st.files[r]["kind"] == "jpeg"]
+    other = [r for r in sorted(st.files) if r.startswith(classes[1] + "/") and st.files[r]["kind"] == "jpeg"][0]
+    f0, f1 = in_cls[0], in_cls[1]
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(f"rules:\n  - {{path: \"{cls}/*\", scan_group: 2}}\n")
+
+    def check(rel, level):
+        p = os.path.join(mnt, rel)
+        assert os.stat(p).st_size == len(st.read(rel, level)), (rel, level)
+        assert read(p) == st.read(rel, level), (rel, level)
+        assert os.getxattr(p, XA) == str(level).encode()
+
+    with mounted(imagenet_store, mnt, "-o", "scan_group=6", "--config", str(cfg)):
+        L = st.levels
+        check(f0, 2)  # rule
+        check(other, 6)  # mount option
+        os.setxattr(os.path.join(mnt, cls), XA, b"4")  # dir beats rule
+        check(f0, 4)
+        check(f1, 4)
+        check(other, 6)
+        os.setxattr(mnt, XA, b"1")  # root: nearest ancestor wins
+        check(f0, 4)
+        check(other, 1)
+        os.setxattr(os.path.join(mnt, f0), XA, b"full")  # file beats dir
+        check(f0, L)
+        check(f1, 4)
+        assert os.getxattr(os.path.join(mnt, cls), XA) == b"4"
+        # Bad values: EINVAL and nothing changes.
+        for bad in (b"0", str(L + 1).encode(), b"abc", b"", b"-1", b"5 5"):
+            with pytest.raises(OSError) as e:
+                os.setxattr(os.path.join(mnt, f0), XA, bad)
+            assert e.value.errno == errno.EINVAL, bad
+            with pytest.raises(OSError) as e:
+                os.setxattr(os.path.join(mnt, cls), XA, bad)
+            assert e.value.errno == errno.EINVAL
+        check(f0, L)
+        # Removal falls back level by level.
+        os.removexattr(os.path.join(mnt, f0), XA)
+        check(f0, 4)
+        os.removexattr(os.path.join(mnt, cls), XA)
+        check(f0, 1)
+        os.removexattr(mnt, XA)
+        check(f0, 2)
+        check(other, 6)
+        with pytest.raises(OSError) as e:
+            os.removexattr(os.path.join(mnt, f0), XA)
+        assert e.value.errno == errno.ENODATA
+        # Read-only attributes.
+        p = os.path.join(mnt, f0)
+        names = os.listxattr(p)
+        for n in ("kind", "levels", "bytes", "record", "position", "source_size"):
+            assert f"user.fidelity.{n}" in names
+            with pytest.raises(OSError) as e:
+                os.setxattr(p, f"user.fidelity.{n}", b"1")
+            assert e.value.errno == errno.EPERM
+        sizes = [int(x) for x in os.getxattr(p, "user.fidelity.bytes").split(b",")]
+        assert sizes == [len(st.read(f0, k)) for k in range(1, L + 1)]
+        assert int(os.getxattr(p, "user.fidelity.levels")) == L
+        assert int(os.getxattr(p, "user.fidelity.source_size")) == st.files[f0]["source_size"]
+        assert int(os.getxattr(p, "user.fidelity.record")) == st.files[f0]["record"]
+        # The views have a fixed level.
+        with pytest.raises(OSError) as e:
+            os.setxattr(os.path.join(mnt, ".fidelity", "sg", "3", f0), XA, b"5")
+        assert e.value.errno == errno.EPERM
+        assert os.getxattr(os.path.join(mnt, ".fidelity", "sg", "3", f0), XA) == b"3"
+        stats = json.loads(read(os.path.join(mnt, ".fidelity", "stats")))
+        assert stats["level_changes"] >= 6 and stats["eio_errors"] == 0
+
+
+def test_writes_are_erofs(edge_store, mnt):
+    st = Store(edge_store)
+    rel = next(r for r in sorted(st.files) if st.files[r]["kind"] == "jpeg")
+    with mounted(edge_store, mnt):
+        p = os.path.join(mnt, rel)
+        d = os.path.dirname(p)
+        before = read(p)
+        attempts = [
+            lambda: open(p, "r+b"),
+            lambda: open(p, "wb"),
+            lambda: open(p, "ab"),
+            lambda: open(os.path.join(d, "new.jpg"), "wb"),
+            lambda: os.mkdir(os.path.join(d, "newdir")),
+            lambda: os.unlink(p),
+            lambda: os.rmdir(d),
+            lambda: os.rename(p, p + ".x"),
+            lambda: os.link(p, p + ".x"),
+            lambda: os.symlink("x", os.path.join(d, "lnk")),
+            lambda: os.chmod(p, 0o777),
+            lambda: os.utime(p, (1, 1)),
+            lambda: os.truncate(p, 0),
+            lambda: os.mknod(os.path.join(d, "fifo"), 0o600 | 0o010000),
+            lambda: os.setxattr(p, "user.other", b"1"),
+        ]
+        for i, act in enumerate(attempts):
+            with pytest.raises(OSError) as e:
+                act()
+            assert e.value.errno == errno.EROFS, (i, e.value)
+        assert not os.access(p, os.W_OK)
+        assert read(p) == before
+
+
+def test_control_folder(imagenet_store, mnt):
+    st = Store(imagenet_store)
+    with mounted(imagenet_store, mnt):
+        ctl = os.path.join(mnt, ".fidelity")
+        assert ".fidelity" not in os.listdir(mnt)
+        assert os.path.isdir(ctl)
+        assert sorted(os.listdir(ctl)) == ["config", "sg", "stats"]
+        assert sorted(os.listdir(os.path.join(ctl, "sg")), key=int) == [str(k) for k in range(1, st.levels + 1)]
+        assert not os.path.exists(os.path.join(ctl, "sg", "0"))
+        assert not os.path.exists(os.path.join(ctl, "sg", str(st.levels + 1)))
+        assert not os.path.exists(os.path.join(ctl, "nothing"))
+        for k in (1, st.levels):
+            view = os.path.join(ctl, "sg", str(k))
+            assert sorted(os.listdir(view)) == sorted(os.listdir(mnt))
+            assert sorted(walk_files(view)) == sorted(walk_files(mnt))
+        rel = sorted(st.files)[0]
+        read(os.path.join(mnt, rel))
+        stats = json.loads(read(os.path.join(ctl, "stats")))
+        for key in ("reads", "bytes_served", "opens", "eio_errors", "level_changes", "files", "levels"):
+            assert key in stats
+        assert stats["files"] == len(st.files) and stats["bytes_served"] > 0
+        conf = json.loads(read(os.path.join(ctl, "config")))
+        assert conf["scan_group"] == "full" and conf["levels"] == st.levels
+        sv = os.statvfs(mnt)
+        assert sv.f_files >= len(st.files) and sv.f_blocks > 0
+
+
+def test_concurrent_reads_and_level_flips(imagenet_store, mnt):
+    """Readers never see a mix: every read is one level's complete file, whatever flips happen."""
+    st = Store(imagenet_store)
+    rels = [r for r in sorted(st.files) if st.files[r]["kind"] == "jpeg"][:24]
+    expect = {r: {st.read(r, k): k for k in range(1, st.levels + 1)} for r in rels}
+    dirs = sorted({os.path.dirname(r) for r in rels})
+    stop = threading.Event()
+    errors = []
+    reads = [0]
+    with mounted(imagenet_store, mnt, "-o", "scan_group=5"):
+        def reader(seed):
+            rng = random.Random(seed)
+            while not stop.is_set():
+                rel = rng.choice(rels)
+                p = os.path.join(mnt, rel)
+                try:
+                    if rng.random() < 0.5:
+                        data = read(p)
+                    else:  # small reads through the page cache
+                        with open(p, "rb", buffering=0) as f:
+                            parts = []
+                            while True:
+                                b = f.read(4096)
+                                if not b:
+                                    break
+                                parts.append(b)
+                            data = b"".join(parts)
+                except OSError as e:
+                    errors.append(f"{rel}: {e}")
+                    continue
+                if data not in expect[rel]:
+                    errors.append(f"{rel}: {len(data)} bytes match no level")
+                reads[0] += 1
+
+        def flipper(seed):
+            rng = random.Random(seed)
+            while not stop.is_set():
+                level = str(rng.randint(1, st.levels)).encode()
+                try:
+                    if rng.random() < 0.3:
+                        os.setxattr(os.path.join(mnt, rng.choice(dirs)), XA, level)
+                    elif rng.random() < 0.15:
+                        try:
+                            os.removexattr(os.path.join(mnt, rng.choice(rels)), XA)
+                        except OSError as e:
+                            if e.errno != errno.ENODATA:
+                                raise
+                    else:
+                        os.setxattr(os.path.join(mnt, rng.choice(rels)), XA, level)
+                except OSError as e:
+                    errors.append(f"flip: {e}")
+
+        threads = [threading.Thread(target=reader, args=(i,)) for i in range(6)]
+        threads += [threading.Thread(target=flipper, args=(100 + i,)) for i in range(2)]
+        for t in threads:
+            t.start()
+        time.sleep(6)
+        stop.set()
+        for t in threads:
+            t.join()
+        assert not errors, errors[:5]
+        assert reads[0] > 100
+        # Quiet again: stat and read agree, and the sizes match the effective level.
+        for rel in rels:
+            p = os.path.join(mnt, rel)
+            level = int(os.getxattr(p, XA))
+            data = read(p)
+            assert data == st.read(rel, level)
+            assert os.stat(p).st_size == len(data)
+
+
+def test_usage_and_runtime_errors(edge_store, tmp_path, mnt):
+    def run(*args):
+        return subprocess.run([fid_bin(), "mount", *map(str, args)], capture_output=True, text=True)
+
+    p = run(edge_store, mnt, "-o", "scan_group=3,frobnicate")
+    assert p.returncode == 2 and "frobnicate" in p.stderr
+    p = run(edge_store, mnt, "-o", "gpu=on")
+    assert p.returncode == 2 and "gpu" in p.stderr
+    p = run(edge_store, mnt, "-o", "scan_group=99")
+    assert p.returncode == 2 and "scan_group" in p.stderr
+    p = run(edge_store, mnt, "-o", "scan_group=11")  # the store has 10 levels
+    assert p.returncode == 2 and "scan_group" in p.stderr
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("threads: 4\nscan_grop: 3\n")
+    p = run(edge_store, mnt, "--config", bad)
+    assert p.returncode == 2 and f"{bad}:2" in p.stderr and "scan_grop" in p.stderr
+    p = run(edge_store, mnt, "-o", f"config={tmp_path / 'missing.yaml'}")
+    assert p.returncode == 2 and "missing.yaml" in p.stderr
+    p = run(tmp_path / "nostore", mnt)
+    assert p.returncode in (1, 2) and "nostore" in p.stderr
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    p = run(empty, mnt)
+    assert p.returncode == 1 and "empty" in p.stderr
+    p = run(edge_store, tmp_path / "nomnt")
+    assert p.returncode == 2 and "nomnt" in p.stderr
+    assert not is_mounted(mnt)
+    for opt in ("gpu=auto", "gpu=off", "threads=2,cache=64MiB"):
+        with mounted(edge_store, mnt, "-o", opt):
+            assert os.listdir(mnt)
+
+
+def test_sigterm_unmounts_cleanly(edge_store, mnt):
+    mount(edge_store, mnt)
+    try:
+        pid = daemon_pid(mnt)
+        assert pid and is_mounted(mnt)
+        os.kill(pid, signal.SIGTERM)
+        for _ in range(500):  # the daemon unmounts and exits
+            if not os.path.exists(f"/proc/{pid}") or open(f"/proc/{pid}/stat").read().split()[2] == "Z":
+                break
+            time.sleep(0.01)
+        assert not is_mounted(mnt)
+        assert os.listdir(mnt) == []
+    finally:
+        unmount(mnt)
+
+
+def test_stale_mount_is_recovered(edge_store, mnt):
+    mount(edge_store, mnt)
+    pid = daemon_pid(mnt)
+    os.kill(pid, signal.SIGKILL)
+    for _ in range(500):
+        if not os.path.exists(f"/proc/{pid}"):
+            break
+        time.sleep(0.01)
+    with pytest.raises(OSError) as e:
+        os.stat(mnt)
+    assert e.value.errno == errno.ENOTCONN
+    with mounted(edge_store, mnt) as m:
+        assert os.listdir(m)
+
+
+def test_foreground_mode_and_helper(edge_store, mnt, tmp_path):
+    # -f stays in the foreground until unmounted; the mount.fidelityfs helper takes fstab options.
+    helper = os.path.join(REPO, "scripts", "mount.fidelityfs")
+    env = dict(os.environ, FIDELITYFS_BIN=fid_bin())
+    p = subprocess.run([helper, edge_store, mnt, "-o", "rw,noauto,nofail,_netdev,defaults,scan_group=2"],
+                       capture_output=True, text=True, env=env)
+    assert p.returncode == 0, p.stderr
+    try:
+        st = Store(edge_store)
+        rel = next(r for r in sorted(st.files) if st.files[r]["kind"] == "jpeg")
+        assert read(os.path.join(mnt, rel)) == st.read(rel, 2)
+        with open("/proc/self/mounts") as f:
+            assert any(line.split()[1] == os.path.realpath(mnt) and line.split()[2] == "fuse.fidelityfs" for line in f)
+    finally:
+        unmount(mnt)
+    p = subprocess.run([helper, edge_store, mnt, "-o", "bogus_option"], capture_output=True, text=True, env=env)
+    assert p.returncode == 2 and "bogus_option" in p.stderr
