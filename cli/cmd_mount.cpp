@@ -7,6 +7,7 @@
 #include <spawn.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -63,10 +64,15 @@ int run_program(const std::vector<std::string>& argv) {
 // connected") is lazily unmounted and checked again. Returns "" or the error, and its exit code.
 std::string check_mountpoint(const std::string& mnt, int& code) {
   struct stat st {};
-  if (::stat(mnt.c_str(), &st) != 0 && errno == ENOTCONN) {
+  struct statvfs sv {};
+  // stat alone can be answered from attributes cached before the daemon died; statfs always
+  // reaches the (dead) connection.
+  bool stale = (::stat(mnt.c_str(), &st) != 0 && errno == ENOTCONN) ||
+               (::statvfs(mnt.c_str(), &sv) != 0 && errno == ENOTCONN);
+  if (stale) {
     // Lazy unmount: umount2 when privileged, else the setuid fusermount3.
     bool ok = ::umount2(mnt.c_str(), MNT_DETACH) == 0 || run_program({"fusermount3", "-u", "-z", mnt}) == 0;
-    if (!ok || ::stat(mnt.c_str(), &st) != 0) {
+    if (!ok || ::stat(mnt.c_str(), &st) != 0 || ::statvfs(mnt.c_str(), &sv) != 0) {
       code = kExitRuntime;
       return fmt::format(
           "{}: stale mount (Transport endpoint is not connected: a previous fidelityfs died) and the lazy unmount "
