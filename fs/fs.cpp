@@ -5,6 +5,7 @@
 #include <fuse3/fuse_lowlevel.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <sys/sysmacros.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
@@ -70,6 +71,11 @@ struct Handle {
   uint64_t size = 0;
   Cache cache = Cache::none;
   std::string content;  // control files: generated at open
+  // The last piece a read covered only partly, so sequential reads of a large piece (the kernel
+  // asks in readahead-sized chunks) read and checksum it once.
+  std::mutex mu;
+  int64_t cached_piece = -1;
+  std::vector<uint8_t> piece;
 };
 
 // Per live file, one atomic word: bit 31 = "volatile" (its level was changed by an xattr since
@@ -518,10 +524,10 @@ class Filesystem {
     }
     const File& f = fs.store_.files()[n.id];
     int level = h ? h->level : (n.view ? n.view : fs.policy_.effective(n.id));
-    fs.serve_read(req, f, level, size, off);
+    fs.serve_read(req, f, level, size, off, h);
   }
 
-  void serve_read(fuse_req_t req, const File& f, int level, size_t size, off_t off) {
+  void serve_read(fuse_req_t req, const File& f, int level, size_t size, off_t off, Handle* h) {
     thread_local std::vector<uint8_t> out, tmp;
     auto pieces = store_.pieces(f);
     const uint32_t np = store_.pieces_at_level(f, level);
@@ -544,6 +550,16 @@ class Filesystem {
         int rc;
         if (a == pos && b == pos + ps) {
           rc = store_.read_piece(f, i, {out.data() + (pos - begin), ps});
+        } else if (h) {
+          std::lock_guard lock(h->mu);
+          rc = 0;
+          if (h->cached_piece != static_cast<int64_t>(i)) {
+            h->piece.resize(ps);
+            h->cached_piece = -1;
+            rc = store_.read_piece(f, i, {h->piece.data(), ps});
+            if (rc == 0) h->cached_piece = i;
+          }
+          if (rc == 0) std::memcpy(out.data() + (a - begin), h->piece.data() + (a - pos), b - a);
         } else {
           tmp.resize(ps);
           rc = store_.read_piece(f, i, {tmp.data(), ps});
@@ -898,6 +914,17 @@ const fuse_lowlevel_ops& Filesystem::ops() {
   return o;
 }
 
+// The kernel reads FUSE files in readahead-sized requests (128 KiB by default); raise the mount's
+// readahead to 1 MiB (FUSE's largest request) so most files are one request. Needs root; best effort.
+void set_readahead(dev_t dev) {
+  std::string path = fmt::format("/sys/class/bdi/{}:{}/read_ahead_kb", major(dev), minor(dev));
+  int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return;
+  ssize_t w = ::write(fd, "1024", 4);
+  (void)w;
+  ::close(fd);
+}
+
 std::string escape_opt(const std::string& s) {
   std::string out;
   for (char c : s) {
@@ -943,7 +970,10 @@ int serve(const index::Store& store, const config::Settings& settings, const Ser
   std::string mnt = req.mountpoint;
   std::thread probe([mnt, ready] {
     struct stat st {};
-    if (::stat(mnt.c_str(), &st) == 0 && st.st_ino == 1) ready("");
+    if (::stat(mnt.c_str(), &st) == 0 && st.st_ino == 1) {
+      set_readahead(st.st_dev);
+      ready("");
+    }
     else ready(fmt::format("{}: the new mount does not answer: {}", mnt, std::strerror(errno)));
   });
   fuse_loop_config* cfg = fuse_loop_cfg_create();
