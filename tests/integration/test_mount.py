@@ -399,3 +399,31 @@ def test_foreground_mode_and_helper(edge_store, mnt, tmp_path):
         unmount(mnt)
     p = subprocess.run([helper, edge_store, mnt, "-o", "bogus_option"], capture_output=True, text=True, env=env)
     assert p.returncode == 2 and "bogus_option" in p.stderr
+
+
+BIG_IMAGENET = "/tmp/ds-imagenet"
+
+
+@needs_djpeg
+@pytest.mark.skipif(not os.path.isdir(BIG_IMAGENET), reason="no /tmp/ds-imagenet in this workplace")
+def test_big_imagenet_every_file_every_level(tmp_path_factory, mnt):
+    """The 2000-image ImageNet-like set when present: every JPEG decodes with PIL at levels 1, 5 and
+    full, full is pixel-identical to the source; djpeg on a sample."""
+    store = str(tmp_path_factory.mktemp("big") / "store")
+    subprocess.run([fid_bin(), "pack", BIG_IMAGENET, store, "--progress", "off"], check=True, capture_output=True)
+    st = Store(store)
+    rels = sorted(st.files)
+    with mounted(store, mnt):
+        for level in (1, 5, st.levels):
+            base = os.path.join(mnt, ".fidelity", "sg", str(level))
+            for i, rel in enumerate(rels):
+                data = read(os.path.join(base, rel))
+                assert len(data) == os.stat(os.path.join(base, rel)).st_size
+                im = decode_pil(data)
+                if level == st.levels:
+                    src = Image.open(os.path.join(BIG_IMAGENET, rel))
+                    src.load()
+                    assert im.tobytes() == src.tobytes(), rel
+                if i % 20 == 0:
+                    ok, why = djpeg_clean(data)
+                    assert ok, (rel, level, why)
