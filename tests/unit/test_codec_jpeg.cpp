@@ -423,6 +423,29 @@ INSTANTIATE_TEST_SUITE_P(
         spec("markers_cmyk", color(Color::cmyk), set(&SourceSpec::markers))),
     spec_name);
 
+// For YCbCr the script is libjpeg's standard one and markers are copied like jpegtran's
+// `-copy all`, so the output is byte-identical to jpegtran's (optional: needs jpegtran).
+TEST(TranscodeVsJpegtran, YCbCrOutputEqualsJpegtranProgressiveCopyAll) {
+  if (std::system("jpegtran -version </dev/null >/dev/null 2>&1") != 0) GTEST_SKIP() << "no jpegtran";
+  const std::string dir = ::testing::TempDir();
+  for (const SourceSpec& s : {spec("a", sampling(2, 2), set(&SourceSpec::markers)),
+                              spec("b", size(333, 77), sampling(2, 1), set(&SourceSpec::arith)),
+                              spec("c", size(640, 480), set(&SourceSpec::progressive))}) {
+    const Bytes source = encode(s);
+    const std::string in = dir + "/fid_jt_in.jpg", out = dir + "/fid_jt_out.jpg";
+    std::ofstream(in, std::ios::binary).write(reinterpret_cast<const char*>(source.data()),
+                                               std::streamsize(source.size()));
+    ASSERT_EQ(std::system(("jpegtran -progressive -copy all -outfile " + out + " " + in).c_str()), 0);
+    std::ifstream f(out, std::ios::binary);
+    const Bytes theirs((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    const TranscodeResult r = transcode_progressive(source);
+    ASSERT_TRUE(r.ok) << r.error;
+    EXPECT_TRUE(level_file(r.jpeg, kJpegLevels) == theirs) << s.name;
+    std::filesystem::remove(in);
+    std::filesystem::remove(out);
+  }
+}
+
 // libjpeg-turbo 2.1 writes JPEGs with more than 4 components but cannot read them back
 // ("Invalid component ID 4 in SOS"). Whatever the library can read must transcode correctly;
 // what it cannot read must be refused with its message.
