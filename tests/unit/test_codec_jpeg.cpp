@@ -690,5 +690,18 @@ TEST(RealPhotos, EdgeZooTranscodesAsTheManifestSays) {
   EXPECT_GT(checked, 0);
 }
 
+TEST(TranscodeRejects, DataAfterEoiIsNotDropped) {
+  Bytes src = encode(spec("trailing", size(64, 48)));
+  Bytes padded = src;
+  padded.insert(padded.end(), 64, 0);
+  EXPECT_TRUE(transcode_progressive(padded).ok) << "zero padding after EOI carries nothing";
+  Bytes appended = src;
+  const char video[] = "....ftypmp42 appended motion-photo video";
+  appended.insert(appended.end(), video, video + sizeof video);
+  TranscodeResult r = transcode_progressive(appended);
+  EXPECT_FALSE(r.ok);
+  EXPECT_NE(r.error.find("after the end of the image"), std::string::npos) << r.error;
+}
+
 }  // namespace
 }  // namespace fid::codec
