@@ -251,7 +251,7 @@ std::vector<ScanDesc> parse_scans(const ProgressiveJpeg& p) {
   return out;
 }
 
-// The documented scripts (codec/SCAN_SCRIPTS.md).
+// The documented scripts (docs/FORMAT.md).
 std::vector<ScanDesc> expected_script(ScanScript kind, int n, bool dc_interleaved) {
   std::vector<ScanDesc> v;
   auto dc = [&](int level, int ah, int al) {
