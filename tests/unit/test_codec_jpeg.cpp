@@ -195,8 +195,13 @@ bool contains(std::span<const uint8_t> hay, const Bytes& needle) {
 }
 
 Bytes segment(uint8_t marker, const Bytes& payload) {
-  Bytes s = {0xFF, marker, uint8_t((payload.size() + 2) >> 8), uint8_t(payload.size() + 2)};
-  s.insert(s.end(), payload.begin(), payload.end());
+  // Built by reserve + push_back: GCC 12 warns (-Warray-bounds, falsely) on insert after an
+  // initializer-list construction.
+  Bytes s;
+  s.reserve(payload.size() + 4);
+  for (uint8_t b : {uint8_t{0xFF}, marker, uint8_t((payload.size() + 2) >> 8), uint8_t(payload.size() + 2)})
+    s.push_back(b);
+  for (uint8_t b : payload) s.push_back(b);
   return s;
 }
 
