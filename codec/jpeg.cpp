@@ -1,5 +1,5 @@
 // JPEG -> progressive JPEG transcoding (libjpeg coefficient API, in process) and the cut of the
-// result into fidelity levels. See codec/SCAN_SCRIPTS.md for the scan scripts.
+// result into fidelity levels. See docs/FORMAT.md for the scan scripts.
 //
 // Error handling: libjpeg reports errors through error_exit and warnings through
 // emit_message(-1). Both longjmp back to the setjmp in the calling function; any warning
@@ -128,7 +128,7 @@ void dest_term(j_compress_ptr c) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Scan scripts (documented in codec/SCAN_SCRIPTS.md).
+// Scan scripts (documented in docs/FORMAT.md).
 
 constexpr int kMaxScriptScans = kJpegLevels * MAX_COMPONENTS;
 
@@ -280,6 +280,17 @@ bool run_transcode(Transcoder& t, std::span<const uint8_t> source, std::vector<u
   }
   jpeg_finish_compress(&t.dst);
   jpeg_finish_decompress(&t.src);
+  // Data after EOI (an appended video, a second picture) would be lost by the transcode: such
+  // a file stays a byte-identical blob. Zero padding carries nothing and is allowed.
+  const uint8_t* rest = t.src.src->next_input_byte;
+  const size_t rest_len = t.src.src->bytes_in_buffer;
+  for (size_t i = 0; i < rest_len; ++i) {
+    if (rest[i] != 0) {
+      std::snprintf(t.err.message, sizeof t.err.message, "%zu bytes of data after the end of the image (EOI)",
+                    rest_len);
+      return false;
+    }
+  }
   return true;
 }
 

@@ -358,7 +358,15 @@ class OrderedPipeline {
         pos = claimed_++;
       }
       uint32_t idx = order_[pos];
-      PreparedFile f = prepare(files_[idx], idx);
+      PreparedFile f;
+      try {
+        f = prepare(files_[idx], idx);
+      } catch (const std::exception& e) {  // e.g. bad_alloc on a huge file: skip it, keep the rest
+        f = PreparedFile{};
+        f.source_index = idx;
+        f.skipped = true;
+        f.note = std::string("cannot be packed: ") + e.what();
+      }
       {
         std::lock_guard lock(mu_);
         slots_[pos % window_] = std::move(f);

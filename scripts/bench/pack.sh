@@ -34,8 +34,11 @@ printf 'ratio (fidelityfs / jpegtran loop): %.2fx   (goal >= 2.0)\n' "$(echo "$l
 jt=$(du -cb "$out"/jpegtran/* | tail -1 | cut -f1)
 "$bin" inspect "$out/store" --json | /usr/bin/python3 -c '
 import json, sys
-j = json.load(sys.stdin); b = j["bytes_by_level"]; jt = int(sys.argv[1])
+j = json.load(sys.stdin)
+b = j["bytes_by_level"]
+jt = int(sys.argv[1])
 print("cumulative bytes per level (all JPEGs), fraction of full:")
 print("  " + "  ".join(f"L{k + 1}:{v / b[-1]:.3f}" for k, v in enumerate(b)))
-print(f"full level {b[-1] / 1e6:.1f} MB vs source {j[\"source_bytes\"] / 1e6:.1f} MB vs jpegtran output {jt / 1e6:.1f} MB")
+src = j["source_bytes"]
+print(f"full level {b[-1] / 1e6:.1f} MB vs source {src / 1e6:.1f} MB vs jpegtran output {jt / 1e6:.1f} MB")
 ' "$jt"

@@ -189,3 +189,14 @@ def test_interrupted_pack_leaves_nothing(imagenet_tree, tmp_path):
     assert os.listdir(tmp_path) == [], "a half store was left behind"
     pack(imagenet_tree, str(store))  # a rerun succeeds
     assert os.path.exists(store / "index.sqlite")
+
+
+def test_imagenet_store_verifies(imagenet_tree, imagenet_store):
+    p = run("verify", imagenet_store, "--progress", "off")
+    assert "0 bad" in p.stdout
+    st = fidstore.Store(imagenet_store)
+    jpegs = [r for r in st.files if r.endswith(".JPEG")]
+    assert len(jpegs) == sum(len(fs) for _, _, fs in os.walk(imagenet_tree))
+    for rel in jpegs[:20]:
+        src = open(os.path.join(imagenet_tree, rel), "rb").read()
+        assert pixels(st.read(rel))[1].tobytes() == pixels(src)[1].tobytes(), rel

@@ -11,6 +11,7 @@
 #include <random>
 
 #include "index/format.h"
+#include "index/order.h"
 #include "index/packer.h"
 #include "index/store.h"
 
@@ -234,4 +235,84 @@ TEST(Pack, CancelLeavesNothing) {
   int entries = 0;
   for ([[maybe_unused]] auto& e : fsys::directory_iterator(t.path())) ++entries;
   EXPECT_EQ(entries, 1);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Published orders
+
+
+namespace {
+
+std::unique_ptr<Store> order_store(TempDir& t) {
+  make_tree(t.path() / "src");
+  pack(t.path() / "src", t.path() / "store", 4096);
+  return Store::open(t.path() / "store");
+}
+
+}  // namespace
+
+TEST(EpochOrder, IsAPermutationDeterministicAndChangesWithEpochAndSeed) {
+  TempDir t;
+  auto s = order_store(t);
+  fid::index::OrderParams p;
+  auto a = fid::index::epoch_order(*s, p);
+  auto sorted = a;
+  std::sort(sorted.begin(), sorted.end());
+  ASSERT_EQ(sorted.size(), s->files().size());
+  for (uint32_t i = 0; i < sorted.size(); ++i) EXPECT_EQ(sorted[i], i);
+  EXPECT_EQ(a, fid::index::epoch_order(*s, p));
+  p.epoch = 1;
+  EXPECT_NE(a, fid::index::epoch_order(*s, p));
+  p.epoch = 0;
+  p.seed = 7;
+  EXPECT_NE(a, fid::index::epoch_order(*s, p));
+}
+
+TEST(EpochOrder, RankSplitsAreDisjointCompleteAndBalanced) {
+  TempDir t;
+  auto s = order_store(t);
+  fid::index::OrderParams p;
+  p.epoch = 3;
+  auto all = fid::index::epoch_order(*s, p);
+  for (uint32_t world : {2u, 3u, 7u}) {
+    std::vector<uint32_t> seen;
+    size_t lo = SIZE_MAX, hi = 0;
+    p.world = world;
+    for (uint32_t r = 0; r < world; ++r) {
+      p.rank = r;
+      auto part = fid::index::epoch_order(*s, p);
+      lo = std::min(lo, part.size());
+      hi = std::max(hi, part.size());
+      for (size_t i = 0; i < part.size(); ++i) EXPECT_EQ(part[i], all[r + i * world]);
+      seen.insert(seen.end(), part.begin(), part.end());
+    }
+    std::sort(seen.begin(), seen.end());
+    EXPECT_EQ(seen.size(), all.size());
+    EXPECT_TRUE(std::adjacent_find(seen.begin(), seen.end()) == seen.end());
+    EXPECT_LE(hi - lo, 1u);
+  }
+}
+
+TEST(EpochOrder, NeverHasMoreThanWindowRecordsOpen) {
+  TempDir t;
+  auto s = order_store(t);
+  ASSERT_GT(s->records().size(), 5u);
+  for (uint32_t window : {1u, 2u, 4u}) {
+    fid::index::OrderParams p;
+    p.window = window;
+    auto order = fid::index::epoch_order(*s, p);
+    std::vector<uint32_t> left(s->records().size(), 0);
+    for (const auto& f : s->files()) left[f.record]++;
+    std::vector<bool> opened(left.size(), false);
+    uint32_t open = 0;
+    for (uint32_t id : order) {
+      uint32_t r = s->files()[id].record;
+      if (!opened[r]) {
+        opened[r] = true;
+        ++open;
+      }
+      EXPECT_LE(open, window);
+      if (--left[r] == 0) --open;
+    }
+  }
 }
