@@ -10,6 +10,7 @@ int main(int argc, char** argv) {
   fid::cli::register_pack(app, exit_code);
   fid::cli::register_inspect(app, exit_code);
   fid::cli::register_verify(app, exit_code);
+  fid::cli::register_mount(app, exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
