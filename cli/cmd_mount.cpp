@@ -242,7 +242,7 @@ void register_mount(CLI::App& app, int& exit_code) {
   cmd->add_option("MOUNTPOINT", a->mountpoint, "empty directory to mount on")->required();
   cmd->add_option("-o", a->options,
                   "mount options: scan_group=K|full, threads=N, cache=BYTES, gpu=auto|on|off, allow_other, "
-                  "config=FILE, no_open")
+                  "config=FILE")
       ->allow_extra_args(false);
   cmd->add_option("--config", a->config, "YAML configuration file");
   cmd->add_flag("-f", a->foreground, "stay in the foreground");

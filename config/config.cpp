@@ -317,11 +317,8 @@ void parse_mount_options(std::string_view list, MountOptions& opts) {
     } else if (name == "allow_other") {
       no_value();
       opts.allow_other = true;
-    } else if (name == "no_open") {
-      no_value();
-      opts.no_open = true;
     } else {
-      throw ConfigError(fmt::format("unknown mount option '{}' (known: scan_group, threads, cache, gpu, config, allow_other, no_open)", name));
+      throw ConfigError(fmt::format("unknown mount option '{}' (known: scan_group, threads, cache, gpu, config, allow_other)", name));
     }
   }
 }
@@ -334,7 +331,6 @@ Settings merge(const Config& cfg, const MountOptions& opts) {
   s.cache_bytes = opts.cache_bytes.value_or(cfg.cache_bytes.value_or(s.cache_bytes));
   s.gpu = opts.gpu.value_or(cfg.gpu.value_or(Gpu::auto_));
   s.allow_other = opts.allow_other;
-  s.no_open = opts.no_open;
   s.log_level = cfg.log_level;
   s.log_file = cfg.log_file;
   s.config_file = cfg.source;

@@ -82,7 +82,6 @@ struct MountOptions {
   std::optional<Gpu> gpu;
   std::optional<std::string> config_file;
   bool allow_other = false;
-  bool no_open = false;  // skip FUSE OPEN/RELEASE round trips (see docs/MOUNT.md)
 };
 
 // Parses one comma-separated -o argument into `opts` (repeatable). Throws ConfigError naming the
@@ -97,7 +96,6 @@ struct Settings {
   uint64_t cache_bytes = 256ull << 20;
   Gpu gpu = Gpu::auto_;
   bool allow_other = false;
-  bool no_open = false;
   LogLevel log_level = LogLevel::info;
   std::string log_file;
   std::string config_file;

@@ -13,6 +13,8 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <condition_variable>
+#include <deque>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -63,32 +65,8 @@ constexpr const char* kXattrPrefix = "user.fidelity.";
 constexpr const char* kXattrLevel = "user.fidelity.scan_group";
 constexpr std::string_view kReadOnlyXattrs[] = {"kind", "levels", "bytes", "record", "position", "source_size"};
 
-// What an open file handle pins: the level fixed at open time (one consistent file per reader).
-struct Handle {
-  enum class Cache : uint8_t { page, direct, none };
-  Node node;
-  int level = 0;
-  uint64_t size = 0;
-  Cache cache = Cache::none;
-  std::string content;  // control files: generated at open
-  // The last piece a read covered only partly, so sequential reads of a large piece (the kernel
-  // asks in readahead-sized chunks) read and checksum it once.
-  std::mutex mu;
-  int64_t cached_piece = -1;
-  std::vector<uint8_t> piece;
-};
-
-// Per live file, one atomic word: bit 31 = "volatile" (its level was changed by an xattr since
-// the mount), bits 0-30 = open page-cache handles. A file whose level never changed has one level
-// for the whole mount (its base level: rule or mount default), so its page-cache handles, the
-// kernel's pages and its i_size always agree. Once volatile, new handles use direct I/O: each
-// reader gets exactly the bytes of the level fixed at its open, and page-cache reads bounded by a
-// shared i_size can never mix two levels.
-struct FileState {
-  static constexpr uint32_t kVolatile = 1u << 31;
-  static uint32_t opens(uint32_t s) { return s & ~kVolatile; }
-  static bool is_volatile(uint32_t s) { return s & kVolatile; }
-};
+// Control-file snapshots kept for readers that looked one up (each lookup makes a new one).
+constexpr size_t kSnapshotsKept = 256;
 
 class Filesystem {
  public:
@@ -100,9 +78,8 @@ class Filesystem {
         inodes_(static_cast<uint32_t>(store.dirs().size()), static_cast<uint32_t>(store.files().size()),
                 store.levels()),
         policy_(make_policy(store, settings)),
-        state_(store.files().size()),
         known_((store.files().size() + 63) / 64),
-        opens_by_level_(static_cast<size_t>(store.levels()) + 1),
+        reads_by_level_(static_cast<size_t>(store.levels()) + 1),
         started_(std::chrono::steady_clock::now()) {
     uid_ = ::getuid();
     gid_ = ::getgid();
@@ -128,12 +105,9 @@ class Filesystem {
 
   // ---- attributes ---------------------------------------------------------------------------
 
-  // While base-level page-cache handles are open, report the base size (their reads stop at the
-  // kernel's i_size); otherwise the effective level. Release invalidates when the two differ.
-  int live_level_for_attr(uint32_t f) const {
-    uint32_t s = state_[f].load(std::memory_order_acquire);
-    if (FileState::opens(s) > 0) return policy_.base(f);
-    return policy_.effective(f);
+  // The inode a live file has now: its effective level (non-JPEG files have one content).
+  uint64_t live_file_ino(uint32_t f) const {
+    return inodes_.live_file(f, store_.files()[f].kind == FileKind::jpeg ? policy_.effective(f) : L_);
   }
 
   static void set_time(struct stat& st, int64_t ns) {
@@ -167,7 +141,7 @@ class Filesystem {
       case NodeType::file: {
         if (n.id >= store_.files().size()) return false;
         const File& f = store_.files()[n.id];
-        int level = n.view ? n.view : live_level_for_attr(n.id);
+        int level = n.level;
         st.st_mode = S_IFREG | 0444;
         st.st_nlink = 1;
         st.st_size = static_cast<off_t>(store_.size_at_level(f, level));
@@ -186,7 +160,7 @@ class Filesystem {
       case NodeType::ctl_config:
         st.st_mode = S_IFREG | 0444;
         st.st_nlink = 1;
-        st.st_size = static_cast<off_t>(control_content(n.type).size());
+        st.st_size = static_cast<off_t>(snapshot(n).size());
         set_time(st, store_.dirs().empty() ? 0 : store_.dirs()[0].mtime_ns);
         return true;
       case NodeType::invalid:
@@ -215,12 +189,11 @@ class Filesystem {
       j["dirs"] = store_.dirs().size();
       j["levels"] = L_;
       j["lookups"] = lookups_.load();
-      j["opens"] = {{"jpeg", opens_[0].load()}, {"l3", opens_[1].load()}, {"blob", opens_[2].load()}};
-      j["opens_page_cache"] = opens_page_.load();
-      j["opens_direct_io"] = opens_direct_.load();
+      // Reads the kernel sent us (page-cache hits never reach the daemon).
+      j["reads_by_kind"] = {{"jpeg", reads_by_kind_[0].load()}, {"l3", reads_by_kind_[1].load()}, {"blob", reads_by_kind_[2].load()}};
       std::vector<uint64_t> by_level;
-      for (int k = 1; k <= L_; ++k) by_level.push_back(opens_by_level_[static_cast<size_t>(k)].load());
-      j["opens_by_level"] = by_level;
+      for (int k = 1; k <= L_; ++k) by_level.push_back(reads_by_level_[static_cast<size_t>(k)].load());
+      j["jpeg_reads_by_level"] = by_level;
       j["reads"] = reads_.load();
       j["bytes_served"] = bytes_.load();
       j["eio_errors"] = eio_.load();
@@ -246,9 +219,28 @@ class Filesystem {
     j["cache"] = settings_.cache_bytes;
     j["gpu"] = config::gpu_name(settings_.gpu);
     j["allow_other"] = settings_.allow_other;
-    j["no_open"] = settings_.no_open;
     j["log"] = {{"level", config::log_level_name(settings_.log_level)}, {"file", settings_.log_file}};
     return j.dump(2) + "\n";
+  }
+
+  // A new immutable snapshot of a control file: its content is fixed at lookup, so the kernel
+  // may cache it like any other file. Returns its inode.
+  uint64_t new_snapshot(NodeType t) {
+    std::string content = control_content(t);
+    std::lock_guard lock(snap_mu_);
+    uint64_t gen = next_snapshot_++;
+    snapshots_.emplace_back(gen, std::move(content));
+    if (snapshots_.size() > kSnapshotsKept) snapshots_.pop_front();
+    return inodes_.ctl_snapshot(t, gen);
+  }
+  // The content of a snapshot inode; regenerated (fresh) if it was dropped from the window.
+  std::string snapshot(const Node& n) const {
+    {
+      std::lock_guard lock(snap_mu_);
+      for (const auto& [gen, content] : snapshots_)
+        if (gen == n.snapshot) return content;
+    }
+    return control_content(n.type);
   }
 
   // ---- directory entries ----------------------------------------------------------------------
@@ -260,7 +252,7 @@ class Filesystem {
   };
 
   // Entry i of a directory listing ("." and ".." first), or nullopt past the end.
-  std::optional<Entry> entry_at(uint64_t dir_ino, const Node& n, size_t i) const {
+  std::optional<Entry> entry_at(uint64_t dir_ino, const Node& n, size_t i) {
     static constexpr std::string_view kNames[] = {"stats", "config", "sg"};
     if (i == 0) return Entry{".", dir_ino, S_IFDIR};
     if (n.type == NodeType::dir) {
@@ -277,15 +269,16 @@ class Filesystem {
       k -= d.subdir_count;
       if (k < d.file_count) {
         uint32_t c = store_.child_files()[d.file_begin + k];
-        return Entry{store_.name(store_.files()[c]), inodes_.file(c, n.view), S_IFREG};
+        return Entry{store_.name(store_.files()[c]), n.view ? inodes_.view_file(c, n.view) : live_file_ino(c), S_IFREG};
       }
       return std::nullopt;
     }
     if (n.type == NodeType::ctl_root) {
       if (i == 1) return Entry{"..", inodes_.dir(0), S_IFDIR};
       if (i - 2 < 3) {
-        uint64_t inos[] = {inodes_.ctl_stats(), inodes_.ctl_config(), inodes_.ctl_sg()};
-        return Entry{kNames[i - 2], inos[i - 2], i - 2 == 2 ? mode_t(S_IFDIR) : mode_t(S_IFREG)};
+        uint64_t ino = i - 2 == 0 ? new_snapshot(NodeType::ctl_stats)
+                       : i - 2 == 1 ? new_snapshot(NodeType::ctl_config) : inodes_.ctl_sg();
+        return Entry{kNames[i - 2], ino, i - 2 == 2 ? mode_t(S_IFDIR) : mode_t(S_IFREG)};
       }
       return std::nullopt;
     }
@@ -298,7 +291,7 @@ class Filesystem {
     return std::nullopt;
   }
 
-  uint64_t lookup_child(const Node& n, std::string_view name) const {
+  uint64_t lookup_child(const Node& n, std::string_view name) {
     if (n.type == NodeType::dir) {
       const Dir& d = store_.dirs()[n.id];
       if (n.view == 0 && n.id == 0 && name == ".fidelity") return inodes_.ctl_root();
@@ -311,12 +304,13 @@ class Filesystem {
       auto jt = std::lower_bound(cf.begin(), cf.end(), name, [&](uint32_t c, std::string_view v) {
         return store_.name(store_.files()[c]) < v;
       });
-      if (jt != cf.end() && store_.name(store_.files()[*jt]) == name) return inodes_.file(*jt, n.view);
+      if (jt != cf.end() && store_.name(store_.files()[*jt]) == name)
+        return n.view ? inodes_.view_file(*jt, n.view) : live_file_ino(*jt);
       return 0;
     }
     if (n.type == NodeType::ctl_root) {
-      if (name == "stats") return inodes_.ctl_stats();
-      if (name == "config") return inodes_.ctl_config();
+      if (name == "stats") return new_snapshot(NodeType::ctl_stats);
+      if (name == "config") return new_snapshot(NodeType::ctl_config);
       if (name == "sg") return inodes_.ctl_sg();
       return 0;
     }
@@ -334,13 +328,14 @@ class Filesystem {
     auto& fs = *static_cast<Filesystem*>(userdata);
     if (conn->capable & FUSE_CAP_READDIRPLUS) conn->want |= FUSE_CAP_READDIRPLUS;
     conn->want &= ~FUSE_CAP_READDIRPLUS_AUTO;  // always plus: one round trip fills dentries + attrs
-    conn->want &= ~FUSE_CAP_AUTO_INVAL_DATA;   // we invalidate explicitly on level changes
+    conn->want &= ~FUSE_CAP_AUTO_INVAL_DATA;   // inodes are immutable: cached pages stay valid
+    // Without OPEN requests an O_TRUNC open must reach us as a SETATTR (which gets EROFS).
+    conn->want &= ~FUSE_CAP_ATOMIC_O_TRUNC;
     if (conn->capable & FUSE_CAP_PARALLEL_DIROPS) conn->want |= FUSE_CAP_PARALLEL_DIROPS;
     if (conn->capable & FUSE_CAP_ASYNC_READ) conn->want |= FUSE_CAP_ASYNC_READ;
     conn->max_readahead = std::max<unsigned>(conn->max_readahead, 1u << 20);
-    log_info("mounted {} at {} ({} files, {} dirs, {} levels, default level {}, no_open={})", fs.store_.path().string(),
-             fs.mountpoint_, fs.store_.files().size(), fs.store_.dirs().size(), fs.L_, fs.policy_.mount_default(),
-             fs.settings_.no_open);
+    log_info("mounted {} at {} ({} files, {} dirs, {} levels, default level {})", fs.store_.path().string(),
+             fs.mountpoint_, fs.store_.files().size(), fs.store_.dirs().size(), fs.L_, fs.policy_.mount_default());
   }
 
   static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
@@ -367,7 +362,8 @@ class Filesystem {
     e.ino = ino;
     e.generation = 1;
     Node cn = fs.inodes_.decode(ino);
-    if (cn.type == NodeType::ctl_stats || cn.type == NodeType::ctl_config) e.attr_timeout = 0;  // changes
+    // Each lookup of a control file makes a new snapshot: never cache the name, only the inode.
+    if (cn.type == NodeType::ctl_stats || cn.type == NodeType::ctl_config) e.entry_timeout = 0;
     fs.mark_known(cn);
     fuse_reply_entry(req, &e);
   }
@@ -382,9 +378,7 @@ class Filesystem {
       fuse_reply_err(req, ENOENT);
       return;
     }
-    Node n = fs.inodes_.decode(ino);
-    bool dynamic = n.type == NodeType::ctl_stats || n.type == NodeType::ctl_config;
-    fuse_reply_attr(req, &st, dynamic ? 0 : kTimeout);
+    fuse_reply_attr(req, &st, kTimeout);  // every inode is immutable
   }
 
   static void op_erofs(fuse_req_t req) { fuse_reply_err(req, EROFS); }
@@ -408,88 +402,15 @@ class Filesystem {
     else fuse_reply_err(req, 0);
   }
 
-  // Page cache for files whose level never changed (always their base level), direct I/O for
-  // volatile ones. Sets h.level.
-  void open_live(uint32_t f, Handle& h, fuse_file_info* fi) {
-    auto& st = state_[f];
-    uint32_t s = st.load(std::memory_order_acquire);
-    for (;;) {
-      if (FileState::is_volatile(s) || FileState::opens(s) >= FileState::kVolatile - 1) {
-        h.level = policy_.effective(f);
-        h.cache = Handle::Cache::direct;
-        fi->direct_io = 1;
-        opens_direct_.fetch_add(1, std::memory_order_relaxed);
-        return;
-      }
-      if (st.compare_exchange_weak(s, s + 1, std::memory_order_acq_rel)) {
-        h.level = policy_.base(f);
-        h.cache = Handle::Cache::page;
-        fi->keep_cache = 1;
-        opens_page_.fetch_add(1, std::memory_order_relaxed);
-        return;
-      }
-    }
-  }
-
+  // Files are never opened: the daemon answers OPEN with ENOSYS once, after which the kernel
+  // sends no OPEN/RELEASE at all and keeps every cached page (inodes are immutable). A warm
+  // read then never reaches the daemon.
   static void op_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
-    auto& fs = self(req);
-    Node n = fs.inodes_.decode(ino);
-    if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC)) {
-      fuse_reply_err(req, EROFS);
-      return;
-    }
-    if (n.type == NodeType::invalid) {
-      fuse_reply_err(req, ENOENT);
-      return;
-    }
-    if (n.type == NodeType::dir || n.type == NodeType::ctl_root || n.type == NodeType::ctl_sg) {
-      fuse_reply_err(req, EISDIR);
-      return;
-    }
-    if (fs.settings_.no_open) {  // the kernel stops sending OPEN/RELEASE for all files
-      fuse_reply_err(req, ENOSYS);
-      return;
-    }
-    auto h = std::make_unique<Handle>();
-    h->node = n;
-    if (n.type == NodeType::ctl_stats || n.type == NodeType::ctl_config) {
-      h->content = fs.control_content(n.type);
-      h->size = h->content.size();
-      fi->direct_io = 1;
-    } else {
-      const File& f = fs.store_.files()[n.id];
-      if (n.view) {
-        h->level = n.view;
-        fi->keep_cache = 1;  // fixed level
-      } else {
-        fs.open_live(n.id, *h, fi);
-      }
-      h->size = fs.store_.size_at_level(f, h->level);
-      fs.opens_[static_cast<size_t>(f.kind) % 3].fetch_add(1, std::memory_order_relaxed);
-      fs.opens_by_level_[static_cast<size_t>(f.kind == FileKind::jpeg ? h->level : 0)].fetch_add(1, std::memory_order_relaxed);
-    }
-    fi->fh = reinterpret_cast<uint64_t>(h.get());
-    if (fuse_reply_open(req, fi) == 0) {
-      h.release();
-    } else if (h->cache == Handle::Cache::page) {  // interrupted: undo the open count
-      fs.release_live(h->node.id);
-    }
-  }
-
-  void release_live(uint32_t f) {
-    uint32_t prev = state_[f].fetch_sub(1, std::memory_order_acq_rel);
-    // The last base-level handle of a volatile file: stat reported the base size until now.
-    if (FileState::opens(prev) == 1 && FileState::is_volatile(prev) && se_ && policy_.effective(f) != policy_.base(f)) {
-      fuse_lowlevel_notify_inval_inode(se_, inodes_.file(f), -1, 0);
-      invalidations_.fetch_add(1, std::memory_order_relaxed);
-    }
-  }
-
-  static void op_release(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
-    auto& fs = self(req);
-    std::unique_ptr<Handle> h(reinterpret_cast<Handle*>(fi->fh));
-    if (h && h->cache == Handle::Cache::page) fs.release_live(h->node.id);
-    fuse_reply_err(req, 0);
+    Node n = self(req).inodes_.decode(ino);
+    if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC)) fuse_reply_err(req, EROFS);
+    else if (n.type == NodeType::invalid) fuse_reply_err(req, ENOENT);
+    else if (n.type == NodeType::dir || n.type == NodeType::ctl_root || n.type == NodeType::ctl_sg) fuse_reply_err(req, EISDIR);
+    else fuse_reply_err(req, ENOSYS);
   }
 
   void note_eio(const File& f, uint32_t piece) {
@@ -504,30 +425,31 @@ class Filesystem {
                 store_.relative_path(f), piece, store_.records()[f.record].path);
   }
 
-  static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi) {
+  static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info*) {
     auto& fs = self(req);
-    auto* h = reinterpret_cast<Handle*>(fi->fh);
-    Node n = h ? h->node : fs.inodes_.decode(ino);
+    Node n = fs.inodes_.decode(ino);
     fs.reads_.fetch_add(1, std::memory_order_relaxed);
     if (n.type == NodeType::ctl_stats || n.type == NodeType::ctl_config) {
-      std::string tmp;
-      const std::string& c = h ? h->content : (tmp = fs.control_content(n.type));
+      const std::string c = fs.snapshot(n);
       size_t o = std::min(static_cast<size_t>(off), c.size());
       size_t len = std::min(size, c.size() - o);
       fs.bytes_.fetch_add(len, std::memory_order_relaxed);
       fuse_reply_buf(req, c.data() + o, len);
       return;
     }
-    if (n.type != NodeType::file) {
-      fuse_reply_err(req, n.type == NodeType::invalid ? ENOENT : EISDIR);
+    if (n.type != NodeType::file || n.id >= fs.store_.files().size()) {
+      fuse_reply_err(req, n.type == NodeType::invalid || n.type == NodeType::file ? ENOENT : EISDIR);
       return;
     }
     const File& f = fs.store_.files()[n.id];
-    int level = h ? h->level : (n.view ? n.view : fs.policy_.effective(n.id));
-    fs.serve_read(req, f, level, size, off, h);
+    fs.reads_by_kind_[static_cast<size_t>(f.kind) % 3].fetch_add(1, std::memory_order_relaxed);
+    if (f.kind == FileKind::jpeg) fs.reads_by_level_[static_cast<size_t>(n.level)].fetch_add(1, std::memory_order_relaxed);
+    fs.serve_read(req, f, n.level, size, off);
   }
 
-  void serve_read(fuse_req_t req, const File& f, int level, size_t size, off_t off, Handle* h) {
+  // Replies with bytes [off, off+size) of `f` at `level`: the pieces the range touches are read
+  // whole (their checksums cover whole pieces) and the EOI is appended after the last one.
+  void serve_read(fuse_req_t req, const File& f, int level, size_t size, off_t off) {
     thread_local std::vector<uint8_t> out, tmp;
     auto pieces = store_.pieces(f);
     const uint32_t np = store_.pieces_at_level(f, level);
@@ -550,16 +472,6 @@ class Filesystem {
         int rc;
         if (a == pos && b == pos + ps) {
           rc = store_.read_piece(f, i, {out.data() + (pos - begin), ps});
-        } else if (h) {
-          std::lock_guard lock(h->mu);
-          rc = 0;
-          if (h->cached_piece != static_cast<int64_t>(i)) {
-            h->piece.resize(ps);
-            h->cached_piece = -1;
-            rc = store_.read_piece(f, i, {h->piece.data(), ps});
-            if (rc == 0) h->cached_piece = i;
-          }
-          if (rc == 0) std::memcpy(out.data() + (a - begin), h->piece.data() + (a - pos), b - a);
         } else {
           tmp.resize(ps);
           rc = store_.read_piece(f, i, {tmp.data(), ps});
@@ -621,9 +533,9 @@ class Filesystem {
         ep.ino = e->ino;
         ep.generation = 1;
         Node cn = inodes_.decode(e->ino);
-        bool dynamic = cn.type == NodeType::ctl_stats || cn.type == NodeType::ctl_config;
-        ep.attr_timeout = dynamic ? 0 : kTimeout;
-        ep.entry_timeout = kTimeout;
+        bool snapshot = cn.type == NodeType::ctl_stats || cn.type == NodeType::ctl_config;
+        ep.attr_timeout = kTimeout;
+        ep.entry_timeout = snapshot ? 0 : kTimeout;
         need = fuse_add_direntry_plus(req, buf.data() + used, size - used, name.c_str(), &ep, static_cast<off_t>(i + 1));
         if (need > size - used) break;
         if (!dot) mark_known(cn);
@@ -750,31 +662,77 @@ class Filesystem {
     reply_value(req, list, size);
   }
 
-  template <typename Fn>
-  void for_each_file(uint32_t dir, Fn&& fn) const {
-    std::vector<uint32_t> stack{dir};
+  // After a level change the affected files have new inodes: drop the kernel's dentries that
+  // still name the old ones, so the next path lookup asks us (an fd opened before keeps reading
+  // its old, complete level). Invalidating an entry locks its parent directory, and the kernel
+  // holds the lock of the inode whose xattr is being set; so the entries directly inside a
+  // changed directory are invalidated by the background thread right after the reply, all
+  // others before it. A changed directory's own dentry goes first, which already drops every
+  // unused dentry below it: only files open at that moment wait for the background pass.
+  void invalidate_after_change(const Node& n) {
+    if (!se_) return;
+    if (n.type == NodeType::file) {
+      const File& f = store_.files()[n.id];
+      inval_entry(inodes_.dir(f.dir), store_.name(f));
+      return;
+    }
+    const Dir& x = store_.dirs()[n.id];
+    if (n.id != 0) inval_entry(inodes_.dir(x.parent), store_.name(x));
+    std::vector<uint32_t> stack;
+    for (uint32_t i = 0; i < x.subdir_count; ++i) stack.push_back(store_.child_dirs()[x.subdir_begin + i]);
     while (!stack.empty()) {
-      uint32_t d = stack.back();
+      const Dir& d = store_.dirs()[stack.back()];
       stack.pop_back();
-      const Dir& dd = store_.dirs()[d];
-      for (uint32_t i = 0; i < dd.subdir_count; ++i) stack.push_back(store_.child_dirs()[dd.subdir_begin + i]);
-      for (uint32_t i = 0; i < dd.file_count; ++i) fn(store_.child_files()[dd.file_begin + i]);
+      for (uint32_t i = 0; i < d.subdir_count; ++i) stack.push_back(store_.child_dirs()[d.subdir_begin + i]);
+      for (uint32_t i = 0; i < d.file_count; ++i) {
+        uint32_t f = store_.child_files()[d.file_begin + i];
+        if (is_known(f)) inval_entry(inodes_.dir(d.id), store_.name(store_.files()[f]));
+      }
+    }
+    std::vector<std::string> direct;
+    for (uint32_t i = 0; i < x.file_count; ++i) {
+      uint32_t f = store_.child_files()[x.file_begin + i];
+      if (is_known(f)) direct.emplace_back(store_.name(store_.files()[f]));
+    }
+    if (!direct.empty()) {
+      std::lock_guard lock(deferred_mu_);
+      deferred_.emplace_back(inodes_.dir(n.id), std::move(direct));
+      deferred_cv_.notify_one();
     }
   }
-  void mark_volatile(uint32_t f) {
-    if (store_.files()[f].kind == FileKind::jpeg) state_[f].fetch_or(FileState::kVolatile, std::memory_order_acq_rel);
-  }
-  // Drops the kernel's cached attributes and pages of every file whose level may have changed.
-  void invalidate_subtree(uint32_t dir) {
-    for_each_file(dir, [this](uint32_t f) { invalidate_file(f); });
-  }
-  void invalidate_file(uint32_t f) {
-    if (!se_ || !is_known(f)) return;  // the kernel never saw it: nothing cached
-    int rc = fuse_lowlevel_notify_inval_inode(se_, inodes_.file(f), 0, 0);
+
+  void inval_entry(uint64_t parent, std::string_view name) {
+    int rc = fuse_lowlevel_notify_inval_entry(se_, parent, name.data(), name.size());
     invalidations_.fetch_add(1, std::memory_order_relaxed);
-    if (rc != 0 && rc != -ENOENT) log_warn("invalidating {} failed: {}", store_.relative_path(store_.files()[f]), std::strerror(-rc));
+    if (rc != 0 && rc != -ENOENT) log_warn("invalidating entry '{}' failed: {}", name, std::strerror(-rc));
   }
 
+  void deferred_invalidations() {
+    std::unique_lock lock(deferred_mu_);
+    while (!stopping_) {
+      deferred_cv_.wait(lock, [&] { return stopping_ || !deferred_.empty(); });
+      while (!deferred_.empty()) {
+        auto [parent, names] = std::move(deferred_.front());
+        deferred_.pop_front();
+        lock.unlock();
+        for (const auto& nm : names) inval_entry(parent, nm);
+        lock.lock();
+      }
+    }
+  }
+
+ public:
+  void start_background() { deferred_thread_ = std::thread([this] { deferred_invalidations(); }); }
+  void stop_background() {
+    {
+      std::lock_guard lock(deferred_mu_);
+      stopping_ = true;
+    }
+    deferred_cv_.notify_all();
+    if (deferred_thread_.joinable()) deferred_thread_.join();
+  }
+
+ private:
   int change_level(const Node& n, std::optional<int> level, int flags) {
     if (n.type != NodeType::dir && n.type != NodeType::file) return EPERM;
     if (n.view) return EPERM;  // views have a fixed level
@@ -786,14 +744,10 @@ class Filesystem {
     } else if (!cur) {
       return ENODATA;
     }
-    // Volatile first, so no page-cache handle opens at a level other than the base one.
-    if (n.type == NodeType::file) mark_volatile(n.id);
-    else for_each_file(n.id, [this](uint32_t f) { mark_volatile(f); });
     bool ok = n.type == NodeType::file ? policy_.set_file(n.id, level) : policy_.set_dir(n.id, level);
     if (!ok) return level ? EINVAL : ENODATA;
     level_changes_.fetch_add(1, std::memory_order_relaxed);
-    if (n.type == NodeType::file) invalidate_file(n.id);
-    else invalidate_subtree(n.id);
+    invalidate_after_change(n);
     log_info("{}{}: scan_group {}", n.type == NodeType::dir ? "directory " : "",
              n.type == NodeType::dir ? store_.relative_path(store_.dirs()[n.id]) : store_.relative_path(store_.files()[n.id]),
              level ? std::to_string(*level) : std::string("override removed"));
@@ -853,7 +807,6 @@ class Filesystem {
   const int L_;
   InodeMap inodes_;
   LevelPolicy policy_;
-  std::vector<std::atomic<uint32_t>> state_;
   std::vector<std::atomic<uint64_t>> known_;
   fuse_session* se_ = nullptr;
   uid_t uid_ = 0;
@@ -867,9 +820,18 @@ class Filesystem {
 
   // statistics
   std::atomic<uint64_t> lookups_{0}, reads_{0}, bytes_{0}, eio_{0}, level_changes_{0}, invalidations_{0};
-  std::atomic<uint64_t> opens_[3] = {0, 0, 0};
-  std::atomic<uint64_t> opens_page_{0}, opens_direct_{0};
-  std::vector<std::atomic<uint64_t>> opens_by_level_;
+  std::atomic<uint64_t> reads_by_kind_[3] = {0, 0, 0};
+  std::vector<std::atomic<uint64_t>> reads_by_level_;
+  // control-file snapshots
+  mutable std::mutex snap_mu_;
+  std::deque<std::pair<uint64_t, std::string>> snapshots_;
+  uint64_t next_snapshot_ = 0;
+  // entries inside changed directories, invalidated after the reply
+  std::mutex deferred_mu_;
+  std::condition_variable deferred_cv_;
+  std::deque<std::pair<uint64_t, std::vector<std::string>>> deferred_;
+  bool stopping_ = false;
+  std::thread deferred_thread_;
   mutable std::mutex eio_mu_;
   std::unordered_set<uint32_t> eio_files_;
   mutable std::once_flag record_start_once_;
@@ -897,7 +859,6 @@ const fuse_lowlevel_ops& Filesystem::ops() {
     x.open = op_open;
     x.read = op_read;
     x.write = op_write;
-    x.release = op_release;
     x.opendir = op_opendir;
     x.readdir = op_readdir;
     x.readdirplus = op_readdirplus;
@@ -976,12 +937,14 @@ int serve(const index::Store& store, const config::Settings& settings, const Ser
     }
     else ready(fmt::format("{}: the new mount does not answer: {}", mnt, std::strerror(errno)));
   });
+  fs.start_background();
   fuse_loop_config* cfg = fuse_loop_cfg_create();
   fuse_loop_cfg_set_max_threads(cfg, settings.threads);
   fuse_loop_cfg_set_idle_threads(cfg, std::max(1u, settings.threads / 2));
   int rc = fuse_session_loop_mt(se, cfg);
   fuse_loop_cfg_destroy(cfg);
   probe.join();
+  fs.stop_background();
   fuse_session_unmount(se);
   fuse_remove_signal_handlers(se);
   fuse_session_destroy(se);

@@ -1,10 +1,14 @@
 // Inode numbers are arithmetic over the store's tables, so nothing is allocated per lookup and
-// FORGET has nothing to do:
-//   1 .. D                  directories (ino = 1 + dir id; 1 is the root)
-//   D+1 .. D+F              files (ino = 1 + D + file id)
-//   C = D+F+1 ..            the control folder /.fidelity and its fixed entries
-//   V = C+16 ..             views /.fidelity/sg/K/...: the whole tree at fixed level K (1..L),
-//                           ino = V + (K-1)*(D+F) + (live ino - 1); sg/K itself is the view's root.
+// FORGET has nothing to do. Every inode's content is immutable: a file at another level is
+// another inode, a new snapshot of a control file is another inode. That is what lets the
+// kernel keep every page it has cached and skip OPEN/RELEASE entirely (no-open), yet a reader
+// can never see bytes of two levels in one file.
+//   1 .. D                         directories (ino = 1 + dir id; 1 is the root)
+//   C = D+1 .. C+15                the control folder /.fidelity and its fixed entries
+//   V = C+16 ..                    /.fidelity/sg/K/...: the whole tree at fixed level K (1..L):
+//                                  ino = V + (K-1)*(D+F) + local, local = dir id | D + file id
+//   LF = V + L*(D+F) ..            live files at level K: LF + (K-1)*F + file id
+//   S = LF + L*F ..                control-file snapshots: S + 2*generation + (0 stats | 1 config)
 #pragma once
 
 #include <cstdint>
@@ -15,52 +19,64 @@ enum class NodeType : uint8_t { dir, file, ctl_root, ctl_stats, ctl_config, ctl_
 
 struct Node {
   NodeType type = NodeType::invalid;
-  uint32_t id = 0;  // dir id or file id (dir/file)
-  int view = 0;     // 0 = live tree, K = /.fidelity/sg/K
+  uint32_t id = 0;      // dir id or file id (dir/file)
+  int view = 0;         // 0 = live tree, K = /.fidelity/sg/K
+  int level = 0;        // file: the level this inode serves (fixed for its lifetime)
+  uint64_t snapshot = 0;  // ctl_stats/ctl_config: the snapshot generation
 };
 
 class InodeMap {
  public:
   InodeMap(uint32_t ndirs, uint32_t nfiles, int levels)
-      : d_(ndirs), f_(nfiles), levels_(levels), ctl_(uint64_t{ndirs} + nfiles + 1), view_(ctl_ + 16) {}
+      : d_(ndirs), f_(nfiles), levels_(levels), ctl_(uint64_t{ndirs} + 1), view_(ctl_ + 16),
+        live_(view_ + uint64_t(levels) * (uint64_t{ndirs} + nfiles)), snap_(live_ + uint64_t(levels) * nfiles) {}
 
-  uint64_t dir(uint32_t id, int view = 0) const { return base(view) + 1 + id; }
-  uint64_t file(uint32_t id, int view = 0) const { return base(view) + 1 + d_ + id; }
+  uint64_t dir(uint32_t id, int view = 0) const { return view == 0 ? 1 + uint64_t{id} : view_base(view) + id; }
+  // A file in view K (its level is K).
+  uint64_t view_file(uint32_t id, int view) const { return view_base(view) + d_ + id; }
+  // A live file served at `level`.
+  uint64_t live_file(uint32_t id, int level) const { return live_ + uint64_t(level - 1) * f_ + id; }
   uint64_t ctl_root() const { return ctl_; }
-  uint64_t ctl_stats() const { return ctl_ + 1; }
-  uint64_t ctl_config() const { return ctl_ + 2; }
   uint64_t ctl_sg() const { return ctl_ + 3; }
-  uint64_t max_ino() const { return view_ + uint64_t(levels_) * (uint64_t{d_} + f_) - 1; }
+  uint64_t ctl_snapshot(NodeType t, uint64_t generation) const {
+    return snap_ + 2 * generation + (t == NodeType::ctl_config ? 1 : 0);
+  }
 
   Node decode(uint64_t ino) const {
     Node n;
     if (ino == 0) return n;
-    int view = 0;
-    uint64_t local = ino;
-    if (ino >= view_) {
-      uint64_t stride = uint64_t{d_} + f_;
-      if (stride == 0) return n;
-      uint64_t k = (ino - view_) / stride;
-      if (k >= static_cast<uint64_t>(levels_)) return n;
-      view = static_cast<int>(k) + 1;
-      local = (ino - view_) % stride + 1;
-    } else if (ino >= ctl_) {
-      switch (ino - ctl_) {
-        case 0: n.type = NodeType::ctl_root; return n;
-        case 1: n.type = NodeType::ctl_stats; return n;
-        case 2: n.type = NodeType::ctl_config; return n;
-        case 3: n.type = NodeType::ctl_sg; return n;
-        default: return n;
-      }
-    }
-    n.view = view;
-    if (local <= d_) {
+    if (ino <= d_) {
       n.type = NodeType::dir;
-      n.id = static_cast<uint32_t>(local - 1);
-    } else {
-      n.type = NodeType::file;
-      n.id = static_cast<uint32_t>(local - 1 - d_);
+      n.id = static_cast<uint32_t>(ino - 1);
+      return n;
     }
+    if (ino < view_) {
+      if (ino == ctl_) n.type = NodeType::ctl_root;
+      else if (ino == ctl_ + 3) n.type = NodeType::ctl_sg;
+      return n;
+    }
+    if (ino < live_) {
+      uint64_t stride = uint64_t{d_} + f_;
+      uint64_t k = (ino - view_) / stride, local = (ino - view_) % stride;
+      n.view = static_cast<int>(k) + 1;
+      if (local < d_) {
+        n.type = NodeType::dir;
+        n.id = static_cast<uint32_t>(local);
+      } else {
+        n.type = NodeType::file;
+        n.id = static_cast<uint32_t>(local - d_);
+        n.level = n.view;
+      }
+      return n;
+    }
+    if (ino < snap_) {
+      n.type = NodeType::file;
+      n.level = static_cast<int>((ino - live_) / f_) + 1;
+      n.id = static_cast<uint32_t>((ino - live_) % f_);
+      return n;
+    }
+    n.type = (ino - snap_) % 2 ? NodeType::ctl_config : NodeType::ctl_stats;
+    n.snapshot = (ino - snap_) / 2;
     return n;
   }
 
@@ -69,11 +85,11 @@ class InodeMap {
   int levels() const { return levels_; }
 
  private:
-  // ino = base + local, local = 1 + dir id or 1 + D + file id.
-  uint64_t base(int view) const { return view == 0 ? 0 : view_ + uint64_t(view - 1) * (uint64_t{d_} + f_) - 1; }
+  // View K's inode of local index 0 (its root directory).
+  uint64_t view_base(int view) const { return view_ + uint64_t(view - 1) * (uint64_t{d_} + f_); }
   uint32_t d_, f_;
   int levels_;
-  uint64_t ctl_, view_;
+  uint64_t ctl_, view_, live_, snap_;
 };
 
 }  // namespace fid::fs

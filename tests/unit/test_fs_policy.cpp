@@ -91,23 +91,34 @@ TEST(Policy, RejectsBadLevelsAndIds) {
 TEST(Inodes, RoundTripAndDisjoint) {
   InodeMap m(4, 6, 10);
   std::set<uint64_t> seen;
-  auto check = [&](uint64_t ino, NodeType t, uint32_t id, int view) {
+  auto check = [&](uint64_t ino, NodeType t, uint32_t id, int view, int level = 0) {
     EXPECT_TRUE(seen.insert(ino).second) << ino;
     auto n = m.decode(ino);
     EXPECT_EQ(n.type, t);
     EXPECT_EQ(n.id, id);
     EXPECT_EQ(n.view, view);
+    EXPECT_EQ(n.level, level);
   };
   EXPECT_EQ(m.dir(0), 1u);  // FUSE root
-  for (int v = 0; v <= 10; ++v) {
+  for (uint32_t d = 0; d < 4; ++d) check(m.dir(d), NodeType::dir, d, 0);
+  for (int v = 1; v <= 10; ++v) {
     for (uint32_t d = 0; d < 4; ++d) check(m.dir(d, v), NodeType::dir, d, v);
-    for (uint32_t f = 0; f < 6; ++f) check(m.file(f, v), NodeType::file, f, v);
+    for (uint32_t f = 0; f < 6; ++f) check(m.view_file(f, v), NodeType::file, f, v, v);
   }
+  // A live file is a different inode at each level: its content never changes.
+  for (int k = 1; k <= 10; ++k)
+    for (uint32_t f = 0; f < 6; ++f) check(m.live_file(f, k), NodeType::file, f, 0, k);
   check(m.ctl_root(), NodeType::ctl_root, 0, 0);
-  check(m.ctl_stats(), NodeType::ctl_stats, 0, 0);
-  check(m.ctl_config(), NodeType::ctl_config, 0, 0);
   check(m.ctl_sg(), NodeType::ctl_sg, 0, 0);
+  for (uint64_t g : {0ull, 1ull, 1000ull}) {
+    auto s = m.decode(m.ctl_snapshot(NodeType::ctl_stats, g));
+    EXPECT_EQ(s.type, NodeType::ctl_stats);
+    EXPECT_EQ(s.snapshot, g);
+    auto c = m.decode(m.ctl_snapshot(NodeType::ctl_config, g));
+    EXPECT_EQ(c.type, NodeType::ctl_config);
+    EXPECT_EQ(c.snapshot, g);
+    EXPECT_TRUE(seen.insert(m.ctl_snapshot(NodeType::ctl_stats, g)).second);
+  }
   EXPECT_EQ(m.decode(0).type, NodeType::invalid);
-  EXPECT_EQ(m.decode(m.max_ino() + 1).type, NodeType::invalid);
-  EXPECT_EQ(m.max_ino(), m.file(5, 10));
+  EXPECT_EQ(m.decode(m.ctl_root() + 1).type, NodeType::invalid);
 }
