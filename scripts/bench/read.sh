@@ -34,42 +34,43 @@ daemon_pid() { pgrep -f -x "$bin mount $store $1 .*" | head -1; }
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 field() { /usr/bin/python3 -c "import json,sys; print(json.loads(sys.argv[1])[sys.argv[2]])" "$1" "$2"; }
 
-declare -A warm_fps warm_mbs cold_fps cold_mbs cpu_us
+declare -A fps_w mbs_w fps_c mbs_c cpu0 warm_fps warm_mbs cold_fps cold_mbs cpu_us
 hz=$(getconf CLK_TCK)
-for name in "${order[@]}"; do
-  list=$BENCH_DIR/list.$name
-  "$rb" "$list" --threads 2 --seed 0 >/dev/null  # warm-up: everything in the page cache
-  pid=
-  [[ $name == fidelityfs_full ]] && pid=$(daemon_pid "$m/full")
-  [[ $name == fidelityfs_l5 ]] && pid=$(daemon_pid "$m/l5")
-  [[ -n $pid ]] && c0=$(cpu_ticks "$pid")
-  fps=() mbs=()
-  for ((r = 1; r <= runs; r++)); do
-    out=$("$rb" "$list" --threads 2 --seed "$r")
-    fps+=("$(field "$out" files_per_s)") mbs+=("$(field "$out" mb_per_s)")
+declare -A pid=([fidelityfs_full]=$(daemon_pid "$m/full") [fidelityfs_l5]=$(daemon_pid "$m/l5"))
+for name in "${order[@]}"; do "$rb" "$BENCH_DIR/list.$name" --threads 2 --seed 0 >/dev/null; done  # warm-up
+# Sources take turns within each run, so a drift in the machine's speed hits all of them alike.
+for ((r = 1; r <= runs; r++)); do
+  for name in "${order[@]}"; do
+    out=$("$rb" "$BENCH_DIR/list.$name" --threads 2 --seed "$r")
+    fps_w[$name]+="$(field "$out" files_per_s) " mbs_w[$name]+="$(field "$out" mb_per_s) "
   done
-  if [[ -n $pid ]]; then
-    c1=$(cpu_ticks "$pid")
-    cpu_us[$name]=$(echo "($c1 - $c0) * 1000000 / $hz / ($n * $runs)" | bc -l)
-  fi
-  warm_fps[$name]=$(printf '%s\n' "${fps[@]}" | median)
-  warm_mbs[$name]=$(printf '%s\n' "${mbs[@]}" | median)
-  fps=() mbs=()
-  for ((r = 1; r <= runs; r++)); do
+done
+# The daemon's CPU time per file, measured on the cold runs where it serves every read (warm
+# reads are page-cache hits that never reach it).
+for name in "${!pid[@]}"; do cpu0[$name]=$(cpu_ticks "${pid[$name]}"); done
+for ((r = 1; r <= runs; r++)); do
+  for name in "${order[@]}"; do
     sync
     echo 3 >/proc/sys/vm/drop_caches
-    out=$("$rb" "$list" --threads 2 --seed "$((r + 100))")
-    fps+=("$(field "$out" files_per_s)") mbs+=("$(field "$out" mb_per_s)")
+    out=$("$rb" "$BENCH_DIR/list.$name" --threads 2 --seed "$((r + 100))")
+    fps_c[$name]+="$(field "$out" files_per_s) " mbs_c[$name]+="$(field "$out" mb_per_s) "
   done
-  cold_fps[$name]=$(printf '%s\n' "${fps[@]}" | median)
-  cold_mbs[$name]=$(printf '%s\n' "${mbs[@]}" | median)
+done
+for name in "${!pid[@]}"; do
+  cpu_us[$name]=$(echo "($(cpu_ticks "${pid[$name]}") - ${cpu0[$name]}) * 1000000 / $hz / ($n * $runs)" | bc -l)
+done
+for name in "${order[@]}"; do
+  warm_fps[$name]=$(echo ${fps_w[$name]} | tr ' ' '\n' | median)
+  warm_mbs[$name]=$(echo ${mbs_w[$name]} | tr ' ' '\n' | median)
+  cold_fps[$name]=$(echo ${fps_c[$name]} | tr ' ' '\n' | median)
+  cold_mbs[$name]=$(echo ${mbs_c[$name]} | tr ' ' '\n' | median)
 done
 
 printf '\nread benchmark: %d ImageNet-like JPEGs, random order, 2 reader threads, median of %d runs\n' "$n" "$runs"
-printf '%-18s %12s %10s %12s %10s %14s\n' source "warm files/s" "warm MB/s" "cold files/s" "cold MB/s" "daemon us/file"
+printf '%-18s %12s %10s %12s %10s %22s\n' source "warm files/s" "warm MB/s" "cold files/s" "cold MB/s" "daemon us/file (cold)"
 for name in "${order[@]}"; do
-  printf '%-18s %12.0f %10.1f %12.0f %10.1f %14s\n' "$name" "${warm_fps[$name]}" "${warm_mbs[$name]}" \
-    "${cold_fps[$name]}" "${cold_mbs[$name]}" "$(printf '%.1f' "${cpu_us[$name]:-0}" | sed 's/^0.0$/-/')"
+  printf '%-18s %12.0f %10.1f %12.0f %10.1f %22s\n' "$name" "${warm_fps[$name]}" "${warm_mbs[$name]}" \
+    "${cold_fps[$name]}" "${cold_mbs[$name]}" "${cpu_us[$name]:+$(printf '%.2f' "${cpu_us[$name]}")}"
 done
 r_ext4=$(echo "${warm_fps[fidelityfs_full]} / ${warm_fps[ext4]}" | bc -l)
 r_sq=$(echo "${warm_fps[fidelityfs_full]} / ${warm_fps[squashfuse_ll]}" | bc -l)
