@@ -10,6 +10,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
+#include <functional>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -23,6 +25,7 @@
 
 #include "fs/inodes.h"
 #include "fs/log.h"
+#include "fs/orders.h"
 #include "fs/policy.h"
 
 namespace fid::fs {
@@ -61,6 +64,7 @@ namespace {
 constexpr double kTimeout = 86400.0;  // the tree is immutable; level changes invalidate explicitly
 constexpr const char* kXattrPrefix = "user.fidelity.";
 constexpr const char* kXattrLevel = "user.fidelity.scan_group";
+constexpr const char* kXattrOrderSeed = "user.fidelity.order_seed";
 constexpr std::string_view kReadOnlyXattrs[] = {"kind", "levels", "bytes", "record", "position", "source_size"};
 
 // What an open file handle pins: the level fixed at open time (one consistent file per reader).
@@ -71,6 +75,7 @@ struct Handle {
   uint64_t size = 0;
   Cache cache = Cache::none;
   std::string content;  // control files: generated at open
+  std::shared_ptr<const std::string> order;  // order files: the text at open
   // The last piece a read covered only partly, so sequential reads of a large piece (the kernel
   // asks in readahead-sized chunks) read and checksum it once.
   std::mutex mu;
@@ -103,6 +108,9 @@ class Filesystem {
         state_(store.files().size()),
         known_((store.files().size() + 63) / 64),
         opens_by_level_(static_cast<size_t>(store.levels()) + 1),
+        order_slots_(kOrderSlots),
+        order_contents_(store, 4),
+        order_seed_(settings.order_seed.value_or(store.seed())),
         started_(std::chrono::steady_clock::now()) {
     uid_ = ::getuid();
     gid_ = ::getgid();
@@ -177,8 +185,9 @@ class Filesystem {
       }
       case NodeType::ctl_root:
       case NodeType::ctl_sg:
+      case NodeType::ctl_order:
         st.st_mode = S_IFDIR | 0555;
-        st.st_nlink = 2 + (n.type == NodeType::ctl_root ? 1 : static_cast<unsigned>(L_));
+        st.st_nlink = 2 + (n.type == NodeType::ctl_root ? 2 : n.type == NodeType::ctl_sg ? static_cast<unsigned>(L_) : 0);
         st.st_size = 4096;
         set_time(st, store_.dirs().empty() ? 0 : store_.dirs()[0].mtime_ns);
         return true;
@@ -189,6 +198,15 @@ class Filesystem {
         st.st_size = static_cast<off_t>(control_content(n.type).size());
         set_time(st, store_.dirs().empty() ? 0 : store_.dirs()[0].mtime_ns);
         return true;
+      case NodeType::order_file: {
+        auto text = order_text(n.id);
+        if (!text) return false;
+        st.st_mode = S_IFREG | 0444;
+        st.st_nlink = 1;
+        st.st_size = static_cast<off_t>(text->size());
+        set_time(st, store_.dirs().empty() ? 0 : store_.dirs()[0].mtime_ns);
+        return true;
+      }
       case NodeType::invalid:
         return false;
     }
@@ -201,6 +219,30 @@ class Filesystem {
   }
   bool is_known(uint32_t f) const {
     return (known_[f / 64].load(std::memory_order_relaxed) >> (f % 64)) & 1;
+  }
+
+  static bool is_dynamic(NodeType t) {
+    return t == NodeType::ctl_stats || t == NodeType::ctl_config || t == NodeType::order_file;
+  }
+
+  // ---- order files ----------------------------------------------------------------------------
+
+  std::shared_ptr<const std::string> order_text(uint32_t slot) {
+    auto name = order_slots_.name_of(slot);
+    if (!name) return nullptr;
+    return order_contents_.get(order_seed_.load(), settings_.order_window, *name);
+  }
+  // A reader took an order: the prefetcher follows it from now on.
+  void order_opened(uint32_t slot) {
+    auto name = order_slots_.name_of(slot);
+    if (name) order_opens_.fetch_add(1, std::memory_order_relaxed);
+    if (name && prefetch_hook_) prefetch_hook_(order_seed_.load(), name->epoch);
+  }
+  void set_order_seed(uint64_t seed) {
+    uint64_t old = order_seed_.exchange(seed);
+    if (old != seed) log_info("order seed {} (was {})", seed, old);
+    // Order entries and attributes are never cached by the kernel (timeouts 0) and their contents
+    // are keyed by the seed, so the next lookup/stat/open sees the new orders.
   }
 
   // ---- control files --------------------------------------------------------------------------
@@ -261,7 +303,7 @@ class Filesystem {
 
   // Entry i of a directory listing ("." and ".." first), or nullopt past the end.
   std::optional<Entry> entry_at(uint64_t dir_ino, const Node& n, size_t i) const {
-    static constexpr std::string_view kNames[] = {"stats", "config", "sg"};
+    static constexpr std::string_view kNames[] = {"stats", "config", "sg", "order"};
     if (i == 0) return Entry{".", dir_ino, S_IFDIR};
     if (n.type == NodeType::dir) {
       const Dir& d = store_.dirs()[n.id];
@@ -283,10 +325,14 @@ class Filesystem {
     }
     if (n.type == NodeType::ctl_root) {
       if (i == 1) return Entry{"..", inodes_.dir(0), S_IFDIR};
-      if (i - 2 < 3) {
-        uint64_t inos[] = {inodes_.ctl_stats(), inodes_.ctl_config(), inodes_.ctl_sg()};
-        return Entry{kNames[i - 2], inos[i - 2], i - 2 == 2 ? mode_t(S_IFDIR) : mode_t(S_IFREG)};
+      if (i - 2 < 4) {
+        uint64_t inos[] = {inodes_.ctl_stats(), inodes_.ctl_config(), inodes_.ctl_sg(), inodes_.ctl_order()};
+        return Entry{kNames[i - 2], inos[i - 2], i - 2 >= 2 ? mode_t(S_IFDIR) : mode_t(S_IFREG)};
       }
+      return std::nullopt;
+    }
+    if (n.type == NodeType::ctl_order) {  // order files are reachable by name, never listed
+      if (i == 1) return Entry{"..", inodes_.ctl_root(), S_IFDIR};
       return std::nullopt;
     }
     if (n.type == NodeType::ctl_sg) {
@@ -298,7 +344,7 @@ class Filesystem {
     return std::nullopt;
   }
 
-  uint64_t lookup_child(const Node& n, std::string_view name) const {
+  uint64_t lookup_child(const Node& n, std::string_view name, uint64_t* generation = nullptr) {
     if (n.type == NodeType::dir) {
       const Dir& d = store_.dirs()[n.id];
       if (n.view == 0 && n.id == 0 && name == ".fidelity") return inodes_.ctl_root();
@@ -318,7 +364,13 @@ class Filesystem {
       if (name == "stats") return inodes_.ctl_stats();
       if (name == "config") return inodes_.ctl_config();
       if (name == "sg") return inodes_.ctl_sg();
+      if (name == "order") return inodes_.ctl_order();
       return 0;
+    }
+    if (n.type == NodeType::ctl_order) {
+      auto on = parse_order_name(name);
+      if (!on) return 0;
+      return inodes_.order_file(order_slots_.acquire(*on, generation));
     }
     if (n.type == NodeType::ctl_sg) {
       auto v = config::parse_level(name);
@@ -350,11 +402,12 @@ class Filesystem {
     fuse_entry_param e{};
     e.attr_timeout = kTimeout;
     e.entry_timeout = kTimeout;
-    if (pn.type != NodeType::dir && pn.type != NodeType::ctl_root && pn.type != NodeType::ctl_sg) {
+    if (!is_dir_node(pn.type)) {
       fuse_reply_err(req, pn.type == NodeType::invalid ? ENOENT : ENOTDIR);
       return;
     }
-    uint64_t ino = fs.lookup_child(pn, name);
+    uint64_t generation = 1;
+    uint64_t ino = fs.lookup_child(pn, name, &generation);
     if (ino == 0) {  // negative entry, cached for the timeout (the tree never changes)
       e.ino = 0;
       fuse_reply_entry(req, &e);
@@ -365,9 +418,10 @@ class Filesystem {
       return;
     }
     e.ino = ino;
-    e.generation = 1;
+    e.generation = generation;
     Node cn = fs.inodes_.decode(ino);
-    if (cn.type == NodeType::ctl_stats || cn.type == NodeType::ctl_config) e.attr_timeout = 0;  // changes
+    if (is_dynamic(cn.type)) e.attr_timeout = 0;  // changes
+    if (cn.type == NodeType::order_file) e.entry_timeout = 0;  // its slot may be reused
     fs.mark_known(cn);
     fuse_reply_entry(req, &e);
   }
@@ -383,8 +437,7 @@ class Filesystem {
       return;
     }
     Node n = fs.inodes_.decode(ino);
-    bool dynamic = n.type == NodeType::ctl_stats || n.type == NodeType::ctl_config;
-    fuse_reply_attr(req, &st, dynamic ? 0 : kTimeout);
+    fuse_reply_attr(req, &st, is_dynamic(n.type) ? 0 : kTimeout);
   }
 
   static void op_erofs(fuse_req_t req) { fuse_reply_err(req, EROFS); }
@@ -442,7 +495,7 @@ class Filesystem {
       fuse_reply_err(req, ENOENT);
       return;
     }
-    if (n.type == NodeType::dir || n.type == NodeType::ctl_root || n.type == NodeType::ctl_sg) {
+    if (is_dir_node(n.type)) {
       fuse_reply_err(req, EISDIR);
       return;
     }
@@ -456,6 +509,16 @@ class Filesystem {
       h->content = fs.control_content(n.type);
       h->size = h->content.size();
       fi->direct_io = 1;
+    } else if (n.type == NodeType::order_file) {
+      auto text = fs.order_text(n.id);
+      if (!text) {
+        fuse_reply_err(req, ENOENT);
+        return;
+      }
+      h->order = std::move(text);
+      h->size = h->order->size();
+      fi->direct_io = 1;
+      fs.order_opened(n.id);
     } else {
       const File& f = fs.store_.files()[n.id];
       if (n.view) {
@@ -509,9 +572,17 @@ class Filesystem {
     auto* h = reinterpret_cast<Handle*>(fi->fh);
     Node n = h ? h->node : fs.inodes_.decode(ino);
     fs.reads_.fetch_add(1, std::memory_order_relaxed);
-    if (n.type == NodeType::ctl_stats || n.type == NodeType::ctl_config) {
+    if (n.type == NodeType::ctl_stats || n.type == NodeType::ctl_config || n.type == NodeType::order_file) {
       std::string tmp;
-      const std::string& c = h ? h->content : (tmp = fs.control_content(n.type));
+      std::shared_ptr<const std::string> otext;
+      if (n.type == NodeType::order_file) {
+        otext = h ? h->order : fs.order_text(n.id);
+        if (!otext) {
+          fuse_reply_err(req, ENOENT);
+          return;
+        }
+      }
+      const std::string& c = otext ? *otext : h ? h->content : (tmp = fs.control_content(n.type));
       size_t o = std::min(static_cast<size_t>(off), c.size());
       size_t len = std::min(size, c.size() - o);
       fs.bytes_.fetch_add(len, std::memory_order_relaxed);
@@ -588,7 +659,7 @@ class Filesystem {
       fuse_reply_err(req, ENOENT);
       return;
     }
-    if (n.type != NodeType::dir && n.type != NodeType::ctl_root && n.type != NodeType::ctl_sg) {
+    if (!is_dir_node(n.type)) {
       fuse_reply_err(req, ENOTDIR);
       return;
     }
@@ -603,7 +674,7 @@ class Filesystem {
 
   void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, bool plus) {
     Node n = inodes_.decode(ino);
-    if (n.type != NodeType::dir && n.type != NodeType::ctl_root && n.type != NodeType::ctl_sg) {
+    if (!is_dir_node(n.type)) {
       fuse_reply_err(req, ENOTDIR);
       return;
     }
@@ -621,8 +692,7 @@ class Filesystem {
         ep.ino = e->ino;
         ep.generation = 1;
         Node cn = inodes_.decode(e->ino);
-        bool dynamic = cn.type == NodeType::ctl_stats || cn.type == NodeType::ctl_config;
-        ep.attr_timeout = dynamic ? 0 : kTimeout;
+        ep.attr_timeout = is_dynamic(cn.type) ? 0 : kTimeout;
         ep.entry_timeout = kTimeout;
         need = fuse_add_direntry_plus(req, buf.data() + used, size - used, name.c_str(), &ep, static_cast<off_t>(i + 1));
         if (need > size - used) break;
@@ -670,6 +740,7 @@ class Filesystem {
   std::optional<std::string> xattr_value(const Node& n, std::string_view key) const {
     if (n.type == NodeType::dir) {
       if (key == "scan_group") return std::to_string(n.view ? n.view : policy_.dir_effective(n.id));
+      if (key == "order_seed" && n.view == 0 && n.id == 0) return std::to_string(order_seed_.load());
       return std::nullopt;
     }
     if (n.type != NodeType::file) return std::nullopt;
@@ -740,6 +811,7 @@ class Filesystem {
     };
     if (n.type == NodeType::dir) {
       add("scan_group");
+      if (n.view == 0 && n.id == 0) add("order_seed");
     } else if (n.type == NodeType::file) {
       if (fs.store_.files()[n.id].kind == FileKind::jpeg) add("scan_group");
       for (auto k : kReadOnlyXattrs) add(k);
@@ -817,6 +889,23 @@ class Filesystem {
       fuse_reply_err(req, ENOENT);
       return;
     }
+    if (std::string_view(name) == kXattrOrderSeed && n.type == NodeType::dir && n.view == 0 && n.id == 0) {
+      std::string_view v(value, size);
+      while (!v.empty() && (v.back() == '\0' || v.back() == '\n')) v.remove_suffix(1);
+      uint64_t seed = 0;
+      auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), seed);
+      if (v.empty() || ec != std::errc() || p != v.data() + v.size()) {
+        fuse_reply_err(req, EINVAL);
+        return;
+      }
+      if (flags & XATTR_CREATE) {
+        fuse_reply_err(req, EEXIST);  // the seed always exists
+        return;
+      }
+      fs.set_order_seed(seed);
+      fuse_reply_err(req, 0);
+      return;
+    }
     if (std::string_view(name) != kXattrLevel) {
       fuse_reply_err(req, xattr_write_errno(name));
       return;
@@ -837,6 +926,11 @@ class Filesystem {
     Node n = fs.inodes_.decode(ino);
     if (n.type == NodeType::invalid) {
       fuse_reply_err(req, ENOENT);
+      return;
+    }
+    if (std::string_view(name) == kXattrOrderSeed && n.type == NodeType::dir && n.view == 0 && n.id == 0) {
+      fs.set_order_seed(fs.settings_.order_seed.value_or(fs.store_.seed()));  // back to the configured seed
+      fuse_reply_err(req, 0);
       return;
     }
     if (std::string_view(name) != kXattrLevel) {
@@ -872,6 +966,11 @@ class Filesystem {
   std::vector<std::atomic<uint64_t>> opens_by_level_;
   mutable std::mutex eio_mu_;
   std::unordered_set<uint32_t> eio_files_;
+  OrderSlots order_slots_;
+  OrderContents order_contents_;
+  std::atomic<uint64_t> order_seed_;
+  std::atomic<uint64_t> order_opens_{0};
+  std::function<void(uint64_t, uint64_t)> prefetch_hook_;
   mutable std::once_flag record_start_once_;
   mutable std::vector<uint64_t> record_start_;
   std::chrono::steady_clock::time_point started_;
