@@ -26,6 +26,8 @@
 #include "fs/inodes.h"
 #include "fs/log.h"
 #include "fs/orders.h"
+#include "fs/prefetch.h"
+#include "fs/record_cache.h"
 #include "fs/policy.h"
 
 namespace fid::fs {
@@ -61,7 +63,8 @@ std::vector<uint8_t> rule_levels(const index::Store& store, const std::vector<co
 
 namespace {
 
-constexpr double kTimeout = 86400.0;  // the tree is immutable; level changes invalidate explicitly
+constexpr double kTimeout = 86400.0;
+constexpr unsigned kPrefetchThreads = 2;  // the tree is immutable; level changes invalidate explicitly
 constexpr const char* kXattrPrefix = "user.fidelity.";
 constexpr const char* kXattrLevel = "user.fidelity.scan_group";
 constexpr const char* kXattrOrderSeed = "user.fidelity.order_seed";
@@ -115,6 +118,10 @@ class Filesystem {
     uid_ = ::getuid();
     gid_ = ::getgid();
     for (const auto& r : store.records()) store_bytes_ += r.size;
+    reader_ = std::make_unique<RecordReader>(store, io_);
+    cache_ = std::make_unique<RecordCache>(store, *reader_, io_, settings.cache_bytes);
+    prefetch_ = std::make_unique<Prefetcher>(store, *cache_, io_, settings.cache_bytes / 2, kPrefetchThreads,
+                                             settings.order_window);
   }
 
   void set_session(fuse_session* se) { se_ = se; }
@@ -235,8 +242,9 @@ class Filesystem {
   // A reader took an order: the prefetcher follows it from now on.
   void order_opened(uint32_t slot) {
     auto name = order_slots_.name_of(slot);
-    if (name) order_opens_.fetch_add(1, std::memory_order_relaxed);
-    if (name && prefetch_hook_) prefetch_hook_(order_seed_.load(), name->epoch);
+    if (!name) return;
+    order_opens_.fetch_add(1, std::memory_order_relaxed);
+    prefetch_->follow(order_seed_.load(), name->epoch, name->world);
   }
   void set_order_seed(uint64_t seed) {
     uint64_t old = order_seed_.exchange(seed);
@@ -273,6 +281,21 @@ class Filesystem {
       j["level_changes"] = level_changes_.load();
       j["invalidations"] = invalidations_.load();
       j["overrides"] = policy_.override_count();
+      j["order_opens"] = order_opens_.load();
+      j["storage_bytes"] = io_.storage_bytes.load();
+      j["storage_reads"] = io_.storage_reads.load();
+      j["records_read"] = io_.records_read.load();
+      j["record_bytes"] = io_.record_bytes.load();
+      j["piece_reads"] = io_.piece_reads.load();
+      j["cache_hits"] = io_.cache_hits.load();
+      j["cache_misses"] = io_.cache_misses.load();
+      j["prefetch_hits"] = io_.prefetch_hits.load();
+      j["prefetch_waits"] = io_.prefetch_waits.load();
+      j["prefetch_issued"] = io_.prefetch_issued.load();
+      j["prefetch_skipped"] = io_.prefetch_skipped.load();
+      j["prefetch_following"] = prefetch_->following();
+      j["cache"] = {{"budget", cache_->budget()}, {"used", cache_->used()}, {"peak", cache_->peak()},
+                    {"entries", cache_->entries()}, {"evictions", io_.cache_evictions.load()}};
       return j.dump(2) + "\n";
     }
     j["store"] = store_.path().string();
@@ -600,6 +623,11 @@ class Filesystem {
 
   void serve_read(fuse_req_t req, const File& f, int level, size_t size, off_t off, Handle* h) {
     thread_local std::vector<uint8_t> out, tmp;
+    if (off == 0) prefetch_->on_access(f.id, level);
+    // A cached prefix of the file's record (loaded ahead, or being loaded: waited for) serves the
+    // whole read; otherwise the file's own pieces are read.
+    std::shared_ptr<const Prefix> pre = cache_->get(f.record, cache_->level_for(f, level));
+    if (!pre) io_.cache_misses.fetch_add(1, std::memory_order_relaxed);
     auto pieces = store_.pieces(f);
     const uint32_t np = store_.pieces_at_level(f, level);
     const bool eoi = f.kind == FileKind::jpeg;
@@ -619,21 +647,29 @@ class Filesystem {
       uint64_t a = std::max(pos, begin), b = std::min(pos + ps, end);
       if (a < b) {
         int rc;
-        if (a == pos && b == pos + ps) {
-          rc = store_.read_piece(f, i, {out.data() + (pos - begin), ps});
+        if (pre) {
+          const index::Piece& pc = pieces[i];
+          if (pc.offset + ps > pre->len) rc = -EIO;
+          else {
+            std::span<const uint8_t> src(pre->data + pc.offset, ps);
+            rc = index::piece_checksum(src) == pc.checksum ? 0 : -EIO;
+            if (rc == 0) std::memcpy(out.data() + (a - begin), src.data() + (a - pos), b - a);
+          }
+        } else if (a == pos && b == pos + ps) {
+          rc = reader_->read_piece(f, i, {out.data() + (pos - begin), ps});
         } else if (h) {
           std::lock_guard lock(h->mu);
           rc = 0;
           if (h->cached_piece != static_cast<int64_t>(i)) {
             h->piece.resize(ps);
             h->cached_piece = -1;
-            rc = store_.read_piece(f, i, {h->piece.data(), ps});
+            rc = reader_->read_piece(f, i, {h->piece.data(), ps});
             if (rc == 0) h->cached_piece = i;
           }
           if (rc == 0) std::memcpy(out.data() + (a - begin), h->piece.data() + (a - pos), b - a);
         } else {
           tmp.resize(ps);
-          rc = store_.read_piece(f, i, {tmp.data(), ps});
+          rc = reader_->read_piece(f, i, {tmp.data(), ps});
           if (rc == 0) std::memcpy(out.data() + (a - begin), tmp.data() + (a - pos), b - a);
         }
         if (rc != 0) {
@@ -970,7 +1006,10 @@ class Filesystem {
   OrderContents order_contents_;
   std::atomic<uint64_t> order_seed_;
   std::atomic<uint64_t> order_opens_{0};
-  std::function<void(uint64_t, uint64_t)> prefetch_hook_;
+  IoStats io_;
+  std::unique_ptr<RecordReader> reader_;  // destroyed last: the cache and prefetcher use it
+  std::unique_ptr<RecordCache> cache_;
+  std::unique_ptr<Prefetcher> prefetch_;
   mutable std::once_flag record_start_once_;
   mutable std::vector<uint64_t> record_start_;
   std::chrono::steady_clock::time_point started_;
