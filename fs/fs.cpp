@@ -120,7 +120,7 @@ class Filesystem {
     for (const auto& r : store.records()) store_bytes_ += r.size;
     reader_ = std::make_unique<RecordReader>(store, io_);
     cache_ = std::make_unique<RecordCache>(store, *reader_, io_, settings.cache_bytes);
-    prefetch_ = std::make_unique<Prefetcher>(store, *cache_, io_, settings.cache_bytes / 2, kPrefetchThreads,
+    prefetch_ = std::make_unique<Prefetcher>(store, *cache_, io_, settings.cache_bytes / 4 * 3, kPrefetchThreads,
                                              settings.order_window);
   }
 

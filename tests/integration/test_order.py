@@ -137,3 +137,80 @@ def test_sampler_follows_the_order(imagenet_store, mnt):
         assert sum(len(b) for b in loader) == len(ds)
         with pytest.raises(ValueError):
             FidelityOrderSampler(ds, rank=3, world_size=3)
+
+
+def stats(mnt):
+    import json
+    with open(os.path.join(mnt, ".fidelity", "stats")) as f:
+        return json.load(f)
+
+
+def read_all(paths, threads):
+    """Reads every path fully with `threads` threads taking the next one in list order."""
+    import threading
+    it = iter(list(enumerate(paths)))
+    lock = threading.Lock()
+    sizes = {}
+
+    def work():
+        while True:
+            with lock:
+                nxt = next(it, None)
+            if nxt is None:
+                return
+            with open(nxt[1], "rb") as f:
+                sizes[nxt[1]] = len(f.read())
+
+    ts = [threading.Thread(target=work) for _ in range(threads)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    return sizes
+
+
+def vm_kb(pid, key):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith(key + ":"):
+                return int(line.split()[1])
+    return 0
+
+
+def test_published_order_reads_whole_records_within_budget(imagenet_store, mnt, tmp_path):
+    from fidstore import Store
+    from mountutil import daemon_pid
+    st = Store(imagenet_store)
+    budget = 4 << 20  # the store's 1 MiB records do not all fit; 2 active + the next one do
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("order_window: 2\n")
+    with mounted(imagenet_store, mnt, "--config", str(cfg), "-o", f"cache={budget},threads=4"):
+        pid = daemon_pid(mnt)
+        rss0 = vm_kb(pid, "VmRSS")
+        order = [os.path.join(mnt, p) for p in lines(mnt, "epoch-2")]
+        sizes = read_all(order, 4)
+        s = stats(mnt)
+        assert all(sizes[p] == os.stat(p).st_size for p in order)
+        # whole records, each read once and reused for its files
+        assert s["records_read"] > 0 and s["prefetch_hits"] > len(order) // 2
+        assert s["records_read"] <= 2 * len(set(st.files[os.path.relpath(p, mnt)]["record"] for p in order))
+        assert s["storage_bytes"] <= 1.5 * s["bytes_served"]
+        assert s["cache"]["peak"] <= budget and s["cache"]["used"] <= budget and s["cache"]["evictions"] > 0
+        assert vm_kb(pid, "VmHWM") <= rss0 + (budget >> 10) + 16 * 1024  # + FUSE thread buffers
+        # the same files through the order again: still exact bytes (cache hits or fresh reads)
+        again = read_all(order[:50], 2)
+        assert all(again[p] == sizes[p] for p in order[:50])
+
+
+def test_random_access_reads_only_own_pieces(imagenet_store, mnt):
+    import random
+    with mounted(imagenet_store, mnt, "-o", "cache=64MiB"):
+        lines(mnt, "epoch-0")  # an order is published, but the reads do not follow it
+        files = [os.path.join(mnt, p) for p in walk_files(mnt)]
+        random.Random(5).shuffle(files)
+        read_all(files, 4)
+        s = stats(mnt)
+        assert s["records_read"] == 0 and s["cache_hits"] == 0 and s["prefetch_issued"] == 0
+        # each piece costs its own bytes rounded out to 512-byte sectors at most
+        assert s["storage_bytes"] <= s["bytes_served"] + s["piece_reads"] * 1024
+        assert s["piece_reads"] > 0
