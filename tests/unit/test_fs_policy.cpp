@@ -107,7 +107,11 @@ TEST(Inodes, RoundTripAndDisjoint) {
   check(m.ctl_stats(), NodeType::ctl_stats, 0, 0);
   check(m.ctl_config(), NodeType::ctl_config, 0, 0);
   check(m.ctl_sg(), NodeType::ctl_sg, 0, 0);
+  check(m.ctl_order(), NodeType::ctl_order, 0, 0);
+  for (uint32_t s = 0; s < fid::fs::kOrderSlots; ++s) check(m.order_file(s), NodeType::order_file, s, 0);
+  EXPECT_EQ(m.order_file(0), m.file(5, 10) + 1);  // past the views
   EXPECT_EQ(m.decode(0).type, NodeType::invalid);
+  EXPECT_EQ(m.decode(m.ctl_root() + 5).type, NodeType::invalid);
   EXPECT_EQ(m.decode(m.max_ino() + 1).type, NodeType::invalid);
-  EXPECT_EQ(m.max_ino(), m.file(5, 10));
+  EXPECT_EQ(m.max_ino(), m.order_file(fid::fs::kOrderSlots - 1));
 }
