@@ -202,6 +202,16 @@ Config parse_config(std::string_view yaml, const std::string& source) {
       auto v = parse_bytes(s);
       if (!v) ctx.fail(val, key, fmt::format("expected a byte size like 256MiB, got '{}'", s));
       cfg.cache_bytes = *v;
+    } else if (key == "order_seed") {
+      std::string s = ctx.scalar(val, key);
+      auto v = parse_u64(s);
+      if (!v) ctx.fail(val, key, fmt::format("expected an unsigned 64-bit integer, got '{}'", s));
+      cfg.order_seed = *v;
+    } else if (key == "order_window") {
+      std::string s = ctx.scalar(val, key);
+      auto v = parse_u64(s);
+      if (!v || *v < 1 || *v > 4096) ctx.fail(val, key, fmt::format("expected 1..4096, got '{}'", s));
+      cfg.order_window = static_cast<unsigned>(*v);
     } else if (key == "gpu") {
       std::string s = ctx.scalar(val, key);
       if (s == "auto") cfg.gpu = Gpu::auto_;
@@ -255,7 +265,7 @@ Config parse_config(std::string_view yaml, const std::string& source) {
         }
       }
     } else {
-      ctx.fail(keyn, key, "unknown key (expected scan_group, rules, threads, cache, gpu, log)");
+      ctx.fail(keyn, key, "unknown key (expected scan_group, rules, threads, cache, gpu, order_seed, order_window, log)");
     }
   }
   return cfg;
@@ -331,6 +341,8 @@ Settings merge(const Config& cfg, const MountOptions& opts) {
   s.cache_bytes = opts.cache_bytes.value_or(cfg.cache_bytes.value_or(s.cache_bytes));
   s.gpu = opts.gpu.value_or(cfg.gpu.value_or(Gpu::auto_));
   s.allow_other = opts.allow_other;
+  s.order_seed = cfg.order_seed;
+  s.order_window = cfg.order_window.value_or(s.order_window);
   s.log_level = cfg.log_level;
   s.log_file = cfg.log_file;
   s.config_file = cfg.source;

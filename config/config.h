@@ -10,6 +10,8 @@
 //   threads: 8               # FUSE worker threads (1..1024)
 //   cache: 256MiB            # memory budget for cached record data (B, KiB, MiB, GiB, K, M, G)
 //   gpu: auto                # auto|on|off
+//   order_seed: 0            # seed of the published read orders (default: the store's seed)
+//   order_window: 4          # records drawn from at once in the published orders (1..4096)
 //   log:
 //     level: info            # error|warn|info|debug
 //     file: /var/log/x.log   # default: stderr in the foreground, syslog when daemonised
@@ -55,6 +57,8 @@ struct Config {
   std::optional<unsigned> threads;
   std::optional<uint64_t> cache_bytes;
   std::optional<Gpu> gpu;
+  std::optional<uint64_t> order_seed;
+  std::optional<unsigned> order_window;
   LogLevel log_level = LogLevel::info;
   std::string log_file;
 };
@@ -96,6 +100,8 @@ struct Settings {
   uint64_t cache_bytes = 256ull << 20;
   Gpu gpu = Gpu::auto_;
   bool allow_other = false;
+  std::optional<uint64_t> order_seed;  // nullopt: the store's seed
+  unsigned order_window = 4;
   LogLevel log_level = LogLevel::info;
   std::string log_file;
   std::string config_file;

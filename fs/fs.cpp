@@ -10,6 +10,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
+#include <functional>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -25,6 +27,9 @@
 
 #include "fs/inodes.h"
 #include "fs/log.h"
+#include "fs/orders.h"
+#include "fs/prefetch.h"
+#include "fs/record_cache.h"
 #include "fs/policy.h"
 
 namespace fid::fs {
@@ -60,9 +65,11 @@ std::vector<uint8_t> rule_levels(const index::Store& store, const std::vector<co
 
 namespace {
 
-constexpr double kTimeout = 86400.0;  // the tree is immutable; level changes invalidate explicitly
+constexpr double kTimeout = 86400.0;
+constexpr unsigned kPrefetchThreads = 2;  // the tree is immutable; level changes invalidate explicitly
 constexpr const char* kXattrPrefix = "user.fidelity.";
 constexpr const char* kXattrLevel = "user.fidelity.scan_group";
+constexpr const char* kXattrOrderSeed = "user.fidelity.order_seed";
 constexpr std::string_view kReadOnlyXattrs[] = {"kind", "levels", "bytes", "record", "position", "source_size"};
 
 // Control-file snapshots kept for readers that looked one up (each lookup makes a new one).
@@ -80,10 +87,17 @@ class Filesystem {
         policy_(make_policy(store, settings)),
         known_((store.files().size() + 63) / 64),
         reads_by_level_(static_cast<size_t>(store.levels()) + 1),
+        order_slots_(kOrderSlots),
+        order_contents_(store, 4),
+        order_seed_(settings.order_seed.value_or(store.seed())),
         started_(std::chrono::steady_clock::now()) {
     uid_ = ::getuid();
     gid_ = ::getgid();
     for (const auto& r : store.records()) store_bytes_ += r.size;
+    reader_ = std::make_unique<RecordReader>(store, io_);
+    cache_ = std::make_unique<RecordCache>(store, *reader_, io_, settings.cache_bytes);
+    prefetch_ = std::make_unique<Prefetcher>(store, *cache_, io_, settings.cache_bytes / 4 * 3, kPrefetchThreads,
+                                             settings.order_window);
   }
 
   void set_session(fuse_session* se) { se_ = se; }
@@ -151,8 +165,9 @@ class Filesystem {
       }
       case NodeType::ctl_root:
       case NodeType::ctl_sg:
+      case NodeType::ctl_order:
         st.st_mode = S_IFDIR | 0555;
-        st.st_nlink = 2 + (n.type == NodeType::ctl_root ? 1 : static_cast<unsigned>(L_));
+        st.st_nlink = 2 + (n.type == NodeType::ctl_root ? 2 : n.type == NodeType::ctl_sg ? static_cast<unsigned>(L_) : 0);
         st.st_size = 4096;
         set_time(st, store_.dirs().empty() ? 0 : store_.dirs()[0].mtime_ns);
         return true;
@@ -163,6 +178,15 @@ class Filesystem {
         st.st_size = static_cast<off_t>(snapshot(n).size());
         set_time(st, store_.dirs().empty() ? 0 : store_.dirs()[0].mtime_ns);
         return true;
+      case NodeType::order_file: {
+        auto text = order_text(n.id);
+        if (!text) return false;
+        st.st_mode = S_IFREG | 0444;
+        st.st_nlink = 1;
+        st.st_size = static_cast<off_t>(text->size());
+        set_time(st, store_.dirs().empty() ? 0 : store_.dirs()[0].mtime_ns);
+        return true;
+      }
       case NodeType::invalid:
         return false;
     }
@@ -175,6 +199,31 @@ class Filesystem {
   }
   bool is_known(uint32_t f) const {
     return (known_[f / 64].load(std::memory_order_relaxed) >> (f % 64)) & 1;
+  }
+
+  // ---- order files ----------------------------------------------------------------------------
+
+  std::shared_ptr<const std::string> order_text(uint32_t slot) {
+    auto name = order_slots_.name_of(slot);
+    if (!name) return nullptr;
+    return order_contents_.get(order_seed_.load(), settings_.order_window, *name);
+  }
+  // A reader took an order: the prefetcher follows it from now on.
+  void order_opened(uint32_t slot) {
+    auto name = order_slots_.name_of(slot);
+    if (!name) return;
+    order_opens_.fetch_add(1, std::memory_order_relaxed);
+    prefetch_->follow(order_seed_.load(), name->epoch, name->world);
+  }
+  void set_order_seed(uint64_t seed) {
+    uint64_t old = order_seed_.exchange(seed);
+    if (old == seed) return;
+    log_info("order seed {} (was {})", seed, old);
+    // Order names are never cached by the kernel (entry timeout 0), but the inodes of the orders
+    // already looked up keep pages and sizes: drop them so the next read sees the new orders.
+    if (!se_) return;
+    for (uint32_t slot = 0; slot < order_slots_.size(); ++slot)
+      if (order_slots_.name_of(slot)) fuse_lowlevel_notify_inval_inode(se_, inodes_.order_file(slot), 0, 0);
   }
 
   // ---- control files --------------------------------------------------------------------------
@@ -204,6 +253,21 @@ class Filesystem {
       j["level_changes"] = level_changes_.load();
       j["invalidations"] = invalidations_.load();
       j["overrides"] = policy_.override_count();
+      j["order_opens"] = order_opens_.load();
+      j["storage_bytes"] = io_.storage_bytes.load();
+      j["storage_reads"] = io_.storage_reads.load();
+      j["records_read"] = io_.records_read.load();
+      j["record_bytes"] = io_.record_bytes.load();
+      j["piece_reads"] = io_.piece_reads.load();
+      j["cache_hits"] = io_.cache_hits.load();
+      j["cache_misses"] = io_.cache_misses.load();
+      j["prefetch_hits"] = io_.prefetch_hits.load();
+      j["prefetch_waits"] = io_.prefetch_waits.load();
+      j["prefetch_issued"] = io_.prefetch_issued.load();
+      j["prefetch_skipped"] = io_.prefetch_skipped.load();
+      j["prefetch_following"] = prefetch_->following();
+      j["cache"] = {{"budget", cache_->budget()}, {"used", cache_->used()}, {"peak", cache_->peak()},
+                    {"entries", cache_->entries()}, {"evictions", io_.cache_evictions.load()}};
       return j.dump(2) + "\n";
     }
     j["store"] = store_.path().string();
@@ -253,7 +317,7 @@ class Filesystem {
 
   // Entry i of a directory listing ("." and ".." first), or nullopt past the end.
   std::optional<Entry> entry_at(uint64_t dir_ino, const Node& n, size_t i) {
-    static constexpr std::string_view kNames[] = {"stats", "config", "sg"};
+    static constexpr std::string_view kNames[] = {"stats", "config", "sg", "order"};
     if (i == 0) return Entry{".", dir_ino, S_IFDIR};
     if (n.type == NodeType::dir) {
       const Dir& d = store_.dirs()[n.id];
@@ -275,11 +339,17 @@ class Filesystem {
     }
     if (n.type == NodeType::ctl_root) {
       if (i == 1) return Entry{"..", inodes_.dir(0), S_IFDIR};
-      if (i - 2 < 3) {
-        uint64_t ino = i - 2 == 0 ? new_snapshot(NodeType::ctl_stats)
-                       : i - 2 == 1 ? new_snapshot(NodeType::ctl_config) : inodes_.ctl_sg();
-        return Entry{kNames[i - 2], ino, i - 2 == 2 ? mode_t(S_IFDIR) : mode_t(S_IFREG)};
+      if (i - 2 < 4) {
+        uint64_t ino = i - 2 == 0   ? new_snapshot(NodeType::ctl_stats)
+                       : i - 2 == 1 ? new_snapshot(NodeType::ctl_config)
+                       : i - 2 == 2 ? inodes_.ctl_sg()
+                                    : inodes_.ctl_order();
+        return Entry{kNames[i - 2], ino, i - 2 >= 2 ? mode_t(S_IFDIR) : mode_t(S_IFREG)};
       }
+      return std::nullopt;
+    }
+    if (n.type == NodeType::ctl_order) {  // order files are reachable by name, never listed
+      if (i == 1) return Entry{"..", inodes_.ctl_root(), S_IFDIR};
       return std::nullopt;
     }
     if (n.type == NodeType::ctl_sg) {
@@ -291,7 +361,7 @@ class Filesystem {
     return std::nullopt;
   }
 
-  uint64_t lookup_child(const Node& n, std::string_view name) {
+  uint64_t lookup_child(const Node& n, std::string_view name, uint64_t* generation = nullptr) {
     if (n.type == NodeType::dir) {
       const Dir& d = store_.dirs()[n.id];
       if (n.view == 0 && n.id == 0 && name == ".fidelity") return inodes_.ctl_root();
@@ -312,7 +382,13 @@ class Filesystem {
       if (name == "stats") return new_snapshot(NodeType::ctl_stats);
       if (name == "config") return new_snapshot(NodeType::ctl_config);
       if (name == "sg") return inodes_.ctl_sg();
+      if (name == "order") return inodes_.ctl_order();
       return 0;
+    }
+    if (n.type == NodeType::ctl_order) {
+      auto on = parse_order_name(name);
+      if (!on) return 0;
+      return inodes_.order_file(order_slots_.acquire(*on, generation));
     }
     if (n.type == NodeType::ctl_sg) {
       auto v = config::parse_level(name);
@@ -345,11 +421,12 @@ class Filesystem {
     fuse_entry_param e{};
     e.attr_timeout = kTimeout;
     e.entry_timeout = kTimeout;
-    if (pn.type != NodeType::dir && pn.type != NodeType::ctl_root && pn.type != NodeType::ctl_sg) {
+    if (!is_dir_node(pn.type)) {
       fuse_reply_err(req, pn.type == NodeType::invalid ? ENOENT : ENOTDIR);
       return;
     }
-    uint64_t ino = fs.lookup_child(pn, name);
+    uint64_t generation = 1;
+    uint64_t ino = fs.lookup_child(pn, name, &generation);
     if (ino == 0) {  // negative entry, cached for the timeout (the tree never changes)
       e.ino = 0;
       fuse_reply_entry(req, &e);
@@ -360,10 +437,12 @@ class Filesystem {
       return;
     }
     e.ino = ino;
-    e.generation = 1;
+    e.generation = generation;
     Node cn = fs.inodes_.decode(ino);
-    // Each lookup of a control file makes a new snapshot: never cache the name, only the inode.
-    if (cn.type == NodeType::ctl_stats || cn.type == NodeType::ctl_config) e.entry_timeout = 0;
+    // Each lookup of a control file makes a new snapshot, and an order file's slot may be reused:
+    // never cache those names, only the (immutable) inodes.
+    if (cn.type == NodeType::ctl_stats || cn.type == NodeType::ctl_config || cn.type == NodeType::order_file)
+      e.entry_timeout = 0;
     fs.mark_known(cn);
     fuse_reply_entry(req, &e);
   }
@@ -409,7 +488,7 @@ class Filesystem {
     Node n = self(req).inodes_.decode(ino);
     if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC)) fuse_reply_err(req, EROFS);
     else if (n.type == NodeType::invalid) fuse_reply_err(req, ENOENT);
-    else if (n.type == NodeType::dir || n.type == NodeType::ctl_root || n.type == NodeType::ctl_sg) fuse_reply_err(req, EISDIR);
+    else if (is_dir_node(n.type)) fuse_reply_err(req, EISDIR);
     else fuse_reply_err(req, ENOSYS);
   }
 
@@ -429,8 +508,19 @@ class Filesystem {
     auto& fs = self(req);
     Node n = fs.inodes_.decode(ino);
     fs.reads_.fetch_add(1, std::memory_order_relaxed);
-    if (n.type == NodeType::ctl_stats || n.type == NodeType::ctl_config) {
-      const std::string c = fs.snapshot(n);
+    if (n.type == NodeType::ctl_stats || n.type == NodeType::ctl_config || n.type == NodeType::order_file) {
+      std::string c;
+      if (n.type == NodeType::order_file) {
+        auto text = fs.order_text(n.id);
+        if (!text) {
+          fuse_reply_err(req, ENOENT);
+          return;
+        }
+        if (off == 0) fs.order_opened(n.id);
+        c = *text;
+      } else {
+        c = fs.snapshot(n);
+      }
       size_t o = std::min(static_cast<size_t>(off), c.size());
       size_t len = std::min(size, c.size() - o);
       fs.bytes_.fetch_add(len, std::memory_order_relaxed);
@@ -451,6 +541,11 @@ class Filesystem {
   // whole (their checksums cover whole pieces) and the EOI is appended after the last one.
   void serve_read(fuse_req_t req, const File& f, int level, size_t size, off_t off) {
     thread_local std::vector<uint8_t> out, tmp;
+    if (off == 0) prefetch_->on_access(f.id, level);
+    // A cached prefix of the file's record (loaded ahead, or being loaded: waited for) serves the
+    // whole read; otherwise the file's own pieces are read.
+    std::shared_ptr<const Prefix> pre = cache_->get(f.record, cache_->level_for(f, level));
+    if (!pre) io_.cache_misses.fetch_add(1, std::memory_order_relaxed);
     auto pieces = store_.pieces(f);
     const uint32_t np = store_.pieces_at_level(f, level);
     const bool eoi = f.kind == FileKind::jpeg;
@@ -470,11 +565,19 @@ class Filesystem {
       uint64_t a = std::max(pos, begin), b = std::min(pos + ps, end);
       if (a < b) {
         int rc;
-        if (a == pos && b == pos + ps) {
-          rc = store_.read_piece(f, i, {out.data() + (pos - begin), ps});
+        if (pre) {
+          const index::Piece& pc = pieces[i];
+          if (pc.offset + ps > pre->len) rc = -EIO;
+          else {
+            std::span<const uint8_t> src(pre->data + pc.offset, ps);
+            rc = index::piece_checksum(src) == pc.checksum ? 0 : -EIO;
+            if (rc == 0) std::memcpy(out.data() + (a - begin), src.data() + (a - pos), b - a);
+          }
+        } else if (a == pos && b == pos + ps) {
+          rc = reader_->read_piece(f, i, {out.data() + (pos - begin), ps});
         } else {
           tmp.resize(ps);
-          rc = store_.read_piece(f, i, {tmp.data(), ps});
+          rc = reader_->read_piece(f, i, {tmp.data(), ps});
           if (rc == 0) std::memcpy(out.data() + (a - begin), tmp.data() + (a - pos), b - a);
         }
         if (rc != 0) {
@@ -500,7 +603,7 @@ class Filesystem {
       fuse_reply_err(req, ENOENT);
       return;
     }
-    if (n.type != NodeType::dir && n.type != NodeType::ctl_root && n.type != NodeType::ctl_sg) {
+    if (!is_dir_node(n.type)) {
       fuse_reply_err(req, ENOTDIR);
       return;
     }
@@ -515,7 +618,7 @@ class Filesystem {
 
   void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, bool plus) {
     Node n = inodes_.decode(ino);
-    if (n.type != NodeType::dir && n.type != NodeType::ctl_root && n.type != NodeType::ctl_sg) {
+    if (!is_dir_node(n.type)) {
       fuse_reply_err(req, ENOTDIR);
       return;
     }
@@ -533,9 +636,9 @@ class Filesystem {
         ep.ino = e->ino;
         ep.generation = 1;
         Node cn = inodes_.decode(e->ino);
-        bool snapshot = cn.type == NodeType::ctl_stats || cn.type == NodeType::ctl_config;
+        bool renewed = cn.type == NodeType::ctl_stats || cn.type == NodeType::ctl_config || cn.type == NodeType::order_file;
         ep.attr_timeout = kTimeout;
-        ep.entry_timeout = snapshot ? 0 : kTimeout;
+        ep.entry_timeout = renewed ? 0 : kTimeout;
         need = fuse_add_direntry_plus(req, buf.data() + used, size - used, name.c_str(), &ep, static_cast<off_t>(i + 1));
         if (need > size - used) break;
         if (!dot) mark_known(cn);
@@ -582,6 +685,7 @@ class Filesystem {
   std::optional<std::string> xattr_value(const Node& n, std::string_view key) const {
     if (n.type == NodeType::dir) {
       if (key == "scan_group") return std::to_string(n.view ? n.view : policy_.dir_effective(n.id));
+      if (key == "order_seed" && n.view == 0 && n.id == 0) return std::to_string(order_seed_.load());
       return std::nullopt;
     }
     if (n.type != NodeType::file) return std::nullopt;
@@ -652,6 +756,7 @@ class Filesystem {
     };
     if (n.type == NodeType::dir) {
       add("scan_group");
+      if (n.view == 0 && n.id == 0) add("order_seed");
     } else if (n.type == NodeType::file) {
       if (fs.store_.files()[n.id].kind == FileKind::jpeg) add("scan_group");
       for (auto k : kReadOnlyXattrs) add(k);
@@ -771,6 +876,23 @@ class Filesystem {
       fuse_reply_err(req, ENOENT);
       return;
     }
+    if (std::string_view(name) == kXattrOrderSeed && n.type == NodeType::dir && n.view == 0 && n.id == 0) {
+      std::string_view v(value, size);
+      while (!v.empty() && (v.back() == '\0' || v.back() == '\n')) v.remove_suffix(1);
+      uint64_t seed = 0;
+      auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), seed);
+      if (v.empty() || ec != std::errc() || p != v.data() + v.size()) {
+        fuse_reply_err(req, EINVAL);
+        return;
+      }
+      if (flags & XATTR_CREATE) {
+        fuse_reply_err(req, EEXIST);  // the seed always exists
+        return;
+      }
+      fs.set_order_seed(seed);
+      fuse_reply_err(req, 0);
+      return;
+    }
     if (std::string_view(name) != kXattrLevel) {
       fuse_reply_err(req, xattr_write_errno(name));
       return;
@@ -791,6 +913,11 @@ class Filesystem {
     Node n = fs.inodes_.decode(ino);
     if (n.type == NodeType::invalid) {
       fuse_reply_err(req, ENOENT);
+      return;
+    }
+    if (std::string_view(name) == kXattrOrderSeed && n.type == NodeType::dir && n.view == 0 && n.id == 0) {
+      fs.set_order_seed(fs.settings_.order_seed.value_or(fs.store_.seed()));  // back to the configured seed
+      fuse_reply_err(req, 0);
       return;
     }
     if (std::string_view(name) != kXattrLevel) {
@@ -834,6 +961,14 @@ class Filesystem {
   std::thread deferred_thread_;
   mutable std::mutex eio_mu_;
   std::unordered_set<uint32_t> eio_files_;
+  OrderSlots order_slots_;
+  OrderContents order_contents_;
+  std::atomic<uint64_t> order_seed_;
+  std::atomic<uint64_t> order_opens_{0};
+  IoStats io_;
+  std::unique_ptr<RecordReader> reader_;  // destroyed last: the cache and prefetcher use it
+  std::unique_ptr<RecordCache> cache_;
+  std::unique_ptr<Prefetcher> prefetch_;
   mutable std::once_flag record_start_once_;
   mutable std::vector<uint64_t> record_start_;
   std::chrono::steady_clock::time_point started_;

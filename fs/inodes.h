@@ -8,14 +8,18 @@
 //   V = C+16 ..                    /.fidelity/sg/K/...: the whole tree at fixed level K (1..L):
 //                                  ino = V + (K-1)*(D+F) + local, local = dir id | D + file id
 //   LF = V + L*(D+F) ..            live files at level K: LF + (K-1)*F + file id
-//   S = LF + L*F ..                control-file snapshots: S + 2*generation + (0 stats | 1 config)
+//   O = LF + L*F ..                order files /.fidelity/order/epoch-N[.rank-R-of-W]: a bounded
+//                                  table of kOrderSlots slots (fs/orders.h), ino = O + slot
+//   S = O + kOrderSlots ..         control-file snapshots: S + 2*generation + (0 stats | 1 config)
 #pragma once
 
 #include <cstdint>
 
 namespace fid::fs {
 
-enum class NodeType : uint8_t { dir, file, ctl_root, ctl_stats, ctl_config, ctl_sg, invalid };
+enum class NodeType : uint8_t { dir, file, ctl_root, ctl_stats, ctl_config, ctl_sg, ctl_order, order_file, invalid };
+
+inline constexpr uint32_t kOrderSlots = 256;
 
 struct Node {
   NodeType type = NodeType::invalid;
@@ -25,11 +29,16 @@ struct Node {
   uint64_t snapshot = 0;  // ctl_stats/ctl_config: the snapshot generation
 };
 
+inline bool is_dir_node(NodeType t) {
+  return t == NodeType::dir || t == NodeType::ctl_root || t == NodeType::ctl_sg || t == NodeType::ctl_order;
+}
+
 class InodeMap {
  public:
   InodeMap(uint32_t ndirs, uint32_t nfiles, int levels)
       : d_(ndirs), f_(nfiles), levels_(levels), ctl_(uint64_t{ndirs} + 1), view_(ctl_ + 16),
-        live_(view_ + uint64_t(levels) * (uint64_t{ndirs} + nfiles)), snap_(live_ + uint64_t(levels) * nfiles) {}
+        live_(view_ + uint64_t(levels) * (uint64_t{ndirs} + nfiles)), orders_(live_ + uint64_t(levels) * nfiles),
+        snap_(orders_ + kOrderSlots) {}
 
   uint64_t dir(uint32_t id, int view = 0) const { return view == 0 ? 1 + uint64_t{id} : view_base(view) + id; }
   // A file in view K (its level is K).
@@ -38,6 +47,8 @@ class InodeMap {
   uint64_t live_file(uint32_t id, int level) const { return live_ + uint64_t(level - 1) * f_ + id; }
   uint64_t ctl_root() const { return ctl_; }
   uint64_t ctl_sg() const { return ctl_ + 3; }
+  uint64_t ctl_order() const { return ctl_ + 4; }
+  uint64_t order_file(uint32_t slot) const { return orders_ + slot; }
   uint64_t ctl_snapshot(NodeType t, uint64_t generation) const {
     return snap_ + 2 * generation + (t == NodeType::ctl_config ? 1 : 0);
   }
@@ -53,6 +64,7 @@ class InodeMap {
     if (ino < view_) {
       if (ino == ctl_) n.type = NodeType::ctl_root;
       else if (ino == ctl_ + 3) n.type = NodeType::ctl_sg;
+      else if (ino == ctl_ + 4) n.type = NodeType::ctl_order;
       return n;
     }
     if (ino < live_) {
@@ -69,10 +81,15 @@ class InodeMap {
       }
       return n;
     }
-    if (ino < snap_) {
+    if (ino < orders_) {
       n.type = NodeType::file;
       n.level = static_cast<int>((ino - live_) / f_) + 1;
       n.id = static_cast<uint32_t>((ino - live_) % f_);
+      return n;
+    }
+    if (ino < snap_) {
+      n.type = NodeType::order_file;
+      n.id = static_cast<uint32_t>(ino - orders_);
       return n;
     }
     n.type = (ino - snap_) % 2 ? NodeType::ctl_config : NodeType::ctl_stats;
@@ -89,7 +106,7 @@ class InodeMap {
   uint64_t view_base(int view) const { return view_ + uint64_t(view - 1) * (uint64_t{d_} + f_); }
   uint32_t d_, f_;
   int levels_;
-  uint64_t ctl_, view_, live_, snap_;
+  uint64_t ctl_, view_, live_, orders_, snap_;
 };
 
 }  // namespace fid::fs

@@ -62,7 +62,7 @@ class FidelityOrderSampler(torch.utils.data.Sampler):
     def _indices(self):
         if self._cache is None or self._cache[0] != self.epoch:
             with open(self.order_path(), encoding="utf-8", errors="surrogateescape") as f:
-                idx = [self.index_of[line] for line in f.read().splitlines() if line in self.index_of]
+                idx = [self.index_of[line] for line in f.read().split("\n") if line in self.index_of]
             self._cache = (self.epoch, idx)
         return self._cache[1]
 

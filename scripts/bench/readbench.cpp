@@ -1,6 +1,7 @@
 // Reads a list of files with N threads in a seeded random order (or the list's order), like a
 // DataLoader's workers, and prints files/s and MB/s as one JSON line. Used by the benchmarks to
-// time the mount and its baselines with the same reader.
+// time the mount and its baselines with the same reader. "read_bytes" is what this process made
+// storage deliver while reading (/proc/self/io), for the baselines that read storage themselves.
 //   readbench LIST_FILE [--threads N] [--seed S | --in-order]
 #include <fcntl.h>
 #include <unistd.h>
@@ -15,6 +16,15 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+static unsigned long long read_bytes() {
+  std::ifstream io("/proc/self/io");
+  std::string key;
+  unsigned long long v = 0;
+  while (io >> key >> v)
+    if (key == "read_bytes:") return v;
+  return 0;
+}
 
 int main(int argc, char** argv) {
   if (argc < 2) {
@@ -38,6 +48,7 @@ int main(int argc, char** argv) {
   if (!in_order) std::shuffle(paths.begin(), paths.end(), std::mt19937_64(seed));
   std::atomic<size_t> next{0};
   std::atomic<uint64_t> bytes{0}, errors{0};
+  const unsigned long long rb0 = read_bytes();
   auto t0 = std::chrono::steady_clock::now();
   std::vector<std::thread> pool;
   for (unsigned t = 0; t < threads; ++t) {
@@ -57,8 +68,9 @@ int main(int argc, char** argv) {
   }
   for (auto& t : pool) t.join();
   double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::printf("{\"files\": %zu, \"bytes\": %llu, \"errors\": %llu, \"seconds\": %.4f, \"files_per_s\": %.1f, \"mb_per_s\": %.2f}\n",
+  const unsigned long long rb = read_bytes() - rb0;
+  std::printf("{\"files\": %zu, \"bytes\": %llu, \"errors\": %llu, \"seconds\": %.4f, \"files_per_s\": %.1f, \"mb_per_s\": %.2f, \"read_bytes\": %llu}\n",
               paths.size(), static_cast<unsigned long long>(bytes.load()), static_cast<unsigned long long>(errors.load()),
-              s, static_cast<double>(paths.size()) / s, static_cast<double>(bytes.load()) / 1e6 / s);
+              s, static_cast<double>(paths.size()) / s, static_cast<double>(bytes.load()) / 1e6 / s, rb);
   return errors ? 1 : 0;
 }

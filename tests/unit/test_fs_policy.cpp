@@ -110,6 +110,9 @@ TEST(Inodes, RoundTripAndDisjoint) {
     for (uint32_t f = 0; f < 6; ++f) check(m.live_file(f, k), NodeType::file, f, 0, k);
   check(m.ctl_root(), NodeType::ctl_root, 0, 0);
   check(m.ctl_sg(), NodeType::ctl_sg, 0, 0);
+  check(m.ctl_order(), NodeType::ctl_order, 0, 0);
+  for (uint32_t s = 0; s < fid::fs::kOrderSlots; ++s) check(m.order_file(s), NodeType::order_file, s, 0);
+  EXPECT_EQ(m.order_file(0), m.live_file(5, 10) + 1);  // past the live files
   for (uint64_t g : {0ull, 1ull, 1000ull}) {
     auto s = m.decode(m.ctl_snapshot(NodeType::ctl_stats, g));
     EXPECT_EQ(s.type, NodeType::ctl_stats);
@@ -119,6 +122,7 @@ TEST(Inodes, RoundTripAndDisjoint) {
     EXPECT_EQ(c.snapshot, g);
     EXPECT_TRUE(seen.insert(m.ctl_snapshot(NodeType::ctl_stats, g)).second);
   }
+  EXPECT_EQ(m.ctl_snapshot(NodeType::ctl_stats, 0), m.order_file(fid::fs::kOrderSlots - 1) + 1);
   EXPECT_EQ(m.decode(0).type, NodeType::invalid);
-  EXPECT_EQ(m.decode(m.ctl_root() + 1).type, NodeType::invalid);
+  EXPECT_EQ(m.decode(m.ctl_root() + 5).type, NodeType::invalid);
 }

@@ -1,0 +1,150 @@
+#include "fs/orders.h"
+
+#include <charconv>
+
+#include "index/order.h"
+
+namespace fid::fs {
+
+namespace {
+
+// Canonical unsigned decimal: digits only, no leading zero (except "0"), fits in T.
+template <typename T>
+bool parse_dec(std::string_view s, T& out) {
+  if (s.empty() || (s.size() > 1 && s[0] == '0')) return false;
+  for (char c : s)
+    if (c < '0' || c > '9') return false;
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
+  return ec == std::errc() && p == s.data() + s.size();
+}
+
+}  // namespace
+
+std::optional<OrderName> parse_order_name(std::string_view name) {
+  constexpr std::string_view kEpoch = "epoch-", kRank = ".rank-", kOf = "-of-";
+  if (name.substr(0, kEpoch.size()) != kEpoch) return std::nullopt;
+  name.remove_prefix(kEpoch.size());
+  OrderName n;
+  size_t dot = name.find('.');
+  if (!parse_dec(name.substr(0, dot), n.epoch)) return std::nullopt;
+  if (dot == std::string_view::npos) return n;
+  std::string_view rest = name.substr(dot);
+  if (rest.substr(0, kRank.size()) != kRank) return std::nullopt;
+  rest.remove_prefix(kRank.size());
+  size_t of = rest.find(kOf);
+  if (of == std::string_view::npos) return std::nullopt;
+  if (!parse_dec(rest.substr(0, of), n.rank) || !parse_dec(rest.substr(of + kOf.size()), n.world)) return std::nullopt;
+  if (n.world == 0 || n.rank >= n.world) return std::nullopt;
+  return n;
+}
+
+std::string order_file_name(const OrderName& n) {
+  std::string s = "epoch-" + std::to_string(n.epoch);
+  if (n.world > 1) s += ".rank-" + std::to_string(n.rank) + "-of-" + std::to_string(n.world);
+  return s;
+}
+
+// ---- slots ------------------------------------------------------------------------------------
+
+OrderSlots::OrderSlots(uint32_t slots) : names_(slots), generation_(slots, 1), last_use_(slots, 0) {}
+
+uint32_t OrderSlots::acquire(const OrderName& name, uint64_t* generation) {
+  std::lock_guard lock(mu_);
+  uint32_t victim = 0;
+  for (uint32_t i = 0; i < names_.size(); ++i) {
+    if (names_[i] && *names_[i] == name) {
+      last_use_[i] = ++clock_;
+      if (generation) *generation = generation_[i];
+      return i;
+    }
+    if (last_use_[i] < last_use_[victim]) victim = i;
+  }
+  if (names_[victim]) ++generation_[victim];
+  names_[victim] = name;
+  last_use_[victim] = ++clock_;
+  if (generation) *generation = generation_[victim];
+  return victim;
+}
+
+std::optional<OrderName> OrderSlots::name_of(uint32_t slot) const {
+  std::lock_guard lock(mu_);
+  return slot < names_.size() ? names_[slot] : std::nullopt;
+}
+
+// ---- contents ---------------------------------------------------------------------------------
+
+OrderContents::OrderContents(const index::Store& store, size_t max_entries) : store_(store), max_(max_entries) {
+  for (const auto& d : store.dirs()) {
+    std::string p = store.relative_path(d);
+    if (!p.empty()) p.push_back('/');
+    dir_path_.push_back(std::move(p));
+  }
+}
+
+std::shared_ptr<const std::string> OrderContents::get(uint64_t seed, uint32_t window, const OrderName& name) {
+  {
+    std::lock_guard lock(mu_);
+    for (auto it = lru_.begin(); it != lru_.end(); ++it) {
+      if (it->seed == seed && it->window == window && it->name == name) {
+        lru_.splice(lru_.begin(), lru_, it);
+        return lru_.front().text;
+      }
+    }
+  }
+  // Generated outside the lock (pure function; two racing generators produce the same text).
+  index::OrderParams p;
+  p.seed = seed;
+  p.epoch = name.epoch;
+  p.rank = name.rank;
+  p.world = name.world;
+  p.window = window;
+  auto ids = index::epoch_order(store_, p);
+  auto text = std::make_shared<std::string>();
+  size_t total = 0;
+  auto files = store_.files();
+  for (uint32_t id : ids) total += dir_path_[files[id].dir].size() + files[id].name_len + 1;
+  text->reserve(total);
+  for (uint32_t id : ids) {
+    text->append(dir_path_[files[id].dir]);
+    text->append(store_.name(files[id]));
+    text->push_back('\n');
+  }
+  std::lock_guard lock(mu_);
+  lru_.push_front(Entry{seed, window, name, text});
+  while (lru_.size() > max_) lru_.pop_back();
+  return text;
+}
+
+// ---- index for the prefetcher -----------------------------------------------------------------
+
+std::shared_ptr<const OrderIndex> build_order_index(const index::Store& store, uint64_t seed, uint64_t epoch,
+                                                    uint32_t window) {
+  index::OrderParams p;
+  p.seed = seed;
+  p.epoch = epoch;
+  p.window = window;
+  auto ids = index::epoch_order(store, p);
+  auto files = store.files();
+  const auto nrec = static_cast<uint32_t>(store.records().size());
+  auto ix = std::make_shared<OrderIndex>();
+  ix->seed = seed;
+  ix->epoch = epoch;
+  ix->pos.assign(files.size(), UINT32_MAX);
+  ix->rec_index.assign(nrec, UINT32_MAX);
+  for (uint32_t i = 0; i < ids.size(); ++i) {
+    uint32_t f = ids[i];
+    ix->pos[f] = i;
+    uint32_t r = files[f].record;
+    if (r >= nrec) continue;
+    if (ix->rec_index[r] == UINT32_MAX) {
+      ix->rec_index[r] = static_cast<uint32_t>(ix->rec_seq.size());
+      ix->rec_seq.push_back(r);
+      ix->first_pos.push_back(i);
+      ix->last_pos.push_back(i);
+    }
+    ix->last_pos[ix->rec_index[r]] = i;
+  }
+  return ix;
+}
+
+}  // namespace fid::fs

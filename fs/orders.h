@@ -1,0 +1,84 @@
+// Published read orders: the files /.fidelity/order/epoch-N[.rank-R-of-W], their inode slots,
+// their (bounded) generated contents, and the per-order index the prefetcher follows.
+// The order itself is index::epoch_order (docs/FORMAT.md "Published read orders").
+#pragma once
+
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "index/store.h"
+
+namespace fid::fs {
+
+struct OrderName {
+  uint64_t epoch = 0;
+  uint32_t rank = 0;
+  uint32_t world = 1;  // 1: the whole order ("epoch-N")
+  bool operator==(const OrderName&) const = default;
+};
+
+// "epoch-N" or "epoch-N.rank-R-of-W" with canonical decimals (no sign, no leading zeros),
+// N < 2^64, 1 <= W < 2^32, R < W. Anything else is nullopt (ENOENT).
+std::optional<OrderName> parse_order_name(std::string_view name);
+std::string order_file_name(const OrderName& n);
+
+// A bounded table of inode slots for order files. A name keeps its slot while it is in the table;
+// when the table is full the least recently used slot is reused and its generation bumped, so the
+// kernel sees a new inode (order entries are looked up with timeout 0).
+class OrderSlots {
+ public:
+  explicit OrderSlots(uint32_t slots);
+  uint32_t size() const { return static_cast<uint32_t>(names_.size()); }
+  // Slot of `name` (an existing one or a fresh/reused one) and its generation.
+  uint32_t acquire(const OrderName& name, uint64_t* generation);
+  // Name currently held by `slot`, nullopt if unused or out of range.
+  std::optional<OrderName> name_of(uint32_t slot) const;
+
+ private:
+  mutable std::mutex mu_;
+  std::vector<std::optional<OrderName>> names_;
+  std::vector<uint64_t> generation_, last_use_;
+  uint64_t clock_ = 0;
+};
+
+// Generated order contents (one relative path per line), keyed by (seed, window, name). Keeps the
+// last `max_entries` (a getattr needs the size, an open the bytes: both hit the same entry).
+class OrderContents {
+ public:
+  OrderContents(const index::Store& store, size_t max_entries);
+  std::shared_ptr<const std::string> get(uint64_t seed, uint32_t window, const OrderName& name);
+
+ private:
+  struct Entry {
+    uint64_t seed;
+    uint32_t window;
+    OrderName name;
+    std::shared_ptr<const std::string> text;
+  };
+  const index::Store& store_;
+  size_t max_;
+  std::mutex mu_;
+  std::list<Entry> lru_;  // front = most recent
+  std::vector<std::string> dir_path_;  // "cls/" per directory ("" for the root)
+};
+
+// What the prefetcher needs to follow an epoch's order: every file's position in the whole
+// order (world 1; a rank's order is a subsequence of it) and each record's first/last position.
+struct OrderIndex {
+  uint64_t seed = 0, epoch = 0;
+  std::vector<uint32_t> pos;        // file id -> position
+  std::vector<uint32_t> rec_seq;    // records in order of first use
+  std::vector<uint32_t> rec_index;  // record -> index in rec_seq
+  std::vector<uint32_t> first_pos;  // by rec_seq index
+  std::vector<uint32_t> last_pos;   // by rec_seq index
+};
+std::shared_ptr<const OrderIndex> build_order_index(const index::Store& store, uint64_t seed, uint64_t epoch,
+                                                    uint32_t window);
+
+}  // namespace fid::fs

@@ -1,0 +1,216 @@
+"""Published read orders (/.fidelity/order/epoch-N[.rank-R-of-W]): permutations of the tree,
+deterministic, rank splits disjoint and complete, the quasi-random window, the order seed (config
+and root xattr), the layout xattrs, and the torch sampler that follows them."""
+import errno
+import os
+import sys
+
+import pytest
+
+from conftest import REPO
+from mountutil import mounted, unmount, walk_files
+
+ORDER = os.path.join(".fidelity", "order")
+
+
+@pytest.fixture
+def mnt(tmp_path):
+    m = str(tmp_path / "mnt")
+    os.makedirs(m)
+    yield m
+    unmount(m)
+
+
+def lines(mnt, name):
+    with open(os.path.join(mnt, ORDER, name), "rb") as f:
+        data = f.read()
+    assert os.stat(os.path.join(mnt, ORDER, name)).st_size == len(data)
+    assert data.endswith(b"\n")
+    return data.decode().split("\n")[:-1]
+
+
+def test_orders_are_deterministic_permutations(imagenet_store, mnt):
+    with mounted(imagenet_store, mnt):
+        files = sorted(walk_files(mnt))
+        e0, e1 = lines(mnt, "epoch-0"), lines(mnt, "epoch-1")
+        assert sorted(e0) == files and sorted(e1) == files
+        assert e0 != e1 and e0 != files  # shuffled, and differently per epoch
+        assert lines(mnt, "epoch-0") == e0
+        big = lines(mnt, "epoch-18446744073709551615")
+        assert sorted(big) == files
+        for w in (1, 2, 3, 7):
+            parts = [lines(mnt, f"epoch-1.rank-{r}-of-{w}") if w > 1 else lines(mnt, "epoch-1") for r in range(w)]
+            assert sum(len(p) for p in parts) == len(files)
+            assert sorted(x for p in parts for x in p) == files  # disjoint and complete
+            for r, p in enumerate(parts):
+                assert p == e1[r::w]
+        # not listed, bad names are ENOENT
+        assert os.listdir(os.path.join(mnt, ORDER)) == []
+        assert ".fidelity" not in os.listdir(mnt)
+        for bad in ("epoch-", "epoch-01", "epoch--1", "epoch-x", "epoch-1.rank-3-of-3", "epoch-1.rank-0-of-0",
+                    "epoch-1.rank-1-of-02", "epoch-1.rank-1", "epoch-18446744073709551616", "Epoch-1", "epoch-1.x"):
+            with pytest.raises(FileNotFoundError):
+                os.stat(os.path.join(mnt, ORDER, bad))
+        with pytest.raises(OSError) as e:
+            open(os.path.join(mnt, ORDER, "epoch-0"), "w")
+        assert e.value.errno == errno.EROFS
+    with mounted(imagenet_store, mnt):  # same store, same seed: same orders after a remount
+        assert lines(mnt, "epoch-0") == e0
+
+
+def test_many_order_names_reuse_slots(imagenet_store, mnt):
+    with mounted(imagenet_store, mnt):
+        first = lines(mnt, "epoch-0")
+        for e in range(300):  # more names than inode slots
+            assert os.stat(os.path.join(mnt, ORDER, f"epoch-{e}.rank-0-of-2")).st_size > 0
+        assert lines(mnt, "epoch-0") == first
+        assert lines(mnt, "epoch-299.rank-0-of-2") == lines(mnt, "epoch-299")[0::2]
+
+
+def test_window_and_layout_xattrs(imagenet_store, mnt, tmp_path):
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("order_window: 2\norder_seed: 7\n")
+    with mounted(imagenet_store, mnt, "--config", str(cfg)):
+        assert os.getxattr(mnt, "user.fidelity.order_seed") == b"7"
+        order = lines(mnt, "epoch-3")
+        rec = {p: int(os.getxattr(os.path.join(mnt, p), "user.fidelity.record")) for p in order}
+        pos = {p: int(os.getxattr(os.path.join(mnt, p), "user.fidelity.position")) for p in order}
+        assert sorted(pos.values()) == list(range(len(order)))
+        # storage order: positions are grouped by record
+        by_pos = sorted(order, key=pos.get)
+        assert [rec[p] for p in by_pos] == sorted(rec[p] for p in by_pos)
+        # at most `order_window` records are being drawn from at any point of the order
+        left = {}
+        for p in order:
+            left[rec[p]] = left.get(rec[p], 0) + 1
+        started, active, peak = set(), 0, 0
+        for p in order:
+            r = rec[p]
+            if r not in started:
+                started.add(r)
+                active += 1
+            peak = max(peak, active)
+            left[r] -= 1
+            if left[r] == 0:
+                active -= 1
+        assert peak <= 2 and len(set(rec.values())) > 2
+        # the root xattr changes the seed (and the orders) at once; removing it restores the config's
+        os.setxattr(mnt, "user.fidelity.order_seed", b"12345")
+        assert os.getxattr(mnt, "user.fidelity.order_seed") == b"12345"
+        other = lines(mnt, "epoch-3")
+        assert other != order and sorted(other) == sorted(order)
+        for bad in (b"", b"-1", b"x", b"18446744073709551616", b"1 2"):
+            with pytest.raises(OSError) as e:
+                os.setxattr(mnt, "user.fidelity.order_seed", bad)
+            assert e.value.errno == errno.EINVAL
+        assert os.getxattr(mnt, "user.fidelity.order_seed") == b"12345"
+        os.removexattr(mnt, "user.fidelity.order_seed")
+        assert os.getxattr(mnt, "user.fidelity.order_seed") == b"7"
+        assert lines(mnt, "epoch-3") == order
+        with pytest.raises(OSError) as e:  # only the root has a seed
+            os.setxattr(os.path.join(mnt, order[0]), "user.fidelity.order_seed", b"1")
+        assert e.value.errno in (errno.EROFS, errno.EPERM)
+
+
+def test_sampler_follows_the_order(imagenet_store, mnt):
+    torch = pytest.importorskip("torch")
+    datasets = pytest.importorskip("torchvision.datasets")
+    sys.path.insert(0, os.path.join(REPO, "scripts"))
+    from fidelity_sampler import FidelityOrderSampler
+    with mounted(imagenet_store, mnt):
+        ds = datasets.ImageFolder(mnt)
+        sampler = FidelityOrderSampler(ds)
+        for epoch in (0, 1):
+            sampler.set_epoch(epoch)
+            got = [os.path.relpath(ds.samples[i][0], mnt) for i in sampler]
+            assert got == lines(mnt, f"epoch-{epoch}")
+            assert len(sampler) == len(ds)
+        sub = ds
+        parts = []
+        for r in range(3):
+            s = FidelityOrderSampler(sub, rank=r, world_size=3)
+            s.set_epoch(5)
+            parts.append([os.path.relpath(sub.samples[i][0], mnt) for i in s])
+            assert parts[-1] == lines(mnt, f"epoch-5.rank-{r}-of-3")
+        assert sorted(x for p in parts for x in p) == sorted(os.path.relpath(p, mnt) for p, _ in sub.samples)
+        loader = torch.utils.data.DataLoader(list(range(len(ds))), batch_size=50, sampler=sampler)
+        assert sum(len(b) for b in loader) == len(ds)
+        with pytest.raises(ValueError):
+            FidelityOrderSampler(ds, rank=3, world_size=3)
+
+
+def stats(mnt):
+    import json
+    with open(os.path.join(mnt, ".fidelity", "stats")) as f:
+        return json.load(f)
+
+
+def read_all(paths, threads):
+    """Reads every path fully with `threads` threads taking the next one in list order."""
+    import threading
+    it = iter(list(enumerate(paths)))
+    lock = threading.Lock()
+    sizes = {}
+
+    def work():
+        while True:
+            with lock:
+                nxt = next(it, None)
+            if nxt is None:
+                return
+            with open(nxt[1], "rb") as f:
+                sizes[nxt[1]] = len(f.read())
+
+    ts = [threading.Thread(target=work) for _ in range(threads)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    return sizes
+
+
+def vm_kb(pid, key):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith(key + ":"):
+                return int(line.split()[1])
+    return 0
+
+
+def test_published_order_reads_whole_records_within_budget(imagenet_store, mnt, tmp_path):
+    from fidstore import Store
+    from mountutil import daemon_pid
+    st = Store(imagenet_store)
+    budget = 4 << 20  # the store's 1 MiB records do not all fit; 2 active + the next one do
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("order_window: 2\n")
+    with mounted(imagenet_store, mnt, "--config", str(cfg), "-o", f"cache={budget},threads=4"):
+        pid = daemon_pid(mnt)
+        rss0 = vm_kb(pid, "VmRSS")
+        order = [os.path.join(mnt, p) for p in lines(mnt, "epoch-2")]
+        sizes = read_all(order, 4)
+        s = stats(mnt)
+        assert all(sizes[p] == os.stat(p).st_size for p in order)
+        # whole records, each read once and reused for its files
+        assert s["records_read"] > 0 and s["prefetch_hits"] > len(order) // 2
+        assert s["records_read"] <= 2 * len(set(st.files[os.path.relpath(p, mnt)]["record"] for p in order))
+        assert s["storage_bytes"] <= 1.5 * s["bytes_served"]
+        assert s["cache"]["peak"] <= budget and s["cache"]["used"] <= budget and s["cache"]["evictions"] > 0
+        assert vm_kb(pid, "VmHWM") <= rss0 + (budget >> 10) + 16 * 1024  # + FUSE thread buffers
+        # the same files through the order again: still exact bytes (cache hits or fresh reads)
+        again = read_all(order[:50], 2)
+        assert all(again[p] == sizes[p] for p in order[:50])
+
+
+def test_random_access_reads_only_own_pieces(imagenet_store, mnt):
+    import random
+    with mounted(imagenet_store, mnt, "-o", "cache=64MiB"):
+        lines(mnt, "epoch-0")  # an order is published, but the reads do not follow it
+        files = [os.path.join(mnt, p) for p in walk_files(mnt)]
+        random.Random(5).shuffle(files)
+        read_all(files, 4)
+        s = stats(mnt)
+        assert s["records_read"] == 0 and s["cache_hits"] == 0 and s["prefetch_issued"] == 0
+        # each piece costs its own bytes rounded out to 512-byte sectors at most
+        assert s["storage_bytes"] <= s["bytes_served"] + s["piece_reads"] * 1024
+        assert s["piece_reads"] > 0
