@@ -1,0 +1,525 @@
+// L3 encoder and CPU decoder. Format: docs/L3_FORMAT.md. Shared kernels: codec/l3_kernels.h.
+#include "codec/l3.h"
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <memory>
+#include <stdexcept>
+
+#include "codec/l3_kernels.h"
+
+namespace fid::codec {
+namespace {
+
+using namespace fid::l3k;
+
+constexpr uint8_t kMagic[4] = {'F', 'I', 'L', '3'};
+constexpr uint8_t kFlagInterPatch = 1;
+constexpr uint8_t kKnownFlags = kFlagInterPatch;
+
+void put_u16(uint8_t* p, uint32_t v) {
+  p[0] = static_cast<uint8_t>(v);
+  p[1] = static_cast<uint8_t>(v >> 8);
+}
+void put_u32(uint8_t* p, uint32_t v) {
+  for (int i = 0; i < 4; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
+}
+uint32_t get_u16(const uint8_t* p) { return uint32_t{p[0]} | uint32_t{p[1]} << 8; }
+uint32_t get_u32(const uint8_t* p) {
+  return uint32_t{p[0]} | uint32_t{p[1]} << 8 | uint32_t{p[2]} << 16 | uint32_t{p[3]} << 24;
+}
+
+unsigned bit_length(unsigned v) {
+  unsigned n = 0;
+  while (v) {
+    ++n;
+    v >>= 1;
+  }
+  return n;
+}
+
+// ---- encoder ----------------------------------------------------------------------------------
+
+struct SegChoice {
+  uint8_t code = 0;
+  uint8_t base = 0;
+  unsigned bytes = 0;  // base byte + packed data
+};
+
+// Cheapest code for n residuals.
+SegChoice choose_segment(const uint8_t* r, unsigned n) {
+  unsigned any = 0, m = 0;
+  for (unsigned i = 0; i < n; ++i) {
+    auto v = static_cast<int8_t>(r[i]);
+    any |= r[i];
+    m |= static_cast<unsigned>(v < 0 ? ~v : v);
+  }
+  SegChoice best;
+  if (!any) return best;  // code 0: all zero, no data
+  unsigned wi = std::min(bit_length(m) + 1, 8u);
+  best.code = static_cast<uint8_t>(wi);
+  best.bytes = static_cast<unsigned>(packed_bytes(n, wi));
+  // Explicit base: the shortest arc of the mod-256 circle that holds every residual.
+  std::array<uint8_t, 64> s{};
+  std::copy(r, r + n, s.begin());
+  std::sort(s.begin(), s.begin() + n);
+  unsigned maxgap = 0, start = 0;
+  for (unsigned i = 0; i < n; ++i) {
+    unsigned next = i + 1 < n ? s[i + 1] : s[0] + 256u;
+    unsigned gap = next - s[i];
+    if (gap > maxgap) {
+      maxgap = gap;
+      start = (i + 1) % n;
+    }
+  }
+  unsigned span = 256 - maxgap;  // max - min along the arc
+  unsigned we = bit_length(span);
+  if (we <= 6) {
+    unsigned bytes = 1 + static_cast<unsigned>(packed_bytes(n, we));
+    if (bytes < best.bytes) {
+      best.code = static_cast<uint8_t>(9 + we);
+      best.base = s[start];
+      best.bytes = bytes;
+    }
+  }
+  return best;
+}
+
+struct RowCandidate {
+  unsigned mode = 0;
+  size_t bytes = SIZE_MAX;
+  std::array<uint8_t, kMaxPatch> r{};
+  std::array<SegChoice, kMaxSegments> segs{};
+};
+
+// Evaluates residuals r[0..n) as a coded row; keeps it in best if cheaper.
+void consider(unsigned mode, const uint8_t* r, unsigned n, unsigned seg_log2, RowCandidate& best) {
+  unsigned nseg = row_segments(n, seg_log2);
+  unsigned seg = 1u << seg_log2;
+  std::array<SegChoice, kMaxSegments> segs;
+  size_t bytes = row_header_bytes(nseg);
+  for (unsigned s = 0; s < nseg && bytes < best.bytes; ++s) {
+    unsigned cnt = std::min(seg, n - s * seg);
+    segs[s] = choose_segment(r + s * seg, cnt);
+    bytes += segs[s].bytes;
+  }
+  if (bytes < best.bytes) {
+    best.mode = mode;
+    best.bytes = bytes;
+    std::copy(r, r + n, best.r.begin());
+    std::copy(segs.begin(), segs.begin() + nseg, best.segs.begin());
+  }
+}
+
+void emit_row(const RowCandidate& c, unsigned n, unsigned seg_log2, std::vector<uint8_t>& out) {
+  if ((c.mode & 7u) == kPredCopy) {
+    out.push_back(static_cast<uint8_t>(c.mode));
+    return;
+  }
+  unsigned nseg = row_segments(n, seg_log2);
+  unsigned seg = 1u << seg_log2;
+  size_t at = out.size();
+  out.resize(at + row_header_bytes(nseg), 0);
+  auto set_nibble = [&](unsigned k, unsigned v) {
+    out[at + (k >> 1)] = static_cast<uint8_t>(out[at + (k >> 1)] | (v << ((k & 1) * 4)));
+  };
+  set_nibble(0, c.mode);
+  for (unsigned s = 0; s < nseg; ++s) set_nibble(s + 1, c.segs[s].code);
+  for (unsigned s = 0; s < nseg; ++s)
+    if (code_has_base(c.segs[s].code)) out.push_back(c.segs[s].base);
+  for (unsigned s = 0; s < nseg; ++s) {
+    unsigned code = c.segs[s].code;
+    unsigned w = code_width(code);
+    if (w == 0) continue;
+    uint8_t base = code_has_base(code) ? c.segs[s].base : implicit_base(w);
+    unsigned x0 = s * seg, cnt = std::min(seg, n - x0);
+    for (unsigned g = 0; g < cnt; g += 8) {
+      unsigned k = std::min(8u, cnt - g);
+      uint64_t word = 0;
+      for (unsigned i = 0; i < k; ++i)
+        word |= uint64_t{static_cast<uint8_t>(c.r[x0 + g + i] - base)} << (i * w);
+      size_t nb = packed_bytes(k, w);
+      for (size_t b = 0; b < nb; ++b) out.push_back(static_cast<uint8_t>(word >> (8 * b)));
+    }
+  }
+}
+
+struct Encoder {
+  const ImageView& im;
+  const L3Options& opt;
+  unsigned seg_log2;
+  uint32_t N;
+
+  // Row yy of plane c, columns [x0, x0+n), copied to dst[0..n) with dst[-1], dst[n] replicated.
+  void load_row(uint32_t yy, unsigned c, uint32_t x0, unsigned n, uint8_t* dst) const {
+    const uint8_t* src = im.pixels + yy * im.stride + size_t{x0} * im.channels + c;
+    for (unsigned x = 0; x < n; ++x) dst[x] = src[size_t{x} * im.channels];
+    dst[-1] = dst[0];
+    dst[n] = dst[n - 1];
+  }
+
+  void encode_patch(uint32_t x0, uint32_t y0, unsigned pw, unsigned ph,
+                    std::vector<uint8_t>& out) const {
+    const unsigned C = im.channels;
+    const int avail_from = (opt.inter_patch_rows && y0 > 0) ? -static_cast<int>(std::min(y0, 2u)) : 0;
+    std::array<uint8_t, kMaxPatch + 2> cur{}, T{}, TT{};
+    std::array<uint8_t, kMaxPatch> r{}, e0{}, pr{};
+    RowCandidate best;
+    for (unsigned y = 0; y < ph; ++y) {
+      const int yi = static_cast<int>(y);
+      const bool first = yi - 1 < avail_from;
+      for (unsigned k = 0; k < C; ++k) {
+        unsigned c = plane_of(C, k);
+        load_row(y0 + y, c, x0, pw, cur.data() + 1);
+        if (!first) {
+          load_row(static_cast<uint32_t>(static_cast<int>(y0) + yi - 1), c, x0, pw, T.data() + 1);
+          int tt = yi - 2 >= avail_from ? yi - 2 : yi - 1;
+          load_row(static_cast<uint32_t>(static_cast<int>(y0) + tt), c, x0, pw, TT.data() + 1);
+        }
+        best.bytes = SIZE_MAX;
+        const bool try_cross = k > 0 && opt.cross_channel;
+        const unsigned npred = first ? kNumFirstPredictors : kNumPredictors;
+        const uint32_t mask = first ? opt.first_row_mask : opt.predictor_mask;
+        for (unsigned p = 0; p < npred; ++p) {
+          if (!(mask >> p & 1u)) continue;
+          for (unsigned x = 0; x < pw; ++x) {
+            if (first)
+              pr[x] = p == kFirstLeft ? cur[x] /* cur[x] is the sample at x-1 */ : uint8_t{128};
+            else
+              pr[x] = predict(p, T[x], T[x + 1], T[x + 2], TT[x + 1]);
+          }
+          if (first && p == kFirstLeft) pr[0] = 128;
+          for (unsigned cross = 0; cross < (try_cross ? 2u : 1u); ++cross) {
+            unsigned any = 0;
+            for (unsigned x = 0; x < pw; ++x) {
+              r[x] = static_cast<uint8_t>(cur[x + 1] - pr[x] - (cross ? e0[x] : 0));
+              any |= r[x];
+            }
+            const unsigned mode = p | (cross ? kModeCross : 0u);
+            if (!first && p == kPredTop && !any && opt.copy_rows) {
+              best.mode = kPredCopy | (cross ? kModeCross : 0u);  // one byte, can't be beaten
+              best.bytes = 1;
+              best.r.fill(0);
+              goto chosen;
+            }
+            consider(mode, r.data(), pw, seg_log2, best);
+          }
+        }
+      chosen:
+        if (best.bytes == SIZE_MAX) throw std::invalid_argument("L3Options: no predictor allowed");
+        if (k == 0) std::copy(best.r.begin(), best.r.begin() + pw, e0.begin());
+        emit_row(best, pw, seg_log2, out);
+      }
+    }
+  }
+};
+
+std::vector<uint8_t> encode_with(const ImageView& im, const L3Options& opt, unsigned seg_log2) {
+  const uint32_t N = opt.patch_size ? opt.patch_size : l3_default_patch_size(im.width, im.height);
+  const uint32_t px = (im.width + N - 1) / N, py = (im.height + N - 1) / N;
+  const size_t patches = size_t{px} * py;
+  const size_t header = kL3HeaderBytes + 4 * patches;
+  std::vector<uint8_t> out(header, 0);
+  out.reserve(header + im.width * size_t{im.height} * im.channels / 2);
+  Encoder enc{im, opt, seg_log2, N};
+  std::vector<uint32_t> offsets(patches);
+  for (uint32_t j = 0; j < py; ++j) {
+    for (uint32_t i = 0; i < px; ++i) {
+      size_t off = out.size() - header;
+      if (off > UINT32_MAX) throw std::length_error("L3: encoded image exceeds 4 GiB");
+      offsets[size_t{j} * px + i] = static_cast<uint32_t>(off);
+      uint32_t x0 = i * N, y0 = j * N;
+      enc.encode_patch(x0, y0, std::min(N, im.width - x0), std::min(N, im.height - y0), out);
+    }
+  }
+  size_t data = out.size() - header;
+  if (data > UINT32_MAX) throw std::length_error("L3: encoded image exceeds 4 GiB");
+  std::memcpy(out.data(), kMagic, 4);
+  out[4] = kL3Version;
+  out[5] = im.channels;
+  out[6] = static_cast<uint8_t>(seg_log2);
+  out[7] = opt.inter_patch_rows ? kFlagInterPatch : 0;
+  put_u32(&out[8], im.width);
+  put_u32(&out[12], im.height);
+  put_u16(&out[16], N);
+  put_u16(&out[18], 0);
+  put_u32(&out[20], static_cast<uint32_t>(data));
+  for (size_t p = 0; p < patches; ++p) put_u32(&out[kL3HeaderBytes + 4 * p], offsets[p]);
+  return out;
+}
+
+// ---- decoder ----------------------------------------------------------------------------------
+
+struct PatchScratch {
+  // Per plane, a ring of 3 rows (row y at slot y % 3), each with one guard sample either side.
+  std::array<std::array<std::array<uint8_t, kMaxPatch + 2>, 3>, 4> rows;
+  std::array<uint8_t, kMaxPatch> r;
+  std::array<uint8_t, kMaxPatch> e0;
+  std::array<uint8_t, kMaxPatch> zero;
+};
+
+template <unsigned P>
+void recon_rows(const uint8_t* T, const uint8_t* TT, const uint8_t* r, const uint8_t* e,
+                uint8_t* out, unsigned n) {
+  for (unsigned x = 0; x < n; ++x) {
+    const uint8_t* t = T + x;
+    out[x] = static_cast<uint8_t>(predict(P, t[-1], t[0], t[1], TT[x]) + r[x] + e[x]);
+  }
+}
+
+template <unsigned C>
+void interleave(const PatchScratch& s, unsigned slot, unsigned n, uint8_t* dst) {
+  for (unsigned x = 0; x < n; ++x)
+    for (unsigned c = 0; c < C; ++c) dst[x * C + c] = s.rows[c][slot][x + 1];
+}
+
+// Decodes one patch from [p, end); writes its pixels into the image `img` (row stride `stride`).
+bool decode_patch(const uint8_t* p, const uint8_t* end, const L3Info& info, uint32_t x0,
+                  uint32_t y0, unsigned pw, unsigned ph, uint8_t* img, size_t stride,
+                  PatchScratch& s, std::string& error) {
+  const unsigned C = info.channels;
+  const unsigned sl = info.segment_log2;
+  int avail_from = 0;
+  if ((info.flags & kFlagInterPatch) && y0 > 0) {
+    avail_from = -static_cast<int>(std::min(y0, 2u));
+    for (int k = avail_from; k < 0; ++k) {
+      uint32_t yy = static_cast<uint32_t>(static_cast<int>(y0) + k);
+      const uint8_t* row = img + yy * stride + size_t{x0} * C;
+      unsigned slot = static_cast<unsigned>(k + 3) % 3;
+      for (unsigned c = 0; c < C; ++c) {
+        uint8_t* d = s.rows[c][slot].data() + 1;
+        for (unsigned x = 0; x < pw; ++x) d[x] = row[size_t{x} * C + c];
+        d[-1] = d[0];
+        d[pw] = d[pw - 1];
+      }
+    }
+  }
+  for (unsigned y = 0; y < ph; ++y) {
+    const int yi = static_cast<int>(y);
+    const bool first = yi - 1 < avail_from;
+    const unsigned slot = y % 3, tslot = (y + 2) % 3;
+    const unsigned ttslot = (yi - 2 >= avail_from) ? (y + 1) % 3 : tslot;
+    for (unsigned k = 0; k < C; ++k) {
+      const unsigned c = plane_of(C, k);
+      unsigned mode = 0;
+      size_t size = row_size(p, static_cast<size_t>(end - p), pw, sl, &mode);
+      if (size == 0) {
+        error = "L3: row data runs past its patch";
+        return false;
+      }
+      const unsigned pred = mode & 7u;
+      const bool cross = (mode & kModeCross) != 0;
+      if (cross && k == 0) {
+        error = "L3: cross-channel bit set on the first plane";
+        return false;
+      }
+      const bool copy = pred == kPredCopy;
+      if (copy ? (first || (p[0] >> 4) != 0)
+               : pred >= (first ? kNumFirstPredictors : kNumPredictors)) {
+        error = "L3: invalid row predictor";
+        return false;
+      }
+      uint8_t* r = (k == 0) ? s.e0.data() : s.r.data();
+      unpack_row(p, pw, sl, r);
+      p += size;
+      const uint8_t* e = cross ? s.e0.data() : s.zero.data();
+      uint8_t* o = s.rows[c][slot].data() + 1;
+      if (first) {
+        if (pred == kFirstLeft) {
+          uint8_t v = 128;
+          for (unsigned x = 0; x < pw; ++x) o[x] = v = static_cast<uint8_t>(v + r[x] + e[x]);
+        } else {
+          for (unsigned x = 0; x < pw; ++x) o[x] = static_cast<uint8_t>(128 + r[x] + e[x]);
+        }
+      } else {
+        const uint8_t* T = s.rows[c][tslot].data() + 1;
+        const uint8_t* TT = s.rows[c][ttslot].data() + 1;
+        switch (pred) {
+          case 0: recon_rows<0>(T, TT, r, e, o, pw); break;
+          case 1: recon_rows<1>(T, TT, r, e, o, pw); break;
+          case 2: recon_rows<2>(T, TT, r, e, o, pw); break;
+          case 3: recon_rows<3>(T, TT, r, e, o, pw); break;
+          case 4: recon_rows<4>(T, TT, r, e, o, pw); break;
+          case 5: recon_rows<5>(T, TT, r, e, o, pw); break;
+          default: recon_rows<0>(T, TT, r, e, o, pw); break;  // copy: r is all zero
+        }
+      }
+      o[-1] = o[0];
+      o[pw] = o[pw - 1];
+    }
+    uint8_t* dst = img + (y0 + y) * stride + size_t{x0} * C;
+    switch (C) {
+      case 1: interleave<1>(s, slot, pw, dst); break;
+      case 2: interleave<2>(s, slot, pw, dst); break;
+      case 3: interleave<3>(s, slot, pw, dst); break;
+      default: interleave<4>(s, slot, pw, dst); break;
+    }
+  }
+  if (p != end) {
+    error = "L3: patch has trailing bytes";
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+uint32_t l3_default_patch_size(uint32_t width, uint32_t height) {
+  uint64_t px = uint64_t{width} * height;
+  if (px <= uint64_t{1280} * 720) return 32;
+  if (px <= uint64_t{1920} * 1080) return 64;
+  return 128;
+}
+
+bool looks_like_l3(std::span<const uint8_t> data) {
+  return data.size() >= 4 && std::memcmp(data.data(), kMagic, 4) == 0;
+}
+
+std::vector<uint8_t> l3_encode(const ImageView& im, const L3Options& opt) {
+  if (im.channels < 1 || im.channels > 4) throw std::invalid_argument("L3: channels must be 1..4");
+  if (im.width < 1 || im.height < 1 || im.width > kL3MaxDimension || im.height > kL3MaxDimension)
+    throw std::invalid_argument("L3: width and height must be 1..2^24");
+  if (uint64_t{im.width} * im.height * im.channels > kL3MaxRawBytes)
+    throw std::invalid_argument("L3: image larger than 4 GiB");
+  if (!im.pixels) throw std::invalid_argument("L3: no pixels");
+  if (im.stride < size_t{im.width} * im.channels) throw std::invalid_argument("L3: bad stride");
+  if (opt.patch_size > kMaxPatch) throw std::invalid_argument("L3: patch size must be 1..1024");
+  if (opt.segment_log2 != 0 && (opt.segment_log2 < kMinSegLog2 || opt.segment_log2 > kMaxSegLog2))
+    throw std::invalid_argument("L3: segment_log2 must be 0 or 3..6");
+  if (opt.segment_log2 != 0) return encode_with(im, opt, opt.segment_log2);
+  std::vector<uint8_t> best;
+  for (unsigned sl = 3; sl <= 5; ++sl) {
+    auto out = encode_with(im, opt, sl);
+    if (best.empty() || out.size() < best.size()) best = std::move(out);
+  }
+  return best;
+}
+
+bool l3_probe(std::span<const uint8_t> data, L3Info& info, std::string& error) {
+  info = L3Info{};
+  if (data.size() < kL3HeaderBytes) {
+    error = "L3: shorter than its header";
+    return false;
+  }
+  const uint8_t* h = data.data();
+  if (std::memcmp(h, kMagic, 4) != 0) {
+    error = "L3: bad magic";
+    return false;
+  }
+  if (h[4] != kL3Version) {
+    error = "L3: unsupported version " + std::to_string(h[4]);
+    return false;
+  }
+  L3Info in;
+  in.version = h[4];
+  in.channels = h[5];
+  in.segment_log2 = h[6];
+  in.flags = h[7];
+  in.width = get_u32(h + 8);
+  in.height = get_u32(h + 12);
+  in.patch_size = get_u16(h + 16);
+  in.data_bytes = get_u32(h + 20);
+  if (in.channels < 1 || in.channels > 4) {
+    error = "L3: channels must be 1..4";
+    return false;
+  }
+  if (in.segment_log2 < kMinSegLog2 || in.segment_log2 > kMaxSegLog2) {
+    error = "L3: segment size out of range";
+    return false;
+  }
+  if (in.flags & ~kKnownFlags) {
+    error = "L3: unknown flags";
+    return false;
+  }
+  if (get_u16(h + 18) != 0) {
+    error = "L3: reserved header field is not zero";
+    return false;
+  }
+  if (in.width < 1 || in.height < 1 || in.width > kL3MaxDimension ||
+      in.height > kL3MaxDimension) {
+    error = "L3: width or height out of range";
+    return false;
+  }
+  if (uint64_t{in.width} * in.height * in.channels > kL3MaxRawBytes) {
+    error = "L3: image larger than 4 GiB";
+    return false;
+  }
+  if (in.patch_size < 1 || in.patch_size > kMaxPatch) {
+    error = "L3: patch size out of range";
+    return false;
+  }
+  in.patches_x = (in.width + in.patch_size - 1) / in.patch_size;
+  in.patches_y = (in.height + in.patch_size - 1) / in.patch_size;
+  const uint64_t patches = uint64_t{in.patches_x} * in.patches_y;
+  const uint64_t header = kL3HeaderBytes + 4 * patches;
+  if (header + in.data_bytes != data.size()) {
+    error = "L3: size mismatch (header + offset table + data != buffer)";
+    return false;
+  }
+  in.header_bytes = static_cast<size_t>(header);
+  // Offsets: offset[0] == 0, non-decreasing, and each patch at least as large as its row
+  // headers (so a tiny file cannot claim a huge image).
+  const uint8_t* table = h + kL3HeaderBytes;
+  for (uint64_t i = 0; i < patches; ++i) {
+    uint64_t begin = get_u32(table + 4 * i);
+    uint64_t end = i + 1 < patches ? get_u32(table + 4 * (i + 1)) : in.data_bytes;
+    if (i == 0 && begin != 0) {
+      error = "L3: first patch offset is not 0";
+      return false;
+    }
+    uint32_t px = static_cast<uint32_t>(i % in.patches_x), py = static_cast<uint32_t>(i / in.patches_x);
+    unsigned pw = std::min(in.patch_size, in.width - px * in.patch_size);
+    unsigned ph = std::min(in.patch_size, in.height - py * in.patch_size);
+    // Every row is at least one byte; a first row (no row above) carries its full header.
+    const bool has_first = !((in.flags & kFlagInterPatch) && py > 0);
+    uint64_t min_bytes =
+        uint64_t{in.channels} *
+        (ph + (has_first ? row_header_bytes(row_segments(pw, in.segment_log2)) - 1 : 0));
+    if (end < begin || end > in.data_bytes || end - begin < min_bytes) {
+      error = "L3: bad patch offset table";
+      return false;
+    }
+  }
+  info = in;
+  return true;
+}
+
+bool l3_decode_into(std::span<const uint8_t> data, std::span<uint8_t> out, std::string& error) {
+  L3Info info;
+  if (!l3_probe(data, info, error)) return false;
+  if (out.size() != info.raw_bytes()) {
+    error = "L3: output buffer has the wrong size";
+    return false;
+  }
+  auto scratch = std::make_unique<PatchScratch>();
+  scratch->zero.fill(0);
+  const uint8_t* table = data.data() + kL3HeaderBytes;
+  const uint8_t* base = data.data() + info.header_bytes;
+  const size_t stride = size_t{info.width} * info.channels;
+  const uint32_t N = info.patch_size;
+  for (uint32_t j = 0; j < info.patches_y; ++j) {
+    for (uint32_t i = 0; i < info.patches_x; ++i) {
+      size_t idx = size_t{j} * info.patches_x + i;
+      size_t begin = get_u32(table + 4 * idx);
+      size_t end = idx + 1 < info.patches() ? get_u32(table + 4 * (idx + 1)) : info.data_bytes;
+      uint32_t x0 = i * N, y0 = j * N;
+      if (!decode_patch(base + begin, base + end, info, x0, y0, std::min(N, info.width - x0),
+                        std::min(N, info.height - y0), out.data(), stride, *scratch, error))
+        return false;
+    }
+  }
+  return true;
+}
+
+bool l3_decode(std::span<const uint8_t> data, Image& out, std::string& error) {
+  L3Info info;
+  if (!l3_probe(data, info, error)) return false;
+  out.width = info.width;
+  out.height = info.height;
+  out.channels = info.channels;
+  out.pixels.assign(info.raw_bytes(), 0);
+  return l3_decode_into(data, out.pixels, error);
+}
+
+}  // namespace fid::codec
