@@ -7,6 +7,10 @@
 #include <memory>
 #include <stdexcept>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 #include "codec/l3_kernels.h"
 
 namespace fid::codec {
@@ -259,19 +263,138 @@ struct PatchScratch {
   std::array<uint8_t, kMaxPatch> zero;
 };
 
+// CPU unpack of a coded row (same result as l3k::unpack_row): widths are template constants
+// and full groups of 8 samples are one unaligned 8-byte load when the patch has 8 bytes left.
+template <unsigned W>
+inline const uint8_t* unpack_segment(const uint8_t* data, const uint8_t* end, unsigned cnt,
+                                     uint8_t base, uint8_t* __restrict out) {
+  if constexpr (W == 0) {
+    std::memset(out, base, cnt);
+    return data;
+  } else {
+    constexpr uint64_t mask = (uint64_t{1} << W) - 1;
+    unsigned g = 0;
+    for (; g + 8 <= cnt; g += 8) {
+      uint64_t word;
+      if (end - data >= 8) {
+        std::memcpy(&word, data, 8);  // little-endian host assumed (x86-64, aarch64)
+      } else {
+        word = load_le(data, W);
+      }
+      data += W;
+      for (unsigned i = 0; i < 8; ++i)
+        out[g + i] = static_cast<uint8_t>(static_cast<unsigned>((word >> (i * W)) & mask) + base);
+    }
+    if (g < cnt) {
+      unsigned rest = cnt - g;
+      unsigned nb = static_cast<unsigned>(packed_bytes(rest, W));
+      uint64_t word = load_le(data, nb);
+      data += nb;
+      for (unsigned i = 0; i < rest; ++i)
+        out[g + i] = static_cast<uint8_t>(static_cast<unsigned>((word >> (i * W)) & mask) + base);
+    }
+    return data;
+  }
+}
+
+void unpack_row_fast(const uint8_t* p, const uint8_t* end, unsigned n, unsigned seg_log2,
+                     uint8_t* __restrict r) {
+  if ((p[0] & 7u) == kPredCopy) {
+    std::memset(r, 0, n);
+    return;
+  }
+  const unsigned nseg = row_segments(n, seg_log2);
+  const uint8_t* bases = p + row_header_bytes(nseg);
+  unsigned nbases = 0;
+  for (unsigned s = 0; s < nseg; ++s) nbases += code_has_base(nibble(p, s + 1)) ? 1u : 0u;
+  const uint8_t* data = bases + nbases;
+  const unsigned seg = 1u << seg_log2;
+  for (unsigned s = 0; s < nseg; ++s) {
+    const unsigned code = nibble(p, s + 1);
+    const unsigned w = code_width(code);
+    const uint8_t base = code_has_base(code) ? *bases++ : implicit_base(w);
+    const unsigned x0 = s * seg;
+    const unsigned cnt = (s + 1 == nseg) ? n - x0 : seg;
+    uint8_t* o = r + x0;
+    switch (w) {
+      case 0: data = unpack_segment<0>(data, end, cnt, base, o); break;
+      case 1: data = unpack_segment<1>(data, end, cnt, base, o); break;
+      case 2: data = unpack_segment<2>(data, end, cnt, base, o); break;
+      case 3: data = unpack_segment<3>(data, end, cnt, base, o); break;
+      case 4: data = unpack_segment<4>(data, end, cnt, base, o); break;
+      case 5: data = unpack_segment<5>(data, end, cnt, base, o); break;
+      case 6: data = unpack_segment<6>(data, end, cnt, base, o); break;
+      case 7: data = unpack_segment<7>(data, end, cnt, base, o); break;
+      default: data = unpack_segment<8>(data, end, cnt, base, o); break;
+    }
+  }
+}
+
 template <unsigned P>
-void recon_rows(const uint8_t* T, const uint8_t* TT, const uint8_t* r, const uint8_t* e,
-                uint8_t* out, unsigned n) {
-  for (unsigned x = 0; x < n; ++x) {
+void recon_rows(const uint8_t* __restrict T, const uint8_t* __restrict TT,
+                const uint8_t* __restrict r, const uint8_t* __restrict e, uint8_t* __restrict out,
+                unsigned n) {
+  unsigned x = 0;
+#if defined(__SSE2__)
+  // Vector path for the predictors most rows use; each lane does exactly what predict() does.
+  if constexpr (P == kPredTop || P == kPredDiag || P == kPredMedian) {
+    for (; x + 16 <= n; x += 16) {
+      __m128i t = _mm_loadu_si128(reinterpret_cast<const __m128i*>(T + x));
+      __m128i pr;
+      if constexpr (P == kPredTop) {
+        pr = t;
+      } else {
+        __m128i tl = _mm_loadu_si128(reinterpret_cast<const __m128i*>(T + x - 1));
+        __m128i tr = _mm_loadu_si128(reinterpret_cast<const __m128i*>(T + x + 1));
+        if constexpr (P == kPredDiag)
+          pr = _mm_avg_epu8(tl, tr);  // (a + b + 1) >> 1
+        else
+          pr = _mm_max_epu8(_mm_min_epu8(tl, tr), _mm_min_epu8(_mm_max_epu8(tl, tr), t));
+      }
+      __m128i rv = _mm_loadu_si128(reinterpret_cast<const __m128i*>(r + x));
+      __m128i ev = _mm_loadu_si128(reinterpret_cast<const __m128i*>(e + x));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(out + x),
+                       _mm_add_epi8(_mm_add_epi8(pr, rv), ev));
+    }
+  }
+#endif
+  for (; x < n; ++x) {
     const uint8_t* t = T + x;
     out[x] = static_cast<uint8_t>(predict(P, t[-1], t[0], t[1], TT[x]) + r[x] + e[x]);
   }
 }
 
 template <unsigned C>
-void interleave(const PatchScratch& s, unsigned slot, unsigned n, uint8_t* dst) {
-  for (unsigned x = 0; x < n; ++x)
-    for (unsigned c = 0; c < C; ++c) dst[x * C + c] = s.rows[c][slot][x + 1];
+void interleave(const PatchScratch& s, unsigned slot, unsigned n, uint8_t* __restrict dst) {
+  const uint8_t* __restrict a = s.rows[0][slot].data() + 1;
+  if constexpr (C == 1) {
+    std::memcpy(dst, a, n);
+  } else {
+    const uint8_t* __restrict b = s.rows[1][slot].data() + 1;
+    if constexpr (C == 2) {
+      for (unsigned x = 0; x < n; ++x) {
+        dst[2 * x] = a[x];
+        dst[2 * x + 1] = b[x];
+      }
+    } else {
+      const uint8_t* __restrict c = s.rows[2][slot].data() + 1;
+      if constexpr (C == 3) {
+        for (unsigned x = 0; x < n; ++x) {
+          dst[3 * x] = a[x];
+          dst[3 * x + 1] = b[x];
+          dst[3 * x + 2] = c[x];
+        }
+      } else {
+        const uint8_t* __restrict d = s.rows[3][slot].data() + 1;
+        for (unsigned x = 0; x < n; ++x) {
+          dst[4 * x] = a[x];
+          dst[4 * x + 1] = b[x];
+          dst[4 * x + 2] = c[x];
+          dst[4 * x + 3] = d[x];
+        }
+      }
+    }
+  }
 }
 
 // Decodes one patch from [p, end); writes its pixels into the image `img` (row stride `stride`).
@@ -321,7 +444,7 @@ bool decode_patch(const uint8_t* p, const uint8_t* end, const L3Info& info, uint
         return false;
       }
       uint8_t* r = (k == 0) ? s.e0.data() : s.r.data();
-      unpack_row(p, pw, sl, r);
+      unpack_row_fast(p, end, pw, sl, r);
       p += size;
       const uint8_t* e = cross ? s.e0.data() : s.zero.data();
       uint8_t* o = s.rows[c][slot].data() + 1;
@@ -366,9 +489,11 @@ bool decode_patch(const uint8_t* p, const uint8_t* end, const L3Info& info, uint
 }  // namespace
 
 uint32_t l3_default_patch_size(uint32_t width, uint32_t height) {
+  // Larger patches are smaller files (fewer first rows and row headers; measured in
+  // docs/L3_FORMAT.md) but fewer patches to spread over GPU blocks.
   uint64_t px = uint64_t{width} * height;
-  if (px <= uint64_t{1280} * 720) return 32;
-  if (px <= uint64_t{1920} * 1080) return 64;
+  if (px <= uint64_t{640} * 480) return 32;
+  if (px <= uint64_t{1280} * 720) return 64;
   return 128;
 }
 

@@ -1,0 +1,200 @@
+// L3 codec benchmark: compressed size of each encoder choice relative to the source PNG, and
+// single-thread decode throughput of L3 vs libspng on the same images.
+//
+//   l3_codec_bench [--max N] [--reps R] [--variants all|default] [--no-speed] DIR_OR_PNG...
+//
+// Every *.png found (recursively) is decoded with libspng; its own file size is the PNG
+// reference (make the sources with zlib level 6, e.g. PIL's default compress_level=6).
+// Prints one markdown table of total L3 bytes / total PNG bytes per variant (and the median
+// per-image ratio), then decode MB/s (decoded pixel bytes per second, best of R runs).
+#include <spng.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "codec/image_io.h"
+#include "codec/l3.h"
+
+using namespace fid::codec;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::vector<uint8_t> read_file(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  return {std::istreambuf_iterator<char>(f), {}};
+}
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+struct Variant {
+  std::string name;
+  L3Options opt;
+};
+
+std::vector<Variant> variants(bool all) {
+  std::vector<Variant> v;
+  L3Options d;  // the default
+  if (all) {
+    L3Options paper;  // closest to the published L3: Paeth over TL/T/TR, one (width, base) per row
+    paper.predictor_mask = 1u << 4;
+    paper.first_row_mask = 1u << 1;  // first row raw-ish (constant 128 predictor)
+    paper.segment_log2 = 6;
+    paper.patch_size = 64;
+    paper.cross_channel = false;
+    paper.copy_rows = false;
+    v.push_back({"paper-like: Paeth(TL,T,TR), 1 seg/row (S=64,N=64), raw 1st row", paper});
+    L3Options t = paper;
+    t.predictor_mask = 1u;
+    v.push_back({"top predictor, S=64, raw 1st row", t});
+    t.first_row_mask = 3;
+    v.push_back({"+ left-DPCM first row", t});
+    t.predictor_mask = 0x3f;
+    v.push_back({"+ per-row choice of 6 predictors", t});
+    t.cross_channel = true;
+    v.push_back({"+ cross-channel (G residual added to R,B)", t});
+    t.copy_rows = true;
+    v.push_back({"+ copy rows", t});
+    t.segment_log2 = 5;
+    v.push_back({"S=32", t});
+    t.segment_log2 = 4;
+    v.push_back({"S=16", t});
+    t.segment_log2 = 3;
+    v.push_back({"S=8", t});
+    t.segment_log2 = 0;
+    v.push_back({"S=auto (best of 8/16/32 per image)", t});
+    L3Options a = d;
+    a.inter_patch_rows = true;
+    v.push_back({"default + first row from patch above (inter-patch)", a});
+    for (uint32_t n : {32u, 64u, 128u, 256u}) {
+      L3Options p = d;
+      p.patch_size = n;
+      v.push_back({"default, N=" + std::to_string(n), p});
+    }
+    for (unsigned k = 0; k < 6; ++k) {
+      L3Options p = d;
+      p.predictor_mask = 0x3fu & ~(1u << k);
+      static const char* names[] = {"top", "diag", "smooth", "median", "paeth", "grad"};
+      v.push_back({std::string("default without ") + names[k], p});
+    }
+  }
+  v.push_back({"default (N by resolution, S=16, all on)", d});
+  return v;
+}
+
+bool spng_decode(const std::vector<uint8_t>& png, std::vector<uint8_t>& out) {
+  spng_ctx* ctx = spng_ctx_new(0);
+  spng_set_png_buffer(ctx, png.data(), png.size());
+  size_t n = 0;
+  int rc = spng_decoded_image_size(ctx, SPNG_FMT_PNG, &n);
+  if (rc == 0) {
+    out.resize(n);
+    rc = spng_decode_image(ctx, out.data(), n, SPNG_FMT_PNG, 0);
+  }
+  spng_ctx_free(ctx);
+  return rc == 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  size_t max_files = 1000;
+  int reps = 3;
+  bool all = true, speed = true;
+  std::vector<fs::path> files;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--max" && i + 1 < argc) max_files = std::stoul(argv[++i]);
+    else if (a == "--reps" && i + 1 < argc) reps = std::stoi(argv[++i]);
+    else if (a == "--variants" && i + 1 < argc) all = std::string(argv[++i]) == "all";
+    else if (a == "--no-speed") speed = false;
+    else if (fs::is_directory(a)) {
+      std::vector<fs::path> found;
+      for (auto& e : fs::recursive_directory_iterator(a))
+        if (e.path().extension() == ".png") found.push_back(e.path());
+      std::sort(found.begin(), found.end());
+      files.insert(files.end(), found.begin(), found.end());
+    } else {
+      files.emplace_back(a);
+    }
+  }
+  if (files.size() > max_files) files.resize(max_files);
+  if (files.empty()) {
+    std::fprintf(stderr, "usage: l3_codec_bench [--max N] [--reps R] [--variants all|default] DIR...\n");
+    return 2;
+  }
+  auto vs = variants(all);
+  std::vector<double> total(vs.size(), 0);
+  std::vector<std::vector<double>> ratios(vs.size());
+  double png_total = 0, raw_total = 0;
+  double spng_time = 0, l3_time = 0, bytes_decoded = 0;
+  size_t used = 0;
+  for (auto& f : files) {
+    auto png = read_file(f);
+    DecodedImage src;
+    std::string err;
+    if (!decode_png(png, src, err)) {
+      std::fprintf(stderr, "skip %s: %s\n", f.c_str(), err.c_str());
+      continue;
+    }
+    ++used;
+    png_total += static_cast<double>(png.size());
+    raw_total += static_cast<double>(src.image.byte_size());
+    std::vector<uint8_t> def;
+    for (size_t k = 0; k < vs.size(); ++k) {
+      auto enc = l3_encode(src.image, vs[k].opt);
+      total[k] += static_cast<double>(enc.size());
+      ratios[k].push_back(static_cast<double>(enc.size()) / static_cast<double>(png.size()));
+      if (k + 1 == vs.size()) def = std::move(enc);
+    }
+    if (speed) {
+      std::vector<uint8_t> out(src.image.byte_size()), sp;
+      double best_l3 = 1e9, best_sp = 1e9;
+      for (int r = 0; r < reps; ++r) {
+        double t0 = now_s();
+        if (!l3_decode_into(def, out, err)) {
+          std::fprintf(stderr, "L3 decode failed on %s: %s\n", f.c_str(), err.c_str());
+          return 1;
+        }
+        double t1 = now_s();
+        spng_decode(png, sp);
+        double t2 = now_s();
+        best_l3 = std::min(best_l3, t1 - t0);
+        best_sp = std::min(best_sp, t2 - t1);
+      }
+      if (out != src.image.pixels) {
+        std::fprintf(stderr, "L3 mismatch on %s\n", f.c_str());
+        return 1;
+      }
+      l3_time += best_l3;
+      spng_time += best_sp;
+      bytes_decoded += static_cast<double>(out.size());
+    }
+    std::fprintf(stderr, "\r%zu/%zu", used, files.size());
+  }
+  std::fprintf(stderr, "\n");
+  std::printf("%zu images, %.1f MB raw, PNG total %.1f MB (PNG/raw %.3f)\n\n", used, raw_total / 1e6,
+              png_total / 1e6, png_total / raw_total);
+  std::printf("| variant | L3 bytes / PNG bytes (total) | median per image | L3 / raw |\n");
+  std::printf("| --- | --- | --- | --- |\n");
+  for (size_t k = 0; k < vs.size(); ++k) {
+    auto r = ratios[k];
+    std::sort(r.begin(), r.end());
+    std::printf("| %s | %.3f | %.3f | %.3f |\n", vs[k].name.c_str(), total[k] / png_total,
+                r.empty() ? 0.0 : r[r.size() / 2], total[k] / raw_total);
+  }
+  if (speed && l3_time > 0) {
+    std::printf("\nsingle-thread decode, best of %d: L3 %.0f MB/s, libspng %.0f MB/s, ratio %.2fx\n",
+                reps, bytes_decoded / l3_time / 1e6, bytes_decoded / spng_time / 1e6,
+                spng_time / l3_time);
+  }
+  return 0;
+}
