@@ -20,7 +20,9 @@ using namespace fid::l3k;
 
 constexpr uint8_t kMagic[4] = {'F', 'I', 'L', '3'};
 constexpr uint8_t kFlagInterPatch = 1;
-constexpr uint8_t kKnownFlags = kFlagInterPatch;
+constexpr uint8_t kFlagHuffCodes = 2;
+constexpr uint8_t kKnownFlags = kFlagInterPatch | kFlagHuffCodes;
+constexpr size_t kCodeTableBytes = 128;  // 16 contexts x 16 code lengths, one nibble each
 
 void put_u16(uint8_t* p, uint32_t v) {
   p[0] = static_cast<uint8_t>(v);
@@ -116,22 +118,28 @@ void consider(unsigned mode, const uint8_t* r, unsigned n, unsigned seg_log2, Ro
   }
 }
 
-void emit_row(const RowCandidate& c, unsigned n, unsigned seg_log2, std::vector<uint8_t>& out) {
-  if ((c.mode & 7u) == kPredCopy) {
-    out.push_back(static_cast<uint8_t>(c.mode));
-    return;
-  }
+// The coded rows of one patch, before their headers are serialised (nibbles or Huffman).
+struct PatchRec {
+  unsigned nseg = 0;
+  std::vector<uint8_t> modes;      // per coded row, in (y, plane order) order
+  std::vector<uint8_t> codes;      // nseg per coded row (zeros for copy rows)
+  std::vector<uint32_t> body_len;  // bases + packed data bytes per coded row
+  std::vector<uint8_t> body;
+};
+
+void append_row(const RowCandidate& c, unsigned n, unsigned seg_log2, PatchRec& rec) {
   unsigned nseg = row_segments(n, seg_log2);
   unsigned seg = 1u << seg_log2;
-  size_t at = out.size();
-  out.resize(at + row_header_bytes(nseg), 0);
-  auto set_nibble = [&](unsigned k, unsigned v) {
-    out[at + (k >> 1)] = static_cast<uint8_t>(out[at + (k >> 1)] | (v << ((k & 1) * 4)));
-  };
-  set_nibble(0, c.mode);
-  for (unsigned s = 0; s < nseg; ++s) set_nibble(s + 1, c.segs[s].code);
+  rec.modes.push_back(static_cast<uint8_t>(c.mode));
+  const size_t at = rec.body.size();
+  if ((c.mode & 7u) == kPredCopy) {
+    rec.codes.insert(rec.codes.end(), nseg, 0);
+    rec.body_len.push_back(0);
+    return;
+  }
+  for (unsigned s = 0; s < nseg; ++s) rec.codes.push_back(c.segs[s].code);
   for (unsigned s = 0; s < nseg; ++s)
-    if (code_has_base(c.segs[s].code)) out.push_back(c.segs[s].base);
+    if (code_has_base(c.segs[s].code)) rec.body.push_back(c.segs[s].base);
   for (unsigned s = 0; s < nseg; ++s) {
     unsigned code = c.segs[s].code;
     unsigned w = code_width(code);
@@ -144,8 +152,37 @@ void emit_row(const RowCandidate& c, unsigned n, unsigned seg_log2, std::vector<
       for (unsigned i = 0; i < k; ++i)
         word |= uint64_t{static_cast<uint8_t>(c.r[x0 + g + i] - base)} << (i * w);
       size_t nb = packed_bytes(k, w);
-      for (size_t b = 0; b < nb; ++b) out.push_back(static_cast<uint8_t>(word >> (8 * b)));
+      for (size_t b = 0; b < nb; ++b) rec.body.push_back(static_cast<uint8_t>(word >> (8 * b)));
     }
+  }
+  rec.body_len.push_back(static_cast<uint32_t>(rec.body.size() - at));
+}
+
+// Huffman code lengths (<= 15 for 16 symbols) for one context's symbol counts.
+void huffman_lengths(const uint64_t* freq, uint8_t* len) {
+  struct Node {
+    uint64_t w;
+    uint32_t syms;  // bit set of symbols below
+  };
+  std::vector<Node> nodes;
+  for (unsigned s = 0; s < 16; ++s) {
+    len[s] = 0;
+    if (freq[s]) nodes.push_back({freq[s], 1u << s});
+  }
+  if (nodes.size() == 1) {
+    for (unsigned s = 0; s < 16; ++s)
+      if (nodes[0].syms >> s & 1u) len[s] = 1;
+    return;
+  }
+  while (nodes.size() > 1) {
+    std::sort(nodes.begin(), nodes.end(), [](const Node& a, const Node& b) { return a.w > b.w; });
+    Node a = nodes.back();
+    nodes.pop_back();
+    Node b = nodes.back();
+    nodes.pop_back();
+    for (unsigned s = 0; s < 16; ++s)
+      if ((a.syms | b.syms) >> s & 1u) ++len[s];
+    nodes.push_back({a.w + b.w, a.syms | b.syms});
   }
 }
 
@@ -163,8 +200,8 @@ struct Encoder {
     dst[n] = dst[n - 1];
   }
 
-  void encode_patch(uint32_t x0, uint32_t y0, unsigned pw, unsigned ph,
-                    std::vector<uint8_t>& out) const {
+  void encode_patch(uint32_t x0, uint32_t y0, unsigned pw, unsigned ph, PatchRec& out) const {
+    out.nseg = row_segments(pw, seg_log2);
     const unsigned C = im.channels;
     const int avail_from = (opt.inter_patch_rows && y0 > 0) ? -static_cast<int>(std::min(y0, 2u)) : 0;
     std::array<uint8_t, kMaxPatch + 2> cur{}, T{}, TT{};
@@ -213,7 +250,7 @@ struct Encoder {
       chosen:
         if (best.bytes == SIZE_MAX) throw std::invalid_argument("L3Options: no predictor allowed");
         if (k == 0) std::copy(best.r.begin(), best.r.begin() + pw, e0.begin());
-        emit_row(best, pw, seg_log2, out);
+        append_row(best, pw, seg_log2, out);
       }
     }
   }
@@ -223,18 +260,107 @@ std::vector<uint8_t> encode_with(const ImageView& im, const L3Options& opt, unsi
   const uint32_t N = opt.patch_size ? opt.patch_size : l3_default_patch_size(im.width, im.height);
   const uint32_t px = (im.width + N - 1) / N, py = (im.height + N - 1) / N;
   const size_t patches = size_t{px} * py;
-  const size_t header = kL3HeaderBytes + 4 * patches;
-  std::vector<uint8_t> out(header, 0);
-  out.reserve(header + im.width * size_t{im.height} * im.channels / 2);
+  const unsigned C = im.channels;
   Encoder enc{im, opt, seg_log2, N};
-  std::vector<uint32_t> offsets(patches);
-  for (uint32_t j = 0; j < py; ++j) {
+  std::vector<PatchRec> recs(patches);
+  for (uint32_t j = 0; j < py; ++j)
     for (uint32_t i = 0; i < px; ++i) {
-      size_t off = out.size() - header;
-      if (off > UINT32_MAX) throw std::length_error("L3: encoded image exceeds 4 GiB");
-      offsets[size_t{j} * px + i] = static_cast<uint32_t>(off);
       uint32_t x0 = i * N, y0 = j * N;
-      enc.encode_patch(x0, y0, std::min(N, im.width - x0), std::min(N, im.height - y0), out);
+      enc.encode_patch(x0, y0, std::min(N, im.width - x0), std::min(N, im.height - y0),
+                       recs[size_t{j} * px + i]);
+    }
+
+  // Segment-code statistics per context (the code of the same segment one row up).
+  std::array<std::array<uint64_t, 16>, 16> freq{};
+  std::array<std::array<uint8_t, kMaxSegments>, 4> above{};
+  for (const PatchRec& r : recs) {
+    for (auto& a : above) a.fill(0);
+    for (size_t row = 0; row < r.modes.size(); ++row) {
+      const uint8_t* codes = r.codes.data() + row * r.nseg;
+      auto& ab = above[row % C];
+      if ((r.modes[row] & 7u) != kPredCopy)
+        for (unsigned s = 0; s < r.nseg; ++s) ++freq[ab[s]][codes[s]];
+      std::copy(codes, codes + r.nseg, ab.begin());
+    }
+  }
+  std::array<std::array<uint8_t, 16>, 16> lens{};
+  std::array<std::array<uint16_t, 16>, 16> hcode{};
+  uint64_t huff_bits_extra = 0;  // total over rows computed below
+  for (unsigned c = 0; c < 16; ++c) {
+    huffman_lengths(freq[c].data(), lens[c].data());
+    std::array<unsigned, 17> count{}, next{};
+    for (unsigned s = 0; s < 16; ++s) ++count[lens[c][s]];
+    count[0] = 0;
+    for (unsigned l = 1; l < 16; ++l) next[l + 1] = (next[l] + count[l]) << 1;
+    for (unsigned s = 0; s < 16; ++s)
+      if (lens[c][s]) hcode[c][s] = static_cast<uint16_t>(next[lens[c][s]]++);
+  }
+  // Choose nibbles or Huffman codes by exact header size.
+  uint64_t nib_bytes = 0, huff_bytes = kCodeTableBytes;
+  for (const PatchRec& r : recs) {
+    for (auto& a : above) a.fill(0);
+    for (size_t row = 0; row < r.modes.size(); ++row) {
+      const uint8_t* codes = r.codes.data() + row * r.nseg;
+      auto& ab = above[row % C];
+      if ((r.modes[row] & 7u) == kPredCopy) {
+        ++nib_bytes;
+        ++huff_bytes;
+      } else {
+        nib_bytes += row_header_bytes(r.nseg);
+        uint64_t bits = 4;
+        for (unsigned s = 0; s < r.nseg; ++s) bits += lens[ab[s]][codes[s]];
+        huff_bytes += (bits + 7) / 8;
+      }
+      std::copy(codes, codes + r.nseg, ab.begin());
+    }
+  }
+  (void)huff_bits_extra;
+  const bool huff = opt.entropy_codes && huff_bytes < nib_bytes;
+
+  const size_t header = kL3HeaderBytes + (huff ? kCodeTableBytes : 0) + 4 * patches;
+  std::vector<uint8_t> out(header, 0);
+  size_t body_total = 0;
+  for (const PatchRec& r : recs) body_total += r.body.size();
+  out.reserve(header + body_total + (huff ? huff_bytes : nib_bytes));
+  std::vector<uint32_t> offsets(patches);
+  for (size_t pi = 0; pi < patches; ++pi) {
+    const PatchRec& r = recs[pi];
+    size_t off = out.size() - header;
+    if (off > UINT32_MAX) throw std::length_error("L3: encoded image exceeds 4 GiB");
+    offsets[pi] = static_cast<uint32_t>(off);
+    for (auto& a : above) a.fill(0);
+    size_t body_at = 0;
+    for (size_t row = 0; row < r.modes.size(); ++row) {
+      const uint8_t* codes = r.codes.data() + row * r.nseg;
+      auto& ab = above[row % C];
+      const unsigned mode = r.modes[row];
+      if ((mode & 7u) == kPredCopy) {
+        out.push_back(static_cast<uint8_t>(mode));
+      } else if (!huff) {
+        size_t at = out.size();
+        out.resize(at + row_header_bytes(r.nseg), 0);
+        auto set_nibble = [&](unsigned k, unsigned v) {
+          out[at + (k >> 1)] = static_cast<uint8_t>(out[at + (k >> 1)] | (v << ((k & 1) * 4)));
+        };
+        set_nibble(0, mode);
+        for (unsigned s = 0; s < r.nseg; ++s) set_nibble(s + 1, codes[s]);
+      } else {
+        size_t at = out.size();
+        out.push_back(static_cast<uint8_t>(mode));
+        size_t bit = 4;
+        for (unsigned s = 0; s < r.nseg; ++s) {
+          unsigned l = lens[ab[s]][codes[s]], v = hcode[ab[s]][codes[s]];
+          for (unsigned i = l; i-- > 0;) {
+            if ((bit >> 3) >= out.size() - at) out.push_back(0);
+            out[at + (bit >> 3)] = static_cast<uint8_t>(out[at + (bit >> 3)] | (((v >> i) & 1u) << (bit & 7)));
+            ++bit;
+          }
+        }
+      }
+      out.insert(out.end(), r.body.begin() + static_cast<std::ptrdiff_t>(body_at),
+                 r.body.begin() + static_cast<std::ptrdiff_t>(body_at + r.body_len[row]));
+      body_at += r.body_len[row];
+      std::copy(codes, codes + r.nseg, ab.begin());
     }
   }
   size_t data = out.size() - header;
@@ -243,13 +369,19 @@ std::vector<uint8_t> encode_with(const ImageView& im, const L3Options& opt, unsi
   out[4] = kL3Version;
   out[5] = im.channels;
   out[6] = static_cast<uint8_t>(seg_log2);
-  out[7] = opt.inter_patch_rows ? kFlagInterPatch : 0;
+  out[7] = static_cast<uint8_t>((opt.inter_patch_rows ? kFlagInterPatch : 0) | (huff ? kFlagHuffCodes : 0));
   put_u32(&out[8], im.width);
   put_u32(&out[12], im.height);
   put_u16(&out[16], N);
   put_u16(&out[18], 0);
   put_u32(&out[20], static_cast<uint32_t>(data));
-  for (size_t p = 0; p < patches; ++p) put_u32(&out[kL3HeaderBytes + 4 * p], offsets[p]);
+  size_t table_at = kL3HeaderBytes;
+  if (huff) {
+    for (unsigned c = 0; c < 16; ++c)
+      for (unsigned s = 0; s < 16; s += 2)
+        out[table_at++] = static_cast<uint8_t>(lens[c][s] | (lens[c][s + 1] << 4));
+  }
+  for (size_t p = 0; p < patches; ++p) put_u32(&out[table_at + 4 * p], offsets[p]);
   return out;
 }
 
@@ -261,6 +393,7 @@ struct PatchScratch {
   std::array<uint8_t, kMaxPatch> r;
   std::array<uint8_t, kMaxPatch> e0;
   std::array<uint8_t, kMaxPatch> zero;
+  std::array<std::array<uint8_t, kMaxSegments>, 4> above;  // codes of the row above, per plane
 };
 
 // CPU unpack of a coded row (same result as l3k::unpack_row): widths are template constants
@@ -297,20 +430,16 @@ inline const uint8_t* unpack_segment(const uint8_t* data, const uint8_t* end, un
   }
 }
 
-void unpack_row_fast(const uint8_t* p, const uint8_t* end, unsigned n, unsigned seg_log2,
-                     uint8_t* __restrict r) {
-  if ((p[0] & 7u) == kPredCopy) {
-    std::memset(r, 0, n);
-    return;
-  }
+void unpack_row_fast(const uint8_t* body, const uint8_t* end, const uint8_t* codes, unsigned n,
+                     unsigned seg_log2, uint8_t* __restrict r) {
   const unsigned nseg = row_segments(n, seg_log2);
-  const uint8_t* bases = p + row_header_bytes(nseg);
+  const uint8_t* bases = body;
   unsigned nbases = 0;
-  for (unsigned s = 0; s < nseg; ++s) nbases += code_has_base(nibble(p, s + 1)) ? 1u : 0u;
+  for (unsigned s = 0; s < nseg; ++s) nbases += code_has_base(codes[s]) ? 1u : 0u;
   const uint8_t* data = bases + nbases;
   const unsigned seg = 1u << seg_log2;
   for (unsigned s = 0; s < nseg; ++s) {
-    const unsigned code = nibble(p, s + 1);
+    const unsigned code = codes[s];
     const unsigned w = code_width(code);
     const uint8_t base = code_has_base(code) ? *bases++ : implicit_base(w);
     const unsigned x0 = s * seg;
@@ -398,11 +527,13 @@ void interleave(const PatchScratch& s, unsigned slot, unsigned n, uint8_t* __res
 }
 
 // Decodes one patch from [p, end); writes its pixels into the image `img` (row stride `stride`).
-bool decode_patch(const uint8_t* p, const uint8_t* end, const L3Info& info, uint32_t x0,
-                  uint32_t y0, unsigned pw, unsigned ph, uint8_t* img, size_t stride,
-                  PatchScratch& s, std::string& error) {
+bool decode_patch(const uint8_t* p, const uint8_t* end, const L3Info& info,
+                  const HuffTable* tables, uint32_t x0, uint32_t y0, unsigned pw, unsigned ph,
+                  uint8_t* img, size_t stride, PatchScratch& s, std::string& error) {
   const unsigned C = info.channels;
   const unsigned sl = info.segment_log2;
+  const unsigned nseg = row_segments(pw, sl);
+  for (auto& a : s.above) std::fill(a.begin(), a.begin() + nseg, uint8_t{0});
   int avail_from = 0;
   if ((info.flags & kFlagInterPatch) && y0 > 0) {
     avail_from = -static_cast<int>(std::min(y0, 2u));
@@ -426,8 +557,17 @@ bool decode_patch(const uint8_t* p, const uint8_t* end, const L3Info& info, uint
     for (unsigned k = 0; k < C; ++k) {
       const unsigned c = plane_of(C, k);
       unsigned mode = 0;
-      size_t size = row_size(p, static_cast<size_t>(end - p), pw, sl, &mode);
-      if (size == 0) {
+      uint8_t* codes = s.above[k].data();  // read over the row above's codes once used
+      std::array<uint8_t, kMaxSegments> row_codes;
+      size_t hdr = read_row_header(p, static_cast<size_t>(end - p), nseg, tables, codes, &mode,
+                                   row_codes.data());
+      if (hdr == 0) {
+        error = "L3: bad row header or row past its patch";
+        return false;
+      }
+      std::copy(row_codes.begin(), row_codes.begin() + nseg, codes);
+      const size_t body = row_body_size(codes, pw, sl);
+      if (body > static_cast<size_t>(end - p) - hdr) {
         error = "L3: row data runs past its patch";
         return false;
       }
@@ -444,8 +584,11 @@ bool decode_patch(const uint8_t* p, const uint8_t* end, const L3Info& info, uint
         return false;
       }
       uint8_t* r = (k == 0) ? s.e0.data() : s.r.data();
-      unpack_row_fast(p, end, pw, sl, r);
-      p += size;
+      if (copy)
+        std::memset(r, 0, pw);
+      else
+        unpack_row_fast(p + hdr, end, codes, pw, sl, r);
+      p += hdr + body;
       const uint8_t* e = cross ? s.e0.data() : s.zero.data();
       uint8_t* o = s.rows[c][slot].data() + 1;
       if (first) {
@@ -577,7 +720,9 @@ bool l3_probe(std::span<const uint8_t> data, L3Info& info, std::string& error) {
   in.patches_x = (in.width + in.patch_size - 1) / in.patch_size;
   in.patches_y = (in.height + in.patch_size - 1) / in.patch_size;
   const uint64_t patches = uint64_t{in.patches_x} * in.patches_y;
-  const uint64_t header = kL3HeaderBytes + 4 * patches;
+  const bool huff = (in.flags & kFlagHuffCodes) != 0;
+  const uint64_t table_bytes = huff ? kCodeTableBytes : 0;
+  const uint64_t header = kL3HeaderBytes + table_bytes + 4 * patches;
   if (header + in.data_bytes != data.size()) {
     error = "L3: size mismatch (header + offset table + data != buffer)";
     return false;
@@ -585,7 +730,18 @@ bool l3_probe(std::span<const uint8_t> data, L3Info& info, std::string& error) {
   in.header_bytes = static_cast<size_t>(header);
   // Offsets: offset[0] == 0, non-decreasing, and each patch at least as large as its row
   // headers (so a tiny file cannot claim a huge image).
-  const uint8_t* table = h + kL3HeaderBytes;
+  if (huff) {
+    for (unsigned c = 0; c < 16; ++c) {
+      uint8_t lens[16];
+      for (unsigned k = 0; k < 16; ++k) lens[k] = static_cast<uint8_t>(nibble(h + kL3HeaderBytes + 8 * c, k));
+      HuffTable t;
+      if (!build_table(lens, &t)) {
+        error = "L3: over-subscribed segment code table";
+        return false;
+      }
+    }
+  }
+  const uint8_t* table = h + kL3HeaderBytes + table_bytes;
   for (uint64_t i = 0; i < patches; ++i) {
     uint64_t begin = get_u32(table + 4 * i);
     uint64_t end = i + 1 < patches ? get_u32(table + 4 * (i + 1)) : in.data_bytes;
@@ -597,7 +753,7 @@ bool l3_probe(std::span<const uint8_t> data, L3Info& info, std::string& error) {
     unsigned pw = std::min(in.patch_size, in.width - px * in.patch_size);
     unsigned ph = std::min(in.patch_size, in.height - py * in.patch_size);
     // Every row is at least one byte; a first row (no row above) carries its full header.
-    const bool has_first = !((in.flags & kFlagInterPatch) && py > 0);
+    const bool has_first = !((in.flags & kFlagInterPatch) && py > 0) && !huff;
     uint64_t min_bytes =
         uint64_t{in.channels} *
         (ph + (has_first ? row_header_bytes(row_segments(pw, in.segment_log2)) - 1 : 0));
@@ -619,7 +775,15 @@ bool l3_decode_into(std::span<const uint8_t> data, std::span<uint8_t> out, std::
   }
   auto scratch = std::make_unique<PatchScratch>();
   scratch->zero.fill(0);
-  const uint8_t* table = data.data() + kL3HeaderBytes;
+  const bool huff = (info.flags & kFlagHuffCodes) != 0;
+  std::array<HuffTable, 16> tables{};
+  if (huff)
+    for (unsigned c = 0; c < 16; ++c) {
+      uint8_t lens[16];
+      for (unsigned k = 0; k < 16; ++k) lens[k] = static_cast<uint8_t>(nibble(data.data() + kL3HeaderBytes + 8 * c, k));
+      build_table(lens, &tables[c]);  // validated by l3_probe
+    }
+  const uint8_t* table = data.data() + kL3HeaderBytes + (huff ? kCodeTableBytes : 0);
   const uint8_t* base = data.data() + info.header_bytes;
   const size_t stride = size_t{info.width} * info.channels;
   const uint32_t N = info.patch_size;
@@ -629,7 +793,7 @@ bool l3_decode_into(std::span<const uint8_t> data, std::span<uint8_t> out, std::
       size_t begin = get_u32(table + 4 * idx);
       size_t end = idx + 1 < info.patches() ? get_u32(table + 4 * (idx + 1)) : info.data_bytes;
       uint32_t x0 = i * N, y0 = j * N;
-      if (!decode_patch(base + begin, base + end, info, x0, y0, std::min(N, info.width - x0),
+      if (!decode_patch(base + begin, base + end, info, huff ? tables.data() : nullptr, x0, y0, std::min(N, info.width - x0),
                         std::min(N, info.height - y0), out.data(), stride, *scratch, error))
         return false;
     }

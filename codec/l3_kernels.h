@@ -99,9 +99,13 @@ L3_HD uint8_t predict(unsigned pred, unsigned tl, unsigned t, unsigned tr, unsig
 }
 
 // ---- row layout -------------------------------------------------------------------------------
-// A coded row of n samples with segments of S = 2^seg_log2: ceil((1 + nseg) / 2) bytes of
-// nibbles (low nibble first: mode, code[0], code[1], ...), one base byte per segment whose code
-// has one, then each segment's packed data in order.
+// A coded row of n samples with segments of S = 2^seg_log2 starts with its header: the mode in
+// the low nibble of byte 0, then the nseg segment codes, either as nibbles (byte 0's high
+// nibble, then low nibble first: ceil((1 + nseg) / 2) bytes) or, with the image's
+// entropy-coded-codes flag, as canonical Huffman codes (bits LSB-first from bit 4 of byte 0,
+// the table chosen by the code of the same segment in the row above; the header is padded
+// to a byte). A copy row (predictor 7) is the single mode byte. The body follows: one base
+// byte per segment whose code has one, then each segment's packed data in order.
 
 L3_HD unsigned row_segments(unsigned n, unsigned seg_log2) {
   return (n + (1u << seg_log2) - 1) >> seg_log2;
@@ -109,43 +113,104 @@ L3_HD unsigned row_segments(unsigned n, unsigned seg_log2) {
 L3_HD unsigned row_header_bytes(unsigned nseg) { return (nseg + 2) >> 1; }
 L3_HD unsigned nibble(const uint8_t* p, unsigned k) { return (p[k >> 1] >> ((k & 1) * 4)) & 15u; }
 
-// Sizes a coded row without decoding it. Returns its total bytes, or 0 if it does not fit in
-// `avail` bytes. Also returns the mode nibble. (Whether the mode is valid for the row is the
-// caller's check.)
-L3_HD size_t row_size(const uint8_t* p, size_t avail, unsigned n, unsigned seg_log2,
-                      unsigned* mode) {
-  if (avail < 1) return 0;
-  *mode = nibble(p, 0);
-  if ((*mode & 7u) == kPredCopy) return 1;
-  unsigned nseg = row_segments(n, seg_log2);
-  size_t hdr = row_header_bytes(nseg);
-  if (avail < hdr) return 0;
-  size_t size = hdr;
-  unsigned seg = 1u << seg_log2;
-  for (unsigned s = 0; s < nseg; ++s) {
-    unsigned code = nibble(p, s + 1);
-    unsigned cnt = (s + 1 == nseg) ? n - s * seg : seg;
-    size += packed_bytes(cnt, code_width(code)) + (code_has_base(code) ? 1u : 0u);
+// Canonical Huffman decoding table for one context: count[len] codes of each length 1..15,
+// symbols listed by (length, value). Codes are read MSB-first (the first bit read is the
+// code's most significant bit), as in DEFLATE.
+struct HuffTable {
+  uint16_t count[16];
+  uint8_t symbol[16];
+};
+
+// Builds a table from 16 code lengths (0 = unused symbol). False if the lengths are
+// over-subscribed (an incomplete code is allowed; its missing codes are decode errors).
+L3_HD bool build_table(const uint8_t* lengths, HuffTable* t) {
+  for (unsigned l = 0; l < 16; ++l) t->count[l] = 0;
+  for (unsigned s = 0; s < 16; ++s) t->count[lengths[s] & 15u]++;
+  t->count[0] = 0;
+  int left = 1;
+  for (unsigned l = 1; l < 16; ++l) {
+    left <<= 1;
+    left -= t->count[l];
+    if (left < 0) return false;
   }
-  return size <= avail ? size : 0;
+  unsigned offs[16];
+  offs[1] = 0;
+  for (unsigned l = 1; l < 15; ++l) offs[l + 1] = offs[l] + t->count[l];
+  for (unsigned s = 0; s < 16; ++s) t->symbol[s] = 0;
+  for (unsigned s = 0; s < 16; ++s)
+    if (lengths[s] & 15u) t->symbol[offs[lengths[s] & 15u]++] = static_cast<uint8_t>(s);
+  return true;
 }
 
-// Unpacks the residuals of a coded row (already sized by row_size) into r[0..n): r = packed +
-// base (mod 256). Per segment this is independent: a GPU thread per sample can do the same
-// with a prefix sum over the segment sizes.
-L3_HD void unpack_row(const uint8_t* p, unsigned n, unsigned seg_log2, uint8_t* r) {
-  if ((nibble(p, 0) & 7u) == kPredCopy) {
-    for (unsigned i = 0; i < n; ++i) r[i] = 0;
-    return;
+// Reads one symbol at bit position *bit of p[0..avail); -1 if invalid or out of data.
+L3_HD int read_symbol(const uint8_t* p, size_t avail, size_t* bit, const HuffTable* t) {
+  int code = 0, first = 0, index = 0;
+  for (unsigned len = 1; len < 16; ++len) {
+    size_t b = *bit;
+    if ((b >> 3) >= avail) return -1;
+    code |= (p[b >> 3] >> (b & 7)) & 1;
+    *bit = b + 1;
+    int count = t->count[len];
+    if (code - first < count) return t->symbol[index + code - first];
+    index += count;
+    first = (first + count) << 1;
+    code <<= 1;
   }
+  return -1;
+}
+
+// Parses a row header: the mode and the nseg codes (all 0 for a copy row). `tables` is null
+// for nibble codes, else 16 tables indexed by above[s] (the codes of the previous row of the
+// same plane and patch; 0s for the first row). Returns the header's bytes, 0 on error.
+L3_HD size_t read_row_header(const uint8_t* p, size_t avail, unsigned nseg,
+                             const HuffTable* tables, const uint8_t* above, unsigned* mode,
+                             uint8_t* codes) {
+  if (avail < 1) return 0;
+  *mode = p[0] & 15u;
+  if ((*mode & 7u) == kPredCopy) {
+    for (unsigned s = 0; s < nseg; ++s) codes[s] = 0;
+    return 1;
+  }
+  if (!tables) {
+    size_t hdr = row_header_bytes(nseg);
+    if (avail < hdr) return 0;
+    for (unsigned s = 0; s < nseg; ++s) codes[s] = static_cast<uint8_t>(nibble(p, s + 1));
+    return hdr;
+  }
+  size_t bit = 4;
+  for (unsigned s = 0; s < nseg; ++s) {
+    int sym = read_symbol(p, avail, &bit, &tables[above[s] & 15u]);
+    if (sym < 0) return 0;
+    codes[s] = static_cast<uint8_t>(sym);
+  }
+  return (bit + 7) >> 3;
+}
+
+// Bytes of a row's body (bases + packed data) for its codes.
+L3_HD size_t row_body_size(const uint8_t* codes, unsigned n, unsigned seg_log2) {
   unsigned nseg = row_segments(n, seg_log2);
-  const uint8_t* bases = p + row_header_bytes(nseg);
+  unsigned seg = 1u << seg_log2;
+  size_t size = 0;
+  for (unsigned s = 0; s < nseg; ++s) {
+    unsigned cnt = (s + 1 == nseg) ? n - s * seg : seg;
+    size += packed_bytes(cnt, code_width(codes[s])) + (code_has_base(codes[s]) ? 1u : 0u);
+  }
+  return size;
+}
+
+// Unpacks a row body (sized by row_body_size) into r[0..n): r = packed + base (mod 256). Per
+// segment this is independent: a GPU thread per sample can do the same with a prefix sum over
+// the segment sizes.
+L3_HD void unpack_row(const uint8_t* body, const uint8_t* codes, unsigned n, unsigned seg_log2,
+                      uint8_t* r) {
+  unsigned nseg = row_segments(n, seg_log2);
+  const uint8_t* bases = body;
   unsigned nbases = 0;
-  for (unsigned s = 0; s < nseg; ++s) nbases += code_has_base(nibble(p, s + 1)) ? 1u : 0u;
+  for (unsigned s = 0; s < nseg; ++s) nbases += code_has_base(codes[s]) ? 1u : 0u;
   const uint8_t* data = bases + nbases;
   unsigned seg = 1u << seg_log2;
   for (unsigned s = 0; s < nseg; ++s) {
-    unsigned code = nibble(p, s + 1);
+    unsigned code = codes[s];
     unsigned w = code_width(code);
     uint8_t base = code_has_base(code) ? *bases++ : implicit_base(w);
     unsigned x0 = s * seg;

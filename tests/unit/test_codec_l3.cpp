@@ -62,7 +62,7 @@ void expect_round_trip(const Image& im, const L3Options& opt = {}) {
   EXPECT_TRUE(back.pixels == im.pixels) << im.width << "x" << im.height << "x" << int{im.channels};
 }
 
-// Widths of all segment codes used in an encoded image (walks the bitstream).
+// Segment codes used in an encoded image with nibble codes (walks the bitstream).
 std::set<unsigned> used_codes(const std::vector<uint8_t>& enc) {
   L3Info info;
   std::string err;
@@ -76,11 +76,13 @@ std::set<unsigned> used_codes(const std::vector<uint8_t>& enc) {
       unsigned ph = std::min(info.patch_size, info.height - j * info.patch_size);
       for (unsigned r = 0; r < ph * info.channels; ++r) {
         unsigned mode = 0;
-        size_t size = fid::l3k::row_size(p, static_cast<size_t>(end - p), pw, info.segment_log2, &mode);
-        if (!size) return codes;
         unsigned nseg = fid::l3k::row_segments(pw, info.segment_log2);
-        for (unsigned s = 0; s < nseg; ++s) codes.insert(fid::l3k::nibble(p, s + 1));
-        p += size;
+        uint8_t above[fid::l3k::kMaxSegments] = {}, row[fid::l3k::kMaxSegments];
+        size_t hdr = fid::l3k::read_row_header(p, static_cast<size_t>(end - p), nseg, nullptr,
+                                               above, &mode, row);
+        if (!hdr) return codes;
+        if ((mode & 7) != fid::l3k::kPredCopy) codes.insert(row, row + nseg);
+        p += hdr + fid::l3k::row_body_size(row, pw, info.segment_log2);
       }
     }
   return codes;
@@ -159,11 +161,23 @@ TEST(L3Codec, AllSegmentCodesExercised) {
       for (auto& p : im.pixels) p = static_cast<uint8_t>(p + (k == 1 ? 100 : 0));
       L3Options o;
       o.predictor_mask = 1;  // top
+      o.entropy_codes = false;
       auto enc = l3_encode(im, o);
       auto codes = used_codes(enc);
       all.insert(codes.begin(), codes.end());
       expect_round_trip(im, o);
     }
+  }
+  // Left quarter flat, the rest noise: zero segments inside coded rows (code 0).
+  Image half = noise(64, 64, 1, 999, 64);
+  for (uint32_t y = 0; y < 64; ++y) std::memset(&half.pixels[y * 64], 50, 16);
+  {
+    L3Options o;
+    o.predictor_mask = 1;
+    o.entropy_codes = false;
+    auto codes = used_codes(l3_encode(half, o));
+    all.insert(codes.begin(), codes.end());
+    expect_round_trip(half, o);
   }
   // Constant rows with a non-zero step (explicit base, width 0).
   Image ramp = make_image(64, 64, 1);
@@ -171,10 +185,38 @@ TEST(L3Codec, AllSegmentCodesExercised) {
     for (uint32_t x = 0; x < 64; ++x) ramp.pixels[y * 64 + x] = static_cast<uint8_t>(y * 7);
   L3Options o;
   o.predictor_mask = 1;
+  o.entropy_codes = false;
   auto codes = used_codes(l3_encode(ramp, o));
   all.insert(codes.begin(), codes.end());
   for (unsigned w = 0; w <= 8; ++w) EXPECT_TRUE(all.count(w)) << "implicit width " << w;
   for (unsigned w = 0; w <= 6; ++w) EXPECT_TRUE(all.count(9 + w)) << "explicit width " << w;
+}
+
+TEST(L3Codec, EntropyCodedSegmentCodes) {
+  Image im = smooth(640, 480, 3, 21);
+  L3Options nib;
+  nib.entropy_codes = false;
+  auto a = l3_encode(im), b = l3_encode(im, nib);
+  L3Info ia, ib;
+  std::string err;
+  ASSERT_TRUE(l3_probe(a, ia, err)) << err;
+  ASSERT_TRUE(l3_probe(b, ib, err)) << err;
+  EXPECT_EQ(ia.flags & 2, 2) << "Huffman segment codes chosen for a large image";
+  EXPECT_EQ(ib.flags & 2, 0);
+  EXPECT_LT(a.size(), b.size());
+  expect_round_trip(im);
+  expect_round_trip(im, nib);
+  // Tiny images keep nibbles (the 128-byte table would not pay off).
+  Image tiny = smooth(8, 8, 1, 1);
+  auto t = l3_encode(tiny);
+  L3Info it;
+  ASSERT_TRUE(l3_probe(t, it, err));
+  EXPECT_EQ(it.flags & 2, 0);
+  // An over-subscribed table is rejected: all 16 symbols of context 0 with length 1.
+  auto bad = a;
+  for (size_t i = 24; i < 24 + 8; ++i) bad[i] = 0x11;
+  Image back;
+  EXPECT_FALSE(l3_decode(bad, back, err));
 }
 
 TEST(L3Codec, LargeImage) {
@@ -252,7 +294,7 @@ TEST(L3Codec, DecoderRejectsTruncationAndHeaderCorruption) {
       auto bad = enc;
       bad[i] ^= x;
       bool ok = l3_decode(bad, back, err);
-      if (i < 24 && !(i == 7 && x == 1)) {  // flags bit 0 (inter-patch rows) stays decodable
+      if (i < 24 && i != 7) {  // flags bits 0/1 may give another decodable stream
         EXPECT_FALSE(ok) << "header byte " << i;
       }
     }
