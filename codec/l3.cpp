@@ -54,7 +54,7 @@ struct SegChoice {
 };
 
 // Cheapest code for n residuals.
-SegChoice choose_segment(const uint8_t* r, unsigned n) {
+SegChoice choose_segment(const uint8_t* r, unsigned n, bool explicit_bases) {
   unsigned any = 0, m = 0;
   for (unsigned i = 0; i < n; ++i) {
     auto v = static_cast<int8_t>(r[i]);
@@ -66,6 +66,7 @@ SegChoice choose_segment(const uint8_t* r, unsigned n) {
   unsigned wi = std::min(bit_length(m) + 1, 8u);
   best.code = static_cast<uint8_t>(wi);
   best.bytes = static_cast<unsigned>(packed_bytes(n, wi));
+  if (!explicit_bases) return best;
   // Explicit base: the shortest arc of the mod-256 circle that holds every residual.
   std::array<uint8_t, 64> s{};
   std::copy(r, r + n, s.begin());
@@ -100,14 +101,15 @@ struct RowCandidate {
 };
 
 // Evaluates residuals r[0..n) as a coded row; keeps it in best if cheaper.
-void consider(unsigned mode, const uint8_t* r, unsigned n, unsigned seg_log2, RowCandidate& best) {
+void consider(unsigned mode, const uint8_t* r, unsigned n, unsigned seg_log2, bool explicit_bases,
+              RowCandidate& best) {
   unsigned nseg = row_segments(n, seg_log2);
   unsigned seg = 1u << seg_log2;
   std::array<SegChoice, kMaxSegments> segs;
   size_t bytes = row_header_bytes(nseg);
   for (unsigned s = 0; s < nseg && bytes < best.bytes; ++s) {
     unsigned cnt = std::min(seg, n - s * seg);
-    segs[s] = choose_segment(r + s * seg, cnt);
+    segs[s] = choose_segment(r + s * seg, cnt, explicit_bases);
     bytes += segs[s].bytes;
   }
   if (bytes < best.bytes) {
@@ -244,7 +246,7 @@ struct Encoder {
               best.r.fill(0);
               goto chosen;
             }
-            consider(mode, r.data(), pw, seg_log2, best);
+            consider(mode, r.data(), pw, seg_log2, opt.explicit_bases, best);
           }
         }
       chosen:

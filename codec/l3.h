@@ -26,6 +26,7 @@ struct L3Options {
   uint32_t first_row_mask = 0x3;  // bit p: first-row predictor p allowed
   bool copy_rows = true;          // one-byte rows for rows equal to their prediction from T
   bool entropy_codes = true;      // Huffman-code segment codes when that is smaller
+  bool explicit_bases = true;     // allow segment codes 9..15 (explicit base byte)
 };
 
 // What a header says, after full validation of the header and the offset table.

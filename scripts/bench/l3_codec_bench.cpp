@@ -46,45 +46,56 @@ std::vector<Variant> variants(bool all) {
   if (all) {
     L3Options paper;  // closest to the published L3: Paeth over TL/T/TR, one (width, base) per row
     paper.predictor_mask = 1u << 4;
-    paper.first_row_mask = 1u << 1;  // first row raw-ish (constant 128 predictor)
+    paper.first_row_mask = 1u << 1;  // first row predicted by a constant (no DPCM)
     paper.segment_log2 = 6;
     paper.patch_size = 64;
     paper.cross_channel = false;
     paper.copy_rows = false;
-    v.push_back({"paper-like: Paeth(TL,T,TR), 1 seg/row (S=64,N=64), raw 1st row", paper});
+    paper.entropy_codes = false;
+    v.push_back({"1 paper-like: Paeth(TL,T,TR), 1 (width,base) per row (S=N=64), no 1st-row prediction", paper});
     L3Options t = paper;
     t.predictor_mask = 1u;
-    v.push_back({"top predictor, S=64, raw 1st row", t});
+    v.push_back({"2 top predictor instead of Paeth", t});
     t.first_row_mask = 3;
-    v.push_back({"+ left-DPCM first row", t});
+    v.push_back({"3 + left-DPCM first row", t});
     t.predictor_mask = 0x3f;
-    v.push_back({"+ per-row choice of 6 predictors", t});
+    v.push_back({"4 + per-row choice of 6 predictors", t});
     t.cross_channel = true;
-    v.push_back({"+ cross-channel (G residual added to R,B)", t});
+    v.push_back({"5 + cross-channel (first plane's residual added)", t});
     t.copy_rows = true;
-    v.push_back({"+ copy rows", t});
+    v.push_back({"6 + one-byte copy rows", t});
     t.segment_log2 = 5;
-    v.push_back({"S=32", t});
-    t.segment_log2 = 4;
-    v.push_back({"S=16", t});
+    v.push_back({"7 segments S=32", t});
     t.segment_log2 = 3;
-    v.push_back({"S=8", t});
-    t.segment_log2 = 0;
-    v.push_back({"S=auto (best of 8/16/32 per image)", t});
+    v.push_back({"8 segments S=8", t});
+    t.segment_log2 = 4;
+    v.push_back({"9 segments S=16", t});
+    L3Options nb = t;
+    nb.explicit_bases = false;
+    v.push_back({"9b S=16 without explicit (circular) bases: implicit only", nb});
+    t.entropy_codes = true;
+    v.push_back({"10 + Huffman segment codes (N=64)", t});
+    t.patch_size = 128;
+    v.push_back({"11 N=128 (= default at >720p)", t});
+    t.patch_size = 256;
+    v.push_back({"12 N=256", t});
+    t.patch_size = 32;
+    v.push_back({"13 N=32", t});
     L3Options a = d;
     a.inter_patch_rows = true;
-    v.push_back({"default + first row from patch above (inter-patch)", a});
-    for (uint32_t n : {32u, 64u, 128u, 256u}) {
-      L3Options p = d;
-      p.patch_size = n;
-      v.push_back({"default, N=" + std::to_string(n), p});
-    }
+    v.push_back({"14 default + 1st row from the patch above (inter-patch dependency)", a});
+    a = d;
+    a.segment_log2 = 0;
+    v.push_back({"15 default + S chosen per image (8/16/32)", a});
+    static const char* names[] = {"top", "diag", "smooth", "median", "paeth", "grad"};
     for (unsigned k = 0; k < 6; ++k) {
       L3Options p = d;
       p.predictor_mask = 0x3fu & ~(1u << k);
-      static const char* names[] = {"top", "diag", "smooth", "median", "paeth", "grad"};
-      v.push_back({std::string("default without ") + names[k], p});
+      v.push_back({std::string("16 default without ") + names[k], p});
     }
+    L3Options tm = d;
+    tm.predictor_mask = 1u | (1u << 3);
+    v.push_back({"17 default with top+median only", tm});
   }
   v.push_back({"default (N by resolution, S=16, all on)", d});
   return v;
