@@ -206,6 +206,20 @@ TEST(L3Codec, EntropyCodedSegmentCodes) {
   EXPECT_LT(a.size(), b.size());
   expect_round_trip(im);
   expect_round_trip(im, nib);
+  Image im4 = smooth(300, 200, 4, 22);
+  for (uint32_t N : {3u, 16u, 64u, 1024u})
+    for (bool inter : {false, true})
+      for (uint8_t sl : {uint8_t{3}, uint8_t{6}}) {
+        L3Options o;
+        o.patch_size = N;
+        o.inter_patch_rows = inter;
+        o.segment_log2 = sl;
+        auto enc = l3_encode(im4, o);
+        L3Info info;
+        ASSERT_TRUE(l3_probe(enc, info, err)) << err;
+        EXPECT_EQ(info.flags & 2, 2) << N;
+        expect_round_trip(im4, o);
+      }
   // Tiny images keep nibbles (the 128-byte table would not pay off).
   Image tiny = smooth(8, 8, 1, 1);
   auto t = l3_encode(tiny);
