@@ -317,7 +317,7 @@ std::vector<uint8_t> encode_with(const ImageView& im, const L3Options& opt, unsi
     }
   }
   (void)huff_bits_extra;
-  const bool huff = opt.entropy_codes && huff_bytes < nib_bytes;
+  const bool huff = opt.entropy_codes == 2 || (opt.entropy_codes == 1 && huff_bytes < nib_bytes);
 
   const size_t header = kL3HeaderBytes + (huff ? kCodeTableBytes : 0) + 4 * patches;
   std::vector<uint8_t> out(header, 0);

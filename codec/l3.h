@@ -25,7 +25,7 @@ struct L3Options {
   uint32_t predictor_mask = 0x3f; // bit p: predictor p allowed in rows with a row above
   uint32_t first_row_mask = 0x3;  // bit p: first-row predictor p allowed
   bool copy_rows = true;          // one-byte rows for rows equal to their prediction from T
-  bool entropy_codes = true;      // Huffman-code segment codes when that is smaller
+  uint8_t entropy_codes = 1;      // Huffman segment codes: 0 never, 1 when smaller, 2 always
   bool explicit_bases = true;     // allow segment codes 9..15 (explicit base byte)
 };
 

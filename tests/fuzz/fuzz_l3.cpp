@@ -28,8 +28,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   if (rest.size() < 3) return 0;
   Image im;
-  im.width = rest[0] % 80u + 1;
-  im.height = rest[1] % 80u + 1;
+  im.width = rest[0] % 40u + 1;
+  im.height = rest[1] % 40u + 1;
   im.channels = static_cast<uint8_t>(rest[2] % 4u + 1);
   auto px = rest.subspan(3);
   im.pixels.resize(im.byte_size());
@@ -38,6 +38,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   L3Options opt;
   opt.patch_size = (data[0] >> 1) % 40u + 1;
   opt.segment_log2 = static_cast<uint8_t>(3 + (data[0] >> 6) % 4u);
+  opt.entropy_codes = px.size() % 2 ? 2 : 1;
   opt.inter_patch_rows = (data[0] & 2) != 0;
   auto enc = l3_encode(im, opt);
   Image back;

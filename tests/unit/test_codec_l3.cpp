@@ -214,6 +214,7 @@ TEST(L3Codec, EntropyCodedSegmentCodes) {
         o.patch_size = N;
         o.inter_patch_rows = inter;
         o.segment_log2 = sl;
+        o.entropy_codes = 2;  // N=3 would not choose them by itself
         auto enc = l3_encode(im4, o);
         L3Info info;
         ASSERT_TRUE(l3_probe(enc, info, err)) << err;
@@ -226,6 +227,15 @@ TEST(L3Codec, EntropyCodedSegmentCodes) {
   L3Info it;
   ASSERT_TRUE(l3_probe(t, it, err));
   EXPECT_EQ(it.flags & 2, 0);
+  L3Options force;
+  force.entropy_codes = 2;
+  for (uint32_t w : {1u, 5u, 17u}) {
+    Image small = noise(w, 3, 3, w, 8);
+    auto f = l3_encode(small, force);
+    ASSERT_TRUE(l3_probe(f, it, err)) << err;
+    EXPECT_EQ(it.flags & 2, 2);
+    expect_round_trip(small, force);
+  }
   // An over-subscribed table is rejected: all 16 symbols of context 0 with length 1.
   auto bad = a;
   for (size_t i = 24; i < 24 + 8; ++i) bad[i] = 0x11;
