@@ -528,9 +528,76 @@ void interleave(const PatchScratch& s, unsigned slot, unsigned n, uint8_t* __res
   }
 }
 
+// CPU segment-code reader: the kernels' canonical tables plus an 8-bit lookup table per
+// context for codes of up to 8 bits (longer or invalid codes fall back to l3k::read_symbol,
+// so the result is always the same as the kernels').
+struct FastCodes {
+  std::array<HuffTable, 16> tables{};
+  std::array<std::array<uint16_t, 256>, 16> lut{};  // (length << 8) | symbol; 0: slow path
+
+  void build(const uint8_t* lengths_nibbles) {
+    for (unsigned c = 0; c < 16; ++c) {
+      uint8_t lens[16];
+      for (unsigned k = 0; k < 16; ++k)
+        lens[k] = static_cast<uint8_t>(nibble(lengths_nibbles + 8 * c, k));
+      build_table(lens, &tables[c]);  // validated by l3_probe
+      lut[c].fill(0);
+      std::array<unsigned, 17> count{}, next{};
+      for (unsigned k = 0; k < 16; ++k) ++count[lens[k]];
+      count[0] = 0;
+      for (unsigned l = 1; l < 16; ++l) next[l + 1] = (next[l] + count[l]) << 1;
+      for (unsigned k = 0; k < 16; ++k) {
+        unsigned l = lens[k];
+        if (!l) continue;
+        unsigned code = next[l]++;
+        if (l > 8) continue;
+        unsigned rev = 0;  // the first bit read is the code's MSB, at bit 0 of the peek
+        for (unsigned i = 0; i < l; ++i) rev |= ((code >> (l - 1 - i)) & 1u) << i;
+        for (unsigned hi = 0; hi < (256u >> l); ++hi)
+          lut[c][rev | (hi << l)] = static_cast<uint16_t>((l << 8) | k);
+      }
+    }
+  }
+
+  // Same contract and result as l3k::read_row_header with these tables.
+  size_t read_header(const uint8_t* p, size_t avail, unsigned nseg, const uint8_t* above,
+                     unsigned* mode, uint8_t* codes) const {
+    if (avail < 1) return 0;
+    *mode = p[0] & 15u;
+    if ((*mode & 7u) == kPredCopy) {
+      std::memset(codes, 0, nseg);
+      return 1;
+    }
+    size_t bit = 4;
+    const size_t avail_bits = avail * 8;
+    for (unsigned s = 0; s < nseg; ++s) {
+      const size_t byte = bit >> 3;
+      if (byte >= avail) return 0;
+      uint64_t w;
+      if (avail - byte >= 8) {
+        std::memcpy(&w, p + byte, 8);
+      } else {
+        w = load_le(p + byte, static_cast<unsigned>(avail - byte));
+      }
+      const unsigned peek = static_cast<unsigned>(w >> (bit & 7)) & 0xFFu;
+      const unsigned e = lut[above[s] & 15u][peek];
+      if (e >> 8) {
+        bit += e >> 8;
+        if (bit > avail_bits) return 0;
+        codes[s] = static_cast<uint8_t>(e);
+      } else {
+        int sym = read_symbol(p, avail, &bit, &tables[above[s] & 15u]);
+        if (sym < 0) return 0;
+        codes[s] = static_cast<uint8_t>(sym);
+      }
+    }
+    return (bit + 7) >> 3;
+  }
+};
+
 // Decodes one patch from [p, end); writes its pixels into the image `img` (row stride `stride`).
 bool decode_patch(const uint8_t* p, const uint8_t* end, const L3Info& info,
-                  const HuffTable* tables, uint32_t x0, uint32_t y0, unsigned pw, unsigned ph,
+                  const FastCodes* fast, uint32_t x0, uint32_t y0, unsigned pw, unsigned ph,
                   uint8_t* img, size_t stride, PatchScratch& s, std::string& error) {
   const unsigned C = info.channels;
   const unsigned sl = info.segment_log2;
@@ -561,8 +628,9 @@ bool decode_patch(const uint8_t* p, const uint8_t* end, const L3Info& info,
       unsigned mode = 0;
       uint8_t* codes = s.above[k].data();  // read over the row above's codes once used
       std::array<uint8_t, kMaxSegments> row_codes;
-      size_t hdr = read_row_header(p, static_cast<size_t>(end - p), nseg, tables, codes, &mode,
-                                   row_codes.data());
+      const size_t avail = static_cast<size_t>(end - p);
+      size_t hdr = fast ? fast->read_header(p, avail, nseg, codes, &mode, row_codes.data())
+                        : read_row_header(p, avail, nseg, nullptr, codes, &mode, row_codes.data());
       if (hdr == 0) {
         error = "L3: bad row header or row past its patch";
         return false;
@@ -778,13 +846,11 @@ bool l3_decode_into(std::span<const uint8_t> data, std::span<uint8_t> out, std::
   auto scratch = std::make_unique<PatchScratch>();
   scratch->zero.fill(0);
   const bool huff = (info.flags & kFlagHuffCodes) != 0;
-  std::array<HuffTable, 16> tables{};
-  if (huff)
-    for (unsigned c = 0; c < 16; ++c) {
-      uint8_t lens[16];
-      for (unsigned k = 0; k < 16; ++k) lens[k] = static_cast<uint8_t>(nibble(data.data() + kL3HeaderBytes + 8 * c, k));
-      build_table(lens, &tables[c]);  // validated by l3_probe
-    }
+  std::unique_ptr<FastCodes> fast;
+  if (huff) {
+    fast = std::make_unique<FastCodes>();
+    fast->build(data.data() + kL3HeaderBytes);
+  }
   const uint8_t* table = data.data() + kL3HeaderBytes + (huff ? kCodeTableBytes : 0);
   const uint8_t* base = data.data() + info.header_bytes;
   const size_t stride = size_t{info.width} * info.channels;
@@ -795,7 +861,7 @@ bool l3_decode_into(std::span<const uint8_t> data, std::span<uint8_t> out, std::
       size_t begin = get_u32(table + 4 * idx);
       size_t end = idx + 1 < info.patches() ? get_u32(table + 4 * (idx + 1)) : info.data_bytes;
       uint32_t x0 = i * N, y0 = j * N;
-      if (!decode_patch(base + begin, base + end, info, huff ? tables.data() : nullptr, x0, y0, std::min(N, info.width - x0),
+      if (!decode_patch(base + begin, base + end, info, fast.get(), x0, y0, std::min(N, info.width - x0),
                         std::min(N, info.height - y0), out.data(), stride, *scratch, error))
         return false;
     }
