@@ -10,6 +10,10 @@
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define L3_X86 1
+#endif
 
 #include "codec/l3_kernels.h"
 
@@ -401,10 +405,16 @@ struct PatchScratch {
 // CPU unpack of a coded row (same result as l3k::unpack_row): widths are template constants
 // and full groups of 8 samples are one unaligned 8-byte load when the patch has 8 bytes left.
 template <unsigned W>
+constexpr uint64_t kByteMask = 0x0101010101010101ull * ((uint64_t{1} << W) - 1);
+
+template <unsigned W>
 inline const uint8_t* unpack_segment(const uint8_t* data, const uint8_t* end, unsigned cnt,
                                      uint8_t base, uint8_t* __restrict out) {
   if constexpr (W == 0) {
-    std::memset(out, base, cnt);
+    const uint64_t b = uint64_t{base} * 0x0101010101010101ull;
+    unsigned g = 0;
+    for (; g + 8 <= cnt; g += 8) std::memcpy(out + g, &b, 8);
+    for (; g < cnt; ++g) out[g] = base;
     return data;
   } else {
     constexpr uint64_t mask = (uint64_t{1} << W) - 1;
@@ -417,8 +427,18 @@ inline const uint8_t* unpack_segment(const uint8_t* data, const uint8_t* end, un
         word = load_le(data, W);
       }
       data += W;
-      for (unsigned i = 0; i < 8; ++i)
-        out[g + i] = static_cast<uint8_t>(static_cast<unsigned>((word >> (i * W)) & mask) + base);
+      // Spread the 8 fields to 8 bytes, then add the base to every byte at once (SWAR).
+#if defined(__BMI2__)
+      uint64_t v = _pdep_u64(word, kByteMask<W>);
+#else
+      uint64_t v = 0;
+#pragma GCC unroll 8
+      for (unsigned i = 0; i < 8; ++i) v |= ((word >> (i * W)) & mask) << (8 * i);
+#endif
+      const uint64_t b = uint64_t{base} * 0x0101010101010101ull;
+      constexpr uint64_t lo7 = 0x7F7F7F7F7F7F7F7Full, hi = 0x8080808080808080ull;
+      v = ((v & lo7) + (b & lo7)) ^ ((v ^ b) & hi);
+      std::memcpy(out + g, &v, 8);
     }
     if (g < cnt) {
       unsigned rest = cnt - g;
@@ -433,11 +453,9 @@ inline const uint8_t* unpack_segment(const uint8_t* data, const uint8_t* end, un
 }
 
 void unpack_row_fast(const uint8_t* body, const uint8_t* end, const uint8_t* codes, unsigned n,
-                     unsigned seg_log2, uint8_t* __restrict r) {
+                     unsigned seg_log2, unsigned nbases, uint8_t* __restrict r) {
   const unsigned nseg = row_segments(n, seg_log2);
   const uint8_t* bases = body;
-  unsigned nbases = 0;
-  for (unsigned s = 0; s < nseg; ++s) nbases += code_has_base(codes[s]) ? 1u : 0u;
   const uint8_t* data = bases + nbases;
   const unsigned seg = 1u << seg_log2;
   for (unsigned s = 0; s < nseg; ++s) {
@@ -495,6 +513,45 @@ void recon_rows(const uint8_t* __restrict T, const uint8_t* __restrict TT,
   }
 }
 
+#if defined(L3_X86)
+// 3 planes -> RGB with SSSE3 byte shuffles, 16 pixels per step (runtime-dispatched).
+__attribute__((target("ssse3"))) void interleave3_ssse3(const uint8_t* a, const uint8_t* b,
+                                                        const uint8_t* c, unsigned n,
+                                                        uint8_t* dst) {
+  // Output byte j of 48 holds plane j % 3 of pixel j / 3.
+  alignas(16) static const std::array<std::array<std::array<uint8_t, 16>, 3>, 3> masks = [] {
+    std::array<std::array<std::array<uint8_t, 16>, 3>, 3> m{};
+    for (unsigned blk = 0; blk < 3; ++blk)
+      for (unsigned plane = 0; plane < 3; ++plane)
+        for (unsigned jj = 0; jj < 16; ++jj) {
+          unsigned j = 16 * blk + jj;
+          m[blk][plane][jj] = (j % 3 == plane) ? static_cast<uint8_t>(j / 3) : uint8_t{0x80};
+        }
+    return m;
+  }();
+  unsigned x = 0;
+  for (; x + 16 <= n; x += 16) {
+    __m128i va = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a + x));
+    __m128i vb = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + x));
+    __m128i vc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(c + x));
+    for (unsigned blk = 0; blk < 3; ++blk) {
+      __m128i o = _mm_or_si128(
+          _mm_or_si128(
+              _mm_shuffle_epi8(va, _mm_load_si128(reinterpret_cast<const __m128i*>(masks[blk][0].data()))),
+              _mm_shuffle_epi8(vb, _mm_load_si128(reinterpret_cast<const __m128i*>(masks[blk][1].data())))),
+          _mm_shuffle_epi8(vc, _mm_load_si128(reinterpret_cast<const __m128i*>(masks[blk][2].data()))));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + 3 * x + 16 * blk), o);
+    }
+  }
+  for (; x < n; ++x) {
+    dst[3 * x] = a[x];
+    dst[3 * x + 1] = b[x];
+    dst[3 * x + 2] = c[x];
+  }
+}
+const bool kHasSsse3 = __builtin_cpu_supports("ssse3");
+#endif
+
 template <unsigned C>
 void interleave(const PatchScratch& s, unsigned slot, unsigned n, uint8_t* __restrict dst) {
   const uint8_t* __restrict a = s.rows[0][slot].data() + 1;
@@ -502,22 +559,52 @@ void interleave(const PatchScratch& s, unsigned slot, unsigned n, uint8_t* __res
     std::memcpy(dst, a, n);
   } else {
     const uint8_t* __restrict b = s.rows[1][slot].data() + 1;
+    unsigned x = 0;
     if constexpr (C == 2) {
-      for (unsigned x = 0; x < n; ++x) {
+#if defined(__SSE2__)
+      for (; x + 16 <= n; x += 16) {
+        __m128i va = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a + x));
+        __m128i vb = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + x));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + 2 * x), _mm_unpacklo_epi8(va, vb));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + 2 * x + 16), _mm_unpackhi_epi8(va, vb));
+      }
+#endif
+      for (; x < n; ++x) {
         dst[2 * x] = a[x];
         dst[2 * x + 1] = b[x];
       }
     } else {
       const uint8_t* __restrict c = s.rows[2][slot].data() + 1;
       if constexpr (C == 3) {
-        for (unsigned x = 0; x < n; ++x) {
+#if defined(L3_X86)
+        if (kHasSsse3) {
+          interleave3_ssse3(a, b, c, n, dst);
+          return;
+        }
+#endif
+        for (; x < n; ++x) {
           dst[3 * x] = a[x];
           dst[3 * x + 1] = b[x];
           dst[3 * x + 2] = c[x];
         }
       } else {
         const uint8_t* __restrict d = s.rows[3][slot].data() + 1;
-        for (unsigned x = 0; x < n; ++x) {
+#if defined(__SSE2__)
+        for (; x + 16 <= n; x += 16) {
+          __m128i va = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a + x));
+          __m128i vb = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + x));
+          __m128i vc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(c + x));
+          __m128i vd = _mm_loadu_si128(reinterpret_cast<const __m128i*>(d + x));
+          __m128i ab0 = _mm_unpacklo_epi8(va, vb), ab1 = _mm_unpackhi_epi8(va, vb);
+          __m128i cd0 = _mm_unpacklo_epi8(vc, vd), cd1 = _mm_unpackhi_epi8(vc, vd);
+          __m128i* o = reinterpret_cast<__m128i*>(dst + 4 * x);
+          _mm_storeu_si128(o, _mm_unpacklo_epi16(ab0, cd0));
+          _mm_storeu_si128(o + 1, _mm_unpackhi_epi16(ab0, cd0));
+          _mm_storeu_si128(o + 2, _mm_unpacklo_epi16(ab1, cd1));
+          _mm_storeu_si128(o + 3, _mm_unpackhi_epi16(ab1, cd1));
+        }
+#endif
+        for (; x < n; ++x) {
           dst[4 * x] = a[x];
           dst[4 * x + 1] = b[x];
           dst[4 * x + 2] = c[x];
@@ -603,6 +690,14 @@ bool decode_patch(const uint8_t* p, const uint8_t* end, const L3Info& info,
   const unsigned sl = info.segment_log2;
   const unsigned nseg = row_segments(pw, sl);
   for (auto& a : s.above) std::fill(a.begin(), a.begin() + nseg, uint8_t{0});
+  // Body bytes per segment code: full segments and the (possibly shorter) last one.
+  std::array<uint8_t, 16> full_bytes{}, last_bytes{};
+  const unsigned last_cnt = pw - (nseg - 1) * (1u << sl);
+  for (unsigned code = 0; code < 16; ++code) {
+    const unsigned extra = code_has_base(code) ? 1u : 0u;
+    full_bytes[code] = static_cast<uint8_t>(packed_bytes(1u << sl, code_width(code)) + extra);
+    last_bytes[code] = static_cast<uint8_t>(packed_bytes(last_cnt, code_width(code)) + extra);
+  }
   int avail_from = 0;
   if ((info.flags & kFlagInterPatch) && y0 > 0) {
     avail_from = -static_cast<int>(std::min(y0, 2u));
@@ -626,17 +721,24 @@ bool decode_patch(const uint8_t* p, const uint8_t* end, const L3Info& info,
     for (unsigned k = 0; k < C; ++k) {
       const unsigned c = plane_of(C, k);
       unsigned mode = 0;
-      uint8_t* codes = s.above[k].data();  // read over the row above's codes once used
-      std::array<uint8_t, kMaxSegments> row_codes;
+      // The row above's codes are the contexts; each is read before its segment's code replaces
+      // it, so one array serves both.
+      uint8_t* codes = s.above[k].data();
       const size_t avail = static_cast<size_t>(end - p);
-      size_t hdr = fast ? fast->read_header(p, avail, nseg, codes, &mode, row_codes.data())
-                        : read_row_header(p, avail, nseg, nullptr, codes, &mode, row_codes.data());
+      size_t hdr = fast ? fast->read_header(p, avail, nseg, codes, &mode, codes)
+                        : read_row_header(p, avail, nseg, nullptr, codes, &mode, codes);
       if (hdr == 0) {
         error = "L3: bad row header or row past its patch";
         return false;
       }
-      std::copy(row_codes.begin(), row_codes.begin() + nseg, codes);
-      const size_t body = row_body_size(codes, pw, sl);
+      size_t body = 0;
+      unsigned nbases = 0;
+      for (unsigned sg = 0; sg + 1 < nseg; ++sg) {
+        body += full_bytes[codes[sg]];
+        nbases += code_has_base(codes[sg]) ? 1u : 0u;
+      }
+      body += last_bytes[codes[nseg - 1]];
+      nbases += code_has_base(codes[nseg - 1]) ? 1u : 0u;
       if (body > static_cast<size_t>(end - p) - hdr) {
         error = "L3: row data runs past its patch";
         return false;
@@ -657,7 +759,7 @@ bool decode_patch(const uint8_t* p, const uint8_t* end, const L3Info& info,
       if (copy)
         std::memset(r, 0, pw);
       else
-        unpack_row_fast(p + hdr, end, codes, pw, sl, r);
+        unpack_row_fast(p + hdr, end, codes, pw, sl, nbases, r);
       p += hdr + body;
       const uint8_t* e = cross ? s.e0.data() : s.zero.data();
       uint8_t* o = s.rows[c][slot].data() + 1;

@@ -162,6 +162,7 @@ L3_HD int read_symbol(const uint8_t* p, size_t avail, size_t* bit, const HuffTab
 // Parses a row header: the mode and the nseg codes (all 0 for a copy row). `tables` is null
 // for nibble codes, else 16 tables indexed by above[s] (the codes of the previous row of the
 // same plane and patch; 0s for the first row). Returns the header's bytes, 0 on error.
+// `codes` may be the same array as `above` (above[s] is read before codes[s] is written).
 L3_HD size_t read_row_header(const uint8_t* p, size_t avail, unsigned nseg,
                              const HuffTable* tables, const uint8_t* above, unsigned* mode,
                              uint8_t* codes) {
