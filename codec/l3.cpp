@@ -404,8 +404,10 @@ struct PatchScratch {
 
 // CPU unpack of a coded row (same result as l3k::unpack_row): widths are template constants
 // and full groups of 8 samples are one unaligned 8-byte load when the patch has 8 bytes left.
+#if defined(__BMI2__)
 template <unsigned W>
 constexpr uint64_t kByteMask = 0x0101010101010101ull * ((uint64_t{1} << W) - 1);
+#endif
 
 template <unsigned W>
 inline const uint8_t* unpack_segment(const uint8_t* data, const uint8_t* end, unsigned cnt,
