@@ -291,7 +291,6 @@ std::vector<uint8_t> encode_with(const ImageView& im, const L3Options& opt, unsi
   }
   std::array<std::array<uint8_t, 16>, 16> lens{};
   std::array<std::array<uint16_t, 16>, 16> hcode{};
-  uint64_t huff_bits_extra = 0;  // total over rows computed below
   for (unsigned c = 0; c < 16; ++c) {
     huffman_lengths(freq[c].data(), lens[c].data());
     std::array<unsigned, 17> count{}, next{};
@@ -320,7 +319,6 @@ std::vector<uint8_t> encode_with(const ImageView& im, const L3Options& opt, unsi
       std::copy(codes, codes + r.nseg, ab.begin());
     }
   }
-  (void)huff_bits_extra;
   const bool huff = opt.entropy_codes == 2 || (opt.entropy_codes == 1 && huff_bytes < nib_bytes);
 
   const size_t header = kL3HeaderBytes + (huff ? kCodeTableBytes : 0) + 4 * patches;
