@@ -1,7 +1,7 @@
 // L3 codec benchmark: compressed size of each encoder choice relative to the source PNG, and
 // single-thread decode throughput of L3 vs libspng on the same images.
 //
-//   l3_codec_bench [--max N] [--reps R] [--variants all|default] [--no-speed] DIR_OR_PNG...
+//   l3_codec_bench [--max N] [--reps R] [--variants all|default] [--seg K] [--no-speed] DIR_OR_PNG...
 //
 // Every *.png found (recursively) is decoded with libspng; its own file size is the PNG
 // reference (make the sources with zlib level 6, e.g. PIL's default compress_level=6).
@@ -127,6 +127,7 @@ int main(int argc, char** argv) {
   size_t max_files = 1000;
   int reps = 3;
   bool all = true, speed = true;
+  int seg_override = -1;  // --seg K: segment_log2 of the "default" variant (0 = per image)
   std::vector<fs::path> files;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -134,6 +135,7 @@ int main(int argc, char** argv) {
     else if (a == "--reps" && i + 1 < argc) reps = std::stoi(argv[++i]);
     else if (a == "--variants" && i + 1 < argc) all = std::string(argv[++i]) == "all";
     else if (a == "--no-speed") speed = false;
+    else if (a == "--seg" && i + 1 < argc) seg_override = std::stoi(argv[++i]);
     else if (fs::is_directory(a)) {
       std::vector<fs::path> found;
       for (auto& e : fs::recursive_directory_iterator(a))
@@ -150,6 +152,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   auto vs = variants(all);
+  if (seg_override >= 0) vs.back().opt.segment_log2 = static_cast<uint8_t>(seg_override);
   std::vector<double> total(vs.size(), 0);
   std::vector<std::vector<double>> ratios(vs.size());
   double png_total = 0, raw_total = 0;
