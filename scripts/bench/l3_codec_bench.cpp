@@ -3,6 +3,8 @@
 //
 //   l3_codec_bench [--max N] [--reps R] [--variants all|default] [--seg K] [--no-speed] DIR_OR_PNG...
 //
+// Build (not part of the CMake tree): g++ -O2 -std=c++20 -I. scripts/bench/l3_codec_bench.cpp \
+//   build/codec/libfid_codec.a -lspng -ljpeg -o l3_codec_bench
 // Every *.png found (recursively) is decoded with libspng; its own file size is the PNG
 // reference (make the sources with zlib level 6, e.g. PIL's default compress_level=6).
 // Prints one markdown table of total L3 bytes / total PNG bytes per variant (and the median
@@ -152,7 +154,10 @@ int main(int argc, char** argv) {
     return 2;
   }
   auto vs = variants(all);
-  if (seg_override >= 0) vs.back().opt.segment_log2 = static_cast<uint8_t>(seg_override);
+  if (seg_override >= 0) {
+    vs.back().opt.segment_log2 = static_cast<uint8_t>(seg_override);
+    vs.back().name = "default with segment_log2=" + std::to_string(seg_override);
+  }
   std::vector<double> total(vs.size(), 0);
   std::vector<std::vector<double>> ratios(vs.size());
   double png_total = 0, raw_total = 0;
