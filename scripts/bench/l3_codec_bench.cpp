@@ -3,8 +3,9 @@
 //
 //   l3_codec_bench [--max N] [--reps R] [--variants all|default] [--seg K] [--no-speed] DIR_OR_PNG...
 //
-// Build (not part of the CMake tree): g++ -O2 -std=c++20 -I. scripts/bench/l3_codec_bench.cpp \
-//   build/codec/libfid_codec.a -lspng -ljpeg -o l3_codec_bench
+// Build (not part of the CMake tree), from the repository root:
+//   g++ -O2 -std=c++20 -I. scripts/bench/l3_codec_bench.cpp build/codec/libfid_codec.a
+//       -lspng -ljpeg -o l3_codec_bench
 // Every *.png found (recursively) is decoded with libspng; its own file size is the PNG
 // reference (make the sources with zlib level 6, e.g. PIL's default compress_level=6).
 // Prints one markdown table of total L3 bytes / total PNG bytes per variant (and the median
