@@ -1,0 +1,984 @@
+// L3 encoder and CPU decoder. Format: docs/L3_FORMAT.md. Shared kernels: codec/l3_kernels.h.
+#include "codec/l3.h"
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <memory>
+#include <stdexcept>
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define L3_X86 1
+#endif
+
+#include "codec/l3_kernels.h"
+
+namespace fid::codec {
+namespace {
+
+using namespace fid::l3k;
+
+constexpr uint8_t kMagic[4] = {'F', 'I', 'L', '3'};
+constexpr uint8_t kFlagInterPatch = 1;
+constexpr uint8_t kFlagHuffCodes = 2;
+constexpr uint8_t kKnownFlags = kFlagInterPatch | kFlagHuffCodes;
+constexpr size_t kCodeTableBytes = 128;  // 16 contexts x 16 code lengths, one nibble each
+
+void put_u16(uint8_t* p, uint32_t v) {
+  p[0] = static_cast<uint8_t>(v);
+  p[1] = static_cast<uint8_t>(v >> 8);
+}
+void put_u32(uint8_t* p, uint32_t v) {
+  for (int i = 0; i < 4; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
+}
+uint32_t get_u16(const uint8_t* p) { return uint32_t{p[0]} | uint32_t{p[1]} << 8; }
+uint32_t get_u32(const uint8_t* p) {
+  return uint32_t{p[0]} | uint32_t{p[1]} << 8 | uint32_t{p[2]} << 16 | uint32_t{p[3]} << 24;
+}
+
+unsigned bit_length(unsigned v) {
+  unsigned n = 0;
+  while (v) {
+    ++n;
+    v >>= 1;
+  }
+  return n;
+}
+
+// ---- encoder ----------------------------------------------------------------------------------
+
+struct SegChoice {
+  uint8_t code = 0;
+  uint8_t base = 0;
+  unsigned bytes = 0;  // base byte + packed data
+};
+
+// Cheapest code for n residuals.
+SegChoice choose_segment(const uint8_t* r, unsigned n, bool explicit_bases) {
+  unsigned any = 0, m = 0;
+  for (unsigned i = 0; i < n; ++i) {
+    auto v = static_cast<int8_t>(r[i]);
+    any |= r[i];
+    m |= static_cast<unsigned>(v < 0 ? ~v : v);
+  }
+  SegChoice best;
+  if (!any) return best;  // code 0: all zero, no data
+  unsigned wi = std::min(bit_length(m) + 1, 8u);
+  best.code = static_cast<uint8_t>(wi);
+  best.bytes = static_cast<unsigned>(packed_bytes(n, wi));
+  if (!explicit_bases) return best;
+  // Explicit base: the shortest arc of the mod-256 circle that holds every residual.
+  std::array<uint8_t, 64> s{};
+  std::copy(r, r + n, s.begin());
+  std::sort(s.begin(), s.begin() + n);
+  unsigned maxgap = 0, start = 0;
+  for (unsigned i = 0; i < n; ++i) {
+    unsigned next = i + 1 < n ? s[i + 1] : s[0] + 256u;
+    unsigned gap = next - s[i];
+    if (gap > maxgap) {
+      maxgap = gap;
+      start = (i + 1) % n;
+    }
+  }
+  unsigned span = 256 - maxgap;  // max - min along the arc
+  unsigned we = bit_length(span);
+  if (we <= 6) {
+    unsigned bytes = 1 + static_cast<unsigned>(packed_bytes(n, we));
+    if (bytes < best.bytes) {
+      best.code = static_cast<uint8_t>(9 + we);
+      best.base = s[start];
+      best.bytes = bytes;
+    }
+  }
+  return best;
+}
+
+struct RowCandidate {
+  unsigned mode = 0;
+  size_t bytes = SIZE_MAX;
+  std::array<uint8_t, kMaxPatch> r{};
+  std::array<SegChoice, kMaxSegments> segs{};
+};
+
+// Evaluates residuals r[0..n) as a coded row; keeps it in best if cheaper.
+void consider(unsigned mode, const uint8_t* r, unsigned n, unsigned seg_log2, bool explicit_bases,
+              RowCandidate& best) {
+  unsigned nseg = row_segments(n, seg_log2);
+  unsigned seg = 1u << seg_log2;
+  std::array<SegChoice, kMaxSegments> segs;
+  size_t bytes = row_header_bytes(nseg);
+  for (unsigned s = 0; s < nseg && bytes < best.bytes; ++s) {
+    unsigned cnt = std::min(seg, n - s * seg);
+    segs[s] = choose_segment(r + s * seg, cnt, explicit_bases);
+    bytes += segs[s].bytes;
+  }
+  if (bytes < best.bytes) {
+    best.mode = mode;
+    best.bytes = bytes;
+    std::copy(r, r + n, best.r.begin());
+    std::copy(segs.begin(), segs.begin() + nseg, best.segs.begin());
+  }
+}
+
+// The coded rows of one patch, before their headers are serialised (nibbles or Huffman).
+struct PatchRec {
+  unsigned nseg = 0;
+  std::vector<uint8_t> modes;      // per coded row, in (y, plane order) order
+  std::vector<uint8_t> codes;      // nseg per coded row (zeros for copy rows)
+  std::vector<uint32_t> body_len;  // bases + packed data bytes per coded row
+  std::vector<uint8_t> body;
+};
+
+void append_row(const RowCandidate& c, unsigned n, unsigned seg_log2, PatchRec& rec) {
+  unsigned nseg = row_segments(n, seg_log2);
+  unsigned seg = 1u << seg_log2;
+  rec.modes.push_back(static_cast<uint8_t>(c.mode));
+  const size_t at = rec.body.size();
+  if ((c.mode & 7u) == kPredCopy) {
+    rec.codes.insert(rec.codes.end(), nseg, 0);
+    rec.body_len.push_back(0);
+    return;
+  }
+  for (unsigned s = 0; s < nseg; ++s) rec.codes.push_back(c.segs[s].code);
+  for (unsigned s = 0; s < nseg; ++s)
+    if (code_has_base(c.segs[s].code)) rec.body.push_back(c.segs[s].base);
+  for (unsigned s = 0; s < nseg; ++s) {
+    unsigned code = c.segs[s].code;
+    unsigned w = code_width(code);
+    if (w == 0) continue;
+    uint8_t base = code_has_base(code) ? c.segs[s].base : implicit_base(w);
+    unsigned x0 = s * seg, cnt = std::min(seg, n - x0);
+    for (unsigned g = 0; g < cnt; g += 8) {
+      unsigned k = std::min(8u, cnt - g);
+      uint64_t word = 0;
+      for (unsigned i = 0; i < k; ++i)
+        word |= uint64_t{static_cast<uint8_t>(c.r[x0 + g + i] - base)} << (i * w);
+      size_t nb = packed_bytes(k, w);
+      for (size_t b = 0; b < nb; ++b) rec.body.push_back(static_cast<uint8_t>(word >> (8 * b)));
+    }
+  }
+  rec.body_len.push_back(static_cast<uint32_t>(rec.body.size() - at));
+}
+
+// Huffman code lengths (<= 15 for 16 symbols) for one context's symbol counts.
+void huffman_lengths(const uint64_t* freq, uint8_t* len) {
+  struct Node {
+    uint64_t w;
+    uint32_t syms;  // bit set of symbols below
+  };
+  std::vector<Node> nodes;
+  for (unsigned s = 0; s < 16; ++s) {
+    len[s] = 0;
+    if (freq[s]) nodes.push_back({freq[s], 1u << s});
+  }
+  if (nodes.size() == 1) {
+    for (unsigned s = 0; s < 16; ++s)
+      if (nodes[0].syms >> s & 1u) len[s] = 1;
+    return;
+  }
+  while (nodes.size() > 1) {
+    std::sort(nodes.begin(), nodes.end(), [](const Node& a, const Node& b) { return a.w > b.w; });
+    Node a = nodes.back();
+    nodes.pop_back();
+    Node b = nodes.back();
+    nodes.pop_back();
+    for (unsigned s = 0; s < 16; ++s)
+      if ((a.syms | b.syms) >> s & 1u) ++len[s];
+    nodes.push_back({a.w + b.w, a.syms | b.syms});
+  }
+}
+
+struct Encoder {
+  const ImageView& im;
+  const L3Options& opt;
+  unsigned seg_log2;
+  uint32_t N;
+
+  // Row yy of plane c, columns [x0, x0+n), copied to dst[0..n) with dst[-1], dst[n] replicated.
+  void load_row(uint32_t yy, unsigned c, uint32_t x0, unsigned n, uint8_t* dst) const {
+    const uint8_t* src = im.pixels + yy * im.stride + size_t{x0} * im.channels + c;
+    for (unsigned x = 0; x < n; ++x) dst[x] = src[size_t{x} * im.channels];
+    dst[-1] = dst[0];
+    dst[n] = dst[n - 1];
+  }
+
+  void encode_patch(uint32_t x0, uint32_t y0, unsigned pw, unsigned ph, PatchRec& out) const {
+    out.nseg = row_segments(pw, seg_log2);
+    const unsigned C = im.channels;
+    const int avail_from = (opt.inter_patch_rows && y0 > 0) ? -static_cast<int>(std::min(y0, 2u)) : 0;
+    std::array<uint8_t, kMaxPatch + 2> cur{}, T{}, TT{};
+    std::array<uint8_t, kMaxPatch> r{}, e0{}, pr{};
+    RowCandidate best;
+    for (unsigned y = 0; y < ph; ++y) {
+      const int yi = static_cast<int>(y);
+      const bool first = yi - 1 < avail_from;
+      for (unsigned k = 0; k < C; ++k) {
+        unsigned c = plane_of(C, k);
+        load_row(y0 + y, c, x0, pw, cur.data() + 1);
+        if (!first) {
+          load_row(static_cast<uint32_t>(static_cast<int>(y0) + yi - 1), c, x0, pw, T.data() + 1);
+          int tt = yi - 2 >= avail_from ? yi - 2 : yi - 1;
+          load_row(static_cast<uint32_t>(static_cast<int>(y0) + tt), c, x0, pw, TT.data() + 1);
+        }
+        best.bytes = SIZE_MAX;
+        const bool try_cross = k > 0 && opt.cross_channel;
+        const unsigned npred = first ? kNumFirstPredictors : kNumPredictors;
+        const uint32_t mask = first ? opt.first_row_mask : opt.predictor_mask;
+        for (unsigned p = 0; p < npred; ++p) {
+          if (!(mask >> p & 1u)) continue;
+          for (unsigned x = 0; x < pw; ++x) {
+            if (first)
+              pr[x] = p == kFirstLeft ? cur[x] /* cur[x] is the sample at x-1 */ : uint8_t{128};
+            else
+              pr[x] = predict(p, T[x], T[x + 1], T[x + 2], TT[x + 1]);
+          }
+          if (first && p == kFirstLeft) pr[0] = 128;
+          for (unsigned cross = 0; cross < (try_cross ? 2u : 1u); ++cross) {
+            unsigned any = 0;
+            for (unsigned x = 0; x < pw; ++x) {
+              r[x] = static_cast<uint8_t>(cur[x + 1] - pr[x] - (cross ? e0[x] : 0));
+              any |= r[x];
+            }
+            const unsigned mode = p | (cross ? kModeCross : 0u);
+            if (!first && p == kPredTop && !any && opt.copy_rows) {
+              best.mode = kPredCopy | (cross ? kModeCross : 0u);  // one byte, can't be beaten
+              best.bytes = 1;
+              best.r.fill(0);
+              goto chosen;
+            }
+            consider(mode, r.data(), pw, seg_log2, opt.explicit_bases, best);
+          }
+        }
+      chosen:
+        if (best.bytes == SIZE_MAX) throw std::invalid_argument("L3Options: no predictor allowed");
+        if (k == 0) std::copy(best.r.begin(), best.r.begin() + pw, e0.begin());
+        append_row(best, pw, seg_log2, out);
+      }
+    }
+  }
+};
+
+std::vector<uint8_t> encode_with(const ImageView& im, const L3Options& opt, unsigned seg_log2) {
+  const uint32_t N = opt.patch_size ? opt.patch_size : l3_default_patch_size(im.width, im.height);
+  const uint32_t px = (im.width + N - 1) / N, py = (im.height + N - 1) / N;
+  const size_t patches = size_t{px} * py;
+  const unsigned C = im.channels;
+  Encoder enc{im, opt, seg_log2, N};
+  std::vector<PatchRec> recs(patches);
+  for (uint32_t j = 0; j < py; ++j)
+    for (uint32_t i = 0; i < px; ++i) {
+      uint32_t x0 = i * N, y0 = j * N;
+      enc.encode_patch(x0, y0, std::min(N, im.width - x0), std::min(N, im.height - y0),
+                       recs[size_t{j} * px + i]);
+    }
+
+  // Segment-code statistics per context (the code of the same segment one row up).
+  std::array<std::array<uint64_t, 16>, 16> freq{};
+  std::array<std::array<uint8_t, kMaxSegments>, 4> above{};
+  for (const PatchRec& r : recs) {
+    for (auto& a : above) a.fill(0);
+    for (size_t row = 0; row < r.modes.size(); ++row) {
+      const uint8_t* codes = r.codes.data() + row * r.nseg;
+      auto& ab = above[row % C];
+      if ((r.modes[row] & 7u) != kPredCopy)
+        for (unsigned s = 0; s < r.nseg; ++s) ++freq[ab[s]][codes[s]];
+      std::copy(codes, codes + r.nseg, ab.begin());
+    }
+  }
+  std::array<std::array<uint8_t, 16>, 16> lens{};
+  std::array<std::array<uint16_t, 16>, 16> hcode{};
+  for (unsigned c = 0; c < 16; ++c) {
+    huffman_lengths(freq[c].data(), lens[c].data());
+    std::array<unsigned, 17> count{}, next{};
+    for (unsigned s = 0; s < 16; ++s) ++count[lens[c][s]];
+    count[0] = 0;
+    for (unsigned l = 1; l < 16; ++l) next[l + 1] = (next[l] + count[l]) << 1;
+    for (unsigned s = 0; s < 16; ++s)
+      if (lens[c][s]) hcode[c][s] = static_cast<uint16_t>(next[lens[c][s]]++);
+  }
+  // Choose nibbles or Huffman codes by exact header size.
+  uint64_t nib_bytes = 0, huff_bytes = kCodeTableBytes;
+  for (const PatchRec& r : recs) {
+    for (auto& a : above) a.fill(0);
+    for (size_t row = 0; row < r.modes.size(); ++row) {
+      const uint8_t* codes = r.codes.data() + row * r.nseg;
+      auto& ab = above[row % C];
+      if ((r.modes[row] & 7u) == kPredCopy) {
+        ++nib_bytes;
+        ++huff_bytes;
+      } else {
+        nib_bytes += row_header_bytes(r.nseg);
+        uint64_t bits = 4;
+        for (unsigned s = 0; s < r.nseg; ++s) bits += lens[ab[s]][codes[s]];
+        huff_bytes += (bits + 7) / 8;
+      }
+      std::copy(codes, codes + r.nseg, ab.begin());
+    }
+  }
+  const bool huff = opt.entropy_codes == 2 || (opt.entropy_codes == 1 && huff_bytes < nib_bytes);
+
+  const size_t header = kL3HeaderBytes + (huff ? kCodeTableBytes : 0) + 4 * patches;
+  std::vector<uint8_t> out(header, 0);
+  size_t body_total = 0;
+  for (const PatchRec& r : recs) body_total += r.body.size();
+  out.reserve(header + body_total + (huff ? huff_bytes : nib_bytes));
+  std::vector<uint32_t> offsets(patches);
+  for (size_t pi = 0; pi < patches; ++pi) {
+    const PatchRec& r = recs[pi];
+    size_t off = out.size() - header;
+    if (off > UINT32_MAX) throw std::length_error("L3: encoded image exceeds 4 GiB");
+    offsets[pi] = static_cast<uint32_t>(off);
+    for (auto& a : above) a.fill(0);
+    size_t body_at = 0;
+    for (size_t row = 0; row < r.modes.size(); ++row) {
+      const uint8_t* codes = r.codes.data() + row * r.nseg;
+      auto& ab = above[row % C];
+      const unsigned mode = r.modes[row];
+      if ((mode & 7u) == kPredCopy) {
+        out.push_back(static_cast<uint8_t>(mode));
+      } else if (!huff) {
+        size_t at = out.size();
+        out.resize(at + row_header_bytes(r.nseg), 0);
+        auto set_nibble = [&](unsigned k, unsigned v) {
+          out[at + (k >> 1)] = static_cast<uint8_t>(out[at + (k >> 1)] | (v << ((k & 1) * 4)));
+        };
+        set_nibble(0, mode);
+        for (unsigned s = 0; s < r.nseg; ++s) set_nibble(s + 1, codes[s]);
+      } else {
+        size_t at = out.size();
+        out.push_back(static_cast<uint8_t>(mode));
+        size_t bit = 4;
+        for (unsigned s = 0; s < r.nseg; ++s) {
+          unsigned l = lens[ab[s]][codes[s]], v = hcode[ab[s]][codes[s]];
+          for (unsigned i = l; i-- > 0;) {
+            if ((bit >> 3) >= out.size() - at) out.push_back(0);
+            out[at + (bit >> 3)] = static_cast<uint8_t>(out[at + (bit >> 3)] | (((v >> i) & 1u) << (bit & 7)));
+            ++bit;
+          }
+        }
+      }
+      out.insert(out.end(), r.body.begin() + static_cast<std::ptrdiff_t>(body_at),
+                 r.body.begin() + static_cast<std::ptrdiff_t>(body_at + r.body_len[row]));
+      body_at += r.body_len[row];
+      std::copy(codes, codes + r.nseg, ab.begin());
+    }
+  }
+  size_t data = out.size() - header;
+  if (data > UINT32_MAX) throw std::length_error("L3: encoded image exceeds 4 GiB");
+  std::memcpy(out.data(), kMagic, 4);
+  out[4] = kL3Version;
+  out[5] = im.channels;
+  out[6] = static_cast<uint8_t>(seg_log2);
+  out[7] = static_cast<uint8_t>((opt.inter_patch_rows ? kFlagInterPatch : 0) | (huff ? kFlagHuffCodes : 0));
+  put_u32(&out[8], im.width);
+  put_u32(&out[12], im.height);
+  put_u16(&out[16], N);
+  put_u16(&out[18], 0);
+  put_u32(&out[20], static_cast<uint32_t>(data));
+  size_t table_at = kL3HeaderBytes;
+  if (huff) {
+    for (unsigned c = 0; c < 16; ++c)
+      for (unsigned s = 0; s < 16; s += 2)
+        out[table_at++] = static_cast<uint8_t>(lens[c][s] | (lens[c][s + 1] << 4));
+  }
+  for (size_t p = 0; p < patches; ++p) put_u32(&out[table_at + 4 * p], offsets[p]);
+  return out;
+}
+
+// ---- decoder ----------------------------------------------------------------------------------
+
+struct PatchScratch {
+  // Per plane, a ring of 3 rows (row y at slot y % 3), each with one guard sample either side.
+  std::array<std::array<std::array<uint8_t, kMaxPatch + 2>, 3>, 4> rows;
+  std::array<uint8_t, kMaxPatch> r;
+  std::array<uint8_t, kMaxPatch> e0;
+  std::array<uint8_t, kMaxPatch> zero;
+  std::array<std::array<uint8_t, kMaxSegments>, 4> above;  // codes of the row above, per plane
+};
+
+// CPU unpack of a coded row (same result as l3k::unpack_row): widths are template constants
+// and full groups of 8 samples are one unaligned 8-byte load when the patch has 8 bytes left.
+#if defined(__BMI2__)
+template <unsigned W>
+constexpr uint64_t kByteMask = 0x0101010101010101ull * ((uint64_t{1} << W) - 1);
+#endif
+
+template <unsigned W>
+inline const uint8_t* unpack_segment(const uint8_t* data, const uint8_t* end, unsigned cnt,
+                                     uint8_t base, uint8_t* __restrict out) {
+  if constexpr (W == 0) {
+    const uint64_t b = uint64_t{base} * 0x0101010101010101ull;
+    unsigned g = 0;
+    for (; g + 8 <= cnt; g += 8) std::memcpy(out + g, &b, 8);
+    for (; g < cnt; ++g) out[g] = base;
+    return data;
+  } else {
+    constexpr uint64_t mask = (uint64_t{1} << W) - 1;
+    unsigned g = 0;
+    for (; g + 8 <= cnt; g += 8) {
+      uint64_t word;
+      if (end - data >= 8) {
+        std::memcpy(&word, data, 8);  // little-endian host assumed (x86-64, aarch64)
+      } else {
+        word = load_le(data, W);
+      }
+      data += W;
+      // Spread the 8 fields to 8 bytes, then add the base to every byte at once (SWAR).
+#if defined(__BMI2__)
+      uint64_t v = _pdep_u64(word, kByteMask<W>);
+#else
+      uint64_t v = 0;
+#pragma GCC unroll 8
+      for (unsigned i = 0; i < 8; ++i) v |= ((word >> (i * W)) & mask) << (8 * i);
+#endif
+      const uint64_t b = uint64_t{base} * 0x0101010101010101ull;
+      constexpr uint64_t lo7 = 0x7F7F7F7F7F7F7F7Full, hi = 0x8080808080808080ull;
+      v = ((v & lo7) + (b & lo7)) ^ ((v ^ b) & hi);
+      std::memcpy(out + g, &v, 8);
+    }
+    if (g < cnt) {
+      unsigned rest = cnt - g;
+      unsigned nb = static_cast<unsigned>(packed_bytes(rest, W));
+      uint64_t word = load_le(data, nb);
+      data += nb;
+      for (unsigned i = 0; i < rest; ++i)
+        out[g + i] = static_cast<uint8_t>(static_cast<unsigned>((word >> (i * W)) & mask) + base);
+    }
+    return data;
+  }
+}
+
+void unpack_row_fast(const uint8_t* body, const uint8_t* end, const uint8_t* codes, unsigned n,
+                     unsigned seg_log2, unsigned nbases, uint8_t* __restrict r) {
+  const unsigned nseg = row_segments(n, seg_log2);
+  const uint8_t* bases = body;
+  const uint8_t* data = bases + nbases;
+  const unsigned seg = 1u << seg_log2;
+  for (unsigned s = 0; s < nseg; ++s) {
+    const unsigned code = codes[s];
+    const unsigned w = code_width(code);
+    const uint8_t base = code_has_base(code) ? *bases++ : implicit_base(w);
+    const unsigned x0 = s * seg;
+    const unsigned cnt = (s + 1 == nseg) ? n - x0 : seg;
+    uint8_t* o = r + x0;
+    switch (w) {
+      case 0: data = unpack_segment<0>(data, end, cnt, base, o); break;
+      case 1: data = unpack_segment<1>(data, end, cnt, base, o); break;
+      case 2: data = unpack_segment<2>(data, end, cnt, base, o); break;
+      case 3: data = unpack_segment<3>(data, end, cnt, base, o); break;
+      case 4: data = unpack_segment<4>(data, end, cnt, base, o); break;
+      case 5: data = unpack_segment<5>(data, end, cnt, base, o); break;
+      case 6: data = unpack_segment<6>(data, end, cnt, base, o); break;
+      case 7: data = unpack_segment<7>(data, end, cnt, base, o); break;
+      default: data = unpack_segment<8>(data, end, cnt, base, o); break;
+    }
+  }
+}
+
+template <unsigned P>
+void recon_rows(const uint8_t* __restrict T, const uint8_t* __restrict TT,
+                const uint8_t* __restrict r, const uint8_t* __restrict e, uint8_t* __restrict out,
+                unsigned n) {
+  unsigned x = 0;
+#if defined(__SSE2__)
+  // Vector path for the predictors most rows use; each lane does exactly what predict() does.
+  if constexpr (P == kPredTop || P == kPredDiag || P == kPredMedian) {
+    for (; x + 16 <= n; x += 16) {
+      __m128i t = _mm_loadu_si128(reinterpret_cast<const __m128i*>(T + x));
+      __m128i pr;
+      if constexpr (P == kPredTop) {
+        pr = t;
+      } else {
+        __m128i tl = _mm_loadu_si128(reinterpret_cast<const __m128i*>(T + x - 1));
+        __m128i tr = _mm_loadu_si128(reinterpret_cast<const __m128i*>(T + x + 1));
+        if constexpr (P == kPredDiag)
+          pr = _mm_avg_epu8(tl, tr);  // (a + b + 1) >> 1
+        else
+          pr = _mm_max_epu8(_mm_min_epu8(tl, tr), _mm_min_epu8(_mm_max_epu8(tl, tr), t));
+      }
+      __m128i rv = _mm_loadu_si128(reinterpret_cast<const __m128i*>(r + x));
+      __m128i ev = _mm_loadu_si128(reinterpret_cast<const __m128i*>(e + x));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(out + x),
+                       _mm_add_epi8(_mm_add_epi8(pr, rv), ev));
+    }
+  }
+#endif
+  for (; x < n; ++x) {
+    const uint8_t* t = T + x;
+    out[x] = static_cast<uint8_t>(predict(P, t[-1], t[0], t[1], TT[x]) + r[x] + e[x]);
+  }
+}
+
+#if defined(L3_X86)
+// 3 planes -> RGB with SSSE3 byte shuffles, 16 pixels per step (runtime-dispatched).
+__attribute__((target("ssse3"))) void interleave3_ssse3(const uint8_t* a, const uint8_t* b,
+                                                        const uint8_t* c, unsigned n,
+                                                        uint8_t* dst) {
+  // Output byte j of 48 holds plane j % 3 of pixel j / 3.
+  alignas(16) static const std::array<std::array<std::array<uint8_t, 16>, 3>, 3> masks = [] {
+    std::array<std::array<std::array<uint8_t, 16>, 3>, 3> m{};
+    for (unsigned blk = 0; blk < 3; ++blk)
+      for (unsigned plane = 0; plane < 3; ++plane)
+        for (unsigned jj = 0; jj < 16; ++jj) {
+          unsigned j = 16 * blk + jj;
+          m[blk][plane][jj] = (j % 3 == plane) ? static_cast<uint8_t>(j / 3) : uint8_t{0x80};
+        }
+    return m;
+  }();
+  unsigned x = 0;
+  for (; x + 16 <= n; x += 16) {
+    __m128i va = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a + x));
+    __m128i vb = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + x));
+    __m128i vc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(c + x));
+    for (unsigned blk = 0; blk < 3; ++blk) {
+      __m128i o = _mm_or_si128(
+          _mm_or_si128(
+              _mm_shuffle_epi8(va, _mm_load_si128(reinterpret_cast<const __m128i*>(masks[blk][0].data()))),
+              _mm_shuffle_epi8(vb, _mm_load_si128(reinterpret_cast<const __m128i*>(masks[blk][1].data())))),
+          _mm_shuffle_epi8(vc, _mm_load_si128(reinterpret_cast<const __m128i*>(masks[blk][2].data()))));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + 3 * x + 16 * blk), o);
+    }
+  }
+  for (; x < n; ++x) {
+    dst[3 * x] = a[x];
+    dst[3 * x + 1] = b[x];
+    dst[3 * x + 2] = c[x];
+  }
+}
+const bool kHasSsse3 = __builtin_cpu_supports("ssse3");
+#endif
+
+template <unsigned C>
+void interleave(const PatchScratch& s, unsigned slot, unsigned n, uint8_t* __restrict dst) {
+  const uint8_t* __restrict a = s.rows[0][slot].data() + 1;
+  if constexpr (C == 1) {
+    std::memcpy(dst, a, n);
+  } else {
+    const uint8_t* __restrict b = s.rows[1][slot].data() + 1;
+    unsigned x = 0;
+    if constexpr (C == 2) {
+#if defined(__SSE2__)
+      for (; x + 16 <= n; x += 16) {
+        __m128i va = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a + x));
+        __m128i vb = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + x));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + 2 * x), _mm_unpacklo_epi8(va, vb));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + 2 * x + 16), _mm_unpackhi_epi8(va, vb));
+      }
+#endif
+      for (; x < n; ++x) {
+        dst[2 * x] = a[x];
+        dst[2 * x + 1] = b[x];
+      }
+    } else {
+      const uint8_t* __restrict c = s.rows[2][slot].data() + 1;
+      if constexpr (C == 3) {
+#if defined(L3_X86)
+        if (kHasSsse3) {
+          interleave3_ssse3(a, b, c, n, dst);
+          return;
+        }
+#endif
+        for (; x < n; ++x) {
+          dst[3 * x] = a[x];
+          dst[3 * x + 1] = b[x];
+          dst[3 * x + 2] = c[x];
+        }
+      } else {
+        const uint8_t* __restrict d = s.rows[3][slot].data() + 1;
+#if defined(__SSE2__)
+        for (; x + 16 <= n; x += 16) {
+          __m128i va = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a + x));
+          __m128i vb = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + x));
+          __m128i vc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(c + x));
+          __m128i vd = _mm_loadu_si128(reinterpret_cast<const __m128i*>(d + x));
+          __m128i ab0 = _mm_unpacklo_epi8(va, vb), ab1 = _mm_unpackhi_epi8(va, vb);
+          __m128i cd0 = _mm_unpacklo_epi8(vc, vd), cd1 = _mm_unpackhi_epi8(vc, vd);
+          __m128i* o = reinterpret_cast<__m128i*>(dst + 4 * x);
+          _mm_storeu_si128(o, _mm_unpacklo_epi16(ab0, cd0));
+          _mm_storeu_si128(o + 1, _mm_unpackhi_epi16(ab0, cd0));
+          _mm_storeu_si128(o + 2, _mm_unpacklo_epi16(ab1, cd1));
+          _mm_storeu_si128(o + 3, _mm_unpackhi_epi16(ab1, cd1));
+        }
+#endif
+        for (; x < n; ++x) {
+          dst[4 * x] = a[x];
+          dst[4 * x + 1] = b[x];
+          dst[4 * x + 2] = c[x];
+          dst[4 * x + 3] = d[x];
+        }
+      }
+    }
+  }
+}
+
+// CPU segment-code reader: the kernels' canonical tables plus an 8-bit lookup table per
+// context for codes of up to 8 bits (longer or invalid codes fall back to l3k::read_symbol,
+// so the result is always the same as the kernels').
+struct FastCodes {
+  std::array<HuffTable, 16> tables{};
+  std::array<std::array<uint16_t, 256>, 16> lut{};  // (length << 8) | symbol; 0: slow path
+
+  void build(const uint8_t* lengths_nibbles) {
+    for (unsigned c = 0; c < 16; ++c) {
+      uint8_t lens[16];
+      for (unsigned k = 0; k < 16; ++k)
+        lens[k] = static_cast<uint8_t>(nibble(lengths_nibbles + 8 * c, k));
+      build_table(lens, &tables[c]);  // validated by l3_probe
+      lut[c].fill(0);
+      std::array<unsigned, 17> count{}, next{};
+      for (unsigned k = 0; k < 16; ++k) ++count[lens[k]];
+      count[0] = 0;
+      for (unsigned l = 1; l < 16; ++l) next[l + 1] = (next[l] + count[l]) << 1;
+      for (unsigned k = 0; k < 16; ++k) {
+        unsigned l = lens[k];
+        if (!l) continue;
+        unsigned code = next[l]++;
+        if (l > 8) continue;
+        unsigned rev = 0;  // the first bit read is the code's MSB, at bit 0 of the peek
+        for (unsigned i = 0; i < l; ++i) rev |= ((code >> (l - 1 - i)) & 1u) << i;
+        for (unsigned hi = 0; hi < (256u >> l); ++hi)
+          lut[c][rev | (hi << l)] = static_cast<uint16_t>((l << 8) | k);
+      }
+    }
+  }
+
+  // Same contract and result as l3k::read_row_header with these tables.
+  size_t read_header(const uint8_t* p, size_t avail, unsigned nseg, const uint8_t* above,
+                     unsigned* mode, uint8_t* codes) const {
+    if (avail < 1) return 0;
+    *mode = p[0] & 15u;
+    if ((*mode & 7u) == kPredCopy) {
+      std::memset(codes, 0, nseg);
+      return 1;
+    }
+    size_t bit = 4;
+    const size_t avail_bits = avail * 8;
+    for (unsigned s = 0; s < nseg; ++s) {
+      const size_t byte = bit >> 3;
+      if (byte >= avail) return 0;
+      uint64_t w;
+      if (avail - byte >= 8) {
+        std::memcpy(&w, p + byte, 8);
+      } else {
+        w = load_le(p + byte, static_cast<unsigned>(avail - byte));
+      }
+      const unsigned peek = static_cast<unsigned>(w >> (bit & 7)) & 0xFFu;
+      const unsigned e = lut[above[s] & 15u][peek];
+      if (e >> 8) {
+        bit += e >> 8;
+        if (bit > avail_bits) return 0;
+        codes[s] = static_cast<uint8_t>(e);
+      } else {
+        int sym = read_symbol(p, avail, &bit, &tables[above[s] & 15u]);
+        if (sym < 0) return 0;
+        codes[s] = static_cast<uint8_t>(sym);
+      }
+    }
+    return (bit + 7) >> 3;
+  }
+};
+
+// Decodes one patch from [p, end); writes its pixels into the image `img` (row stride `stride`).
+bool decode_patch(const uint8_t* p, const uint8_t* end, const L3Info& info,
+                  const FastCodes* fast, uint32_t x0, uint32_t y0, unsigned pw, unsigned ph,
+                  uint8_t* img, size_t stride, PatchScratch& s, std::string& error) {
+  const unsigned C = info.channels;
+  const unsigned sl = info.segment_log2;
+  const unsigned nseg = row_segments(pw, sl);
+  for (auto& a : s.above) std::fill(a.begin(), a.begin() + nseg, uint8_t{0});
+  // Body bytes per segment code: full segments and the (possibly shorter) last one.
+  std::array<uint8_t, 16> full_bytes{}, last_bytes{};
+  const unsigned last_cnt = pw - (nseg - 1) * (1u << sl);
+  for (unsigned code = 0; code < 16; ++code) {
+    const unsigned extra = code_has_base(code) ? 1u : 0u;
+    full_bytes[code] = static_cast<uint8_t>(packed_bytes(1u << sl, code_width(code)) + extra);
+    last_bytes[code] = static_cast<uint8_t>(packed_bytes(last_cnt, code_width(code)) + extra);
+  }
+  int avail_from = 0;
+  if ((info.flags & kFlagInterPatch) && y0 > 0) {
+    avail_from = -static_cast<int>(std::min(y0, 2u));
+    for (int k = avail_from; k < 0; ++k) {
+      uint32_t yy = static_cast<uint32_t>(static_cast<int>(y0) + k);
+      const uint8_t* row = img + yy * stride + size_t{x0} * C;
+      unsigned slot = static_cast<unsigned>(k + 3) % 3;
+      for (unsigned c = 0; c < C; ++c) {
+        uint8_t* d = s.rows[c][slot].data() + 1;
+        for (unsigned x = 0; x < pw; ++x) d[x] = row[size_t{x} * C + c];
+        d[-1] = d[0];
+        d[pw] = d[pw - 1];
+      }
+    }
+  }
+  for (unsigned y = 0; y < ph; ++y) {
+    const int yi = static_cast<int>(y);
+    const bool first = yi - 1 < avail_from;
+    const unsigned slot = y % 3, tslot = (y + 2) % 3;
+    const unsigned ttslot = (yi - 2 >= avail_from) ? (y + 1) % 3 : tslot;
+    for (unsigned k = 0; k < C; ++k) {
+      const unsigned c = plane_of(C, k);
+      unsigned mode = 0;
+      // The row above's codes are the contexts; each is read before its segment's code replaces
+      // it, so one array serves both.
+      uint8_t* codes = s.above[k].data();
+      const size_t avail = static_cast<size_t>(end - p);
+      size_t hdr = fast ? fast->read_header(p, avail, nseg, codes, &mode, codes)
+                        : read_row_header(p, avail, nseg, nullptr, codes, &mode, codes);
+      if (hdr == 0) {
+        error = "L3: bad row header or row past its patch";
+        return false;
+      }
+      size_t body = 0;
+      unsigned nbases = 0;
+      for (unsigned sg = 0; sg + 1 < nseg; ++sg) {
+        body += full_bytes[codes[sg]];
+        nbases += code_has_base(codes[sg]) ? 1u : 0u;
+      }
+      body += last_bytes[codes[nseg - 1]];
+      nbases += code_has_base(codes[nseg - 1]) ? 1u : 0u;
+      if (body > static_cast<size_t>(end - p) - hdr) {
+        error = "L3: row data runs past its patch";
+        return false;
+      }
+      const unsigned pred = mode & 7u;
+      const bool cross = (mode & kModeCross) != 0;
+      if (cross && k == 0) {
+        error = "L3: cross-channel bit set on the first plane";
+        return false;
+      }
+      const bool copy = pred == kPredCopy;
+      if (copy ? (first || (p[0] >> 4) != 0)
+               : pred >= (first ? kNumFirstPredictors : kNumPredictors)) {
+        error = "L3: invalid row predictor";
+        return false;
+      }
+      uint8_t* r = (k == 0) ? s.e0.data() : s.r.data();
+      if (copy)
+        std::memset(r, 0, pw);
+      else
+        unpack_row_fast(p + hdr, end, codes, pw, sl, nbases, r);
+      p += hdr + body;
+      const uint8_t* e = cross ? s.e0.data() : s.zero.data();
+      uint8_t* o = s.rows[c][slot].data() + 1;
+      if (first) {
+        if (pred == kFirstLeft) {
+          uint8_t v = 128;
+          for (unsigned x = 0; x < pw; ++x) o[x] = v = static_cast<uint8_t>(v + r[x] + e[x]);
+        } else {
+          for (unsigned x = 0; x < pw; ++x) o[x] = static_cast<uint8_t>(128 + r[x] + e[x]);
+        }
+      } else {
+        const uint8_t* T = s.rows[c][tslot].data() + 1;
+        const uint8_t* TT = s.rows[c][ttslot].data() + 1;
+        switch (pred) {
+          case 0: recon_rows<0>(T, TT, r, e, o, pw); break;
+          case 1: recon_rows<1>(T, TT, r, e, o, pw); break;
+          case 2: recon_rows<2>(T, TT, r, e, o, pw); break;
+          case 3: recon_rows<3>(T, TT, r, e, o, pw); break;
+          case 4: recon_rows<4>(T, TT, r, e, o, pw); break;
+          case 5: recon_rows<5>(T, TT, r, e, o, pw); break;
+          default: recon_rows<0>(T, TT, r, e, o, pw); break;  // copy: r is all zero
+        }
+      }
+      o[-1] = o[0];
+      o[pw] = o[pw - 1];
+    }
+    uint8_t* dst = img + (y0 + y) * stride + size_t{x0} * C;
+    switch (C) {
+      case 1: interleave<1>(s, slot, pw, dst); break;
+      case 2: interleave<2>(s, slot, pw, dst); break;
+      case 3: interleave<3>(s, slot, pw, dst); break;
+      default: interleave<4>(s, slot, pw, dst); break;
+    }
+  }
+  if (p != end) {
+    error = "L3: patch has trailing bytes";
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+uint32_t l3_default_patch_size(uint32_t width, uint32_t height) {
+  // Larger patches are smaller files (fewer first rows and row headers; measured in
+  // docs/L3_FORMAT.md) but fewer patches to spread over GPU blocks.
+  uint64_t px = uint64_t{width} * height;
+  if (px <= uint64_t{640} * 480) return 32;
+  if (px <= uint64_t{1280} * 720) return 64;
+  return 128;
+}
+
+bool looks_like_l3(std::span<const uint8_t> data) {
+  return data.size() >= 4 && std::memcmp(data.data(), kMagic, 4) == 0;
+}
+
+std::vector<uint8_t> l3_encode(const ImageView& im, const L3Options& opt) {
+  if (im.channels < 1 || im.channels > 4) throw std::invalid_argument("L3: channels must be 1..4");
+  if (im.width < 1 || im.height < 1 || im.width > kL3MaxDimension || im.height > kL3MaxDimension)
+    throw std::invalid_argument("L3: width and height must be 1..2^24");
+  if (uint64_t{im.width} * im.height * im.channels > kL3MaxRawBytes)
+    throw std::invalid_argument("L3: image larger than 4 GiB");
+  if (!im.pixels) throw std::invalid_argument("L3: no pixels");
+  if (im.stride < size_t{im.width} * im.channels) throw std::invalid_argument("L3: bad stride");
+  if (opt.patch_size > kMaxPatch) throw std::invalid_argument("L3: patch size must be 1..1024");
+  if (opt.segment_log2 != 0 && (opt.segment_log2 < kMinSegLog2 || opt.segment_log2 > kMaxSegLog2))
+    throw std::invalid_argument("L3: segment_log2 must be 0 or 3..6");
+  if (opt.segment_log2 != 0) return encode_with(im, opt, opt.segment_log2);
+  std::vector<uint8_t> best;
+  for (unsigned sl = 3; sl <= 5; ++sl) {
+    auto out = encode_with(im, opt, sl);
+    if (best.empty() || out.size() < best.size()) best = std::move(out);
+  }
+  return best;
+}
+
+bool l3_probe(std::span<const uint8_t> data, L3Info& info, std::string& error) {
+  info = L3Info{};
+  if (data.size() < kL3HeaderBytes) {
+    error = "L3: shorter than its header";
+    return false;
+  }
+  const uint8_t* h = data.data();
+  if (std::memcmp(h, kMagic, 4) != 0) {
+    error = "L3: bad magic";
+    return false;
+  }
+  if (h[4] != kL3Version) {
+    error = "L3: unsupported version " + std::to_string(h[4]);
+    return false;
+  }
+  L3Info in;
+  in.version = h[4];
+  in.channels = h[5];
+  in.segment_log2 = h[6];
+  in.flags = h[7];
+  in.width = get_u32(h + 8);
+  in.height = get_u32(h + 12);
+  in.patch_size = get_u16(h + 16);
+  in.data_bytes = get_u32(h + 20);
+  if (in.channels < 1 || in.channels > 4) {
+    error = "L3: channels must be 1..4";
+    return false;
+  }
+  if (in.segment_log2 < kMinSegLog2 || in.segment_log2 > kMaxSegLog2) {
+    error = "L3: segment size out of range";
+    return false;
+  }
+  if (in.flags & ~kKnownFlags) {
+    error = "L3: unknown flags";
+    return false;
+  }
+  if (get_u16(h + 18) != 0) {
+    error = "L3: reserved header field is not zero";
+    return false;
+  }
+  if (in.width < 1 || in.height < 1 || in.width > kL3MaxDimension ||
+      in.height > kL3MaxDimension) {
+    error = "L3: width or height out of range";
+    return false;
+  }
+  if (uint64_t{in.width} * in.height * in.channels > kL3MaxRawBytes) {
+    error = "L3: image larger than 4 GiB";
+    return false;
+  }
+  if (in.patch_size < 1 || in.patch_size > kMaxPatch) {
+    error = "L3: patch size out of range";
+    return false;
+  }
+  in.patches_x = (in.width + in.patch_size - 1) / in.patch_size;
+  in.patches_y = (in.height + in.patch_size - 1) / in.patch_size;
+  const uint64_t patches = uint64_t{in.patches_x} * in.patches_y;
+  const bool huff = (in.flags & kFlagHuffCodes) != 0;
+  const uint64_t table_bytes = huff ? kCodeTableBytes : 0;
+  const uint64_t header = kL3HeaderBytes + table_bytes + 4 * patches;
+  if (header + in.data_bytes != data.size()) {
+    error = "L3: size mismatch (header + offset table + data != buffer)";
+    return false;
+  }
+  in.header_bytes = static_cast<size_t>(header);
+  // Offsets: offset[0] == 0, non-decreasing, and each patch at least as large as its row
+  // headers (so a tiny file cannot claim a huge image).
+  if (huff) {
+    for (unsigned c = 0; c < 16; ++c) {
+      uint8_t lens[16];
+      for (unsigned k = 0; k < 16; ++k) lens[k] = static_cast<uint8_t>(nibble(h + kL3HeaderBytes + 8 * c, k));
+      HuffTable t;
+      if (!build_table(lens, &t)) {
+        error = "L3: over-subscribed segment code table";
+        return false;
+      }
+    }
+  }
+  const uint8_t* table = h + kL3HeaderBytes + table_bytes;
+  for (uint64_t i = 0; i < patches; ++i) {
+    uint64_t begin = get_u32(table + 4 * i);
+    uint64_t end = i + 1 < patches ? get_u32(table + 4 * (i + 1)) : in.data_bytes;
+    if (i == 0 && begin != 0) {
+      error = "L3: first patch offset is not 0";
+      return false;
+    }
+    uint32_t px = static_cast<uint32_t>(i % in.patches_x), py = static_cast<uint32_t>(i / in.patches_x);
+    unsigned pw = std::min(in.patch_size, in.width - px * in.patch_size);
+    unsigned ph = std::min(in.patch_size, in.height - py * in.patch_size);
+    // Every row is at least one byte; a first row (no row above) carries its full header.
+    const bool has_first = !((in.flags & kFlagInterPatch) && py > 0) && !huff;
+    uint64_t min_bytes =
+        uint64_t{in.channels} *
+        (ph + (has_first ? row_header_bytes(row_segments(pw, in.segment_log2)) - 1 : 0));
+    if (end < begin || end > in.data_bytes || end - begin < min_bytes) {
+      error = "L3: bad patch offset table";
+      return false;
+    }
+  }
+  info = in;
+  return true;
+}
+
+bool l3_decode_into(std::span<const uint8_t> data, std::span<uint8_t> out, std::string& error) {
+  L3Info info;
+  if (!l3_probe(data, info, error)) return false;
+  if (out.size() != info.raw_bytes()) {
+    error = "L3: output buffer has the wrong size";
+    return false;
+  }
+  auto scratch = std::make_unique<PatchScratch>();
+  scratch->zero.fill(0);
+  const bool huff = (info.flags & kFlagHuffCodes) != 0;
+  std::unique_ptr<FastCodes> fast;
+  if (huff) {
+    fast = std::make_unique<FastCodes>();
+    fast->build(data.data() + kL3HeaderBytes);
+  }
+  const uint8_t* table = data.data() + kL3HeaderBytes + (huff ? kCodeTableBytes : 0);
+  const uint8_t* base = data.data() + info.header_bytes;
+  const size_t stride = size_t{info.width} * info.channels;
+  const uint32_t N = info.patch_size;
+  for (uint32_t j = 0; j < info.patches_y; ++j) {
+    for (uint32_t i = 0; i < info.patches_x; ++i) {
+      size_t idx = size_t{j} * info.patches_x + i;
+      size_t begin = get_u32(table + 4 * idx);
+      size_t end = idx + 1 < info.patches() ? get_u32(table + 4 * (idx + 1)) : info.data_bytes;
+      uint32_t x0 = i * N, y0 = j * N;
+      if (!decode_patch(base + begin, base + end, info, fast.get(), x0, y0, std::min(N, info.width - x0),
+                        std::min(N, info.height - y0), out.data(), stride, *scratch, error))
+        return false;
+    }
+  }
+  return true;
+}
+
+bool l3_decode(std::span<const uint8_t> data, Image& out, std::string& error) {
+  L3Info info;
+  if (!l3_probe(data, info, error)) return false;
+  out.width = info.width;
+  out.height = info.height;
+  out.channels = info.channels;
+  out.pixels.assign(info.raw_bytes(), 0);
+  return l3_decode_into(data, out.pixels, error);
+}
+
+}  // namespace fid::codec

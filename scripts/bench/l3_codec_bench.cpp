@@ -1,0 +1,230 @@
+// L3 codec benchmark: compressed size of each encoder choice relative to the source PNG, and
+// single-thread decode throughput of L3 vs libspng on the same images.
+//
+//   l3_codec_bench [--max N] [--reps R] [--variants all|default] [--seg K] [--no-speed] DIR_OR_PNG...
+//
+// Build (not part of the CMake tree), from the repository root:
+//   g++ -O2 -std=c++20 -I. scripts/bench/l3_codec_bench.cpp build/codec/libfid_codec.a
+//       -lspng -ljpeg -o l3_codec_bench
+// Every *.png found (recursively) is decoded with libspng; its own file size is the PNG
+// reference (make the sources with zlib level 6, e.g. PIL's default compress_level=6).
+// Prints one markdown table of total L3 bytes / total PNG bytes per variant (and the median
+// per-image ratio), then decode MB/s (decoded pixel bytes per second of thread CPU time, best
+// of R runs per image).
+#include <spng.h>
+
+#include <algorithm>
+#include <ctime>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "codec/image_io.h"
+#include "codec/l3.h"
+
+using namespace fid::codec;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::vector<uint8_t> read_file(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  return {std::istreambuf_iterator<char>(f), {}};
+}
+
+// CPU time of this thread: decode speed on a shared machine is less disturbed by other
+// processes than with wall time (both decoders are measured the same way).
+double now_s() {
+  timespec t{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
+}
+
+struct Variant {
+  std::string name;
+  L3Options opt;
+};
+
+std::vector<Variant> variants(bool all) {
+  std::vector<Variant> v;
+  L3Options d;  // the default
+  if (all) {
+    L3Options paper;  // closest to the published L3: Paeth over TL/T/TR, one (width, base) per row
+    paper.predictor_mask = 1u << 4;
+    paper.first_row_mask = 1u << 1;  // first row predicted by a constant (no DPCM)
+    paper.segment_log2 = 6;
+    paper.patch_size = 64;
+    paper.cross_channel = false;
+    paper.copy_rows = false;
+    paper.entropy_codes = false;
+    v.push_back({"1 paper-like: Paeth(TL,T,TR), 1 (width,base) per row (S=N=64), no 1st-row prediction", paper});
+    L3Options t = paper;
+    t.predictor_mask = 1u;
+    v.push_back({"2 top predictor instead of Paeth", t});
+    t.first_row_mask = 3;
+    v.push_back({"3 + left-DPCM first row", t});
+    t.predictor_mask = 0x3f;
+    v.push_back({"4 + per-row choice of 6 predictors", t});
+    t.cross_channel = true;
+    v.push_back({"5 + cross-channel (first plane's residual added)", t});
+    t.copy_rows = true;
+    v.push_back({"6 + one-byte copy rows", t});
+    t.segment_log2 = 5;
+    v.push_back({"7 segments S=32", t});
+    t.segment_log2 = 3;
+    v.push_back({"8 segments S=8", t});
+    t.segment_log2 = 4;
+    v.push_back({"9 segments S=16", t});
+    L3Options nb = t;
+    nb.explicit_bases = false;
+    v.push_back({"9b S=16 without explicit (circular) bases: implicit only", nb});
+    t.entropy_codes = true;
+    v.push_back({"10 + Huffman segment codes (N=64)", t});
+    t.patch_size = 128;
+    v.push_back({"11 N=128 (= default at >720p)", t});
+    t.patch_size = 256;
+    v.push_back({"12 N=256", t});
+    t.patch_size = 32;
+    v.push_back({"13 N=32", t});
+    L3Options a = d;
+    a.inter_patch_rows = true;
+    v.push_back({"14 default + 1st row from the patch above (inter-patch dependency)", a});
+    a = d;
+    a.segment_log2 = 3;
+    v.push_back({"15a default with S=8", a});
+    a.segment_log2 = 0;
+    v.push_back({"15b default + S chosen per image (8/16/32)", a});
+    static const char* names[] = {"top", "diag", "smooth", "median", "paeth", "grad"};
+    for (unsigned k = 0; k < 6; ++k) {
+      L3Options p = d;
+      p.predictor_mask = 0x3fu & ~(1u << k);
+      v.push_back({std::string("16 default without ") + names[k], p});
+    }
+    L3Options tm = d;
+    tm.predictor_mask = 1u | (1u << 3);
+    v.push_back({"17 default with top+median only", tm});
+  }
+  v.push_back({"default (N by resolution, S=16, all on)", d});
+  return v;
+}
+
+bool spng_decode(const std::vector<uint8_t>& png, std::vector<uint8_t>& out) {
+  spng_ctx* ctx = spng_ctx_new(0);
+  spng_set_png_buffer(ctx, png.data(), png.size());
+  size_t n = 0;
+  int rc = spng_decoded_image_size(ctx, SPNG_FMT_PNG, &n);
+  if (rc == 0) {
+    out.resize(n);
+    rc = spng_decode_image(ctx, out.data(), n, SPNG_FMT_PNG, 0);
+  }
+  spng_ctx_free(ctx);
+  return rc == 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  size_t max_files = 1000;
+  int reps = 3;
+  bool all = true, speed = true;
+  int seg_override = -1;  // --seg K: segment_log2 of the "default" variant (0 = per image)
+  std::vector<fs::path> files;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--max" && i + 1 < argc) max_files = std::stoul(argv[++i]);
+    else if (a == "--reps" && i + 1 < argc) reps = std::stoi(argv[++i]);
+    else if (a == "--variants" && i + 1 < argc) all = std::string(argv[++i]) == "all";
+    else if (a == "--no-speed") speed = false;
+    else if (a == "--seg" && i + 1 < argc) seg_override = std::stoi(argv[++i]);
+    else if (fs::is_directory(a)) {
+      std::vector<fs::path> found;
+      for (auto& e : fs::recursive_directory_iterator(a))
+        if (e.path().extension() == ".png") found.push_back(e.path());
+      std::sort(found.begin(), found.end());
+      files.insert(files.end(), found.begin(), found.end());
+    } else {
+      files.emplace_back(a);
+    }
+  }
+  if (files.size() > max_files) files.resize(max_files);
+  if (files.empty()) {
+    std::fprintf(stderr, "usage: l3_codec_bench [--max N] [--reps R] [--variants all|default] DIR...\n");
+    return 2;
+  }
+  auto vs = variants(all);
+  if (seg_override >= 0) {
+    vs.back().opt.segment_log2 = static_cast<uint8_t>(seg_override);
+    vs.back().name = "default with segment_log2=" + std::to_string(seg_override);
+  }
+  std::vector<double> total(vs.size(), 0);
+  std::vector<std::vector<double>> ratios(vs.size());
+  double png_total = 0, raw_total = 0;
+  double spng_time = 0, l3_time = 0, bytes_decoded = 0;
+  size_t used = 0;
+  for (auto& f : files) {
+    auto png = read_file(f);
+    DecodedImage src;
+    std::string err;
+    if (!decode_png(png, src, err)) {
+      std::fprintf(stderr, "skip %s: %s\n", f.c_str(), err.c_str());
+      continue;
+    }
+    ++used;
+    png_total += static_cast<double>(png.size());
+    raw_total += static_cast<double>(src.image.byte_size());
+    std::vector<uint8_t> def;
+    for (size_t k = 0; k < vs.size(); ++k) {
+      auto enc = l3_encode(src.image, vs[k].opt);
+      total[k] += static_cast<double>(enc.size());
+      ratios[k].push_back(static_cast<double>(enc.size()) / static_cast<double>(png.size()));
+      if (k + 1 == vs.size()) def = std::move(enc);
+    }
+    if (speed) {
+      std::vector<uint8_t> out(src.image.byte_size()), sp;
+      double best_l3 = 1e9, best_sp = 1e9;
+      // Each decoder runs its repetitions back to back; the best time is kept (the machine
+      // may be shared, the minimum is the least disturbed run).
+      for (int r = 0; r < reps; ++r) {
+        double t0 = now_s();
+        if (!l3_decode_into(def, out, err)) {
+          std::fprintf(stderr, "L3 decode failed on %s: %s\n", f.c_str(), err.c_str());
+          return 1;
+        }
+        best_l3 = std::min(best_l3, now_s() - t0);
+      }
+      for (int r = 0; r < reps; ++r) {
+        double t0 = now_s();
+        if (!spng_decode(png, sp)) return 1;
+        best_sp = std::min(best_sp, now_s() - t0);
+      }
+      if (out != src.image.pixels) {
+        std::fprintf(stderr, "L3 mismatch on %s\n", f.c_str());
+        return 1;
+      }
+      l3_time += best_l3;
+      spng_time += best_sp;
+      bytes_decoded += static_cast<double>(out.size());
+    }
+    std::fprintf(stderr, "\r%zu/%zu", used, files.size());
+  }
+  std::fprintf(stderr, "\n");
+  std::printf("%zu images, %.1f MB raw, PNG total %.1f MB (PNG/raw %.3f)\n\n", used, raw_total / 1e6,
+              png_total / 1e6, png_total / raw_total);
+  std::printf("| variant | L3 bytes / PNG bytes (total) | median per image | L3 / raw |\n");
+  std::printf("| --- | --- | --- | --- |\n");
+  for (size_t k = 0; k < vs.size(); ++k) {
+    auto r = ratios[k];
+    std::sort(r.begin(), r.end());
+    std::printf("| %s | %.3f | %.3f | %.3f |\n", vs[k].name.c_str(), total[k] / png_total,
+                r.empty() ? 0.0 : r[r.size() / 2], total[k] / raw_total);
+  }
+  if (speed && l3_time > 0) {
+    std::printf("\nsingle-thread decode, best of %d: L3 %.0f MB/s, libspng %.0f MB/s, ratio %.2fx\n",
+                reps, bytes_decoded / l3_time / 1e6, bytes_decoded / spng_time / 1e6,
+                spng_time / l3_time);
+  }
+  return 0;
+}

@@ -1,0 +1,20 @@
+// libFuzzer target for the source image readers (PNG via libspng, BMP, PNM).
+#include <cstdint>
+#include <cstdlib>
+#include <span>
+#include <string>
+
+#include "codec/image_io.h"
+
+using namespace fid::codec;
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  DecodedImage out;
+  std::string err;
+  DecodeLimits lim;
+  lim.max_bytes = 64u << 20;
+  if (decode_image(std::span<const uint8_t>(data, size), out, err, lim) &&
+      out.image.pixels.size() != out.image.byte_size())
+    abort();
+  return 0;
+}
