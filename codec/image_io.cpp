@@ -64,7 +64,7 @@ SourceFormat sniff_image(std::span<const uint8_t> d) {
   return SourceFormat::unknown;
 }
 
-bool decode_image(std::span<const uint8_t> data, DecodedImage& out, std::string& error,
+bool decode_image(std::span<const uint8_t> data, SourceImage& out, std::string& error,
                   const DecodeLimits& limits) {
   switch (sniff_image(data)) {
     case SourceFormat::png: return decode_png(data, out, error, limits);
@@ -76,9 +76,9 @@ bool decode_image(std::span<const uint8_t> data, DecodedImage& out, std::string&
 
 // ---- PNG --------------------------------------------------------------------------------------
 
-bool decode_png(std::span<const uint8_t> data, DecodedImage& out, std::string& error,
+bool decode_png(std::span<const uint8_t> data, SourceImage& out, std::string& error,
                 const DecodeLimits& limits) {
-  out = DecodedImage{};
+  out = SourceImage{};
   std::unique_ptr<spng_ctx, void (*)(spng_ctx*)> ctx(spng_ctx_new(0), spng_ctx_free);
   if (!ctx) return fail(error, "PNG: out of memory");
   spng_set_image_limits(ctx.get(), limits.max_dimension, limits.max_dimension);
@@ -89,14 +89,16 @@ bool decode_png(std::span<const uint8_t> data, DecodedImage& out, std::string& e
   if (rc) return fail(error, std::string("PNG: ") + spng_strerror(rc));
   if (ihdr.bit_depth > 8) return fail(error, "PNG: 16-bit samples are not supported");
   unsigned channels = 0;
+  const char* mode = "";  // assigned once below: GCC 12 warns falsely (-Wrestrict) on string = literal
   switch (ihdr.color_type) {
-    case SPNG_COLOR_TYPE_GRAYSCALE: channels = 1; out.pil_mode = ihdr.bit_depth == 1 ? "1" : "L"; break;
-    case SPNG_COLOR_TYPE_INDEXED: channels = 1; out.pil_mode = "P"; break;
-    case SPNG_COLOR_TYPE_GRAYSCALE_ALPHA: channels = 2; out.pil_mode = "LA"; break;
-    case SPNG_COLOR_TYPE_TRUECOLOR: channels = 3; out.pil_mode = "RGB"; break;
-    case SPNG_COLOR_TYPE_TRUECOLOR_ALPHA: channels = 4; out.pil_mode = "RGBA"; break;
+    case SPNG_COLOR_TYPE_GRAYSCALE: channels = 1; mode = ihdr.bit_depth == 1 ? "1" : "L"; break;
+    case SPNG_COLOR_TYPE_INDEXED: channels = 1; mode = "P"; break;
+    case SPNG_COLOR_TYPE_GRAYSCALE_ALPHA: channels = 2; mode = "LA"; break;
+    case SPNG_COLOR_TYPE_TRUECOLOR: channels = 3; mode = "RGB"; break;
+    case SPNG_COLOR_TYPE_TRUECOLOR_ALPHA: channels = 4; mode = "RGBA"; break;
     default: return fail(error, "PNG: unknown colour type");
   }
+  out.pil_mode.assign(mode, std::strlen(mode));
   if (!check_size(ihdr.width, ihdr.height, channels, limits, error)) return false;
   size_t size = 0;
   rc = spng_decoded_image_size(ctx.get(), SPNG_FMT_PNG, &size);
@@ -153,9 +155,9 @@ bool decode_png(std::span<const uint8_t> data, DecodedImage& out, std::string& e
 
 // ---- BMP --------------------------------------------------------------------------------------
 
-bool decode_bmp(std::span<const uint8_t> d, DecodedImage& out, std::string& error,
+bool decode_bmp(std::span<const uint8_t> d, SourceImage& out, std::string& error,
                 const DecodeLimits& limits) {
-  out = DecodedImage{};
+  out = SourceImage{};
   if (d.size() < 14 + 40 || d[0] != 'B' || d[1] != 'M') return fail(error, "BMP: truncated header");
   const uint32_t pix_off = rd_le32(&d[10]);
   const uint32_t hdr_size = rd_le32(&d[14]);
@@ -212,9 +214,9 @@ bool decode_bmp(std::span<const uint8_t> d, DecodedImage& out, std::string& erro
 
 // ---- PNM --------------------------------------------------------------------------------------
 
-bool decode_pnm(std::span<const uint8_t> d, DecodedImage& out, std::string& error,
+bool decode_pnm(std::span<const uint8_t> d, SourceImage& out, std::string& error,
                 const DecodeLimits& limits) {
-  out = DecodedImage{};
+  out = SourceImage{};
   if (d.size() < 2 || d[0] != 'P' || (d[1] != '5' && d[1] != '6'))
     return fail(error, "PNM: only binary P5/P6 are supported");
   const unsigned channels = d[1] == '6' ? 3 : 1;

@@ -19,7 +19,7 @@ namespace fid::codec {
 
 enum class SourceFormat : uint8_t { unknown = 0, png, bmp, pnm };
 
-struct DecodedImage {
+struct SourceImage {
   Image image;
   SourceFormat format = SourceFormat::unknown;
   bool palette_indices = false;        // image holds palette indices (PIL mode "P"), 1 channel
@@ -41,13 +41,13 @@ SourceFormat sniff_image(std::span<const uint8_t> data);
 // keep their indices. BMP: uncompressed 24-bit, 32-bit BI_RGB (-> RGB, 4th byte ignored, as
 // PIL) and 32-bit BI_BITFIELDS with BGRA/BGRX masks. PNM: binary P5/P6 with maxval 1..255
 // (maxval != 255 is rescaled exactly as PIL does). Returns false with a reason otherwise.
-bool decode_image(std::span<const uint8_t> data, DecodedImage& out, std::string& error,
+bool decode_image(std::span<const uint8_t> data, SourceImage& out, std::string& error,
                   const DecodeLimits& limits = {});
-bool decode_png(std::span<const uint8_t> data, DecodedImage& out, std::string& error,
+bool decode_png(std::span<const uint8_t> data, SourceImage& out, std::string& error,
                 const DecodeLimits& limits = {});
-bool decode_bmp(std::span<const uint8_t> data, DecodedImage& out, std::string& error,
+bool decode_bmp(std::span<const uint8_t> data, SourceImage& out, std::string& error,
                 const DecodeLimits& limits = {});
-bool decode_pnm(std::span<const uint8_t> data, DecodedImage& out, std::string& error,
+bool decode_pnm(std::span<const uint8_t> data, SourceImage& out, std::string& error,
                 const DecodeLimits& limits = {});
 
 // Headers for raw views; the pixels (interleaved, rows top to bottom) follow them unchanged,

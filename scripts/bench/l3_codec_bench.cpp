@@ -166,7 +166,7 @@ int main(int argc, char** argv) {
   size_t used = 0;
   for (auto& f : files) {
     auto png = read_file(f);
-    DecodedImage src;
+    SourceImage src;
     std::string err;
     if (!decode_png(png, src, err)) {
       std::fprintf(stderr, "skip %s: %s\n", f.c_str(), err.c_str());

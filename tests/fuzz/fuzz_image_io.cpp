@@ -9,7 +9,7 @@
 using namespace fid::codec;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  DecodedImage out;
+  SourceImage out;
   std::string err;
   DecodeLimits lim;
   lim.max_bytes = 64u << 20;

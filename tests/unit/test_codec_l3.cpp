@@ -372,7 +372,7 @@ TEST(L3Codec, RealPhotosIfPresent) {
   int n = 0;
   for (auto& e : std::filesystem::recursive_directory_iterator(dir)) {
     if (e.path().extension() != ".png" || n >= 2) continue;
-    DecodedImage d;
+    SourceImage d;
     std::string err;
     ASSERT_TRUE(decode_image(read_file(e.path()), d, err)) << err;
     expect_round_trip(d.image);
@@ -389,7 +389,7 @@ TEST(ImageIo, StoredPngRoundTripsThroughLibspng) {
       Image im = noise(w, h, c, w + h + c);
       auto png = encode_png_stored(im);
       EXPECT_EQ(png.size(), png_stored_size(w, h, c));
-      DecodedImage d;
+      SourceImage d;
       std::string err;
       ASSERT_TRUE(decode_png(png, d, err)) << err;
       EXPECT_EQ(d.image.pixels, im.pixels);
@@ -403,7 +403,7 @@ TEST(ImageIo, PalettePngKeepsIndicesAndPalette) {
   for (size_t i = 0; i < pal.size(); ++i) pal[i] = static_cast<uint8_t>(i * 7);
   auto png = encode_png_stored(im, pal, alpha);
   EXPECT_EQ(png.size(), png_stored_size(37, 11, 1, 21, 3));
-  DecodedImage d;
+  SourceImage d;
   std::string err;
   ASSERT_TRUE(decode_png(png, d, err)) << err;
   EXPECT_TRUE(d.palette_indices);
@@ -434,7 +434,7 @@ TEST(ImageIo, PnmReaderScalesLikePil) {
   std::string hdr = "P5\n# comment\n4 1\n100\n";
   std::vector<uint8_t> f(hdr.begin(), hdr.end());
   for (int v : {0, 50, 100, 200}) f.push_back(static_cast<uint8_t>(v));
-  DecodedImage d;
+  SourceImage d;
   std::string err;
   ASSERT_TRUE(decode_pnm(f, d, err)) << err;
   EXPECT_EQ(d.image.pixels, (std::vector<uint8_t>{0, 128, 255, 255}));
@@ -460,7 +460,7 @@ TEST(ImageIo, BmpReader) {
   const uint8_t bottom[6] = {1, 2, 3, 4, 5, 6}, top[6] = {7, 8, 9, 10, 11, 12};
   std::memcpy(&f[54], bottom, 6);
   std::memcpy(&f[62], top, 6);
-  DecodedImage d;
+  SourceImage d;
   std::string err;
   ASSERT_TRUE(decode_bmp(f, d, err)) << err;
   EXPECT_EQ(d.image.pixels, (std::vector<uint8_t>{9, 8, 7, 12, 11, 10, 3, 2, 1, 6, 5, 4}));
@@ -470,7 +470,7 @@ TEST(ImageIo, BmpReader) {
 
 TEST(ImageIo, RejectsGarbageWithoutCrashing) {
   std::mt19937 rng(1);
-  DecodedImage d;
+  SourceImage d;
   std::string err;
   Image im = noise(20, 20, 3, 1);
   auto png = encode_png_stored(im);
@@ -492,11 +492,11 @@ TEST(ImageIo, EdgeZooIfPresent) {
                            "png/black.png", "png/noise.png", "png/size_1x1.png",
                            "png/size_31x1.png", "png/size_1x67.png", "png/size_129x65.png",
                            "other/bmp_rgb.bmp", "other/ppm_rgb.ppm"}) {
-    DecodedImage d;
+    SourceImage d;
     ASSERT_TRUE(decode_image(read_file(dir / name), d, err)) << name << ": " << err;
     expect_round_trip(d.image);
   }
-  DecodedImage d;
+  SourceImage d;
   EXPECT_FALSE(decode_image(read_file(dir / "png/depth16.png"), d, err));
   EXPECT_FALSE(decode_image(read_file(dir / "png/truncated.png"), d, err));
 }
