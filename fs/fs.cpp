@@ -600,6 +600,7 @@ class Filesystem {
       std::shared_ptr<const std::string> otext;
       if (n.type == NodeType::order_file) {
         otext = h ? h->order : fs.order_text(n.id);
+        if (!h && off == 0) fs.order_opened(n.id);  // no_open: no OPEN tells us the order is in use
         if (!otext) {
           fuse_reply_err(req, ENOENT);
           return;
