@@ -288,8 +288,16 @@ std::vector<uint8_t> pnm_header(uint32_t width, uint32_t height, uint8_t channel
 }
 
 std::vector<uint8_t> npy_header(uint32_t width, uint32_t height, uint8_t channels) {
-  std::string shape = "(" + std::to_string(height) + ", " + std::to_string(width) +
-                      (channels == 1 ? std::string(")") : ", " + std::to_string(channels) + ")");
+  // fmt-free formatting without string-literal concatenation (GCC 12 -Wrestrict false positive).
+  std::string shape = "(";
+  shape += std::to_string(height);
+  shape += ", ";
+  shape += std::to_string(width);
+  if (channels != 1) {
+    shape += ", ";
+    shape += std::to_string(channels);
+  }
+  shape += ")";
   std::string dict = "{'descr': '|u1', 'fortran_order': False, 'shape': " + shape + ", }";
   size_t total = 10 + dict.size() + 1;
   size_t padded = (total + 63) / 64 * 64;

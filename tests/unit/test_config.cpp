@@ -107,6 +107,9 @@ TEST(ConfigYaml, ErrorsNameKeyAndLine) {
   EXPECT_NE(error_of("rules:\n  - path: a\n").find("key 'rules[0].scan_group': missing"), std::string::npos);
   EXPECT_NE(error_of("rules:\n  - scan_group: 2\n    colour: red\n").find("f.yaml:3: key 'rules[0].colour'"), std::string::npos);
   EXPECT_NE(error_of("cache: lots\n").find("f.yaml:1: key 'cache'"), std::string::npos);
+  EXPECT_NE(error_of("order_seed: -1\n").find("f.yaml:1: key 'order_seed'"), std::string::npos);
+  EXPECT_NE(error_of("order_window: 0\n").find("f.yaml:1: key 'order_window'"), std::string::npos);
+  EXPECT_NE(error_of("order_window: 4097\n").find("f.yaml:1: key 'order_window'"), std::string::npos);
   EXPECT_NE(error_of("threads: 0\n").find("f.yaml:1: key 'threads'"), std::string::npos);
   EXPECT_NE(error_of("gpu: maybe\n").find("key 'gpu'"), std::string::npos);
   EXPECT_NE(error_of("log:\n  level: loud\n").find("f.yaml:2: key 'log.level'"), std::string::npos);
@@ -182,4 +185,13 @@ TEST(Settings, CheckLevelsAgainstStore) {
   } catch (const ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("c.yaml:2: rules[0].scan_group"), std::string::npos);
   }
+}
+
+TEST(ConfigYaml, OrderSettings) {
+  Settings d = merge(parse_config("", "f.yaml"), MountOptions{});
+  EXPECT_FALSE(d.order_seed);
+  EXPECT_EQ(d.order_window, 4u);
+  Settings s = merge(parse_config("order_seed: 18446744073709551615\norder_window: 16\n", "f.yaml"), MountOptions{});
+  EXPECT_EQ(s.order_seed, std::optional<uint64_t>(18446744073709551615ull));
+  EXPECT_EQ(s.order_window, 16u);
 }
