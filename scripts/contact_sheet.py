@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Contact sheet of one photo at every level, with the bytes a read returns at each, read
-through a mount's /.fidelity/sg/K/ views (what a user sees). Regenerates docs/contact-sheet.jpg.
+through a mount's /.fidelity/sg/K/ views (what a user sees). Regenerates docs/contact-sheet.png.
 
-  scripts/contact_sheet.py MOUNTPOINT REL_PATH [--out docs/contact-sheet.jpg] [--crop 256]
+  scripts/contact_sheet.py MOUNTPOINT REL_PATH [--out docs/contact-sheet.png] [--crop 256]
 """
 import argparse
 import io
@@ -15,7 +15,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("mount")
     ap.add_argument("rel")
-    ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "..", "docs", "contact-sheet.jpg"))
+    ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "..", "docs", "contact-sheet.png"))
     ap.add_argument("--crop", type=int, default=256, help="side of the centre crop shown at 1:1")
     a = ap.parse_args()
     levels = int(os.getxattr(os.path.join(a.mount, a.rel), "user.fidelity.levels"))
@@ -38,7 +38,7 @@ def main():
         x, y = 8 + (i % cols) * (c + 8), 8 + (i // cols) * (c + label_h + 8)
         sheet.paste(tile, (x, y))
         draw.text((x, y + c + 4), f"level {k}: {size / 1e3:.1f} kB ({100 * size / full:.0f}%)", fill="black", font=font)
-    sheet.save(a.out, quality=92)
+    sheet.save(a.out, optimize=True)
     print(f"wrote {a.out}")
 
 
