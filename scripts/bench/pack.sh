@@ -42,3 +42,7 @@ print("  " + "  ".join(f"L{k + 1}:{v / b[-1]:.3f}" for k, v in enumerate(b)))
 src = j["source_bytes"]
 print(f"full level {b[-1] / 1e6:.1f} MB vs source {src / 1e6:.1f} MB vs jpegtran output {jt / 1e6:.1f} MB")
 ' "$jt"
+mkdir -p "$BENCH_DIR/results"
+printf '{"files": %d, "fidelityfs_s": %s, "jpegtran_loop_s": %s, "bytes_by_level": %s}\n' "$n" "$fid" "$loop" \
+  "$("$bin" inspect "$out/store" --json | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["bytes_by_level"])')" \
+  >"$BENCH_DIR/results/pack.json"

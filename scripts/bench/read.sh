@@ -75,3 +75,13 @@ done
 r_ext4=$(echo "${warm_fps[fidelityfs_full]} / ${warm_fps[ext4]}" | bc -l)
 r_sq=$(echo "${warm_fps[fidelityfs_full]} / ${warm_fps[squashfuse_ll]}" | bc -l)
 printf 'warm, full level: %.2fx ext4 files/s (goal >= 0.9), %.2fx squashfuse_ll (goal >= 2.5)\n' "$r_ext4" "$r_sq"
+mkdir -p "$BENCH_DIR/results"
+{
+  printf '{"files": %d, "sources": {' "$n"
+  sep=
+  for name in "${order[@]}"; do
+    printf '%s"%s": {"warm_fps": %s, "cold_fps": %s}' "$sep" "$name" "${warm_fps[$name]}" "${cold_fps[$name]}"
+    sep=', '
+  done
+  printf '}}\n'
+} >"$BENCH_DIR/results/read.json"
