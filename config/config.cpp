@@ -187,8 +187,9 @@ Config parse_config(std::string_view yaml, const std::string& source) {
     throw ConfigError(fmt::format("{}:{}: expected a mapping of settings at the top level", source, line));
   }
   for (auto it = root.begin(); it != root.end(); ++it) {
-    const YAML::Node& keyn = it->first;
-    const YAML::Node& val = it->second;
+    // Copies: it-> yields a temporary pair, so references to its members would dangle.
+    const YAML::Node keyn = it->first;
+    const YAML::Node val = it->second;
     std::string key = keyn.IsScalar() ? keyn.Scalar() : std::string("?");
     if (key == "scan_group") {
       cfg.scan_group = ctx.level(val, key);
