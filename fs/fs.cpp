@@ -166,7 +166,7 @@ class Filesystem {
         known_((store.files().size() + 63) / 64),
         reads_by_level_(static_cast<size_t>(store.levels()) + 1),
         order_slots_(kOrderSlots),
-        order_contents_(store, 4),
+        order_contents_(store, 4, &display_names_),
         order_seed_(settings.order_seed.value_or(store.seed())),
         view_format_(static_cast<codec::ViewFormat>(settings.raw_format)),
         views_(std::max<uint64_t>(settings.cache_bytes / 4, 8ull << 20)),

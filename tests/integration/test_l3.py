@@ -76,6 +76,10 @@ def test_raw_formats(edge_tree, edge_store, tmp_path, fmt):
             got = np.load(io.BytesIO(data)) if ext == ".npy" else np.asarray(Image.open(io.BytesIO(data)))
             if ext == ".png" or src.mode != "1":
                 assert np.array_equal(got, want if ext != ".png" else np.asarray(src)), rel
+        # the published orders name the files as the mount does
+        order = open(os.path.join(mnt, ".fidelity", "order", "epoch-0")).read().split("\n")
+        assert "png/rgb.png" + (".npy" if fmt == "npy" else ".ppm") in order
+        assert "png/rgb.png" not in order
 
 
 def test_bad_raw_format_is_a_usage_error(edge_store, tmp_path):
