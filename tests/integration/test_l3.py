@@ -1,6 +1,7 @@
 """L3: lossless sources are packed as L3 and read back as decoded views (stored PNG by default,
 PPM/PGM or NPY with raw_format) with the pixels, PIL mode and palette of the source."""
 import io
+import json
 import os
 import sys
 
@@ -32,6 +33,13 @@ def test_edge_lossless_rows_served_as_source_pixels(edge_tree, edge_store, tmp_p
     rows = lossless_rows(edge_tree)
     assert rows
     with mounted(edge_store, mnt):
+        # a view read in many requests is decoded once (the daemon's view cache)
+        stats = lambda: json.load(open(os.path.join(mnt, ".fidelity", "stats")))["l3_views"]
+        before = stats()["renders"]
+        with open(os.path.join(mnt, "png/noise.png"), "rb", buffering=0) as f:
+            while f.read(4096):
+                pass
+        assert stats()["renders"] == before + 1
         for rel in rows:
             p = os.path.join(mnt, rel)
             assert os.getxattr(p, "user.fidelity.kind") == b"l3", rel
