@@ -41,6 +41,10 @@ int run_pack(const index::PackOptions& opt, const std::string& progress_mode) {
       fmt::print(" {}:{:.3f}", k + 1, static_cast<double>(r.bytes_by_level[k]) / static_cast<double>(r.bytes_by_level.back()));
     fmt::print("\n");
   }
+  if (r.l3 > 0)
+    fmt::print("l3: {:.1f} MB from {:.1f} MB of lossless sources ({:.3f} of the sources)\n",
+               static_cast<double>(r.l3_bytes) / 1e6, static_cast<double>(r.l3_source_bytes) / 1e6,
+               r.l3_source_bytes ? static_cast<double>(r.l3_bytes) / static_cast<double>(r.l3_source_bytes) : 0.0);
   for (auto& [path, why] : r.blobbed) fmt::print("blob: {}: {}\n", path, why);
   for (auto& [path, why] : r.skipped) fmt::print("skipped: {}: {}\n", path, why);
   return kExitOk;

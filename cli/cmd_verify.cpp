@@ -7,6 +7,7 @@
 #include "cli/commands.h"
 #include "cli/progress.h"
 #include "codec/jpeg.h"
+#include "codec/l3_view.h"
 #include "index/store.h"
 
 namespace fid::cli {
@@ -24,6 +25,18 @@ std::string verify_file(const index::Store& store, const index::File& f, std::ve
     if (int rc = store.read_piece(f, i, {buf.data() + at, pieces[i].size}); rc != 0)
       return fmt::format("piece {} unreadable: {}", i, rc == -EIO ? "checksum mismatch or I/O error" : std::strerror(-rc));
     ends.push_back(buf.size());
+  }
+  if (f.kind == index::FileKind::l3) {  // a full decode of the L3 bitstream
+    codec::L3Payload p;
+    std::string err;
+    if (!codec::parse_l3_payload(buf, p, err)) return "L3 payload: " + err;
+    if (p.shape.width != f.width || p.shape.height != f.height || codec::shape_code(p.shape) != f.script)
+      return fmt::format("L3 payload is {}x{} mode {}, the index disagrees", p.shape.width, p.shape.height,
+                         codec::pil_mode_name(p.shape.mode));
+    thread_local std::vector<uint8_t> pixels;
+    pixels.resize(size_t{p.shape.width} * p.shape.height * p.shape.channels());
+    if (!codec::l3_decode_into(p.l3, pixels, err)) return "L3 does not decode: " + err;
+    return {};
   }
   if (f.kind != index::FileKind::jpeg) return {};
   std::vector<uint8_t> file;

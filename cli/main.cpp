@@ -11,6 +11,7 @@ int main(int argc, char** argv) {
   fid::cli::register_inspect(app, exit_code);
   fid::cli::register_verify(app, exit_code);
   fid::cli::register_mount(app, exit_code);
+  fid::cli::register_l3(app, exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -12,6 +12,25 @@
 
 namespace fid::config {
 
+std::string_view raw_format_name(RawFormat f) {
+  return f == RawFormat::png ? "png" : f == RawFormat::ppm ? "ppm" : "npy";
+}
+std::string_view raw_names_name(RawNames n) { return n == RawNames::keep ? "keep" : "ext"; }
+
+namespace {
+std::optional<RawFormat> parse_raw_format(std::string_view s) {
+  if (s == "png") return RawFormat::png;
+  if (s == "ppm") return RawFormat::ppm;
+  if (s == "npy") return RawFormat::npy;
+  return std::nullopt;
+}
+std::optional<RawNames> parse_raw_names(std::string_view s) {
+  if (s == "keep") return RawNames::keep;
+  if (s == "ext") return RawNames::ext;
+  return std::nullopt;
+}
+}  // namespace
+
 std::string_view gpu_name(Gpu g) {
   switch (g) {
     case Gpu::auto_: return "auto";
@@ -213,6 +232,16 @@ Config parse_config(std::string_view yaml, const std::string& source) {
       auto v = parse_u64(s);
       if (!v || *v < 1 || *v > 4096) ctx.fail(val, key, fmt::format("expected 1..4096, got '{}'", s));
       cfg.order_window = static_cast<unsigned>(*v);
+    } else if (key == "raw_format") {
+      std::string s = ctx.scalar(val, key);
+      auto v = parse_raw_format(s);
+      if (!v) ctx.fail(val, key, fmt::format("expected png, ppm or npy, got '{}'", s));
+      cfg.raw_format = *v;
+    } else if (key == "raw_names") {
+      std::string s = ctx.scalar(val, key);
+      auto v = parse_raw_names(s);
+      if (!v) ctx.fail(val, key, fmt::format("expected keep or ext, got '{}'", s));
+      cfg.raw_names = *v;
     } else if (key == "gpu") {
       std::string s = ctx.scalar(val, key);
       if (s == "auto") cfg.gpu = Gpu::auto_;
@@ -266,7 +295,7 @@ Config parse_config(std::string_view yaml, const std::string& source) {
         }
       }
     } else {
-      ctx.fail(keyn, key, "unknown key (expected scan_group, rules, threads, cache, gpu, order_seed, order_window, log)");
+      ctx.fail(keyn, key, "unknown key (expected scan_group, rules, threads, cache, gpu, order_seed, order_window, raw_format, raw_names, log)");
     }
   }
   return cfg;
@@ -325,11 +354,21 @@ void parse_mount_options(std::string_view list, MountOptions& opts) {
     } else if (name == "config") {
       need_value();
       opts.config_file = std::string(value);
+    } else if (name == "raw_format") {
+      need_value();
+      auto v = parse_raw_format(value);
+      if (!v) throw ConfigError(fmt::format("bad value for mount option raw_format: '{}' (expected png, ppm or npy)", value));
+      opts.raw_format = *v;
+    } else if (name == "raw_names") {
+      need_value();
+      auto v = parse_raw_names(value);
+      if (!v) throw ConfigError(fmt::format("bad value for mount option raw_names: '{}' (expected keep or ext)", value));
+      opts.raw_names = *v;
     } else if (name == "allow_other") {
       no_value();
       opts.allow_other = true;
     } else {
-      throw ConfigError(fmt::format("unknown mount option '{}' (known: scan_group, threads, cache, gpu, config, allow_other)", name));
+      throw ConfigError(fmt::format("unknown mount option '{}' (known: scan_group, threads, cache, gpu, config, raw_format, raw_names, allow_other)", name));
     }
   }
 }
@@ -342,6 +381,8 @@ Settings merge(const Config& cfg, const MountOptions& opts) {
   s.cache_bytes = opts.cache_bytes.value_or(cfg.cache_bytes.value_or(s.cache_bytes));
   s.gpu = opts.gpu.value_or(cfg.gpu.value_or(Gpu::auto_));
   s.allow_other = opts.allow_other;
+  s.raw_format = opts.raw_format.value_or(cfg.raw_format.value_or(RawFormat::png));
+  s.raw_names = opts.raw_names.value_or(cfg.raw_names.value_or(RawNames::keep));
   s.order_seed = cfg.order_seed;
   s.order_window = cfg.order_window.value_or(s.order_window);
   s.log_level = cfg.log_level;

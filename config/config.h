@@ -39,6 +39,12 @@ class ConfigError : public std::runtime_error {
 };
 
 enum class Gpu { auto_, on, off };
+// Container of the decoded view of an l3 file, and whether its name gets the container's extension.
+enum class RawFormat { png, ppm, npy };
+enum class RawNames { keep, ext };
+std::string_view raw_format_name(RawFormat f);
+std::string_view raw_names_name(RawNames n);
+
 enum class LogLevel { error = 0, warn = 1, info = 2, debug = 3 };
 
 std::string_view gpu_name(Gpu g);
@@ -59,6 +65,8 @@ struct Config {
   std::optional<Gpu> gpu;
   std::optional<uint64_t> order_seed;
   std::optional<unsigned> order_window;
+  std::optional<RawFormat> raw_format;
+  std::optional<RawNames> raw_names;
   LogLevel log_level = LogLevel::info;
   std::string log_file;
 };
@@ -85,6 +93,8 @@ struct MountOptions {
   std::optional<uint64_t> cache_bytes;
   std::optional<Gpu> gpu;
   std::optional<std::string> config_file;
+  std::optional<RawFormat> raw_format;
+  std::optional<RawNames> raw_names;
   bool allow_other = false;
 };
 
@@ -102,6 +112,8 @@ struct Settings {
   bool allow_other = false;
   std::optional<uint64_t> order_seed;  // nullopt: the store's seed
   unsigned order_window = 4;
+  RawFormat raw_format = RawFormat::png;
+  RawNames raw_names = RawNames::keep;
   LogLevel log_level = LogLevel::info;
   std::string log_file;
   std::string config_file;

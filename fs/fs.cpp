@@ -12,6 +12,8 @@
 #include <algorithm>
 #include <charconv>
 #include <functional>
+#include <future>
+#include <list>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -23,8 +25,10 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <thread>
+#include <unordered_map>
 #include <unordered_set>
 
+#include "codec/l3_view.h"
 #include "fs/inodes.h"
 #include "fs/log.h"
 #include "fs/orders.h"
@@ -70,7 +74,81 @@ constexpr unsigned kPrefetchThreads = 2;  // the tree is immutable; level change
 constexpr const char* kXattrPrefix = "user.fidelity.";
 constexpr const char* kXattrLevel = "user.fidelity.scan_group";
 constexpr const char* kXattrOrderSeed = "user.fidelity.order_seed";
-constexpr std::string_view kReadOnlyXattrs[] = {"kind", "levels", "bytes", "record", "position", "source_size"};
+constexpr std::string_view kReadOnlyXattrs[] = {"kind", "levels", "bytes", "record", "position", "source_size", "format"};
+constexpr std::string_view kViewExtensions[] = {".png", ".pgm", ".ppm", ".npy"};
+
+// The last rendered views of l3 files, bounded in bytes, so that a file read in many requests
+// (128 KiB readahead chunks of a 6 MB view) is decoded once. A view being rendered is shared
+// with concurrent readers of the same file. The most recent view is kept even if it alone is
+// over the budget (a larger view would otherwise be decoded once per request).
+class ViewCache {
+ public:
+  using View = std::shared_ptr<const std::vector<uint8_t>>;  // null: the render failed
+  explicit ViewCache(uint64_t budget) : budget_(budget) {}
+
+  template <typename Render>
+  View get(uint32_t file, Render&& render) {
+    std::unique_lock lock(mu_);
+    for (auto it = entries_.begin(); it != entries_.end(); ++it) {
+      if (it->file != file) continue;
+      entries_.splice(entries_.begin(), entries_, it);  // most recently used first
+      auto fut = it->view;
+      lock.unlock();
+      hits_.fetch_add(1, std::memory_order_relaxed);
+      return fut.get();
+    }
+    std::promise<View> promise;
+    entries_.push_front(Entry{file, promise.get_future().share(), 0});
+    lock.unlock();
+    View v;
+    try {
+      v = render();
+    } catch (...) {
+      v = nullptr;
+    }
+    promise.set_value(v);
+    renders_.fetch_add(1, std::memory_order_relaxed);
+    lock.lock();
+    for (auto it = entries_.begin(); it != entries_.end(); ++it) {
+      if (it->file != file || it->bytes != 0) continue;
+      if (!v) {
+        entries_.erase(it);  // not cached: the next read tries again
+      } else {
+        it->bytes = v->size();
+        used_ += it->bytes;
+      }
+      break;
+    }
+    // Evict least recently used finished views beyond the budget, never the newest one.
+    for (auto it = entries_.end(); used_ > budget_ && it != entries_.begin();) {
+      --it;
+      if (it == entries_.begin()) break;
+      if (it->bytes == 0) continue;  // being rendered
+      used_ -= it->bytes;
+      it = entries_.erase(it);
+    }
+    return v;
+  }
+  uint64_t used() const {
+    std::lock_guard lock(mu_);
+    return used_;
+  }
+  uint64_t budget() const { return budget_; }
+  uint64_t hits() const { return hits_.load(); }
+  uint64_t renders() const { return renders_.load(); }
+
+ private:
+  struct Entry {
+    uint32_t file;
+    std::shared_future<View> view;
+    uint64_t bytes;  // 0 while rendering
+  };
+  const uint64_t budget_;
+  mutable std::mutex mu_;
+  std::list<Entry> entries_;
+  uint64_t used_ = 0;
+  std::atomic<uint64_t> hits_{0}, renders_{0};
+};
 
 // Control-file snapshots kept for readers that looked one up (each lookup makes a new one).
 constexpr size_t kSnapshotsKept = 256;
@@ -88,9 +166,19 @@ class Filesystem {
         known_((store.files().size() + 63) / 64),
         reads_by_level_(static_cast<size_t>(store.levels()) + 1),
         order_slots_(kOrderSlots),
-        order_contents_(store, 4),
+        order_contents_(store, 4, &display_names_),
         order_seed_(settings.order_seed.value_or(store.seed())),
+        view_format_(static_cast<codec::ViewFormat>(settings.raw_format)),
+        views_(std::max<uint64_t>(settings.cache_bytes / 4, 8ull << 20)),
         started_(std::chrono::steady_clock::now()) {
+    static_assert(static_cast<int>(config::RawFormat::png) == static_cast<int>(codec::ViewFormat::png) &&
+                  static_cast<int>(config::RawFormat::ppm) == static_cast<int>(codec::ViewFormat::ppm) &&
+                  static_cast<int>(config::RawFormat::npy) == static_cast<int>(codec::ViewFormat::npy));
+    if (settings.raw_names == config::RawNames::ext) {
+      for (const File& f : store.files())
+        if (f.kind == FileKind::l3)
+          display_names_.emplace(f.id, std::string(store.name(f)) + std::string(codec::view_extension(shape_of(f), view_format_)));
+    }
     uid_ = ::getuid();
     gid_ = ::getgid();
     for (const auto& r : store.records()) store_bytes_ += r.size;
@@ -116,6 +204,27 @@ class Filesystem {
   }
 
   static Filesystem& self(fuse_req_t req) { return *static_cast<Filesystem*>(fuse_req_userdata(req)); }
+
+  // ---- l3 views -------------------------------------------------------------------------------
+
+  static codec::L3Shape shape_of(const File& f) {
+    codec::L3Shape s;
+    codec::shape_from_code(f.script, f.width, f.height, s);  // validated when the store was opened
+    return s;
+  }
+  // Bytes a read of the file returns (l3: its decoded view; others: the store's size at level).
+  uint64_t file_size(const File& f, int level) const {
+    if (f.kind == FileKind::l3) return codec::l3_view_size(shape_of(f), view_format_);
+    return store_.size_at_level(f, level);
+  }
+  // The name a file has in the mount (raw_names=ext: an l3 file's name + its view's extension).
+  std::string_view display_name(const File& f) const {
+    if (!display_names_.empty() && f.kind == FileKind::l3) {
+      auto it = display_names_.find(f.id);
+      if (it != display_names_.end()) return it->second;
+    }
+    return store_.name(f);
+  }
 
   // ---- attributes ---------------------------------------------------------------------------
 
@@ -158,7 +267,7 @@ class Filesystem {
         int level = n.level;
         st.st_mode = S_IFREG | 0444;
         st.st_nlink = 1;
-        st.st_size = static_cast<off_t>(store_.size_at_level(f, level));
+        st.st_size = static_cast<off_t>(file_size(f, level));
         st.st_blocks = (st.st_size + 511) / 512;
         set_time(st, f.mtime_ns);
         return true;
@@ -266,6 +375,8 @@ class Filesystem {
       j["prefetch_issued"] = io_.prefetch_issued.load();
       j["prefetch_skipped"] = io_.prefetch_skipped.load();
       j["prefetch_following"] = prefetch_->following();
+      j["l3_views"] = {{"renders", views_.renders()}, {"hits", views_.hits()}, {"used", views_.used()},
+                       {"budget", views_.budget()}};
       j["cache"] = {{"budget", cache_->budget()}, {"used", cache_->used()}, {"peak", cache_->peak()},
                     {"entries", cache_->entries()}, {"evictions", io_.cache_evictions.load()}};
       return j.dump(2) + "\n";
@@ -282,6 +393,8 @@ class Filesystem {
     j["threads"] = settings_.threads;
     j["cache"] = settings_.cache_bytes;
     j["gpu"] = config::gpu_name(settings_.gpu);
+    j["raw_format"] = config::raw_format_name(settings_.raw_format);
+    j["raw_names"] = config::raw_names_name(settings_.raw_names);
     j["allow_other"] = settings_.allow_other;
     j["log"] = {{"level", config::log_level_name(settings_.log_level)}, {"file", settings_.log_file}};
     return j.dump(2) + "\n";
@@ -333,7 +446,7 @@ class Filesystem {
       k -= d.subdir_count;
       if (k < d.file_count) {
         uint32_t c = store_.child_files()[d.file_begin + k];
-        return Entry{store_.name(store_.files()[c]), n.view ? inodes_.view_file(c, n.view) : live_file_ino(c), S_IFREG};
+        return Entry{display_name(store_.files()[c]), n.view ? inodes_.view_file(c, n.view) : live_file_ino(c), S_IFREG};
       }
       return std::nullopt;
     }
@@ -374,8 +487,21 @@ class Filesystem {
       auto jt = std::lower_bound(cf.begin(), cf.end(), name, [&](uint32_t c, std::string_view v) {
         return store_.name(store_.files()[c]) < v;
       });
-      if (jt != cf.end() && store_.name(store_.files()[*jt]) == name)
-        return n.view ? inodes_.view_file(*jt, n.view) : live_file_ino(*jt);
+      auto found = [&](uint32_t c) { return n.view ? inodes_.view_file(c, n.view) : live_file_ino(c); };
+      if (jt != cf.end() && store_.name(store_.files()[*jt]) == name &&
+          display_name(store_.files()[*jt]).size() == name.size())
+        return found(*jt);
+      if (!display_names_.empty()) {  // raw_names=ext: "a.png.ppm" is l3 file "a.png"
+        for (std::string_view ext : kViewExtensions) {
+          if (name.size() <= ext.size() || name.substr(name.size() - ext.size()) != ext) continue;
+          std::string_view base = name.substr(0, name.size() - ext.size());
+          auto bt = std::lower_bound(cf.begin(), cf.end(), base, [&](uint32_t c, std::string_view v) {
+            return store_.name(store_.files()[c]) < v;
+          });
+          if (bt != cf.end() && store_.name(store_.files()[*bt]) == base && display_name(store_.files()[*bt]) == name)
+            return found(*bt);
+        }
+      }
       return 0;
     }
     if (n.type == NodeType::ctl_root) {
@@ -542,6 +668,10 @@ class Filesystem {
   void serve_read(fuse_req_t req, const File& f, int level, size_t size, off_t off) {
     thread_local std::vector<uint8_t> out, tmp;
     if (off == 0) prefetch_->on_access(f.id, level);
+    if (f.kind == FileKind::l3) {
+      serve_l3(req, f, size, off);
+      return;
+    }
     // A cached prefix of the file's record (loaded ahead, or being loaded: waited for) serves the
     // whole read; otherwise the file's own pieces are read.
     std::shared_ptr<const Prefix> pre = cache_->get(f.record, cache_->level_for(f, level));
@@ -594,6 +724,60 @@ class Filesystem {
     }
     bytes_.fetch_add(end - begin, std::memory_order_relaxed);
     fuse_reply_buf(req, reinterpret_cast<const char*>(out.data()), end - begin);
+  }
+
+  // Reads the one piece of a whole-layout file (l3, blob) into `buf`: from the cached record
+  // prefix when there is one, else from its record file. 0 or -errno (-EIO: checksum).
+  int read_payload(const File& f, std::vector<uint8_t>& buf) {
+    const index::Piece& pc = store_.pieces(f)[0];
+    buf.resize(pc.size);
+    std::shared_ptr<const Prefix> pre = cache_->get(f.record, cache_->level_for(f, L_));
+    if (!pre) {
+      io_.cache_misses.fetch_add(1, std::memory_order_relaxed);
+      return reader_->read_piece(f, 0, buf);
+    }
+    if (pc.offset + pc.size > pre->len) return -EIO;
+    std::span<const uint8_t> src(pre->data + pc.offset, pc.size);
+    if (index::piece_checksum(src) != pc.checksum) return -EIO;
+    std::memcpy(buf.data(), src.data(), pc.size);
+    return 0;
+  }
+
+  // An l3 file reads as its decoded view (codec::render_l3_view), rendered once per file into
+  // the view cache and served from there.
+  void serve_l3(fuse_req_t req, const File& f, size_t size, off_t off) {
+    const uint64_t total = file_size(f, L_);
+    uint64_t begin = std::min<uint64_t>(static_cast<uint64_t>(off), total);
+    uint64_t end = std::min<uint64_t>(begin + size, total);
+    if (begin >= end) {
+      fuse_reply_buf(req, nullptr, 0);
+      return;
+    }
+    int err = 0;
+    ViewCache::View v = views_.get(f.id, [&]() -> ViewCache::View {
+      thread_local std::vector<uint8_t> payload;
+      int rc = read_payload(f, payload);
+      if (rc != 0) {
+        err = rc;
+        return nullptr;
+      }
+      std::string error;
+      codec::L3Payload p;
+      auto view = std::make_shared<std::vector<uint8_t>>(total);
+      if (!codec::parse_l3_payload(payload, p, error) || !codec::render_l3_view(p, view_format_, *view, error)) {
+        log_error("{}: the L3 payload does not decode: {}", store_.relative_path(f), error);
+        err = -EIO;
+        return nullptr;
+      }
+      return view;
+    });
+    if (!v || v->size() != total) {
+      if (err == 0 || err == -EIO) note_eio(f, 0);
+      fuse_reply_err(req, err == 0 || err == -EIO ? EIO : -err);
+      return;
+    }
+    bytes_.fetch_add(end - begin, std::memory_order_relaxed);
+    fuse_reply_buf(req, reinterpret_cast<const char*>(v->data() + begin), end - begin);
   }
 
   static void op_opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
@@ -696,13 +880,17 @@ class Filesystem {
       return std::to_string(n.view ? n.view : policy_.effective(n.id));
     }
     if (key == "kind") return std::string(index::kind_name(f.kind));
+    if (key == "format") {
+      if (f.kind != FileKind::l3) return std::nullopt;
+      return std::string(codec::view_format_name(codec::effective_view_format(shape_of(f), view_format_)));
+    }
     if (key == "levels") return std::to_string(jpeg ? L_ : 1);
     if (key == "bytes") {
       std::string s;
       int top = jpeg ? L_ : 1;
       for (int k = 1; k <= top; ++k) {
         if (k > 1) s.push_back(',');
-        s += std::to_string(store_.size_at_level(f, k));
+        s += std::to_string(file_size(f, k));
       }
       return s;
     }
@@ -759,7 +947,8 @@ class Filesystem {
       if (n.view == 0 && n.id == 0) add("order_seed");
     } else if (n.type == NodeType::file) {
       if (fs.store_.files()[n.id].kind == FileKind::jpeg) add("scan_group");
-      for (auto k : kReadOnlyXattrs) add(k);
+      for (auto k : kReadOnlyXattrs)
+        if (k != "format" || fs.store_.files()[n.id].kind == FileKind::l3) add(k);
     } else if (n.type == NodeType::invalid) {
       fuse_reply_err(req, ENOENT);
       return;
@@ -971,6 +1160,9 @@ class Filesystem {
   std::unique_ptr<Prefetcher> prefetch_;
   mutable std::once_flag record_start_once_;
   mutable std::vector<uint64_t> record_start_;
+  const codec::ViewFormat view_format_;
+  ViewCache views_;
+  std::unordered_map<uint32_t, std::string> display_names_;  // raw_names=ext only
   std::chrono::steady_clock::time_point started_;
 };
 

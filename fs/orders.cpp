@@ -73,7 +73,9 @@ std::optional<OrderName> OrderSlots::name_of(uint32_t slot) const {
 
 // ---- contents ---------------------------------------------------------------------------------
 
-OrderContents::OrderContents(const index::Store& store, size_t max_entries) : store_(store), max_(max_entries) {
+OrderContents::OrderContents(const index::Store& store, size_t max_entries,
+                             const std::unordered_map<uint32_t, std::string>* display_names)
+    : store_(store), max_(max_entries), display_names_(display_names) {
   for (const auto& d : store.dirs()) {
     std::string p = store.relative_path(d);
     if (!p.empty()) p.push_back('/');
@@ -102,11 +104,18 @@ std::shared_ptr<const std::string> OrderContents::get(uint64_t seed, uint32_t wi
   auto text = std::make_shared<std::string>();
   size_t total = 0;
   auto files = store_.files();
-  for (uint32_t id : ids) total += dir_path_[files[id].dir].size() + files[id].name_len + 1;
+  auto name_of = [&](uint32_t id) -> std::string_view {
+    if (display_names_ && !display_names_->empty()) {
+      auto it = display_names_->find(id);
+      if (it != display_names_->end()) return it->second;
+    }
+    return store_.name(files[id]);
+  };
+  for (uint32_t id : ids) total += dir_path_[files[id].dir].size() + name_of(id).size() + 1;
   text->reserve(total);
   for (uint32_t id : ids) {
     text->append(dir_path_[files[id].dir]);
-    text->append(store_.name(files[id]));
+    text->append(name_of(id));
     text->push_back('\n');
   }
   std::lock_guard lock(mu_);

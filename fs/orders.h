@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <list>
+#include <unordered_map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -51,7 +52,9 @@ class OrderSlots {
 // last `max_entries` (a getattr needs the size, an open the bytes: both hit the same entry).
 class OrderContents {
  public:
-  OrderContents(const index::Store& store, size_t max_entries);
+  // `display_names` (may be null): names that differ from the stored ones (raw_names=ext).
+  OrderContents(const index::Store& store, size_t max_entries,
+                const std::unordered_map<uint32_t, std::string>* display_names = nullptr);
   std::shared_ptr<const std::string> get(uint64_t seed, uint32_t window, const OrderName& name);
 
  private:
@@ -63,6 +66,7 @@ class OrderContents {
   };
   const index::Store& store_;
   size_t max_;
+  const std::unordered_map<uint32_t, std::string>* display_names_;
   std::mutex mu_;
   std::list<Entry> lru_;  // front = most recent
   std::vector<std::string> dir_path_;  // "cls/" per directory ("" for the root)

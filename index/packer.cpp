@@ -17,7 +17,9 @@
 #include <set>
 #include <thread>
 
+#include "codec/image_io.h"
 #include "codec/jpeg.h"
+#include "codec/l3_view.h"
 #include "index/format.h"
 #include "index/sqlite_db.h"
 #include "index/store.h"
@@ -127,7 +129,7 @@ struct PreparedFile {
   bool skipped = false;
   std::string note;  // why skipped, or why stored as a blob
   FileKind kind = FileKind::blob;
-  uint8_t script = 0;
+  uint32_t script = 0;  // jpeg: scan script; l3: codec::shape_code
   uint32_t width = 0, height = 0;
   uint64_t source_size = 0;
   // jpeg: the transcoded stream and its cuts; other kinds: the whole payload in `payload`.
@@ -191,6 +193,24 @@ PreparedFile prepare(const SourceFile& src, uint32_t index) {
       return out;
     }
     out.note = "JPEG not transcodable, stored byte-identical: " + r.error;
+  } else if (codec::sniff_image(bytes) != codec::SourceFormat::unknown) {
+    codec::SourceImage img;
+    if (codec::decode_image(bytes, img, error)) {
+      try {
+        std::vector<uint8_t> payload = codec::encode_l3_payload(img);
+        codec::L3Payload parsed;
+        if (!codec::parse_l3_payload(payload, parsed, error)) throw std::runtime_error(error);
+        out.kind = FileKind::l3;
+        out.script = codec::shape_code(parsed.shape);
+        out.width = img.image.width;
+        out.height = img.image.height;
+        out.payload = std::move(payload);
+        return out;
+      } catch (const std::exception& e) {
+        error = e.what();
+      }
+    }
+    out.note = "lossless image not storable as L3, stored byte-identical: " + error;
   }
   out.kind = FileKind::blob;
   out.payload = std::move(bytes);
@@ -203,7 +223,7 @@ PreparedFile prepare(const SourceFile& src, uint32_t index) {
 struct StoredFile {
   uint32_t source_index = 0;
   FileKind kind = FileKind::blob;
-  uint8_t script = 0;
+  uint32_t script = 0;
   uint32_t width = 0, height = 0;
   uint64_t source_size = 0;
   uint32_t record = 0, slot = 0;
@@ -596,6 +616,10 @@ PackReport pack(const PackOptions& opt, const std::function<void(const PackProgr
         if (f->kind == FileKind::jpeg) {
           report.jpeg++;
           for (int k = 1; k <= kLevels; ++k) report.bytes_by_level[static_cast<size_t>(k - 1)] += f->jpeg.piece_end[k] + 2;
+        } else if (f->kind == FileKind::l3) {
+          report.l3++;
+          report.l3_bytes += f->payload.size();
+          report.l3_source_bytes += f->source_size;
         } else {
           report.blob++;
           if (!f->note.empty()) report.blobbed.emplace_back(src.rel, f->note);

@@ -29,6 +29,7 @@ struct PackProgress {
 
 struct PackReport {
   uint64_t jpeg = 0, l3 = 0, blob = 0;
+  uint64_t l3_bytes = 0, l3_source_bytes = 0;  // L3 payloads and the sources they came from
   std::vector<std::pair<std::string, std::string>> blobbed;  // path, why it is not a JPEG/L3
   std::vector<std::pair<std::string, std::string>> skipped;  // path, why it is not in the store
   std::vector<uint64_t> bytes_by_level;                      // all JPEGs at level 1..L

@@ -1,5 +1,7 @@
 #include "index/store.h"
 
+#include "codec/l3_view.h"
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -139,7 +141,9 @@ std::unique_ptr<Store> Store::open(const std::filesystem::path& dir) {
       int64_t kind = q.integer(3);
       if (kind < 0 || kind > 2) throw corrupt(fmt::format("file {} has kind {}", f.id, kind));
       f.kind = static_cast<FileKind>(kind);
-      f.script = static_cast<uint8_t>(q.integer(4));
+      int64_t script = q.integer(4);
+      if (script < 0 || script > 0xFFFFFFFF) throw corrupt(fmt::format("file {} has script {}", f.id, script));
+      f.script = static_cast<uint32_t>(script);
       int64_t rec = q.integer(5);
       if (rec < 0 || rec >= static_cast<int64_t>(s->records_.size()))
         throw corrupt(fmt::format("file {} in unknown record {}", f.id, rec));
@@ -147,6 +151,12 @@ std::unique_ptr<Store> Store::open(const std::filesystem::path& dir) {
       f.slot = static_cast<uint32_t>(q.integer(6));
       f.width = static_cast<uint32_t>(q.integer(7));
       f.height = static_cast<uint32_t>(q.integer(8));
+      if (f.kind == FileKind::l3) {
+        codec::L3Shape shape;
+        if (!codec::shape_from_code(f.script, f.width, f.height, shape) || f.width == 0 || f.height == 0 ||
+            f.width > codec::kL3MaxDimension || f.height > codec::kL3MaxDimension)
+          throw corrupt(fmt::format("file {} (l3) has a bad shape (script {}, {}x{})", f.id, f.script, f.width, f.height));
+      }
       f.source_size = static_cast<uint64_t>(q.integer(9));
       f.mtime_ns = q.integer(10);
       auto blob = q.blob(11);

@@ -30,7 +30,7 @@ struct File {
   uint32_t dir = 0;          // parent directory id
   uint32_t name_off = 0, name_len = 0;  // into the name pool
   FileKind kind = FileKind::blob;
-  uint8_t script = 0;        // codec::ScanScript for jpeg
+  uint32_t script = 0;       // jpeg: codec::ScanScript; l3: codec::shape_code (mode, palette)
   uint32_t record = 0;
   uint32_t slot = 0;         // position of the file inside its record (storage order)
   uint32_t first_piece = 0;  // jpeg: levels()+1 pieces (header, level 1..L); others: 1 piece

@@ -3,15 +3,17 @@
 //
 //   l3_codec_bench [--max N] [--reps R] [--variants all|default] [--seg K] [--no-speed] DIR_OR_PNG...
 //
-// Build (not part of the CMake tree), from the repository root:
-//   g++ -O2 -std=c++20 -I. scripts/bench/l3_codec_bench.cpp build/codec/libfid_codec.a
-//       -lspng -ljpeg -o l3_codec_bench
+// Built with the project (scripts/bench/CMakeLists.txt: build/scripts/bench/l3_codec_bench);
+// with libpng found it also times libpng (simplified API, native format) on the same images.
 // Every *.png found (recursively) is decoded with libspng; its own file size is the PNG
 // reference (make the sources with zlib level 6, e.g. PIL's default compress_level=6).
 // Prints one markdown table of total L3 bytes / total PNG bytes per variant (and the median
 // per-image ratio), then decode MB/s (decoded pixel bytes per second of thread CPU time, best
 // of R runs per image).
 #include <spng.h>
+#ifdef HAVE_LIBPNG
+#include <png.h>
+#endif
 
 #include <algorithm>
 #include <ctime>
@@ -111,6 +113,21 @@ std::vector<Variant> variants(bool all) {
   return v;
 }
 
+#ifdef HAVE_LIBPNG
+bool libpng_decode(const std::vector<uint8_t>& png, std::vector<uint8_t>& out) {
+  png_image im{};
+  im.version = PNG_IMAGE_VERSION;
+  if (!png_image_begin_read_from_memory(&im, png.data(), png.size())) return false;
+  // The file's own layout (gray/GA/RGB/RGBA; palette expanded like libspng's SPNG_FMT_PNG is not,
+  // but the inflate + unfilter work, which dominates, is the same).
+  im.format &= ~static_cast<png_uint_32>(PNG_FORMAT_FLAG_COLORMAP);
+  out.resize(PNG_IMAGE_SIZE(im));
+  bool ok = png_image_finish_read(&im, nullptr, out.data(), 0, nullptr) != 0;
+  png_image_free(&im);
+  return ok;
+}
+#endif
+
 bool spng_decode(const std::vector<uint8_t>& png, std::vector<uint8_t>& out) {
   spng_ctx* ctx = spng_ctx_new(0);
   spng_set_png_buffer(ctx, png.data(), png.size());
@@ -162,7 +179,7 @@ int main(int argc, char** argv) {
   std::vector<double> total(vs.size(), 0);
   std::vector<std::vector<double>> ratios(vs.size());
   double png_total = 0, raw_total = 0;
-  double spng_time = 0, l3_time = 0, bytes_decoded = 0;
+  double spng_time = 0, l3_time = 0, libpng_time = 0, bytes_decoded = 0;
   size_t used = 0;
   for (auto& f : files) {
     auto png = read_file(f);
@@ -200,6 +217,15 @@ int main(int argc, char** argv) {
         if (!spng_decode(png, sp)) return 1;
         best_sp = std::min(best_sp, now_s() - t0);
       }
+#ifdef HAVE_LIBPNG
+      double best_lp = 1e9;
+      for (int r = 0; r < reps; ++r) {
+        double t0 = now_s();
+        if (!libpng_decode(png, sp)) return 1;
+        best_lp = std::min(best_lp, now_s() - t0);
+      }
+      libpng_time += best_lp;
+#endif
       if (out != src.image.pixels) {
         std::fprintf(stderr, "L3 mismatch on %s\n", f.c_str());
         return 1;
@@ -225,6 +251,9 @@ int main(int argc, char** argv) {
     std::printf("\nsingle-thread decode, best of %d: L3 %.0f MB/s, libspng %.0f MB/s, ratio %.2fx\n",
                 reps, bytes_decoded / l3_time / 1e6, bytes_decoded / spng_time / 1e6,
                 spng_time / l3_time);
+    if (libpng_time > 0)
+      std::printf("single-thread decode, best of %d: libpng %.0f MB/s (L3 %.2fx libpng)\n", reps,
+                  bytes_decoded / libpng_time / 1e6, libpng_time / l3_time);
   }
   return 0;
 }

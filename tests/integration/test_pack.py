@@ -64,8 +64,9 @@ def test_edge_zoo_manifest(edge_tree, edge_store):
             for k in (1, 5, st.levels):
                 ok, err = djpeg_clean(st.read(rel, k))
                 assert ok, f"{rel} level {k}: {err}"
-        elif expect in ("passthrough", "lossless"):
-            # lossless sources are stored byte-identical until the L3 codec lands
+        elif expect == "lossless":
+            assert st.files[rel]["kind"] == "l3", rel
+        elif expect == "passthrough":
             assert st.files[rel]["kind"] in ("blob", "l3"), rel
             if st.files[rel]["kind"] == "blob":
                 assert st.read(rel) == source_bytes, rel

@@ -1,0 +1,125 @@
+"""L3: lossless sources are packed as L3 and read back as decoded views (stored PNG by default,
+PPM/PGM or NPY with raw_format) with the pixels, PIL mode and palette of the source."""
+import io
+import json
+import os
+import sys
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from conftest import manifest, pack, run
+from mountutil import mounted
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures"))
+from make_tree import photo_like  # noqa: E402
+
+
+def lossless_rows(tree):
+    return [r["path"] for r in manifest(tree) if r["expectation"] == "lossless"]
+
+
+def same_image(got, want):
+    assert got.mode == want.mode
+    assert np.array_equal(np.asarray(got), np.asarray(want))
+    if want.mode == "P":
+        assert got.getpalette() == want.getpalette()
+        assert got.info.get("transparency") == want.info.get("transparency")
+
+
+def test_edge_lossless_rows_served_as_source_pixels(edge_tree, edge_store, tmp_path):
+    mnt = str(tmp_path / "mnt")
+    rows = lossless_rows(edge_tree)
+    assert rows
+    with mounted(edge_store, mnt):
+        # a view read in many requests is decoded once (the daemon's view cache)
+        stats = lambda: json.load(open(os.path.join(mnt, ".fidelity", "stats")))["l3_views"]
+        before = stats()["renders"]
+        with open(os.path.join(mnt, "png/noise.png"), "rb", buffering=0) as f:
+            while f.read(4096):
+                pass
+        assert stats()["renders"] == before + 1
+        for rel in rows:
+            p = os.path.join(mnt, rel)
+            assert os.getxattr(p, "user.fidelity.kind") == b"l3", rel
+            assert os.getxattr(p, "user.fidelity.format") == b"png", rel
+            data = open(p, "rb").read()
+            assert os.stat(p).st_size == len(data), rel
+            assert int(os.getxattr(p, "user.fidelity.bytes")) == len(data), rel
+            same_image(Image.open(io.BytesIO(data)), Image.open(os.path.join(edge_tree, rel)))
+        # a 128 KiB-chunked read gives the same bytes as a whole read
+        p = os.path.join(mnt, "png/noise.png")
+        whole = open(p, "rb").read()
+        with open(p, "rb", buffering=0) as f:
+            chunks = b"".join(iter(lambda: f.read(128 << 10), b""))
+        assert chunks == whole
+
+
+def test_verify_decodes_l3(edge_store):
+    p = run("verify", edge_store, "--progress", "off")
+    assert " 0 bad" in p.stdout
+
+
+@pytest.mark.parametrize("fmt", ["ppm", "npy"])
+def test_raw_formats(edge_tree, edge_store, tmp_path, fmt):
+    mnt = str(tmp_path / "mnt")
+    with mounted(edge_store, mnt, "-o", f"raw_format={fmt},raw_names=ext"):
+        for rel in lossless_rows(edge_tree):
+            src = Image.open(os.path.join(edge_tree, rel))
+            want = np.asarray(src.convert("L") if src.mode == "1" else src)
+            channels = 1 if want.ndim == 2 else want.shape[2]
+            if fmt == "ppm" and channels in (2, 4):
+                ext = ".png"  # no PNM for gray+alpha / RGBA: falls back to PNG
+            elif fmt == "ppm":
+                ext = ".pgm" if channels == 1 else ".ppm"
+            else:
+                ext = ".npy"
+            p = os.path.join(mnt, rel + ext)
+            assert not os.path.exists(os.path.join(mnt, rel))  # raw_names=ext: only the new name
+            assert os.path.basename(p) in os.listdir(os.path.dirname(p))
+            data = open(p, "rb").read()
+            assert os.stat(p).st_size == len(data), rel
+            assert os.getxattr(p, "user.fidelity.format").decode() == ext[1:].replace("pgm", "ppm")
+            got = np.load(io.BytesIO(data)) if ext == ".npy" else np.asarray(Image.open(io.BytesIO(data)))
+            if ext == ".png" or src.mode != "1":
+                assert np.array_equal(got, want if ext != ".png" else np.asarray(src)), rel
+        # the published orders name the files as the mount does
+        order = open(os.path.join(mnt, ".fidelity", "order", "epoch-0")).read().split("\n")
+        assert "png/rgb.png" + (".npy" if fmt == "npy" else ".ppm") in order
+        assert "png/rgb.png" not in order
+
+
+def test_bad_raw_format_is_a_usage_error(edge_store, tmp_path):
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    p = run("mount", edge_store, str(mnt), "-o", "raw_format=jpg", check=False)
+    assert p.returncode == 2
+    assert "raw_format" in p.stderr
+
+
+torch = pytest.importorskip("torch")
+datasets = pytest.importorskip("torchvision.datasets")
+transforms = pytest.importorskip("torchvision.transforms")
+
+
+def test_torchvision_imagefolder_on_png_store(tmp_path):
+    import random
+    rng = random.Random(3)
+    src = tmp_path / "src"
+    for c in range(3):
+        (src / f"city{c:02d}").mkdir(parents=True)
+        for i in range(4):
+            photo_like(rng, 320 + 7 * i, 180 + 3 * c).save(src / f"city{c:02d}" / f"img{i}.png")
+    store = pack(str(src), str(tmp_path / "store"))
+    mnt = str(tmp_path / "mnt")
+    with mounted(store, mnt):
+        tf = transforms.ToTensor()
+        a = datasets.ImageFolder(str(src), transform=tf)
+        b = datasets.ImageFolder(mnt, transform=tf)
+        assert a.classes == b.classes and len(a) == len(b) == 12
+        for i in range(len(a)):
+            ta, la = a[i]
+            tb, lb = b[i]
+            assert la == lb
+            assert torch.equal(ta, tb)
