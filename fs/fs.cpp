@@ -1058,6 +1058,13 @@ class Filesystem {
     return EROFS;  // no other attribute can be stored on a read-only tree
   }
 
+  // An xattr value as text: setfattr and shells may append a NUL or a newline.
+  static std::string_view xattr_text(const char* value, size_t size) {
+    std::string_view v(value, size);
+    while (!v.empty() && (v.back() == '\0' || v.back() == '\n')) v.remove_suffix(1);
+    return v;
+  }
+
   static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char* name, const char* value, size_t size, int flags) {
     auto& fs = self(req);
     Node n = fs.inodes_.decode(ino);
@@ -1066,8 +1073,7 @@ class Filesystem {
       return;
     }
     if (std::string_view(name) == kXattrOrderSeed && n.type == NodeType::dir && n.view == 0 && n.id == 0) {
-      std::string_view v(value, size);
-      while (!v.empty() && (v.back() == '\0' || v.back() == '\n')) v.remove_suffix(1);
+      std::string_view v = xattr_text(value, size);
       uint64_t seed = 0;
       auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), seed);
       if (v.empty() || ec != std::errc() || p != v.data() + v.size()) {
@@ -1086,8 +1092,7 @@ class Filesystem {
       fuse_reply_err(req, xattr_write_errno(name));
       return;
     }
-    std::string_view v(value, size);
-    while (!v.empty() && (v.back() == '\0' || v.back() == '\n')) v.remove_suffix(1);
+    std::string_view v = xattr_text(value, size);
     auto lvl = config::parse_level(v);
     if (!lvl || (*lvl != config::kFull && *lvl > fs.L_)) {
       fuse_reply_err(req, EINVAL);

@@ -4,7 +4,6 @@ Source trees use real photographs from ../shared/datasets when that folder exist
 workplace and its CI), and synthetic photo-like images from tests/fixtures otherwise."""
 import csv
 import os
-import shutil
 import subprocess
 import sys
 
@@ -78,3 +77,14 @@ def edge_store(edge_tree, tmp_path_factory):
 @pytest.fixture(scope="session")
 def imagenet_store(imagenet_tree, tmp_path_factory):
     return pack(imagenet_tree, str(tmp_path_factory.mktemp("stores") / "imagenet"), "--record-bytes", "1MiB")
+
+
+@pytest.fixture
+def mnt(tmp_path):
+    """An empty mount point, unmounted after the test whatever happened."""
+    from mountutil import unmount
+
+    m = str(tmp_path / "mnt")
+    os.makedirs(m)
+    yield m
+    unmount(m)

@@ -21,12 +21,6 @@ from mountutil import daemon_pid, is_mounted, mount, mounted, unmount, walk_dirs
 XA = "user.fidelity.scan_group"
 
 
-@pytest.fixture
-def mnt(tmp_path):
-    m = str(tmp_path / "mnt")
-    os.makedirs(m)
-    yield m
-    unmount(m)
 
 
 def read(p):

@@ -8,17 +8,11 @@ import sys
 import pytest
 
 from conftest import REPO
-from mountutil import mounted, unmount, walk_files
+from mountutil import mounted, walk_files
 
 ORDER = os.path.join(".fidelity", "order")
 
 
-@pytest.fixture
-def mnt(tmp_path):
-    m = str(tmp_path / "mnt")
-    os.makedirs(m)
-    yield m
-    unmount(m)
 
 
 def lines(mnt, name):
