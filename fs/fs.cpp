@@ -755,7 +755,7 @@ class Filesystem {
     }
     int err = 0;
     ViewCache::View v = views_.get(f.id, [&]() -> ViewCache::View {
-      thread_local std::vector<uint8_t> payload;
+      std::vector<uint8_t> payload;  // the compressed payload, freed once the view is rendered
       int rc = read_payload(f, payload);
       if (rc != 0) {
         err = rc;
