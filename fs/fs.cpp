@@ -119,11 +119,10 @@ class ViewCache {
       }
       break;
     }
-    // Evict least recently used finished views beyond the budget, never the newest one.
+    // Evict least recently used finished views beyond the budget, never the one just rendered.
     for (auto it = entries_.end(); used_ > budget_ && it != entries_.begin();) {
       --it;
-      if (it == entries_.begin()) break;
-      if (it->bytes == 0) continue;  // being rendered
+      if (it->bytes == 0 || it->file == file) continue;  // being rendered, or just rendered
       used_ -= it->bytes;
       it = entries_.erase(it);
     }
