@@ -82,8 +82,16 @@ void chunk(uint8_t*& p, const char* type, size_t len, F&& body) {
 bool render_png(const L3Payload& pl, std::span<uint8_t> out, std::string& error) {
   const L3Shape& s = pl.shape;
   const PngLayout l = png_layout(s);
+  // Per-thread scratch for the decoded pixels; one of more than 32 MiB is freed after use so that
+  // many threads do not each keep the largest image they ever saw.
   thread_local std::vector<uint8_t> pixels;
   const size_t px_bytes = size_t{s.width} * s.height * s.channels();
+  struct Release {
+    size_t n;
+    ~Release() {
+      if (n > (size_t{32} << 20)) std::vector<uint8_t>().swap(pixels);
+    }
+  } release{px_bytes};
   pixels.resize(px_bytes);
   if (!l3_decode_into(pl.l3, pixels, error)) return false;
   if (s.mode == PilMode::bilevel) {  // pack 0/255 samples into MSB-first bits, in place

@@ -119,11 +119,10 @@ class ViewCache {
       }
       break;
     }
-    // Evict least recently used finished views beyond the budget, never the newest one.
+    // Evict least recently used finished views beyond the budget, never the one just rendered.
     for (auto it = entries_.end(); used_ > budget_ && it != entries_.begin();) {
       --it;
-      if (it == entries_.begin()) break;
-      if (it->bytes == 0) continue;  // being rendered
+      if (it->bytes == 0 || it->file == file) continue;  // being rendered, or just rendered
       used_ -= it->bytes;
       it = entries_.erase(it);
     }
@@ -755,7 +754,7 @@ class Filesystem {
     }
     int err = 0;
     ViewCache::View v = views_.get(f.id, [&]() -> ViewCache::View {
-      thread_local std::vector<uint8_t> payload;
+      std::vector<uint8_t> payload;  // the compressed payload, freed once the view is rendered
       int rc = read_payload(f, payload);
       if (rc != 0) {
         err = rc;

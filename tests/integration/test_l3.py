@@ -98,12 +98,10 @@ def test_bad_raw_format_is_a_usage_error(edge_store, tmp_path):
     assert "raw_format" in p.stderr
 
 
-torch = pytest.importorskip("torch")
-datasets = pytest.importorskip("torchvision.datasets")
-transforms = pytest.importorskip("torchvision.transforms")
-
-
 def test_torchvision_imagefolder_on_png_store(tmp_path):
+    torch = pytest.importorskip("torch")
+    datasets = pytest.importorskip("torchvision.datasets")
+    transforms = pytest.importorskip("torchvision.transforms")
     import random
     rng = random.Random(3)
     src = tmp_path / "src"
@@ -123,3 +121,40 @@ def test_torchvision_imagefolder_on_png_store(tmp_path):
             tb, lb = b[i]
             assert la == lb
             assert torch.equal(ta, tb)
+
+
+@pytest.mark.parametrize("rel", ["png/palette.png", "png/rgba.png", "png/bilevel.png", "other/bmp_rgb.bmp"])
+def test_cli_encode_decode(edge_tree, tmp_path, rel):
+    src = Image.open(os.path.join(edge_tree, rel))
+    l3 = tmp_path / "x.l3"
+    run("l3", "encode", os.path.join(edge_tree, rel), l3)
+    run("l3", "decode", l3, tmp_path / "x.png")
+    same_image(Image.open(tmp_path / "x.png"), src)
+    run("l3", "decode", l3, tmp_path / "x.npy")
+    want = np.asarray(src.convert("L") if src.mode == "1" else src)
+    assert np.array_equal(np.load(tmp_path / "x.npy"), want)
+    run("l3", "decode", l3, tmp_path / "x.pam")
+    assert open(tmp_path / "x.pam", "rb").read(3) == b"P7\n"
+    channels = 1 if want.ndim == 2 else want.shape[2]
+    if channels in (1, 3):
+        out = tmp_path / ("x.pgm" if channels == 1 else "x.ppm")
+        run("l3", "decode", l3, out)
+        assert np.array_equal(np.asarray(Image.open(out)), want)
+
+
+def test_cli_errors(edge_tree, tmp_path):
+    l3 = tmp_path / "x.l3"
+    run("l3", "encode", os.path.join(edge_tree, "png/rgb.png"), l3)
+    p = run("l3", "decode", l3, tmp_path / "x.jpg", check=False)
+    assert p.returncode == 2 and "x.jpg" in p.stderr
+    p = run("l3", "decode", l3, tmp_path / "x.pgm", check=False)  # RGB has no PGM
+    assert p.returncode == 2 and "x.pgm" in p.stderr
+    p = run("l3", "decode", tmp_path / "missing.l3", tmp_path / "x.png", check=False)
+    assert p.returncode == 1 and "missing.l3" in p.stderr
+    p = run("l3", "encode", os.path.join(edge_tree, "other/labels.txt"), tmp_path / "y.l3", check=False)
+    assert p.returncode == 1 and "labels.txt" in p.stderr and not (tmp_path / "y.l3").exists()
+    p = run("l3", "encode", os.path.join(edge_tree, "png/depth16.png"), tmp_path / "y.l3", check=False)
+    assert p.returncode == 1 and "depth16.png" in p.stderr
+    p = run("l3", "decode", os.path.join(edge_tree, "png/rgb.png"), tmp_path / "y.png", check=False)
+    assert p.returncode == 1 and "rgb.png" in p.stderr
+    assert run("l3", "encode", check=False).returncode == 2
