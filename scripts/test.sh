@@ -43,6 +43,7 @@ for fuzzer in build-fuzz/tests/fuzz_*; do
   case $name in
     fuzz_jpeg) seed_dirs+=("$seeds/tree/jpeg") ;;
     fuzz_index) seed_dirs+=("$seeds/index") ;;
+    fuzz_image_io) seed_dirs+=("$seeds/tree/png" "$seeds/tree/other") ;;
   esac
   log=build-fuzz/$name.log
   rc=0
