@@ -19,6 +19,7 @@ from fidstore import Store
 from mountutil import daemon_pid, is_mounted, mount, mounted, unmount, walk_dirs, walk_files
 
 XA = "user.fidelity.scan_group"
+STRESS_SECONDS = 6
 
 
 
@@ -302,7 +303,7 @@ def test_concurrent_reads_and_level_flips(imagenet_store, mnt):
         threads += [threading.Thread(target=flipper, args=(100 + i,)) for i in range(2)]
         for t in threads:
             t.start()
-        time.sleep(6)
+        stop.wait(STRESS_SECONDS)  # the stress phase runs for a bounded time, then stops itself
         stop.set()
         for t in threads:
             t.join()
