@@ -341,7 +341,7 @@ class Filesystem {
     if (t == NodeType::ctl_stats) {
       double up = std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
       j["store"] = store_.path().string();
-      j["uptime_s"] = up;
+      j["uptime_s"] = static_cast<uint64_t>(up);  // whole seconds: an idle mount's stats stay one file
       j["files"] = store_.files().size();
       j["dirs"] = store_.dirs().size();
       j["levels"] = L_;
@@ -399,14 +399,20 @@ class Filesystem {
     return j.dump(2) + "\n";
   }
 
-  // A new immutable snapshot of a control file: its content is fixed at lookup, so the kernel
-  // may cache it like any other file. Returns its inode.
+  // An immutable snapshot of a control file with its current content: the kernel may cache it
+  // like any other file. While the content does not change, lookups return the same snapshot, so
+  // tools which stat a path and then open it (cp, rsync) see one file. Returns its inode.
   uint64_t new_snapshot(NodeType t) {
     std::string content = control_content(t);
+    const size_t which = t == NodeType::ctl_config ? 1 : 0;
     std::lock_guard lock(snap_mu_);
+    auto& [last_gen, last_content] = latest_snapshot_[which];
+    if (last_content && *last_content == content) return inodes_.ctl_snapshot(t, last_gen);
     uint64_t gen = next_snapshot_++;
-    snapshots_.emplace_back(gen, std::move(content));
+    snapshots_.emplace_back(gen, content);
     if (snapshots_.size() > kSnapshotsKept) snapshots_.pop_front();
+    last_gen = gen;
+    last_content = std::move(content);
     return inodes_.ctl_snapshot(t, gen);
   }
   // The content of a snapshot inode; regenerated (fresh) if it was dropped from the window.
@@ -541,8 +547,10 @@ class Filesystem {
 
   static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
     auto& fs = self(req);
-    fs.lookups_.fetch_add(1, std::memory_order_relaxed);
     Node pn = fs.inodes_.decode(parent);
+    // Lookups in the tree only: counting those of /.fidelity itself would change stats at every
+    // lookup of stats, and every stat-then-open (cp) would see two different snapshots.
+    if (pn.type == NodeType::dir) fs.lookups_.fetch_add(1, std::memory_order_relaxed);
     fuse_entry_param e{};
     e.attr_timeout = kTimeout;
     e.entry_timeout = kTimeout;
@@ -564,8 +572,8 @@ class Filesystem {
     e.ino = ino;
     e.generation = generation;
     Node cn = fs.inodes_.decode(ino);
-    // Each lookup of a control file makes a new snapshot, and an order file's slot may be reused:
-    // never cache those names, only the (immutable) inodes.
+    // A control file's name moves to a new snapshot when its content changes, and an order file's
+    // slot may be reused: never cache those names, only the (immutable) inodes.
     if (cn.type == NodeType::ctl_stats || cn.type == NodeType::ctl_config || cn.type == NodeType::order_file)
       e.entry_timeout = 0;
     fs.mark_known(cn);
@@ -1146,6 +1154,7 @@ class Filesystem {
   mutable std::mutex snap_mu_;
   std::deque<std::pair<uint64_t, std::string>> snapshots_;
   uint64_t next_snapshot_ = 0;
+  std::pair<uint64_t, std::optional<std::string>> latest_snapshot_[2];  // stats, config
   // entries inside changed directories, invalidated after the reply
   std::mutex deferred_mu_;
   std::condition_variable deferred_cv_;
