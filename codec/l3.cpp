@@ -809,7 +809,7 @@ uint32_t l3_default_patch_size(uint32_t width, uint32_t height) {
   uint64_t px = uint64_t{width} * height;
   if (px <= uint64_t{640} * 480) return 32;
   if (px <= uint64_t{1280} * 720) return 64;
-  return 128;
+  return 256;
 }
 
 bool looks_like_l3(std::span<const uint8_t> data) {
