@@ -47,7 +47,7 @@ struct L3Info {
   size_t raw_bytes() const { return size_t{width} * height * channels; }  // decoded size
 };
 
-// Default patch side for an image: 32 up to 640x480 pixels, 64 up to 1280x720, else 128.
+// Default patch side for an image: 32 up to 640x480 pixels, 64 up to 1280x720, else 256.
 uint32_t l3_default_patch_size(uint32_t width, uint32_t height);
 
 // Encodes an image (1..4 channels, 1..2^24 on each side). Throws std::invalid_argument on a bad
