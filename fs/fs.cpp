@@ -1072,6 +1072,11 @@ class Filesystem {
     return v;
   }
 
+  // The order seed lives on the live root only.
+  static bool is_order_seed(const Node& n, std::string_view name) {
+    return name == kXattrOrderSeed && n.type == NodeType::dir && n.view == 0 && n.id == 0;
+  }
+
   static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char* name, const char* value, size_t size, int flags) {
     auto& fs = self(req);
     Node n = fs.inodes_.decode(ino);
@@ -1079,7 +1084,7 @@ class Filesystem {
       fuse_reply_err(req, ENOENT);
       return;
     }
-    if (std::string_view(name) == kXattrOrderSeed && n.type == NodeType::dir && n.view == 0 && n.id == 0) {
+    if (is_order_seed(n, name)) {
       std::string_view v = xattr_text(value, size);
       uint64_t seed = 0;
       auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), seed);
@@ -1116,7 +1121,7 @@ class Filesystem {
       fuse_reply_err(req, ENOENT);
       return;
     }
-    if (std::string_view(name) == kXattrOrderSeed && n.type == NodeType::dir && n.view == 0 && n.id == 0) {
+    if (is_order_seed(n, name)) {
       fs.set_order_seed(fs.settings_.order_seed.value_or(fs.store_.seed()));  // back to the configured seed
       fuse_reply_err(req, 0);
       return;
