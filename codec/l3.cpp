@@ -23,10 +23,10 @@ namespace {
 using namespace fid::l3k;
 
 constexpr uint8_t kMagic[4] = {'F', 'I', 'L', '3'};
-constexpr uint8_t kFlagInterPatch = 1;
-constexpr uint8_t kFlagHuffCodes = 2;
+constexpr uint8_t kFlagInterPatch = kL3FlagInterPatch;
+constexpr uint8_t kFlagHuffCodes = kL3FlagHuffCodes;
 constexpr uint8_t kKnownFlags = kFlagInterPatch | kFlagHuffCodes;
-constexpr size_t kCodeTableBytes = 128;  // 16 contexts x 16 code lengths, one nibble each
+constexpr size_t kCodeTableBytes = kL3CodeTableBytes;  // 16 contexts x 16 code lengths, one nibble each
 
 void put_u16(uint8_t* p, uint32_t v) {
   p[0] = static_cast<uint8_t>(v);

@@ -16,6 +16,9 @@ inline constexpr uint8_t kL3Version = 1;
 inline constexpr size_t kL3HeaderBytes = 24;  // fixed part, before the patch offset table
 inline constexpr uint32_t kL3MaxDimension = 1u << 24;
 inline constexpr uint64_t kL3MaxRawBytes = uint64_t{1} << 32;  // width*height*channels
+inline constexpr uint8_t kL3FlagInterPatch = 1;    // header flags (docs/L3_FORMAT.md section 1)
+inline constexpr uint8_t kL3FlagHuffCodes = 2;
+inline constexpr size_t kL3CodeTableBytes = 128;  // Huffman code lengths, after the fixed header
 
 struct L3Options {
   uint32_t patch_size = 0;   // N (1..1024); 0: chosen from the resolution (l3_default_patch_size)

@@ -75,9 +75,11 @@ L3_HD unsigned unpack_one(uint64_t word, unsigned i, unsigned w) {
 
 L3_HD int l3_abs(int v) { return v < 0 ? -v : v; }
 
+// Predictor kPredCopy predicts T like top (its residuals are all 0).
 L3_HD uint8_t predict(unsigned pred, unsigned tl, unsigned t, unsigned tr, unsigned tt) {
   switch (pred) {
-    case kPredTop: return static_cast<uint8_t>(t);
+    case kPredTop:
+    case kPredCopy: return static_cast<uint8_t>(t);
     case kPredDiag: return static_cast<uint8_t>((tl + tr + 1) >> 1);
     case kPredSmooth: return static_cast<uint8_t>((tl + 2 * t + tr + 2) >> 2);
     case kPredMedian: {

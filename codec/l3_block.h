@@ -1,0 +1,215 @@
+// L3 block decoder: one patch per thread block, written once for the CUDA kernel and for its
+// CPU emulation (codec/l3_block_plan.h). Header-only and host/device neutral like
+// codec/l3_kernels.h: no std:: containers, no exceptions, no allocation, no I/O.
+//
+// Scheme (docs/L3_FORMAT.md, "Block decoder"): rows in sequence; for each row and each plane in
+// coding order, one thread parses the coded row's header into shared memory (mode, and per
+// segment its width, base and data offset), then every thread decodes the samples
+// x = tid, tid + n, ... of that row independently: unpack the residual from its segment's
+// bytes, reconstruct from the rows above (a rolling ring of 3 rows per plane in shared memory)
+// and, for colour planes with the cross bit, the first plane's residual at the same x. A first
+// row with the "left" predictor is a prefix sum, done serially by one thread (1 row of N).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "codec/l3_kernels.h"
+
+namespace fid::l3k {
+
+inline constexpr uint32_t kNoHuff = 0xffffffffu;
+
+// One thread block's work; plain data, copied to the device as an array.
+struct PatchTask {
+  uint64_t in_offset;   // byte offset of this patch's data in the batch input buffer
+  uint64_t out_offset;  // byte offset of the patch's pixel (x0, y0), channel 0, in the output
+  uint32_t in_size;     // bytes of the patch's data (offset[i+1] - offset[i])
+  uint32_t image;       // index of the image in the batch: status[image] = 1 on any error
+  uint32_t pw, ph;      // patch width/height in pixels (edge patches are smaller)
+  uint32_t out_pitch;   // bytes between consecutive image rows in the output (>= width*channels)
+  uint32_t huff;        // index of the image's first of 16 HuffTables in the table array, or kNoHuff
+  uint8_t channels;     // 1..4, output interleaved (pixel = channels bytes, planes 0..C-1)
+  uint8_t seg_log2;     // 3..6
+  uint8_t pad[2];
+};
+
+// The block's shared-memory state. No member initialisers: a CUDA static __shared__ variable
+// must be trivially constructible (its contents are undefined at block start; the emulation
+// fills it with garbage to prove nothing is read before it is written).
+struct PatchShared {
+  // Per plane (natural index c), a ring of 3 rows: row y at slot y % 3, so rows y-1 and y-2
+  // stay where they were written (no copying). Index 0 and pw+1 are the replicated edge cells
+  // (T[-1] == T[0], T[pw] == T[pw-1]) that reconstruct() reads.
+  uint8_t rows[4][3][kMaxPatch + 2];
+  uint8_t e0[kMaxPatch];              // residuals of the current row's first coded plane (CROSS)
+  uint8_t codes[4][kMaxSegments];     // per coded plane k: its last row's segment codes
+                                      // (the Huffman contexts of the next row)
+  uint32_t seg_pos[kMaxSegments];     // current coded row: each segment's packed data, patch offset
+  uint8_t seg_w[kMaxSegments];        // ... its width in bits
+  uint8_t seg_base[kMaxSegments];     // ... its base (explicit or implicit)
+  uint32_t pos;                       // parse position: the next coded row's patch offset
+  uint32_t mode;                      // current coded row's mode nibble
+  uint32_t error;                     // non-zero: a format error was found, stop
+};
+static_assert(sizeof(PatchShared) <= 48 * 1024, "PatchShared must fit static shared memory");
+
+// Residual of sample x of the current coded row: the w-bit field i*w of its segment (i = x's
+// index in the segment) plus the segment's base. Reads 1 or 2 bytes, all inside the segment's
+// ceil(n*w/8) bytes: the field's last bit is below n*w.
+L3_HD uint8_t block_residual(const PatchShared& sh, const uint8_t* patch, unsigned x,
+                             unsigned seg_log2) {
+  const unsigned s = x >> seg_log2;
+  const unsigned w = sh.seg_w[s];
+  unsigned d = 0;
+  if (w) {
+    const unsigned bit = (x - (s << seg_log2)) * w;
+    const uint8_t* p = patch + sh.seg_pos[s] + (bit >> 3);
+    const unsigned sh_bits = bit & 7u;
+    unsigned v = p[0];
+    if (sh_bits + w > 8) v |= unsigned{p[1]} << 8;
+    d = (v >> sh_bits) & ((1u << w) - 1u);
+  }
+  return static_cast<uint8_t>(d + sh.seg_base[s]);
+}
+
+// One thread: parses the coded row of plane k at sh.pos, validates it exactly as the CPU
+// decoder does (docs/L3_FORMAT.md section 5) and fills the row's segment table. False on a
+// format error. Nothing is read outside patch[0, t.in_size).
+L3_HD bool block_parse_row(PatchShared& sh, const PatchTask& t, const uint8_t* patch,
+                           const HuffTable* tables, unsigned k, bool first) {
+  const unsigned sl = t.seg_log2, pw = t.pw;
+  const unsigned nseg = row_segments(pw, sl);
+  const uint32_t pos = sh.pos;  // <= t.in_size
+  const size_t avail = t.in_size - pos;
+  const uint8_t* p = patch + pos;
+  uint8_t* codes = sh.codes[k];
+  if (first)  // Huffman contexts of a patch's first row are all 0
+    for (unsigned s = 0; s < nseg; ++s) codes[s] = 0;
+  unsigned mode = 0;
+  const size_t hdr = read_row_header(p, avail, nseg, tables, codes, &mode, codes);
+  if (hdr == 0) return false;  // bad code, or header past the patch (hdr <= avail otherwise)
+  const size_t body = row_body_size(codes, pw, sl);
+  if (body > avail - hdr) return false;
+  const unsigned pred = mode & 7u;
+  if ((mode & kModeCross) && k == 0) return false;
+  if (pred == kPredCopy ? (first || (p[0] >> 4) != 0)
+                        : pred >= (first ? kNumFirstPredictors : kNumPredictors))
+    return false;
+  // Body: one base byte per segment with an explicit base, then the packed data in order.
+  uint32_t base_at = static_cast<uint32_t>(pos + hdr);
+  uint32_t data_at = base_at;
+  for (unsigned s = 0; s < nseg; ++s) data_at += code_has_base(codes[s]) ? 1u : 0u;
+  const unsigned seg = 1u << sl;
+  for (unsigned s = 0; s < nseg; ++s) {
+    const unsigned code = codes[s], w = code_width(code);
+    const unsigned cnt = (s + 1 == nseg) ? pw - s * seg : seg;
+    sh.seg_w[s] = static_cast<uint8_t>(w);
+    sh.seg_base[s] = code_has_base(code) ? patch[base_at++] : implicit_base(w);
+    sh.seg_pos[s] = data_at;
+    data_at += static_cast<uint32_t>(packed_bytes(cnt, w));
+  }
+  sh.mode = mode;
+  sh.pos = static_cast<uint32_t>(pos + hdr + body);
+  return true;
+}
+
+// The kernel body. `Block` provides two primitives:
+//   b.single(f): f() runs on one thread, then a block barrier
+//   b.all(f):    f(tid, nthreads) runs on every thread, then a block barrier
+// Control flow outside them is uniform: it depends only on the task and on shared state
+// written before the last barrier. The phases' lambdas capture locals by value (read-only),
+// so no thread can change state that other threads would not see; everything a later phase
+// needs goes through `sh`.
+// Decodes the patch into out + t.out_offset (rows t.out_pitch apart). On a format error sets
+// status[t.image] = 1 and returns (the output is then unspecified, as with the CPU decoder).
+template <class Block>
+L3_HD void decode_patch_block(Block& b, PatchShared& sh, const PatchTask& t, const uint8_t* in,
+                              const HuffTable* tables, uint8_t* out, int* status) {
+  const unsigned C = t.channels, pw = t.pw, ph = t.ph, sl = t.seg_log2;
+  if (C < 1 || C > 4 || pw < 1 || pw > kMaxPatch || ph < 1 || sl < kMinSegLog2 ||
+      sl > kMaxSegLog2) {  // not from a valid plan; depends on the task only, so uniform
+    b.single([=] { status[t.image] = 1; });
+    return;
+  }
+  const uint8_t* patch = in + t.in_offset;
+  const HuffTable* htab = t.huff == kNoHuff ? nullptr : tables + t.huff;
+  uint8_t* dst0 = out + t.out_offset;
+
+  b.single([=, &sh] {
+    sh.pos = 0;
+    sh.error = 0;
+  });
+  for (unsigned y = 0; y < ph; ++y) {
+    const bool first = y == 0;  // no INTER_PATCH on this path: only row 0 lacks a row above
+    const unsigned slot = y % 3, tslot = (y + 2) % 3, ttslot = y >= 2 ? (y + 1) % 3 : tslot;
+    uint8_t* const dst = dst0 + uint64_t{y} * t.out_pitch;
+    for (unsigned k = 0; k < C; ++k) {
+      const unsigned c = plane_of(C, k);
+      b.single([=, &sh] {
+        if (!block_parse_row(sh, t, patch, htab, k, first)) {
+          sh.error = 1;
+          status[t.image] = 1;
+        }
+      });
+      if (sh.error) return;
+      const unsigned mode = sh.mode;
+      const bool cross = (mode & kModeCross) != 0;
+      const bool last = k + 1 == C;
+      if (!first) {
+        // Every sample is independent: rows above are complete, e0 was written by an earlier
+        // phase. The thread that writes x = 0 / pw-1 writes the edge cell next to it. With
+        // the last plane done, the pixel's other planes are final too: write the pixel.
+        b.all([=, &sh](unsigned tid, unsigned n) {
+          uint8_t* o = sh.rows[c][slot] + 1;
+          const uint8_t* T = sh.rows[c][tslot] + 1;
+          const uint8_t* TT = sh.rows[c][ttslot] + 1;
+          for (unsigned x = tid; x < pw; x += n) {
+            const uint8_t r = block_residual(sh, patch, x, sl);
+            if (k == 0) sh.e0[x] = r;
+            const uint8_t v = reconstruct(mode, T, TT, x, r, cross ? sh.e0[x] : uint8_t{0});
+            o[x] = v;
+            if (x == 0) o[-1] = v;
+            if (x + 1 == pw) o[pw] = v;
+            if (last)
+              for (unsigned cc = 0; cc < C; ++cc) dst[size_t{x} * C + cc] = sh.rows[cc][slot][1 + x];
+          }
+        });
+        continue;
+      }
+      // First row: "constant" is p = 128 per sample; "left" is a prefix sum, so the parallel
+      // phase stores r + e and one thread accumulates.
+      const bool left = (mode & 7u) == kFirstLeft;
+      b.all([=, &sh](unsigned tid, unsigned n) {
+        uint8_t* o = sh.rows[c][slot] + 1;
+        for (unsigned x = tid; x < pw; x += n) {
+          const uint8_t r = block_residual(sh, patch, x, sl);
+          if (k == 0) sh.e0[x] = r;
+          const uint8_t v =
+              static_cast<uint8_t>((left ? 0u : 128u) + r + (cross ? sh.e0[x] : 0u));
+          o[x] = v;
+          if (x == 0) o[-1] = v;
+          if (x + 1 == pw) o[pw] = v;
+        }
+      });
+      if (left)
+        b.single([=, &sh] {
+          uint8_t* o = sh.rows[c][slot] + 1;
+          uint8_t v = 128;
+          for (unsigned x = 0; x < pw; ++x) o[x] = v = static_cast<uint8_t>(v + o[x]);
+          o[-1] = o[0];
+          o[pw] = o[pw - 1];
+        });
+    }
+    if (first)  // the pixels of the first row, once all its planes are final
+      b.all([=, &sh](unsigned tid, unsigned n) {
+        for (unsigned x = tid; x < pw; x += n)
+          for (unsigned cc = 0; cc < C; ++cc) dst[size_t{x} * C + cc] = sh.rows[cc][slot][1 + x];
+      });
+  }
+  b.single([=, &sh] {  // the patch must be consumed exactly
+    if (sh.pos != t.in_size) status[t.image] = 1;
+  });
+}
+
+}  // namespace fid::l3k
