@@ -3,6 +3,9 @@
 //         a stream that decodes must also probe to the same size).
 //   odd:  the rest makes an image (3 bytes: width-1, height-1, channels; then pixels, cycled)
 //         and options; encode, decode, and abort unless the pixels come back exactly.
+// Both modes also run the block decoder's CPU emulation (codec/l3_block_plan.h; the last input
+// byte picks its thread count and order) on images without INTER_PATCH, and abort unless it succeeds
+// exactly when the CPU decoder does, with the same pixels.
 #include <cstdint>
 #include <cstdlib>
 #include <span>
@@ -10,8 +13,30 @@
 #include <vector>
 
 #include "codec/l3.h"
+#include "codec/l3_block_plan.h"
 
 using namespace fid::codec;
+
+namespace {
+
+// Aborts unless the emulated block decoder agrees with the CPU decoder's outcome `cpu_ok`
+// (and its pixels `cpu` when it succeeded).
+void check_block(std::span<const uint8_t> l3, bool cpu_ok, const std::vector<uint8_t>& cpu,
+                 uint8_t selector) {
+  L3Info info;
+  std::string err;
+  if (!l3_probe(l3, info, err)) {
+    if (cpu_ok) abort();
+    return;
+  }
+  if (info.flags & kL3FlagInterPatch) return;  // not block-decodable (CPU fallback)
+  std::vector<uint8_t> out(info.raw_bytes());
+  const unsigned threads = 1u + (selector >> 1) % 48u;
+  const bool ok = l3_decode_emulated(l3, out, threads, (selector & 1) != 0, err);
+  if (ok != cpu_ok || (ok && out != cpu)) abort();
+}
+
+}  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 1) return 0;
@@ -24,6 +49,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (probed && info.raw_bytes() > (size_t{64} << 20)) return 0;  // keep allocations modest
     bool ok = l3_decode(rest, out, err);
     if (ok && (!probed || out.pixels.size() != info.raw_bytes())) abort();
+    check_block(rest, ok, out.pixels, data[size - 1]);
     return 0;
   }
   if (rest.size() < 3) return 0;
@@ -46,5 +72,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!l3_decode(enc, back, err) || back.pixels != im.pixels || back.width != im.width ||
       back.height != im.height || back.channels != im.channels)
     abort();
+  check_block(enc, true, back.pixels, data[size - 1]);
   return 0;
 }

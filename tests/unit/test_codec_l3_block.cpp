@@ -54,6 +54,27 @@ void expect_emulation_matches(const std::vector<uint8_t>& enc, const std::vector
   }
 }
 
+// Like l3_decode_emulated, but each patch's bytes sit alone in an exact-size heap buffer, so
+// the ASan build catches a read outside its patch, not only one outside the file.
+bool decode_patches_isolated(const std::vector<uint8_t>& enc, std::vector<uint8_t>& out, Variant v) {
+  L3BatchPlan plan;
+  L3Info info;
+  std::string err;
+  if (!l3_plan_image(enc, 0, 0, 0, 0, plan, info, err)) return false;
+  out.assign(info.raw_bytes(), 0);
+  int status = 0;
+  L3BatchPlan one;
+  one.tables = plan.tables;
+  for (const auto& t : plan.tasks) {
+    const auto at = enc.begin() + static_cast<std::ptrdiff_t>(t.in_offset);
+    const std::vector<uint8_t> bytes(at, at + t.in_size);
+    one.tasks = {t};
+    one.tasks[0].in_offset = 0;
+    l3_run_plan_emulated(one, bytes.data(), out.data(), &status, v.threads, v.reverse);
+  }
+  return status == 0;
+}
+
 // What a stream uses, walked with the shared kernels (to show the random images cover the
 // format: every predictor with and without CROSS, copy rows, every segment code).
 struct StreamStats {
@@ -308,8 +329,8 @@ TEST(L3Block, BatchPlanOffsetsPitchAndStatus) {
 }
 
 // Mutations and truncations: the emulation fails exactly when the CPU decoder fails, and gives
-// its bytes when both succeed. Buffers are exact-size copies, so the ASan build catches any
-// access outside them.
+// its bytes when both succeed. Buffers are exact-size copies (and each patch alone in one for
+// the isolated run), so the ASan build catches any access outside the file or the patch.
 TEST(L3Block, CorruptInputFailsLikeCpuDecoder) {
   struct Case {
     Image im;
@@ -344,8 +365,11 @@ TEST(L3Block, CorruptInputFailsLikeCpuDecoder) {
     const Variant v = kAllVariants[n++ % std::size(kAllVariants)];
     const bool emu_ok = l3_decode_emulated(bad, emu_out, v.threads, v.reverse, err);
     ASSERT_EQ(cpu_ok, emu_ok) << "threads " << v.threads;
+    std::vector<uint8_t> iso_out;
+    ASSERT_EQ(cpu_ok, decode_patches_isolated(bad, iso_out, v)) << "threads " << v.threads;
     if (cpu_ok) {
       ASSERT_TRUE(cpu_out == emu_out);
+      ASSERT_TRUE(cpu_out == iso_out);
       ++both_ok;
     } else {
       ++both_fail;
