@@ -1,7 +1,9 @@
 // fidelityfs mount STORE_DIR MOUNTPOINT [--config FILE] [-o OPT[,OPT...]] [-f] [-d]
 //
 // Daemonises by default: the parent returns only when the child's mount answers a stat of its
-// root (exit 0), or with the child's error (exit 1). Usage/config errors exit 2 before forking.
+// root (exit 0), or with the child's error (exit 1). Usage/config errors exit 2 before forking,
+// except gpu=on without a usable device, which only the daemon can find out (CUDA must not be
+// initialised before fork), also exit 2.
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <spawn.h>
@@ -21,6 +23,7 @@
 
 #include "cli/commands.h"
 #include "config/config.h"
+#include "cuda/gpu.h"
 #include "fs/fs.h"
 #include "fs/log.h"
 #include "index/store.h"
@@ -92,6 +95,34 @@ std::string check_mountpoint(const std::string& mnt, int& code) {
   return {};
 }
 
+// The L3 decoder of the mount, from gpu=auto|on|off. Called in the process that serves (after
+// fork). Null: L3 files decode on the CPU (logged once). Sets `usage_error` when gpu=on cannot be
+// honoured.
+std::unique_ptr<codec::L3BatchDecoder> open_l3_decoder(const config::Settings& s, const index::Store& store,
+                                                      std::string& usage_error) {
+  if (s.gpu == config::Gpu::off) return nullptr;
+  if (s.gpu == config::Gpu::emulate) {
+    auto dec = codec::make_emulated_batch_decoder();
+    fs::log_info("gpu=emulate: L3 files decode through the GPU path on the CPU: {}", dec->description());
+    return dec;
+  }
+  bool has_l3 = false;
+  for (const auto& f : store.files()) has_l3 = has_l3 || f.kind == index::FileKind::l3;
+  if (!has_l3 && s.gpu == config::Gpu::auto_) return nullptr;  // nothing to decode: no CUDA context
+  std::string why;
+  gpu::DecoderOptions o;
+  o.pinned_bytes = s.gpu_memory;
+  auto dec = gpu::make_gpu_decoder(o, why);
+  if (!dec && s.gpu == config::Gpu::on) {
+    usage_error = fmt::format("gpu=on: {}; use gpu=auto or gpu=off", why);
+    return nullptr;
+  }
+  if (dec) fs::log_info("L3 files decode on the GPU: {} (batches of {}, {} us deadline)", dec->description(),
+                        s.gpu_batch, s.gpu_deadline_us);
+  else fs::log_info("gpu=auto: L3 files decode on the CPU ({})", why);
+  return dec;
+}
+
 int run_mount(const MountArgs& a) {
   config::MountOptions opts;
   config::Config cfg;
@@ -111,11 +142,6 @@ int run_mount(const MountArgs& a) {
     return kExitUsage;
   }
   config::Settings settings = config::merge(cfg, opts);
-  if (settings.gpu == config::Gpu::on) {
-    err("gpu=on: this build has no GPU decoder; use gpu=auto or gpu=off");
-    return kExitUsage;
-  }
-
   std::error_code ec;
   std::string mnt = std::filesystem::absolute(a.mountpoint, ec).lexically_normal().string();
   if (mnt.size() > 1 && mnt.back() == '/') mnt.pop_back();
@@ -154,6 +180,13 @@ int run_mount(const MountArgs& a) {
       err(e);
       return kExitUsage;
     }
+    std::string gpu_error;
+    auto decoder = open_l3_decoder(settings, *store, gpu_error);
+    if (!gpu_error.empty()) {
+      err(gpu_error);
+      return kExitUsage;
+    }
+    req.l3_decoder = decoder.get();
     bool failed = false;
     int rc = fs::serve(*store, settings, req, [&](const std::string& error) {
       if (!error.empty()) {
@@ -187,8 +220,12 @@ int run_mount(const MountArgs& a) {
     }
     ::close(pipefd[0]);
     if (msg == "OK") return kExitOk;
-    if (msg.size() > 1 && msg[0] == 'E') {
+    if (msg.size() > 1 && (msg[0] == 'E' || msg[0] == 'U')) {
       err(msg.substr(1));
+      if (msg[0] == 'U') {
+        ::waitpid(pid, nullptr, 0);
+        return kExitUsage;
+      }
     } else {
       int status = 0;
       ::waitpid(pid, &status, 0);
@@ -210,6 +247,15 @@ int run_mount(const MountArgs& a) {
     (void)w;
     ::_exit(kExitRuntime);
   }
+  std::string gpu_error;
+  auto decoder = open_l3_decoder(settings, *store, gpu_error);
+  if (!gpu_error.empty()) {
+    std::string m = "U" + gpu_error;
+    ssize_t w = ::write(pipefd[1], m.data(), m.size());
+    (void)w;
+    ::_exit(kExitUsage);
+  }
+  req.l3_decoder = decoder.get();
   std::mutex mu;
   int wfd = pipefd[1];
   int rc = fs::serve(*store, settings, req, [&](const std::string& error) {
@@ -241,7 +287,8 @@ void register_mount(CLI::App& app, int& exit_code) {
   cmd->add_option("STORE_DIR", a->store, "store folder")->required();
   cmd->add_option("MOUNTPOINT", a->mountpoint, "empty directory to mount on")->required();
   cmd->add_option("-o", a->options,
-                  "mount options: scan_group=K|full, threads=N, cache=BYTES, gpu=auto|on|off, allow_other, "
+                  "mount options: scan_group=K|full, threads=N, cache=BYTES, gpu=auto|on|off, gpu_batch=N, "
+                  "gpu_deadline_us=N, gpu_memory=BYTES, raw_format=png|ppm|npy, raw_names=keep|ext, allow_other, "
                   "config=FILE")
       ->allow_extra_args(false);
   cmd->add_option("--config", a->config, "YAML configuration file");

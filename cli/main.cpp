@@ -1,11 +1,15 @@
 #include <cstdio>
 
 #include "cli/commands.h"
+#include "cuda/gpu.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"fidelityfs: a packed image dataset mounted as a directory tree at a chosen fidelity"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", std::string("fidelityfs ") + FIDELITYFS_VERSION);
+  // Probing initialises CUDA, so only when asked (a mount forks later).
+  app.set_version_flag("--version", [] {
+    return std::string("fidelityfs ") + FIDELITYFS_VERSION + "\n" + fid::gpu::describe(fid::gpu::probe());
+  });
   int exit_code = fid::cli::kExitOk;
   fid::cli::register_pack(app, exit_code);
   fid::cli::register_inspect(app, exit_code);

@@ -79,7 +79,12 @@ void chunk(uint8_t*& p, const char* type, size_t len, F&& body) {
   put_be32(p, static_cast<uint32_t>(crc));
 }
 
-bool render_png(const L3Payload& pl, std::span<uint8_t> out, std::string& error) {
+bool decode_pixels(const L3DecodeFn& decode, std::span<const uint8_t> l3, std::span<uint8_t> pixels,
+                   std::string& error) {
+  return decode ? decode(l3, pixels, error) : l3_decode_into(l3, pixels, error);
+}
+
+bool render_png(const L3Payload& pl, std::span<uint8_t> out, std::string& error, const L3DecodeFn& decode) {
   const L3Shape& s = pl.shape;
   const PngLayout l = png_layout(s);
   // Per-thread scratch for the decoded pixels; one of more than 32 MiB is freed after use so that
@@ -93,7 +98,7 @@ bool render_png(const L3Payload& pl, std::span<uint8_t> out, std::string& error)
     }
   } release{px_bytes};
   pixels.resize(px_bytes);
-  if (!l3_decode_into(pl.l3, pixels, error)) return false;
+  if (!decode_pixels(decode, pl.l3, pixels, error)) return false;
   if (s.mode == PilMode::bilevel) {  // pack 0/255 samples into MSB-first bits, in place
     for (size_t y = 0; y < s.height; ++y) {
       const uint8_t* src = pixels.data() + y * s.width;
@@ -315,14 +320,15 @@ uint64_t l3_view_size(const L3Shape& s, ViewFormat requested) {
   return 0;
 }
 
-bool render_l3_view(const L3Payload& p, ViewFormat requested, std::span<uint8_t> out, std::string& error) {
+bool render_l3_view(const L3Payload& p, ViewFormat requested, std::span<uint8_t> out, std::string& error,
+                    const L3DecodeFn& decode) {
   if (out.size() != l3_view_size(p.shape, requested)) return fail(error, "view buffer has the wrong size");
   const ViewFormat f = effective_view_format(p.shape, requested);
-  if (f == ViewFormat::png) return render_png(p, out, error);
+  if (f == ViewFormat::png) return render_png(p, out, error, decode);
   std::vector<uint8_t> head = f == ViewFormat::ppm ? pnm_header(p.shape.width, p.shape.height, p.shape.channels())
                                                    : npy_header(p.shape.width, p.shape.height, p.shape.channels());
   std::memcpy(out.data(), head.data(), head.size());
-  return l3_decode_into(p.l3, out.subspan(head.size()), error);
+  return decode_pixels(decode, p.l3, out.subspan(head.size()), error);
 }
 
 std::vector<uint8_t> render_l3_view(std::span<const uint8_t> payload, ViewFormat requested, std::string& error,

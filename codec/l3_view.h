@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -64,10 +65,16 @@ std::string_view view_extension(const L3Shape& s, ViewFormat requested);
 // Size in bytes of the view, from the shape alone (no decoding).
 uint64_t l3_view_size(const L3Shape& s, ViewFormat requested);
 
+// Decodes an L3 bitstream into exactly width*height*channels interleaved bytes: l3_decode_into
+// by default, or a batch decoder (the GPU) supplied by the mount.
+using L3DecodeFn = std::function<bool(std::span<const uint8_t> l3, std::span<uint8_t> pixels, std::string& error)>;
+
 // Renders the whole view of a payload into `out` (exactly l3_view_size bytes). PNG: stored zlib
-// blocks, filter 0, bit depth 1 for mode "1" (so PIL reads mode "1"), PLTE/tRNS for "P". PPM and
-// NPY: header followed by the L3 decoded straight into the buffer. Mode "1" is 0/255 in PGM/NPY.
-bool render_l3_view(const L3Payload& p, ViewFormat requested, std::span<uint8_t> out, std::string& error);
+// blocks, filter 0, bit depth 1 for mode "1" (so PIL reads mode "1"), PLTE/tRNS for "P"; the
+// pixels are decoded into a scratch buffer, then framed. PPM and NPY: header followed by the L3
+// decoded straight into `out`, no extra pass. Mode "1" is 0/255 in PGM/NPY.
+bool render_l3_view(const L3Payload& p, ViewFormat requested, std::span<uint8_t> out, std::string& error,
+                    const L3DecodeFn& decode = {});
 std::vector<uint8_t> render_l3_view(std::span<const uint8_t> payload, ViewFormat requested, std::string& error,
                                     bool* ok);
 

@@ -36,6 +36,7 @@ std::string_view gpu_name(Gpu g) {
     case Gpu::auto_: return "auto";
     case Gpu::on: return "on";
     case Gpu::off: return "off";
+    case Gpu::emulate: return "emulate";
   }
   return "auto";
 }
@@ -247,7 +248,23 @@ Config parse_config(std::string_view yaml, const std::string& source) {
       if (s == "auto") cfg.gpu = Gpu::auto_;
       else if (s == "on") cfg.gpu = Gpu::on;
       else if (s == "off") cfg.gpu = Gpu::off;
-      else ctx.fail(val, key, fmt::format("expected auto, on or off, got '{}'", s));
+      else if (s == "emulate") cfg.gpu = Gpu::emulate;
+      else ctx.fail(val, key, fmt::format("expected auto, on, off or emulate, got '{}'", s));
+    } else if (key == "gpu_batch") {
+      std::string s = ctx.scalar(val, key);
+      auto v = parse_u64(s);
+      if (!v || *v < 1 || *v > 4096) ctx.fail(val, key, fmt::format("expected 1..4096, got '{}'", s));
+      cfg.gpu_batch = static_cast<unsigned>(*v);
+    } else if (key == "gpu_deadline_us") {
+      std::string s = ctx.scalar(val, key);
+      auto v = parse_u64(s);
+      if (!v || *v > 1000000) ctx.fail(val, key, fmt::format("expected 0..1000000 microseconds, got '{}'", s));
+      cfg.gpu_deadline_us = static_cast<unsigned>(*v);
+    } else if (key == "gpu_memory") {
+      std::string s = ctx.scalar(val, key);
+      auto v = parse_bytes(s);
+      if (!v) ctx.fail(val, key, fmt::format("expected a byte size like 512MiB, got '{}'", s));
+      cfg.gpu_memory = *v;
     } else if (key == "rules") {
       if (val.IsNull()) continue;
       if (!val.IsSequence()) ctx.fail(val, key, "expected a list of {path, scan_group} entries");
@@ -295,7 +312,7 @@ Config parse_config(std::string_view yaml, const std::string& source) {
         }
       }
     } else {
-      ctx.fail(keyn, key, "unknown key (expected scan_group, rules, threads, cache, gpu, order_seed, order_window, raw_format, raw_names, log)");
+      ctx.fail(keyn, key, "unknown key (expected scan_group, rules, threads, cache, gpu, gpu_batch, gpu_deadline_us, gpu_memory, order_seed, order_window, raw_format, raw_names, log)");
     }
   }
   return cfg;
@@ -350,7 +367,25 @@ void parse_mount_options(std::string_view list, MountOptions& opts) {
       if (value == "auto") opts.gpu = Gpu::auto_;
       else if (value == "on") opts.gpu = Gpu::on;
       else if (value == "off") opts.gpu = Gpu::off;
-      else throw ConfigError(fmt::format("bad value for mount option gpu: '{}' (expected auto, on or off)", value));
+      else if (value == "emulate") opts.gpu = Gpu::emulate;
+      else throw ConfigError(fmt::format("bad value for mount option gpu: '{}' (expected auto, on, off or emulate)", value));
+    } else if (name == "gpu_batch") {
+      need_value();
+      auto v = parse_u64(value);
+      if (!v || *v < 1 || *v > 4096)
+        throw ConfigError(fmt::format("bad value for mount option gpu_batch: '{}' (expected 1..4096)", value));
+      opts.gpu_batch = static_cast<unsigned>(*v);
+    } else if (name == "gpu_deadline_us") {
+      need_value();
+      auto v = parse_u64(value);
+      if (!v || *v > 1000000)
+        throw ConfigError(fmt::format("bad value for mount option gpu_deadline_us: '{}' (expected 0..1000000)", value));
+      opts.gpu_deadline_us = static_cast<unsigned>(*v);
+    } else if (name == "gpu_memory") {
+      need_value();
+      auto v = parse_bytes(value);
+      if (!v) throw ConfigError(fmt::format("bad value for mount option gpu_memory: '{}' (expected bytes, e.g. 512MiB)", value));
+      opts.gpu_memory = *v;
     } else if (name == "config") {
       need_value();
       opts.config_file = std::string(value);
@@ -368,7 +403,7 @@ void parse_mount_options(std::string_view list, MountOptions& opts) {
       no_value();
       opts.allow_other = true;
     } else {
-      throw ConfigError(fmt::format("unknown mount option '{}' (known: scan_group, threads, cache, gpu, config, raw_format, raw_names, allow_other)", name));
+      throw ConfigError(fmt::format("unknown mount option '{}' (known: scan_group, threads, cache, gpu, gpu_batch, gpu_deadline_us, gpu_memory, config, raw_format, raw_names, allow_other)", name));
     }
   }
 }
@@ -380,6 +415,9 @@ Settings merge(const Config& cfg, const MountOptions& opts) {
   s.threads = opts.threads.value_or(cfg.threads.value_or(s.threads));
   s.cache_bytes = opts.cache_bytes.value_or(cfg.cache_bytes.value_or(s.cache_bytes));
   s.gpu = opts.gpu.value_or(cfg.gpu.value_or(Gpu::auto_));
+  s.gpu_batch = opts.gpu_batch.value_or(cfg.gpu_batch.value_or(s.gpu_batch));
+  s.gpu_deadline_us = opts.gpu_deadline_us.value_or(cfg.gpu_deadline_us.value_or(s.gpu_deadline_us));
+  s.gpu_memory = opts.gpu_memory.value_or(cfg.gpu_memory.value_or(s.gpu_memory));
   s.allow_other = opts.allow_other;
   s.raw_format = opts.raw_format.value_or(cfg.raw_format.value_or(RawFormat::png));
   s.raw_names = opts.raw_names.value_or(cfg.raw_names.value_or(RawNames::keep));

@@ -9,7 +9,10 @@
 //       scan_group: 3        #       [abc] / [a-z] / [!a] character classes
 //   threads: 8               # FUSE worker threads (1..1024)
 //   cache: 256MiB            # memory budget for cached record data (B, KiB, MiB, GiB, K, M, G)
-//   gpu: auto                # auto|on|off
+//   gpu: auto                # auto|on|off: decode L3 files on a CUDA device (emulate: its code on the CPU, for tests)
+//   gpu_batch: 64            # L3 decodes per GPU batch (1..4096)
+//   gpu_deadline_us: 1000    # a batch goes when full or when its oldest decode waited this long
+//   gpu_memory: 512MiB       # cap on pinned host memory for decoded views
 //   order_seed: 0            # seed of the published read orders (default: the store's seed)
 //   order_window: 4          # records drawn from at once in the published orders (1..4096)
 //   log:
@@ -38,7 +41,8 @@ class ConfigError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-enum class Gpu { auto_, on, off };
+// emulate: the GPU path (batches, view buffers, the block kernel) run on the CPU, for tests.
+enum class Gpu { auto_, on, off, emulate };
 // Container of the decoded view of an l3 file, and whether its name gets the container's extension.
 enum class RawFormat { png, ppm, npy };
 enum class RawNames { keep, ext };
@@ -63,6 +67,9 @@ struct Config {
   std::optional<unsigned> threads;
   std::optional<uint64_t> cache_bytes;
   std::optional<Gpu> gpu;
+  std::optional<unsigned> gpu_batch;
+  std::optional<unsigned> gpu_deadline_us;
+  std::optional<uint64_t> gpu_memory;
   std::optional<uint64_t> order_seed;
   std::optional<unsigned> order_window;
   std::optional<RawFormat> raw_format;
@@ -92,6 +99,9 @@ struct MountOptions {
   std::optional<unsigned> threads;
   std::optional<uint64_t> cache_bytes;
   std::optional<Gpu> gpu;
+  std::optional<unsigned> gpu_batch;
+  std::optional<unsigned> gpu_deadline_us;
+  std::optional<uint64_t> gpu_memory;
   std::optional<std::string> config_file;
   std::optional<RawFormat> raw_format;
   std::optional<RawNames> raw_names;
@@ -109,6 +119,9 @@ struct Settings {
   unsigned threads = 16;
   uint64_t cache_bytes = 256ull << 20;
   Gpu gpu = Gpu::auto_;
+  unsigned gpu_batch = 64;
+  unsigned gpu_deadline_us = 1000;
+  uint64_t gpu_memory = 512ull << 20;
   bool allow_other = false;
   std::optional<uint64_t> order_seed;  // nullopt: the store's seed
   unsigned order_window = 4;

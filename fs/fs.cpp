@@ -29,6 +29,7 @@
 #include <unordered_set>
 
 #include "codec/l3_view.h"
+#include "fs/l3_batcher.h"
 #include "fs/inodes.h"
 #include "fs/log.h"
 #include "fs/orders.h"
@@ -83,7 +84,7 @@ constexpr std::string_view kViewExtensions[] = {".png", ".pgm", ".ppm", ".npy"};
 // over the budget (a larger view would otherwise be decoded once per request).
 class ViewCache {
  public:
-  using View = std::shared_ptr<const std::vector<uint8_t>>;  // null: the render failed
+  using View = std::shared_ptr<const codec::HostBuffer>;  // null: the render failed
   explicit ViewCache(uint64_t budget) : budget_(budget) {}
 
   template <typename Render>
@@ -154,10 +155,10 @@ constexpr size_t kSnapshotsKept = 256;
 
 class Filesystem {
  public:
-  Filesystem(const index::Store& store, const config::Settings& settings, const std::string& mountpoint)
+  Filesystem(const index::Store& store, const config::Settings& settings, const ServeRequest& req)
       : store_(store),
         settings_(settings),
-        mountpoint_(mountpoint),
+        mountpoint_(req.mountpoint),
         L_(store.levels()),
         inodes_(static_cast<uint32_t>(store.dirs().size()), static_cast<uint32_t>(store.files().size()),
                 store.levels()),
@@ -185,6 +186,11 @@ class Filesystem {
     cache_ = std::make_unique<RecordCache>(store, *reader_, io_, settings.cache_bytes);
     prefetch_ = std::make_unique<Prefetcher>(store, *cache_, io_, settings.cache_bytes / 4 * 3, kPrefetchThreads,
                                              settings.order_window);
+    if (req.l3_decoder) {
+      l3_decoder_ = req.l3_decoder;
+      batcher_ = std::make_unique<L3Batcher>(
+          *req.l3_decoder, L3Batcher::Options{settings.gpu_batch, std::chrono::microseconds(settings.gpu_deadline_us)});
+    }
   }
 
   void set_session(fuse_session* se) { se_ = se; }
@@ -376,6 +382,13 @@ class Filesystem {
       j["prefetch_following"] = prefetch_->following();
       j["l3_views"] = {{"renders", views_.renders()}, {"hits", views_.hits()}, {"used", views_.used()},
                        {"budget", views_.budget()}};
+      if (batcher_) {
+        L3Batcher::Stats b = batcher_->stats();
+        j["gpu"] = {{"decoder", l3_decoder_->description()}, {"jobs", b.jobs}, {"batches", b.batches},
+                    {"full_batches", b.full_batches}, {"failed_jobs", b.failed_jobs}};
+      } else {
+        j["gpu"] = nullptr;
+      }
       j["cache"] = {{"budget", cache_->budget()}, {"used", cache_->used()}, {"peak", cache_->peak()},
                     {"entries", cache_->entries()}, {"evictions", io_.cache_evictions.load()}};
       return j.dump(2) + "\n";
@@ -392,6 +405,10 @@ class Filesystem {
     j["threads"] = settings_.threads;
     j["cache"] = settings_.cache_bytes;
     j["gpu"] = config::gpu_name(settings_.gpu);
+    j["gpu_decoder"] = l3_decoder_ ? nlohmann::ordered_json(l3_decoder_->description()) : nlohmann::ordered_json("cpu");
+    j["gpu_batch"] = settings_.gpu_batch;
+    j["gpu_deadline_us"] = settings_.gpu_deadline_us;
+    j["gpu_memory"] = settings_.gpu_memory;
     j["raw_format"] = config::raw_format_name(settings_.raw_format);
     j["raw_names"] = config::raw_names_name(settings_.raw_names);
     j["allow_other"] = settings_.allow_other;
@@ -751,7 +768,8 @@ class Filesystem {
   }
 
   // An l3 file reads as its decoded view (codec::render_l3_view), rendered once per file into
-  // the view cache and served from there.
+  // the view cache and served from there. With a GPU the view lives in pinned memory, the
+  // decode goes through the batcher, and the reply is sent from that pinned buffer.
   void serve_l3(fuse_req_t req, const File& f, size_t size, off_t off) {
     const uint64_t total = file_size(f, L_);
     uint64_t begin = std::min<uint64_t>(static_cast<uint64_t>(off), total);
@@ -770,8 +788,15 @@ class Filesystem {
       }
       std::string error;
       codec::L3Payload p;
-      auto view = std::make_shared<std::vector<uint8_t>>(total);
-      if (!codec::parse_l3_payload(payload, p, error) || !codec::render_l3_view(p, view_format_, *view, error)) {
+      std::shared_ptr<codec::HostBuffer> view =
+          l3_decoder_ ? l3_decoder_->allocate(total) : codec::HostBuffer::heap(total);
+      codec::L3DecodeFn decode;
+      if (batcher_)
+        decode = [this](std::span<const uint8_t> l3, std::span<uint8_t> px, std::string& e) {
+          return batcher_->decode(l3, px, e);
+        };
+      if (!codec::parse_l3_payload(payload, p, error) ||
+          !codec::render_l3_view(p, view_format_, view->span(), error, decode)) {
         log_error("{}: the L3 payload does not decode: {}", store_.relative_path(f), error);
         err = -EIO;
         return nullptr;
@@ -1180,6 +1205,8 @@ class Filesystem {
   mutable std::vector<uint64_t> record_start_;
   const codec::ViewFormat view_format_;
   ViewCache views_;
+  codec::L3BatchDecoder* l3_decoder_ = nullptr;  // the GPU, when the mount has one
+  std::unique_ptr<L3Batcher> batcher_;
   std::unordered_map<uint32_t, std::string> display_names_;  // raw_names=ext only
   std::chrono::steady_clock::time_point started_;
 };
@@ -1244,7 +1271,7 @@ std::string escape_opt(const std::string& s) {
 
 int serve(const index::Store& store, const config::Settings& settings, const ServeRequest& req,
           const std::function<void(const std::string&)>& ready) {
-  Filesystem fs(store, settings, req.mountpoint);
+  Filesystem fs(store, settings, req);
   std::vector<std::string> argv_s = {"fidelityfs"};
   if (req.debug) argv_s.push_back("-d");
   std::string o = "fsname=" + escape_opt("fidelityfs:" + store.path().string()) + ",subtype=fidelityfs";

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "codec/l3_batch.h"
 #include "config/config.h"
 #include "index/store.h"
 
@@ -19,6 +20,7 @@ std::vector<uint8_t> rule_levels(const index::Store& store, const std::vector<co
 struct ServeRequest {
   std::string mountpoint;
   bool debug = false;  // FUSE request tracing on stderr
+  codec::L3BatchDecoder* l3_decoder = nullptr;  // the GPU decoder (gpu=on/auto with a device), else CPU
 };
 
 // Mounts `store` at req.mountpoint and serves until it is unmounted or the process receives

@@ -324,8 +324,7 @@ def test_usage_and_runtime_errors(edge_store, tmp_path, mnt):
 
     p = run(edge_store, mnt, "-o", "scan_group=3,frobnicate")
     assert p.returncode == 2 and "frobnicate" in p.stderr
-    p = run(edge_store, mnt, "-o", "gpu=on")
-    assert p.returncode == 2 and "gpu" in p.stderr
+    # gpu=on without a device: tests/integration/test_gpu.py (it depends on the machine)
     p = run(edge_store, mnt, "-o", "scan_group=99")
     assert p.returncode == 2 and "scan_group" in p.stderr
     p = run(edge_store, mnt, "-o", "scan_group=11")  # the store has 10 levels

@@ -102,7 +102,7 @@ TEST(ConfigYaml, ErrorsNameKeyAndLine) {
   EXPECT_EQ(error_of("threads: 4\nscan_group: 0\n"),
             "f.yaml:2: key 'scan_group': expected a level 1..255 or 'full', got '0'");
   EXPECT_EQ(error_of("threads: 4\n\nbogus: 1\n"),
-            "f.yaml:3: key 'bogus': unknown key (expected scan_group, rules, threads, cache, gpu, order_seed, order_window, raw_format, raw_names, log)");
+            "f.yaml:3: key 'bogus': unknown key (expected scan_group, rules, threads, cache, gpu, gpu_batch, gpu_deadline_us, gpu_memory, order_seed, order_window, raw_format, raw_names, log)");
   EXPECT_NE(error_of("rules:\n  - path: a\n    scan_group: x\n").find("f.yaml:3: key 'rules[0].scan_group'"), std::string::npos);
   EXPECT_NE(error_of("rules:\n  - path: a\n").find("key 'rules[0].scan_group': missing"), std::string::npos);
   EXPECT_NE(error_of("rules:\n  - scan_group: 2\n    colour: red\n").find("f.yaml:3: key 'rules[0].colour'"), std::string::npos);

@@ -1,0 +1,96 @@
+#include "codec/l3_batch.h"
+
+#include <cstring>
+
+#include "codec/l3.h"
+
+namespace fid::codec {
+namespace {
+
+size_t align_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
+
+}  // namespace
+
+void L3BatchLayout::stage(uint8_t* dst) const {
+  std::memcpy(dst, plan.tasks.data(), plan.tasks.size() * sizeof(l3k::PatchTask));
+  if (!plan.tables.empty()) std::memcpy(dst + tables_at, plan.tables.data(), plan.tables.size() * sizeof(l3k::HuffTable));
+  for (size_t i = 0; i < blocked.size(); ++i)
+    std::memcpy(dst + data_at + in_base[i], blocked[i]->l3.data(), blocked[i]->l3.size());
+}
+
+void l3_layout_batch(std::span<L3Job* const> jobs, L3BatchLayout& b) {
+  b.plan.clear();
+  b.blocked.clear();
+  b.in_base.clear();
+  b.out_base.clear();
+  b.in_bytes = b.out_bytes = 0;
+  for (L3Job* job : jobs) {
+    job->ok = false;
+    job->error.clear();
+    L3Info info;
+    std::string error;
+    const size_t tasks_before = b.plan.tasks.size(), tables_before = b.plan.tables.size();
+    if (!l3_plan_image(job->l3, b.in_bytes, b.out_bytes, 0, static_cast<uint32_t>(b.blocked.size()), b.plan, info,
+                       error)) {
+      job->ok = l3_decode_into(job->l3, job->pixels, job->error);  // INTER_PATCH, or the precise reason
+      continue;
+    }
+    if (info.raw_bytes() != job->pixels.size()) {
+      b.plan.tasks.resize(tasks_before);
+      b.plan.tables.resize(tables_before);
+      job->error = "the output buffer does not match the image size";
+      continue;
+    }
+    b.blocked.push_back(job);
+    b.in_base.push_back(b.in_bytes);
+    b.out_base.push_back(b.out_bytes);
+    b.in_bytes += align_up(job->l3.size(), 16);
+    b.out_bytes += align_up(info.raw_bytes(), 256);
+  }
+  b.tables_at = align_up(b.plan.tasks.size() * sizeof(l3k::PatchTask), 64);
+  b.data_at = align_up(b.tables_at + b.plan.tables.size() * sizeof(l3k::HuffTable), 64);
+  b.staged_bytes = b.data_at + b.in_bytes;
+}
+
+void l3_finish_batch(const L3BatchLayout& b, const int* status) {
+  for (size_t i = 0; i < b.blocked.size(); ++i) {
+    L3Job* job = b.blocked[i];
+    job->ok = status[i] == 0 || l3_decode_into(job->l3, job->pixels, job->error);
+  }
+}
+
+namespace {
+
+// Runs the batch exactly as the GPU decoder lays it out (staged input, one output buffer, status
+// words), with the block kernel emulated on the CPU.
+class EmulatedBatchDecoder final : public L3BatchDecoder {
+ public:
+  std::string description() const override { return "CPU emulation of the CUDA block decoder"; }
+  unsigned concurrency() const override { return 2; }
+  std::shared_ptr<HostBuffer> allocate(size_t bytes) override { return HostBuffer::heap(bytes); }
+  void decode(std::span<L3Job* const> jobs) override {
+    L3BatchLayout b;
+    l3_layout_batch(jobs, b);
+    if (b.blocked.empty()) return;
+    std::vector<uint8_t> staged(b.staged_bytes), out(b.out_bytes);
+    std::vector<int> status(b.blocked.size(), 0);
+    b.stage(staged.data());
+    // Same pointers the kernel gets: tasks/tables from the staged buffer, not from the plan.
+    L3BatchPlan plan;
+    plan.tasks.resize(b.plan.tasks.size());
+    plan.tables.resize(b.plan.tables.size());
+    std::memcpy(plan.tasks.data(), staged.data(), plan.tasks.size() * sizeof(l3k::PatchTask));
+    if (!plan.tables.empty())
+      std::memcpy(plan.tables.data(), staged.data() + b.tables_at, plan.tables.size() * sizeof(l3k::HuffTable));
+    l3_run_plan_emulated(plan, staged.data() + b.data_at, out.data(), status.data(), 256, false);
+    for (size_t i = 0; i < b.blocked.size(); ++i)
+      std::memcpy(b.blocked[i]->pixels.data(), out.data() + b.out_base[i], b.blocked[i]->pixels.size());
+    l3_finish_batch(b, status.data());
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<L3BatchDecoder> make_emulated_batch_decoder() { return std::make_unique<EmulatedBatchDecoder>(); }
+
+}  // namespace fid::codec

@@ -1,0 +1,95 @@
+// The contract between the mount and a batch L3 decoder (the CUDA one in cuda/): many
+// bitstreams decoded in one call, into host buffers the decoder hands out (pinned memory for a
+// GPU, so that its device-to-host copies land where the FUSE reply is sent from).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "codec/l3_block_plan.h"
+
+namespace fid::codec {
+
+// Host memory owned by whoever allocated it; `release` gives it back (to a pinned pool, or to
+// the heap).
+class HostBuffer {
+ public:
+  HostBuffer(uint8_t* data, size_t size, std::function<void(uint8_t*, size_t)> release)
+      : data_(data), size_(size), release_(std::move(release)) {}
+  ~HostBuffer() {
+    if (release_) release_(data_, size_);
+  }
+  HostBuffer(const HostBuffer&) = delete;
+  HostBuffer& operator=(const HostBuffer&) = delete;
+
+  uint8_t* data() const { return data_; }
+  size_t size() const { return size_; }
+  std::span<uint8_t> span() const { return {data_, size_}; }
+
+  // A heap buffer (no pool).
+  static std::shared_ptr<HostBuffer> heap(size_t size) {
+    return std::make_shared<HostBuffer>(new uint8_t[size], size, [](uint8_t* p, size_t) { delete[] p; });
+  }
+
+ private:
+  uint8_t* data_;
+  size_t size_;
+  std::function<void(uint8_t*, size_t)> release_;
+};
+
+// One image of a batch: the L3 bitstream in, its pixels (interleaved, rows without padding,
+// exactly width*height*channels bytes) out.
+struct L3Job {
+  std::span<const uint8_t> l3;
+  std::span<uint8_t> pixels;
+  bool ok = false;
+  std::string error;  // why, when !ok
+};
+
+class L3BatchDecoder {
+ public:
+  virtual ~L3BatchDecoder() = default;
+  // One line for logs and --version, e.g. "CUDA device 0: NVIDIA H100 80GB HBM3".
+  virtual std::string description() const = 0;
+  // A buffer for a decoded view. Never null: over the decoder's memory cap it is heap memory.
+  virtual std::shared_ptr<HostBuffer> allocate(size_t bytes) = 0;
+  // Decodes every job and sets its ok/error. Thread-safe; up to concurrency() calls overlap
+  // (one per stream), so a batcher can fill one while another is on the device.
+  virtual void decode(std::span<L3Job* const> jobs) = 0;
+  virtual unsigned concurrency() const = 0;
+};
+
+// ---- batches for the block decoder (codec/l3_block.h), shared by the GPU and its emulation ----
+
+// One batch laid out for a block decoder. The input is staged as one buffer:
+// [tasks | Huffman tables | bitstreams], so a device needs one upload; image i of the plan is
+// job blocked[i], its bitstream at data_at + in_base[i], its pixels at out_base[i] of the output.
+struct L3BatchLayout {
+  L3BatchPlan plan;
+  std::vector<L3Job*> blocked;
+  std::vector<uint64_t> in_base, out_base;
+  uint64_t in_bytes = 0, out_bytes = 0;
+  size_t tables_at = 0, data_at = 0, staged_bytes = 0;
+
+  // Writes the staged input (staged_bytes) to `dst`.
+  void stage(uint8_t* dst) const;
+};
+
+// Plans every job of a batch. Jobs the block decoder cannot take (INTER_PATCH, a bad header, a
+// wrong output size) are finished here, on the CPU, and are not in the layout.
+void l3_layout_batch(std::span<L3Job* const> jobs, L3BatchLayout& layout);
+
+// Sets ok/error of the blocked jobs from the block decoder's status words (one per image); a
+// failed image is decoded again on the CPU, for its precise reason.
+void l3_finish_batch(const L3BatchLayout& layout, const int* status);
+
+// The block decoder run on the CPU (codec/l3_block_plan.h's emulation), as a batch decoder:
+// the mount's gpu=emulate, for testing the GPU path's batching and view buffers without a GPU.
+std::unique_ptr<L3BatchDecoder> make_emulated_batch_decoder();
+
+}  // namespace fid::codec

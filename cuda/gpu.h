@@ -1,0 +1,42 @@
+// The optional CUDA path: what the build has and what the machine has, and the GPU L3 batch
+// decoder. Plain C++ (no CUDA types), so the rest of the project builds the same with or
+// without nvcc; without it, probe() says so and make_gpu_decoder() returns null.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include "codec/l3_batch.h"
+
+namespace fid::gpu {
+
+struct Probe {
+  bool built = false;      // compiled with CUDA
+  std::string toolkit;     // CUDA runtime version built against, e.g. "13.0"
+  int devices = 0;         // usable CUDA devices
+  std::string device;      // name of device 0
+  std::string why_none;    // when devices == 0: the runtime's reason
+};
+// Safe to call before fork() only if the process will not use CUDA in the child: it initialises
+// the driver. The mount probes in its daemon, after fork.
+Probe probe();
+
+// One line for --version: "CUDA 13.0 built in; device: NVIDIA H100" / "...; no device (why)" /
+// "CUDA not built in".
+std::string describe(const Probe& p);
+
+struct DecoderOptions {
+  size_t pinned_bytes = 512u << 20;  // cap on pinned host memory for views (beyond it: heap)
+  unsigned streams = 2;              // batches in flight at once
+};
+
+// The GPU L3 decoder on device 0, or null with `error` set (not built, no device, init failed).
+// Images the block decoder cannot take (INTER_PATCH) are decoded on the CPU inside decode().
+std::unique_ptr<codec::L3BatchDecoder> make_gpu_decoder(const DecoderOptions& options, std::string& error);
+
+// Kernel time of every batch decoded so far by a decoder from make_gpu_decoder (seconds, from
+// CUDA events), for the benchmark; 0 for any other decoder.
+double kernel_seconds(const codec::L3BatchDecoder& decoder);
+
+}  // namespace fid::gpu

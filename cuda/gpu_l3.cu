@@ -1,0 +1,296 @@
+// The CUDA L3 batch decoder: one thread block per patch (codec/l3_block.h, the same code the
+// CPU emulation test runs), pinned host buffers for input and views, one stream per slot.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <condition_variable>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "codec/l3_batch.h"
+#include "codec/l3_block.h"
+#include "cuda/gpu.h"
+
+namespace fid::gpu {
+namespace {
+
+constexpr unsigned kBlockThreads = 256;
+
+struct DeviceBlock {
+  template <class F>
+  __device__ void single(F&& f) {
+    if (threadIdx.x == 0) f();
+    __syncthreads();
+  }
+  template <class F>
+  __device__ void all(F&& f) {
+    f(threadIdx.x, blockDim.x);
+    __syncthreads();
+  }
+};
+
+__global__ void __launch_bounds__(kBlockThreads)
+    decode_patches(const l3k::PatchTask* tasks, const uint8_t* in, const l3k::HuffTable* tables, uint8_t* out,
+                   int* status) {
+  __shared__ l3k::PatchShared shared;
+  DeviceBlock block;
+  l3k::decode_patch_block(block, shared, tasks[blockIdx.x], in, tables, out, status);
+}
+
+void check(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) throw std::runtime_error(std::string("CUDA ") + what + ": " + cudaGetErrorString(e));
+}
+
+size_t align_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
+
+// Pinned host memory for views, reused by size class (at most 1/8 above the request), with a cap
+// on the total; over the cap a view gets heap memory, which still works, only with a staged copy.
+class PinnedPool {
+ public:
+  explicit PinnedPool(size_t cap) : cap_(cap) {}
+  ~PinnedPool() {
+    for (auto& [cls, list] : free_)
+      for (uint8_t* p : list) cudaFreeHost(p);
+  }
+
+  uint8_t* take(size_t cls) {
+    std::lock_guard lock(mu_);
+    auto it = free_.find(cls);
+    if (it != free_.end() && !it->second.empty()) {
+      uint8_t* p = it->second.back();
+      it->second.pop_back();
+      return p;
+    }
+    // Give back idle buffers of other sizes until the new one fits under the cap.
+    for (auto f = free_.begin(); total_ + cls > cap_ && f != free_.end(); ++f) {
+      while (total_ + cls > cap_ && !f->second.empty()) {
+        cudaFreeHost(f->second.back());
+        f->second.pop_back();
+        total_ -= f->first;
+      }
+    }
+    if (total_ + cls > cap_) return nullptr;
+    void* p = nullptr;
+    if (cudaHostAlloc(&p, cls, cudaHostAllocPortable) != cudaSuccess) return nullptr;
+    total_ += cls;
+    return static_cast<uint8_t*>(p);
+  }
+  void give(uint8_t* p, size_t cls) {
+    std::lock_guard lock(mu_);
+    free_[cls].push_back(p);
+  }
+
+  static size_t size_class(size_t n) {
+    size_t step = 4096;
+    while (step * 8 < n) step <<= 1;
+    return align_up(std::max<size_t>(n, 1), step);
+  }
+
+ private:
+  const size_t cap_;
+  std::mutex mu_;
+  size_t total_ = 0;
+  std::map<size_t, std::vector<uint8_t*>> free_;
+};
+
+// A device buffer that grows (geometrically) and is never shrunk.
+template <class Alloc, class Free>
+void reserve(uint8_t*& p, size_t& cap, size_t need, Alloc alloc, Free release, const char* what) {
+  if (need <= cap) return;
+  const size_t n = std::max(need, cap * 2);
+  if (p) release(p);
+  p = nullptr;
+  cap = 0;
+  void* q = nullptr;
+  check(alloc(&q, n), what);
+  p = static_cast<uint8_t*>(q);
+  cap = n;
+}
+
+// One batch in flight: a stream, its events, a pinned staging area holding the batch's
+// batch (codec::L3BatchLayout) and a device copy of it, the device output and status words.
+struct Slot {
+  cudaStream_t stream = nullptr;
+  cudaEvent_t start = nullptr, stop = nullptr;
+  uint8_t* host_in = nullptr;
+  size_t host_in_cap = 0;
+  uint8_t* dev_in = nullptr;
+  size_t dev_in_cap = 0;
+  uint8_t* dev_out = nullptr;
+  size_t dev_out_cap = 0;
+  uint8_t* host_status = nullptr;  // int per image, pinned
+  size_t host_status_cap = 0;
+  uint8_t* dev_status = nullptr;
+  size_t dev_status_cap = 0;
+  codec::L3BatchLayout layout;
+
+  Slot() {
+    check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "stream");
+    check(cudaEventCreate(&start), "event");
+    check(cudaEventCreate(&stop), "event");
+  }
+  ~Slot() {
+    if (host_in) cudaFreeHost(host_in);
+    if (host_status) cudaFreeHost(host_status);
+    if (dev_in) cudaFree(dev_in);
+    if (dev_out) cudaFree(dev_out);
+    if (dev_status) cudaFree(dev_status);
+    cudaEventDestroy(start);
+    cudaEventDestroy(stop);
+    cudaStreamDestroy(stream);
+  }
+  Slot(const Slot&) = delete;
+  Slot& operator=(const Slot&) = delete;
+};
+
+auto pinned_alloc = [](void** p, size_t n) { return cudaHostAlloc(p, n, cudaHostAllocPortable); };
+auto pinned_free = [](uint8_t* p) { cudaFreeHost(p); };
+auto device_alloc = [](void** p, size_t n) { return cudaMalloc(p, n); };
+auto device_free = [](uint8_t* p) { cudaFree(p); };
+
+class GpuDecoder final : public codec::L3BatchDecoder {
+ public:
+  GpuDecoder(const DecoderOptions& o, std::string name)
+      : pool_(std::make_shared<PinnedPool>(o.pinned_bytes)), name_(std::move(name)) {
+    const unsigned n = std::max(1u, o.streams);
+    for (unsigned i = 0; i < n; ++i) {
+      slots_.push_back(std::make_unique<Slot>());
+      idle_.push_back(slots_.back().get());
+    }
+  }
+
+  std::string description() const override { return name_; }
+  unsigned concurrency() const override { return static_cast<unsigned>(slots_.size()); }
+
+  std::shared_ptr<codec::HostBuffer> allocate(size_t bytes) override {
+    const size_t cls = PinnedPool::size_class(bytes);
+    if (uint8_t* p = pool_->take(cls)) {
+      std::shared_ptr<PinnedPool> pool = pool_;  // the pool outlives every buffer it lent
+      return std::make_shared<codec::HostBuffer>(p, bytes, [pool, cls](uint8_t* q, size_t) { pool->give(q, cls); });
+    }
+    return codec::HostBuffer::heap(bytes);
+  }
+
+  void decode(std::span<codec::L3Job* const> jobs) override {
+    Slot* s = acquire();
+    try {
+      run(*s, jobs);
+    } catch (...) {
+      release(s);
+      throw;
+    }
+    release(s);
+  }
+
+  double kernel_seconds() const {
+    std::lock_guard lock(mu_);
+    return kernel_ms_ / 1000.0;
+  }
+
+ private:
+  Slot* acquire() {
+    std::unique_lock lock(mu_);
+    idle_cv_.wait(lock, [&] { return !idle_.empty(); });
+    Slot* s = idle_.back();
+    idle_.pop_back();
+    return s;
+  }
+  void release(Slot* s) {
+    {
+      std::lock_guard lock(mu_);
+      idle_.push_back(s);
+    }
+    idle_cv_.notify_one();
+  }
+
+  void run(Slot& s, std::span<codec::L3Job* const> jobs) {
+    codec::L3BatchLayout& b = s.layout;
+    codec::l3_layout_batch(jobs, b);  // what the block decoder cannot take is done here on the CPU
+    if (b.blocked.empty()) return;
+    const size_t status_bytes = b.blocked.size() * sizeof(int);
+    reserve(s.host_in, s.host_in_cap, b.staged_bytes, pinned_alloc, pinned_free, "pinned input");
+    reserve(s.dev_in, s.dev_in_cap, b.staged_bytes, device_alloc, device_free, "device input");
+    reserve(s.dev_out, s.dev_out_cap, b.out_bytes, device_alloc, device_free, "device output");
+    reserve(s.host_status, s.host_status_cap, status_bytes, pinned_alloc, pinned_free, "pinned status");
+    reserve(s.dev_status, s.dev_status_cap, status_bytes, device_alloc, device_free, "device status");
+    b.stage(s.host_in);
+
+    check(cudaMemcpyAsync(s.dev_in, s.host_in, b.staged_bytes, cudaMemcpyHostToDevice, s.stream), "upload");
+    check(cudaMemsetAsync(s.dev_status, 0, status_bytes, s.stream), "memset");
+    check(cudaEventRecord(s.start, s.stream), "event");
+    const auto blocks = static_cast<unsigned>(b.plan.tasks.size());
+    decode_patches<<<blocks, kBlockThreads, 0, s.stream>>>(
+        reinterpret_cast<const l3k::PatchTask*>(s.dev_in), s.dev_in + b.data_at,
+        reinterpret_cast<const l3k::HuffTable*>(s.dev_in + b.tables_at), s.dev_out,
+        reinterpret_cast<int*>(s.dev_status));
+    check(cudaGetLastError(), "kernel launch");
+    check(cudaEventRecord(s.stop, s.stream), "event");
+    // Pixels go straight into the callers' buffers (pinned views: a DMA, no extra pass).
+    for (size_t i = 0; i < b.blocked.size(); ++i)
+      check(cudaMemcpyAsync(b.blocked[i]->pixels.data(), s.dev_out + b.out_base[i], b.blocked[i]->pixels.size(),
+                            cudaMemcpyDeviceToHost, s.stream),
+            "download");
+    check(cudaMemcpyAsync(s.host_status, s.dev_status, status_bytes, cudaMemcpyDeviceToHost, s.stream), "status");
+    check(cudaStreamSynchronize(s.stream), "kernel");
+    float ms = 0;
+    if (cudaEventElapsedTime(&ms, s.start, s.stop) == cudaSuccess) {
+      std::lock_guard lock(mu_);
+      kernel_ms_ += ms;
+    }
+    codec::l3_finish_batch(b, reinterpret_cast<const int*>(s.host_status));
+  }
+
+  std::shared_ptr<PinnedPool> pool_;
+  std::string name_;
+  std::vector<std::unique_ptr<Slot>> slots_;
+  mutable std::mutex mu_;
+  std::condition_variable idle_cv_;
+  std::vector<Slot*> idle_;
+  double kernel_ms_ = 0;
+};
+
+}  // namespace
+
+Probe probe() {
+  Probe p;
+  p.built = true;
+  p.toolkit = std::to_string(CUDART_VERSION / 1000) + "." + std::to_string(CUDART_VERSION % 1000 / 10);
+  int n = 0;
+  cudaError_t e = cudaGetDeviceCount(&n);
+  if (e != cudaSuccess || n == 0) {
+    p.why_none = e != cudaSuccess ? cudaGetErrorString(e) : "no CUDA device";
+    cudaGetLastError();  // clear the sticky error
+    return p;
+  }
+  p.devices = n;
+  cudaDeviceProp prop{};
+  if (cudaGetDeviceProperties(&prop, 0) == cudaSuccess) p.device = prop.name;
+  return p;
+}
+
+std::unique_ptr<codec::L3BatchDecoder> make_gpu_decoder(const DecoderOptions& options, std::string& error) {
+  Probe p = probe();
+  if (p.devices == 0) {
+    error = "no CUDA device: " + p.why_none;
+    return nullptr;
+  }
+  try {
+    check(cudaSetDevice(0), "set device");
+    check(cudaFree(nullptr), "context");
+    return std::make_unique<GpuDecoder>(options, "CUDA device 0: " + p.device);
+  } catch (const std::exception& e) {
+    error = e.what();
+    return nullptr;
+  }
+}
+
+double kernel_seconds(const codec::L3BatchDecoder& decoder) {
+  auto* g = dynamic_cast<const GpuDecoder*>(&decoder);
+  return g ? g->kernel_seconds() : 0;
+}
+
+}  // namespace fid::gpu

@@ -1,0 +1,87 @@
+#include "fs/l3_batcher.h"
+
+#include <algorithm>
+
+namespace fid::fs {
+
+L3Batcher::L3Batcher(codec::L3BatchDecoder& decoder, Options options)
+    : decoder_(decoder), options_{std::max(1u, options.max_batch), options.deadline} {
+  const unsigned n = std::max(1u, decoder_.concurrency());
+  for (unsigned i = 0; i < n; ++i) workers_.emplace_back([this] { work(); });
+}
+
+L3Batcher::~L3Batcher() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  queued_cv_.notify_all();
+  for (auto& t : workers_) t.join();
+}
+
+bool L3Batcher::decode(std::span<const uint8_t> l3, std::span<uint8_t> pixels, std::string& error) {
+  Pending p;
+  p.job.l3 = l3;
+  p.job.pixels = pixels;
+  std::unique_lock lock(mu_);
+  if (stop_) {
+    error = "the L3 batch decoder is stopping";
+    return false;
+  }
+  p.queued = std::chrono::steady_clock::now();
+  queue_.push_back(&p);
+  // One waiting worker is enough unless a batch is full: then a second one may start the next.
+  queued_cv_.notify_one();
+  done_cv_.wait(lock, [&] { return p.done; });
+  if (!p.job.ok) error = p.job.error.empty() ? "L3 decode failed" : p.job.error;
+  return p.job.ok;
+}
+
+void L3Batcher::work() {
+  std::unique_lock lock(mu_);
+  std::vector<codec::L3Job*> jobs;
+  std::vector<Pending*> batch;
+  for (;;) {
+    queued_cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+    if (queue_.empty()) return;  // stopping, nothing left
+    // Wait for a full batch, or until the oldest job's deadline (not at all when stopping).
+    const auto due = queue_.front()->queued + options_.deadline;
+    while (!stop_ && queue_.size() < options_.max_batch && std::chrono::steady_clock::now() < due) {
+      queued_cv_.wait_until(lock, due);
+      if (queue_.empty()) break;  // another worker took them
+    }
+    if (queue_.empty()) continue;
+    const bool full = queue_.size() >= options_.max_batch;
+    const size_t n = std::min<size_t>(queue_.size(), options_.max_batch);
+    batch.assign(queue_.begin(), queue_.begin() + static_cast<std::ptrdiff_t>(n));
+    queue_.erase(queue_.begin(), queue_.begin() + static_cast<std::ptrdiff_t>(n));
+    if (!queue_.empty()) queued_cv_.notify_one();  // the rest starts the next batch's clock
+    lock.unlock();
+    jobs.clear();
+    for (Pending* p : batch) jobs.push_back(&p->job);
+    try {
+      decoder_.decode(jobs);
+    } catch (const std::exception& e) {  // a decoder failure fails its batch, never the daemon
+      for (auto* j : jobs) {
+        j->ok = false;
+        j->error = e.what();
+      }
+    }
+    lock.lock();
+    stats_.jobs += n;
+    stats_.batches += 1;
+    stats_.full_batches += full ? 1 : 0;
+    for (Pending* p : batch) {
+      stats_.failed_jobs += p->job.ok ? 0 : 1;
+      p->done = true;
+    }
+    done_cv_.notify_all();
+  }
+}
+
+L3Batcher::Stats L3Batcher::stats() const {
+  std::lock_guard lock(mu_);
+  return stats_;
+}
+
+}  // namespace fid::fs

@@ -1,0 +1,64 @@
+// Batches concurrent L3 decodes for a batch decoder (the GPU): FUSE threads that miss the view
+// cache queue their bitstream and wait; a batch goes to the decoder when it holds max_batch
+// jobs or when its oldest job has waited `deadline`. One worker per decoder stream, so one
+// batch fills while another is on the device.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <span>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "codec/l3_batch.h"
+
+namespace fid::fs {
+
+class L3Batcher {
+ public:
+  struct Options {
+    unsigned max_batch = 64;
+    std::chrono::microseconds deadline{1000};
+  };
+  struct Stats {
+    uint64_t jobs = 0;
+    uint64_t batches = 0;
+    uint64_t full_batches = 0;  // sent because max_batch jobs were waiting; the rest hit the deadline
+    uint64_t failed_jobs = 0;
+  };
+
+  L3Batcher(codec::L3BatchDecoder& decoder, Options options);
+  ~L3Batcher();  // decodes what is queued, then stops the workers
+  L3Batcher(const L3Batcher&) = delete;
+  L3Batcher& operator=(const L3Batcher&) = delete;
+
+  // Decodes one bitstream into `pixels` together with whatever else is queued; blocks until done.
+  bool decode(std::span<const uint8_t> l3, std::span<uint8_t> pixels, std::string& error);
+
+  Stats stats() const;
+  const codec::L3BatchDecoder& decoder() const { return decoder_; }
+
+ private:
+  struct Pending {
+    codec::L3Job job;
+    std::chrono::steady_clock::time_point queued;
+    bool done = false;
+  };
+  void work();
+
+  codec::L3BatchDecoder& decoder_;
+  const Options options_;
+  mutable std::mutex mu_;
+  std::condition_variable queued_cv_;  // workers: a job arrived, or stop
+  std::condition_variable done_cv_;    // callers: a batch finished
+  std::deque<Pending*> queue_;
+  bool stop_ = false;
+  Stats stats_;
+  std::vector<std::thread> workers_;
+};
+
+}  // namespace fid::fs

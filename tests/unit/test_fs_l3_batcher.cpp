@@ -1,0 +1,171 @@
+// The mount's L3 batching (fs/l3_batcher.h) over a fake decoder and over the emulated block
+// decoder (the GPU path's code run on the CPU).
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <mutex>
+#include <stdexcept>
+#include <thread>
+#include <vector>
+
+#include "codec/l3.h"
+#include "codec/l3_batch.h"
+#include "fs/l3_batcher.h"
+#include "l3_test_images.h"
+
+using namespace fid;
+using namespace std::chrono_literals;
+
+namespace {
+
+// "Decodes" by filling the pixels with the bitstream's first byte; 0xEE is a corrupt stream and
+// 0xFF makes the whole batch throw. Records batch sizes.
+class FakeDecoder final : public codec::L3BatchDecoder {
+ public:
+  std::string description() const override { return "fake"; }
+  unsigned concurrency() const override { return 2; }
+  std::shared_ptr<codec::HostBuffer> allocate(size_t n) override { return codec::HostBuffer::heap(n); }
+  void decode(std::span<codec::L3Job* const> jobs) override {
+    {
+      std::lock_guard lock(mu);
+      sizes.push_back(jobs.size());
+    }
+    for (auto* j : jobs)
+      if (j->l3[0] == 0xFF) throw std::runtime_error("device lost");
+    for (auto* j : jobs) {
+      j->ok = j->l3[0] != 0xEE;
+      if (!j->ok) j->error = "corrupt";
+      std::fill(j->pixels.begin(), j->pixels.end(), j->l3[0]);
+    }
+  }
+  std::mutex mu;
+  std::vector<size_t> sizes;
+};
+
+struct Result {
+  bool ok = false;
+  std::string error;
+  std::vector<uint8_t> pixels;
+};
+
+// Runs one decode per stream on its own thread, all at once.
+std::vector<Result> decode_concurrently(fs::L3Batcher& b, const std::vector<std::vector<uint8_t>>& streams,
+                                        size_t pixels) {
+  std::vector<Result> out(streams.size());
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < streams.size(); ++i)
+    threads.emplace_back([&, i] {
+      out[i].pixels.assign(pixels, 0);
+      out[i].ok = b.decode(streams[i], out[i].pixels, out[i].error);
+    });
+  for (auto& t : threads) t.join();
+  return out;
+}
+
+}  // namespace
+
+TEST(L3Batcher, FullBatchesGoWithoutWaitingForTheDeadline) {
+  FakeDecoder dec;
+  const auto t0 = std::chrono::steady_clock::now();
+  {
+    fs::L3Batcher b(dec, {4, 30s});
+    std::vector<std::vector<uint8_t>> streams;
+    for (uint8_t i = 0; i < 8; ++i) streams.push_back({i});
+    auto r = decode_concurrently(b, streams, 16);
+    for (uint8_t i = 0; i < 8; ++i) {
+      EXPECT_TRUE(r[i].ok) << r[i].error;
+      EXPECT_EQ(r[i].pixels, std::vector<uint8_t>(16, i));
+    }
+    auto s = b.stats();
+    EXPECT_EQ(s.jobs, 8u);
+    EXPECT_EQ(s.batches, 2u);
+    EXPECT_EQ(s.full_batches, 2u);
+  }
+  // Far less than the 30 s deadline: full batches left at once.
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 20s);
+  EXPECT_EQ(dec.sizes, (std::vector<size_t>{4, 4}));
+}
+
+TEST(L3Batcher, ALoneDecodeGoesAtTheDeadline) {
+  FakeDecoder dec;
+  fs::L3Batcher b(dec, {64, 20ms});
+  std::vector<uint8_t> px(4);
+  std::string err;
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::vector<uint8_t> stream{7};
+  ASSERT_TRUE(b.decode(stream, px, err)) << err;
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, 20ms);
+  EXPECT_EQ(px, std::vector<uint8_t>(4, 7));
+  auto s = b.stats();
+  EXPECT_EQ(s.batches, 1u);
+  EXPECT_EQ(s.full_batches, 0u);
+}
+
+TEST(L3Batcher, ErrorsStayWithTheirJobAndAThrowFailsOnlyItsBatch) {
+  FakeDecoder dec;
+  {
+    fs::L3Batcher b(dec, {3, 30s});
+    auto r = decode_concurrently(b, {{1}, {0xEE}, {3}}, 2);
+    EXPECT_TRUE(r[0].ok);
+    EXPECT_FALSE(r[1].ok);
+    EXPECT_EQ(r[1].error, "corrupt");
+    EXPECT_TRUE(r[2].ok);
+    r = decode_concurrently(b, {{1}, {0xFF}, {3}}, 2);
+    for (auto& x : r) {
+      EXPECT_FALSE(x.ok);
+      EXPECT_EQ(x.error, "device lost");
+    }
+    r = decode_concurrently(b, {{4}, {5}, {6}}, 2);  // the batcher still works
+    for (auto& x : r) EXPECT_TRUE(x.ok);
+    EXPECT_EQ(b.stats().failed_jobs, 4u);
+  }
+}
+
+TEST(L3Batcher, StopsWithNothingQueued) {
+  FakeDecoder dec;
+  { fs::L3Batcher b(dec, {8, 1s}); }
+  EXPECT_TRUE(dec.sizes.empty());
+}
+
+// The GPU decoder's batch layout and status handling, with the block kernel emulated: every
+// image comes back as the CPU decoder's pixels; INTER_PATCH images (not block-decodable) and
+// corrupt ones take the CPU path, with the CPU decoder's verdict.
+TEST(L3Batcher, EmulatedBlockDecoderMatchesTheCpuDecoder) {
+  auto dec = codec::make_emulated_batch_decoder();
+  fs::L3Batcher b(*dec, {5, 2ms});
+  struct Case {
+    std::vector<uint8_t> l3;
+    size_t raw;
+  };
+  std::vector<Case> cases;
+  uint32_t seed = 1;
+  for (uint8_t c = 1; c <= 4; ++c)
+    for (auto [w, h] : {std::pair{1u, 1u}, {67u, 45u}, {300u, 33u}}) {
+      codec::Image im = codec::testimg::smooth(w, h, c, seed++);
+      codec::L3Options o;
+      o.inter_patch_rows = (seed % 3 == 0);
+      o.entropy_codes = static_cast<uint8_t>(seed % 3);
+      cases.push_back({codec::l3_encode(im, o), im.pixels.size()});
+    }
+  std::vector<uint8_t> bad = cases[5].l3;
+  bad.resize(bad.size() - 3);  // truncated: the size check fails
+  cases.push_back({bad, cases[5].raw});
+
+  std::vector<Result> got(cases.size());
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < cases.size(); ++i)
+    threads.emplace_back([&, i] {
+      got[i].pixels.assign(cases[i].raw, 0);
+      got[i].ok = b.decode(cases[i].l3, got[i].pixels, got[i].error);
+    });
+  for (auto& t : threads) t.join();
+  for (size_t i = 0; i < cases.size(); ++i) {
+    std::vector<uint8_t> want(cases[i].raw);
+    std::string err;
+    const bool ok = codec::l3_decode_into(cases[i].l3, want, err);
+    ASSERT_EQ(got[i].ok, ok) << "case " << i << ": " << got[i].error;
+    if (ok) EXPECT_EQ(got[i].pixels, want) << "case " << i;
+    else EXPECT_EQ(got[i].error, err);
+  }
+  EXPECT_EQ(b.stats().jobs, cases.size());
+}
