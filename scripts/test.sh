@@ -51,6 +51,24 @@ seeds=build-fuzz/seeds
 if [[ ! -d $seeds/tree ]]; then
   /usr/bin/python3 tests/fixtures/make_tree.py --kind edge --out "$seeds/tree"
 fi
+if [[ ! -d $seeds/l3 ]]; then
+  # fuzz_l3 seeds: bare L3 bitstreams of small zoo images (from the CLI's payloads, docs/FORMAT.md
+  # "L3 payload"), after mode byte 0 (as is) and 2 (sizes kept consistent under mutation).
+  mkdir -p "$seeds/l3"
+  for f in "$seeds"/tree/png/{size_*,label_map,palette,gray_alpha}.png; do
+    build/cli/fidelityfs l3 encode "$f" "$seeds/l3/$(basename "$f" .png).payload" >/dev/null
+  done
+  /usr/bin/python3 - "$seeds/l3" <<'EOF'
+import pathlib, sys
+for p in pathlib.Path(sys.argv[1]).glob("*.payload"):
+    d = p.read_bytes()
+    n, m = int.from_bytes(d[6:8], "little"), int.from_bytes(d[8:10], "little")
+    l3 = d[12 + 3 * n + m:]
+    p.with_suffix(".raw").write_bytes(b"\0" + l3)
+    p.with_suffix(".fixed").write_bytes(b"\2" + l3)
+    p.unlink()
+EOF
+fi
 if [[ ! -d $seeds/index ]]; then
   rm -rf "$seeds/store" && build/cli/fidelityfs pack "$seeds/tree" "$seeds/store" --progress off >/dev/null
   mkdir -p "$seeds/index" && cp "$seeds/store/index.sqlite" "$seeds/index/"
@@ -66,6 +84,7 @@ for fuzzer in build-fuzz/tests/fuzz_*; do
   case $name in
     fuzz_jpeg) seed_dirs+=("$seeds/tree/jpeg") ;;
     fuzz_index) seed_dirs+=("$seeds/index") ;;
+    fuzz_l3) seed_dirs+=("$seeds/l3") ;;
     fuzz_image_io) seed_dirs+=("$seeds/tree/png" "$seeds/tree/other") ;;
   esac
   log=build-fuzz/$name.log

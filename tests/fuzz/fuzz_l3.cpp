@@ -1,6 +1,9 @@
 // libFuzzer target for the L3 decoder. Input byte 0 selects the mode:
 //   even: the rest is an L3 stream; decode it (must never crash or touch memory it should not;
-//         a stream that decodes must also probe to the same size).
+//         a stream that decodes must also probe to the same size). With bit 1 of byte 0 set,
+//         the data size field and the patch offsets are first made consistent with the input's
+//         length, so that mutations reach the patch data checks (rows past their patch, bytes
+//         left over) instead of the size check.
 //   odd:  the rest makes an image (3 bytes: width-1, height-1, channels; then pixels, cycled)
 //         and options; encode, decode, and abort unless the pixels come back exactly.
 // Both modes also run the block decoder's CPU emulation (codec/l3_block_plan.h; the last input
@@ -36,12 +39,41 @@ void check_block(std::span<const uint8_t> l3, bool cpu_ok, const std::vector<uin
   if (ok != cpu_ok || (ok && out != cpu)) abort();
 }
 
+uint32_t get_u32(const uint8_t* p) {
+  return uint32_t{p[0]} | uint32_t{p[1]} << 8 | uint32_t{p[2]} << 16 | uint32_t{p[3]} << 24;
+}
+void put_u32(uint8_t* p, uint32_t v) {
+  for (int i = 0; i < 4; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
+}
+
+// Sets the header's data size D to what follows the offset table and clamps the offsets to D.
+void fix_sizes(std::vector<uint8_t>& f) {
+  if (f.size() < kL3HeaderBytes) return;
+  const uint64_t w = get_u32(&f[8]), h = get_u32(&f[12]), n = f[16] | f[17] << 8;
+  if (n == 0 || w == 0 || h == 0 || w > kL3MaxDimension || h > kL3MaxDimension) return;
+  const uint64_t patches = ((w + n - 1) / n) * ((h + n - 1) / n);
+  const uint64_t table = kL3HeaderBytes + ((f[7] & kL3FlagHuffCodes) ? kL3CodeTableBytes : 0);
+  if (table + 4 * patches > f.size()) return;
+  const auto d = static_cast<uint32_t>(f.size() - table - 4 * patches);
+  put_u32(&f[20], d);
+  for (uint64_t i = 0; i < patches; ++i) {
+    uint8_t* o = &f[table + 4 * i];
+    if (get_u32(o) > d) put_u32(o, d);
+  }
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 1) return 0;
   std::span<const uint8_t> rest(data + 1, size - 1);
   if ((data[0] & 1) == 0) {
+    std::vector<uint8_t> fixed;
+    if (data[0] & 2) {
+      fixed.assign(rest.begin(), rest.end());
+      fix_sizes(fixed);
+      rest = fixed;
+    }
     Image out;
     std::string err;
     L3Info info;

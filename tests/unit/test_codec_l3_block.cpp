@@ -380,7 +380,7 @@ TEST(L3Block, CorruptInputFailsLikeCpuDecoder) {
     L3Info info;
     std::string err;
     ASSERT_TRUE(l3_probe(enc, info, err));
-    for (int t = 0; t < 800; ++t) {
+    for (int t = 0; t < 600; ++t) {
       std::vector<uint8_t> bad(enc);
       // Mostly patch data; sometimes the header, code table or offsets.
       const size_t at = rng() % 8 ? info.header_bytes + rng() % info.data_bytes : rng() % info.header_bytes;
@@ -422,8 +422,6 @@ TEST(L3Block, LosslessFilesMatchCpuDecoder) {
   if (!env || !*env) GTEST_SKIP() << "FIDELITYFS_L3_IMAGES not set";
   const auto files = lossless_files(env);
   ASSERT_FALSE(files.empty()) << "no lossless images in " << env;
-  // The GPU's block size, and a small odd one in the other order (many threads per x-stride).
-  const Variant variants[] = {{256, false}, {7, true}};
   int compared = 0, unreadable = 0;
   uint64_t samples = 0;
   const auto t0 = std::chrono::steady_clock::now();
@@ -438,7 +436,7 @@ TEST(L3Block, LosslessFilesMatchCpuDecoder) {
     std::vector<uint8_t> expect;
     ASSERT_TRUE(cpu_decode(enc, expect)) << f;
     ASSERT_TRUE(expect == src.image.pixels) << f;
-    expect_emulation_matches(enc, expect, variants, f.string());
+    expect_emulation_matches(enc, expect, kAllVariants, f.string());  // (encoding dominates)
     ++compared;
     samples += expect.size();
   }
