@@ -4,6 +4,7 @@ import contextlib
 import os
 import signal
 import subprocess
+import time
 
 from conftest import fid_bin
 
@@ -62,7 +63,6 @@ def mounted(store, mnt, *args):
                     os.waitpid(pid, os.WNOHANG)
                 except ChildProcessError:
                     pass
-                import time
                 time.sleep(0.01)
             else:
                 os.kill(pid, signal.SIGKILL)
@@ -83,3 +83,35 @@ def walk_dirs(root):
         for x in dirs:
             out.append(os.path.relpath(os.path.join(d, x), root))
     return sorted(out)
+
+
+@contextlib.contextmanager
+def tmpfs(path, size):
+    """A tmpfs of `size` (mount(8) syntax: 2m, 8388608) at path, unmounted whatever happens;
+    resize it with remount_tmpfs. Skips the test where tmpfs cannot be mounted (not root)."""
+    import pytest
+
+    os.makedirs(path, exist_ok=True)
+    p = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size},mode=0755", "tmpfs", path],
+                       capture_output=True, text=True)
+    if p.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs: {p.stderr.strip()}")
+    try:
+        yield path
+    finally:
+        if subprocess.run(["umount", path], capture_output=True).returncode != 0:
+            subprocess.run(["umount", "-l", path], capture_output=True)
+
+
+def remount_tmpfs(path, size):
+    subprocess.run(["mount", "-o", f"remount,size={size}", path], check=True, capture_output=True)
+
+
+def proc_status(pid, key):
+    """A /proc/PID/status figure in bytes (VmRSS, VmHWM, ...), or a count (Threads)."""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith(key + ":"):
+                parts = line.split()
+                return int(parts[1]) * (1024 if len(parts) > 2 and parts[2] == "kB" else 1)
+    raise KeyError(key)
