@@ -318,6 +318,59 @@ def test_concurrent_reads_and_level_flips(imagenet_store, mnt):
             assert os.stat(p).st_size == len(data)
 
 
+def test_flipped_byte_fails_one_file_only(imagenet_store, tmp_path, mnt):
+    """A flipped byte in level 3 of one JPEG: that file (and its views from level 3 up) is EIO,
+    its levels 1-2 and every other file (those of its record too) read correctly; stats count
+    the EIOs and the log names the file once."""
+    store = str(tmp_path / "s")
+    shutil.copytree(imagenet_store, store)
+    st = Store(store)
+    jpegs = [r for r in sorted(st.files) if st.files[r]["kind"] == "jpeg"]
+    victim = jpegs[len(jpegs) // 2]
+    vrec = st.files[victim]["record"]
+    neighbours = [r for r in st.files if st.files[r]["record"] == vrec and r != victim]
+    assert neighbours, "the victim's record holds other files"
+    off, size, _ = st.files[victim]["pieces"][3]
+    with open(os.path.join(store, st.records[vrec][0]), "r+b") as f:
+        f.seek(off + size // 2)
+        b = f.read(1)
+        f.seek(off + size // 2)
+        f.write(bytes([b[0] ^ 0x55]))
+    log = tmp_path / "daemon.log"
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(f"log:\n  level: info\n  file: {log}\n")
+
+    def expect_eio(p):
+        with pytest.raises(OSError) as e:
+            read(p)
+        assert e.value.errno == errno.EIO, p
+
+    eio_reads = 0
+    with mounted(store, mnt, "--config", str(cfg)):
+        for rel in sorted(st.files):
+            if rel == victim:
+                continue
+            assert read(os.path.join(mnt, rel)) == st.read(rel), rel
+        for rel in neighbours:
+            assert read(os.path.join(mnt, ".fidelity", "sg", "2", rel)) == st.read(rel, 2), rel
+        for k in range(1, st.levels + 1):
+            p = os.path.join(mnt, ".fidelity", "sg", str(k), victim)
+            if k < 3:
+                assert read(p) == st.read(victim, k), k  # pieces 0..k < 3 are intact
+            else:
+                expect_eio(p)
+                eio_reads += 1
+        for _ in range(3):  # the live tree (full level), again and again
+            expect_eio(os.path.join(mnt, victim))
+            eio_reads += 1
+        stats = json.loads(read(os.path.join(mnt, ".fidelity", "stats")))
+        assert stats["eio_errors"] >= eio_reads and stats["eio_files"] == 1, stats
+        for rel in neighbours:  # still fine after the failures
+            assert read(os.path.join(mnt, rel)) == st.read(rel), rel
+    lines = [l for l in log.read_text().splitlines() if "EIO" in l]
+    assert len(lines) == 1 and victim in lines[0] and "piece 3" in lines[0], lines
+
+
 def test_usage_and_runtime_errors(edge_store, tmp_path, mnt):
     def run(*args):
         return subprocess.run([fid_bin(), "mount", *map(str, args)], capture_output=True, text=True)
