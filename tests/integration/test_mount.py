@@ -16,17 +16,10 @@ from PIL import Image
 
 from conftest import REPO, fid_bin, manifest
 from fidstore import Store
-from mountutil import daemon_pid, is_mounted, mount, mounted, unmount, walk_dirs, walk_files
+from mountutil import XA, daemon_pid, flip_level, is_mounted, mount, mounted, unmount, walk_dirs, walk_files
+from mountutil import read_file as read
 
-XA = "user.fidelity.scan_group"
 STRESS_SECONDS = 6
-
-
-
-
-def read(p):
-    with open(p, "rb") as f:
-        return f.read()
 
 
 def decode_pil(data):
@@ -261,19 +254,8 @@ def test_concurrent_reads_and_level_flips(imagenet_store, mnt):
             rng = random.Random(seed)
             while not stop.is_set():
                 rel = rng.choice(rels)
-                p = os.path.join(mnt, rel)
-                try:
-                    if rng.random() < 0.5:
-                        data = read(p)
-                    else:  # small reads through the page cache
-                        with open(p, "rb", buffering=0) as f:
-                            parts = []
-                            while True:
-                                b = f.read(4096)
-                                if not b:
-                                    break
-                                parts.append(b)
-                            data = b"".join(parts)
+                try:  # half of them in small reads through the page cache
+                    data = read(os.path.join(mnt, rel), 4096 if rng.random() < 0.5 else 0)
                 except OSError as e:
                     errors.append(f"{rel}: {e}")
                     continue
@@ -284,18 +266,8 @@ def test_concurrent_reads_and_level_flips(imagenet_store, mnt):
         def flipper(seed):
             rng = random.Random(seed)
             while not stop.is_set():
-                level = str(rng.randint(1, st.levels)).encode()
                 try:
-                    if rng.random() < 0.3:
-                        os.setxattr(os.path.join(mnt, rng.choice(dirs)), XA, level)
-                    elif rng.random() < 0.15:
-                        try:
-                            os.removexattr(os.path.join(mnt, rng.choice(rels)), XA)
-                        except OSError as e:
-                            if e.errno != errno.ENODATA:
-                                raise
-                    else:
-                        os.setxattr(os.path.join(mnt, rng.choice(rels)), XA, level)
+                    flip_level(mnt, rng, rels, dirs, st.levels)
                 except OSError as e:
                     errors.append(f"flip: {e}")
 
