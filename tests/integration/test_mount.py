@@ -343,6 +343,51 @@ def test_flipped_byte_fails_one_file_only(imagenet_store, tmp_path, mnt):
     assert len(lines) == 1 and victim in lines[0] and "piece 3" in lines[0], lines
 
 
+def test_nested_folder_flips_never_deadlock(imagenet_store, mnt):
+    """The root, a class folder and its files changed at once by several threads while others read:
+    each folder change holds its folder's lock in the kernel until answered, and used to wait for
+    the other's lock to invalidate entries (a deadlock within a second). Every flip must return and
+    every read must be one level's file."""
+    st = Store(imagenet_store)
+    cls = sorted({r.split("/")[0] for r in st.files})[0]
+    rels = [r for r in sorted(st.files) if r.startswith(cls + "/") and st.files[r]["kind"] == "jpeg"][:20]
+    expect = {r: set(st.all_levels(r)) for r in rels}
+    errors, flips, reads = [], [0], [0]
+    with mounted(imagenet_store, mnt):
+        deadline = time.monotonic() + 2  # bounded: the old code hung within the first flips
+
+        def flipper(target):
+            rng = random.Random(target)
+            while time.monotonic() < deadline:
+                try:
+                    os.setxattr(os.path.join(mnt, target), XA, str(rng.randint(1, st.levels)).encode())
+                    flips[0] += 1
+                except OSError as e:
+                    errors.append(f"flip {target}: {e}")
+
+        def reader(seed):
+            rng = random.Random(seed)
+            while time.monotonic() < deadline:
+                rel = rng.choice(rels)
+                try:
+                    if read(os.path.join(mnt, rel)) not in expect[rel]:
+                        errors.append(f"{rel}: matches no level")
+                    reads[0] += 1
+                except OSError as e:
+                    errors.append(f"{rel}: {e}")
+
+        threads = [threading.Thread(target=flipper, args=(t,), daemon=True) for t in ("", cls, "", cls, rels[0])]
+        threads += [threading.Thread(target=reader, args=(i,), daemon=True) for i in range(3)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=max(0.0, deadline + 20 - time.monotonic()))  # hard limit: hung means deadlock
+        hung = [t.name for t in threads if t.is_alive()]
+        assert not hung, f"deadlocked: {hung} after {flips[0]} flips"
+        assert not errors, errors[:5]
+        assert flips[0] > 100 and reads[0] > 10
+
+
 def test_usage_and_runtime_errors(edge_store, tmp_path, mnt):
     def run(*args):
         return subprocess.run([fid_bin(), "mount", *map(str, args)], capture_output=True, text=True)
