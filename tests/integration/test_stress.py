@@ -210,7 +210,8 @@ def test_stress_readers_flips_and_control_files(imagenet_store, mnt):
     report(f"stress: {reads} file reads in {elapsed:.1f} s, {reads / elapsed:.0f} reads/s "
            f"({sum(d[1] for d in done)} by {PROCESSES} processes), open+read+close p50 {p50 * 1e3:.2f} ms "
            f"p99 {p99 * 1e3:.2f} ms, {errors} errors; {flips[0]} level flips, {control_reads[0]} control-folder "
-           f"reads; cache peak {stats['cache']['peak'] / MiB:.1f} of {CACHE / MiB:.0f} MiB")
+           f"reads; the daemon answered {stats['reads']} FUSE reads and {stats['lookups']} lookups (the rest hit the "
+           f"page cache), cache peak {stats['cache']['peak'] / MiB:.1f} of {CACHE / MiB:.0f} MiB")
     report(f"stress: daemon peak RSS {peak_rss / MiB:.1f} MiB (idle {idle_rss / MiB:.1f}) <= bound "
            f"{bound / MiB:.1f} MiB = {FIXED / MiB:.0f} fixed + {index_bytes / MiB:.2f} index + {CACHE / MiB:.0f} "
            f"cache + {views / MiB:.0f} views + {WORKERS} workers x {per_worker / MiB:.2f} + "
