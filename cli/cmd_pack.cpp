@@ -29,6 +29,10 @@ int run_pack(const index::PackOptions& opt, const std::string& progress_mode) {
     line.finish();
     fmt::print(stderr, "fidelityfs pack: {}\n", e.what());
     return e.exit_code();
+  } catch (const std::exception& e) {  // anything else (out of memory, ...): the store is removed all the same
+    line.finish();
+    fmt::print(stderr, "fidelityfs pack: {}\n", e.what());
+    return kExitRuntime;
   }
   line.finish();
   uint64_t files = r.jpeg + r.l3 + r.blob;

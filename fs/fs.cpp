@@ -990,42 +990,95 @@ class Filesystem {
 
   // After a level change the affected files have new inodes: drop the kernel's dentries that
   // still name the old ones, so the next path lookup asks us (an fd opened before keeps reading
-  // its old, complete level). Invalidating an entry locks its parent directory, and the kernel
-  // holds the lock of the inode whose xattr is being set; so the entries directly inside a
-  // changed directory are invalidated by the background thread right after the reply, all
-  // others before it. A changed directory's own dentry goes first, which already drops every
-  // unused dentry below it: only files open at that moment wait for the background pass.
+  // its old, complete level). Invalidating an entry locks its parent directory, and while a
+  // level change on a folder is being answered the kernel holds that folder's lock. So an entry
+  // whose parent folder has a change in flight (this change's own folder, or another folder
+  // changed at the same moment: a parent and a child changed together would otherwise each wait
+  // for the other's lock forever) is invalidated by the background thread, which waits for that
+  // change's reply; all others before this reply. A changed directory's own dentry goes first,
+  // which already drops every unused dentry below it: only files open at that moment wait for
+  // the background pass. At most half the worker threads invalidate at once (the rest answer
+  // the lookups that hold directory locks shared); beyond that a change defers all its entries.
+  //
+  // Why this cannot deadlock: a worker only ever waits for a folder lock whose change was not
+  // yet registered when it looked, i.e. registered after its own; that later change defers
+  // every entry under earlier-registered folders, so waits only point from earlier changes to
+  // later ones and never form a cycle.
   void invalidate_after_change(const Node& n) {
     if (!se_) return;
+    std::vector<std::pair<uint32_t, std::string_view>> todo;  // (parent folder id, name), in order
     if (n.type == NodeType::file) {
       const File& f = store_.files()[n.id];
-      inval_entry(inodes_.dir(f.dir), store_.name(f));
-      return;
-    }
-    const Dir& x = store_.dirs()[n.id];
-    if (n.id != 0) inval_entry(inodes_.dir(x.parent), store_.name(x));
-    std::vector<uint32_t> stack;
-    for (uint32_t i = 0; i < x.subdir_count; ++i) stack.push_back(store_.child_dirs()[x.subdir_begin + i]);
-    while (!stack.empty()) {
-      const Dir& d = store_.dirs()[stack.back()];
-      stack.pop_back();
-      for (uint32_t i = 0; i < d.subdir_count; ++i) stack.push_back(store_.child_dirs()[d.subdir_begin + i]);
-      for (uint32_t i = 0; i < d.file_count; ++i) {
-        uint32_t f = store_.child_files()[d.file_begin + i];
-        if (is_known(f)) inval_entry(inodes_.dir(d.id), store_.name(store_.files()[f]));
+      todo.emplace_back(f.dir, store_.name(f));
+    } else {
+      const Dir& x = store_.dirs()[n.id];
+      if (n.id != 0) todo.emplace_back(x.parent, store_.name(x));
+      std::vector<uint32_t> stack;
+      for (uint32_t i = 0; i < x.subdir_count; ++i) stack.push_back(store_.child_dirs()[x.subdir_begin + i]);
+      while (!stack.empty()) {
+        const uint32_t id = stack.back();
+        const Dir& d = store_.dirs()[id];
+        stack.pop_back();
+        for (uint32_t i = 0; i < d.subdir_count; ++i) stack.push_back(store_.child_dirs()[d.subdir_begin + i]);
+        for (uint32_t i = 0; i < d.file_count; ++i) {
+          uint32_t f = store_.child_files()[d.file_begin + i];
+          if (is_known(f)) todo.emplace_back(id, store_.name(store_.files()[f]));
+        }
+      }
+      for (uint32_t i = 0; i < x.file_count; ++i) {
+        uint32_t f = store_.child_files()[x.file_begin + i];
+        if (is_known(f)) todo.emplace_back(n.id, store_.name(store_.files()[f]));
       }
     }
-    std::vector<std::string> direct;
-    for (uint32_t i = 0; i < x.file_count; ++i) {
-      uint32_t f = store_.child_files()[x.file_begin + i];
-      if (is_known(f)) direct.emplace_back(store_.name(store_.files()[f]));
+    const bool sync = sync_invalidators_.fetch_add(1) < settings_.threads / 2;
+    std::vector<std::pair<uint64_t, std::vector<std::string>>> later;
+    for (size_t i = 0; i < todo.size();) {
+      const uint32_t dir = todo[i].first;
+      const bool now = sync && !change_in_flight(dir);
+      for (; i < todo.size() && todo[i].first == dir; ++i) {
+        if (now) {
+          inval_entry(inodes_.dir(dir), todo[i].second);
+        } else {
+          if (later.empty() || later.back().first != inodes_.dir(dir)) later.emplace_back(inodes_.dir(dir), std::vector<std::string>{});
+          later.back().second.emplace_back(todo[i].second);
+        }
+      }
     }
-    if (!direct.empty()) {
+    sync_invalidators_.fetch_sub(1);
+    if (!later.empty()) {
       std::lock_guard lock(deferred_mu_);
-      deferred_.emplace_back(inodes_.dir(n.id), std::move(direct));
+      for (auto& job : later) deferred_.push_back(std::move(job));
       deferred_cv_.notify_one();
     }
   }
+
+  bool change_in_flight(uint32_t dir) {
+    std::lock_guard lock(inflight_mu_);
+    return inflight_dirs_.count(dir) != 0;
+  }
+
+  // Registers a level change on a live folder from the start of its request to its reply: the
+  // kernel holds the folder's lock for exactly that long.
+  class ChangeInFlight {
+   public:
+    ChangeInFlight(Filesystem& fs, const Node& n)
+        : fs_(fs), dir_(n.type == NodeType::dir && n.view == 0 ? std::optional<uint32_t>(n.id) : std::nullopt) {
+      if (!dir_) return;
+      std::lock_guard lock(fs_.inflight_mu_);
+      fs_.inflight_dirs_.insert(*dir_);
+    }
+    ~ChangeInFlight() {
+      if (!dir_) return;
+      std::lock_guard lock(fs_.inflight_mu_);
+      fs_.inflight_dirs_.erase(fs_.inflight_dirs_.find(*dir_));
+    }
+    ChangeInFlight(const ChangeInFlight&) = delete;
+    ChangeInFlight& operator=(const ChangeInFlight&) = delete;
+
+   private:
+    Filesystem& fs_;
+    std::optional<uint32_t> dir_;
+  };
 
   void inval_entry(uint64_t parent, std::string_view name) {
     int rc = fuse_lowlevel_notify_inval_entry(se_, parent, name.data(), name.size());
@@ -1136,6 +1189,7 @@ class Filesystem {
       return;
     }
     int level = *lvl >= config::kFull ? fs.L_ : *lvl;
+    ChangeInFlight in_flight(fs, n);  // until after the reply
     fuse_reply_err(req, fs.change_level(n, level, flags));
   }
 
@@ -1156,6 +1210,7 @@ class Filesystem {
       fuse_reply_err(req, e == EROFS ? ENODATA : e);
       return;
     }
+    ChangeInFlight in_flight(fs, n);  // until after the reply
     fuse_reply_err(req, fs.change_level(n, std::nullopt, 0));
   }
 
@@ -1191,6 +1246,11 @@ class Filesystem {
   std::deque<std::pair<uint64_t, std::vector<std::string>>> deferred_;
   bool stopping_ = false;
   std::thread deferred_thread_;
+  // live folders whose level change is being answered (ChangeInFlight), and the workers
+  // invalidating entries right now
+  std::mutex inflight_mu_;
+  std::unordered_multiset<uint32_t> inflight_dirs_;
+  std::atomic<unsigned> sync_invalidators_{0};
   mutable std::mutex eio_mu_;
   std::unordered_set<uint32_t> eio_files_;
   OrderSlots order_slots_;

@@ -13,6 +13,8 @@
 namespace fid::index {
 
 inline constexpr const char* kIndexFile = "index.sqlite";
+// The index while the packer writes it; renamed to kIndexFile once complete (docs/FORMAT.md).
+inline constexpr const char* kIndexPartialFile = "index.sqlite.partial";
 inline constexpr const char* kRecordDir = "records";
 
 // Every record file starts with this 16-byte header: magic, record id, layout (all LE).

@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <csignal>
@@ -487,25 +488,62 @@ void write_index(const fsys::path& path, const PackOptions& opt, const SourceTre
   db.exec("COMMIT");
 }
 
+// Flushes a file or folder to storage; a failure (EIO, ENOSPC on delayed allocation) fails the
+// pack: the store must not be committed on top of data that may not be there.
 void fsync_path(const fsys::path& p) {
   int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd >= 0) {
-    ::fsync(fd);
-    ::close(fd);
-  }
+  if (fd < 0) throw PackError(1, fmt::format("{}: cannot open to flush: {}", p.string(), std::strerror(errno)));
+  int rc = ::fsync(fd);
+  int err = errno;
+  ::close(fd);
+  if (rc != 0) throw PackError(1, fmt::format("{}: flush to storage failed: {}", p.string(), std::strerror(err)));
 }
 
-// Removes the temporary store unless it was committed (renamed into place).
+// The temporary store: removed unless it was committed (renamed into place). While the pack runs
+// it holds an exclusive flock(2) on the folder, so another pack of the same target can tell a
+// running pack's folder (locked) from the leftover of a killed one (unlocked).
 struct TempStore {
   fsys::path path;
+  int lock_fd = -1;
   bool committed = false;
   ~TempStore() {
     if (!committed && !path.empty()) {
       std::error_code ec;
       fsys::remove_all(path, ec);
     }
+    if (lock_fd >= 0) ::close(lock_fd);
   }
 };
+
+// Temporary folders of earlier packs of the same target: a leftover whose lock is free (its pack
+// was killed, or crashed) is removed; a locked one belongs to a pack that runs now, which is an
+// error. Without flock support (some network filesystems) a leftover is removed when the PID in
+// its name no longer runs.
+void clear_leftovers(const fsys::path& store, const std::string& tmp_prefix) {
+  std::error_code ec;
+  for (const auto& e : fsys::directory_iterator(store.parent_path(), ec)) {
+    std::string name = e.path().filename().string();
+    if (name.rfind(tmp_prefix, 0) != 0) continue;
+    char* end = nullptr;
+    long pid = std::strtol(name.c_str() + tmp_prefix.size(), &end, 10);
+    if (!end || *end != '\0' || pid <= 0) continue;
+    int fd = ::open(e.path().c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) continue;
+    bool stale;
+    if (::flock(fd, LOCK_EX | LOCK_NB) == 0) stale = true;
+    else if (errno == EWOULDBLOCK) stale = false;
+    else stale = ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;
+    if (stale) {
+      fsys::remove_all(e.path(), ec);
+      ::close(fd);
+      continue;
+    }
+    ::close(fd);
+    throw PackError(1, fmt::format("{}: another fidelityfs pack (pid {}) is writing this store into {}; wait for "
+                                   "it to finish or stop it, then pack again",
+                                   store.string(), pid, e.path().string()));
+  }
+}
 
 }  // namespace
 
@@ -548,21 +586,15 @@ PackReport pack(const PackOptions& opt, const std::function<void(const PackProgr
   if (!fsys::is_directory(store.parent_path(), ec))
     throw PackError(2, fmt::format("{}: parent folder does not exist", store.parent_path().string()));
 
-  // Leftovers of a killed pack of the same target (its PID no longer runs) are removed.
   const std::string tmp_prefix = fmt::format(".{}.tmp-", store.filename().string());
-  for (const auto& e : fsys::directory_iterator(store.parent_path(), ec)) {
-    std::string name = e.path().filename().string();
-    if (name.rfind(tmp_prefix, 0) != 0) continue;
-    char* end = nullptr;
-    long pid = std::strtol(name.c_str() + tmp_prefix.size(), &end, 10);
-    if (end && *end == '\0' && pid > 0 && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH)
-      fsys::remove_all(e.path(), ec);
-  }
+  clear_leftovers(store, tmp_prefix);
   TempStore tmp;
   tmp.path = store.parent_path() / fmt::format("{}{}", tmp_prefix, ::getpid());
   fsys::remove_all(tmp.path, ec);
   if (!fsys::create_directories(tmp.path / kRecordDir, ec))
     throw PackError(1, fmt::format("{}: cannot create: {}", tmp.path.string(), ec.message()));
+  tmp.lock_fd = ::open(tmp.path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (tmp.lock_fd >= 0) (void)::flock(tmp.lock_fd, LOCK_EX | LOCK_NB);  // best effort (see clear_leftovers)
 
   // 1. Walk.
   SourceTree tree;
@@ -646,8 +678,17 @@ PackReport pack(const PackOptions& opt, const std::function<void(const PackProgr
   final_files.reserve(n);
   for (uint32_t i = 0; i < n; ++i)
     if (!is_skipped[i]) final_files.push_back(std::move(stored[i]));
-  write_index(tmp.path / kIndexFile, opt, tree, records, final_files);
-  fsync_path(tmp.path / kIndexFile);
+  // The index is written under another name and renamed once complete and flushed: a folder
+  // that has an index.sqlite has all of it and all its (already flushed) records.
+  const fsys::path partial = tmp.path / kIndexPartialFile;
+  try {
+    write_index(partial, opt, tree, records, final_files);
+  } catch (const StoreError& e) {
+    throw PackError(1, fmt::format("cannot write the index: {}", e.what()));
+  }
+  fsync_path(partial);
+  if (::rename(partial.c_str(), (tmp.path / kIndexFile).c_str()) != 0)
+    throw PackError(1, fmt::format("{}: cannot rename the index: {}", partial.string(), std::strerror(errno)));
   fsync_path(tmp.path / kRecordDir);
   fsync_path(tmp.path);
 
@@ -656,7 +697,12 @@ PackReport pack(const PackOptions& opt, const std::function<void(const PackProgr
     throw PackError(1, fmt::format("{}: cannot move the finished store into place: {}", store.string(),
                                    std::strerror(errno)));
   tmp.committed = true;
-  fsync_path(store.parent_path());
+  // Committed: the store is complete under its name; a failure to flush the parent folder only
+  // means the rename may not survive a power loss, so it does not fail the pack.
+  if (int fd = ::open(store.parent_path().c_str(), O_RDONLY | O_CLOEXEC); fd >= 0) {
+    (void)::fsync(fd);
+    ::close(fd);
+  }
 
   report.records = records.size();
   report.dirs = tree.dirs.size();

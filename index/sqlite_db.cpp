@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <cerrno>
+#include <cstring>
+
 namespace fid::index {
 
 SqliteDb::SqliteDb(const std::string& path, bool writable) : path_(path) {
@@ -18,14 +21,27 @@ SqliteDb::SqliteDb(const std::string& path, bool writable) : path_(path) {
 
 SqliteDb::~SqliteDb() { sqlite3_close(db_); }
 
+std::string SqliteDb::error_text() const {
+  std::string msg = sqlite3_errmsg(db_);
+  // SQLite's own words ("database or disk is full", "disk I/O error") do not say which system
+  // error it was; users grep for the system's.
+  const int code = sqlite3_extended_errcode(db_) & 0xff;
+  if (code == SQLITE_FULL) msg += fmt::format(" ({})", std::strerror(ENOSPC));
+  else if (code == SQLITE_IOERR && sqlite3_system_errno(db_) != 0)
+    msg += fmt::format(" ({})", std::strerror(sqlite3_system_errno(db_)));
+  return msg;
+}
+
 void SqliteDb::fail(std::string_view what) const {
-  throw StoreError(fmt::format("{}: {}: {}", path_, what, sqlite3_errmsg(db_)));
+  throw StoreError(fmt::format("{}: {}: {}", path_, what, error_text()));
 }
 
 void SqliteDb::exec(const char* sql) {
   char* err = nullptr;
-  if (sqlite3_exec(db_, sql, nullptr, nullptr, &err) != SQLITE_OK) {
-    std::string msg = err ? err : "unknown error";
+  if (int rc = sqlite3_exec(db_, sql, nullptr, nullptr, &err); rc != SQLITE_OK) {
+    std::string msg = (rc & 0xff) == SQLITE_FULL || (rc & 0xff) == SQLITE_IOERR ? error_text()
+                      : err                                                     ? err
+                                                                                : "unknown error";
     sqlite3_free(err);
     throw StoreError(fmt::format("{}: {}", path_, msg));
   }

@@ -27,6 +27,8 @@ class SqliteDb {
   sqlite3* handle() const { return db_; }
   const std::string& path() const { return path_; }
   [[noreturn]] void fail(std::string_view what) const;
+  // The last error in SQLite's words, with the system's cause when there is one (ENOSPC, EIO).
+  std::string error_text() const;
 
  private:
   sqlite3* db_ = nullptr;

@@ -59,8 +59,31 @@ std::unique_ptr<Store> Store::open(const std::filesystem::path& dir) {
   struct stat st {};
   if (::stat(dir.c_str(), &st) != 0)
     throw StoreError(fmt::format("{}: {}", dir.string(), std::strerror(errno)));
-  if (::stat(index_path.c_str(), &st) != 0)
-    throw StoreError(fmt::format("{}: not a fidelityfs store: {}", index_path.string(), std::strerror(errno)));
+  if (::stat(index_path.c_str(), &st) != 0) {
+    const int err = errno;
+    // The packer's temporary folder (records written, index not yet complete) is left behind
+    // only when the pack was killed: say so, it is the one thing the user can act on.
+    std::string name = dir.filename().empty() ? dir.parent_path().filename().string() : dir.filename().string();
+    size_t t = name.rfind(".tmp-");
+    bool tmp_name = !name.empty() && name[0] == '.' && t != std::string::npos && t + 5 < name.size() &&
+                    name.find_first_not_of("0123456789", t + 5) == std::string::npos;
+    if (err == ENOENT && (tmp_name || ::stat((dir / kIndexPartialFile).c_str(), &st) == 0))
+      throw StoreError(fmt::format("{}: not a fidelityfs store: no {} (an unfinished pack, killed before it "
+                                   "completed; run fidelityfs pack again)", dir.string(), kIndexFile));
+    // The target of a pack that did not complete: its temporary folder is a sibling.
+    if (err == ENOENT && !name.empty()) {
+      std::error_code ec;
+      const std::string prefix = "." + name + ".tmp-";
+      auto parent = std::filesystem::absolute(dir, ec).lexically_normal();
+      if (parent.filename().empty()) parent = parent.parent_path();
+      for (const auto& e : std::filesystem::directory_iterator(parent.parent_path(), ec))
+        if (e.path().filename().string().rfind(prefix, 0) == 0)
+          throw StoreError(fmt::format("{}: not a fidelityfs store: no {}; a pack of it did not complete or is "
+                                       "still running ({}); run fidelityfs pack again once no pack runs",
+                                       dir.string(), kIndexFile, e.path().string()));
+    }
+    throw StoreError(fmt::format("{}: not a fidelityfs store: {}", index_path.string(), std::strerror(err)));
+  }
 
   SqliteDb db(index_path.string(), /*writable=*/false);
   const std::string& ip = db.path();

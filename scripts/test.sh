@@ -74,6 +74,7 @@ if [[ ! -d $seeds/index ]]; then
   mkdir -p "$seeds/index" && cp "$seeds/store/index.sqlite" "$seeds/index/"
 fi
 shopt -s nullglob
+fuzz_summary=()
 for fuzzer in build-fuzz/tests/fuzz_*; do
   [[ -f $fuzzer && -x $fuzzer ]] || continue
   name=$(basename "$fuzzer")
@@ -93,7 +94,12 @@ for fuzzer in build-fuzz/tests/fuzz_*; do
     "$corpus" "${seed_dirs[@]}" >"$log" 2>&1 || rc=$?
   grep -E 'stat::number_of_executed_units|^==[0-9]+==ERROR|^SUMMARY' "$log" | sed "s/^/$name: /" || true
   if ((rc != 0)); then tail -50 "$log"; echo "$name failed (exit $rc)"; exit 1; fi
+  execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
+  rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -1)
+  fuzz_summary+=("$(printf '%-16s %12s executions  %9s/s' "$name" "${execs:-?}" "${rate:-?}")")
 done
+step "fuzz executions per target (${FUZZ_SECONDS:-20}s each)"
+((${#fuzz_summary[@]})) && printf '%s\n' "${fuzz_summary[@]}" || echo "no fuzz targets were built"
 
 step "integration tests (real mounts)"
 export FIDELITYFS_BIN=$root/build/cli/fidelityfs

@@ -18,6 +18,28 @@ def fid_bin():
     return os.environ.get("FIDELITYFS_BIN", os.path.join(REPO, "build", "cli", "fidelityfs"))
 
 
+_FIGURES = []
+
+
+def report(line):
+    """A figure a test measured: printed (pytest -s), repeated in the run's summary, and appended to
+    $FIDELITYFS_REPORT_DIR/figures.txt when that is set."""
+    print(line)
+    _FIGURES.append(line)
+    folder = os.environ.get("FIDELITYFS_REPORT_DIR")
+    if folder:
+        os.makedirs(folder, exist_ok=True)
+        with open(os.path.join(folder, "figures.txt"), "a") as f:
+            f.write(line + "\n")
+
+
+def pytest_terminal_summary(terminalreporter):
+    if _FIGURES:
+        terminalreporter.section("fidelityfs figures")
+        for line in _FIGURES:
+            terminalreporter.write_line(line)
+
+
 def run(*args, check=True, **kw):
     """Runs fidelityfs with args; returns the CompletedProcess (text mode)."""
     p = subprocess.run([fid_bin(), *map(str, args)], capture_output=True, text=True, **kw)

@@ -57,3 +57,11 @@ class Store:
             return self.piece(rel, 0)
         k = self.levels if level is None else level
         return b"".join(self.piece(rel, i) for i in range(k + 1)) + EOI
+
+    def all_levels(self, rel):
+        """The bytes a reader gets for `rel` at each level 1..L (one entry for non-JPEGs)."""
+        f = self.files[rel]
+        if f["kind"] != "jpeg":
+            return [self.piece(rel, 0)]
+        pieces = [self.piece(rel, i) for i in range(self.levels + 1)]
+        return [b"".join(pieces[:k + 1]) + EOI for k in range(1, self.levels + 1)]

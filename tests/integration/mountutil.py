@@ -1,9 +1,11 @@
 """Real mounts for the integration tests: `fidelityfs mount` returns only once the mount
 answers, so no test waits or polls for readiness; every mount is unmounted in a finalizer."""
 import contextlib
+import errno
 import os
 import signal
 import subprocess
+import time
 
 from conftest import fid_bin
 
@@ -46,26 +48,60 @@ def mount(store, mnt, *args, check=True):
     return p
 
 
+def wait_exit(pid, seconds):
+    """Polls (bounded) until process pid has exited; True if it did."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:  # a zombie is gone, unless it is a leader whose other threads still run
+            with open(f"/proc/{pid}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] == "Z" and len(os.listdir(f"/proc/{pid}/task")) <= 1:
+                    return True
+        except OSError:
+            return True
+        try:
+            os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            pass
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+
+
+def fuse_connection(mnt):
+    """The id of the FUSE connection serving mnt (its device's minor number)."""
+    return os.minor(os.stat(mnt).st_dev)
+
+
+def abort_connection(conn):
+    """Aborts FUSE connection `conn` through fusectl: every request waiting on it fails with
+    ENOTCONN, so threads stuck on a hung daemon come back. The last resort of a cleanup."""
+    ctl = "/sys/fs/fuse/connections"
+    mounted_here = not os.listdir(ctl) and \
+        subprocess.run(["mount", "-t", "fusectl", "fusectl", ctl], capture_output=True).returncode == 0
+    try:
+        with open(os.path.join(ctl, str(conn), "abort"), "w") as f:
+            f.write("1")
+    except OSError:
+        pass
+    if mounted_here:
+        subprocess.run(["umount", ctl], capture_output=True)
+
+
 @contextlib.contextmanager
 def mounted(store, mnt, *args):
     mount(store, mnt, *args)
+    conn, pid = fuse_connection(mnt), daemon_pid(mnt)  # now, while the mount answers
     try:
         yield mnt
     finally:
-        pid = daemon_pid(mnt)
         unmount(mnt)
-        if pid:  # the daemon exits once unmounted; reap a stuck one
-            for _ in range(200):
-                if not os.path.exists(f"/proc/{pid}"):
-                    break
-                try:
-                    os.waitpid(pid, os.WNOHANG)
-                except ChildProcessError:
-                    pass
-                import time
-                time.sleep(0.01)
-            else:
-                os.kill(pid, signal.SIGKILL)
+        # The daemon exits once unmounted; kill a stuck one, and if even that leaves it (threads
+        # blocked in the kernel on a deadlocked connection) abort the connection.
+        if pid and not wait_exit(pid, 2):
+            os.kill(pid, signal.SIGKILL)
+            if not wait_exit(pid, 2):
+                abort_connection(conn)
+                wait_exit(pid, 5)
 
 
 def walk_files(root):
@@ -83,3 +119,70 @@ def walk_dirs(root):
         for x in dirs:
             out.append(os.path.relpath(os.path.join(d, x), root))
     return sorted(out)
+
+
+@contextlib.contextmanager
+def tmpfs(path, size):
+    """A tmpfs of `size` (mount(8) syntax: 2m, 8388608) at path, unmounted whatever happens;
+    resize it with remount_tmpfs. Skips the test where tmpfs cannot be mounted (not root)."""
+    import pytest
+
+    os.makedirs(path, exist_ok=True)
+    p = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size},mode=0755", "tmpfs", path],
+                       capture_output=True, text=True)
+    if p.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs: {p.stderr.strip()}")
+    try:
+        yield path
+    finally:
+        if subprocess.run(["umount", path], capture_output=True).returncode != 0:
+            subprocess.run(["umount", "-l", path], capture_output=True)
+
+
+def remount_tmpfs(path, size):
+    subprocess.run(["mount", "-o", f"remount,size={size}", path], check=True, capture_output=True)
+
+
+def proc_status(pid, key):
+    """A /proc/PID/status figure in bytes (VmRSS, VmHWM, ...), or a count (Threads)."""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith(key + ":"):
+                parts = line.split()
+                return int(parts[1]) * (1024 if len(parts) > 2 and parts[2] == "kB" else 1)
+    raise KeyError(key)
+
+
+def read_file(path, chunk=0):
+    """All bytes of path: one buffered read, or unbuffered reads of `chunk` bytes each (many
+    small requests through the page cache)."""
+    if not chunk:
+        with open(path, "rb") as f:
+            return f.read()
+    parts = []
+    with open(path, "rb", buffering=0) as f:
+        while True:
+            b = f.read(chunk)
+            if not b:
+                return b"".join(parts)
+            parts.append(b)
+
+
+XA = "user.fidelity.scan_group"
+
+
+def flip_level(mnt, rng, rels, dirs, levels):
+    """One random level change on a mount: set a folder's or a file's level (xattr), or remove a
+    file's override; what the concurrency tests do while others read. Raises OSError on failure."""
+    level = str(rng.randint(1, levels)).encode()
+    r = rng.random()
+    if r < 0.3:
+        os.setxattr(os.path.join(mnt, rng.choice(dirs)), XA, level)
+    elif r < 0.4:
+        try:
+            os.removexattr(os.path.join(mnt, rng.choice(rels)), XA)
+        except OSError as e:
+            if e.errno != errno.ENODATA:
+                raise
+    else:
+        os.setxattr(os.path.join(mnt, rng.choice(rels)), XA, level)

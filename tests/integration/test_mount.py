@@ -16,17 +16,10 @@ from PIL import Image
 
 from conftest import REPO, fid_bin, manifest
 from fidstore import Store
-from mountutil import daemon_pid, is_mounted, mount, mounted, unmount, walk_dirs, walk_files
+from mountutil import XA, daemon_pid, flip_level, is_mounted, mount, mounted, unmount, walk_dirs, walk_files
+from mountutil import read_file as read
 
-XA = "user.fidelity.scan_group"
 STRESS_SECONDS = 6
-
-
-
-
-def read(p):
-    with open(p, "rb") as f:
-        return f.read()
 
 
 def decode_pil(data):
@@ -261,19 +254,8 @@ def test_concurrent_reads_and_level_flips(imagenet_store, mnt):
             rng = random.Random(seed)
             while not stop.is_set():
                 rel = rng.choice(rels)
-                p = os.path.join(mnt, rel)
-                try:
-                    if rng.random() < 0.5:
-                        data = read(p)
-                    else:  # small reads through the page cache
-                        with open(p, "rb", buffering=0) as f:
-                            parts = []
-                            while True:
-                                b = f.read(4096)
-                                if not b:
-                                    break
-                                parts.append(b)
-                            data = b"".join(parts)
+                try:  # half of them in small reads through the page cache
+                    data = read(os.path.join(mnt, rel), 4096 if rng.random() < 0.5 else 0)
                 except OSError as e:
                     errors.append(f"{rel}: {e}")
                     continue
@@ -284,18 +266,8 @@ def test_concurrent_reads_and_level_flips(imagenet_store, mnt):
         def flipper(seed):
             rng = random.Random(seed)
             while not stop.is_set():
-                level = str(rng.randint(1, st.levels)).encode()
                 try:
-                    if rng.random() < 0.3:
-                        os.setxattr(os.path.join(mnt, rng.choice(dirs)), XA, level)
-                    elif rng.random() < 0.15:
-                        try:
-                            os.removexattr(os.path.join(mnt, rng.choice(rels)), XA)
-                        except OSError as e:
-                            if e.errno != errno.ENODATA:
-                                raise
-                    else:
-                        os.setxattr(os.path.join(mnt, rng.choice(rels)), XA, level)
+                    flip_level(mnt, rng, rels, dirs, st.levels)
                 except OSError as e:
                     errors.append(f"flip: {e}")
 
@@ -316,6 +288,104 @@ def test_concurrent_reads_and_level_flips(imagenet_store, mnt):
             data = read(p)
             assert data == st.read(rel, level)
             assert os.stat(p).st_size == len(data)
+
+
+def test_flipped_byte_fails_one_file_only(imagenet_store, tmp_path, mnt):
+    """A flipped byte in level 3 of one JPEG: that file (and its views from level 3 up) is EIO,
+    its levels 1-2 and every other file (those of its record too) read correctly; stats count
+    the EIOs and the log names the file once."""
+    store = str(tmp_path / "s")
+    shutil.copytree(imagenet_store, store)
+    st = Store(store)
+    jpegs = [r for r in sorted(st.files) if st.files[r]["kind"] == "jpeg"]
+    victim = jpegs[len(jpegs) // 2]
+    vrec = st.files[victim]["record"]
+    neighbours = [r for r in st.files if st.files[r]["record"] == vrec and r != victim]
+    assert neighbours, "the victim's record holds other files"
+    off, size, _ = st.files[victim]["pieces"][3]
+    with open(os.path.join(store, st.records[vrec][0]), "r+b") as f:
+        f.seek(off + size // 2)
+        b = f.read(1)
+        f.seek(off + size // 2)
+        f.write(bytes([b[0] ^ 0x55]))
+    log = tmp_path / "daemon.log"
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(f"log:\n  level: info\n  file: {log}\n")
+
+    def expect_eio(p):
+        with pytest.raises(OSError) as e:
+            read(p)
+        assert e.value.errno == errno.EIO, p
+
+    eio_reads = 0
+    with mounted(store, mnt, "--config", str(cfg)):
+        for rel in sorted(st.files):
+            if rel == victim:
+                continue
+            assert read(os.path.join(mnt, rel)) == st.read(rel), rel
+        for rel in neighbours:
+            assert read(os.path.join(mnt, ".fidelity", "sg", "2", rel)) == st.read(rel, 2), rel
+        for k in range(1, st.levels + 1):
+            p = os.path.join(mnt, ".fidelity", "sg", str(k), victim)
+            if k < 3:
+                assert read(p) == st.read(victim, k), k  # pieces 0..k < 3 are intact
+            else:
+                expect_eio(p)
+                eio_reads += 1
+        for _ in range(3):  # the live tree (full level), again and again
+            expect_eio(os.path.join(mnt, victim))
+            eio_reads += 1
+        stats = json.loads(read(os.path.join(mnt, ".fidelity", "stats")))
+        assert stats["eio_errors"] >= eio_reads and stats["eio_files"] == 1, stats
+        for rel in neighbours:  # still fine after the failures
+            assert read(os.path.join(mnt, rel)) == st.read(rel), rel
+    lines = [l for l in log.read_text().splitlines() if "EIO" in l]
+    assert len(lines) == 1 and victim in lines[0] and "piece 3" in lines[0], lines
+
+
+def test_nested_folder_flips_never_deadlock(imagenet_store, mnt):
+    """The root, a class folder and its files changed at once by several threads while others read:
+    each folder change holds its folder's lock in the kernel until answered, and used to wait for
+    the other's lock to invalidate entries (a deadlock within a second). Every flip must return and
+    every read must be one level's file."""
+    st = Store(imagenet_store)
+    cls = sorted({r.split("/")[0] for r in st.files})[0]
+    rels = [r for r in sorted(st.files) if r.startswith(cls + "/") and st.files[r]["kind"] == "jpeg"][:20]
+    expect = {r: set(st.all_levels(r)) for r in rels}
+    errors, flips, reads = [], [0], [0]
+    with mounted(imagenet_store, mnt):
+        deadline = time.monotonic() + 2  # bounded: the old code hung within the first flips
+
+        def flipper(target):
+            rng = random.Random(target)
+            while time.monotonic() < deadline:
+                try:
+                    os.setxattr(os.path.join(mnt, target), XA, str(rng.randint(1, st.levels)).encode())
+                    flips[0] += 1
+                except OSError as e:
+                    errors.append(f"flip {target}: {e}")
+
+        def reader(seed):
+            rng = random.Random(seed)
+            while time.monotonic() < deadline:
+                rel = rng.choice(rels)
+                try:
+                    if read(os.path.join(mnt, rel)) not in expect[rel]:
+                        errors.append(f"{rel}: matches no level")
+                    reads[0] += 1
+                except OSError as e:
+                    errors.append(f"{rel}: {e}")
+
+        threads = [threading.Thread(target=flipper, args=(t,), daemon=True) for t in ("", cls, "", cls, rels[0])]
+        threads += [threading.Thread(target=reader, args=(i,), daemon=True) for i in range(3)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=max(0.0, deadline + 20 - time.monotonic()))  # hard limit: hung means deadlock
+        hung = [t.name for t in threads if t.is_alive()]
+        assert not hung, f"deadlocked: {hung} after {flips[0]} flips"
+        assert not errors, errors[:5]
+        assert flips[0] > 100 and reads[0] > 10
 
 
 def test_usage_and_runtime_errors(edge_store, tmp_path, mnt):

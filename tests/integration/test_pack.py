@@ -3,8 +3,10 @@ import hashlib
 import io
 import json
 import os
+import re
 import signal
 import subprocess
+import time
 
 import numpy as np
 import pytest
@@ -12,6 +14,7 @@ from PIL import Image
 
 import fidstore
 from conftest import fid_bin, manifest, pack, run
+from mountutil import is_mounted, mount, remount_tmpfs, tmpfs
 
 
 def tree_digest(root):
@@ -189,6 +192,100 @@ def test_interrupted_pack_leaves_nothing(imagenet_tree, tmp_path):
     assert os.listdir(tmp_path) == [], "a half store was left behind"
     pack(imagenet_tree, str(store))  # a rerun succeeds
     assert os.path.exists(store / "index.sqlite")
+
+
+def one_line(stderr):
+    lines = stderr.splitlines()
+    assert len(lines) == 1, stderr
+    return lines[0]
+
+
+def test_full_disk_leaves_nothing_and_a_rerun_succeeds(imagenet_tree, imagenet_store, tmp_path):
+    """ENOSPC on a record, then on the index: exit 1 naming the file and the cause, nothing left
+    behind, the source untouched; with room, the same command packs the reference store."""
+    ref = fidstore.Store(imagenet_store)
+    page = 4096
+    record_pages = sum(-(-size // page) for _, _, size in ref.records.values())
+    spare = 8 * page  # what is left once every record is written: less than the index needs
+    assert os.path.getsize(os.path.join(imagenet_store, "index.sqlite")) > 2 * spare
+    before = tree_digest(imagenet_tree)
+    args = ("--progress", "off", "--record-bytes", "1MiB", "--jobs", "2")  # as imagenet_store
+    with tmpfs(str(tmp_path / "small"), "2m") as fs:
+        store = os.path.join(fs, "store")
+        p = run("pack", imagenet_tree, store, *args, check=False)
+        line = one_line(p.stderr)
+        assert p.returncode == 1 and "No space left on device" in line, p.stderr
+        assert re.search(r"/records/\d{6}\.rec: ", line), line
+        assert os.listdir(fs) == [], "a full disk left a half store"
+
+        remount_tmpfs(fs, record_pages * page + spare)
+        p = run("pack", imagenet_tree, store, *args, check=False)
+        line = one_line(p.stderr)
+        assert p.returncode == 1 and "No space left on device" in line and "index.sqlite" in line, p.stderr
+        assert os.listdir(fs) == [], "a full disk left a half store"
+        p = run("verify", store, "--progress", "off", check=False)
+        assert p.returncode == 1 and store in one_line(p.stderr)
+
+        remount_tmpfs(fs, "64m")
+        run("pack", imagenet_tree, store, *args)
+        assert os.listdir(fs) == ["store"]
+        assert "0 bad" in run("verify", store, "--progress", "off").stdout
+        recs = sorted(os.listdir(os.path.join(store, "records")))
+        assert recs == sorted(os.path.basename(p) for p, _, _ in ref.records.values())
+        for r in recs:  # the same bytes as the reference store packed on a roomy disk
+            with open(os.path.join(store, "records", r), "rb") as a, \
+                    open(os.path.join(imagenet_store, "records", r), "rb") as b:
+                assert a.read() == b.read(), r
+    assert tree_digest(imagenet_tree) == before
+
+
+def test_killed_pack_is_refused_then_replaced(imagenet_tree, imagenet_store, tmp_path, mnt):
+    """SIGKILL mid-pack: nothing cleans up, so what is left must not pass for a store (verify and
+    mount refuse it, one line, exit 1), a second pack beside a running one refuses, and a rerun
+    replaces the leftover. The source is untouched."""
+    before = tree_digest(imagenet_tree)
+    work = tmp_path / "w"
+    store = work / "s"
+    store.mkdir(parents=True)  # an empty target folder made by the user
+    proc = subprocess.Popen([fid_bin(), "pack", imagenet_tree, str(store), "--jobs", "1", "--progress", "off",
+                             "--record-bytes", "64KiB"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    leftover = work / f".s.tmp-{proc.pid}"
+    try:
+        deadline = time.monotonic() + 60
+        while not (leftover / "records").is_dir() or len(os.listdir(leftover / "records")) < 2:
+            assert proc.poll() is None, "pack ended before it wrote two records"
+            assert time.monotonic() < deadline, "pack wrote no records in 60 s"
+            time.sleep(0.002)
+        proc.send_signal(signal.SIGSTOP)  # frozen mid-pack, its folder locked
+        p = run("pack", imagenet_tree, str(store), "--progress", "off", check=False)
+        assert p.returncode == 1, p.stderr
+        assert "another fidelityfs pack" in p.stderr and f"pid {proc.pid}" in one_line(p.stderr)
+        proc.kill()
+        assert proc.wait(timeout=30) == -signal.SIGKILL
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert sorted(os.listdir(work)) == sorted([leftover.name, "s"]) and os.listdir(store) == []
+    assert not (leftover / "index.sqlite").exists()
+    for target in (store, leftover):
+        p = run("verify", target, "--progress", "off", check=False)
+        line = one_line(p.stderr)
+        assert p.returncode == 1 and "not a fidelityfs store" in line and "pack again" in line, p.stderr
+        p = mount(str(target), mnt, check=False)
+        line = one_line(p.stderr)
+        assert p.returncode == 1 and "not a fidelityfs store" in line and "pack again" in line, p.stderr
+        assert not is_mounted(mnt)
+    assert tree_digest(imagenet_tree) == before
+
+    pack(imagenet_tree, str(store), "--jobs", "2", "--record-bytes", "64KiB")
+    assert sorted(os.listdir(work)) == ["s"], "the killed pack's folder was not replaced"
+    assert "0 bad" in run("verify", store, "--progress", "off").stdout
+    ref, st = fidstore.Store(imagenet_store), fidstore.Store(str(store))
+    assert sorted(st.files) == sorted(ref.files)
+    for rel in sorted(ref.files)[::25]:
+        assert st.read(rel, 3) == ref.read(rel, 3) and st.read(rel) == ref.read(rel), rel
+    assert tree_digest(imagenet_tree) == before
 
 
 def test_imagenet_store_verifies(imagenet_tree, imagenet_store):

@@ -1,6 +1,8 @@
 // The store round trip (pack -> Store::open -> read_piece) and how the loader treats damage.
 #include <gtest/gtest.h>
+#include <fcntl.h>
 #include <sqlite3.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -235,6 +237,57 @@ TEST(Pack, CancelLeavesNothing) {
   int entries = 0;
   for ([[maybe_unused]] auto& e : fsys::directory_iterator(t.path())) ++entries;
   EXPECT_EQ(entries, 1);
+}
+
+// What a killed pack leaves (records, no index) is removed by the next pack of the same target
+// when no pack holds its lock, whatever process now has the PID in its name (1 always runs).
+TEST(Pack, ReplacesTheLeftoverOfAKilledPack) {
+  TempDir t;
+  make_tree(t.path() / "src");
+  write_file(t.path() / ".store.tmp-1/records/000000.rec", "half a record");
+  write_file(t.path() / ".store.tmp-1/index.sqlite.partial", "half an index");
+  write_file(t.path() / ".other.tmp-1/keep", "another target's folder");
+  try {
+    Store::open(t.path() / ".store.tmp-1");
+    ADD_FAILURE() << "opened a leftover";
+  } catch (const StoreError& e) {
+    EXPECT_NE(std::string(e.what()).find("unfinished pack"), std::string::npos) << e.what();
+  }
+  fsys::create_directories(t.path() / "store");
+  try {
+    Store::open(t.path() / "store");
+    ADD_FAILURE() << "opened an empty target";
+  } catch (const StoreError& e) {
+    EXPECT_NE(std::string(e.what()).find(".store.tmp-1"), std::string::npos) << e.what();
+  }
+  pack(t.path() / "src", t.path() / "store");
+  EXPECT_FALSE(fsys::exists(t.path() / ".store.tmp-1"));
+  EXPECT_TRUE(fsys::exists(t.path() / ".other.tmp-1/keep"));
+  EXPECT_TRUE(fsys::exists(t.path() / "store/index.sqlite"));
+  EXPECT_FALSE(fsys::exists(t.path() / "store/index.sqlite.partial"));
+  EXPECT_EQ(Store::open(t.path() / "store")->files().size(), 42u);
+}
+
+// A temporary folder whose lock is held belongs to a pack that runs now: refuse, touch nothing.
+TEST(Pack, RefusesWhileAnotherPackOfTheTargetRuns) {
+  TempDir t;
+  make_tree(t.path() / "src");
+  write_file(t.path() / ".store.tmp-999999/records/000000.rec", "being written");
+  int fd = ::open((t.path() / ".store.tmp-999999").c_str(), O_RDONLY | O_DIRECTORY);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::flock(fd, LOCK_EX), 0);
+  try {
+    pack(t.path() / "src", t.path() / "store");
+    ADD_FAILURE() << "packed beside a running pack";
+  } catch (const fid::index::PackError& e) {
+    EXPECT_EQ(e.exit_code(), 1);
+    EXPECT_NE(std::string(e.what()).find("another fidelityfs pack"), std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(fsys::exists(t.path() / ".store.tmp-999999/records/000000.rec"));
+  EXPECT_FALSE(fsys::exists(t.path() / "store"));
+  ::close(fd);  // the "running" pack died: its folder is a leftover now
+  pack(t.path() / "src", t.path() / "store");
+  EXPECT_FALSE(fsys::exists(t.path() / ".store.tmp-999999"));
 }
 
 // ---------------------------------------------------------------------------------------------
