@@ -3,10 +3,13 @@
 # the source on ext4, squashfuse_ll of a squashfs of the source, and the mount at full level
 # and at level 5; random order, 2 reader threads, warm (page cache) and cold (dropped caches).
 # Also the daemon's CPU time per file. Needs root (drop_caches, mounts).
-#   scripts/bench/read.sh [COUNT=5000] [RUNS=3]
+# A warm run reads the tree PASSES times (default 20: a warm pass of 5,000 files takes ~25 ms,
+# too short to time on a shared machine).
+#   scripts/bench/read.sh [COUNT=5000] [RUNS=5] [PASSES=20]
 source "$(dirname "$0")/common.sh"
 count=${1:-5000}
-runs=${2:-3}
+runs=${2:-5}
+passes=${3:-20}
 bench_setup
 rb=$root/build/scripts/bench/readbench
 src=$(make_dataset imagenet "$count" 20)
@@ -37,11 +40,11 @@ field() { /usr/bin/python3 -c "import json,sys; print(json.loads(sys.argv[1])[sy
 declare -A fps_w mbs_w fps_c mbs_c cpu0 warm_fps warm_mbs cold_fps cold_mbs cpu_us
 hz=$(getconf CLK_TCK)
 declare -A pid=([fidelityfs_full]=$(daemon_pid "$m/full") [fidelityfs_l5]=$(daemon_pid "$m/l5"))
-for name in "${order[@]}"; do "$rb" "$BENCH_DIR/list.$name" --threads 2 --seed 0 >/dev/null; done  # warm-up
+for name in "${order[@]}"; do "$rb" "$BENCH_DIR/list.$name" --threads 2 --seed 0 --passes "$passes" >/dev/null; done  # warm-up
 # Sources take turns within each run, so a drift in the machine's speed hits all of them alike.
 for ((r = 1; r <= runs; r++)); do
   for name in "${order[@]}"; do
-    out=$("$rb" "$BENCH_DIR/list.$name" --threads 2 --seed "$r")
+    out=$("$rb" "$BENCH_DIR/list.$name" --threads 2 --seed "$r" --passes "$passes")
     fps_w[$name]+="$(field "$out" files_per_s) " mbs_w[$name]+="$(field "$out" mb_per_s) "
   done
 done
@@ -66,7 +69,7 @@ for name in "${order[@]}"; do
   cold_mbs[$name]=$(echo ${mbs_c[$name]} | tr ' ' '\n' | median)
 done
 
-printf '\nread benchmark: %d ImageNet-like JPEGs, random order, 2 reader threads, median of %d runs\n' "$n" "$runs"
+printf '\nread benchmark: %d ImageNet-like JPEGs, random order, 2 reader threads, median of %d runs (warm: %d passes each)\n' "$n" "$runs" "$passes"
 printf '%-18s %12s %10s %12s %10s %22s\n' source "warm files/s" "warm MB/s" "cold files/s" "cold MB/s" "daemon us/file (cold)"
 for name in "${order[@]}"; do
   printf '%-18s %12.0f %10.1f %12.0f %10.1f %22s\n' "$name" "${warm_fps[$name]}" "${warm_mbs[$name]}" \

@@ -2,7 +2,9 @@
 // DataLoader's workers, and prints files/s and MB/s as one JSON line. Used by the benchmarks to
 // time the mount and its baselines with the same reader. "read_bytes" is what this process made
 // storage deliver while reading (/proc/self/io), for the baselines that read storage themselves.
-//   readbench LIST_FILE [--threads N] [--seed S | --in-order]
+// --passes P reads the list P times (a new order each pass), so that a warm run, which takes
+// milliseconds per pass, is long enough to time.
+//   readbench LIST_FILE [--threads N] [--seed S | --in-order] [--passes P]
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -28,24 +30,34 @@ static unsigned long long read_bytes() {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: readbench LIST_FILE [--threads N] [--seed S | --in-order]\n");
+    std::fprintf(stderr, "usage: readbench LIST_FILE [--threads N] [--seed S | --in-order] [--passes P]\n");
     return 2;
   }
   unsigned threads = 2;
   uint64_t seed = 1;
   bool in_order = false;
+  unsigned passes = 1;
   for (int i = 2; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--threads" && i + 1 < argc) threads = static_cast<unsigned>(std::stoul(argv[++i]));
     else if (a == "--seed" && i + 1 < argc) seed = std::stoull(argv[++i]);
     else if (a == "--in-order") in_order = true;
+    else if (a == "--passes" && i + 1 < argc) passes = std::max(1u, static_cast<unsigned>(std::stoul(argv[++i])));
     else { std::fprintf(stderr, "readbench: unknown argument %s\n", a.c_str()); return 2; }
   }
   std::vector<std::string> paths;
   std::ifstream list(argv[1]);
   for (std::string line; std::getline(list, line);)
     if (!line.empty()) paths.push_back(line);
-  if (!in_order) std::shuffle(paths.begin(), paths.end(), std::mt19937_64(seed));
+  const size_t files = paths.size();
+  std::vector<std::string> order;  // every pass's order, one after the other
+  order.reserve(files * passes);
+  std::mt19937_64 rng(seed);
+  for (unsigned p = 0; p < passes; ++p) {
+    if (!in_order) std::shuffle(paths.begin(), paths.end(), rng);
+    order.insert(order.end(), paths.begin(), paths.end());
+  }
+  paths = std::move(order);
   std::atomic<size_t> next{0};
   std::atomic<uint64_t> bytes{0}, errors{0};
   const unsigned long long rb0 = read_bytes();
