@@ -189,7 +189,14 @@ class Filesystem {
     if (req.l3_decoder) {
       l3_decoder_ = req.l3_decoder;
       batcher_ = std::make_unique<L3Batcher>(
-          *req.l3_decoder, L3Batcher::Options{settings.gpu_batch, std::chrono::microseconds(settings.gpu_deadline_us)});
+          *req.l3_decoder, L3Batcher::Options{settings.gpu_batch, std::chrono::microseconds(settings.gpu_deadline_us)},
+          [this](const std::string& why) {
+            // A broken device fails every batch: log the 1st, 10th, 100th... failure, not each.
+            const uint64_t n = ++gpu_failures_;
+            uint64_t p = 1;
+            while (p < n) p *= 10;
+            if (p == n) log_error("the GPU decoder failed {} time(s), last: {}; those batches were decoded on the CPU", n, why);
+          });
     }
   }
 
@@ -385,7 +392,7 @@ class Filesystem {
       if (batcher_) {
         L3Batcher::Stats b = batcher_->stats();
         j["gpu"] = {{"decoder", l3_decoder_->description()}, {"jobs", b.jobs}, {"batches", b.batches},
-                    {"full_batches", b.full_batches}, {"failed_jobs", b.failed_jobs}};
+                    {"full_batches", b.full_batches}, {"failed_jobs", b.failed_jobs}, {"cpu_fallbacks", b.cpu_fallbacks}};
       } else {
         j["gpu"] = nullptr;
       }
@@ -1267,6 +1274,7 @@ class Filesystem {
   ViewCache views_;
   codec::L3BatchDecoder* l3_decoder_ = nullptr;  // the GPU, when the mount has one
   std::unique_ptr<L3Batcher> batcher_;
+  std::atomic<uint64_t> gpu_failures_{0};
   std::unordered_map<uint32_t, std::string> display_names_;  // raw_names=ext only
   std::chrono::steady_clock::time_point started_;
 };

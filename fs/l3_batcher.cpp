@@ -2,10 +2,15 @@
 
 #include <algorithm>
 
+#include "codec/l3.h"
+
 namespace fid::fs {
 
-L3Batcher::L3Batcher(codec::L3BatchDecoder& decoder, Options options)
-    : decoder_(decoder), options_{std::max(1u, options.max_batch), options.deadline} {
+L3Batcher::L3Batcher(codec::L3BatchDecoder& decoder, Options options,
+                     std::function<void(const std::string&)> on_decoder_error)
+    : decoder_(decoder),
+      options_{std::max(1u, options.max_batch), options.deadline},
+      on_decoder_error_(std::move(on_decoder_error)) {
   const unsigned n = std::max(1u, decoder_.concurrency());
   for (unsigned i = 0; i < n; ++i) workers_.emplace_back([this] { work(); });
 }
@@ -59,15 +64,16 @@ void L3Batcher::work() {
     lock.unlock();
     jobs.clear();
     for (Pending* p : batch) jobs.push_back(&p->job);
+    bool fallback = false;
     try {
       decoder_.decode(jobs);
-    } catch (const std::exception& e) {  // a decoder failure fails its batch, never the daemon
-      for (auto* j : jobs) {
-        j->ok = false;
-        j->error = e.what();
-      }
+    } catch (const std::exception& e) {
+      fallback = true;
+      if (on_decoder_error_) on_decoder_error_(e.what());
+      for (auto* j : jobs) j->ok = codec::l3_decode_into(j->l3, j->pixels, j->error);
     }
     lock.lock();
+    stats_.cpu_fallbacks += fallback ? 1 : 0;
     stats_.jobs += n;
     stats_.batches += 1;
     stats_.full_batches += full ? 1 : 0;

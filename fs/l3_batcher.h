@@ -1,13 +1,16 @@
 // Batches concurrent L3 decodes for a batch decoder (the GPU): FUSE threads that miss the view
 // cache queue their bitstream and wait; a batch goes to the decoder when it holds max_batch
 // jobs or when its oldest job has waited `deadline`. One worker per decoder stream, so one
-// batch fills while another is on the device.
+// batch fills while another is on the device. If the decoder itself fails (a CUDA error: it
+// throws), that batch is decoded on the CPU instead: readers get their pixels, never an error
+// for a device problem.
 #pragma once
 
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <mutex>
 #include <span>
 #include <string>
@@ -28,10 +31,13 @@ class L3Batcher {
     uint64_t jobs = 0;
     uint64_t batches = 0;
     uint64_t full_batches = 0;  // sent because max_batch jobs were waiting; the rest hit the deadline
-    uint64_t failed_jobs = 0;
+    uint64_t failed_jobs = 0;     // bitstreams that do not decode (corrupt data)
+    uint64_t cpu_fallbacks = 0;   // batches decoded on the CPU because the decoder failed
   };
 
-  L3Batcher(codec::L3BatchDecoder& decoder, Options options);
+  // `on_decoder_error` is told why, each time the decoder fails (from a worker thread).
+  L3Batcher(codec::L3BatchDecoder& decoder, Options options,
+            std::function<void(const std::string&)> on_decoder_error = {});
   ~L3Batcher();  // decodes what is queued, then stops the workers
   L3Batcher(const L3Batcher&) = delete;
   L3Batcher& operator=(const L3Batcher&) = delete;
@@ -52,6 +58,7 @@ class L3Batcher {
 
   codec::L3BatchDecoder& decoder_;
   const Options options_;
+  const std::function<void(const std::string&)> on_decoder_error_;
   mutable std::mutex mu_;
   std::condition_variable queued_cv_;  // workers: a job arrived, or stop
   std::condition_variable done_cv_;    // callers: a batch finished

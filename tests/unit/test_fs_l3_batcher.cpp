@@ -18,8 +18,8 @@ using namespace std::chrono_literals;
 
 namespace {
 
-// "Decodes" by filling the pixels with the bitstream's first byte; 0xEE is a corrupt stream and
-// 0xFF makes the whole batch throw. Records batch sizes.
+// "Decodes" by filling the pixels with the bitstream's first byte; 0xEE is a corrupt stream.
+// Records batch sizes.
 class FakeDecoder final : public codec::L3BatchDecoder {
  public:
   std::string description() const override { return "fake"; }
@@ -30,8 +30,6 @@ class FakeDecoder final : public codec::L3BatchDecoder {
       std::lock_guard lock(mu);
       sizes.push_back(jobs.size());
     }
-    for (auto* j : jobs)
-      if (j->l3[0] == 0xFF) throw std::runtime_error("device lost");
     for (auto* j : jobs) {
       j->ok = j->l3[0] != 0xEE;
       if (!j->ok) j->error = "corrupt";
@@ -101,24 +99,47 @@ TEST(L3Batcher, ALoneDecodeGoesAtTheDeadline) {
   EXPECT_EQ(s.full_batches, 0u);
 }
 
-TEST(L3Batcher, ErrorsStayWithTheirJobAndAThrowFailsOnlyItsBatch) {
+TEST(L3Batcher, ErrorsStayWithTheirJob) {
   FakeDecoder dec;
-  {
-    fs::L3Batcher b(dec, {3, 30s});
-    auto r = decode_concurrently(b, {{1}, {0xEE}, {3}}, 2);
-    EXPECT_TRUE(r[0].ok);
-    EXPECT_FALSE(r[1].ok);
-    EXPECT_EQ(r[1].error, "corrupt");
-    EXPECT_TRUE(r[2].ok);
-    r = decode_concurrently(b, {{1}, {0xFF}, {3}}, 2);
-    for (auto& x : r) {
-      EXPECT_FALSE(x.ok);
-      EXPECT_EQ(x.error, "device lost");
-    }
-    r = decode_concurrently(b, {{4}, {5}, {6}}, 2);  // the batcher still works
-    for (auto& x : r) EXPECT_TRUE(x.ok);
-    EXPECT_EQ(b.stats().failed_jobs, 4u);
-  }
+  fs::L3Batcher b(dec, {3, 30s});
+  auto r = decode_concurrently(b, {{1}, {0xEE}, {3}}, 2);
+  EXPECT_TRUE(r[0].ok);
+  EXPECT_FALSE(r[1].ok);
+  EXPECT_EQ(r[1].error, "corrupt");
+  EXPECT_TRUE(r[2].ok);
+  EXPECT_EQ(b.stats().failed_jobs, 1u);
+}
+
+// A decoder that throws (a CUDA error) costs its batch a CPU decode, not the readers' data.
+TEST(L3Batcher, ADecoderFailureFallsBackToTheCpu) {
+  class Broken final : public codec::L3BatchDecoder {
+   public:
+    std::string description() const override { return "broken"; }
+    unsigned concurrency() const override { return 1; }
+    std::shared_ptr<codec::HostBuffer> allocate(size_t n) override { return codec::HostBuffer::heap(n); }
+    void decode(std::span<codec::L3Job* const>) override { throw std::runtime_error("device lost"); }
+  } dec;
+  std::vector<std::string> reasons;
+  std::mutex mu;
+  fs::L3Batcher b(dec, {2, 1ms}, [&](const std::string& why) {
+    std::lock_guard lock(mu);
+    reasons.push_back(why);
+  });
+  codec::Image im = codec::testimg::smooth(40, 30, 3, 9);
+  auto good = codec::l3_encode(im);
+  auto bad = good;
+  bad.resize(bad.size() - 1);
+  auto r = decode_concurrently(b, {good, bad}, im.pixels.size());
+  EXPECT_TRUE(r[0].ok) << r[0].error;
+  EXPECT_EQ(r[0].pixels, im.pixels);
+  EXPECT_FALSE(r[1].ok);  // corrupt stays corrupt, with the CPU decoder's reason
+  EXPECT_FALSE(r[1].error.empty());
+  auto s = b.stats();
+  EXPECT_GE(s.cpu_fallbacks, 1u);
+  EXPECT_EQ(s.failed_jobs, 1u);
+  std::lock_guard lock(mu);
+  ASSERT_FALSE(reasons.empty());
+  EXPECT_EQ(reasons[0], "device lost");
 }
 
 TEST(L3Batcher, StopsWithNothingQueued) {
