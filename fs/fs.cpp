@@ -373,6 +373,10 @@ class Filesystem {
       }
       j["level_changes"] = level_changes_.load();
       j["invalidations"] = invalidations_.load();
+      {
+        std::lock_guard lock(deferred_mu_);  // a test waits for 0 before checking the tree at rest
+        j["invalidations_pending"] = deferred_pending_;
+      }
       j["overrides"] = policy_.override_count();
       j["order_opens"] = order_opens_.load();
       j["storage_bytes"] = io_.storage_bytes.load();
@@ -1055,6 +1059,7 @@ class Filesystem {
     if (!later.empty()) {
       std::lock_guard lock(deferred_mu_);
       for (auto& job : later) deferred_.push_back(std::move(job));
+      deferred_pending_ += later.size();
       deferred_cv_.notify_one();
     }
   }
@@ -1103,6 +1108,7 @@ class Filesystem {
         lock.unlock();
         for (const auto& nm : names) inval_entry(parent, nm);
         lock.lock();
+        --deferred_pending_;
       }
     }
   }
@@ -1248,9 +1254,10 @@ class Filesystem {
   uint64_t next_snapshot_ = 0;
   std::pair<uint64_t, std::optional<std::string>> latest_snapshot_[2];  // stats, config
   // entries inside changed directories, invalidated after the reply
-  std::mutex deferred_mu_;
+  mutable std::mutex deferred_mu_;
   std::condition_variable deferred_cv_;
   std::deque<std::pair<uint64_t, std::vector<std::string>>> deferred_;
+  size_t deferred_pending_ = 0;  // folders queued or being invalidated by the background thread
   bool stopping_ = false;
   std::thread deferred_thread_;
   // live folders whose level change is being answered (ChangeInFlight), and the workers

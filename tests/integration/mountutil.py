@@ -67,6 +67,20 @@ def wait_exit(pid, seconds):
         time.sleep(0.01)
 
 
+def wait_invalidations(mnt, seconds=20):
+    """Polls (bounded) the daemon's stats until its background entry invalidations are done (a
+    level change on a folder drops some entries just after its reply); True if they are."""
+    import json
+    deadline = time.monotonic() + seconds
+    while True:
+        with open(os.path.join(mnt, ".fidelity", "stats")) as f:
+            if json.load(f)["invalidations_pending"] == 0:
+                return True
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+
+
 def fuse_connection(mnt):
     """The id of the FUSE connection serving mnt (its device's minor number)."""
     return os.minor(os.stat(mnt).st_dev)
