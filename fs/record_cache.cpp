@@ -105,16 +105,17 @@ void ring_read(int fd, std::span<const Span> spans, std::span<int> res) {
       io_uring_sqe_set_data64(sqe, k);
     }
     size_t inflight = 0;
-    for (;;) {
+    while (inflight < count) {
       int r = io_uring_submit(ring);
       if (r > 0) inflight += static_cast<size_t>(r);
-      if (inflight == count) break;
-      if (r < 0 && r != -EINTR && r != -EAGAIN) break;
+      else if (r != -EINTR) break;  // what was not submitted is preaded below (the ring is dropped)
     }
     for (size_t got = 0; got < inflight;) {
       io_uring_cqe* cqe = nullptr;
       int r = io_uring_wait_cqe(ring, &cqe);
       if (r == -EINTR || r == -EAGAIN) continue;
+      // Cannot happen with at most kRingEntries in flight (no completion-queue overflow); if it
+      // did, reads still in flight could land in the bounce buffer after we move on.
       if (r < 0) break;
       res[io_uring_cqe_get_data64(cqe)] = cqe->res;
       io_uring_cqe_seen(ring, cqe);
