@@ -183,6 +183,13 @@ class Filesystem {
     gid_ = ::getgid();
     for (const auto& r : store.records()) store_bytes_ += r.size;
     reader_ = std::make_unique<RecordReader>(store, io_);
+    if (reader_->uses_io_uring()) {
+      log_info("piece reads: io_uring (the pieces of a read are issued together)");
+    } else {
+      std::string why;
+      RecordReader::io_uring_available(&why);
+      log_info("piece reads: one pread after another (io_uring unavailable: {})", why);
+    }
     cache_ = std::make_unique<RecordCache>(store, *reader_, io_, settings.cache_bytes);
     prefetch_ = std::make_unique<Prefetcher>(store, *cache_, io_, settings.cache_bytes / 4 * 3, kPrefetchThreads,
                                              settings.order_window);
@@ -725,33 +732,70 @@ class Filesystem {
     }
     out.resize(end - begin);
     uint64_t pos = 0;
-    for (uint32_t i = 0; i < np && pos < end; ++i) {
-      uint64_t ps = pieces[i].size;
-      uint64_t a = std::max(pos, begin), b = std::min(pos + ps, end);
-      if (a < b) {
-        int rc;
-        if (pre) {
-          const index::Piece& pc = pieces[i];
-          if (pc.offset + ps > pre->len) rc = -EIO;
-          else {
+    if (pre) {
+      for (uint32_t i = 0; i < np && pos < end; ++i) {
+        const index::Piece& pc = pieces[i];
+        uint64_t ps = pc.size;
+        uint64_t a = std::max(pos, begin), b = std::min(pos + ps, end);
+        if (a < b) {
+          int rc = -EIO;
+          if (pc.offset + ps <= pre->len) {
             std::span<const uint8_t> src(pre->data + pc.offset, ps);
-            rc = index::piece_checksum(src) == pc.checksum ? 0 : -EIO;
-            if (rc == 0) std::memcpy(out.data() + (a - begin), src.data() + (a - pos), b - a);
+            if (index::piece_checksum(src) == pc.checksum) {
+              rc = 0;
+              std::memcpy(out.data() + (a - begin), src.data() + (a - pos), b - a);
+            }
           }
-        } else if (a == pos && b == pos + ps) {
-          rc = reader_->read_piece(f, i, {out.data() + (pos - begin), ps});
-        } else {
-          tmp.resize(ps);
-          rc = reader_->read_piece(f, i, {tmp.data(), ps});
-          if (rc == 0) std::memcpy(out.data() + (a - begin), tmp.data() + (a - pos), b - a);
+          if (rc != 0) {
+            note_eio(f, i);
+            fuse_reply_err(req, EIO);
+            return;
+          }
         }
-        if (rc != 0) {
-          if (rc == -EIO) note_eio(f, i);
-          fuse_reply_err(req, rc == -EIO ? EIO : -rc);
-          return;
-        }
+        pos += ps;
       }
-      pos += ps;
+    } else {
+      // The pieces the range touches, read together: whole ones straight into the reply, the
+      // (at most two) partly covered ones into tmp, copied out once verified.
+      thread_local std::vector<PieceRead> reads;
+      struct Part {
+        size_t read;
+        uint64_t from, to, at;  // bytes [from, to) of the piece go to out[at...]
+      };
+      Part parts[2];
+      size_t nparts = 0;
+      uint64_t tmp_len = 0;
+      for (uint32_t i = 0; i < np && pos < end; pos += pieces[i++].size)
+        if (pos + pieces[i].size > begin && (pos < begin || pos + pieces[i].size > end)) tmp_len += pieces[i].size;
+      tmp.resize(tmp_len);
+      reads.clear();
+      pos = 0;
+      tmp_len = 0;
+      for (uint32_t i = 0; i < np && pos < end; ++i) {
+        uint64_t ps = pieces[i].size;
+        uint64_t a = std::max(pos, begin), b = std::min(pos + ps, end);
+        if (a < b) {
+          if (a == pos && b == pos + ps) {
+            reads.push_back({i, {out.data() + (pos - begin), ps}});
+          } else {
+            parts[nparts++] = {reads.size(), a - pos, b - pos, a - begin};
+            reads.push_back({i, {tmp.data() + tmp_len, ps}});
+            tmp_len += ps;
+          }
+        }
+        pos += ps;
+      }
+      size_t failed = 0;
+      int rc = reader_->read_pieces(f, reads, &failed);
+      if (rc != 0) {
+        if (rc == -EIO) note_eio(f, reads[failed].index);
+        fuse_reply_err(req, rc == -EIO ? EIO : -rc);
+        return;
+      }
+      for (size_t k = 0; k < nparts; ++k) {
+        const Part& p = parts[k];
+        std::memcpy(out.data() + p.at, reads[p.read].dst.data() + p.from, p.to - p.from);
+      }
     }
     if (eoi) {
       static constexpr uint8_t kEoi[2] = {0xFF, 0xD9};

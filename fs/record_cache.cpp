@@ -1,13 +1,16 @@
 #include "fs/record_cache.h"
 
 #include <fcntl.h>
+#include <liburing.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <climits>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <utility>
 
 #include "fs/log.h"
 
@@ -40,8 +43,114 @@ struct Scratch {
 
 // ---- RecordReader -----------------------------------------------------------------------------
 
-RecordReader::RecordReader(const index::Store& store, IoStats& stats)
-    : store_(store), stats_(stats), dfd_(new std::atomic<int>[store.records().size()]) {
+namespace {
+
+constexpr unsigned kRingEntries = 64;  // reads in flight at once per thread (more are issued in turns)
+constexpr int kNotRead = INT32_MIN;    // a read the ring did not do (the thread then preads it)
+
+// Reads up to len bytes at off (stops early only at end of file). Bytes read, or -errno.
+int pread_loop(int fd, uint8_t* dst, uint64_t len, uint64_t off) {
+  uint64_t done = 0;
+  while (done < len) {
+    ssize_t n = ::pread(fd, dst + done, len - done, static_cast<off_t>(off + done));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return -errno;
+    }
+    if (n == 0) break;
+    done += static_cast<uint64_t>(n);
+  }
+  return static_cast<int>(std::min<uint64_t>(done, INT32_MAX));
+}
+
+// One io_uring per thread, set up on its first use. A thread whose ring cannot be set up (or
+// breaks) preads.
+struct Ring {
+  io_uring ring{};
+  int state = 0;  // 0: not tried, 1: ready, -1: unusable
+  ~Ring() {
+    if (state == 1) io_uring_queue_exit(&ring);
+  }
+  io_uring* get() {
+    if (state == 0) {  // one thread submits and reaps: tell the kernel (6.0+), else plain
+      state = io_uring_queue_init(kRingEntries, &ring, IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_COOP_TASKRUN) == 0 ||
+                      io_uring_queue_init(kRingEntries, &ring, 0) == 0
+                  ? 1
+                  : -1;
+    }
+    return state == 1 ? &ring : nullptr;
+  }
+  void drop() {
+    if (state == 1) io_uring_queue_exit(&ring);
+    state = -1;
+  }
+};
+
+struct Span {
+  uint8_t* buf;
+  uint64_t len, off;
+};
+
+// Issues all reads of `spans` on fd together and waits for them; res[k] gets what pread_loop
+// would return, or kNotRead where the ring could not do it.
+void ring_read(int fd, std::span<const Span> spans, std::span<int> res) {
+  thread_local Ring tr;
+  for (size_t base = 0; base < spans.size(); base += kRingEntries) {
+    io_uring* ring = tr.get();
+    if (!ring) return;
+    const size_t count = std::min<size_t>(kRingEntries, spans.size() - base);
+    for (size_t k = base; k < base + count; ++k) {
+      io_uring_sqe* sqe = io_uring_get_sqe(ring);  // never null: the ring is empty at this point
+      io_uring_prep_read(sqe, fd, spans[k].buf, static_cast<unsigned>(spans[k].len), spans[k].off);
+      io_uring_sqe_set_data64(sqe, k);
+    }
+    size_t inflight = 0;
+    while (inflight < count) {
+      int r = io_uring_submit(ring);
+      if (r > 0) inflight += static_cast<size_t>(r);
+      else if (r != -EINTR) break;  // what was not submitted is preaded below (the ring is dropped)
+    }
+    for (size_t got = 0; got < inflight;) {
+      io_uring_cqe* cqe = nullptr;
+      int r = io_uring_wait_cqe(ring, &cqe);
+      if (r == -EINTR || r == -EAGAIN) continue;
+      // Cannot happen with at most kRingEntries in flight (no completion-queue overflow); if it
+      // did, reads still in flight could land in the bounce buffer after we move on.
+      if (r < 0) break;
+      res[io_uring_cqe_get_data64(cqe)] = cqe->res;
+      io_uring_cqe_seen(ring, cqe);
+      ++got;
+    }
+    if (inflight < count) {  // the ring failed: this thread preads from now on
+      tr.drop();
+      return;
+    }
+  }
+}
+
+}  // namespace
+
+bool RecordReader::io_uring_available(std::string* why) {
+  static const std::string reason = [] {
+    ::io_uring ring{};
+    int rc = io_uring_queue_init(2, &ring, 0);
+    if (rc < 0) return std::string(std::strerror(-rc));
+    std::string r;
+    io_uring_probe* probe = io_uring_get_probe_ring(&ring);
+    if (!probe || !io_uring_opcode_supported(probe, IORING_OP_READ)) r = "the kernel has no IORING_OP_READ";
+    if (probe) io_uring_free_probe(probe);
+    io_uring_queue_exit(&ring);
+    return r;
+  }();
+  if (why) *why = reason;
+  return reason.empty();
+}
+
+RecordReader::RecordReader(const index::Store& store, IoStats& stats, bool use_io_uring)
+    : store_(store),
+      stats_(stats),
+      uring_(use_io_uring && io_uring_available()),
+      dfd_(new std::atomic<int>[store.records().size()]) {
   for (size_t i = 0; i < store.records().size(); ++i) dfd_[i].store(-2);
 }
 
@@ -66,49 +175,93 @@ int RecordReader::direct_fd(uint32_t r) {
   return nfd;
 }
 
-// Reads up to len bytes at off (stops early only at end of file). Bytes read, or -errno.
+// The filesystem wants another alignment (EINVAL): record r is read buffered from now on.
+void RecordReader::drop_direct(uint32_t r, int fd) {
+  int expected = fd;
+  if (dfd_[r].compare_exchange_strong(expected, -1)) ::close(fd);  // reads that raced got EINVAL too
+}
+
 int RecordReader::pread_all(int fd, uint8_t* dst, uint64_t len, uint64_t off) {
-  uint64_t done = 0;
-  while (done < len) {
-    ssize_t n = ::pread(fd, dst + done, len - done, static_cast<off_t>(off + done));
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return -errno;
-    }
-    if (n == 0) break;
-    done += static_cast<uint64_t>(n);
-  }
+  int n = pread_loop(fd, dst, len, off);
   stats_.storage_reads.fetch_add(1, std::memory_order_relaxed);
   stats_.storage_bytes.fetch_add(len, std::memory_order_relaxed);
-  return static_cast<int>(std::min<uint64_t>(done, INT32_MAX));
+  return n;
 }
 
 int RecordReader::read_piece(const index::File& f, uint32_t i, std::span<uint8_t> dst) {
-  stats_.piece_reads.fetch_add(1, std::memory_order_relaxed);
-  if (i >= f.piece_count) return -EINVAL;
-  const index::Piece& p = store_.pieces(f)[i];
-  if (dst.size() != p.size) return -EINVAL;
+  const PieceRead r{i, dst};
+  return read_pieces(f, {&r, 1});
+}
+
+int RecordReader::read_pieces(const index::File& f, std::span<const PieceRead> reads, size_t* failed) {
+  const size_t n = reads.size();
+  stats_.piece_reads.fetch_add(n, std::memory_order_relaxed);
+  auto fail = [&](size_t k, int rc) {
+    if (failed) *failed = k;
+    return rc;
+  };
+  auto pieces = store_.pieces(f);
+  for (size_t k = 0; k < n; ++k)
+    if (reads[k].index >= f.piece_count || reads[k].dst.size() != pieces[reads[k].index].size) return fail(k, -EINVAL);
+  if (n == 0) return 0;
+
+  // O_DIRECT: each piece is read as its sector-aligned span into its own page-aligned slot of
+  // the thread's bounce buffer, all pieces at once through the ring (or one after another).
+  thread_local std::vector<Span> spans;
+  thread_local std::vector<int> res;
+  spans.clear();
+  res.assign(n, kNotRead);
   int fd = direct_fd(f.record);
   if (fd >= 0) {
+    auto aligned = [&](const PieceRead& r) {
+      const index::Piece& p = pieces[r.index];
+      const uint64_t a0 = p.offset / kSector * kSector;
+      return std::pair{a0, round_up(p.offset + p.size, kSector) - a0};
+    };
+    uint64_t total = 0;
+    for (const PieceRead& r : reads) total += round_up(aligned(r).second, kPage);
     thread_local Scratch scratch;
-    uint64_t a0 = p.offset / kSector * kSector, a1 = round_up(p.offset + p.size, kSector);
-    uint8_t* buf = scratch.get(a1 - a0);
-    if (!buf) return -ENOMEM;
-    int n = pread_all(fd, buf, a1 - a0, a0);
-    if (n == -EINVAL) {  // the filesystem wants another alignment: buffered from now on
-      dfd_[f.record].store(-1);
-      ::close(fd);  // no other user: reads that raced this one got EINVAL as well
-    } else if (n < 0) {
-      return n;
-    } else {
-      if (static_cast<uint64_t>(n) < p.offset + p.size - a0) return -EIO;
-      std::memcpy(dst.data(), buf + (p.offset - a0), p.size);
-      return index::piece_checksum(dst) == p.checksum ? 0 : -EIO;
+    uint8_t* buf = scratch.get(total);
+    if (!buf) return fail(0, -ENOMEM);
+    for (const PieceRead& r : reads) {
+      auto [a0, len] = aligned(r);
+      spans.push_back({buf, len, a0});
+      buf += round_up(len, kPage);
     }
+    if (uring_ && n > 1) ring_read(fd, spans, res);
+    bool einval = false;
+    for (size_t k = 0; k < n; ++k) {
+      const Span& s = spans[k];
+      if (res[k] == kNotRead || res[k] == -EINTR || res[k] == -EAGAIN) res[k] = pread_loop(fd, s.buf, s.len, s.off);
+      // A short read that is not at the end of the file: read the rest.
+      while (res[k] > 0 && static_cast<uint64_t>(res[k]) < s.len) {
+        int more = pread_loop(fd, s.buf + res[k], s.len - static_cast<uint64_t>(res[k]), s.off + static_cast<uint64_t>(res[k]));
+        if (more <= 0) break;
+        res[k] += more;
+      }
+      stats_.storage_reads.fetch_add(1, std::memory_order_relaxed);
+      stats_.storage_bytes.fetch_add(s.len, std::memory_order_relaxed);
+      einval |= res[k] == -EINVAL;
+    }
+    if (einval) drop_direct(f.record, fd);
   }
-  stats_.storage_reads.fetch_add(1, std::memory_order_relaxed);
-  stats_.storage_bytes.fetch_add(p.size, std::memory_order_relaxed);
-  return store_.read_piece(f, i, dst);
+  for (size_t k = 0; k < n; ++k) {
+    const index::Piece& p = pieces[reads[k].index];
+    std::span<uint8_t> dst = reads[k].dst;
+    if (fd < 0 || res[k] == -EINVAL) {  // buffered (no O_DIRECT here, or not with this alignment)
+      stats_.storage_reads.fetch_add(1, std::memory_order_relaxed);
+      stats_.storage_bytes.fetch_add(p.size, std::memory_order_relaxed);
+      int rc = store_.read_piece(f, reads[k].index, dst);
+      if (rc != 0) return fail(k, rc);
+      continue;
+    }
+    if (res[k] < 0) return fail(k, res[k]);
+    const Span& s = spans[k];
+    if (static_cast<uint64_t>(res[k]) < p.offset + p.size - s.off) return fail(k, -EIO);
+    std::memcpy(dst.data(), s.buf + (p.offset - s.off), p.size);
+    if (index::piece_checksum(dst) != p.checksum) return fail(k, -EIO);
+  }
+  return 0;
 }
 
 int RecordReader::read_prefix(uint32_t r, uint64_t len, uint8_t* buf) {
@@ -117,8 +270,7 @@ int RecordReader::read_prefix(uint32_t r, uint64_t len, uint8_t* buf) {
     int n = pread_all(fd, buf, round_up(len, kSector), 0);
     if (n >= 0) return static_cast<uint64_t>(n) >= len || n == INT32_MAX ? 0 : -EIO;
     if (n != -EINVAL) return n;
-    dfd_[r].store(-1);
-    ::close(fd);
+    drop_direct(r, fd);
   }
   int bfd = store_.record_fd(r);
   if (bfd < 0) return -EIO;

@@ -8,6 +8,7 @@
 #include <list>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <span>
 #include <unordered_map>
 #include <vector>
@@ -32,17 +33,36 @@ struct IoStats {
   std::atomic<uint64_t> cache_evictions{0};
 };
 
+// One piece of a file to read: piece `index` into dst (dst.size() == the piece's size).
+struct PieceRead {
+  uint32_t index = 0;
+  std::span<uint8_t> dst;
+};
+
 // Reads record bytes. With O_DIRECT where the record's filesystem supports it: a small read then
 // costs its own bytes rounded to 512-byte sectors (not 4 KiB pages plus readahead), and a prefix is
 // not kept twice (page cache + our cache). Falls back to buffered reads of the store's descriptor.
+// The pieces of one request are read concurrently through io_uring (one ring per thread) when the
+// kernel allows it, else one pread after another.
 class RecordReader {
  public:
-  RecordReader(const index::Store& store, IoStats& stats);
+  // use_io_uring = false forces the sequential preads (tests); true uses io_uring if available.
+  RecordReader(const index::Store& store, IoStats& stats, bool use_io_uring = true);
   ~RecordReader();
   RecordReader(const RecordReader&) = delete;
   RecordReader& operator=(const RecordReader&) = delete;
 
-  // Piece `i` of file f into dst (dst.size() == piece size), checksum verified. 0 or -errno (-EIO).
+  // True if piece reads go through io_uring (decided once, at construction).
+  bool uses_io_uring() const { return uring_; }
+  // Whether this kernel/process can set up an io_uring (probed once per process); when it
+  // cannot, `why` gets the reason (e.g. "Operation not permitted").
+  static bool io_uring_available(std::string* why = nullptr);
+
+  // The pieces of file f in `reads`, checksums verified, issued together. 0, or the -errno
+  // (-EIO: unreadable or bad checksum) of the first failing read in `reads` order, whose position
+  // in `reads` goes to *failed.
+  int read_pieces(const index::File& f, std::span<const PieceRead> reads, size_t* failed = nullptr);
+  // One piece: read_pieces with a single read.
   int read_piece(const index::File& f, uint32_t i, std::span<uint8_t> dst);
   // Bytes [0, len) of record r into `buf`, which is page-aligned with room for len rounded up to
   // 4096. 0 or -errno.
@@ -51,8 +71,10 @@ class RecordReader {
  private:
   int direct_fd(uint32_t r);
   int pread_all(int fd, uint8_t* dst, uint64_t len, uint64_t off);
+  void drop_direct(uint32_t r, int fd);
   const index::Store& store_;
   IoStats& stats_;
+  const bool uring_;
   std::unique_ptr<std::atomic<int>[]> dfd_;  // -2: not opened yet, -1: no O_DIRECT
 };
 
