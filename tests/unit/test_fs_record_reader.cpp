@@ -16,6 +16,7 @@
 #include "fs/record_cache.h"
 #include "index/packer.h"
 #include "index/store.h"
+#include "test_files.h"
 
 namespace fsys = std::filesystem;
 using fid::fs::IoStats;
@@ -26,21 +27,8 @@ using fid::index::Store;
 
 namespace {
 
-class TempDir {
- public:
-  TempDir() {
-    path_ = fsys::temp_directory_path() /
-            ("fid-reader-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter_++));
-    fsys::remove_all(path_);
-    fsys::create_directories(path_);
-  }
-  ~TempDir() { fsys::remove_all(path_); }
-  const fsys::path& path() const { return path_; }
-
- private:
-  static inline int counter_ = 0;
-  fsys::path path_;
-};
+using fid::testutil::TempDir;
+using fid::testutil::flip_byte;
 
 // A baseline RGB JPEG of noisy gradients (noise keeps every scan non-trivial).
 std::vector<uint8_t> make_jpeg(int w, int h, uint32_t seed) {
@@ -197,13 +185,7 @@ TEST_F(ReaderTest, FlippedByteFailsOnlyReadsOfThatPiece) {
   for (const auto& f : store_->files()) want.push_back(reference(f));
   {
     const auto& p = store_->pieces(*victim)[bad];
-    std::fstream rec(dir_.path() / "store" / store_->records()[victim->record].path, std::ios::in | std::ios::out | std::ios::binary);
-    const auto at = static_cast<std::streamoff>(p.offset + p.size / 2);
-    rec.seekg(at);
-    char c = 0;
-    rec.get(c);
-    rec.seekp(at);
-    rec.put(static_cast<char>(c ^ 0x01));
+    flip_byte(dir_.path() / "store" / store_->records()[victim->record].path, p.offset + p.size / 2);
   }
   reopen();
   for (bool uring : {true, false}) {

@@ -16,6 +16,7 @@
 #include "index/order.h"
 #include "index/packer.h"
 #include "index/store.h"
+#include "test_files.h"
 
 namespace fsys = std::filesystem;
 using fid::index::FileKind;
@@ -24,21 +25,8 @@ using fid::index::StoreError;
 
 namespace {
 
-class TempDir {
- public:
-  TempDir() {
-    path_ = fsys::temp_directory_path() /
-            ("fid-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter_++));
-    fsys::remove_all(path_);
-    fsys::create_directories(path_);
-  }
-  ~TempDir() { fsys::remove_all(path_); }
-  const fsys::path& path() const { return path_; }
-
- private:
-  static inline int counter_ = 0;
-  fsys::path path_;
-};
+using fid::testutil::TempDir;
+using fid::testutil::flip_byte;
 
 void write_file(const fsys::path& p, const std::string& bytes) {
   fsys::create_directories(p.parent_path());
@@ -130,13 +118,7 @@ TEST(Store, FlippedByteFailsOnlyThatFile) {
     auto s = Store::open(t.path() / "store");
     const auto& victim = s->files()[5];
     const auto& p = s->pieces(victim)[0];
-    std::fstream rec(t.path() / "store" / s->records()[victim.record].path, std::ios::in | std::ios::out | std::ios::binary);
-    const auto at = static_cast<std::streamoff>(p.offset + p.size / 2);
-    rec.seekg(at);
-    char c = 0;
-    rec.get(c);
-    rec.seekp(at);
-    rec.put(static_cast<char>(c ^ 0x01));
+    flip_byte(t.path() / "store" / s->records()[victim.record].path, p.offset + p.size / 2);
   }
   auto s = Store::open(t.path() / "store");
   int bad = 0;
