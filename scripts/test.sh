@@ -15,27 +15,26 @@ scripts/deps.sh test
 step "build (RelWithDebInfo)"
 BUILD_DIR=build scripts/build.sh
 
-# Lossless images on which the L3 block decoder's emulation must match the CPU decoder
-# (unit test L3Block.LosslessFilesMatchCpuDecoder): the edge zoo and three 1920x1080 PNGs,
+# Test data of the unit tests (tests/unit/test_files.h): the edge zoo and three 1920x1080 PNGs,
 # from real photos when the shared datasets are there, synthetic otherwise.
-step "L3 test images"
-l3img=$root/build/l3-images
-if [[ ! -f $l3img/.done ]]; then
-  rm -rf "$l3img"
-  /usr/bin/python3 tests/fixtures/make_tree.py --kind edge --out "$l3img/edge"
+step "unit test data"
+test_data=$root/build/test-data
+if [[ ! -f $test_data/.done ]]; then
+  rm -rf "$test_data"
+  /usr/bin/python3 tests/fixtures/make_tree.py --kind edge --out "$test_data/edge"
   shared=
   for d in "$root/../shared/datasets" /work/shared/datasets; do
     if [[ -x $d/fetch-photos.sh ]]; then shared=$d; break; fi
   done
   if [[ -n $shared ]] && photos=$("$shared/fetch-photos.sh" | tail -1) && [[ -d $photos ]]; then
     /usr/bin/python3 "$shared/make_imagefolder.py" --photos "$photos" --kind fhd-png --count 3 \
-      --classes 1 --jobs "$jobs" --out "$l3img/fhd"
+      --classes 1 --jobs "$jobs" --out "$test_data/fhd"
   else
-    /usr/bin/python3 tests/fixtures/make_tree.py --kind fhd-png --count 3 --out "$l3img/fhd"
+    /usr/bin/python3 tests/fixtures/make_tree.py --kind fhd-png --count 3 --out "$test_data/fhd"
   fi
-  touch "$l3img/.done"
+  touch "$test_data/.done"
 fi
-export FIDELITYFS_L3_IMAGES=$l3img/edge:$l3img/fhd
+export FIDELITYFS_TEST_DATA=$test_data
 
 step "unit tests"
 (cd build && ctest --output-on-failure -j "$jobs")

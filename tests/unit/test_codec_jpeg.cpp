@@ -18,6 +18,7 @@
 
 #include "codec/jpeg.h"
 #include "codec/jpeg_markers.h"
+#include "test_files.h"
 
 extern "C" {
 #include <jpeglib.h>
@@ -662,13 +663,14 @@ TEST(JpegMarkerWalker, NeverReadsOutOfBoundsOnRandomInput) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Real photos from the edge-case zoo (optional; the suite never depends on them).
+// The edge-case zoo (scripts/test.sh makes it; skipped when run without it).
 
-TEST(RealPhotos, EdgeZooTranscodesAsTheManifestSays) {
-  const std::filesystem::path dir = "/tmp/ds-edge/jpeg";
-  if (!std::filesystem::is_directory(dir)) GTEST_SKIP() << dir << " not present";
+TEST(EdgeZoo, TranscodesAsTheManifestSays) {
+  const std::filesystem::path zoo = fid::testutil::test_data("edge");
+  if (zoo.empty()) GTEST_SKIP() << "no $FIDELITYFS_TEST_DATA/edge (scripts/test.sh makes it)";
+  const std::filesystem::path dir = zoo / "jpeg";
   std::map<std::string, std::string> expect;  // file name -> "progressive" | "reject-or-..."
-  std::ifstream manifest("/tmp/ds-edge/MANIFEST.tsv");
+  std::ifstream manifest(zoo / "MANIFEST.tsv");
   for (std::string line; std::getline(manifest, line);) {
     std::istringstream ls(line);
     std::string path, what;

@@ -14,6 +14,7 @@
 #include "codec/l3.h"
 #include "codec/l3_kernels.h"
 #include "l3_test_images.h"
+#include "test_files.h"
 
 using namespace fid::codec;
 using namespace fid::codec::testimg;
@@ -332,9 +333,9 @@ TEST(L3Codec, DecoderRejectsInvalidModes) {
   EXPECT_FALSE(l3_decode(bad, back, err));
 }
 
-TEST(L3Codec, RealPhotosIfPresent) {
-  const std::filesystem::path dir = "/tmp/ds-fhd";
-  if (!std::filesystem::exists(dir)) GTEST_SKIP() << "no " << dir;
+TEST(L3Codec, FhdPngsRoundTrip) {
+  const std::filesystem::path dir = fid::testutil::test_data("fhd");
+  if (dir.empty()) GTEST_SKIP() << "no $FIDELITYFS_TEST_DATA/fhd (scripts/test.sh makes it)";
   int n = 0;
   for (auto& e : std::filesystem::recursive_directory_iterator(dir)) {
     if (e.path().extension() != ".png" || n >= 2) continue;
@@ -449,9 +450,9 @@ TEST(ImageIo, RejectsGarbageWithoutCrashing) {
   EXPECT_FALSE(decode_image(junk, d, err));
 }
 
-TEST(ImageIo, EdgeZooIfPresent) {
-  const std::filesystem::path dir = "/tmp/ds-edge";
-  if (!std::filesystem::exists(dir / "png")) GTEST_SKIP() << "no " << dir;
+TEST(ImageIo, EdgeZooDecodesAndRoundTrips) {
+  const std::filesystem::path dir = fid::testutil::test_data("edge");
+  if (dir.empty()) GTEST_SKIP() << "no $FIDELITYFS_TEST_DATA/edge (scripts/test.sh makes it)";
   std::string err;
   for (const char* name : {"png/rgb.png", "png/gray.png", "png/gray_alpha.png", "png/rgba.png",
                            "png/palette.png", "png/label_map.png", "png/bilevel.png",

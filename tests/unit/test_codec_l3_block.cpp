@@ -1,8 +1,8 @@
 // The L3 block decoder (codec/l3_block.h), run through its CPU emulation: it must give the CPU
 // decoder's bytes exactly, and fail exactly when the CPU decoder fails, for every thread count
 // and both thread orders inside a phase.
-//   FIDELITYFS_L3_IMAGES=DIR[:DIR...]  also compares on the lossless files found there
-//   (scripts/test.sh makes the edge zoo and three 1920x1080 PNGs).
+//   FIDELITYFS_TEST_DATA=DIR  also compares on the lossless files of DIR/edge and DIR/fhd
+//   (scripts/test.sh makes the edge zoo and three 1920x1080 PNGs there).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -19,6 +19,7 @@
 #include "codec/l3_block.h"
 #include "codec/l3_block_plan.h"
 #include "l3_test_images.h"
+#include "test_files.h"
 
 using namespace fid::codec;
 using namespace fid::codec::testimg;
@@ -154,12 +155,10 @@ Image random_content(uint32_t w, uint32_t h, uint8_t c, std::mt19937& rng) {
   }
 }
 
-std::vector<std::filesystem::path> lossless_files(const std::string& dirs) {
+std::vector<std::filesystem::path> lossless_files(const std::vector<std::filesystem::path>& dirs) {
   std::vector<std::filesystem::path> files;
-  std::stringstream ss(dirs);
-  std::string dir;
-  while (std::getline(ss, dir, ':')) {
-    if (dir.empty() || !std::filesystem::is_directory(dir)) continue;
+  for (const auto& dir : dirs) {
+    if (dir.empty()) continue;
     for (auto& e : std::filesystem::recursive_directory_iterator(dir)) {
       if (!e.is_regular_file()) continue;
       std::string ext = e.path().extension().string();
@@ -415,13 +414,13 @@ TEST(L3Block, CorruptInputFailsLikeCpuDecoder) {
   RecordProperty("decoded", both_ok);
 }
 
-// Lossless files (the edge zoo, FHD PNGs) from $FIDELITYFS_L3_IMAGES, L3-encoded with default
+// Lossless files (the edge zoo, FHD PNGs) from $FIDELITYFS_TEST_DATA, L3-encoded with default
 // options.
 TEST(L3Block, LosslessFilesMatchCpuDecoder) {
-  const char* env = std::getenv("FIDELITYFS_L3_IMAGES");
-  if (!env || !*env) GTEST_SKIP() << "FIDELITYFS_L3_IMAGES not set";
-  const auto files = lossless_files(env);
-  ASSERT_FALSE(files.empty()) << "no lossless images in " << env;
+  const auto edge = fid::testutil::test_data("edge"), fhd = fid::testutil::test_data("fhd");
+  if (edge.empty() && fhd.empty()) GTEST_SKIP() << "no $FIDELITYFS_TEST_DATA (scripts/test.sh makes it)";
+  const auto files = lossless_files({edge, fhd});
+  ASSERT_FALSE(files.empty()) << "no lossless images in " << edge << " " << fhd;
   int compared = 0, unreadable = 0;
   uint64_t samples = 0;
   const auto t0 = std::chrono::steady_clock::now();

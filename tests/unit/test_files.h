@@ -1,9 +1,11 @@
-// Files for unit tests: a fresh temporary folder per test, and byte flips in store files.
+// Files for unit tests: a fresh temporary folder per test, byte flips in store files, and the
+// test data folder that scripts/test.sh makes.
 #pragma once
 
 #include <unistd.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -27,6 +29,16 @@ class TempDir {
   static inline int counter_ = 0;  // inline: one counter across the test binary's files
   std::filesystem::path path_;
 };
+
+// $FIDELITYFS_TEST_DATA/sub: scripts/test.sh makes "edge" (the edge zoo of
+// tests/fixtures/make_tree.py, with MANIFEST.tsv) and "fhd" (three 1920x1080 PNGs, real photos
+// when the shared datasets are there). Empty when unset or missing: the test then skips.
+inline std::filesystem::path test_data(const char* sub) {
+  const char* root = std::getenv("FIDELITYFS_TEST_DATA");
+  if (!root || !*root) return {};
+  std::filesystem::path p = std::filesystem::path(root) / sub;
+  return std::filesystem::is_directory(p) ? p : std::filesystem::path();
+}
 
 // XORs the byte at `offset` of an existing file with `mask` (damage that checksums must catch).
 inline void flip_byte(const std::filesystem::path& file, uint64_t offset, uint8_t mask = 0x01) {
