@@ -74,15 +74,8 @@ class EmulatedBatchDecoder final : public L3BatchDecoder {
     if (b.blocked.empty()) return;
     std::vector<uint8_t> staged(b.staged_bytes), out(b.out_bytes);
     std::vector<int> status(b.blocked.size(), 0);
-    b.stage(staged.data());
-    // Same pointers the kernel gets: tasks/tables from the staged buffer, not from the plan.
-    L3BatchPlan plan;
-    plan.tasks.resize(b.plan.tasks.size());
-    plan.tables.resize(b.plan.tables.size());
-    std::memcpy(plan.tasks.data(), staged.data(), plan.tasks.size() * sizeof(l3k::PatchTask));
-    if (!plan.tables.empty())
-      std::memcpy(plan.tables.data(), staged.data() + b.tables_at, plan.tables.size() * sizeof(l3k::HuffTable));
-    l3_run_plan_emulated(plan, staged.data() + b.data_at, out.data(), status.data(), 256, false);
+    b.stage(staged.data());  // the bitstreams where the kernel finds them (data_at + in_base)
+    l3_run_plan_emulated(b.plan, staged.data() + b.data_at, out.data(), status.data(), 256, false);
     for (size_t i = 0; i < b.blocked.size(); ++i)
       std::memcpy(b.blocked[i]->pixels.data(), out.data() + b.out_base[i], b.blocked[i]->pixels.size());
     l3_finish_batch(b, status.data());
