@@ -111,7 +111,7 @@ std::unique_ptr<codec::L3BatchDecoder> open_l3_decoder(const config::Settings& s
   if (!has_l3 && s.gpu == config::Gpu::auto_) return nullptr;  // nothing to decode: no CUDA context
   std::string why;
   gpu::DecoderOptions o;
-  o.pinned_bytes = s.gpu_memory;
+  o.memory_bytes = s.gpu_memory;
   auto dec = gpu::make_gpu_decoder(o, why);
   if (!dec && s.gpu == config::Gpu::on) {
     usage_error = fmt::format("gpu=on: {}; use gpu=auto or gpu=off", why);

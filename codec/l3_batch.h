@@ -62,6 +62,9 @@ class L3BatchDecoder {
   // (one per stream), so a batcher can fill one while another is on the device.
   virtual void decode(std::span<L3Job* const> jobs) = 0;
   virtual unsigned concurrency() const = 0;
+  // The most bitstream + pixel bytes one decode() call should get (0: no limit); it bounds
+  // the decoder's working buffers. A job larger than this alone still goes, in a batch of one.
+  virtual size_t max_batch_bytes() const { return 0; }
 };
 
 // ---- batches for the block decoder (codec/l3_block.h), shared by the GPU and its emulation ----

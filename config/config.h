@@ -12,7 +12,7 @@
 //   gpu: auto                # auto|on|off: decode L3 files on a CUDA device (emulate: its code on the CPU, for tests)
 //   gpu_batch: 64            # L3 decodes per GPU batch (1..4096)
 //   gpu_deadline_us: 1000    # a batch goes when full or when its oldest decode waited this long
-//   gpu_memory: 512MiB       # cap on pinned host memory for decoded views
+//   gpu_memory: 1GiB         # all the GPU path holds: pinned views, batch buffers
 //   order_seed: 0            # seed of the published read orders (default: the store's seed)
 //   order_window: 4          # records drawn from at once in the published orders (1..4096)
 //   log:
@@ -121,7 +121,7 @@ struct Settings {
   Gpu gpu = Gpu::auto_;
   unsigned gpu_batch = 64;
   unsigned gpu_deadline_us = 1000;
-  uint64_t gpu_memory = 512ull << 20;
+  uint64_t gpu_memory = 1ull << 30;
   bool allow_other = false;
   std::optional<uint64_t> order_seed;  // nullopt: the store's seed
   unsigned order_window = 4;

@@ -27,9 +27,19 @@ Probe probe();
 std::string describe(const Probe& p);
 
 struct DecoderOptions {
-  size_t pinned_bytes = 512u << 20;  // cap on pinned host memory for views (beyond it: heap)
-  unsigned streams = 2;              // batches in flight at once
+  size_t memory_bytes = size_t{1} << 30;  // all the decoder holds, pinned host and device (gpu_memory)
+  unsigned streams = 2;                   // batches in flight at once
 };
+
+// How a decoder divides memory_bytes: half is pinned host memory for views (beyond it views use
+// heap memory), half the streams' batch buffers. A stream holds its batch's input twice (pinned
+// staging, device copy) and its pixels once (device), at most twice the batch's bitstream +
+// pixel bytes, so a batch is capped at a quarter of the memory over the number of streams.
+struct MemorySplit {
+  size_t view_bytes;   // pinned views, all together
+  size_t batch_bytes;  // bitstream + pixel bytes of one batch (L3BatchDecoder::max_batch_bytes)
+};
+MemorySplit split_memory(const DecoderOptions& options);
 
 // The GPU L3 decoder on device 0, or null with `error` set (not built, no device, init failed).
 // Images the block decoder cannot take (INTER_PATCH) are decoded on the CPU inside decode().

@@ -1,8 +1,15 @@
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "cuda/gpu.h"
 
 namespace fid::gpu {
+
+MemorySplit split_memory(const DecoderOptions& o) {
+  const size_t streams = std::max(1u, o.streams);
+  return {o.memory_bytes / 2, std::max<size_t>(1, o.memory_bytes / 4 / streams)};
+}
 
 std::string describe(const Probe& p) {
   if (!p.built) return "CUDA not built in";

@@ -96,11 +96,13 @@ class PinnedPool {
   std::map<size_t, std::vector<uint8_t*>> free_;
 };
 
-// A device buffer that grows (geometrically) and is never shrunk.
+// A buffer that grows to the largest batch seen (in MiB steps) and is never shrunk: batches are
+// capped by bytes (max_batch_bytes), so this stays within the decoder's memory split.
 template <class Alloc, class Free>
 void reserve(uint8_t*& p, size_t& cap, size_t need, Alloc alloc, Free release, const char* what) {
   if (need <= cap) return;
-  const size_t n = std::max(need, cap * 2);
+  constexpr size_t kStep = size_t{1} << 20;
+  const size_t n = (need + kStep - 1) / kStep * kStep;
   if (p) release(p);
   p = nullptr;
   cap = 0;
@@ -154,7 +156,7 @@ auto device_free = [](uint8_t* p) { cudaFree(p); };
 class GpuDecoder final : public codec::L3BatchDecoder {
  public:
   GpuDecoder(const DecoderOptions& o, std::string name)
-      : pool_(std::make_shared<PinnedPool>(o.pinned_bytes)), name_(std::move(name)) {
+      : split_(split_memory(o)), pool_(std::make_shared<PinnedPool>(split_.view_bytes)), name_(std::move(name)) {
     const unsigned n = std::max(1u, o.streams);
     for (unsigned i = 0; i < n; ++i) {
       slots_.push_back(std::make_unique<Slot>());
@@ -164,6 +166,7 @@ class GpuDecoder final : public codec::L3BatchDecoder {
 
   std::string description() const override { return name_; }
   unsigned concurrency() const override { return static_cast<unsigned>(slots_.size()); }
+  size_t max_batch_bytes() const override { return split_.batch_bytes; }
 
   std::shared_ptr<codec::HostBuffer> allocate(size_t bytes) override {
     const size_t cls = PinnedPool::size_class(bytes);
@@ -243,6 +246,7 @@ class GpuDecoder final : public codec::L3BatchDecoder {
     codec::l3_finish_batch(b, reinterpret_cast<const int*>(s.host_status));
   }
 
+  const MemorySplit split_;
   std::shared_ptr<PinnedPool> pool_;
   std::string name_;
   std::vector<std::unique_ptr<Slot>> slots_;

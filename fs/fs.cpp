@@ -403,7 +403,8 @@ class Filesystem {
       if (batcher_) {
         L3Batcher::Stats b = batcher_->stats();
         j["gpu"] = {{"decoder", l3_decoder_->description()}, {"jobs", b.jobs}, {"batches", b.batches},
-                    {"full_batches", b.full_batches}, {"failed_jobs", b.failed_jobs}, {"cpu_fallbacks", b.cpu_fallbacks}};
+                    {"full_batches", b.full_batches}, {"failed_jobs", b.failed_jobs}, {"cpu_fallbacks", b.cpu_fallbacks},
+                    {"max_batch_bytes", l3_decoder_->max_batch_bytes()}};
       } else {
         j["gpu"] = nullptr;
       }

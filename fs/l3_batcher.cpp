@@ -10,6 +10,7 @@ L3Batcher::L3Batcher(codec::L3BatchDecoder& decoder, Options options,
                      std::function<void(const std::string&)> on_decoder_error)
     : decoder_(decoder),
       options_{std::max(1u, options.max_batch), options.deadline},
+      max_batch_bytes_(decoder.max_batch_bytes()),
       on_decoder_error_(std::move(on_decoder_error)) {
   const unsigned n = std::max(1u, decoder_.concurrency());
   for (unsigned i = 0; i < n; ++i) workers_.emplace_back([this] { work(); });
@@ -42,6 +43,19 @@ bool L3Batcher::decode(std::span<const uint8_t> l3, std::span<uint8_t> pixels, s
   return p.job.ok;
 }
 
+std::pair<size_t, bool> L3Batcher::next_batch() const {
+  size_t n = 0, bytes = 0;
+  for (const Pending* p : queue_) {
+    if (n == options_.max_batch) return {n, true};
+    const size_t b = p->job.l3.size() + p->job.pixels.size();
+    if (max_batch_bytes_ != 0 && n > 0 && bytes + b > max_batch_bytes_) return {n, true};
+    bytes += b;
+    ++n;
+    if (max_batch_bytes_ != 0 && bytes >= max_batch_bytes_) return {n, true};
+  }
+  return {n, n == options_.max_batch};
+}
+
 void L3Batcher::work() {
   std::unique_lock lock(mu_);
   std::vector<codec::L3Job*> jobs;
@@ -51,13 +65,12 @@ void L3Batcher::work() {
     if (queue_.empty()) return;  // stopping, nothing left
     // Wait for a full batch, or until the oldest job's deadline (not at all when stopping).
     const auto due = queue_.front()->queued + options_.deadline;
-    while (!stop_ && queue_.size() < options_.max_batch && std::chrono::steady_clock::now() < due) {
+    while (!stop_ && !next_batch().second && std::chrono::steady_clock::now() < due) {
       queued_cv_.wait_until(lock, due);
       if (queue_.empty()) break;  // another worker took them
     }
     if (queue_.empty()) continue;
-    const bool full = queue_.size() >= options_.max_batch;
-    const size_t n = std::min<size_t>(queue_.size(), options_.max_batch);
+    const auto [n, full] = next_batch();
     batch.assign(queue_.begin(), queue_.begin() + static_cast<std::ptrdiff_t>(n));
     queue_.erase(queue_.begin(), queue_.begin() + static_cast<std::ptrdiff_t>(n));
     if (!queue_.empty()) queued_cv_.notify_one();  // the rest starts the next batch's clock

@@ -1,6 +1,7 @@
 // Batches concurrent L3 decodes for a batch decoder (the GPU): FUSE threads that miss the view
 // cache queue their bitstream and wait; a batch goes to the decoder when it holds max_batch
-// jobs or when its oldest job has waited `deadline`. One worker per decoder stream, so one
+// jobs, or the decoder's max_batch_bytes() of bitstreams and pixels, or when its oldest job has
+// waited `deadline`. One worker per decoder stream, so one
 // batch fills while another is on the device. If the decoder itself fails (a CUDA error: it
 // throws), that batch is decoded on the CPU instead: readers get their pixels, never an error
 // for a device problem.
@@ -15,6 +16,7 @@
 #include <span>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "codec/l3_batch.h"
@@ -30,7 +32,7 @@ class L3Batcher {
   struct Stats {
     uint64_t jobs = 0;
     uint64_t batches = 0;
-    uint64_t full_batches = 0;  // sent because max_batch jobs were waiting; the rest hit the deadline
+    uint64_t full_batches = 0;  // sent because a full batch (jobs or bytes) was waiting; the rest hit the deadline
     uint64_t failed_jobs = 0;     // bitstreams that do not decode (corrupt data)
     uint64_t cpu_fallbacks = 0;   // batches decoded on the CPU because the decoder failed
   };
@@ -55,9 +57,13 @@ class L3Batcher {
     bool done = false;
   };
   void work();
+  // How many jobs at the front of the queue make the next batch, and whether that batch is full
+  // (max_batch jobs, or the next job would not fit in max_batch_bytes).
+  std::pair<size_t, bool> next_batch() const;
 
   codec::L3BatchDecoder& decoder_;
   const Options options_;
+  const size_t max_batch_bytes_;  // from the decoder; 0: no limit
   const std::function<void(const std::string&)> on_decoder_error_;
   mutable std::mutex mu_;
   std::condition_variable queued_cv_;  // workers: a job arrived, or stop

@@ -150,7 +150,7 @@ int main(int argc, char** argv) {
   gpu::DecoderOptions opt;
   size_t raw_total = 0;
   for (const auto& im : ims) raw_total += im.raw;
-  opt.pinned_bytes = raw_total + (size_t{64} << 20);
+  opt.memory_bytes = 2 * (raw_total + (size_t{64} << 20));  // half of it: every view pinned
   auto dec = gpu::make_gpu_decoder(opt, why);
   if (!dec) {
     std::printf("%-44s no GPU: %s\n", "L3 GPU, kernel only", why.c_str());

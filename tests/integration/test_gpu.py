@@ -64,6 +64,7 @@ def test_emulated_gpu_path_serves_the_cpu_bytes(edge_tree, edge_store, tmp_path,
         gpu = stats["gpu"]
         assert gpu["decoder"].startswith("CPU emulation")
         assert gpu["jobs"] == len(rels) and gpu["failed_jobs"] == 0
+        assert gpu["max_batch_bytes"] == 0  # the emulation has no device memory to bound
         assert 1 <= gpu["batches"] <= len(rels)
         cfg = json.load(open(os.path.join(mnt, ".fidelity", "config")))
         assert cfg["gpu"] == "emulate" and cfg["gpu_batch"] == 4 and cfg["gpu_deadline_us"] == 2000
@@ -75,6 +76,8 @@ def test_gpu_on_matches_cpu_with_a_device(edge_tree, edge_store, tmp_path):
     rels = lossless_files(edge_tree)
     with mounted(edge_store, str(tmp_path / "cpu"), "-o", "gpu=off,raw_format=npy") as mnt:
         want = read_all(mnt, rels)
-    with mounted(edge_store, str(tmp_path / "gpu"), "-o", "gpu=on,raw_format=npy") as mnt:
+    with mounted(edge_store, str(tmp_path / "gpu"), "-o", "gpu=on,raw_format=npy,gpu_memory=64MiB") as mnt:
         assert read_all(mnt, rels) == want
-        assert json.load(open(os.path.join(mnt, ".fidelity", "stats")))["gpu"]["decoder"].startswith("CUDA")
+        gpu = json.load(open(os.path.join(mnt, ".fidelity", "stats")))["gpu"]
+        assert gpu["decoder"].startswith("CUDA")
+        assert gpu["max_batch_bytes"] == (64 << 20) // 8  # a quarter of gpu_memory over 2 streams

@@ -24,6 +24,7 @@ class FakeDecoder final : public codec::L3BatchDecoder {
  public:
   std::string description() const override { return "fake"; }
   unsigned concurrency() const override { return 2; }
+  size_t max_batch_bytes() const override { return byte_limit; }
   std::shared_ptr<codec::HostBuffer> allocate(size_t n) override { return codec::HostBuffer::heap(n); }
   void decode(std::span<codec::L3Job* const> jobs) override {
     {
@@ -36,6 +37,7 @@ class FakeDecoder final : public codec::L3BatchDecoder {
       std::fill(j->pixels.begin(), j->pixels.end(), j->l3[0]);
     }
   }
+  size_t byte_limit = 0;
   std::mutex mu;
   std::vector<size_t> sizes;
 };
@@ -82,6 +84,44 @@ TEST(L3Batcher, FullBatchesGoWithoutWaitingForTheDeadline) {
   // Far less than the 30 s deadline: full batches left at once.
   EXPECT_LT(std::chrono::steady_clock::now() - t0, 20s);
   EXPECT_EQ(dec.sizes, (std::vector<size_t>{4, 4}));
+}
+
+// The decoder's byte limit caps a batch before max_batch does, and a byte-full batch leaves at
+// once: 9 jobs of 1 + 16 bytes under a 51-byte limit are three full batches of three.
+TEST(L3Batcher, BatchesStayWithinTheDecodersByteLimit) {
+  FakeDecoder dec;
+  dec.byte_limit = 3 * (1 + 16);
+  const auto t0 = std::chrono::steady_clock::now();
+  {
+    fs::L3Batcher b(dec, {64, 30s});
+    std::vector<std::vector<uint8_t>> streams;
+    for (uint8_t i = 0; i < 9; ++i) streams.push_back({i});
+    auto r = decode_concurrently(b, streams, 16);
+    for (uint8_t i = 0; i < 9; ++i) {
+      EXPECT_TRUE(r[i].ok) << r[i].error;
+      EXPECT_EQ(r[i].pixels, std::vector<uint8_t>(16, i));
+    }
+    EXPECT_EQ(b.stats().full_batches, 3u);
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 20s);
+  EXPECT_EQ(dec.sizes, (std::vector<size_t>{3, 3, 3}));
+}
+
+// A job larger than the byte limit still decodes, alone and without waiting for the deadline.
+TEST(L3Batcher, AJobOverTheByteLimitGoesAlone) {
+  FakeDecoder dec;
+  dec.byte_limit = 10;
+  const auto t0 = std::chrono::steady_clock::now();
+  {
+    fs::L3Batcher b(dec, {64, 30s});
+    auto r = decode_concurrently(b, {{5}, {6}}, 100);
+    for (uint8_t i = 0; i < 2; ++i) {
+      EXPECT_TRUE(r[i].ok) << r[i].error;
+      EXPECT_EQ(r[i].pixels, std::vector<uint8_t>(100, 5 + i));
+    }
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 20s);
+  EXPECT_EQ(dec.sizes, (std::vector<size_t>{1, 1}));
 }
 
 TEST(L3Batcher, ALoneDecodeGoesAtTheDeadline) {
