@@ -167,6 +167,67 @@ bool glob_match(std::string_view pattern, std::string_view path) {
   return glob_rec(pattern, path);
 }
 
+// ---- settings common to the config file and -o ---------------------------------------------
+
+namespace {
+
+std::optional<Gpu> parse_gpu(std::string_view s) {
+  if (s == "auto") return Gpu::auto_;
+  if (s == "on") return Gpu::on;
+  if (s == "off") return Gpu::off;
+  if (s == "emulate") return Gpu::emulate;
+  return std::nullopt;
+}
+
+std::optional<unsigned> parse_in_range(std::string_view s, uint64_t lo, uint64_t hi) {
+  auto v = parse_u64(s);
+  if (!v || *v < lo || *v > hi) return std::nullopt;
+  return static_cast<unsigned>(*v);
+}
+
+template <class T>
+bool put(std::optional<T>& field, std::optional<T> value) {
+  if (value) field = value;
+  return value.has_value();
+}
+
+// A CommonSettings key: its name in YAML and in -o, what it accepts (for error messages), and
+// how a value is parsed into it (false: not a valid value).
+struct CommonKey {
+  std::string_view name;
+  std::string_view expected;
+  bool (*set)(std::string_view value, CommonSettings& s);
+};
+
+static_assert(kMaxLevel == 255, "update the scan_group message");
+constexpr CommonKey kCommonKeys[] = {
+    {"scan_group", "a level 1..255 or 'full'",
+     [](std::string_view v, CommonSettings& s) { return put(s.scan_group, parse_level(v)); }},
+    {"threads", "1..1024",
+     [](std::string_view v, CommonSettings& s) { return put(s.threads, parse_in_range(v, 1, 1024)); }},
+    {"cache", "a byte size like 256MiB",
+     [](std::string_view v, CommonSettings& s) { return put(s.cache_bytes, parse_bytes(v)); }},
+    {"gpu", "auto, on, off or emulate", [](std::string_view v, CommonSettings& s) { return put(s.gpu, parse_gpu(v)); }},
+    {"gpu_batch", "1..4096",
+     [](std::string_view v, CommonSettings& s) { return put(s.gpu_batch, parse_in_range(v, 1, 4096)); }},
+    {"gpu_deadline_us", "0..1000000 microseconds",
+     [](std::string_view v, CommonSettings& s) { return put(s.gpu_deadline_us, parse_in_range(v, 0, 1000000)); }},
+    {"gpu_memory", "a byte size like 1GiB",
+     [](std::string_view v, CommonSettings& s) { return put(s.gpu_memory, parse_bytes(v)); }},
+    {"raw_format", "png, ppm or npy",
+     [](std::string_view v, CommonSettings& s) { return put(s.raw_format, parse_raw_format(v)); }},
+    {"raw_names", "keep or ext",
+     [](std::string_view v, CommonSettings& s) { return put(s.raw_names, parse_raw_names(v)); }},
+};
+
+const CommonKey* find_common_key(std::string_view name) {
+  for (const auto& k : kCommonKeys)
+    if (k.name == name) return &k;
+  return nullptr;
+}
+
+}  // namespace
+
 // ---- YAML ------------------------------------------------------------------------------------
 
 namespace {
@@ -211,18 +272,9 @@ Config parse_config(std::string_view yaml, const std::string& source) {
     const YAML::Node keyn = it->first;
     const YAML::Node val = it->second;
     std::string key = keyn.IsScalar() ? keyn.Scalar() : std::string("?");
-    if (key == "scan_group") {
-      cfg.scan_group = ctx.level(val, key);
-    } else if (key == "threads") {
+    if (const CommonKey* common = find_common_key(key)) {
       std::string s = ctx.scalar(val, key);
-      auto v = parse_u64(s);
-      if (!v || *v < 1 || *v > 1024) ctx.fail(val, key, fmt::format("expected 1..1024, got '{}'", s));
-      cfg.threads = static_cast<unsigned>(*v);
-    } else if (key == "cache") {
-      std::string s = ctx.scalar(val, key);
-      auto v = parse_bytes(s);
-      if (!v) ctx.fail(val, key, fmt::format("expected a byte size like 256MiB, got '{}'", s));
-      cfg.cache_bytes = *v;
+      if (!common->set(s, cfg)) ctx.fail(val, key, fmt::format("expected {}, got '{}'", common->expected, s));
     } else if (key == "order_seed") {
       std::string s = ctx.scalar(val, key);
       auto v = parse_u64(s);
@@ -233,38 +285,6 @@ Config parse_config(std::string_view yaml, const std::string& source) {
       auto v = parse_u64(s);
       if (!v || *v < 1 || *v > 4096) ctx.fail(val, key, fmt::format("expected 1..4096, got '{}'", s));
       cfg.order_window = static_cast<unsigned>(*v);
-    } else if (key == "raw_format") {
-      std::string s = ctx.scalar(val, key);
-      auto v = parse_raw_format(s);
-      if (!v) ctx.fail(val, key, fmt::format("expected png, ppm or npy, got '{}'", s));
-      cfg.raw_format = *v;
-    } else if (key == "raw_names") {
-      std::string s = ctx.scalar(val, key);
-      auto v = parse_raw_names(s);
-      if (!v) ctx.fail(val, key, fmt::format("expected keep or ext, got '{}'", s));
-      cfg.raw_names = *v;
-    } else if (key == "gpu") {
-      std::string s = ctx.scalar(val, key);
-      if (s == "auto") cfg.gpu = Gpu::auto_;
-      else if (s == "on") cfg.gpu = Gpu::on;
-      else if (s == "off") cfg.gpu = Gpu::off;
-      else if (s == "emulate") cfg.gpu = Gpu::emulate;
-      else ctx.fail(val, key, fmt::format("expected auto, on, off or emulate, got '{}'", s));
-    } else if (key == "gpu_batch") {
-      std::string s = ctx.scalar(val, key);
-      auto v = parse_u64(s);
-      if (!v || *v < 1 || *v > 4096) ctx.fail(val, key, fmt::format("expected 1..4096, got '{}'", s));
-      cfg.gpu_batch = static_cast<unsigned>(*v);
-    } else if (key == "gpu_deadline_us") {
-      std::string s = ctx.scalar(val, key);
-      auto v = parse_u64(s);
-      if (!v || *v > 1000000) ctx.fail(val, key, fmt::format("expected 0..1000000 microseconds, got '{}'", s));
-      cfg.gpu_deadline_us = static_cast<unsigned>(*v);
-    } else if (key == "gpu_memory") {
-      std::string s = ctx.scalar(val, key);
-      auto v = parse_bytes(s);
-      if (!v) ctx.fail(val, key, fmt::format("expected a byte size like 512MiB, got '{}'", s));
-      cfg.gpu_memory = *v;
     } else if (key == "rules") {
       if (val.IsNull()) continue;
       if (!val.IsSequence()) ctx.fail(val, key, "expected a list of {path, scan_group} entries");
@@ -346,59 +366,13 @@ void parse_mount_options(std::string_view list, MountOptions& opts) {
     auto no_value = [&]() {
       if (has_value) throw ConfigError(fmt::format("mount option '{}' takes no value", name));
     };
-    if (name == "scan_group") {
+    if (const CommonKey* common = find_common_key(name)) {
       need_value();
-      auto v = parse_level(value);
-      if (!v) throw ConfigError(fmt::format("bad value for mount option scan_group: '{}' (expected 1..L or full)", value));
-      opts.scan_group = *v;
-    } else if (name == "threads") {
-      need_value();
-      auto v = parse_u64(value);
-      if (!v || *v < 1 || *v > 1024)
-        throw ConfigError(fmt::format("bad value for mount option threads: '{}' (expected 1..1024)", value));
-      opts.threads = static_cast<unsigned>(*v);
-    } else if (name == "cache") {
-      need_value();
-      auto v = parse_bytes(value);
-      if (!v) throw ConfigError(fmt::format("bad value for mount option cache: '{}' (expected bytes, e.g. 256MiB)", value));
-      opts.cache_bytes = *v;
-    } else if (name == "gpu") {
-      need_value();
-      if (value == "auto") opts.gpu = Gpu::auto_;
-      else if (value == "on") opts.gpu = Gpu::on;
-      else if (value == "off") opts.gpu = Gpu::off;
-      else if (value == "emulate") opts.gpu = Gpu::emulate;
-      else throw ConfigError(fmt::format("bad value for mount option gpu: '{}' (expected auto, on, off or emulate)", value));
-    } else if (name == "gpu_batch") {
-      need_value();
-      auto v = parse_u64(value);
-      if (!v || *v < 1 || *v > 4096)
-        throw ConfigError(fmt::format("bad value for mount option gpu_batch: '{}' (expected 1..4096)", value));
-      opts.gpu_batch = static_cast<unsigned>(*v);
-    } else if (name == "gpu_deadline_us") {
-      need_value();
-      auto v = parse_u64(value);
-      if (!v || *v > 1000000)
-        throw ConfigError(fmt::format("bad value for mount option gpu_deadline_us: '{}' (expected 0..1000000)", value));
-      opts.gpu_deadline_us = static_cast<unsigned>(*v);
-    } else if (name == "gpu_memory") {
-      need_value();
-      auto v = parse_bytes(value);
-      if (!v) throw ConfigError(fmt::format("bad value for mount option gpu_memory: '{}' (expected bytes, e.g. 512MiB)", value));
-      opts.gpu_memory = *v;
+      if (!common->set(value, opts))
+        throw ConfigError(fmt::format("bad value for mount option {}: '{}' (expected {})", name, value, common->expected));
     } else if (name == "config") {
       need_value();
       opts.config_file = std::string(value);
-    } else if (name == "raw_format") {
-      need_value();
-      auto v = parse_raw_format(value);
-      if (!v) throw ConfigError(fmt::format("bad value for mount option raw_format: '{}' (expected png, ppm or npy)", value));
-      opts.raw_format = *v;
-    } else if (name == "raw_names") {
-      need_value();
-      auto v = parse_raw_names(value);
-      if (!v) throw ConfigError(fmt::format("bad value for mount option raw_names: '{}' (expected keep or ext)", value));
-      opts.raw_names = *v;
     } else if (name == "allow_other") {
       no_value();
       opts.allow_other = true;

@@ -60,20 +60,25 @@ struct Rule {
   int line = 0;  // 1-based line in the config file (0 when not from a file)
 };
 
-struct Config {
-  std::string source;  // file it was read from (empty: built-in defaults)
+// The settings a config file and -o options both set, with the same names, values and checks
+// (config.cpp parses each one way for both).
+struct CommonSettings {
   std::optional<int> scan_group;
-  std::vector<Rule> rules;
   std::optional<unsigned> threads;
   std::optional<uint64_t> cache_bytes;
   std::optional<Gpu> gpu;
   std::optional<unsigned> gpu_batch;
   std::optional<unsigned> gpu_deadline_us;
   std::optional<uint64_t> gpu_memory;
-  std::optional<uint64_t> order_seed;
-  std::optional<unsigned> order_window;
   std::optional<RawFormat> raw_format;
   std::optional<RawNames> raw_names;
+};
+
+struct Config : CommonSettings {
+  std::string source;  // file it was read from (empty: built-in defaults)
+  std::vector<Rule> rules;
+  std::optional<uint64_t> order_seed;
+  std::optional<unsigned> order_window;
   LogLevel log_level = LogLevel::info;
   std::string log_file;
 };
@@ -94,17 +99,8 @@ std::string level_text(int level);
 bool glob_match(std::string_view pattern, std::string_view path);
 
 // The -o option list of `fidelityfs mount`.
-struct MountOptions {
-  std::optional<int> scan_group;
-  std::optional<unsigned> threads;
-  std::optional<uint64_t> cache_bytes;
-  std::optional<Gpu> gpu;
-  std::optional<unsigned> gpu_batch;
-  std::optional<unsigned> gpu_deadline_us;
-  std::optional<uint64_t> gpu_memory;
+struct MountOptions : CommonSettings {
   std::optional<std::string> config_file;
-  std::optional<RawFormat> raw_format;
-  std::optional<RawNames> raw_names;
   bool allow_other = false;
 };
 
