@@ -49,21 +49,23 @@ declare -A pid=([fidelityfs_full]=$(daemon_pid "$m/full") [fidelityfs_l5]=$(daem
 # folios that reading from disk leaves (as in a training epoch, and for every other source).
 sync
 echo 3 >/proc/sys/vm/drop_caches
-for name in "${order[@]}"; do "$rb" "$BENCH_DIR/list.$name" --threads 2 --seed 0 --passes "$passes" >/dev/null; done  # warm-up
-# Sources take turns within each run, so a drift in the machine's speed hits all of them alike.
-# The goals are ratios of the same run: one per run, their median quoted. Each timed run follows
-# an untimed pass of its own source: the four sources of a large tree need more page cache than
-# this machine keeps, and a timed run must not pay for the others' evictions. The warm check
-# below says whether any timed run read storage after all.
-stats_reads() { field "$(cat "$1/.fidelity/stats")" reads; }
+for name in "${order[@]}"; do "$rb" "$BENCH_DIR/list.$name" --threads 2 --seed 0 --passes 2 >/dev/null; done  # warm-up
+# Within a run the sources take turns pass by pass (readbench with all four lists), so that the
+# noise of a shared machine hits them alike; the goals are ratios of the same run, one per run,
+# their median quoted. The warm check below says whether any timed run reached storage (the
+# four sources of a large tree can outgrow the page cache this machine keeps).
+# FUSE reads of tree files (reading the stats file is a FUSE read too, counted apart).
+stats_reads() { /usr/bin/python3 -c "import json,sys; print(sum(json.load(open(sys.argv[1]))['reads_by_kind'].values()))" "$1/.fidelity/stats"; }
+lists=()
+for name in "${order[@]}"; do lists+=("$BENCH_DIR/list.$name"); done
 declare -A run_fps
 ratios_ext4='' ratios_sq='' warm_ext4_storage=0 warm_ext4_bytes=0 warm_daemon_reads=0
 for ((r = 1; r <= runs; r++)); do
-  for name in "${order[@]}"; do
-    "$rb" "$BENCH_DIR/list.$name" --threads 2 --seed "$((r + 50))" >/dev/null
-    d0=$(($(stats_reads "$m/full") + $(stats_reads "$m/l5")))
-    out=$("$rb" "$BENCH_DIR/list.$name" --threads 2 --seed "$r" --passes "$passes")
-    warm_daemon_reads=$((warm_daemon_reads + $(stats_reads "$m/full") + $(stats_reads "$m/l5") - d0))
+  d0=$(($(stats_reads "$m/full") + $(stats_reads "$m/l5")))
+  mapfile -t outs < <("$rb" "${lists[@]}" --threads 2 --seed "$r" --passes "$passes")
+  warm_daemon_reads=$((warm_daemon_reads + $(stats_reads "$m/full") + $(stats_reads "$m/l5") - d0))
+  for i in "${!order[@]}"; do
+    name=${order[$i]} out=${outs[$i]}
     if [[ $name == ext4 ]]; then
       warm_ext4_storage=$((warm_ext4_storage + $(field "$out" read_bytes)))
       warm_ext4_bytes=$((warm_ext4_bytes + $(field "$out" bytes)))

@@ -2,11 +2,14 @@
 // DataLoader's workers, and prints files/s and MB/s as one JSON line. Used by the benchmarks to
 // time the mount and its baselines with the same reader. "read_bytes" is what this process made
 // storage deliver while reading (/proc/self/io), for the baselines that read storage themselves.
+// "cpu_us_per_file" is this process's user+sys time per file: on a warm run that is the
+// kernel's cost of open/read/close, which wall time mixes with what a shared machine gives to
+// others.
 // --passes P reads the list P times (a new order each pass), so that a warm run, which takes
-// milliseconds per pass, is long enough to time. "cpu_us_per_file" is this process's user+sys
-// time per file: on a warm run that is the kernel's cost of open/read/close, which unlike wall
-// time does not count the time a shared machine gives to others.
-//   readbench LIST_FILE [--threads N] [--seed S | --in-order] [--passes P]
+// milliseconds per pass, is long enough to time. With several lists, the passes take turns
+// (list 1, list 2, ..., then again, the first list rotating), so that sources compared with each
+// other meet the same moments of a noisy machine; one JSON line per list, in argument order.
+//   readbench LIST_FILE... [--threads N] [--seed S | --in-order] [--passes P]
 #include <fcntl.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -22,14 +25,16 @@
 #include <thread>
 #include <vector>
 
-static double cpu_seconds() {
+namespace {
+
+double cpu_seconds() {
   rusage u{};
   getrusage(RUSAGE_SELF, &u);
   auto sec = [](const timeval& t) { return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) / 1e6; };
   return sec(u.ru_utime) + sec(u.ru_stime);
 }
 
-static unsigned long long read_bytes() {
+unsigned long long read_bytes() {
   std::ifstream io("/proc/self/io");
   std::string key;
   unsigned long long v = 0;
@@ -38,47 +43,29 @@ static unsigned long long read_bytes() {
   return 0;
 }
 
-int main(int argc, char** argv) {
-  if (argc < 2) {
-    std::fprintf(stderr, "usage: readbench LIST_FILE [--threads N] [--seed S | --in-order] [--passes P]\n");
-    return 2;
-  }
-  unsigned threads = 2;
-  uint64_t seed = 1;
-  bool in_order = false;
-  unsigned passes = 1;
-  for (int i = 2; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "--threads" && i + 1 < argc) threads = static_cast<unsigned>(std::stoul(argv[++i]));
-    else if (a == "--seed" && i + 1 < argc) seed = std::stoull(argv[++i]);
-    else if (a == "--in-order") in_order = true;
-    else if (a == "--passes" && i + 1 < argc) passes = std::max(1u, static_cast<unsigned>(std::stoul(argv[++i])));
-    else { std::fprintf(stderr, "readbench: unknown argument %s\n", a.c_str()); return 2; }
-  }
+struct Source {
   std::vector<std::string> paths;
-  std::ifstream list(argv[1]);
-  for (std::string line; std::getline(list, line);)
-    if (!line.empty()) paths.push_back(line);
-  const size_t files = paths.size();
-  std::vector<std::string> order;  // every pass's order, one after the other
-  order.reserve(files * passes);
-  std::mt19937_64 rng(seed);
-  for (unsigned p = 0; p < passes; ++p) {
-    if (!in_order) std::shuffle(paths.begin(), paths.end(), rng);
-    order.insert(order.end(), paths.begin(), paths.end());
-  }
-  paths = std::move(order);
+  std::mt19937_64 rng;
+  size_t files = 0;
+  uint64_t bytes = 0, errors = 0;
+  unsigned long long storage = 0;
+  double seconds = 0, cpu = 0;
+};
+
+// One pass over `s` in a new order with `threads` readers; adds what it read and how long it took.
+void read_pass(Source& s, unsigned threads, bool in_order) {
+  if (!in_order) std::shuffle(s.paths.begin(), s.paths.end(), s.rng);
   std::atomic<size_t> next{0};
   std::atomic<uint64_t> bytes{0}, errors{0};
   const unsigned long long rb0 = read_bytes();
   const double cpu0 = cpu_seconds();
-  auto t0 = std::chrono::steady_clock::now();
+  const auto t0 = std::chrono::steady_clock::now();
   std::vector<std::thread> pool;
   for (unsigned t = 0; t < threads; ++t) {
     pool.emplace_back([&] {
       std::vector<char> buf(1 << 20);
-      for (size_t i; (i = next++) < paths.size();) {
-        int fd = ::open(paths[i].c_str(), O_RDONLY | O_CLOEXEC);
+      for (size_t i; (i = next++) < s.paths.size();) {
+        int fd = ::open(s.paths[i].c_str(), O_RDONLY | O_CLOEXEC);
         if (fd < 0) { errors++; continue; }
         ssize_t n;
         uint64_t got = 0;
@@ -90,12 +77,52 @@ int main(int argc, char** argv) {
     });
   }
   for (auto& t : pool) t.join();
-  double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  const double cpu = cpu_seconds() - cpu0;
-  const unsigned long long rb = read_bytes() - rb0;
-  std::printf("{\"files\": %zu, \"bytes\": %llu, \"errors\": %llu, \"seconds\": %.4f, \"files_per_s\": %.1f, \"mb_per_s\": %.2f, \"read_bytes\": %llu, \"cpu_us_per_file\": %.3f}\n",
-              paths.size(), static_cast<unsigned long long>(bytes.load()), static_cast<unsigned long long>(errors.load()),
-              s, static_cast<double>(paths.size()) / s, static_cast<double>(bytes.load()) / 1e6 / s, rb,
-              cpu * 1e6 / static_cast<double>(paths.size()));
-  return errors ? 1 : 0;
+  s.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  s.cpu += cpu_seconds() - cpu0;
+  s.storage += read_bytes() - rb0;
+  s.files += s.paths.size();
+  s.bytes += bytes.load();
+  s.errors += errors.load();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> lists;
+  unsigned threads = 2;
+  uint64_t seed = 1;
+  bool in_order = false;
+  unsigned passes = 1;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--threads" && i + 1 < argc) threads = static_cast<unsigned>(std::stoul(argv[++i]));
+    else if (a == "--seed" && i + 1 < argc) seed = std::stoull(argv[++i]);
+    else if (a == "--in-order") in_order = true;
+    else if (a == "--passes" && i + 1 < argc) passes = std::max(1u, static_cast<unsigned>(std::stoul(argv[++i])));
+    else if (a.starts_with("--")) { std::fprintf(stderr, "readbench: unknown argument %s\n", a.c_str()); return 2; }
+    else lists.push_back(a);
+  }
+  if (lists.empty()) {
+    std::fprintf(stderr, "usage: readbench LIST_FILE... [--threads N] [--seed S | --in-order] [--passes P]\n");
+    return 2;
+  }
+  std::vector<Source> sources(lists.size());
+  for (size_t k = 0; k < lists.size(); ++k) {
+    std::ifstream list(lists[k]);
+    if (!list) { std::fprintf(stderr, "readbench: cannot read %s\n", lists[k].c_str()); return 2; }
+    for (std::string line; std::getline(list, line);)
+      if (!line.empty()) sources[k].paths.push_back(line);
+    sources[k].rng.seed(seed);  // every list gets the same sequence of shuffles
+  }
+  for (unsigned p = 0; p < passes; ++p)
+    for (size_t j = 0; j < sources.size(); ++j) read_pass(sources[(p + j) % sources.size()], threads, in_order);
+  bool failed = false;
+  for (const auto& s : sources) {
+    std::printf("{\"files\": %zu, \"bytes\": %llu, \"errors\": %llu, \"seconds\": %.4f, \"files_per_s\": %.1f, \"mb_per_s\": %.2f, \"read_bytes\": %llu, \"cpu_us_per_file\": %.3f}\n",
+                s.files, static_cast<unsigned long long>(s.bytes), static_cast<unsigned long long>(s.errors), s.seconds,
+                static_cast<double>(s.files) / s.seconds, static_cast<double>(s.bytes) / 1e6 / s.seconds, s.storage,
+                s.cpu * 1e6 / static_cast<double>(s.files));
+    failed = failed || s.errors != 0;
+  }
+  return failed ? 1 : 0;
 }
