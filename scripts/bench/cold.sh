@@ -42,6 +42,8 @@ n=$(wc -l <"$BENCH_DIR/cold.list.rel")
 field() { /usr/bin/python3 -c "import json,sys; print(json.loads(sys.argv[1])[sys.argv[2]])" "$1" "$2"; }
 read_bytes() { awk '/^read_bytes/ {print $2}' "/proc/$1/io"; }
 kb() { awk -v k="$2" '$1 == k":" {print $2}' "/proc/$1/status"; }
+# Waits (bounded) for process $1 to exit, on a pidfd (no polling); returns at once if it has.
+wait_exit() { /usr/bin/python3 -c "import os,select,sys; select.select([os.pidfd_open(int(sys.argv[1]))], [], [], 30)" "$1" 2>/dev/null || true; }
 cold() { sync; echo 3 >/proc/sys/vm/drop_caches; }
 
 # run_ext4 SEED -> "files_per_s served_bytes storage_bytes rss_kb"
@@ -77,7 +79,7 @@ run_mount() {
   rss=$(kb "$pid" VmHWM)
   cp "$m/.fidelity/stats" "$BENCH_DIR/cold.stats.$level.$mode.json"
   fusermount3 -u "$m"
-  while kill -0 "$pid" 2>/dev/null; do sleep 0.05; done  # the daemon exits after the unmount
+  wait_exit "$pid"  # the daemon exits after the unmount
   echo "$(field "$out" files_per_s) $(field "$out" bytes) $((b1 - b0)) $rss $rss0"
 }
 

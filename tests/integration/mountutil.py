@@ -3,6 +3,7 @@ answers, so no test waits or polls for readiness; every mount is unmounted in a 
 import contextlib
 import errno
 import os
+import select
 import signal
 import subprocess
 import time
@@ -49,22 +50,22 @@ def mount(store, mnt, *args, check=True):
 
 
 def wait_exit(pid, seconds):
-    """Polls (bounded) until process pid has exited; True if it did."""
-    deadline = time.monotonic() + seconds
-    while True:
-        try:  # a zombie is gone, unless it is a leader whose other threads still run
-            with open(f"/proc/{pid}/stat") as f:
-                if f.read().rsplit(")", 1)[1].split()[0] == "Z" and len(os.listdir(f"/proc/{pid}/task")) <= 1:
-                    return True
-        except OSError:
-            return True
-        try:
-            os.waitpid(pid, os.WNOHANG)
-        except ChildProcessError:
-            pass
-        if time.monotonic() > deadline:
+    """Waits (bounded) until process pid has exited, on a pidfd: it turns readable once the whole
+    process has exited, zombie or reaped. True if it did. Reaps it if it is our child."""
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return True
+    try:
+        if not select.select([fd], [], [], seconds)[0]:
             return False
-        time.sleep(0.01)
+    finally:
+        os.close(fd)
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        pass
+    return True
 
 
 def wait_invalidations(mnt, seconds=20):

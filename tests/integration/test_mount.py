@@ -16,7 +16,8 @@ from PIL import Image
 
 from conftest import REPO, fid_bin, manifest
 from fidstore import Store
-from mountutil import XA, daemon_pid, flip_level, is_mounted, mount, mounted, unmount, wait_invalidations, walk_dirs, walk_files
+from mountutil import (XA, daemon_pid, flip_level, is_mounted, mount, mounted, unmount, wait_exit, wait_invalidations,
+                       walk_dirs, walk_files)
 from mountutil import read_file as read
 
 STRESS_SECONDS = 6
@@ -427,10 +428,7 @@ def test_sigterm_unmounts_cleanly(edge_store, mnt):
         pid = daemon_pid(mnt)
         assert pid and is_mounted(mnt)
         os.kill(pid, signal.SIGTERM)
-        for _ in range(500):  # the daemon unmounts and exits
-            if not os.path.exists(f"/proc/{pid}") or open(f"/proc/{pid}/stat").read().split()[2] == "Z":
-                break
-            time.sleep(0.01)
+        assert wait_exit(pid, 5)  # the daemon unmounts and exits
         assert not is_mounted(mnt)
         assert os.listdir(mnt) == []
     finally:
@@ -441,10 +439,7 @@ def test_stale_mount_is_recovered(edge_store, mnt):
     mount(edge_store, mnt)
     pid = daemon_pid(mnt)
     os.kill(pid, signal.SIGKILL)
-    for _ in range(500):
-        if not os.path.exists(f"/proc/{pid}"):
-            break
-        time.sleep(0.01)
+    assert wait_exit(pid, 5)
     with pytest.raises(OSError) as e:
         os.statvfs(mnt)  # stat may still be answered from cached attributes
     assert e.value.errno == errno.ENOTCONN
