@@ -199,9 +199,11 @@ struct CommonKey {
   bool (*set)(std::string_view value, CommonSettings& s);
 };
 
-static_assert(kMaxLevel == 255, "update the scan_group message");
+static_assert(kMaxLevel == 255, "update kLevelExpected");
+constexpr std::string_view kLevelExpected = "a level 1..255 or 'full'";
+
 constexpr CommonKey kCommonKeys[] = {
-    {"scan_group", "a level 1..255 or 'full'",
+    {"scan_group", kLevelExpected,
      [](std::string_view v, CommonSettings& s) { return put(s.scan_group, parse_level(v)); }},
     {"threads", "1..1024",
      [](std::string_view v, CommonSettings& s) { return put(s.threads, parse_in_range(v, 1, 1024)); }},
@@ -245,7 +247,7 @@ struct Ctx {
   int level(const YAML::Node& n, const std::string& key) const {
     std::string s = scalar(n, key);
     auto v = parse_level(s);
-    if (!v) fail(n, key, fmt::format("expected a level 1..{} or 'full', got '{}'", kMaxLevel, s));
+    if (!v) fail(n, key, fmt::format("expected {}, got '{}'", kLevelExpected, s));
     return *v;
   }
 };
@@ -282,9 +284,8 @@ Config parse_config(std::string_view yaml, const std::string& source) {
       cfg.order_seed = *v;
     } else if (key == "order_window") {
       std::string s = ctx.scalar(val, key);
-      auto v = parse_u64(s);
-      if (!v || *v < 1 || *v > 4096) ctx.fail(val, key, fmt::format("expected 1..4096, got '{}'", s));
-      cfg.order_window = static_cast<unsigned>(*v);
+      cfg.order_window = parse_in_range(s, 1, 4096);
+      if (!cfg.order_window) ctx.fail(val, key, fmt::format("expected 1..4096, got '{}'", s));
     } else if (key == "rules") {
       if (val.IsNull()) continue;
       if (!val.IsSequence()) ctx.fail(val, key, "expected a list of {path, scan_group} entries");

@@ -1,6 +1,7 @@
 #include "fs/l3_batcher.h"
 
 #include <algorithm>
+#include <cstdint>
 
 #include "codec/l3.h"
 
@@ -10,7 +11,7 @@ L3Batcher::L3Batcher(codec::L3BatchDecoder& decoder, Options options,
                      std::function<void(const std::string&)> on_decoder_error)
     : decoder_(decoder),
       options_{std::max(1u, options.max_batch), options.deadline},
-      max_batch_bytes_(decoder.max_batch_bytes()),
+      max_batch_bytes_(decoder.max_batch_bytes() ? decoder.max_batch_bytes() : SIZE_MAX),
       on_decoder_error_(std::move(on_decoder_error)) {
   const unsigned n = std::max(1u, decoder_.concurrency());
   for (unsigned i = 0; i < n; ++i) workers_.emplace_back([this] { work(); });
@@ -46,14 +47,12 @@ bool L3Batcher::decode(std::span<const uint8_t> l3, std::span<uint8_t> pixels, s
 std::pair<size_t, bool> L3Batcher::next_batch() const {
   size_t n = 0, bytes = 0;
   for (const Pending* p : queue_) {
-    if (n == options_.max_batch) return {n, true};
     const size_t b = p->job.l3.size() + p->job.pixels.size();
-    if (max_batch_bytes_ != 0 && n > 0 && bytes + b > max_batch_bytes_) return {n, true};
+    if (n == options_.max_batch || (n > 0 && bytes + b > max_batch_bytes_)) return {n, true};
     bytes += b;
     ++n;
-    if (max_batch_bytes_ != 0 && bytes >= max_batch_bytes_) return {n, true};
   }
-  return {n, n == options_.max_batch};
+  return {n, n == options_.max_batch || bytes >= max_batch_bytes_};
 }
 
 void L3Batcher::work() {

@@ -63,7 +63,7 @@ class L3Batcher {
 
   codec::L3BatchDecoder& decoder_;
   const Options options_;
-  const size_t max_batch_bytes_;  // from the decoder; 0: no limit
+  const size_t max_batch_bytes_;  // the decoder's (SIZE_MAX where it has no limit)
   const std::function<void(const std::string&)> on_decoder_error_;
   mutable std::mutex mu_;
   std::condition_variable queued_cv_;  // workers: a job arrived, or stop

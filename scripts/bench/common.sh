@@ -16,15 +16,12 @@ make_dataset() {
   local kind=$1 count=$2 classes=$3 out=$BENCH_DIR/$1-$2
   if [[ ! -f $out/.done ]]; then
     rm -rf "$out"
-    local shared=$root/../shared/datasets photos
+    local shared=$root/../shared/datasets photos=''
+    if [[ -x $shared/fetch-photos.sh ]] && photos=$("$shared/fetch-photos.sh" | tail -1) && [[ -d $photos ]]; then :; else photos=''; fi
     if [[ $kind == imagenet-sized ]]; then  # the project's own: ImageNet's bytes per file
-      local with_photos=()
-      if [[ -x $shared/fetch-photos.sh ]] && photos=$("$shared/fetch-photos.sh" | tail -1) && [[ -d $photos ]]; then
-        with_photos=(--photos "$photos")
-      fi
-      /usr/bin/python3 "$root/scripts/bench/make_imagenet_sized.py" "${with_photos[@]}" --count "$count" \
+      /usr/bin/python3 "$root/scripts/bench/make_imagenet_sized.py" ${photos:+--photos "$photos"} --count "$count" \
         --classes "$classes" --out "$out" >&2
-    elif [[ -x $shared/fetch-photos.sh ]] && photos=$("$shared/fetch-photos.sh" | tail -1) && [[ -d $photos ]]; then
+    elif [[ -n $photos ]]; then
       /usr/bin/python3 "$shared/make_imagefolder.py" --photos "$photos" --kind "$kind" --count "$count" \
         --classes "$classes" --out "$out" >&2
     else
