@@ -269,18 +269,25 @@ std::string Store::relative_path(const File& f) const {
   return out;
 }
 
-uint32_t Store::pieces_at_level(const File& f, int level) const {
-  if (f.kind != FileKind::jpeg) return 1;
-  int k = std::clamp(level, 1, levels_);
-  return static_cast<uint32_t>(k) + 1;
+uint32_t pieces_at_level(FileKind kind, int level, int levels) {
+  if (kind != FileKind::jpeg) return 1;
+  return static_cast<uint32_t>(std::clamp(level, 1, levels)) + 1;  // the header piece, then levels 1..k
 }
+
+std::span<const uint8_t> level_trailer(FileKind kind) {
+  static constexpr uint8_t kEoi[2] = {0xFF, 0xD9};
+  if (kind != FileKind::jpeg) return {};
+  return kEoi;
+}
+
+uint32_t Store::pieces_at_level(const File& f, int level) const { return index::pieces_at_level(f.kind, level, levels_); }
 
 uint64_t Store::size_at_level(const File& f, int level) const {
   auto ps = pieces(f);
   uint32_t n = pieces_at_level(f, level);
   uint64_t total = 0;
   for (uint32_t i = 0; i < n; ++i) total += ps[i].size;
-  return f.kind == FileKind::jpeg ? total + 2 : total;
+  return total + level_trailer(f.kind).size();
 }
 
 int Store::read_piece(const File& f, uint32_t piece_index, std::span<uint8_t> dst) const {

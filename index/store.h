@@ -18,6 +18,12 @@ inline constexpr int kFormatVersion = 1;
 enum class FileKind : uint8_t { jpeg = 0, l3 = 1, blob = 2 };
 std::string_view kind_name(FileKind k);
 
+// The bytes of a file at level k (docs/FORMAT.md "Reading a file at a level"): its first
+// pieces_at_level(kind, k, L) pieces in order, then level_trailer(kind) (a JPEG's EOI marker).
+// The mount, verify, the fuzzers and the packer's sizes all use these two definitions.
+uint32_t pieces_at_level(FileKind kind, int level, int levels);
+std::span<const uint8_t> level_trailer(FileKind kind);
+
 // One stored byte range of a file inside a record file.
 struct Piece {
   uint64_t offset = 0;    // absolute offset in the record file
