@@ -5,19 +5,20 @@
 #include "cli/commands.h"
 #include "index/format.h"
 #include "index/store.h"
+#include "storage/local_record_source.h"
 
 namespace fid::cli {
 
 namespace {
 
 int run_inspect(const std::string& dir, bool json) {
-  std::unique_ptr<index::Store> store;
-  try {
-    store = index::Store::open(dir);
-  } catch (const index::StoreError& e) {
-    fmt::print(stderr, "fidelityfs inspect: {}\n", e.what());
+  auto opened = index::Store::open(dir);
+  if (!opened.ok()) {
+    fmt::print(stderr, "fidelityfs inspect: {}\n", opened.error().message);
     return kExitRuntime;
   }
+  std::unique_ptr<index::Store> store = std::move(opened).value();
+  const storage::LocalRecordSource source(*store);
   const int levels = store->levels();
   uint64_t by_kind[3] = {0, 0, 0};
   std::vector<uint64_t> bytes_by_level(static_cast<size_t>(levels), 0);
@@ -44,7 +45,7 @@ int run_inspect(const std::string& dir, bool json) {
     j["store_bytes"] = store_bytes;
     j["records"] = store->records().size();
     j["seed"] = store->seed();
-    j["problems"] = store->problems();
+    j["problems"] = source.problems();
     fmt::print("{}\n", j.dump(2));
     return kExitOk;
   }
@@ -64,7 +65,7 @@ int run_inspect(const std::string& dir, bool json) {
                  static_cast<double>(b) / 1e3 / static_cast<double>(by_kind[0]));
     }
   }
-  for (const std::string& p : store->problems()) fmt::print("problem: {}\n", p);
+  for (const std::string& p : source.problems()) fmt::print("problem: {}\n", p);
   return kExitOk;
 }
 

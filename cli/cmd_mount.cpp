@@ -25,8 +25,9 @@
 #include "config/config.h"
 #include "cuda/gpu.h"
 #include "fs/fs.h"
-#include "fs/log.h"
+#include "core/log.h"
 #include "index/store.h"
+#include "storage/local_record_source.h"
 
 extern char** environ;
 
@@ -103,7 +104,7 @@ std::unique_ptr<codec::L3BatchDecoder> open_l3_decoder(const config::Settings& s
   if (s.gpu == config::Gpu::off) return nullptr;
   if (s.gpu == config::Gpu::emulate) {
     auto dec = codec::make_emulated_batch_decoder();
-    fs::log_info("gpu=emulate: L3 files decode through the GPU path on the CPU: {}", dec->description());
+    core::log_info("gpu=emulate: L3 files decode through the GPU path on the CPU: {}", dec->description());
     return dec;
   }
   bool has_l3 = false;
@@ -117,9 +118,9 @@ std::unique_ptr<codec::L3BatchDecoder> open_l3_decoder(const config::Settings& s
     usage_error = fmt::format("gpu=on: {}; use gpu=auto or gpu=off", why);
     return nullptr;
   }
-  if (dec) fs::log_info("L3 files decode on the GPU: {} (batches of {}, {} us deadline)", dec->description(),
+  if (dec) core::log_info("L3 files decode on the GPU: {} (batches of {}, {} us deadline)", dec->description(),
                         s.gpu_batch, s.gpu_deadline_us);
-  else fs::log_info("gpu=auto: L3 files decode on the CPU ({})", why);
+  else core::log_info("gpu=auto: L3 files decode on the CPU ({})", why);
   return dec;
 }
 
@@ -154,14 +155,14 @@ int run_mount(const MountArgs& a) {
     err(fmt::format("{}: store folder: {}", a.store, ec ? ec.message() : "not a directory"));
     return kExitUsage;
   }
-  std::unique_ptr<index::Store> store;
-  try {
-    store = index::Store::open(std::filesystem::absolute(a.store, ec));
-  } catch (const index::StoreError& e) {
-    err(e.what());
+  auto opened = index::Store::open(std::filesystem::absolute(a.store, ec));
+  if (!opened.ok()) {
+    err(opened.error().message);
     return kExitRuntime;
   }
-  for (const auto& p : store->problems()) err(fmt::format("warning: {} (its files will return EIO)", p));
+  std::unique_ptr<index::Store> store = std::move(opened).value();
+  storage::LocalRecordSource source(*store);
+  for (const auto& p : source.problems()) err(fmt::format("warning: {} (its files will return EIO)", p));
   try {
     config::check_levels(settings, store->levels());
   } catch (const config::ConfigError& e) {
@@ -175,8 +176,8 @@ int run_mount(const MountArgs& a) {
   bool foreground = a.foreground || a.debug;
 
   if (foreground) {
-    auto sink = settings.log_file.empty() ? fs::LogSink::stderr_ : fs::LogSink::file;
-    if (std::string e = fs::log_open(settings.log_level, sink, settings.log_file); !e.empty()) {
+    auto sink = settings.log_file.empty() ? core::LogSink::stderr_ : core::LogSink::file;
+    if (std::string e = core::log_open(settings.log_level, sink, settings.log_file); !e.empty()) {
       err(e);
       return kExitUsage;
     }
@@ -188,7 +189,7 @@ int run_mount(const MountArgs& a) {
     }
     req.l3_decoder = decoder.get();
     bool failed = false;
-    int rc = fs::serve(*store, settings, req, [&](const std::string& error) {
+    int rc = fs::serve(*store, source, settings, req, [&](const std::string& error) {
       if (!error.empty()) {
         failed = true;
         err(error);
@@ -240,8 +241,8 @@ int run_mount(const MountArgs& a) {
   ::setsid();
   if (::chdir("/") != 0) {
   }
-  auto sink = settings.log_file.empty() ? fs::LogSink::syslog : fs::LogSink::file;
-  if (std::string e = fs::log_open(settings.log_level, sink, settings.log_file); !e.empty()) {
+  auto sink = settings.log_file.empty() ? core::LogSink::syslog : core::LogSink::file;
+  if (std::string e = core::log_open(settings.log_level, sink, settings.log_file); !e.empty()) {
     std::string m = "E" + e;
     ssize_t w = ::write(pipefd[1], m.data(), m.size());
     (void)w;
@@ -258,7 +259,7 @@ int run_mount(const MountArgs& a) {
   req.l3_decoder = decoder.get();
   std::mutex mu;
   int wfd = pipefd[1];
-  int rc = fs::serve(*store, settings, req, [&](const std::string& error) {
+  int rc = fs::serve(*store, source, settings, req, [&](const std::string& error) {
     std::lock_guard lock(mu);
     if (wfd < 0) return;
     std::string m = error.empty() ? std::string("OK") : "E" + error;

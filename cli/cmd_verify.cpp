@@ -8,24 +8,22 @@
 #include "cli/progress.h"
 #include "codec/jpeg.h"
 #include "codec/l3_view.h"
+#include "core/read_range.h"
 #include "index/store.h"
+#include "storage/local_record_source.h"
 
 namespace fid::cli {
 
 namespace {
 
-// Checks one file: every piece's checksum, and for a JPEG a strict decode at every level.
-std::string verify_file(const index::Store& store, const index::File& f, std::vector<uint8_t>& buf) {
-  auto pieces = store.pieces(f);
-  buf.clear();
-  std::vector<size_t> ends;
-  for (uint32_t i = 0; i < pieces.size(); ++i) {
-    size_t at = buf.size();
-    buf.resize(at + pieces[i].size);
-    if (int rc = store.read_piece(f, i, {buf.data() + at, pieces[i].size}); rc != 0)
-      return fmt::format("piece {} unreadable: {}", i, rc == -EIO ? "checksum mismatch or I/O error" : std::strerror(-rc));
-    ends.push_back(buf.size());
-  }
+// Checks one file: every piece's checksum, and for a JPEG a strict decode at every level. The
+// pieces are read once (all of them: the file at its top level, less the trailer); each level's
+// bytes are then read_range over them, as the mount serves them.
+std::string verify_file(const index::Store& store, storage::RecordSource& source, const index::File& f,
+                        std::vector<uint8_t>& buf) {
+  const uint64_t all = store.size_at_level(f, store.levels()) - index::level_trailer(f.kind).size();
+  core::StoredPieces stored(store, source);
+  if (Status st = core::read_range(store, f, store.levels(), 0, all, stored, buf); !st.ok()) return st.error().message;
   if (f.kind == index::FileKind::l3) {  // a full decode of the L3 bitstream
     codec::L3Payload p;
     std::string err;
@@ -42,10 +40,10 @@ std::string verify_file(const index::Store& store, const index::File& f, std::ve
   std::vector<uint8_t> file;
   codec::DecodedImage img;
   std::string err;
+  core::MemoryPieces pieces(store, buf);
   for (int k = 1; k <= store.levels(); ++k) {
-    size_t n = ends[static_cast<size_t>(k)];
-    file.assign(buf.begin(), buf.begin() + static_cast<std::ptrdiff_t>(n));
-    file.insert(file.end(), codec::kEoi.begin(), codec::kEoi.end());
+    if (Status st = core::read_range(store, f, k, 0, store.size_at_level(f, k), pieces, file); !st.ok())
+      return fmt::format("level {}: {}", k, st.error().message);
     if (!codec::decode_jpeg_strict(file, img, err)) return fmt::format("level {} does not decode: {}", k, err);
     if (static_cast<uint32_t>(img.width) != f.width || static_cast<uint32_t>(img.height) != f.height)
       return fmt::format("level {} decodes to {}x{}, index says {}x{}", k, img.width, img.height, f.width, f.height);
@@ -54,13 +52,13 @@ std::string verify_file(const index::Store& store, const index::File& f, std::ve
 }
 
 int run_verify(const std::string& dir, unsigned jobs, const std::string& progress_mode) {
-  std::unique_ptr<index::Store> store;
-  try {
-    store = index::Store::open(dir);
-  } catch (const index::StoreError& e) {
-    fmt::print(stderr, "fidelityfs verify: {}\n", e.what());
+  auto opened = index::Store::open(dir);
+  if (!opened.ok()) {
+    fmt::print(stderr, "fidelityfs verify: {}\n", opened.error().message);
     return kExitRuntime;
   }
+  std::unique_ptr<index::Store> store = std::move(opened).value();
+  storage::LocalRecordSource source(*store, /*use_io_uring=*/false);
   auto files = store->files();
   std::atomic<size_t> next{0}, done{0};
   std::atomic<uint64_t> bytes{0};
@@ -72,7 +70,7 @@ int run_verify(const std::string& dir, unsigned jobs, const std::string& progres
     workers.emplace_back([&] {
       std::vector<uint8_t> buf;
       for (size_t i; (i = next++) < files.size();) {
-        std::string why = verify_file(*store, files[i], buf);
+        std::string why = verify_file(*store, source, files[i], buf);
         bytes += buf.size();
         if (!why.empty()) {
           std::lock_guard lock(mu);
@@ -91,11 +89,11 @@ int run_verify(const std::string& dir, unsigned jobs, const std::string& progres
   for (auto& w : workers) w.join();
   line.finish();
   std::sort(bad.begin(), bad.end());
-  for (const std::string& p : store->problems()) fmt::print(stderr, "damaged record: {}\n", p);
+  for (const std::string& p : source.problems()) fmt::print(stderr, "damaged record: {}\n", p);
   for (auto& [path, why] : bad) fmt::print(stderr, "BAD {}: {}\n", path, why);
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   fmt::print("verified {} files, {} bad, {:.1f}s\n", files.size(), bad.size(), secs);
-  return bad.empty() && store->problems().empty() ? kExitOk : kExitRuntime;
+  return bad.empty() && source.problems().empty() ? kExitOk : kExitRuntime;
 }
 
 }  // namespace

@@ -21,11 +21,6 @@ inline constexpr const char* kRecordDir = "records";
 inline constexpr std::array<uint8_t, 8> kRecordMagic{'F', 'I', 'D', 'R', 'E', 'C', '0', '1'};
 inline constexpr uint32_t kRecordHeaderSize = 16;
 
-enum class RecordLayout : uint8_t {
-  scan = 0,   // region 0: JPEG headers of all files in slot order; region k: their level-k pieces
-  whole = 1,  // region 0: whole payloads (blobs, L3) in slot order
-};
-
 // Size in bytes of one piece in files.pieces: u64 offset, u32 size, u32 checksum (LE).
 inline constexpr size_t kPieceBlobSize = 16;
 

@@ -5,12 +5,20 @@
 
 #include <cstdint>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 
 #include "index/store.h"
 
 namespace fid::index {
+
+// Inside index/ only: what a failing SQLite call or a corrupt index throws. Store::open and pack
+// catch it at their boundary and return a fid::Error with the same message.
+class StoreError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
 
 class SqliteStatement;
 

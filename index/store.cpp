@@ -52,7 +52,17 @@ int64_t meta_int(SqliteDb& db, const char* key) {
 
 }  // namespace
 
-std::unique_ptr<Store> Store::open(const std::filesystem::path& dir) {
+Result<std::unique_ptr<Store>> Store::open(const std::filesystem::path& dir) {
+  try {
+    return load(dir);
+  } catch (const StoreError& e) {
+    return Error{EINVAL, e.what()};
+  } catch (const std::bad_alloc&) {
+    return Error{ENOMEM, dir.string() + ": out of memory loading the index"};
+  }
+}
+
+std::unique_ptr<Store> Store::load(const std::filesystem::path& dir) {
   std::unique_ptr<Store> s(new Store());
   s->dir_ = dir;
   const std::filesystem::path index_path = dir / kIndexFile;
@@ -116,7 +126,7 @@ std::unique_ptr<Store> Store::open(const std::filesystem::path& dir) {
         throw corrupt(fmt::format("record {} has a bad path '{}'", r.id, r.path));
       int64_t layout = q.integer(2);
       if (layout != 0 && layout != 1) throw corrupt(fmt::format("record {} has layout {}", r.id, layout));
-      r.layout = static_cast<uint8_t>(layout);
+      r.layout = static_cast<RecordLayout>(layout);
       r.size = static_cast<uint64_t>(q.integer(3));
       auto ends = q.blob(4);
       if (ends.size() % 8 != 0) throw corrupt(fmt::format("record {} region_ends", r.id));
@@ -218,38 +228,22 @@ std::unique_ptr<Store> Store::open(const std::filesystem::path& dir) {
       s->child_files_.insert(s->child_files_.end(), sf.begin(), sf.end());
     }
   }
-  // Record files: a missing, short or foreign one fails only its own files (read_piece -> EIO).
-  for (const Record& r : s->records_) {
-    std::filesystem::path p = dir / r.path;
-    int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
-    std::string problem;
-    if (fd < 0) {
-      problem = std::strerror(errno);
-    } else {
-      uint8_t header[kRecordHeaderSize];
-      struct stat rs {};
-      if (::fstat(fd, &rs) != 0 || static_cast<uint64_t>(rs.st_size) < r.size) {
-        problem = fmt::format("truncated: {} bytes, index says {}", rs.st_size, r.size);
-      } else if (::pread(fd, header, sizeof header, 0) != static_cast<ssize_t>(sizeof header) ||
-                 std::memcmp(header, kRecordMagic.data(), kRecordMagic.size()) != 0 ||
-                 get_le(header + 8, 4) != r.id) {
-        problem = "not record " + std::to_string(r.id) + " of this store (bad header)";
-      }
-    }
-    if (!problem.empty()) {
-      if (fd >= 0) ::close(fd);
-      fd = -1;
-      s->problems_.push_back(fmt::format("{}: {}", p.string(), problem));
-    }
-    s->record_fds_.push_back(fd);
+  // Files of each record in slot order (storage order).
+  {
+    s->record_begin_.assign(s->records_.size() + 1, 0);
+    for (const File& f : s->files_) ++s->record_begin_[f.record + 1];
+    for (size_t r = 1; r < s->record_begin_.size(); ++r) s->record_begin_[r] += s->record_begin_[r - 1];
+    s->record_files_.resize(s->files_.size());
+    std::vector<uint32_t> fill(s->record_begin_.begin(), s->record_begin_.end() - 1);
+    for (const File& f : s->files_) s->record_files_[fill[f.record]++] = f.id;
+    for (size_t r = 0; r < s->records_.size(); ++r)
+      std::sort(s->record_files_.begin() + s->record_begin_[r], s->record_files_.begin() + s->record_begin_[r + 1],
+                [&](uint32_t a, uint32_t b) { return s->files_[a].slot < s->files_[b].slot; });
   }
   return s;
 }
 
-Store::~Store() {
-  for (int fd : record_fds_)
-    if (fd >= 0) ::close(fd);
-}
+Store::~Store() = default;
 
 std::string Store::relative_path(const Dir& d) const {
   std::vector<std::string_view> parts;
@@ -290,23 +284,5 @@ uint64_t Store::size_at_level(const File& f, int level) const {
   return total + level_trailer(f.kind).size();
 }
 
-int Store::read_piece(const File& f, uint32_t piece_index, std::span<uint8_t> dst) const {
-  if (piece_index >= f.piece_count) return -EINVAL;
-  const Piece& p = pieces_[f.first_piece + piece_index];
-  if (dst.size() != p.size) return -EINVAL;
-  int fd = record_fds_[f.record];
-  if (fd < 0) return -EIO;
-  size_t done = 0;
-  while (done < p.size) {
-    ssize_t n = ::pread(fd, dst.data() + done, p.size - done, static_cast<off_t>(p.offset + done));
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return -errno;
-    }
-    if (n == 0) return -EIO;
-    done += static_cast<size_t>(n);
-  }
-  return piece_checksum(dst) == p.checksum ? 0 : -EIO;
-}
 
 }  // namespace fid::index

@@ -1,15 +1,16 @@
-// Read side of a store: index.sqlite loaded once into compact in-memory tables, and record
-// files read by piece with checksum verification. No FUSE here; no SQLite after open().
+// Read side of a store: index.sqlite loaded once into compact in-memory tables. Record bytes
+// are read through a storage::RecordSource. No FUSE here; no SQLite after open().
 #pragma once
 
 #include <cstdint>
 #include <filesystem>
 #include <memory>
 #include <span>
-#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "common/error.h"
 
 namespace fid::index {
 
@@ -56,24 +57,23 @@ struct Dir {
   int64_t mtime_ns = 0;
 };
 
+enum class RecordLayout : uint8_t {
+  scan = 0,   // region 0: JPEG headers of all files in slot order; region k: their level-k pieces
+  whole = 1,  // region 0: whole payloads (blobs, L3) in slot order
+};
+
 struct Record {
   uint32_t id = 0;
   std::string path;          // relative to the store, e.g. records/000012.rec
   uint64_t size = 0;
-  uint8_t layout = 0;        // 0 = scan (PCR level-major), 1 = whole (files concatenated)
+  RecordLayout layout = RecordLayout::scan;
   std::vector<uint64_t> region_end;  // scan: end offset of region 0 (headers), 1..L; whole: 1 entry
-};
-
-class StoreError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
 };
 
 class Store {
  public:
-  // Loads STORE_DIR/index.sqlite, checks the format version and opens every record file.
-  // Throws StoreError with a one-line reason naming the file.
-  static std::unique_ptr<Store> open(const std::filesystem::path& dir);
+  // Loads STORE_DIR/index.sqlite and checks it; the error names the file and the reason.
+  static Result<std::unique_ptr<Store>> open(const std::filesystem::path& dir);
   ~Store();
   Store(const Store&) = delete;
   Store& operator=(const Store&) = delete;
@@ -90,27 +90,25 @@ class Store {
   std::string_view name(const File& f) const { return {names_.data() + f.name_off, f.name_len}; }
   std::string_view name(const Dir& d) const { return {names_.data() + d.name_off, d.name_len}; }
   std::span<const Piece> pieces(const File& f) const { return {pieces_.data() + f.first_piece, f.piece_count}; }
+  // The files stored in record r, in slot (storage) order.
+  std::span<const uint32_t> record_files(uint32_t r) const {
+    return std::span<const uint32_t>(record_files_).subspan(record_begin_[r], record_begin_[r + 1] - record_begin_[r]);
+  }
+  // A file's position in storage order: the files of earlier records, then its slot.
+  uint64_t storage_position(const File& f) const { return record_begin_[f.record] + f.slot; }
 
   // Path relative to the store root ("cls/img.jpg"); for messages and order files.
   std::string relative_path(const File& f) const;
   std::string relative_path(const Dir& d) const;
 
-  // Number of pieces a read at `level` covers (jpeg: 1 + level, clamped to levels(); else 1)
-  // and whether the EOI trailer follows them.
+  // index::pieces_at_level and the bytes a read of the file at `level` returns (its pieces at
+  // that level, then level_trailer).
   uint32_t pieces_at_level(const File& f, int level) const;
-  // Bytes a read of the file at `level` returns (jpeg: pieces + 2-byte EOI; others: the piece).
   uint64_t size_at_level(const File& f, int level) const;
-
-  // Reads a whole piece into dst (dst.size() == piece.size) and verifies its checksum.
-  // Returns 0, or -EIO on short read / checksum mismatch, or -errno of pread.
-  int read_piece(const File& f, uint32_t piece_index, std::span<uint8_t> dst) const;
-  // The file descriptor of a record (for splice/prefetch in the fs layer).
-  int record_fd(uint32_t record) const { return record_fds_[record]; }
-  // Records that could not be opened or are damaged (their files read as EIO), one line each.
-  const std::vector<std::string>& problems() const { return problems_; }
 
  private:
   Store() = default;
+  static std::unique_ptr<Store> load(const std::filesystem::path& dir);  // throws StoreError
   std::filesystem::path dir_;
   int levels_ = 0;
   uint64_t seed_ = 0;
@@ -120,8 +118,8 @@ class Store {
   std::vector<uint32_t> child_dirs_, child_files_;
   std::vector<Piece> pieces_;
   std::string names_;
-  std::vector<int> record_fds_;
-  std::vector<std::string> problems_;
+  std::vector<uint32_t> record_begin_;  // records + 1 entries: index into record_files_
+  std::vector<uint32_t> record_files_;
 };
 
 // Checksum used for every piece: low 32 bits of XXH3-64.

@@ -1,4 +1,4 @@
-#include "fs/log.h"
+#include "core/log.h"
 
 #include <fcntl.h>
 #include <syslog.h>
@@ -9,7 +9,7 @@
 #include <cstring>
 #include <ctime>
 
-namespace fid::fs {
+namespace fid::core {
 
 namespace {
 config::LogLevel g_level = config::LogLevel::info;
@@ -55,4 +55,4 @@ void log_write(config::LogLevel level, std::string_view msg) {
   (void)rc;
 }
 
-}  // namespace fid::fs
+}  // namespace fid::core

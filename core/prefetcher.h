@@ -12,15 +12,37 @@
 #include <thread>
 #include <vector>
 
-#include "fs/orders.h"
-#include "fs/record_cache.h"
+#include "core/orders.h"
+#include "core/record_cache.h"
 #include "index/store.h"
 
-namespace fid::fs {
+namespace fid::core {
+
+// Says whether accesses follow an order: an access is in order when one of the last kRecent
+// positions precedes it closely (within `tolerance`, which grows with the number of ranks
+// interleaving on one mount). The score rises by one per in-order access and falls fast
+// otherwise; the detector follows once it reaches kFollowScore.
+class OrderDetector {
+ public:
+  static constexpr size_t kRecent = 16;
+  static constexpr int kFollowScore = 8;
+  static constexpr int kMaxScore = 32;
+  static constexpr int kMissPenalty = 4;
+
+  // Records an access at order position p; returns whether the detector now follows.
+  bool on_access(uint32_t p, uint32_t tolerance);
+  bool following() const { return score_ >= kFollowScore; }
+  void reset() { *this = OrderDetector(); }
+
+ private:
+  uint32_t recent_[kRecent] = {};
+  size_t recent_n_ = 0, recent_head_ = 0;
+  int score_ = 0;
+};
 
 class Prefetcher {
  public:
-  Prefetcher(const index::Store& store, RecordCache& cache, IoStats& stats, uint64_t window_bytes, unsigned threads,
+  Prefetcher(const index::Store& store, RecordCache& cache, ReadStats& stats, uint64_t window_bytes, unsigned threads,
              uint32_t order_window);
   ~Prefetcher();
   Prefetcher(const Prefetcher&) = delete;
@@ -31,14 +53,16 @@ class Prefetcher {
   // A reader starts reading file f at `level`.
   void on_access(uint32_t f, int level);
   bool following() const;
-  uint64_t window_bytes() const { return window_; }
 
  private:
   void worker();
+  // Queues the records the order needs from position p on, in order of first use, until the
+  // window is full. Locked.
+  bool queue_ahead_locked(uint32_t p, uint32_t rec_index, int level, uint32_t tolerance);
 
   const index::Store& store_;
   RecordCache& cache_;
-  IoStats& stats_;
+  ReadStats& stats_;
   const uint64_t window_;
   const uint32_t order_window_;
 
@@ -48,15 +72,10 @@ class Prefetcher {
   std::deque<std::pair<uint32_t, int>> queue_;  // (record, prefix level), in need order
   std::shared_ptr<const OrderIndex> ix_;
   uint32_t world_ = 1;
-  // Sequential-progress detector: positions of the last accesses; an access is "in order" when
-  // one of them precedes it closely. `score_` rises on in-order accesses, falls fast otherwise.
-  static constexpr size_t kRecent = 16;
-  uint32_t recent_[kRecent] = {};
-  size_t recent_n_ = 0, recent_head_ = 0;
-  int score_ = 0;
+  OrderDetector detector_;
   uint32_t last_scan_ = UINT32_MAX;
   unsigned since_scan_ = 0;
   std::vector<std::thread> threads_;
 };
 
-}  // namespace fid::fs
+}  // namespace fid::core

@@ -1,10 +1,11 @@
-#include "fs/orders.h"
+#include "core/orders.h"
 
 #include <charconv>
 
+#include "core/inodes.h"
 #include "index/order.h"
 
-namespace fid::fs {
+namespace fid::core {
 
 namespace {
 
@@ -124,6 +125,20 @@ std::shared_ptr<const std::string> OrderContents::get(uint64_t seed, uint32_t wi
   return text;
 }
 
+// ---- the order files of a mount ----------------------------------------------------------------
+
+OrderFiles::OrderFiles(const index::Store& store, uint64_t seed, uint32_t window,
+                       const std::unordered_map<uint32_t, std::string>* display_names)
+    : slots_(kOrderSlots), contents_(store, 4, display_names), seed_(seed), window_(window) {}
+
+std::shared_ptr<const std::string> OrderFiles::text(uint32_t slot) {
+  auto name = slots_.name_of(slot);
+  if (!name) return nullptr;
+  return contents_.get(seed_.load(), window_, *name);
+}
+
+bool OrderFiles::set_seed(uint64_t seed) { return seed_.exchange(seed) != seed; }
+
 // ---- index for the prefetcher -----------------------------------------------------------------
 
 std::shared_ptr<const OrderIndex> build_order_index(const index::Store& store, uint64_t seed, uint64_t epoch,
@@ -148,7 +163,6 @@ std::shared_ptr<const OrderIndex> build_order_index(const index::Store& store, u
     if (ix->rec_index[r] == UINT32_MAX) {
       ix->rec_index[r] = static_cast<uint32_t>(ix->rec_seq.size());
       ix->rec_seq.push_back(r);
-      ix->first_pos.push_back(i);
       ix->last_pos.push_back(i);
     }
     ix->last_pos[ix->rec_index[r]] = i;
@@ -156,4 +170,4 @@ std::shared_ptr<const OrderIndex> build_order_index(const index::Store& store, u
   return ix;
 }
 
-}  // namespace fid::fs
+}  // namespace fid::core

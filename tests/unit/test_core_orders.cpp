@@ -1,11 +1,11 @@
 #include <gtest/gtest.h>
 
-#include "fs/orders.h"
+#include "core/orders.h"
 
-using fid::fs::OrderName;
-using fid::fs::OrderSlots;
-using fid::fs::order_file_name;
-using fid::fs::parse_order_name;
+using fid::core::OrderName;
+using fid::core::OrderSlots;
+using fid::core::order_file_name;
+using fid::core::parse_order_name;
 
 TEST(OrderNames, ParseAndFormat) {
   auto n = parse_order_name("epoch-0");

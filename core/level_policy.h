@@ -1,8 +1,9 @@
 // Fidelity policy: the effective level of every file, from (most specific first)
 //   file xattr > nearest ancestor directory xattr > config per-path rule > mount option > config
 //   default (the last two are merged into one `mount_default` by config::merge).
-// Overrides live in memory only (they are lost at unmount). No FUSE, no store: the tree shape
-// is given as parent arrays so this is unit-testable on its own.
+// Overrides live in memory only (they are lost at unmount). The class itself takes the tree
+// shape as parent arrays so that it is unit-testable without a store; make_level_policy builds
+// one from a store.
 #pragma once
 
 #include <atomic>
@@ -14,10 +15,10 @@
 #include <unordered_map>
 #include <vector>
 
-namespace fid::fs {
+#include "config/config.h"
+#include "index/store.h"
 
-enum class LevelSource : uint8_t { file_xattr, dir_xattr, rule, mount };
-std::string_view level_source_name(LevelSource s);
+namespace fid::core {
 
 class LevelPolicy {
  public:
@@ -29,13 +30,13 @@ class LevelPolicy {
   int levels() const { return levels_; }
   int mount_default() const { return mount_default_; }
 
-  // Effective level of file f (1..L) and where it comes from.
-  int effective(uint32_t f, LevelSource* source = nullptr) const;
+  // Effective level of file f (1..L).
+  int effective(uint32_t f) const;
   // Level without any xattr override: config rule, else the mount default.
   int base(uint32_t f) const { return f < file_rule_.size() && file_rule_[f] != 0 ? file_rule_[f] : mount_default_; }
   // Level a directory hands to its subtree from xattrs (its own or the nearest ancestor's),
   // else the mount default. Rules are per file and not reflected here.
-  int dir_effective(uint32_t d, LevelSource* source = nullptr) const;
+  int dir_effective(uint32_t d) const;
 
   std::optional<int> file_override(uint32_t f) const;
   std::optional<int> dir_override(uint32_t d) const;
@@ -59,4 +60,14 @@ class LevelPolicy {
   int dir_chain_locked(uint32_t d, bool* found) const;
 };
 
-}  // namespace fid::fs
+}  // namespace fid::core
+
+namespace fid::core {
+
+// Level from the config rules for every file (first matching rule wins; 0 = no rule), resolved
+// against the store (full -> L).
+std::vector<uint8_t> rule_levels(const index::Store& store, const std::vector<config::Rule>& rules);
+// The policy of a mount of `store` with `settings` (mount default and rules).
+LevelPolicy make_level_policy(const index::Store& store, const config::Settings& settings);
+
+}  // namespace fid::core

@@ -8,7 +8,7 @@
 
 #include "config/config.h"
 
-namespace fid::fs {
+namespace fid::core {
 
 enum class LogSink { stderr_, syslog, file };
 
@@ -34,4 +34,4 @@ void log_debug(fmt::format_string<Args...> f, Args&&... args) {
   if (log_enabled(config::LogLevel::debug)) log_write(config::LogLevel::debug, fmt::format(f, std::forward<Args>(args)...));
 }
 
-}  // namespace fid::fs
+}  // namespace fid::core

@@ -1,11 +1,11 @@
-#include "fs/l3_batcher.h"
+#include "core/l3_batcher.h"
 
 #include <algorithm>
 #include <cstdint>
 
 #include "codec/l3.h"
 
-namespace fid::fs {
+namespace fid::core {
 
 L3Batcher::L3Batcher(codec::L3BatchDecoder& decoder, Options options,
                      std::function<void(const std::string&)> on_decoder_error)
@@ -102,4 +102,4 @@ L3Batcher::Stats L3Batcher::stats() const {
   return stats_;
 }
 
-}  // namespace fid::fs
+}  // namespace fid::core

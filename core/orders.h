@@ -3,6 +3,7 @@
 // The order itself is index::epoch_order (docs/FORMAT.md "Published read orders").
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <list>
 #include <unordered_map>
@@ -15,7 +16,7 @@
 
 #include "index/store.h"
 
-namespace fid::fs {
+namespace fid::core {
 
 struct OrderName {
   uint64_t epoch = 0;
@@ -72,6 +73,34 @@ class OrderContents {
   std::vector<std::string> dir_path_;  // "cls/" per directory ("" for the root)
 };
 
+// The order files of a mount: their slots, their contents under the current seed (the store's,
+// the config's order_seed, or user.fidelity.order_seed set on the root), and how many readers
+// took one.
+class OrderFiles {
+ public:
+  OrderFiles(const index::Store& store, uint64_t seed, uint32_t window,
+             const std::unordered_map<uint32_t, std::string>* display_names);
+
+  uint32_t slots() const { return slots_.size(); }
+  uint32_t acquire(const OrderName& name, uint64_t* generation) { return slots_.acquire(name, generation); }
+  std::optional<OrderName> name_of(uint32_t slot) const { return slots_.name_of(slot); }
+  // The text of the order in `slot` under the current seed; null if the slot is unused.
+  std::shared_ptr<const std::string> text(uint32_t slot);
+  uint64_t seed() const { return seed_.load(); }
+  // Returns false if the seed was already `seed`.
+  bool set_seed(uint64_t seed);
+  void note_open() { opens_.fetch_add(1, std::memory_order_relaxed); }
+  uint64_t opens() const { return opens_.load(); }
+  uint32_t window() const { return window_; }
+
+ private:
+  OrderSlots slots_;
+  OrderContents contents_;
+  std::atomic<uint64_t> seed_;
+  const uint32_t window_;
+  std::atomic<uint64_t> opens_{0};
+};
+
 // What the prefetcher needs to follow an epoch's order: every file's position in the whole
 // order (world 1; a rank's order is a subsequence of it) and each record's first/last position.
 struct OrderIndex {
@@ -79,10 +108,9 @@ struct OrderIndex {
   std::vector<uint32_t> pos;        // file id -> position
   std::vector<uint32_t> rec_seq;    // records in order of first use
   std::vector<uint32_t> rec_index;  // record -> index in rec_seq
-  std::vector<uint32_t> first_pos;  // by rec_seq index
   std::vector<uint32_t> last_pos;   // by rec_seq index
 };
 std::shared_ptr<const OrderIndex> build_order_index(const index::Store& store, uint64_t seed, uint64_t epoch,
                                                     uint32_t window);
 
-}  // namespace fid::fs
+}  // namespace fid::core

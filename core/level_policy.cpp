@@ -1,18 +1,9 @@
-#include "fs/policy.h"
+#include "core/level_policy.h"
 
+#include <algorithm>
 #include <mutex>
 
-namespace fid::fs {
-
-std::string_view level_source_name(LevelSource s) {
-  switch (s) {
-    case LevelSource::file_xattr: return "file-xattr";
-    case LevelSource::dir_xattr: return "dir-xattr";
-    case LevelSource::rule: return "rule";
-    case LevelSource::mount: return "mount";
-  }
-  return "mount";
-}
+namespace fid::core {
 
 LevelPolicy::LevelPolicy(int levels, int mount_default, std::vector<uint32_t> dir_parent,
                          std::vector<uint32_t> file_dir, std::vector<uint8_t> file_rule)
@@ -37,7 +28,7 @@ int LevelPolicy::dir_chain_locked(uint32_t d, bool* found) const {
   return 0;
 }
 
-int LevelPolicy::effective(uint32_t f, LevelSource* source) const {
+int LevelPolicy::effective(uint32_t f) const {
   bool files = any_file_.load(std::memory_order_acquire);
   bool dirs = any_dir_.load(std::memory_order_acquire);
   if (files || dirs) {
@@ -45,7 +36,6 @@ int LevelPolicy::effective(uint32_t f, LevelSource* source) const {
     if (files) {
       auto it = file_over_.find(f);
       if (it != file_over_.end()) {
-        if (source) *source = LevelSource::file_xattr;
         return it->second;
       }
     }
@@ -53,30 +43,25 @@ int LevelPolicy::effective(uint32_t f, LevelSource* source) const {
       bool found = false;
       int l = dir_chain_locked(file_dir_[f], &found);
       if (found) {
-        if (source) *source = LevelSource::dir_xattr;
         return l;
       }
     }
   }
   if (f < file_rule_.size() && file_rule_[f] != 0) {
-    if (source) *source = LevelSource::rule;
     return file_rule_[f];
   }
-  if (source) *source = LevelSource::mount;
   return mount_default_;
 }
 
-int LevelPolicy::dir_effective(uint32_t d, LevelSource* source) const {
+int LevelPolicy::dir_effective(uint32_t d) const {
   if (any_dir_.load(std::memory_order_acquire)) {
     std::shared_lock lock(mu_);
     bool found = false;
     int l = dir_chain_locked(d, &found);
     if (found) {
-      if (source) *source = LevelSource::dir_xattr;
       return l;
     }
   }
-  if (source) *source = LevelSource::mount;
   return mount_default_;
 }
 
@@ -133,4 +118,38 @@ size_t LevelPolicy::override_count() const {
   return file_over_.size() + dir_over_.size();
 }
 
-}  // namespace fid::fs
+std::vector<uint8_t> rule_levels(const index::Store& store, const std::vector<config::Rule>& rules) {
+  auto files = store.files();
+  std::vector<uint8_t> out(rules.empty() ? 0 : files.size(), 0);
+  if (rules.empty()) return out;
+  const int L = store.levels();
+  // Directory paths once, then "dir/name" per file.
+  auto dirs = store.dirs();
+  std::vector<std::string> dir_path(dirs.size());
+  for (size_t d = 0; d < dirs.size(); ++d) dir_path[d] = store.relative_path(dirs[d]);
+  std::string path;
+  for (const index::File& f : files) {
+    path.assign(dir_path[f.dir]);
+    if (!path.empty()) path.push_back('/');
+    path.append(store.name(f));
+    for (const auto& r : rules) {
+      if (config::glob_match(r.glob, path)) {
+        out[f.id] = static_cast<uint8_t>(r.level >= config::kFull ? L : std::min(r.level, L));
+        break;
+      }
+    }
+  }
+  return out;
+}
+
+LevelPolicy make_level_policy(const index::Store& store, const config::Settings& s) {
+  std::vector<uint32_t> parent, fdir;
+  parent.reserve(store.dirs().size());
+  for (const index::Dir& d : store.dirs()) parent.push_back(d.parent);
+  fdir.reserve(store.files().size());
+  for (const index::File& f : store.files()) fdir.push_back(f.dir);
+  const int def = s.scan_group >= config::kFull ? store.levels() : std::min(s.scan_group, store.levels());
+  return LevelPolicy(store.levels(), std::max(def, 1), std::move(parent), std::move(fdir), rule_levels(store, s.rules));
+}
+
+}  // namespace fid::core

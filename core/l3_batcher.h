@@ -21,7 +21,7 @@
 
 #include "codec/l3_batch.h"
 
-namespace fid::fs {
+namespace fid::core {
 
 class L3Batcher {
  public:
@@ -48,7 +48,6 @@ class L3Batcher {
   bool decode(std::span<const uint8_t> l3, std::span<uint8_t> pixels, std::string& error);
 
   Stats stats() const;
-  const codec::L3BatchDecoder& decoder() const { return decoder_; }
 
  private:
   struct Pending {
@@ -74,4 +73,4 @@ class L3Batcher {
   std::vector<std::thread> workers_;
 };
 
-}  // namespace fid::fs
+}  // namespace fid::core

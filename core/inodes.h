@@ -9,13 +9,13 @@
 //                                  ino = V + (K-1)*(D+F) + local, local = dir id | D + file id
 //   LF = V + L*(D+F) ..            live files at level K: LF + (K-1)*F + file id
 //   O = LF + L*F ..                order files /.fidelity/order/epoch-N[.rank-R-of-W]: a bounded
-//                                  table of kOrderSlots slots (fs/orders.h), ino = O + slot
+//                                  table of kOrderSlots slots (core/orders.h), ino = O + slot
 //   S = O + kOrderSlots ..         control-file snapshots: S + 2*generation + (0 stats | 1 config)
 #pragma once
 
 #include <cstdint>
 
-namespace fid::fs {
+namespace fid::core {
 
 enum class NodeType : uint8_t { dir, file, ctl_root, ctl_stats, ctl_config, ctl_sg, ctl_order, order_file, invalid };
 
@@ -36,7 +36,7 @@ inline bool is_dir_node(NodeType t) {
 class InodeMap {
  public:
   InodeMap(uint32_t ndirs, uint32_t nfiles, int levels)
-      : d_(ndirs), f_(nfiles), levels_(levels), ctl_(uint64_t{ndirs} + 1), view_(ctl_ + 16),
+      : d_(ndirs), f_(nfiles), ctl_(uint64_t{ndirs} + 1), view_(ctl_ + 16),
         live_(view_ + uint64_t(levels) * (uint64_t{ndirs} + nfiles)), orders_(live_ + uint64_t(levels) * nfiles),
         snap_(orders_ + kOrderSlots) {}
 
@@ -97,16 +97,11 @@ class InodeMap {
     return n;
   }
 
-  uint32_t ndirs() const { return d_; }
-  uint32_t nfiles() const { return f_; }
-  int levels() const { return levels_; }
-
  private:
   // View K's inode of local index 0 (its root directory).
   uint64_t view_base(int view) const { return view_ + uint64_t(view - 1) * (uint64_t{d_} + f_); }
   uint32_t d_, f_;
-  int levels_;
   uint64_t ctl_, view_, live_, orders_, snap_;
 };
 
-}  // namespace fid::fs
+}  // namespace fid::core

@@ -10,7 +10,7 @@
 
 #include "codec/l3.h"
 #include "codec/l3_batch.h"
-#include "fs/l3_batcher.h"
+#include "core/l3_batcher.h"
 #include "l3_test_images.h"
 
 using namespace fid;
@@ -49,7 +49,7 @@ struct Result {
 };
 
 // Runs one decode per stream on its own thread, all at once.
-std::vector<Result> decode_concurrently(fs::L3Batcher& b, const std::vector<std::vector<uint8_t>>& streams,
+std::vector<Result> decode_concurrently(core::L3Batcher& b, const std::vector<std::vector<uint8_t>>& streams,
                                         size_t pixels) {
   std::vector<Result> out(streams.size());
   std::vector<std::thread> threads;
@@ -68,7 +68,7 @@ TEST(L3Batcher, FullBatchesGoWithoutWaitingForTheDeadline) {
   FakeDecoder dec;
   const auto t0 = std::chrono::steady_clock::now();
   {
-    fs::L3Batcher b(dec, {4, 30s});
+    core::L3Batcher b(dec, {4, 30s});
     std::vector<std::vector<uint8_t>> streams;
     for (uint8_t i = 0; i < 8; ++i) streams.push_back({i});
     auto r = decode_concurrently(b, streams, 16);
@@ -93,7 +93,7 @@ TEST(L3Batcher, BatchesStayWithinTheDecodersByteLimit) {
   dec.byte_limit = 3 * (1 + 16);
   const auto t0 = std::chrono::steady_clock::now();
   {
-    fs::L3Batcher b(dec, {64, 30s});
+    core::L3Batcher b(dec, {64, 30s});
     std::vector<std::vector<uint8_t>> streams;
     for (uint8_t i = 0; i < 9; ++i) streams.push_back({i});
     auto r = decode_concurrently(b, streams, 16);
@@ -113,7 +113,7 @@ TEST(L3Batcher, AJobOverTheByteLimitGoesAlone) {
   dec.byte_limit = 10;
   const auto t0 = std::chrono::steady_clock::now();
   {
-    fs::L3Batcher b(dec, {64, 30s});
+    core::L3Batcher b(dec, {64, 30s});
     auto r = decode_concurrently(b, {{5}, {6}}, 100);
     for (uint8_t i = 0; i < 2; ++i) {
       EXPECT_TRUE(r[i].ok) << r[i].error;
@@ -126,7 +126,7 @@ TEST(L3Batcher, AJobOverTheByteLimitGoesAlone) {
 
 TEST(L3Batcher, ALoneDecodeGoesAtTheDeadline) {
   FakeDecoder dec;
-  fs::L3Batcher b(dec, {64, 20ms});
+  core::L3Batcher b(dec, {64, 20ms});
   std::vector<uint8_t> px(4);
   std::string err;
   const auto t0 = std::chrono::steady_clock::now();
@@ -141,7 +141,7 @@ TEST(L3Batcher, ALoneDecodeGoesAtTheDeadline) {
 
 TEST(L3Batcher, ErrorsStayWithTheirJob) {
   FakeDecoder dec;
-  fs::L3Batcher b(dec, {3, 30s});
+  core::L3Batcher b(dec, {3, 30s});
   auto r = decode_concurrently(b, {{1}, {0xEE}, {3}}, 2);
   EXPECT_TRUE(r[0].ok);
   EXPECT_FALSE(r[1].ok);
@@ -161,7 +161,7 @@ TEST(L3Batcher, ADecoderFailureFallsBackToTheCpu) {
   } dec;
   std::vector<std::string> reasons;
   std::mutex mu;
-  fs::L3Batcher b(dec, {2, 1ms}, [&](const std::string& why) {
+  core::L3Batcher b(dec, {2, 1ms}, [&](const std::string& why) {
     std::lock_guard lock(mu);
     reasons.push_back(why);
   });
@@ -184,7 +184,7 @@ TEST(L3Batcher, ADecoderFailureFallsBackToTheCpu) {
 
 TEST(L3Batcher, StopsWithNothingQueued) {
   FakeDecoder dec;
-  { fs::L3Batcher b(dec, {8, 1s}); }
+  { core::L3Batcher b(dec, {8, 1s}); }
   EXPECT_TRUE(dec.sizes.empty());
 }
 
@@ -193,7 +193,7 @@ TEST(L3Batcher, StopsWithNothingQueued) {
 // corrupt ones take the CPU path, with the CPU decoder's verdict.
 TEST(L3Batcher, EmulatedBlockDecoderMatchesTheCpuDecoder) {
   auto dec = codec::make_emulated_batch_decoder();
-  fs::L3Batcher b(*dec, {5, 2ms});
+  core::L3Batcher b(*dec, {5, 2ms});
   struct Case {
     std::vector<uint8_t> l3;
     size_t raw;

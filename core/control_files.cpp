@@ -1,0 +1,30 @@
+#include "core/control_files.h"
+
+namespace fid::core {
+
+ControlFiles::ControlFiles(const InodeMap& inodes, std::function<std::string(NodeType)> content)
+    : inodes_(inodes), render_(std::move(content)) {}
+
+uint64_t ControlFiles::snapshot_inode(NodeType t) {
+  auto text = std::make_shared<const std::string>(render_(t));
+  std::lock_guard lock(mu_);
+  auto& [last_gen, last] = latest_[t == NodeType::ctl_config ? 1 : 0];
+  if (last && *last == *text) return inodes_.ctl_snapshot(t, last_gen);
+  const uint64_t gen = next_generation_++;
+  kept_.emplace_back(gen, text);
+  if (kept_.size() > kKept) kept_.pop_front();
+  last_gen = gen;
+  last = std::move(text);
+  return inodes_.ctl_snapshot(t, gen);
+}
+
+ControlFiles::Text ControlFiles::content(const Node& n) const {
+  {
+    std::lock_guard lock(mu_);
+    for (const auto& [gen, text] : kept_)
+      if (gen == n.snapshot) return text;
+  }
+  return std::make_shared<const std::string>(render_(n.type));
+}
+
+}  // namespace fid::core

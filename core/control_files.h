@@ -1,0 +1,39 @@
+// The files /.fidelity/stats and /.fidelity/config as immutable snapshots: each lookup of a name
+// makes a snapshot of the current content with an inode of its own, which the kernel may cache
+// like any other file. While the content does not change, lookups return the same snapshot, so
+// tools which stat a path and then open it (cp, rsync) see one file.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "core/inodes.h"
+
+namespace fid::core {
+
+class ControlFiles {
+ public:
+  using Text = std::shared_ptr<const std::string>;
+  // `content(t)` renders the current text of ctl_stats or ctl_config.
+  ControlFiles(const InodeMap& inodes, std::function<std::string(NodeType)> content);
+
+  // The inode of a snapshot of t's current content (a new one if it changed).
+  uint64_t snapshot_inode(NodeType t);
+  // The content of snapshot node n; rendered afresh if it has left the window of kept ones.
+  Text content(const Node& n) const;
+
+ private:
+  static constexpr size_t kKept = 256;  // snapshots kept for readers that looked one up
+  const InodeMap& inodes_;
+  const std::function<std::string(NodeType)> render_;
+  mutable std::mutex mu_;
+  std::deque<std::pair<uint64_t, Text>> kept_;  // (generation, content), oldest first
+  uint64_t next_generation_ = 0;
+  std::pair<uint64_t, Text> latest_[2];  // stats, config
+};
+
+}  // namespace fid::core

@@ -1,0 +1,120 @@
+#include "core/file_reader.h"
+
+#include <cstring>
+
+#include "core/log.h"
+#include "core/read_range.h"
+
+namespace fid::core {
+
+namespace {
+constexpr unsigned kPrefetchThreads = 2;
+}  // namespace
+
+FileReader::FileReader(const index::Store& store, storage::RecordSource& source, const config::Settings& settings,
+                       codec::L3BatchDecoder* gpu)
+    : store_(store),
+      source_(source),
+      view_format_(static_cast<codec::ViewFormat>(settings.raw_format)),
+      cache_(store, source, stats_, settings.cache_bytes),
+      // Read-ahead may fill three quarters of the cache: the rest serves what readers hold.
+      prefetch_(store, cache_, stats_, settings.cache_bytes / 4 * 3, kPrefetchThreads, settings.order_window),
+      views_(std::max<uint64_t>(settings.cache_bytes / 4, 8ull << 20)),
+      gpu_(gpu) {
+  if (!gpu) return;
+  L3Batcher::Options o{settings.gpu_batch, std::chrono::microseconds(settings.gpu_deadline_us)};
+  batcher_ = std::make_unique<L3Batcher>(*gpu, o, [this](const std::string& why) {
+    // A broken device fails every batch: log the 1st, 10th, 100th... failure, not each.
+    const uint64_t n = ++gpu_failures_;
+    uint64_t p = 1;
+    while (p < n) p *= 10;
+    if (p == n) log_error("the GPU decoder failed {} time(s), last: {}; those batches were decoded on the CPU", n, why);
+  });
+}
+
+FileReader::~FileReader() = default;
+
+codec::L3Shape FileReader::shape_of(const index::File& f) {
+  codec::L3Shape s;
+  codec::shape_from_code(f.script, f.width, f.height, s);
+  return s;
+}
+
+uint64_t FileReader::size(const index::File& f, int level) const {
+  if (f.kind == index::FileKind::l3) return codec::l3_view_size(shape_of(f), view_format_);
+  return store_.size_at_level(f, level);
+}
+
+size_t FileReader::failed_files() const {
+  std::lock_guard lock(failed_mu_);
+  return failed_files_.size();
+}
+
+Error FileReader::failed(const index::File& f, Error e) {
+  failures_.fetch_add(1, std::memory_order_relaxed);
+  bool first;
+  {
+    std::lock_guard lock(failed_mu_);
+    first = failed_files_.insert(f.id).second;
+  }
+  if (first)
+    log_error("{}: {}; the file returns {}", store_.relative_path(f), e.message, e.code == EIO ? "EIO" : std::strerror(e.code));
+  return e;
+}
+
+Result<FileReader::Bytes> FileReader::read(const index::File& f, int level, uint64_t offset, uint64_t length) {
+  if (offset == 0) prefetch_.on_access(f.id, level);
+  return f.kind == index::FileKind::l3 ? read_view(f, offset, length) : read_pieces(f, level, offset, length);
+}
+
+Status FileReader::read_stored(const index::File& f, int level, uint64_t offset, uint64_t length,
+                               std::vector<uint8_t>& out) {
+  if (std::shared_ptr<const Prefix> pre = cache_.get(f.record, cache_.prefix_level(f.record, level))) {
+    PrefixPieces pieces(store_, *pre);
+    return read_range(store_, f, level, offset, length, pieces, out);
+  }
+  stats_.cache_misses.fetch_add(1, std::memory_order_relaxed);
+  StoredPieces pieces(store_, source_, &stats_);
+  return read_range(store_, f, level, offset, length, pieces, out);
+}
+
+Result<FileReader::Bytes> FileReader::read_pieces(const index::File& f, int level, uint64_t offset, uint64_t length) {
+  thread_local std::vector<uint8_t> out;
+  Status st = read_stored(f, level, offset, length, out);
+  if (!st.ok()) return failed(f, std::move(st).error());
+  return Bytes{out, nullptr};
+}
+
+Result<FileReader::Bytes> FileReader::read_view(const index::File& f, uint64_t offset, uint64_t length) {
+  const uint64_t total = size(f, store_.levels());
+  const uint64_t begin = std::min(offset, total);
+  const uint64_t end = begin + std::min(length, total - begin);
+  if (begin == end) return Bytes{};
+  std::optional<Error> error;
+  ViewCache::View v = views_.get(f.id, [&]() -> ViewCache::View {
+    Result<ViewCache::View> r = render(f);
+    if (r.ok()) return *r;
+    error = std::move(r).error();
+    return nullptr;
+  });
+  if (!v) return failed(f, error ? std::move(*error) : Error{EIO, "rendering its view failed in another reader"});
+  return Bytes{{v->data() + begin, end - begin}, v};
+}
+
+Result<ViewCache::View> FileReader::render(const index::File& f) {
+  std::vector<uint8_t> payload;  // the compressed payload, freed once the view is rendered
+  const int L = store_.levels();
+  if (Status st = read_stored(f, L, 0, store_.size_at_level(f, L), payload); !st.ok()) return std::move(st).error();
+  const uint64_t total = size(f, store_.levels());
+  std::shared_ptr<codec::HostBuffer> view = gpu_ ? gpu_->allocate(total) : codec::HostBuffer::heap(total);
+  codec::L3DecodeFn decode;
+  if (batcher_)
+    decode = [this](std::span<const uint8_t> l3, std::span<uint8_t> px, std::string& e) { return batcher_->decode(l3, px, e); };
+  std::string why;
+  codec::L3Payload p;
+  if (!codec::parse_l3_payload(payload, p, why) || !codec::render_l3_view(p, view_format_, view->span(), why, decode))
+    return Error{EIO, "the L3 payload does not decode: " + why};
+  return ViewCache::View(std::move(view));
+}
+
+}  // namespace fid::core

@@ -1,0 +1,85 @@
+// The bytes a read of a store file returns. A JPEG or blob at a level is read_range over a
+// cached record prefix when there is one (loaded ahead by the prefetcher, or being loaded:
+// waited for), else over storage. An L3 file reads as its decoded view (codec::render_l3_view),
+// rendered once into the view cache; with a GPU decoder it is decoded in batches into pinned
+// memory. The first failure of each file is logged once, with its cause.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <unordered_set>
+
+#include "codec/l3_batch.h"
+#include "codec/l3_view.h"
+#include "common/error.h"
+#include "config/config.h"
+#include "core/l3_batcher.h"
+#include "core/prefetcher.h"
+#include "core/record_cache.h"
+#include "core/view_cache.h"
+#include "index/store.h"
+#include "storage/record_source.h"
+
+namespace fid::core {
+
+class FileReader {
+ public:
+  // `gpu`: the mount's batch decoder for L3 (null: decode on the CPU); must outlive the reader.
+  FileReader(const index::Store& store, storage::RecordSource& source, const config::Settings& settings,
+             codec::L3BatchDecoder* gpu);
+  ~FileReader();
+  FileReader(const FileReader&) = delete;
+  FileReader& operator=(const FileReader&) = delete;
+
+  // Bytes in memory and what keeps them there: `data` stays valid while `keep` is held or, where
+  // `keep` is null, until this thread's next read.
+  struct Bytes {
+    std::span<const uint8_t> data;
+    std::shared_ptr<const void> keep;
+  };
+  // Bytes [offset, offset + length) of file f at `level`, clipped at its end.
+  Result<Bytes> read(const index::File& f, int level, uint64_t offset, uint64_t length);
+  // Bytes a read of the whole file returns at `level` (an L3 file: its view's size).
+  uint64_t size(const index::File& f, int level) const;
+  // The shape an L3 file has (validated when the store was loaded).
+  static codec::L3Shape shape_of(const index::File& f);
+  codec::ViewFormat view_format() const { return view_format_; }
+
+  Prefetcher& prefetcher() { return prefetch_; }
+  const Prefetcher& prefetcher() const { return prefetch_; }
+  const RecordCache& cache() const { return cache_; }
+  const ReadStats& stats() const { return stats_; }
+  const ViewCache& views() const { return views_; }
+  const L3Batcher* batcher() const { return batcher_.get(); }
+  const codec::L3BatchDecoder* gpu() const { return gpu_; }
+  uint64_t failures() const { return failures_.load(); }
+  size_t failed_files() const;
+
+ private:
+  // The stored bytes of f at `level` (read_range from a cached prefix, else from storage).
+  Status read_stored(const index::File& f, int level, uint64_t offset, uint64_t length, std::vector<uint8_t>& out);
+  Result<Bytes> read_pieces(const index::File& f, int level, uint64_t offset, uint64_t length);
+  Result<Bytes> read_view(const index::File& f, uint64_t offset, uint64_t length);
+  // Decodes an L3 file's payload into a new view.
+  Result<ViewCache::View> render(const index::File& f);
+  // Counts a failed read of f and logs the first one of each file.
+  Error failed(const index::File& f, Error e);
+
+  const index::Store& store_;
+  storage::RecordSource& source_;
+  const codec::ViewFormat view_format_;
+  ReadStats stats_;
+  RecordCache cache_;
+  Prefetcher prefetch_;
+  ViewCache views_;
+  codec::L3BatchDecoder* gpu_;
+  std::unique_ptr<L3Batcher> batcher_;
+  std::atomic<uint64_t> gpu_failures_{0}, failures_{0};
+  mutable std::mutex failed_mu_;
+  std::unordered_set<uint32_t> failed_files_;
+};
+
+}  // namespace fid::core

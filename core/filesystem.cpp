@@ -1,0 +1,273 @@
+#include "core/filesystem.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include "core/log.h"
+
+namespace fid::core {
+
+Filesystem::Filesystem(const index::Store& store, storage::RecordSource& source, const config::Settings& settings,
+                       const Options& options)
+    : store_(store),
+      source_(source),
+      settings_(settings),
+      options_(options),
+      inodes_(static_cast<uint32_t>(store.dirs().size()), static_cast<uint32_t>(store.files().size()), store.levels()),
+      policy_(make_level_policy(store, settings)),
+      display_names_(make_display_names(store, settings)),
+      reader_(store, source, settings, options.gpu),
+      orders_(store, settings.order_seed.value_or(store.seed()), settings.order_window, &display_names_),
+      control_(inodes_, [this](NodeType t) { return control_text(t); }),
+      names_(store, inodes_, policy_, reader_, control_, orders_, display_names_),
+      changes_(store, inodes_, policy_, names_, settings.threads),
+      xattrs_(store, policy_, reader_, orders_, changes_, settings.order_seed.value_or(store.seed()),
+              [this] { forget_order_files(); }),
+      started_(std::chrono::steady_clock::now()),
+      reads_by_level_(new std::atomic<uint64_t>[static_cast<size_t>(store.levels()) + 1]) {
+  for (const auto& r : store.records()) store_bytes_ += r.size;
+  for (int k = 0; k <= store.levels(); ++k) reads_by_level_[static_cast<size_t>(k)] = 0;
+  log_info("records: {}", source.describe());
+}
+
+Filesystem::~Filesystem() = default;
+
+void Filesystem::attach(KernelCache* kernel) { changes_.attach(kernel); }
+void Filesystem::detach() { changes_.detach(); }
+
+std::string Filesystem::describe() const {
+  return fmt::format("mounted {} at {} ({} files, {} dirs, {} levels, default level {})", store_.path().string(),
+                     options_.mountpoint, store_.files().size(), store_.dirs().size(), store_.levels(),
+                     policy_.mount_default());
+}
+
+// ---- names and attributes ----------------------------------------------------------------------
+
+Result<Filesystem::Entry> Filesystem::lookup(uint64_t parent, std::string_view name) {
+  const Node pn = inodes_.decode(parent);
+  // Lookups in the tree only: counting those of /.fidelity itself would change stats at every
+  // lookup of stats, and every stat-then-open (cp) would see two different snapshots.
+  if (pn.type == NodeType::dir) lookups_.fetch_add(1, std::memory_order_relaxed);
+  if (!is_dir_node(pn.type)) return pn.type == NodeType::invalid ? Error{ENOENT, "no such folder"} : Error{ENOTDIR, "not a folder"};
+  Entry e;
+  e.ino = names_.lookup(pn, name, &e.generation);
+  if (e.ino == 0) return e;
+  if (!names_.attributes(e.ino, e.attr)) return Error{EIO, fmt::format("'{}' has no attributes", name)};
+  const Node cn = inodes_.decode(e.ino);
+  e.name_cacheable = Namespace::name_cacheable(cn.type);
+  names_.note_known(cn);
+  return e;
+}
+
+Result<struct stat> Filesystem::getattr(uint64_t ino) {
+  struct stat st;
+  if (!names_.attributes(ino, st)) return Error{ENOENT, "no such inode"};
+  return st;
+}
+
+Status Filesystem::access(uint64_t ino, int mask) {
+  if (inodes_.decode(ino).type == NodeType::invalid) return Error{ENOENT, "no such inode"};
+  if (mask & W_OK) return Error{EROFS, "read-only file system"};
+  return {};
+}
+
+Status Filesystem::open(uint64_t ino, int flags) {
+  const Node n = inodes_.decode(ino);
+  if ((flags & O_ACCMODE) != O_RDONLY || (flags & O_TRUNC)) return Error{EROFS, "read-only file system"};
+  if (n.type == NodeType::invalid) return Error{ENOENT, "no such inode"};
+  if (is_dir_node(n.type)) return Error{EISDIR, "a folder"};
+  return {};
+}
+
+Status Filesystem::opendir(uint64_t ino, int flags) {
+  const Node n = inodes_.decode(ino);
+  if (n.type == NodeType::invalid) return Error{ENOENT, "no such inode"};
+  if (!is_dir_node(n.type)) return Error{ENOTDIR, "not a folder"};
+  if ((flags & O_ACCMODE) != O_RDONLY) return Error{EROFS, "read-only file system"};
+  return {};
+}
+
+Result<std::optional<Namespace::DirEntry>> Filesystem::entry_at(uint64_t dir, size_t i) {
+  if (!is_dir_node(inodes_.decode(dir).type)) return Error{ENOTDIR, "not a folder"};
+  return names_.entry_at(dir, i);
+}
+
+Result<Filesystem::Entry> Filesystem::listed_entry(const Namespace::DirEntry& d) {
+  Entry e;
+  e.ino = d.ino;
+  if (!names_.attributes(d.ino, e.attr)) return Error{EIO, fmt::format("'{}' has no attributes", d.name)};
+  const Node n = inodes_.decode(d.ino);
+  e.name_cacheable = Namespace::name_cacheable(n.type);
+  if (d.name != "." && d.name != "..") names_.note_known(n);
+  return e;
+}
+
+struct statvfs Filesystem::statfs() const {
+  struct statvfs st {};
+  st.f_bsize = 4096;
+  st.f_frsize = 4096;
+  st.f_blocks = (store_bytes_ + 4095) / 4096;
+  st.f_files = store_.files().size() + store_.dirs().size();
+  st.f_namemax = 255;
+  st.f_flag = ST_NOSUID | ST_NODEV;
+  return st;
+}
+
+// ---- reads -------------------------------------------------------------------------------------
+
+Result<FileReader::Bytes> Filesystem::read(uint64_t ino, uint64_t offset, uint64_t size) {
+  const Node n = inodes_.decode(ino);
+  reads_.fetch_add(1, std::memory_order_relaxed);
+  if (n.type == NodeType::ctl_stats || n.type == NodeType::ctl_config || n.type == NodeType::order_file)
+    return read_control(n, offset, size);
+  if (n.type != NodeType::file || n.id >= store_.files().size())
+    return n.type == NodeType::invalid || n.type == NodeType::file ? Error{ENOENT, "no such file"} : Error{EISDIR, "a folder"};
+  const index::File& f = store_.files()[n.id];
+  reads_by_kind_[static_cast<size_t>(f.kind) % 3].fetch_add(1, std::memory_order_relaxed);
+  if (f.kind == index::FileKind::jpeg) reads_by_level_[static_cast<size_t>(n.level)].fetch_add(1, std::memory_order_relaxed);
+  auto r = reader_.read(f, n.level, offset, size);
+  if (r.ok()) bytes_.fetch_add(r->data.size(), std::memory_order_relaxed);
+  return r;
+}
+
+Result<FileReader::Bytes> Filesystem::read_control(const Node& n, uint64_t offset, uint64_t size) {
+  ControlFiles::Text text;
+  if (n.type == NodeType::order_file) {
+    text = orders_.text(n.id);
+    if (!text) return Error{ENOENT, "the order file's slot was reused"};
+    if (offset == 0) {  // a reader took an order: the prefetcher follows it from now on
+      auto name = orders_.name_of(n.id);
+      orders_.note_open();
+      if (name) reader_.prefetcher().follow(orders_.seed(), name->epoch, name->world);
+    }
+  } else {
+    text = control_.content(n);
+  }
+  const size_t begin = std::min<uint64_t>(offset, text->size());
+  const size_t len = std::min<uint64_t>(size, text->size() - begin);
+  bytes_.fetch_add(len, std::memory_order_relaxed);
+  return FileReader::Bytes{{reinterpret_cast<const uint8_t*>(text->data()) + begin, len}, text};
+}
+
+// ---- attributes --------------------------------------------------------------------------------
+
+Result<std::string> Filesystem::getxattr(uint64_t ino, std::string_view name) {
+  const Node n = inodes_.decode(ino);
+  if (n.type == NodeType::invalid) return Error{ENOENT, "no such inode"};
+  return xattrs_.get(n, name);
+}
+
+Result<std::string> Filesystem::listxattr(uint64_t ino) {
+  const Node n = inodes_.decode(ino);
+  if (n.type == NodeType::invalid) return Error{ENOENT, "no such inode"};
+  return xattrs_.list(n);
+}
+
+Status Filesystem::setxattr(uint64_t ino, std::string_view name, std::string_view value, int flags) {
+  const Node n = inodes_.decode(ino);
+  if (n.type == NodeType::invalid) return Error{ENOENT, "no such inode"};
+  return xattrs_.set(n, name, value, flags);
+}
+
+Status Filesystem::removexattr(uint64_t ino, std::string_view name) {
+  const Node n = inodes_.decode(ino);
+  if (n.type == NodeType::invalid) return Error{ENOENT, "no such inode"};
+  return xattrs_.remove(n, name);
+}
+
+// Order names are never cached by the kernel (entry timeout 0), but the inodes of the orders
+// already looked up keep pages and sizes: drop them so the next read sees the new orders.
+void Filesystem::forget_order_files() {
+  log_info("order seed {}", orders_.seed());
+  KernelCache* kernel = changes_.kernel();
+  if (!kernel) return;
+  for (uint32_t slot = 0; slot < orders_.slots(); ++slot)
+    if (orders_.name_of(slot)) kernel->forget_inode(inodes_.order_file(slot));
+}
+
+// ---- /.fidelity/stats and /.fidelity/config ------------------------------------------------------
+
+std::string Filesystem::control_text(NodeType t) const { return t == NodeType::ctl_stats ? stats_json() : config_json(); }
+
+std::string Filesystem::stats_json() const {
+  nlohmann::ordered_json j;
+  const double up = std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
+  const ReadStats& io = reader_.stats();
+  j["store"] = store_.path().string();
+  j["uptime_s"] = static_cast<uint64_t>(up);  // whole seconds: an idle mount's stats stay one file
+  j["files"] = store_.files().size();
+  j["dirs"] = store_.dirs().size();
+  j["levels"] = store_.levels();
+  j["lookups"] = lookups_.load();
+  // Reads the kernel sent us (page-cache hits never reach the daemon).
+  j["reads_by_kind"] = {{"jpeg", reads_by_kind_[0].load()}, {"l3", reads_by_kind_[1].load()}, {"blob", reads_by_kind_[2].load()}};
+  std::vector<uint64_t> by_level;
+  for (int k = 1; k <= store_.levels(); ++k) by_level.push_back(reads_by_level_[static_cast<size_t>(k)].load());
+  j["jpeg_reads_by_level"] = by_level;
+  j["reads"] = reads_.load();
+  j["bytes_served"] = bytes_.load();
+  j["eio_errors"] = reader_.failures();
+  j["eio_files"] = reader_.failed_files();
+  j["level_changes"] = changes_.changes();
+  j["invalidations"] = changes_.invalidations();
+  j["invalidations_pending"] = changes_.pending();  // a test waits for 0 before checking the tree at rest
+  j["overrides"] = policy_.override_count();
+  j["order_opens"] = orders_.opens();
+  j["storage_bytes"] = source_.counters().bytes.load();
+  j["storage_reads"] = source_.counters().requests.load();
+  j["records_read"] = io.records_read.load();
+  j["record_bytes"] = io.record_bytes.load();
+  j["piece_reads"] = io.piece_reads.load();
+  j["cache_hits"] = io.cache_hits.load();
+  j["cache_misses"] = io.cache_misses.load();
+  j["prefetch_hits"] = io.prefetch_hits.load();
+  j["prefetch_waits"] = io.prefetch_waits.load();
+  j["prefetch_issued"] = io.prefetch_issued.load();
+  j["prefetch_skipped"] = io.prefetch_skipped.load();
+  j["prefetch_following"] = reader_.prefetcher().following();
+  const ViewCache& views = reader_.views();
+  j["l3_views"] = {{"renders", views.renders()}, {"hits", views.hits()}, {"used", views.used()}, {"budget", views.budget()}};
+  if (const L3Batcher* b = reader_.batcher()) {
+    L3Batcher::Stats s = b->stats();
+    j["gpu"] = {{"decoder", reader_.gpu()->description()}, {"jobs", s.jobs}, {"batches", s.batches},
+                {"full_batches", s.full_batches}, {"failed_jobs", s.failed_jobs}, {"cpu_fallbacks", s.cpu_fallbacks},
+                {"max_batch_bytes", reader_.gpu()->max_batch_bytes()}};
+  } else {
+    j["gpu"] = nullptr;
+  }
+  const RecordCache& cache = reader_.cache();
+  j["cache"] = {{"budget", cache.budget()}, {"used", cache.used()}, {"peak", cache.peak()},
+                {"entries", cache.entries()}, {"evictions", io.cache_evictions.load()}};
+  return j.dump(2) + "\n";
+}
+
+std::string Filesystem::config_json() const {
+  nlohmann::ordered_json j;
+  const config::Settings& s = settings_;
+  j["store"] = store_.path().string();
+  j["mountpoint"] = options_.mountpoint;
+  j["config_file"] = s.config_file;
+  j["levels"] = store_.levels();
+  j["scan_group"] = config::level_text(s.scan_group);
+  j["effective_default_level"] = policy_.mount_default();
+  nlohmann::ordered_json rules = nlohmann::ordered_json::array();
+  for (const auto& r : s.rules) rules.push_back({{"path", r.glob}, {"scan_group", config::level_text(r.level)}});
+  j["rules"] = rules;
+  j["threads"] = s.threads;
+  j["cache"] = s.cache_bytes;
+  j["gpu"] = config::gpu_name(s.gpu);
+  j["gpu_decoder"] = reader_.gpu() ? nlohmann::ordered_json(reader_.gpu()->description()) : nlohmann::ordered_json("cpu");
+  j["gpu_batch"] = s.gpu_batch;
+  j["gpu_deadline_us"] = s.gpu_deadline_us;
+  j["gpu_memory"] = s.gpu_memory;
+  j["raw_format"] = config::raw_format_name(s.raw_format);
+  j["raw_names"] = config::raw_names_name(s.raw_names);
+  j["allow_other"] = s.allow_other;
+  j["log"] = {{"level", config::log_level_name(s.log_level)}, {"file", s.log_file}};
+  return j.dump(2) + "\n";
+}
+
+}  // namespace fid::core

@@ -1,0 +1,115 @@
+// The mount's filesystem without FUSE: every operation the kernel can ask for, on inode numbers,
+// returning a value or a fid::Error whose code is the errno to reply with. fs/fuse_adapter.cpp
+// turns FUSE requests into these calls and their results into replies; this class only wires the
+// parts, each in a file named after its job:
+//   namespace.h      names, inodes, attributes, listings
+//   file_reader.h    the bytes of a file at a level (read_range.h, record_cache.h, prefetcher.h,
+//                    view_cache.h and l3_batcher.h below it), over a storage::RecordSource
+//   control_files.h  /.fidelity/stats and /.fidelity/config snapshots
+//   orders.h         /.fidelity/order files
+//   xattrs.h         user.fidelity.* attributes
+//   level_changes.h  level overrides and what they make stale in the kernel (KernelCache)
+#pragma once
+
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "codec/l3_batch.h"
+#include "common/error.h"
+#include "config/config.h"
+#include "core/control_files.h"
+#include "core/file_reader.h"
+#include "core/inodes.h"
+#include "core/level_changes.h"
+#include "core/level_policy.h"
+#include "core/namespace.h"
+#include "core/orders.h"
+#include "core/xattrs.h"
+#include "index/store.h"
+#include "storage/record_source.h"
+
+namespace fid::core {
+
+class Filesystem {
+ public:
+  struct Options {
+    std::string mountpoint;                  // for /.fidelity/config and the log
+    codec::L3BatchDecoder* gpu = nullptr;    // the GPU decoder of L3 files, if the mount has one
+  };
+  Filesystem(const index::Store& store, storage::RecordSource& source, const config::Settings& settings,
+             const Options& options);
+  ~Filesystem();
+  Filesystem(const Filesystem&) = delete;
+  Filesystem& operator=(const Filesystem&) = delete;
+
+  // Level changes invalidate through `kernel` from now on, until detach().
+  void attach(KernelCache* kernel);
+  void detach();
+
+  // A name in a folder. ino 0: there is no such name (the kernel may remember that).
+  struct Entry {
+    uint64_t ino = 0;
+    uint64_t generation = 1;
+    struct stat attr {};
+    bool name_cacheable = true;  // false: ask again at every lookup (control and order files)
+  };
+  Result<Entry> lookup(uint64_t parent, std::string_view name);
+  Result<struct stat> getattr(uint64_t ino);
+  Status access(uint64_t ino, int mask);
+  // Whether ino may be opened with `flags` (read-only files only).
+  Status open(uint64_t ino, int flags);
+  Status opendir(uint64_t ino, int flags);
+  // Bytes [offset, offset + size) of a file, clipped at its end.
+  Result<FileReader::Bytes> read(uint64_t ino, uint64_t offset, uint64_t size);
+  // Entry i of folder `dir`'s listing; nullopt past the end. ENOTDIR if dir is not a folder.
+  Result<std::optional<Namespace::DirEntry>> entry_at(uint64_t dir, size_t i);
+  // The entry of a listed name with its attributes (a listing that fills attributes).
+  Result<Entry> listed_entry(const Namespace::DirEntry& e);
+  struct statvfs statfs() const;
+
+  Result<std::string> getxattr(uint64_t ino, std::string_view name);
+  Result<std::string> listxattr(uint64_t ino);
+  Status setxattr(uint64_t ino, std::string_view name, std::string_view value, int flags);
+  Status removexattr(uint64_t ino, std::string_view name);
+  // Held from the start of a setxattr/removexattr request until after its reply.
+  LevelChanges::InFlight change_in_flight(uint64_t ino) { return LevelChanges::InFlight(changes_, inodes_.decode(ino)); }
+
+  // One line for the log when the mount starts.
+  std::string describe() const;
+
+ private:
+  Result<FileReader::Bytes> read_control(const Node& n, uint64_t offset, uint64_t size);
+  std::string control_text(NodeType t) const;
+  std::string stats_json() const;
+  std::string config_json() const;
+  void forget_order_files();
+
+  const index::Store& store_;
+  storage::RecordSource& source_;
+  const config::Settings settings_;
+  const Options options_;
+  const InodeMap inodes_;
+  LevelPolicy policy_;
+  const DisplayNames display_names_;
+  FileReader reader_;
+  OrderFiles orders_;
+  ControlFiles control_;
+  Namespace names_;
+  LevelChanges changes_;
+  Xattrs xattrs_;
+  uint64_t store_bytes_ = 0;
+  const std::chrono::steady_clock::time_point started_;
+  std::atomic<uint64_t> lookups_{0}, reads_{0}, bytes_{0};
+  std::atomic<uint64_t> reads_by_kind_[3] = {0, 0, 0};
+  std::unique_ptr<std::atomic<uint64_t>[]> reads_by_level_;
+};
+
+}  // namespace fid::core

@@ -1,0 +1,148 @@
+#include "core/level_changes.h"
+
+#include <sys/xattr.h>
+
+#include <cstring>
+
+#include "core/log.h"
+
+namespace fid::core {
+
+LevelChanges::LevelChanges(const index::Store& store, const InodeMap& inodes, LevelPolicy& policy,
+                           const Namespace& names, unsigned workers)
+    : store_(store), inodes_(inodes), policy_(policy), names_(names), workers_(workers) {}
+
+LevelChanges::~LevelChanges() { detach(); }
+
+void LevelChanges::attach(KernelCache* kernel) {
+  detach();
+  kernel_ = kernel;
+  stopping_ = false;
+  if (kernel) thread_ = std::thread([this] { background(); });
+}
+
+void LevelChanges::detach() {
+  {
+    std::lock_guard lock(deferred_mu_);
+    stopping_ = true;
+  }
+  deferred_cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+  kernel_ = nullptr;
+}
+
+LevelChanges::InFlight::InFlight(LevelChanges& changes, const Node& n)
+    : changes_(changes), dir_(n.type == NodeType::dir && n.view == 0 ? std::optional<uint32_t>(n.id) : std::nullopt) {
+  if (!dir_) return;
+  std::lock_guard lock(changes_.inflight_mu_);
+  changes_.inflight_dirs_.insert(*dir_);
+}
+
+LevelChanges::InFlight::~InFlight() {
+  if (!dir_) return;
+  std::lock_guard lock(changes_.inflight_mu_);
+  changes_.inflight_dirs_.erase(changes_.inflight_dirs_.find(*dir_));
+}
+
+bool LevelChanges::in_flight(uint32_t dir) {
+  std::lock_guard lock(inflight_mu_);
+  return inflight_dirs_.count(dir) != 0;
+}
+
+size_t LevelChanges::pending() const {
+  std::lock_guard lock(deferred_mu_);
+  return deferred_pending_;
+}
+
+Status LevelChanges::change(const Node& n, std::optional<int> level, int flags) {
+  if ((n.type != NodeType::dir && n.type != NodeType::file) || n.view)
+    return Error{EPERM, "only live files and folders take a level (views have a fixed one)"};
+  const bool file = n.type == NodeType::file;
+  if (file && store_.files()[n.id].kind != index::FileKind::jpeg) return Error{EINVAL, "only JPEG files have levels"};
+  const std::optional<int> cur = file ? policy_.file_override(n.id) : policy_.dir_override(n.id);
+  if (level && (flags & XATTR_CREATE) && cur) return Error{EEXIST, "the level is already set"};
+  if (level && (flags & XATTR_REPLACE) && !cur) return Error{ENODATA, "no level is set"};
+  if (!level && !cur) return Error{ENODATA, "no level is set"};
+  if (!(file ? policy_.set_file(n.id, level) : policy_.set_dir(n.id, level)))
+    return level ? Error{EINVAL, "bad level"} : Error{ENODATA, "no level is set"};
+  changes_.fetch_add(1, std::memory_order_relaxed);
+  if (kernel_) invalidate(plan(n));
+  log_info("{}{}: scan_group {}", file ? "" : "directory ",
+           file ? store_.relative_path(store_.files()[n.id]) : store_.relative_path(store_.dirs()[n.id]),
+           level ? std::to_string(*level) : std::string("override removed"));
+  return {};
+}
+
+// The names to invalidate after a change of n: a file's own name; a folder's own name first,
+// then the names the kernel knows of every file below it, folder by folder.
+LevelChanges::Plan LevelChanges::plan(const Node& n) const {
+  Plan todo;
+  if (n.type == NodeType::file) {
+    const index::File& f = store_.files()[n.id];
+    todo.emplace_back(f.dir, store_.name(f));
+    return todo;
+  }
+  auto known_files = [&](uint32_t id) {
+    const index::Dir& d = store_.dirs()[id];
+    for (uint32_t i = 0; i < d.file_count; ++i) {
+      const uint32_t f = store_.child_files()[d.file_begin + i];
+      if (names_.is_known(f)) todo.emplace_back(id, store_.name(store_.files()[f]));
+    }
+  };
+  const index::Dir& x = store_.dirs()[n.id];
+  if (n.id != 0) todo.emplace_back(x.parent, store_.name(x));
+  std::vector<uint32_t> stack(store_.child_dirs().begin() + x.subdir_begin,
+                              store_.child_dirs().begin() + x.subdir_begin + x.subdir_count);
+  while (!stack.empty()) {
+    const uint32_t id = stack.back();
+    stack.pop_back();
+    const index::Dir& d = store_.dirs()[id];
+    for (uint32_t i = 0; i < d.subdir_count; ++i) stack.push_back(store_.child_dirs()[d.subdir_begin + i]);
+    known_files(id);
+  }
+  known_files(n.id);
+  return todo;
+}
+
+void LevelChanges::invalidate(const Plan& todo) {
+  const bool sync = sync_invalidators_.fetch_add(1) < workers_ / 2;
+  std::vector<std::pair<uint64_t, std::vector<std::string>>> later;
+  for (size_t i = 0; i < todo.size();) {
+    const uint32_t dir = todo[i].first;
+    const bool now = sync && !in_flight(dir);
+    if (!now) later.emplace_back(inodes_.dir(dir), std::vector<std::string>{});
+    for (; i < todo.size() && todo[i].first == dir; ++i) {
+      if (now) forget_entry(inodes_.dir(dir), todo[i].second);
+      else later.back().second.emplace_back(todo[i].second);
+    }
+  }
+  sync_invalidators_.fetch_sub(1);
+  if (later.empty()) return;
+  std::lock_guard lock(deferred_mu_);
+  deferred_pending_ += later.size();
+  for (auto& job : later) deferred_.push_back(std::move(job));
+  deferred_cv_.notify_one();
+}
+
+void LevelChanges::forget_entry(uint64_t parent, std::string_view name) {
+  const int rc = kernel_->forget_entry(parent, name);
+  invalidations_.fetch_add(1, std::memory_order_relaxed);
+  if (rc != 0 && rc != -ENOENT) log_warn("invalidating entry '{}' failed: {}", name, std::strerror(-rc));
+}
+
+void LevelChanges::background() {
+  std::unique_lock lock(deferred_mu_);
+  while (!stopping_) {
+    deferred_cv_.wait(lock, [&] { return stopping_ || !deferred_.empty(); });
+    while (!deferred_.empty()) {
+      auto [parent, names] = std::move(deferred_.front());
+      deferred_.pop_front();
+      lock.unlock();
+      for (const auto& nm : names) forget_entry(parent, nm);
+      lock.lock();
+      --deferred_pending_;
+    }
+  }
+}
+
+}  // namespace fid::core

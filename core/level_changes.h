@@ -1,0 +1,119 @@
+// Level overrides set through xattrs, and what a change makes stale in the kernel. After a
+// change the affected files have new inodes (core/inodes.h): the kernel's dentries that still
+// name the old ones are invalidated, so the next path lookup asks again, while a file descriptor
+// opened before keeps reading its old, complete level.
+//
+// Invalidating an entry locks its parent folder, and while a level change on a folder is being
+// answered the kernel holds that folder's lock. So an entry whose parent folder has a change in
+// flight (this change's own folder, or another folder changed at the same moment: a parent and a
+// child changed together would otherwise each wait for the other's lock forever) is invalidated
+// by the background thread, after that change's reply; all others before this reply. A changed
+// folder's own dentry goes first, which already drops every unused dentry below it: only files
+// open at that moment wait for the background pass. At most half the worker threads invalidate
+// at once (the rest answer the lookups that hold folder locks shared); beyond that a change
+// defers all its entries.
+//
+// Why this cannot deadlock: a worker only ever waits for a folder lock whose change was not yet
+// registered when it looked, i.e. registered after its own; that later change defers every entry
+// under earlier-registered folders, so waits only point from earlier changes to later ones and
+// never form a cycle.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+#include "common/error.h"
+#include "core/inodes.h"
+#include "core/level_policy.h"
+#include "core/namespace.h"
+#include "index/store.h"
+
+namespace fid::core {
+
+// What the kernel keeps of the tree, as far as a change can make it stale. The FUSE adapter
+// implements it with libfuse's notifications; 0 or -errno.
+class KernelCache {
+ public:
+  virtual ~KernelCache() = default;
+  // The name `name` in folder `parent` no longer leads to the inode the kernel knows.
+  virtual int forget_entry(uint64_t parent, std::string_view name) = 0;
+  // The content or attributes of `ino` changed.
+  virtual int forget_inode(uint64_t ino) = 0;
+};
+
+class LevelChanges {
+ public:
+  // `workers`: the threads answering requests (at most half of them invalidate at once).
+  LevelChanges(const index::Store& store, const InodeMap& inodes, LevelPolicy& policy, const Namespace& names,
+               unsigned workers);
+  ~LevelChanges();
+  LevelChanges(const LevelChanges&) = delete;
+  LevelChanges& operator=(const LevelChanges&) = delete;
+
+  // Invalidates through `kernel` from now on (without one, as in unit tests, nothing is), until
+  // detach(), which waits for the background thread.
+  void attach(KernelCache* kernel);
+  void detach();
+
+  // Held from the start of a level change's request until after its reply: the kernel holds
+  // the changed folder's lock exactly that long.
+  class InFlight {
+   public:
+    InFlight(LevelChanges& changes, const Node& n);
+    ~InFlight();
+    InFlight(const InFlight&) = delete;
+    InFlight& operator=(const InFlight&) = delete;
+
+   private:
+    LevelChanges& changes_;
+    std::optional<uint32_t> dir_;
+  };
+
+  // Sets (level 1..L) or removes (nullopt) the override of live file or folder n. `flags`:
+  // XATTR_CREATE / XATTR_REPLACE. Errors: EPERM (not a live file or folder), EINVAL (not a JPEG
+  // or a bad level), EEXIST, ENODATA.
+  Status change(const Node& n, std::optional<int> level, int flags);
+
+  uint64_t changes() const { return changes_.load(); }
+  uint64_t invalidations() const { return invalidations_.load(); }
+  // Folders whose entries the background thread has still to invalidate.
+  size_t pending() const;
+  KernelCache* kernel() const { return kernel_; }
+
+ private:
+  using Plan = std::vector<std::pair<uint32_t, std::string_view>>;  // (parent folder, name), in order
+  Plan plan(const Node& n) const;
+  void invalidate(const Plan& todo);
+  bool in_flight(uint32_t dir);
+  void forget_entry(uint64_t parent, std::string_view name);
+  void background();
+
+  const index::Store& store_;
+  const InodeMap& inodes_;
+  LevelPolicy& policy_;
+  const Namespace& names_;
+  const unsigned workers_;
+  KernelCache* kernel_ = nullptr;
+  std::atomic<uint64_t> changes_{0}, invalidations_{0};
+  std::atomic<unsigned> sync_invalidators_{0};
+  std::mutex inflight_mu_;
+  std::unordered_multiset<uint32_t> inflight_dirs_;
+  mutable std::mutex deferred_mu_;
+  std::condition_variable deferred_cv_;
+  std::deque<std::pair<uint64_t, std::vector<std::string>>> deferred_;
+  size_t deferred_pending_ = 0;  // folders queued or being invalidated by the background thread
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
+}  // namespace fid::core

@@ -1,0 +1,240 @@
+#include "core/namespace.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+
+namespace fid::core {
+
+namespace {
+
+constexpr std::string_view kViewExtensions[] = {".png", ".pgm", ".ppm", ".npy"};
+constexpr std::string_view kControlNames[] = {"stats", "config", "sg", "order"};
+
+// "1".."kMaxLevel": the names of /.fidelity/sg's folders.
+std::string_view level_name(int k) {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> v;
+    for (int i = 1; i <= config::kMaxLevel; ++i) v.push_back(std::to_string(i));
+    return v;
+  }();
+  return names[static_cast<size_t>(k - 1)];
+}
+
+void set_time(struct stat& st, int64_t ns) {
+  st.st_mtim.tv_sec = ns / 1000000000;
+  st.st_mtim.tv_nsec = ns % 1000000000;
+  if (st.st_mtim.tv_nsec < 0) {
+    st.st_mtim.tv_nsec += 1000000000;
+    st.st_mtim.tv_sec -= 1;
+  }
+  st.st_atim = st.st_mtim;
+  st.st_ctim = st.st_mtim;
+}
+
+}  // namespace
+
+DisplayNames make_display_names(const index::Store& store, const config::Settings& settings) {
+  DisplayNames names;
+  if (settings.raw_names != config::RawNames::ext) return names;
+  const auto format = static_cast<codec::ViewFormat>(settings.raw_format);
+  for (const index::File& f : store.files())
+    if (f.kind == index::FileKind::l3)
+      names.emplace(f.id, std::string(store.name(f)) + std::string(codec::view_extension(FileReader::shape_of(f), format)));
+  return names;
+}
+
+Namespace::Namespace(const index::Store& store, const InodeMap& inodes, const LevelPolicy& policy,
+                     const FileReader& reader, ControlFiles& control, OrderFiles& orders,
+                     const DisplayNames& display_names)
+    : store_(store),
+      inodes_(inodes),
+      policy_(policy),
+      reader_(reader),
+      control_(control),
+      orders_(orders),
+      display_names_(display_names),
+      uid_(::getuid()),
+      gid_(::getgid()),
+      known_((store.files().size() + 63) / 64) {}
+
+bool Namespace::name_cacheable(NodeType t) {
+  return t != NodeType::ctl_stats && t != NodeType::ctl_config && t != NodeType::order_file;
+}
+
+uint64_t Namespace::live_file_ino(uint32_t f) const {
+  const bool jpeg = store_.files()[f].kind == index::FileKind::jpeg;
+  return inodes_.live_file(f, jpeg ? policy_.effective(f) : store_.levels());
+}
+
+std::string_view Namespace::display_name(const index::File& f) const {
+  if (!display_names_.empty() && f.kind == index::FileKind::l3) {
+    auto it = display_names_.find(f.id);
+    if (it != display_names_.end()) return it->second;
+  }
+  return store_.name(f);
+}
+
+void Namespace::note_known(const Node& n) {
+  if (n.type == NodeType::file && n.view == 0)
+    known_[n.id / 64].fetch_or(uint64_t{1} << (n.id % 64), std::memory_order_relaxed);
+}
+
+bool Namespace::is_known(uint32_t f) const {
+  return (known_[f / 64].load(std::memory_order_relaxed) >> (f % 64)) & 1;
+}
+
+// ---- listings ----------------------------------------------------------------------------------
+
+std::optional<Namespace::DirEntry> Namespace::entry_at(uint64_t dir, size_t i) {
+  const Node n = inodes_.decode(dir);
+  if (i == 0) return DirEntry{".", dir, S_IFDIR};
+  if (n.type == NodeType::dir) return tree_entry(n, i);
+  return control_entry(n, i);
+}
+
+std::optional<Namespace::DirEntry> Namespace::tree_entry(const Node& n, size_t i) const {
+  const index::Dir& d = store_.dirs()[n.id];
+  if (i == 1) return DirEntry{"..", (n.view && n.id == 0) ? inodes_.ctl_sg() : inodes_.dir(d.parent, n.view), S_IFDIR};
+  size_t k = i - 2;
+  if (k < d.subdir_count) {
+    const uint32_t c = store_.child_dirs()[d.subdir_begin + k];
+    return DirEntry{store_.name(store_.dirs()[c]), inodes_.dir(c, n.view), S_IFDIR};
+  }
+  k -= d.subdir_count;
+  if (k >= d.file_count) return std::nullopt;
+  const uint32_t c = store_.child_files()[d.file_begin + k];
+  return DirEntry{display_name(store_.files()[c]), n.view ? inodes_.view_file(c, n.view) : live_file_ino(c), S_IFREG};
+}
+
+std::optional<Namespace::DirEntry> Namespace::control_entry(const Node& n, size_t i) {
+  if (n.type == NodeType::ctl_root) {
+    if (i == 1) return DirEntry{"..", inodes_.dir(0), S_IFDIR};
+    switch (i - 2) {
+      case 0: return DirEntry{kControlNames[0], control_.snapshot_inode(NodeType::ctl_stats), S_IFREG};
+      case 1: return DirEntry{kControlNames[1], control_.snapshot_inode(NodeType::ctl_config), S_IFREG};
+      case 2: return DirEntry{kControlNames[2], inodes_.ctl_sg(), S_IFDIR};
+      case 3: return DirEntry{kControlNames[3], inodes_.ctl_order(), S_IFDIR};
+      default: return std::nullopt;
+    }
+  }
+  if (i == 1) return DirEntry{"..", inodes_.ctl_root(), S_IFDIR};
+  if (n.type == NodeType::ctl_sg && i - 2 < static_cast<size_t>(store_.levels())) {
+    const int k = static_cast<int>(i - 2) + 1;
+    return DirEntry{level_name(k), inodes_.dir(0, k), S_IFDIR};
+  }
+  return std::nullopt;  // order files are reachable by name, never listed
+}
+
+// ---- lookups -----------------------------------------------------------------------------------
+
+std::optional<uint32_t> Namespace::find_file(const index::Dir& d, std::string_view name) const {
+  auto files = store_.child_files().subspan(d.file_begin, d.file_count);
+  auto stored = [&](std::string_view want) -> std::optional<uint32_t> {
+    auto it = std::lower_bound(files.begin(), files.end(), want,
+                               [&](uint32_t c, std::string_view v) { return store_.name(store_.files()[c]) < v; });
+    if (it == files.end() || store_.name(store_.files()[*it]) != want) return std::nullopt;
+    return *it;
+  };
+  if (auto f = stored(name); f && display_name(store_.files()[*f]).size() == name.size()) return f;
+  if (display_names_.empty()) return std::nullopt;
+  for (std::string_view ext : kViewExtensions) {  // raw_names=ext: "a.png.ppm" is L3 file "a.png"
+    if (name.size() <= ext.size() || !name.ends_with(ext)) continue;
+    if (auto f = stored(name.substr(0, name.size() - ext.size())); f && display_name(store_.files()[*f]) == name)
+      return f;
+  }
+  return std::nullopt;
+}
+
+uint64_t Namespace::lookup_in_tree(const Node& n, std::string_view name) const {
+  const index::Dir& d = store_.dirs()[n.id];
+  if (n.view == 0 && n.id == 0 && name == ".fidelity") return inodes_.ctl_root();
+  auto dirs = store_.child_dirs().subspan(d.subdir_begin, d.subdir_count);
+  auto it = std::lower_bound(dirs.begin(), dirs.end(), name,
+                             [&](uint32_t c, std::string_view v) { return store_.name(store_.dirs()[c]) < v; });
+  if (it != dirs.end() && store_.name(store_.dirs()[*it]) == name) return inodes_.dir(*it, n.view);
+  auto f = find_file(d, name);
+  if (!f) return 0;
+  return n.view ? inodes_.view_file(*f, n.view) : live_file_ino(*f);
+}
+
+uint64_t Namespace::lookup(const Node& n, std::string_view name, uint64_t* generation) {
+  switch (n.type) {
+    case NodeType::dir: return lookup_in_tree(n, name);
+    case NodeType::ctl_root:
+      if (name == "stats") return control_.snapshot_inode(NodeType::ctl_stats);
+      if (name == "config") return control_.snapshot_inode(NodeType::ctl_config);
+      if (name == "sg") return inodes_.ctl_sg();
+      if (name == "order") return inodes_.ctl_order();
+      return 0;
+    case NodeType::ctl_order: {
+      auto on = parse_order_name(name);
+      return on ? inodes_.order_file(orders_.acquire(*on, generation)) : 0;
+    }
+    case NodeType::ctl_sg: {
+      auto v = config::parse_level(name);
+      if (v && *v != config::kFull && *v <= store_.levels() && name == level_name(*v)) return inodes_.dir(0, *v);
+      return 0;
+    }
+    default: return 0;
+  }
+}
+
+// ---- attributes --------------------------------------------------------------------------------
+
+void Namespace::stat_tree(const Node& n, struct stat& st) const {
+  if (n.type == NodeType::dir) {
+    const index::Dir& d = store_.dirs()[n.id];
+    st.st_mode = S_IFDIR | 0555;
+    st.st_nlink = 2 + d.subdir_count + (n.view == 0 && n.id == 0 ? 1 : 0);  // the root also holds .fidelity
+    st.st_size = 4096;
+    set_time(st, d.mtime_ns);
+    return;
+  }
+  const index::File& f = store_.files()[n.id];
+  st.st_mode = S_IFREG | 0444;
+  st.st_nlink = 1;
+  st.st_size = static_cast<off_t>(reader_.size(f, n.level));
+  st.st_blocks = (st.st_size + 511) / 512;
+  set_time(st, f.mtime_ns);
+}
+
+bool Namespace::stat_control(const Node& n, struct stat& st) {
+  set_time(st, store_.dirs()[0].mtime_ns);
+  if (is_dir_node(n.type)) {
+    st.st_mode = S_IFDIR | 0555;
+    st.st_nlink = 2 + (n.type == NodeType::ctl_root ? 2 : n.type == NodeType::ctl_sg ? static_cast<unsigned>(store_.levels()) : 0);
+    st.st_size = 4096;
+    return true;
+  }
+  ControlFiles::Text text = n.type == NodeType::order_file ? orders_.text(n.id) : control_.content(n);
+  if (!text) return false;
+  st.st_mode = S_IFREG | 0444;
+  st.st_nlink = 1;
+  st.st_size = static_cast<off_t>(text->size());
+  return true;
+}
+
+bool Namespace::attributes(uint64_t ino, struct stat& st) {
+  std::memset(&st, 0, sizeof st);
+  const Node n = inodes_.decode(ino);
+  st.st_ino = ino;
+  st.st_uid = uid_;
+  st.st_gid = gid_;
+  st.st_blksize = 128 * 1024;
+  switch (n.type) {
+    case NodeType::invalid: return false;
+    case NodeType::dir:
+      if (n.id >= store_.dirs().size()) return false;
+      stat_tree(n, st);
+      return true;
+    case NodeType::file:
+      if (n.id >= store_.files().size()) return false;
+      stat_tree(n, st);
+      return true;
+    default: return stat_control(n, st);
+  }
+}
+
+}  // namespace fid::core

@@ -1,0 +1,80 @@
+// The tree a mount shows: names, inodes, attributes and listings of the store's folders and
+// files (live at their current level, or under /.fidelity/sg/K at level K) and of /.fidelity.
+// Inodes are InodeMap arithmetic, so nothing is allocated per lookup; every inode's content is
+// immutable (a file at another level is another inode).
+#pragma once
+
+#include <sys/stat.h>
+
+#include <atomic>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "core/control_files.h"
+#include "core/file_reader.h"
+#include "core/inodes.h"
+#include "core/level_policy.h"
+#include "core/orders.h"
+#include "index/store.h"
+
+namespace fid::core {
+
+// Names that differ from the stored ones: with raw_names=ext an L3 file "a.png" shows as
+// "a.png.ppm" (its view's extension). Empty otherwise.
+using DisplayNames = std::unordered_map<uint32_t, std::string>;
+DisplayNames make_display_names(const index::Store& store, const config::Settings& settings);
+
+class Namespace {
+ public:
+  Namespace(const index::Store& store, const InodeMap& inodes, const LevelPolicy& policy, const FileReader& reader,
+            ControlFiles& control, OrderFiles& orders, const DisplayNames& display_names);
+
+  struct DirEntry {
+    std::string_view name;
+    uint64_t ino = 0;
+    mode_t type = 0;  // S_IFDIR or S_IFREG
+  };
+  // Entry i of the listing of directory `dir` ("." and ".." first); nullopt past the end.
+  std::optional<DirEntry> entry_at(uint64_t dir, size_t i);
+  // The inode of `name` in directory node `parent` (0: no such name) and its generation.
+  uint64_t lookup(const Node& parent, std::string_view name, uint64_t* generation);
+  // Attributes of ino; false if there is no such inode.
+  bool attributes(uint64_t ino, struct stat& st);
+  // False for names whose inode changes while the name stays (control and order files): the
+  // kernel must ask again at every lookup.
+  static bool name_cacheable(NodeType t);
+  // The inode a live file has now: at its effective level (non-JPEG files have one content).
+  uint64_t live_file_ino(uint32_t f) const;
+  std::string_view display_name(const index::File& f) const;
+
+  // The kernel was told the name of node n (a lookup, a listing with attributes): a level change
+  // then has to invalidate it.
+  void note_known(const Node& n);
+  bool is_known(uint32_t file) const;
+
+ private:
+  std::optional<DirEntry> tree_entry(const Node& n, size_t i) const;
+  std::optional<DirEntry> control_entry(const Node& n, size_t i);
+  uint64_t lookup_in_tree(const Node& n, std::string_view name) const;
+  // The file named `name` among folder d's files (its display name), or nullopt.
+  std::optional<uint32_t> find_file(const index::Dir& d, std::string_view name) const;
+  void stat_tree(const Node& n, struct stat& st) const;
+  bool stat_control(const Node& n, struct stat& st);
+
+  const index::Store& store_;
+  const InodeMap& inodes_;
+  const LevelPolicy& policy_;
+  const FileReader& reader_;
+  ControlFiles& control_;
+  OrderFiles& orders_;
+  const DisplayNames& display_names_;
+  const uid_t uid_;
+  const gid_t gid_;
+  std::vector<std::atomic<uint64_t>> known_;  // bit per file
+};
+
+}  // namespace fid::core

@@ -1,0 +1,75 @@
+// The bytes of file F at level k, and any range of them: its first index::pieces_at_level
+// pieces, then index::level_trailer. Every reader of a file's bytes goes through read_range:
+// the mount, verify and the fuzzers. Where the pieces come from is a PieceSource: a cached
+// record prefix, storage, or pieces already in memory.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "common/error.h"
+#include "core/record_cache.h"
+#include "index/store.h"
+#include "storage/record_source.h"
+
+namespace fid::core {
+
+// Bytes [from, from + dst.size()) of piece `piece` of a file, to be copied into dst.
+struct PieceSlice {
+  uint32_t piece = 0;
+  uint32_t from = 0;
+  std::span<uint8_t> dst;
+};
+
+class PieceSource {
+ public:
+  virtual ~PieceSource() = default;
+  // Copies every slice of file f's pieces. Fails if a piece cannot be read or fails its checksum
+  // (EIO; the message names the piece and its record).
+  virtual Status read(const index::File& f, std::span<const PieceSlice> slices) = 0;
+};
+
+// Pieces from a loaded record prefix (checked once, when it was loaded).
+class PrefixPieces final : public PieceSource {
+ public:
+  PrefixPieces(const index::Store& store, const Prefix& prefix) : store_(store), prefix_(prefix) {}
+  Status read(const index::File& f, std::span<const PieceSlice> slices) override;
+
+ private:
+  const index::Store& store_;
+  const Prefix& prefix_;
+};
+
+// Pieces from storage: the whole pieces the slices touch, read together through the record
+// source, each checked against its checksum before any byte of it is copied out.
+class StoredPieces final : public PieceSource {
+ public:
+  StoredPieces(const index::Store& store, storage::RecordSource& source, ReadStats* stats = nullptr)
+      : store_(store), source_(source), stats_(stats) {}
+  Status read(const index::File& f, std::span<const PieceSlice> slices) override;
+
+ private:
+  const index::Store& store_;
+  storage::RecordSource& source_;
+  ReadStats* stats_;
+};
+
+// A file's pieces already in memory, back to back in piece order (verify reads every piece
+// once, then every level from them).
+class MemoryPieces final : public PieceSource {
+ public:
+  MemoryPieces(const index::Store& store, std::span<const uint8_t> bytes) : store_(store), bytes_(bytes) {}
+  Status read(const index::File& f, std::span<const PieceSlice> slices) override;
+
+ private:
+  const index::Store& store_;
+  std::span<const uint8_t> bytes_;
+};
+
+// Bytes [offset, offset + length) of file f at `level` into `out`, clipped at the end of the
+// file (out.size() says how many; 0 past the end).
+Status read_range(const index::Store& store, const index::File& f, int level, uint64_t offset, uint64_t length,
+                  PieceSource& pieces, std::vector<uint8_t>& out);
+
+}  // namespace fid::core

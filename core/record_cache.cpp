@@ -1,0 +1,199 @@
+#include "core/record_cache.h"
+
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/log.h"
+
+namespace fid::core {
+
+namespace {
+constexpr uint64_t kPage = 4096;
+uint64_t round_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
+
+// The pieces of record r's files inside [0, len) whose bytes fail their checksums, sorted.
+std::vector<std::pair<uint32_t, uint32_t>> bad_pieces_of(const index::Store& store, uint32_t r, const uint8_t* data,
+                                                          uint64_t len) {
+  std::vector<std::pair<uint32_t, uint32_t>> bad;
+  for (uint32_t id : store.record_files(r)) {
+    auto pieces = store.pieces(store.files()[id]);
+    for (uint32_t i = 0; i < pieces.size(); ++i) {
+      const index::Piece& p = pieces[i];
+      if (p.offset + p.size > len) continue;  // above the prefix's level
+      if (index::piece_checksum({data + p.offset, p.size}) != p.checksum) bad.emplace_back(id, i);
+    }
+  }
+  std::sort(bad.begin(), bad.end());
+  return bad;
+}
+}  // namespace
+
+bool Prefix::is_bad(uint32_t file, uint32_t piece) const {
+  return !bad_pieces.empty() && std::binary_search(bad_pieces.begin(), bad_pieces.end(), std::pair{file, piece});
+}
+
+RecordCache::RecordCache(const index::Store& store, storage::RecordSource& source, ReadStats& stats, uint64_t budget)
+    : store_(store), source_(source), stats_(stats), budget_(budget) {}
+
+RecordCache::~RecordCache() {
+  std::lock_guard lock(mu_);
+  slots_.clear();  // frees the prefixes (their deleters use used_)
+  lru_.clear();
+}
+
+size_t RecordCache::entries() const {
+  std::lock_guard lock(mu_);
+  return lru_.size();
+}
+
+int RecordCache::prefix_level(uint32_t r, int level) const {
+  return store_.records()[r].layout == index::RecordLayout::scan ? level : 0;
+}
+
+uint64_t RecordCache::prefix_len(uint32_t r, int level) const {
+  const index::Record& rec = store_.records()[r];
+  if (rec.region_end.empty()) return 0;
+  if (rec.layout != index::RecordLayout::scan || level <= 0) return rec.region_end.back();
+  return rec.region_end[std::min<size_t>(static_cast<size_t>(level), rec.region_end.size() - 1)];
+}
+
+std::shared_ptr<const Prefix> RecordCache::get(uint32_t r, int level) {
+  std::unique_lock lock(mu_);
+  bool waited = false;
+  for (;;) {
+    auto it = slots_.find(r);
+    if (it == slots_.end()) return nullptr;
+    Slot& s = it->second;
+    if (s.prefix && s.prefix->level >= level) {
+      if (s.in_lru) lru_.splice(lru_.begin(), lru_, s.lru);
+      stats_.cache_hits.fetch_add(1, std::memory_order_relaxed);
+      if (s.prefix->by_prefetch) stats_.prefetch_hits.fetch_add(1, std::memory_order_relaxed);
+      if (waited) stats_.prefetch_waits.fetch_add(1, std::memory_order_relaxed);
+      return s.prefix;
+    }
+    if (s.pending_level < level) return nullptr;
+    waited = true;
+    cv_.wait(lock);
+  }
+}
+
+bool RecordCache::mark_queued(uint32_t r, int level) {
+  std::lock_guard lock(mu_);
+  Slot& s = slots_[r];
+  if ((s.prefix && s.prefix->level >= level) || s.pending_level >= level) return false;
+  s.pending_level = level;
+  return true;
+}
+
+void RecordCache::unqueue(uint32_t r) {
+  std::lock_guard lock(mu_);
+  auto it = slots_.find(r);
+  if (it == slots_.end() || it->second.loading) return;
+  it->second.pending_level = -1;
+  if (!it->second.prefix) slots_.erase(it);
+  cv_.notify_all();
+}
+
+bool RecordCache::reserve_locked(uint64_t len) {
+  if (len > budget_) return false;
+  while (used_.load() + len > budget_ && !lru_.empty()) {
+    uint32_t victim = lru_.back();
+    lru_.pop_back();
+    auto it = slots_.find(victim);
+    if (it != slots_.end()) {
+      it->second.in_lru = false;
+      it->second.prefix.reset();  // freed now unless a reader still holds it
+      if (it->second.pending_level < 0 && !it->second.loading) slots_.erase(it);
+    }
+    stats_.cache_evictions.fetch_add(1, std::memory_order_relaxed);
+  }
+  // Bytes of evicted prefixes that readers still hold stay counted until they let go.
+  if (used_.load() + len > budget_) return false;
+  uint64_t now = used_.fetch_add(len) + len;
+  uint64_t peak = peak_.load();
+  while (now > peak && !peak_.compare_exchange_weak(peak, now)) {
+  }
+  return true;
+}
+
+std::unique_ptr<Prefix> RecordCache::read(uint32_t r, int level, uint64_t len, uint64_t alloc) {
+  void* mem = ::mmap(nullptr, alloc, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (mem == MAP_FAILED) {
+    log_warn("{}: no memory for a {} byte prefix", store_.records()[r].path, alloc);
+    return nullptr;
+  }
+  auto p = std::make_unique<Prefix>();
+  p->record = r;
+  p->level = level;
+  p->len = len;
+  p->data = static_cast<uint8_t*>(mem);
+  Status st = source_.read_prefix(r, len, p->data);
+  if (!st.ok()) {
+    ::munmap(mem, alloc);
+    if (st.error().code != EIO) log_warn("reading {}", st.error().message);
+    return nullptr;
+  }
+  p->bad_pieces = bad_pieces_of(store_, r, p->data, len);
+  return p;
+}
+
+void RecordCache::finish_locked(uint32_t r, std::unique_ptr<Prefix> p, uint64_t alloc, bool by_prefetch) {
+  Slot& t = slots_[r];
+  t.loading = false;
+  t.pending_level = -1;
+  cv_.notify_all();
+  if (!p) {
+    used_.fetch_sub(alloc, std::memory_order_acq_rel);
+    if (!t.prefix) slots_.erase(r);
+    return;
+  }
+  p->by_prefetch = by_prefetch;
+  stats_.records_read.fetch_add(1, std::memory_order_relaxed);
+  stats_.record_bytes.fetch_add(p->len, std::memory_order_relaxed);
+  t.prefix = std::shared_ptr<const Prefix>(p.release(), [this, alloc](const Prefix* q) {
+    ::munmap(q->data, alloc);
+    used_.fetch_sub(alloc, std::memory_order_acq_rel);
+    delete q;
+  });
+  if (t.in_lru) {
+    lru_.splice(lru_.begin(), lru_, t.lru);
+  } else {
+    lru_.push_front(r);
+    t.lru = lru_.begin();
+    t.in_lru = true;
+  }
+}
+
+bool RecordCache::load(uint32_t r, int level, bool by_prefetch) {
+  std::unique_lock lock(mu_);
+  Slot& s = slots_[r];
+  const int lvl = std::max(level, s.pending_level);
+  if (s.prefix && s.prefix->level >= lvl) {
+    s.pending_level = -1;
+    cv_.notify_all();
+    return true;
+  }
+  if (s.loading) return true;
+  s.pending_level = lvl;  // keeps the slot out of reserve_locked's reach
+  const uint64_t len = prefix_len(r, lvl);
+  const uint64_t alloc = round_up(std::max<uint64_t>(len, 1), kPage);
+  if (len == 0 || !reserve_locked(alloc)) {
+    stats_.prefetch_skipped.fetch_add(1, std::memory_order_relaxed);
+    auto it = slots_.find(r);  // still there: reserve_locked never erases a pending slot
+    it->second.pending_level = -1;
+    if (!it->second.prefix) slots_.erase(it);
+    cv_.notify_all();
+    return false;
+  }
+  s.loading = true;
+  lock.unlock();
+  std::unique_ptr<Prefix> p = read(r, lvl, len, alloc);
+  const bool ok = p != nullptr;
+  lock.lock();
+  finish_locked(r, std::move(p), alloc, by_prefetch);
+  return ok;
+}
+
+}  // namespace fid::core

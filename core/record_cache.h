@@ -1,0 +1,104 @@
+// A cache of record prefixes (the level-k bytes of a whole record, one storage read each) under
+// a strict byte budget, shared by the reading threads and the prefetcher. A prefix's pieces are
+// checked against their checksums once, when it is loaded; reads from it then only copy.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "index/store.h"
+#include "storage/record_source.h"
+
+namespace fid::core {
+
+// Counters of the read path, for /.fidelity/stats.
+struct ReadStats {
+  std::atomic<uint64_t> records_read{0};      // prefixes loaded (one storage read each)
+  std::atomic<uint64_t> record_bytes{0};      // bytes of those prefixes
+  std::atomic<uint64_t> piece_reads{0};       // pieces read on their own (no cached prefix)
+  std::atomic<uint64_t> cache_hits{0};        // file reads served from a cached prefix
+  std::atomic<uint64_t> cache_misses{0};      // file reads served from the file's own pieces
+  std::atomic<uint64_t> prefetch_hits{0};     // cache hits on prefixes loaded ahead by the prefetcher
+  std::atomic<uint64_t> prefetch_waits{0};    // reads that waited for a prefix being loaded
+  std::atomic<uint64_t> prefetch_issued{0};   // prefixes queued by the prefetcher
+  std::atomic<uint64_t> prefetch_skipped{0};  // prefixes not loaded: the budget was full
+  std::atomic<uint64_t> cache_evictions{0};
+};
+
+// A loaded prefix of a record: bytes [0, len) hold every piece its files need up to `level`
+// (scan records) or everything (whole records, level 0).
+struct Prefix {
+  uint32_t record = 0;
+  int level = 0;
+  uint64_t len = 0;
+  uint8_t* data = nullptr;
+  bool by_prefetch = false;
+  // Pieces inside [0, len) that fail their checksums, as (file, piece), sorted.
+  std::vector<std::pair<uint32_t, uint32_t>> bad_pieces;
+
+  bool is_bad(uint32_t file, uint32_t piece) const;
+};
+
+class RecordCache {
+ public:
+  RecordCache(const index::Store& store, storage::RecordSource& source, ReadStats& stats, uint64_t budget);
+  ~RecordCache();
+  RecordCache(const RecordCache&) = delete;
+  RecordCache& operator=(const RecordCache&) = delete;
+
+  uint64_t budget() const { return budget_; }
+  uint64_t used() const { return used_.load(); }
+  uint64_t peak() const { return peak_.load(); }
+  size_t entries() const;
+
+  // The prefix level that serves a file of record r read at `level`: the level itself in a scan
+  // record, 0 (the whole record) in a whole record.
+  int prefix_level(uint32_t r, int level) const;
+  // Bytes of the prefix of record r at prefix level `level` (0 = whole record).
+  uint64_t prefix_len(uint32_t r, int level) const;
+
+  // The cached prefix of r covering `level`; waits for one being loaded or queued by the
+  // prefetcher. nullptr if there is none (the caller reads the file's own pieces).
+  std::shared_ptr<const Prefix> get(uint32_t r, int level);
+  // Marks r as queued for loading (so readers wait for it instead of reading pieces). False if
+  // a prefix covering `level` is already cached, loading or queued.
+  bool mark_queued(uint32_t r, int level);
+  // Loads the prefix with one read (the queued mark, if any, is cleared). Returns false if the
+  // budget cannot hold it now or the read failed.
+  bool load(uint32_t r, int level, bool by_prefetch);
+  // Drops a queued mark that will not be loaded (readers waiting on it read their pieces).
+  void unqueue(uint32_t r);
+
+ private:
+  struct Slot {
+    std::shared_ptr<const Prefix> prefix;  // null while loading/queued
+    int pending_level = -1;                // >= 0: queued or loading at this level
+    bool loading = false;
+    std::list<uint32_t>::iterator lru;
+    bool in_lru = false;
+  };
+  // Reserves `len` bytes, evicting least recently used prefixes. Locked.
+  bool reserve_locked(uint64_t len);
+  // Reads the prefix into fresh memory and checks its pieces; nullptr if the read failed.
+  std::unique_ptr<Prefix> read(uint32_t r, int level, uint64_t len, uint64_t alloc);
+  // Installs a loaded prefix (or clears a failed load). Locked.
+  void finish_locked(uint32_t r, std::unique_ptr<Prefix> p, uint64_t alloc, bool by_prefetch);
+
+  const index::Store& store_;
+  storage::RecordSource& source_;
+  ReadStats& stats_;
+  const uint64_t budget_;
+  std::atomic<uint64_t> used_{0}, peak_{0};
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::unordered_map<uint32_t, Slot> slots_;
+  std::list<uint32_t> lru_;  // front = most recently used
+};
+
+}  // namespace fid::core

@@ -1,0 +1,132 @@
+#include "core/xattrs.h"
+
+#include <sys/xattr.h>
+
+#include <charconv>
+
+namespace fid::core {
+
+namespace {
+
+constexpr std::string_view kPrefix = "user.fidelity.";
+constexpr std::string_view kReadOnly[] = {"kind", "levels", "bytes", "record", "position", "source_size", "format"};
+
+// The key after "user.fidelity.", or nullopt for any other attribute.
+std::optional<std::string_view> key_of(std::string_view name) {
+  if (!name.starts_with(kPrefix)) return std::nullopt;
+  return name.substr(kPrefix.size());
+}
+
+bool is_read_only(std::string_view name) {
+  auto key = key_of(name);
+  if (!key) return false;
+  for (auto k : kReadOnly)
+    if (*key == k) return true;
+  return false;
+}
+
+// The order seed lives on the live root only.
+bool is_order_seed(const Node& n, std::string_view name) {
+  return key_of(name) == "order_seed" && n.type == NodeType::dir && n.view == 0 && n.id == 0;
+}
+
+// An attribute value as text: setfattr and shells may append a NUL or a newline.
+std::string_view value_text(std::string_view v) {
+  while (!v.empty() && (v.back() == '\0' || v.back() == '\n')) v.remove_suffix(1);
+  return v;
+}
+
+Error no_data() { return Error{ENODATA, "no such attribute"}; }
+
+}  // namespace
+
+Xattrs::Xattrs(const index::Store& store, const LevelPolicy& policy, const FileReader& reader, OrderFiles& orders,
+               LevelChanges& changes, uint64_t configured_seed, std::function<void()> seed_changed)
+    : store_(store),
+      policy_(policy),
+      reader_(reader),
+      orders_(orders),
+      changes_(changes),
+      configured_seed_(configured_seed),
+      seed_changed_(std::move(seed_changed)) {}
+
+std::optional<std::string> Xattrs::file_value(const index::File& f, int view, std::string_view key) const {
+  const bool jpeg = f.kind == index::FileKind::jpeg;
+  if (key == "scan_group") return jpeg ? std::optional(std::to_string(view ? view : policy_.effective(f.id))) : std::nullopt;
+  if (key == "kind") return std::string(index::kind_name(f.kind));
+  if (key == "format") {
+    if (f.kind != index::FileKind::l3) return std::nullopt;
+    return std::string(codec::view_format_name(codec::effective_view_format(FileReader::shape_of(f), reader_.view_format())));
+  }
+  if (key == "levels") return std::to_string(jpeg ? store_.levels() : 1);
+  if (key == "bytes") {
+    std::string s;
+    for (int k = 1; k <= (jpeg ? store_.levels() : 1); ++k) s += (k > 1 ? "," : "") + std::to_string(reader_.size(f, k));
+    return s;
+  }
+  if (key == "record") return std::to_string(f.record);
+  if (key == "position") return std::to_string(store_.storage_position(f));
+  if (key == "source_size") return std::to_string(f.source_size);
+  return std::nullopt;
+}
+
+Result<std::string> Xattrs::get(const Node& n, std::string_view name) const {
+  auto key = key_of(name);
+  if (!key) return no_data();
+  std::optional<std::string> v;
+  if (n.type == NodeType::dir) {
+    if (*key == "scan_group") v = std::to_string(n.view ? n.view : policy_.dir_effective(n.id));
+    else if (is_order_seed(n, name)) v = std::to_string(orders_.seed());
+  } else if (n.type == NodeType::file) {
+    v = file_value(store_.files()[n.id], n.view, *key);
+  }
+  if (!v) return no_data();
+  return std::move(*v);
+}
+
+std::string Xattrs::list(const Node& n) const {
+  std::string out;
+  auto add = [&](std::string_view key) {
+    out.append(kPrefix).append(key).push_back('\0');
+  };
+  if (n.type == NodeType::dir) {
+    add("scan_group");
+    if (n.view == 0 && n.id == 0) add("order_seed");
+  } else if (n.type == NodeType::file) {
+    const index::FileKind kind = store_.files()[n.id].kind;
+    if (kind == index::FileKind::jpeg) add("scan_group");
+    for (auto k : kReadOnly)
+      if (k != "format" || kind == index::FileKind::l3) add(k);
+  }
+  return out;
+}
+
+Status Xattrs::set_seed(std::string_view value, int flags) {
+  std::string_view v = value_text(value);
+  uint64_t seed = 0;
+  auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), seed);
+  if (v.empty() || ec != std::errc() || p != v.data() + v.size()) return Error{EINVAL, "the order seed is a number"};
+  if (flags & XATTR_CREATE) return Error{EEXIST, "the order seed always exists"};
+  if (orders_.set_seed(seed) && seed_changed_) seed_changed_();
+  return {};
+}
+
+Status Xattrs::set(const Node& n, std::string_view name, std::string_view value, int flags) {
+  if (is_order_seed(n, name)) return set_seed(value, flags);
+  if (key_of(name) != "scan_group")
+    return is_read_only(name) ? Error{EPERM, "read-only attribute"} : Error{EROFS, "read-only file system"};
+  auto level = config::parse_level(value_text(value));
+  if (!level || (*level != config::kFull && *level > store_.levels())) return Error{EINVAL, "not a level of this store"};
+  return changes_.change(n, *level >= config::kFull ? store_.levels() : *level, flags);
+}
+
+Status Xattrs::remove(const Node& n, std::string_view name) {
+  if (is_order_seed(n, name)) {
+    if (orders_.set_seed(configured_seed_) && seed_changed_) seed_changed_();  // back to the configured seed
+    return {};
+  }
+  if (key_of(name) != "scan_group") return is_read_only(name) ? Error{EPERM, "read-only attribute"} : no_data();
+  return changes_.change(n, std::nullopt, 0);
+}
+
+}  // namespace fid::core

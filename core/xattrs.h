@@ -1,0 +1,50 @@
+// The extended attributes under user.fidelity.*: a file's or folder's level (scan_group, the one
+// that can be set), the order seed on the root (order_seed, settable), and read-only facts about
+// a file (kind, levels, bytes per level, record, storage position, source size, L3 view format).
+// Any other attribute cannot be stored on a read-only tree.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+
+#include "common/error.h"
+#include "core/file_reader.h"
+#include "core/inodes.h"
+#include "core/level_changes.h"
+#include "core/level_policy.h"
+#include "core/orders.h"
+#include "index/store.h"
+
+namespace fid::core {
+
+class Xattrs {
+ public:
+  // `seed_changed` is called after the order seed changed (the order files' contents did).
+  Xattrs(const index::Store& store, const LevelPolicy& policy, const FileReader& reader, OrderFiles& orders,
+         LevelChanges& changes, uint64_t configured_seed, std::function<void()> seed_changed);
+
+  // The value of attribute `name` of node n. ENODATA if n has no such attribute.
+  Result<std::string> get(const Node& n, std::string_view name) const;
+  // The names of n's attributes, each followed by a NUL (listxattr's format).
+  std::string list(const Node& n) const;
+  // XATTR_CREATE / XATTR_REPLACE in `flags`. EINVAL (bad value), EPERM (read-only attribute or
+  // a node without levels), EEXIST, ENODATA, EROFS (any other attribute).
+  Status set(const Node& n, std::string_view name, std::string_view value, int flags);
+  Status remove(const Node& n, std::string_view name);
+
+ private:
+  std::optional<std::string> file_value(const index::File& f, int view, std::string_view key) const;
+  Status set_seed(std::string_view value, int flags);
+
+  const index::Store& store_;
+  const LevelPolicy& policy_;
+  const FileReader& reader_;
+  OrderFiles& orders_;
+  LevelChanges& changes_;
+  const uint64_t configured_seed_;
+  const std::function<void()> seed_changed_;
+};
+
+}  // namespace fid::core

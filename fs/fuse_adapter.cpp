@@ -1,0 +1,309 @@
+// Every FUSE handler: decode the request, call core::Filesystem, reply. Protocol choices live
+// here (timeouts, no-open, readdirplus, capabilities); what the tree is and does lives in core/.
+#define FUSE_USE_VERSION FUSE_MAKE_VERSION(3, 14)
+#include "fs/fs.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <fuse3/fuse_lowlevel.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "core/filesystem.h"
+#include "core/log.h"
+
+namespace fid::fs {
+
+namespace {
+
+using core::log_info;
+
+constexpr double kTimeout = 86400.0;  // every inode is immutable: the kernel may keep what it learns
+
+core::Filesystem& core_of(fuse_req_t req) { return *static_cast<core::Filesystem*>(fuse_req_userdata(req)); }
+
+void reply_status(fuse_req_t req, const Status& s) { fuse_reply_err(req, s.ok() ? 0 : s.error().code); }
+
+// Level changes reach the kernel's caches through libfuse's notifications.
+class KernelNotifier final : public core::KernelCache {
+ public:
+  explicit KernelNotifier(fuse_session* se) : se_(se) {}
+  int forget_entry(uint64_t parent, std::string_view name) override {
+    return fuse_lowlevel_notify_inval_entry(se_, parent, name.data(), name.size());
+  }
+  int forget_inode(uint64_t ino) override { return fuse_lowlevel_notify_inval_inode(se_, ino, 0, 0); }
+
+ private:
+  fuse_session* se_;
+};
+
+fuse_entry_param entry_param(const core::Filesystem::Entry& e) {
+  fuse_entry_param p{};
+  p.ino = e.ino;
+  p.generation = e.generation;
+  p.attr = e.attr;
+  p.attr_timeout = kTimeout;
+  p.entry_timeout = e.name_cacheable ? kTimeout : 0;
+  return p;
+}
+
+void op_init(void* userdata, fuse_conn_info* conn) {
+  if (conn->capable & FUSE_CAP_READDIRPLUS) conn->want |= FUSE_CAP_READDIRPLUS;
+  conn->want &= ~FUSE_CAP_READDIRPLUS_AUTO;  // always plus: one round trip fills dentries + attrs
+  conn->want &= ~FUSE_CAP_AUTO_INVAL_DATA;   // inodes are immutable: cached pages stay valid
+  // Without OPEN requests an O_TRUNC open must reach us as a SETATTR (which gets EROFS).
+  conn->want &= ~FUSE_CAP_ATOMIC_O_TRUNC;
+  if (conn->capable & FUSE_CAP_PARALLEL_DIROPS) conn->want |= FUSE_CAP_PARALLEL_DIROPS;
+  if (conn->capable & FUSE_CAP_ASYNC_READ) conn->want |= FUSE_CAP_ASYNC_READ;
+  conn->max_readahead = std::max<unsigned>(conn->max_readahead, 1u << 20);
+  log_info("{}", static_cast<core::Filesystem*>(userdata)->describe());
+}
+
+void op_lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
+  auto e = core_of(req).lookup(parent, name);
+  if (!e.ok()) return reply_status(req, e.error());
+  fuse_entry_param p = entry_param(*e);  // ino 0: a negative entry, cached (the tree never changes)
+  fuse_reply_entry(req, &p);
+}
+
+void op_forget(fuse_req_t req, fuse_ino_t, uint64_t) { fuse_reply_none(req); }  // inodes are arithmetic
+void op_forget_multi(fuse_req_t req, size_t, fuse_forget_data*) { fuse_reply_none(req); }
+
+void op_getattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
+  auto st = core_of(req).getattr(ino);
+  if (!st.ok()) return reply_status(req, st.error());
+  fuse_reply_attr(req, &*st, kTimeout);
+}
+
+void op_access(fuse_req_t req, fuse_ino_t ino, int mask) { reply_status(req, core_of(req).access(ino, mask)); }
+
+// Files are never opened: the daemon answers OPEN with ENOSYS once, after which the kernel sends
+// no OPEN/RELEASE at all and keeps every cached page (inodes are immutable). A warm read then
+// never reaches the daemon.
+void op_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  Status s = core_of(req).open(ino, fi->flags);
+  fuse_reply_err(req, s.ok() ? ENOSYS : s.error().code);
+}
+
+void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info*) {
+  auto r = core_of(req).read(ino, static_cast<uint64_t>(off), size);
+  if (!r.ok()) return reply_status(req, r.error());
+  fuse_reply_buf(req, reinterpret_cast<const char*>(r->data.data()), r->data.size());
+}
+
+void op_opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  Status s = core_of(req).opendir(ino, fi->flags);
+  if (!s.ok()) return reply_status(req, s);
+  fi->cache_readdir = 1;  // listings never change
+  fi->keep_cache = 1;
+  fuse_reply_open(req, fi);
+}
+
+void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, bool plus) {
+  core::Filesystem& fs = core_of(req);
+  std::vector<char> buf(size);
+  size_t used = 0;
+  for (size_t i = static_cast<size_t>(off);; ++i) {
+    auto e = fs.entry_at(ino, i);
+    if (!e.ok()) return reply_status(req, e.error());
+    if (!*e) break;
+    const std::string name((*e)->name);
+    size_t need;
+    if (plus) {
+      auto entry = fs.listed_entry(**e);
+      if (!entry.ok()) break;
+      fuse_entry_param p = entry_param(*entry);
+      need = fuse_add_direntry_plus(req, buf.data() + used, size - used, name.c_str(), &p, static_cast<off_t>(i + 1));
+    } else {
+      struct stat st {};
+      st.st_ino = (*e)->ino;
+      st.st_mode = (*e)->type;
+      need = fuse_add_direntry(req, buf.data() + used, size - used, name.c_str(), &st, static_cast<off_t>(i + 1));
+    }
+    if (need > size - used) break;
+    used += need;
+  }
+  fuse_reply_buf(req, buf.data(), used);
+}
+
+void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info*) {
+  do_readdir(req, ino, size, off, false);
+}
+void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info*) {
+  do_readdir(req, ino, size, off, true);
+}
+
+void op_statfs(fuse_req_t req, fuse_ino_t) {
+  struct statvfs st = core_of(req).statfs();
+  fuse_reply_statfs(req, &st);
+}
+
+// size 0 asks for the length; a buffer too small for the value is ERANGE.
+void reply_value(fuse_req_t req, const Result<std::string>& v, size_t size) {
+  if (!v.ok()) fuse_reply_err(req, v.error().code);
+  else if (size == 0) fuse_reply_xattr(req, v->size());
+  else if (size < v->size()) fuse_reply_err(req, ERANGE);
+  else fuse_reply_buf(req, v->data(), v->size());
+}
+
+void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) {
+  reply_value(req, core_of(req).getxattr(ino, name), size);
+}
+void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size) { reply_value(req, core_of(req).listxattr(ino), size); }
+
+void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char* name, const char* value, size_t size, int flags) {
+  core::Filesystem& fs = core_of(req);
+  auto in_flight = fs.change_in_flight(ino);  // until after the reply
+  reply_status(req, fs.setxattr(ino, name, {value, size}, flags));
+}
+
+void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char* name) {
+  core::Filesystem& fs = core_of(req);
+  auto in_flight = fs.change_in_flight(ino);  // until after the reply
+  reply_status(req, fs.removexattr(ino, name));
+}
+
+// A read-only tree: every request that would change it.
+void op_erofs(fuse_req_t req) { fuse_reply_err(req, EROFS); }
+void op_setattr(fuse_req_t req, fuse_ino_t, struct stat*, int, fuse_file_info*) { op_erofs(req); }
+void op_mknod(fuse_req_t req, fuse_ino_t, const char*, mode_t, dev_t) { op_erofs(req); }
+void op_mkdir(fuse_req_t req, fuse_ino_t, const char*, mode_t) { op_erofs(req); }
+void op_unlink(fuse_req_t req, fuse_ino_t, const char*) { op_erofs(req); }
+void op_symlink(fuse_req_t req, const char*, fuse_ino_t, const char*) { op_erofs(req); }
+void op_rename(fuse_req_t req, fuse_ino_t, const char*, fuse_ino_t, const char*, unsigned) { op_erofs(req); }
+void op_link(fuse_req_t req, fuse_ino_t, fuse_ino_t, const char*) { op_erofs(req); }
+void op_write(fuse_req_t req, fuse_ino_t, const char*, size_t, off_t, fuse_file_info*) { op_erofs(req); }
+void op_create(fuse_req_t req, fuse_ino_t, const char*, mode_t, fuse_file_info*) { op_erofs(req); }
+void op_fallocate(fuse_req_t req, fuse_ino_t, int, off_t, off_t, fuse_file_info*) { op_erofs(req); }
+void op_readlink(fuse_req_t req, fuse_ino_t) { fuse_reply_err(req, EINVAL); }  // there are no links
+
+const fuse_lowlevel_ops& operations() {
+  static const fuse_lowlevel_ops o = [] {
+    fuse_lowlevel_ops x{};
+    x.init = op_init;
+    x.lookup = op_lookup;
+    x.forget = op_forget;
+    x.forget_multi = op_forget_multi;
+    x.getattr = op_getattr;
+    x.setattr = op_setattr;
+    x.readlink = op_readlink;
+    x.mknod = op_mknod;
+    x.mkdir = op_mkdir;
+    x.unlink = op_unlink;
+    x.rmdir = op_unlink;
+    x.symlink = op_symlink;
+    x.rename = op_rename;
+    x.link = op_link;
+    x.open = op_open;
+    x.read = op_read;
+    x.write = op_write;
+    x.opendir = op_opendir;
+    x.readdir = op_readdir;
+    x.readdirplus = op_readdirplus;
+    x.statfs = op_statfs;
+    x.setxattr = op_setxattr;
+    x.getxattr = op_getxattr;
+    x.listxattr = op_listxattr;
+    x.removexattr = op_removexattr;
+    x.access = op_access;
+    x.create = op_create;
+    x.fallocate = op_fallocate;
+    return x;
+  }();
+  return o;
+}
+
+// The kernel reads FUSE files in readahead-sized requests (128 KiB by default); raise the mount's
+// readahead to 1 MiB (FUSE's largest request) so most files are one request. Needs root; best effort.
+void set_readahead(dev_t dev) {
+  std::string path = fmt::format("/sys/class/bdi/{}:{}/read_ahead_kb", major(dev), minor(dev));
+  int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return;
+  ssize_t w = ::write(fd, "1024", 4);
+  (void)w;
+  ::close(fd);
+}
+
+std::string escape_opt(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (c == ',' || c == '\\') out.push_back('\\');
+    out.push_back(c);
+  }
+  return out;
+}
+
+fuse_session* new_session(core::Filesystem& fs, const index::Store& store, const config::Settings& settings, bool debug) {
+  std::vector<std::string> argv_s = {"fidelityfs"};
+  if (debug) argv_s.push_back("-d");
+  std::string o = "fsname=" + escape_opt("fidelityfs:" + store.path().string()) + ",subtype=fidelityfs";
+  if (settings.allow_other) o += ",allow_other";
+  argv_s.push_back("-o");
+  argv_s.push_back(o);
+  std::vector<char*> argv;
+  for (auto& s : argv_s) argv.push_back(s.data());
+  fuse_args args = FUSE_ARGS_INIT(static_cast<int>(argv.size()), argv.data());
+  return fuse_session_new(&args, &operations(), sizeof(fuse_lowlevel_ops), &fs);
+}
+
+// Runs the request loop until unmount or a signal.
+int loop(fuse_session* se, const config::Settings& settings) {
+  fuse_loop_config* cfg = fuse_loop_cfg_create();
+  fuse_loop_cfg_set_max_threads(cfg, settings.threads);
+  fuse_loop_cfg_set_idle_threads(cfg, std::max(1u, settings.threads / 2));
+  int rc = fuse_session_loop_mt(se, cfg);
+  fuse_loop_cfg_destroy(cfg);
+  return rc;
+}
+
+}  // namespace
+
+int serve(const index::Store& store, storage::RecordSource& source, const config::Settings& settings,
+          const ServeRequest& req, const std::function<void(const std::string&)>& ready) {
+  core::Filesystem fs(store, source, settings, {req.mountpoint, req.l3_decoder});
+  fuse_session* se = new_session(fs, store, settings, req.debug);
+  if (!se) {
+    ready("cannot create the FUSE session (see messages above)");
+    return 1;
+  }
+  if (fuse_set_signal_handlers(se) != 0) {
+    fuse_session_destroy(se);
+    ready("cannot install signal handlers");
+    return 1;
+  }
+  if (fuse_session_mount(se, req.mountpoint.c_str()) != 0) {
+    fuse_remove_signal_handlers(se);
+    fuse_session_destroy(se);
+    ready(fmt::format("cannot mount at {} (is /dev/fuse available and the mount point an empty directory?)",
+                      req.mountpoint));
+    return 1;
+  }
+  // Ready once the kernel routes a stat of the mount point to this session (root inode 1).
+  std::thread probe([mnt = req.mountpoint, ready] {
+    struct stat st {};
+    if (::stat(mnt.c_str(), &st) == 0 && st.st_ino == 1) {
+      set_readahead(st.st_dev);
+      ready("");
+    } else {
+      ready(fmt::format("{}: the new mount does not answer: {}", mnt, std::strerror(errno)));
+    }
+  });
+  KernelNotifier kernel(se);
+  fs.attach(&kernel);
+  int rc = loop(se, settings);
+  probe.join();
+  fs.detach();
+  fuse_session_unmount(se);
+  fuse_remove_signal_handlers(se);
+  fuse_session_destroy(se);
+  log_info("unmounted {}", req.mountpoint);
+  return rc < 0 ? 1 : 0;  // > 0: ended by a signal (SIGTERM/SIGINT/SIGHUP), a clean unmount
+}
+
+}  // namespace fid::fs

@@ -1,0 +1,323 @@
+#include "storage/local_record_source.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <liburing.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+#include <latch>
+
+#include "index/format.h"
+
+namespace fid::storage {
+
+void RecordSource::read_ranges(std::span<RangeRead> batch) {
+  std::latch done(1);
+  read_ranges(batch, [&done] { done.count_down(); });
+  done.wait();
+}
+
+Status RecordSource::read_prefix(uint32_t record, uint64_t len, uint8_t* dst) {
+  PrefixRead p{record, len, dst, {}};
+  std::latch done(1);
+  read_prefixes({&p, 1}, [&done] { done.count_down(); });
+  done.wait();
+  return p.status;
+}
+
+namespace {
+
+constexpr uint64_t kSector = 512;
+constexpr uint64_t kPage = 4096;
+constexpr unsigned kRingEntries = 64;  // reads in flight at once per thread (more are issued in turns)
+constexpr int kNotRead = INT32_MIN;    // a read the ring did not do (the thread then preads it)
+
+uint64_t round_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
+
+// Reads up to len bytes at off (stops early only at end of file). Bytes read, or -errno.
+int pread_loop(int fd, uint8_t* dst, uint64_t len, uint64_t off) {
+  uint64_t done = 0;
+  while (done < len) {
+    ssize_t n = ::pread(fd, dst + done, len - done, static_cast<off_t>(off + done));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return -errno;
+    }
+    if (n == 0) break;
+    done += static_cast<uint64_t>(n);
+  }
+  return static_cast<int>(std::min<uint64_t>(done, INT32_MAX));
+}
+
+// Page-aligned per-thread scratch for O_DIRECT range reads.
+struct Scratch {
+  uint8_t* p = nullptr;
+  size_t cap = 0;
+  ~Scratch() { std::free(p); }
+  uint8_t* get(size_t n) {
+    if (n > cap) {
+      std::free(p);
+      cap = round_up(std::max<size_t>(n, 256 * 1024), kPage);
+      p = static_cast<uint8_t*>(std::aligned_alloc(kPage, cap));
+      if (!p) cap = 0;
+    }
+    return p;
+  }
+};
+
+// One io_uring per thread, set up on its first use. A thread whose ring cannot be set up (or
+// breaks) preads.
+struct Ring {
+  io_uring ring{};
+  int state = 0;  // 0: not tried, 1: ready, -1: unusable
+  ~Ring() {
+    if (state == 1) io_uring_queue_exit(&ring);
+  }
+  io_uring* get() {
+    if (state == 0) {  // one thread submits and reaps: tell the kernel (6.0+), else plain
+      state = io_uring_queue_init(kRingEntries, &ring, IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_COOP_TASKRUN) == 0 ||
+                      io_uring_queue_init(kRingEntries, &ring, 0) == 0
+                  ? 1
+                  : -1;
+    }
+    return state == 1 ? &ring : nullptr;
+  }
+  void drop() {
+    if (state == 1) io_uring_queue_exit(&ring);
+    state = -1;
+  }
+};
+
+struct Span {
+  int fd;
+  uint8_t* buf;
+  uint64_t len, off;
+};
+
+// Issues the reads of `spans` together and waits for them; res[k] gets what pread_loop would
+// return, or kNotRead where the ring could not do it.
+void ring_read(std::span<const Span> spans, std::span<int> res) {
+  thread_local Ring tr;
+  for (size_t base = 0; base < spans.size(); base += kRingEntries) {
+    io_uring* ring = tr.get();
+    if (!ring) return;
+    const size_t count = std::min<size_t>(kRingEntries, spans.size() - base);
+    for (size_t k = base; k < base + count; ++k) {
+      io_uring_sqe* sqe = io_uring_get_sqe(ring);  // never null: the ring is empty at this point
+      io_uring_prep_read(sqe, spans[k].fd, spans[k].buf, static_cast<unsigned>(spans[k].len), spans[k].off);
+      io_uring_sqe_set_data64(sqe, k);
+    }
+    size_t inflight = 0;
+    while (inflight < count) {
+      int r = io_uring_submit(ring);
+      if (r > 0) inflight += static_cast<size_t>(r);
+      else if (r != -EINTR) break;  // what was not submitted is preaded below (the ring is dropped)
+    }
+    for (size_t got = 0; got < inflight;) {
+      io_uring_cqe* cqe = nullptr;
+      int r = io_uring_wait_cqe(ring, &cqe);
+      if (r == -EINTR || r == -EAGAIN) continue;
+      // Cannot happen with at most kRingEntries in flight (no completion-queue overflow); if it
+      // did, reads still in flight could land in the bounce buffer after we move on.
+      if (r < 0) break;
+      res[io_uring_cqe_get_data64(cqe)] = cqe->res;
+      io_uring_cqe_seen(ring, cqe);
+      ++got;
+    }
+    if (inflight < count) {  // the ring failed: this thread preads from now on
+      tr.drop();
+      return;
+    }
+  }
+}
+
+// Opens record r and checks it is the record the index describes; "" or the problem.
+std::string open_record(const std::filesystem::path& p, const index::Record& r, int& fd) {
+  fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return std::strerror(errno);
+  uint8_t header[index::kRecordHeaderSize];
+  struct stat st {};
+  std::string problem;
+  if (::fstat(fd, &st) != 0 || static_cast<uint64_t>(st.st_size) < r.size) {
+    problem = fmt::format("truncated: {} bytes, index says {}", st.st_size, r.size);
+  } else if (::pread(fd, header, sizeof header, 0) != static_cast<ssize_t>(sizeof header) ||
+             std::memcmp(header, index::kRecordMagic.data(), index::kRecordMagic.size()) != 0 ||
+             index::get_le(header + 8, 4) != r.id) {
+    problem = "not record " + std::to_string(r.id) + " of this store (bad header)";
+  }
+  if (!problem.empty()) {
+    ::close(fd);
+    fd = -1;
+  }
+  return problem;
+}
+
+}  // namespace
+
+bool LocalRecordSource::io_uring_available(std::string* why) {
+  static const std::string reason = [] {
+    ::io_uring ring{};
+    int rc = io_uring_queue_init(2, &ring, 0);
+    if (rc < 0) return std::string(std::strerror(-rc));
+    std::string r;
+    io_uring_probe* probe = io_uring_get_probe_ring(&ring);
+    if (!probe || !io_uring_opcode_supported(probe, IORING_OP_READ)) r = "the kernel has no IORING_OP_READ";
+    if (probe) io_uring_free_probe(probe);
+    io_uring_queue_exit(&ring);
+    return r;
+  }();
+  if (why) *why = reason;
+  return reason.empty();
+}
+
+LocalRecordSource::LocalRecordSource(const index::Store& store, bool use_io_uring)
+    : store_(store),
+      uring_(use_io_uring && io_uring_available()),
+      dfd_(new std::atomic<int>[store.records().size()]) {
+  for (const index::Record& r : store.records()) {
+    std::filesystem::path p = store.path() / r.path;
+    int fd = -1;
+    std::string problem = open_record(p, r, fd);
+    if (!problem.empty()) problems_.push_back(fmt::format("{}: {}", p.string(), problem));
+    fds_.push_back(fd);
+    dfd_[r.id].store(-2);
+  }
+}
+
+LocalRecordSource::~LocalRecordSource() {
+  for (size_t i = 0; i < fds_.size(); ++i) {
+    if (fds_[i] >= 0) ::close(fds_[i]);
+    int fd = dfd_[i].load();
+    if (fd >= 0) ::close(fd);
+  }
+}
+
+std::string LocalRecordSource::describe() const {
+  std::string why;
+  if (uring_) return fmt::format("{} (local; the ranges of a read are issued together through io_uring)", store_.path().string());
+  io_uring_available(&why);
+  return fmt::format("{} (local; one pread after another: io_uring unavailable: {})", store_.path().string(),
+                     why.empty() ? "disabled" : why);
+}
+
+Error LocalRecordSource::error(uint32_t r, int code, std::string_view what) const {
+  return Error{code, fmt::format("{}: {}", store_.records()[r].path, what)};
+}
+
+int LocalRecordSource::direct_fd(uint32_t r) {
+  int fd = dfd_[r].load(std::memory_order_acquire);
+  if (fd != -2) return fd;
+  if (fds_[r] < 0) return -1;  // damaged: the buffered path reports EIO
+  int nfd = ::open((store_.path() / store_.records()[r].path).c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT);
+  if (nfd < 0) nfd = -1;  // e.g. tmpfs: no O_DIRECT
+  int expected = -2;
+  if (!dfd_[r].compare_exchange_strong(expected, nfd)) {
+    if (nfd >= 0) ::close(nfd);
+    return expected;
+  }
+  return nfd;
+}
+
+// The filesystem wants another alignment (EINVAL): record r is read buffered from now on.
+void LocalRecordSource::drop_direct(uint32_t r, int fd) {
+  int expected = fd;
+  if (dfd_[r].compare_exchange_strong(expected, -1)) ::close(fd);  // reads that raced got EINVAL too
+}
+
+Status LocalRecordSource::read_buffered(const RangeRead& r) {
+  if (r.record >= fds_.size() || fds_[r.record] < 0) return error(r.record, EIO, "unreadable (see the mount's warnings)");
+  counters_.requests.fetch_add(1, std::memory_order_relaxed);
+  counters_.bytes.fetch_add(r.dst.size(), std::memory_order_relaxed);
+  int n = pread_loop(fds_[r.record], r.dst.data(), r.dst.size(), r.offset);
+  if (n < 0) return error(r.record, -n, std::strerror(-n));
+  if (static_cast<uint64_t>(n) < r.dst.size() && n != INT32_MAX)
+    return error(r.record, EIO, fmt::format("short read at offset {}", r.offset));
+  return {};
+}
+
+// Each range is read as its sector-aligned span into its own page-aligned slot of the thread's
+// bounce buffer, all at once through the ring (or one after another), then copied out.
+void LocalRecordSource::read_ranges(std::span<RangeRead> batch, Done done) {
+  thread_local std::vector<Span> spans;
+  thread_local std::vector<int> res;
+  thread_local std::vector<uint32_t> direct;  // indices into batch read with O_DIRECT
+  spans.clear();
+  direct.clear();
+  uint64_t total = 0;
+  for (size_t k = 0; k < batch.size(); ++k) {
+    const RangeRead& r = batch[k];
+    const int fd = r.record < fds_.size() ? direct_fd(r.record) : -1;
+    if (fd < 0) continue;
+    const uint64_t a0 = r.offset / kSector * kSector;
+    const uint64_t len = round_up(r.offset + r.dst.size(), kSector) - a0;
+    spans.push_back({fd, nullptr, len, a0});
+    direct.push_back(static_cast<uint32_t>(k));
+    total += round_up(len, kPage);
+  }
+  thread_local Scratch scratch;
+  uint8_t* buf = spans.empty() ? nullptr : scratch.get(total);
+  if (!buf) spans.clear(), direct.clear();
+  for (Span& s : spans) {
+    s.buf = buf;
+    buf += round_up(s.len, kPage);
+  }
+  res.assign(spans.size(), kNotRead);
+  if (uring_ && spans.size() > 1) ring_read(spans, res);
+  thread_local std::vector<uint8_t> buffered;  // per range: read through the buffered descriptor
+  buffered.assign(batch.size(), 1);
+  for (size_t k = 0; k < spans.size(); ++k) {
+    const Span& s = spans[k];
+    RangeRead& r = batch[direct[k]];
+    if (res[k] == kNotRead || res[k] == -EINTR || res[k] == -EAGAIN) res[k] = pread_loop(s.fd, s.buf, s.len, s.off);
+    while (res[k] > 0 && static_cast<uint64_t>(res[k]) < s.len) {  // short, not at the end: read the rest
+      int more = pread_loop(s.fd, s.buf + res[k], s.len - static_cast<uint64_t>(res[k]), s.off + static_cast<uint64_t>(res[k]));
+      if (more <= 0) break;
+      res[k] += more;
+    }
+    counters_.requests.fetch_add(1, std::memory_order_relaxed);
+    counters_.bytes.fetch_add(s.len, std::memory_order_relaxed);
+    if (res[k] == -EINVAL) {  // this alignment is not the filesystem's: buffered from now on
+      drop_direct(r.record, s.fd);
+      continue;
+    }
+    buffered[direct[k]] = 0;
+    const uint64_t skip = r.offset - s.off;
+    if (res[k] < 0) r.status = error(r.record, -res[k], std::strerror(-res[k]));
+    else if (static_cast<uint64_t>(res[k]) < skip + r.dst.size()) r.status = error(r.record, EIO, fmt::format("short read at offset {}", r.offset));
+    else std::memcpy(r.dst.data(), s.buf + skip, r.dst.size());
+  }
+  for (size_t k = 0; k < batch.size(); ++k)
+    if (buffered[k]) batch[k].status = read_buffered(batch[k]);
+  done();
+}
+
+Status LocalRecordSource::read_one_prefix(const PrefixRead& p) {
+  if (p.record >= fds_.size() || fds_[p.record] < 0) return error(p.record, EIO, "unreadable (see the mount's warnings)");
+  int fd = direct_fd(p.record);
+  if (fd >= 0) {
+    const uint64_t len = round_up(p.len, kSector);
+    counters_.requests.fetch_add(1, std::memory_order_relaxed);
+    counters_.bytes.fetch_add(len, std::memory_order_relaxed);
+    int n = pread_loop(fd, p.dst, len, 0);
+    if (n >= 0) {
+      if (static_cast<uint64_t>(n) >= p.len || n == INT32_MAX) return {};
+      return error(p.record, EIO, fmt::format("short read of its first {} bytes", p.len));
+    }
+    if (n != -EINVAL) return error(p.record, -n, std::strerror(-n));
+    drop_direct(p.record, fd);
+  }
+  return read_buffered(RangeRead{p.record, 0, {p.dst, p.len}, {}});
+}
+
+void LocalRecordSource::read_prefixes(std::span<PrefixRead> batch, Done done) {
+  for (PrefixRead& p : batch) p.status = read_one_prefix(p);
+  done();
+}
+
+}  // namespace fid::storage

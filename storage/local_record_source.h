@@ -1,0 +1,54 @@
+// A store's records on a local filesystem. Reads with O_DIRECT where the filesystem supports it:
+// a small read then costs its own bytes rounded to 512-byte sectors (not 4 KiB pages plus
+// readahead), and a cached prefix is not kept twice (page cache + the record cache). Falls back
+// to buffered reads. The ranges of one batch are read concurrently through io_uring (one ring
+// per thread) when the kernel allows it, else one pread after another; either way the batch has
+// completed when read_ranges returns.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "index/store.h"
+#include "storage/record_source.h"
+
+namespace fid::storage {
+
+class LocalRecordSource final : public RecordSource {
+ public:
+  // Opens every record file of `store` and checks its size and header; a record that fails goes
+  // to problems() and its reads fail with EIO. use_io_uring = false forces sequential preads.
+  explicit LocalRecordSource(const index::Store& store, bool use_io_uring = true);
+  ~LocalRecordSource() override;
+  LocalRecordSource(const LocalRecordSource&) = delete;
+  LocalRecordSource& operator=(const LocalRecordSource&) = delete;
+
+  void read_ranges(std::span<RangeRead> batch, Done done) override;
+  void read_prefixes(std::span<PrefixRead> batch, Done done) override;
+  const std::vector<std::string>& problems() const override { return problems_; }
+  std::string describe() const override;
+  using RecordSource::read_prefix;
+  using RecordSource::read_ranges;
+
+  bool uses_io_uring() const { return uring_; }
+  // Whether this kernel/process can set up an io_uring (probed once per process); when it
+  // cannot, `why` gets the reason (e.g. "Operation not permitted").
+  static bool io_uring_available(std::string* why = nullptr);
+
+ private:
+  int direct_fd(uint32_t r);
+  void drop_direct(uint32_t r, int fd);
+  Status read_buffered(const RangeRead& r);
+  Status read_one_prefix(const PrefixRead& p);
+  Error error(uint32_t r, int code, std::string_view what) const;
+
+  const index::Store& store_;
+  const bool uring_;
+  std::vector<int> fds_;                      // buffered descriptor per record, -1: unreadable
+  std::unique_ptr<std::atomic<int>[]> dfd_;  // O_DIRECT descriptor: -2 not opened yet, -1 none
+  std::vector<std::string> problems_;
+};
+
+}  // namespace fid::storage

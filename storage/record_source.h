@@ -1,0 +1,70 @@
+// The storage seam: where the bytes of record files come from. The read path asks for byte
+// ranges of records, in batches, and for record prefixes (one large read each); it never sees
+// file descriptors, URLs or retries. A source may be local (LocalRecordSource: O_DIRECT +
+// io_uring) or remote (many requests in flight, retries, timeouts); either way every range of a
+// batch completes with its own status, so one failing range does not fail the others.
+// Checksums are the caller's: a source returns bytes as stored.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "common/error.h"
+
+namespace fid::storage {
+
+// One byte range of a record, read into `dst` (dst.size() bytes at `offset`).
+struct RangeRead {
+  uint32_t record = 0;
+  uint64_t offset = 0;
+  std::span<uint8_t> dst;
+  Status status;  // set when the batch completes
+};
+
+// Bytes [0, len) of a record into `dst`, a page-aligned buffer with room for len rounded up to
+// 4096 (so that a local source can read it with O_DIRECT in one request).
+struct PrefixRead {
+  uint32_t record = 0;
+  uint64_t len = 0;
+  uint8_t* dst = nullptr;
+  Status status;
+};
+
+// What a source has fetched, for /.fidelity/stats.
+struct SourceCounters {
+  std::atomic<uint64_t> requests{0};  // reads issued to storage (a retry counts again)
+  std::atomic<uint64_t> bytes{0};     // bytes requested from storage (after any alignment)
+};
+
+class RecordSource {
+ public:
+  using Done = std::function<void()>;
+  virtual ~RecordSource() = default;
+
+  // Reads every range of `batch`, concurrently where the source can, then calls `done` once
+  // (from any thread, possibly before returning) when every range has its status. `batch` must
+  // stay alive and untouched until then.
+  virtual void read_ranges(std::span<RangeRead> batch, Done done) = 0;
+  // The same for record prefixes.
+  virtual void read_prefixes(std::span<PrefixRead> batch, Done done) = 0;
+
+  // Records that cannot be read at all (missing, truncated, not of this store), one line each
+  // naming the record and the cause; their files read as EIO.
+  virtual const std::vector<std::string>& problems() const = 0;
+  // One line for the log: what the source is and how it reads.
+  virtual std::string describe() const = 0;
+  const SourceCounters& counters() const { return counters_; }
+
+  // Blocking forms of the two reads.
+  void read_ranges(std::span<RangeRead> batch);
+  Status read_prefix(uint32_t record, uint64_t len, uint8_t* dst);
+
+ protected:
+  SourceCounters counters_;
+};
+
+}  // namespace fid::storage

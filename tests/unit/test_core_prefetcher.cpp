@@ -1,0 +1,48 @@
+// The prefetcher's order detector: accesses that follow an order (each close after an earlier
+// one, as several reader threads interleave) make it follow; random access never does, and it
+// stops following quickly when access turns random.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "core/prefetcher.h"
+
+using fid::core::OrderDetector;
+
+TEST(OrderDetector, FollowsInOrderAccessAfterEnoughOfIt) {
+  OrderDetector d;
+  for (uint32_t p = 0; p < OrderDetector::kFollowScore; ++p) EXPECT_FALSE(d.on_access(p, 4)) << p;
+  EXPECT_TRUE(d.on_access(OrderDetector::kFollowScore, 4));
+  EXPECT_TRUE(d.following());
+}
+
+TEST(OrderDetector, FollowsInterleavedReadersWithinTheTolerance) {
+  OrderDetector d;
+  // Two threads read alternate positions, a little out of step: 1, 0, 3, 2, 5, 4, ...
+  for (uint32_t p = 0; p < 40; ++p) d.on_access(p ^ 1u, 4);
+  EXPECT_TRUE(d.following());
+  // Four ranks on one mount: each step is 4 positions apart, inside a tolerance of 4 x 4.
+  OrderDetector ranks;
+  for (uint32_t p = 0; p < 80; p += 4) ranks.on_access(p, 16);
+  EXPECT_TRUE(ranks.following());
+  OrderDetector narrow;
+  for (uint32_t p = 0; p < 80; p += 5) narrow.on_access(p, 4);
+  EXPECT_FALSE(narrow.following());
+}
+
+TEST(OrderDetector, NeverFollowsRandomAccessAndDropsOutFast) {
+  std::mt19937 rng(7);
+  OrderDetector d;
+  for (int i = 0; i < 10000; ++i) {
+    d.on_access(static_cast<uint32_t>(rng() % 1000000), 4);
+    ASSERT_FALSE(d.following()) << i;
+  }
+  for (uint32_t p = 0; p < 40; ++p) d.on_access(p, 4);
+  ASSERT_TRUE(d.following());
+  int misses = 0;
+  while (d.following()) {
+    d.on_access(static_cast<uint32_t>(500000 + rng() % 1000000), 4);
+    ++misses;
+  }
+  EXPECT_LE(misses, OrderDetector::kMaxScore / OrderDetector::kMissPenalty);
+}

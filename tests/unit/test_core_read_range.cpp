@@ -1,0 +1,133 @@
+// read_range, the one definition of a file's bytes at a level: every boundary (a read ending
+// inside a piece, one crossing pieces, the trailer alone, past the end, empty) gives exactly the
+// bytes the format defines, from storage, from a cached prefix and from memory alike; a damaged
+// piece fails only the reads that touch it.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "core/read_range.h"
+#include "core/record_cache.h"
+#include "storage/local_record_source.h"
+#include "test_store_fixture.h"
+
+using fid::Status;
+using fid::core::MemoryPieces;
+using fid::core::PrefixPieces;
+using fid::core::ReadStats;
+using fid::core::RecordCache;
+using fid::core::StoredPieces;
+using fid::core::read_range;
+using fid::index::File;
+using fid::storage::LocalRecordSource;
+
+namespace {
+
+class ReadRangeTest : public fid::testutil::PackedStore {
+ protected:
+  // (offset, length) pairs at every boundary of f at `level`.
+  std::vector<std::pair<uint64_t, uint64_t>> boundaries(const File& f, int level) const {
+    const auto pieces = store().pieces(f);
+    const uint64_t size = store().size_at_level(f, level);
+    std::vector<std::pair<uint64_t, uint64_t>> r = {{0, size}, {0, size + 100}, {0, 1}, {0, 0}, {size, 10},
+                                                    {size + 5, 10}, {size - 1, 1}, {size - 1, 100}};
+    if (f.kind == fid::index::FileKind::jpeg) r.push_back({size - 2, 2});  // the EOI alone
+    uint64_t end = 0;
+    for (uint32_t i = 0; i < store().pieces_at_level(f, level); ++i) {
+      const uint64_t begin = end;
+      end += pieces[i].size;
+      r.push_back({begin, pieces[i].size});                 // exactly one piece
+      r.push_back({begin + 1, pieces[i].size / 2});         // ends inside a piece
+      r.push_back({end - 1, 2});                            // crosses into the next piece (or the EOI)
+      r.push_back({begin, pieces[i].size + 3});             // crosses pieces
+      if (begin > 0) r.push_back({begin - 1, end - begin + 2});
+    }
+    return r;
+  }
+  std::vector<uint8_t> slice(const std::vector<uint8_t>& all, uint64_t off, uint64_t len) const {
+    const uint64_t b = std::min<uint64_t>(off, all.size()), e = b + std::min<uint64_t>(len, all.size() - b);
+    return {all.begin() + static_cast<std::ptrdiff_t>(b), all.begin() + static_cast<std::ptrdiff_t>(e)};
+  }
+};
+
+TEST_F(ReadRangeTest, EveryBoundaryFromStoragePrefixAndMemory) {
+  LocalRecordSource source(store());
+  ReadStats stats;
+  RecordCache cache(store(), source, stats, 64 << 20);
+  size_t checked = 0;
+  for (const File& f : store().files()) {
+    const int top = f.kind == fid::index::FileKind::jpeg ? store().levels() : 1;
+    std::vector<uint8_t> all_pieces;
+    for (uint32_t i = 0; i < f.piece_count; ++i) {
+      auto p = raw_piece(f, i);
+      all_pieces.insert(all_pieces.end(), p.begin(), p.end());
+    }
+    for (int k = 1; k <= top; ++k) {
+      const std::vector<uint8_t> want = expected(f, k);
+      ASSERT_EQ(want.size(), store().size_at_level(f, k));
+      ASSERT_TRUE(cache.load(f.record, cache.prefix_level(f.record, k), false));
+      auto prefix = cache.get(f.record, cache.prefix_level(f.record, k));
+      ASSERT_NE(prefix, nullptr);
+      StoredPieces stored(store(), source, &stats);
+      PrefixPieces cached(store(), *prefix);
+      MemoryPieces memory(store(), all_pieces);
+      for (auto [off, len] : boundaries(f, k)) {
+        for (fid::core::PieceSource* src : {static_cast<fid::core::PieceSource*>(&stored),
+                                           static_cast<fid::core::PieceSource*>(&cached),
+                                           static_cast<fid::core::PieceSource*>(&memory)}) {
+          std::vector<uint8_t> got(3, 0xEE);
+          Status st = read_range(store(), f, k, off, len, *src, got);
+          ASSERT_TRUE(st.ok()) << st.error().message;
+          ASSERT_EQ(got, slice(want, off, len)) << store().relative_path(f) << " level " << k << " [" << off << ", +" << len << ")";
+          ++checked;
+        }
+      }
+    }
+  }
+  EXPECT_GT(checked, 3000u);
+}
+
+TEST_F(ReadRangeTest, ADamagedPieceFailsOnlyTheReadsThatTouchIt) {
+  const File& victim = jpeg_with(6);
+  const uint32_t bad = 3;
+  const auto pieces = store().pieces(victim);
+  uint64_t bad_begin = 0;
+  for (uint32_t i = 0; i < bad; ++i) bad_begin += pieces[i].size;
+  const std::vector<uint8_t> want = expected(victim, store().levels());
+  fid::testutil::flip_byte(path() / store().records()[victim.record].path, pieces[bad].offset + pieces[bad].size / 2);
+  LocalRecordSource source(store());
+  ReadStats stats;
+  RecordCache cache(store(), source, stats, 64 << 20);
+  ASSERT_TRUE(cache.load(victim.record, cache.prefix_level(victim.record, store().levels()), false));
+  auto prefix = cache.get(victim.record, store().levels());
+  ASSERT_NE(prefix, nullptr);
+  StoredPieces stored(store(), source);
+  PrefixPieces cached(store(), *prefix);
+  for (fid::core::PieceSource* src : {static_cast<fid::core::PieceSource*>(&stored), static_cast<fid::core::PieceSource*>(&cached)}) {
+    std::vector<uint8_t> got;
+    // Levels below the damaged piece read whole.
+    for (int k = 1; k < static_cast<int>(bad); ++k) {
+      ASSERT_TRUE(read_range(store(), victim, k, 0, 1 << 20, *src, got).ok());
+      EXPECT_EQ(got, expected(victim, k));
+    }
+    // A range before the damaged piece at the full level is fine; one touching it is EIO and names it.
+    ASSERT_TRUE(read_range(store(), victim, store().levels(), 0, bad_begin, *src, got).ok());
+    EXPECT_EQ(got, slice(want, 0, bad_begin));
+    Status st = read_range(store(), victim, store().levels(), bad_begin + 1, 1, *src, got);
+    ASSERT_FALSE(st.ok());
+    EXPECT_EQ(st.error().code, EIO);
+    EXPECT_NE(st.error().message.find("piece 3"), std::string::npos) << st.error().message;
+  }
+  // Every other file of the record still reads.
+  for (uint32_t id : store().record_files(victim.record)) {
+    if (id == victim.id) continue;
+    const File& f = store().files()[id];
+    std::vector<uint8_t> got;
+    PrefixPieces again(store(), *prefix);
+    ASSERT_TRUE(read_range(store(), f, store().levels(), 0, 1 << 20, again, got).ok());
+    EXPECT_EQ(got, expected(f, store().levels()));
+  }
+}
+
+}  // namespace

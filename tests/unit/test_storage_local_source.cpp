@@ -1,0 +1,96 @@
+// LocalRecordSource: the ranges of a batch read together (io_uring where the kernel allows it)
+// give the bytes in the record files, a batch larger than the ring too, one unreadable record
+// fails only its own ranges, and the forced pread fallback behaves identically. Prefix reads.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <vector>
+
+#include "storage/local_record_source.h"
+#include "test_store_fixture.h"
+
+using fid::index::FileKind;
+using fid::storage::LocalRecordSource;
+using fid::storage::RangeRead;
+
+namespace {
+
+class LocalSourceTest : public fid::testutil::PackedStore {
+ protected:
+  // Every piece of every file as a range, in reverse order of the store's pieces.
+  std::vector<std::pair<const fid::index::File*, uint32_t>> all_pieces() const {
+    std::vector<std::pair<const fid::index::File*, uint32_t>> out;
+    for (const auto& f : store().files())
+      for (uint32_t i = 0; i < f.piece_count; ++i) out.emplace_back(&f, i);
+    return {out.rbegin(), out.rend()};
+  }
+};
+
+TEST_F(LocalSourceTest, BatchesGiveTheRecordBytesWithAndWithoutIoUring) {
+  auto pieces = all_pieces();
+  ASSERT_GT(pieces.size(), 150u);  // larger than one ring (64 in flight)
+  for (bool uring : {true, false}) {
+    LocalRecordSource src(store(), uring);
+    EXPECT_EQ(src.uses_io_uring(), uring && LocalRecordSource::io_uring_available());
+    EXPECT_TRUE(src.problems().empty());
+    std::vector<std::vector<uint8_t>> got(pieces.size());
+    std::vector<RangeRead> batch;
+    for (size_t k = 0; k < pieces.size(); ++k) {
+      const auto& [f, i] = pieces[k];
+      got[k].assign(store().pieces(*f)[i].size, 0xAA);
+      batch.push_back({f->record, store().pieces(*f)[i].offset, got[k], {}});
+    }
+    src.read_ranges(batch);
+    for (size_t k = 0; k < pieces.size(); ++k) {
+      ASSERT_TRUE(batch[k].status.ok()) << batch[k].status.error().message;
+      EXPECT_EQ(got[k], raw_piece(*pieces[k].first, pieces[k].second)) << k;
+    }
+    EXPECT_EQ(src.counters().requests.load(), pieces.size());  // one storage read per range
+  }
+}
+
+TEST_F(LocalSourceTest, AnUnreadableRecordFailsOnlyItsRanges) {
+  const auto& victim = jpeg_with(3);
+  std::filesystem::resize_file(path() / store().records()[victim.record].path, 100);  // truncated
+  for (bool uring : {true, false}) {
+    LocalRecordSource src(store(), uring);
+    ASSERT_EQ(src.problems().size(), 1u);
+    EXPECT_NE(src.problems()[0].find("truncated"), std::string::npos) << src.problems()[0];
+    std::vector<std::vector<uint8_t>> got;
+    std::vector<RangeRead> batch;
+    std::vector<const fid::index::File*> owner;
+    for (const auto& f : store().files()) {
+      got.emplace_back(store().pieces(f)[0].size);
+      owner.push_back(&f);
+    }
+    for (size_t k = 0; k < owner.size(); ++k) batch.push_back({owner[k]->record, store().pieces(*owner[k])[0].offset, got[k], {}});
+    src.read_ranges(batch);
+    for (size_t k = 0; k < owner.size(); ++k) {
+      if (owner[k]->record == victim.record) {
+        ASSERT_FALSE(batch[k].status.ok());
+        EXPECT_EQ(batch[k].status.error().code, EIO);
+        EXPECT_NE(batch[k].status.error().message.find(store().records()[victim.record].path), std::string::npos);
+      } else {
+        ASSERT_TRUE(batch[k].status.ok()) << batch[k].status.error().message;
+        EXPECT_EQ(got[k], raw_piece(*owner[k], 0));
+      }
+    }
+  }
+}
+
+TEST_F(LocalSourceTest, PrefixReadsGiveTheRecordsFirstBytes) {
+  LocalRecordSource src(store());
+  for (const auto& r : store().records()) {
+    const uint64_t len = std::min<uint64_t>(r.region_end.front() + 7, r.size);  // not a multiple of a sector
+    uint8_t* buf = static_cast<uint8_t*>(std::aligned_alloc(4096, (len + 4095) / 4096 * 4096));
+    ASSERT_TRUE(src.read_prefix(r.id, len, buf).ok());
+    std::ifstream in(path() / r.path, std::ios::binary);
+    std::vector<uint8_t> want(len);
+    in.read(reinterpret_cast<char*>(want.data()), static_cast<std::streamsize>(len));
+    EXPECT_EQ(std::vector<uint8_t>(buf, buf + len), want) << r.path;
+    std::free(buf);
+  }
+}
+
+}  // namespace
