@@ -195,7 +195,6 @@ std::string Filesystem::control_text(NodeType t) const { return t == NodeType::c
 std::string Filesystem::stats_json() const {
   nlohmann::ordered_json j;
   const double up = std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
-  const ReadStats& io = reader_.stats();
   j["store"] = store_.path().string();
   j["uptime_s"] = static_cast<uint64_t>(up);  // whole seconds: an idle mount's stats stay one file
   j["files"] = store_.files().size();
@@ -216,6 +215,13 @@ std::string Filesystem::stats_json() const {
   j["invalidations_pending"] = changes_.pending();  // a test waits for 0 before checking the tree at rest
   j["overrides"] = policy_.override_count();
   j["order_opens"] = orders_.opens();
+  add_read_path_stats(j);
+  return j.dump(2) + "\n";
+}
+
+// Storage, record cache, prefetch, L3 views and GPU.
+void Filesystem::add_read_path_stats(nlohmann::ordered_json& j) const {
+  const ReadStats& io = reader_.stats();
   j["storage_bytes"] = source_.counters().bytes.load();
   j["storage_reads"] = source_.counters().requests.load();
   j["records_read"] = io.records_read.load();
@@ -241,7 +247,6 @@ std::string Filesystem::stats_json() const {
   const RecordCache& cache = reader_.cache();
   j["cache"] = {{"budget", cache.budget()}, {"used", cache.used()}, {"peak", cache.peak()},
                 {"entries", cache.entries()}, {"evictions", io.cache_evictions.load()}};
-  return j.dump(2) + "\n";
 }
 
 std::string Filesystem::config_json() const {

@@ -22,6 +22,8 @@
 #include <string>
 #include <string_view>
 
+#include <nlohmann/json.hpp>
+
 #include "codec/l3_batch.h"
 #include "common/error.h"
 #include "config/config.h"
@@ -89,6 +91,7 @@ class Filesystem {
   Result<FileReader::Bytes> read_control(const Node& n, uint64_t offset, uint64_t size);
   std::string control_text(NodeType t) const;
   std::string stats_json() const;
+  void add_read_path_stats(nlohmann::ordered_json& j) const;
   std::string config_json() const;
   void forget_order_files();
 

@@ -94,14 +94,10 @@ struct Ring {
   }
 };
 
-struct Span {
-  int fd;
-  uint8_t* buf;
-  uint64_t len, off;
-};
 
 // Issues the reads of `spans` together and waits for them; res[k] gets what pread_loop would
 // return, or kNotRead where the ring could not do it.
+template <typename Span>
 void ring_read(std::span<const Span> spans, std::span<int> res) {
   thread_local Ring tr;
   for (size_t base = 0; base < spans.size(); base += kRingEntries) {
@@ -159,6 +155,14 @@ std::string open_record(const std::filesystem::path& p, const index::Record& r, 
 }
 
 }  // namespace
+
+// One O_DIRECT read: range `range` of a batch, as its sector-aligned span [off, off + len).
+struct LocalRecordSource::Span {
+  int fd;
+  uint8_t* buf;
+  uint64_t len, off;
+  uint32_t range;
+};
 
 bool LocalRecordSource::io_uring_available(std::string* why) {
   static const std::string reason = [] {
@@ -241,14 +245,27 @@ Status LocalRecordSource::read_buffered(const RangeRead& r) {
   return {};
 }
 
-// Each range is read as its sector-aligned span into its own page-aligned slot of the thread's
-// bounce buffer, all at once through the ring (or one after another), then copied out.
+// Each range with an O_DIRECT descriptor is read as its sector-aligned span into its own
+// page-aligned slot of the thread's bounce buffer, all at once through the ring (or one after
+// another), then copied out. The others, and any the filesystem refuses to read unbuffered,
+// are read through the buffered descriptor.
 void LocalRecordSource::read_ranges(std::span<RangeRead> batch, Done done) {
   thread_local std::vector<Span> spans;
   thread_local std::vector<int> res;
-  thread_local std::vector<uint32_t> direct;  // indices into batch read with O_DIRECT
+  thread_local std::vector<uint8_t> buffered;  // per range
+  plan_direct(batch, spans);
+  res.assign(spans.size(), kNotRead);
+  if (uring_ && spans.size() > 1) ring_read<Span>(spans, res);
+  buffered.assign(batch.size(), 1);
+  for (size_t k = 0; k < spans.size(); ++k)
+    buffered[spans[k].range] = !finish_direct(spans[k], res[k], batch[spans[k].range]);
+  for (size_t k = 0; k < batch.size(); ++k)
+    if (buffered[k]) batch[k].status = read_buffered(batch[k]);
+  done();
+}
+
+void LocalRecordSource::plan_direct(std::span<const RangeRead> batch, std::vector<Span>& spans) {
   spans.clear();
-  direct.clear();
   uint64_t total = 0;
   for (size_t k = 0; k < batch.size(); ++k) {
     const RangeRead& r = batch[k];
@@ -256,45 +273,36 @@ void LocalRecordSource::read_ranges(std::span<RangeRead> batch, Done done) {
     if (fd < 0) continue;
     const uint64_t a0 = r.offset / kSector * kSector;
     const uint64_t len = round_up(r.offset + r.dst.size(), kSector) - a0;
-    spans.push_back({fd, nullptr, len, a0});
-    direct.push_back(static_cast<uint32_t>(k));
+    spans.push_back({fd, nullptr, len, a0, static_cast<uint32_t>(k)});
     total += round_up(len, kPage);
   }
   thread_local Scratch scratch;
   uint8_t* buf = spans.empty() ? nullptr : scratch.get(total);
-  if (!buf) spans.clear(), direct.clear();
+  if (!buf) spans.clear();  // no bounce buffer: everything buffered
   for (Span& s : spans) {
     s.buf = buf;
     buf += round_up(s.len, kPage);
   }
-  res.assign(spans.size(), kNotRead);
-  if (uring_ && spans.size() > 1) ring_read(spans, res);
-  thread_local std::vector<uint8_t> buffered;  // per range: read through the buffered descriptor
-  buffered.assign(batch.size(), 1);
-  for (size_t k = 0; k < spans.size(); ++k) {
-    const Span& s = spans[k];
-    RangeRead& r = batch[direct[k]];
-    if (res[k] == kNotRead || res[k] == -EINTR || res[k] == -EAGAIN) res[k] = pread_loop(s.fd, s.buf, s.len, s.off);
-    while (res[k] > 0 && static_cast<uint64_t>(res[k]) < s.len) {  // short, not at the end: read the rest
-      int more = pread_loop(s.fd, s.buf + res[k], s.len - static_cast<uint64_t>(res[k]), s.off + static_cast<uint64_t>(res[k]));
-      if (more <= 0) break;
-      res[k] += more;
-    }
-    counters_.requests.fetch_add(1, std::memory_order_relaxed);
-    counters_.bytes.fetch_add(s.len, std::memory_order_relaxed);
-    if (res[k] == -EINVAL) {  // this alignment is not the filesystem's: buffered from now on
-      drop_direct(r.record, s.fd);
-      continue;
-    }
-    buffered[direct[k]] = 0;
-    const uint64_t skip = r.offset - s.off;
-    if (res[k] < 0) r.status = error(r.record, -res[k], std::strerror(-res[k]));
-    else if (static_cast<uint64_t>(res[k]) < skip + r.dst.size()) r.status = error(r.record, EIO, fmt::format("short read at offset {}", r.offset));
-    else std::memcpy(r.dst.data(), s.buf + skip, r.dst.size());
+}
+
+bool LocalRecordSource::finish_direct(const Span& s, int res, RangeRead& r) {
+  if (res == kNotRead || res == -EINTR || res == -EAGAIN) res = pread_loop(s.fd, s.buf, s.len, s.off);
+  while (res > 0 && static_cast<uint64_t>(res) < s.len) {  // short, not at the end: read the rest
+    const int more = pread_loop(s.fd, s.buf + res, s.len - static_cast<uint64_t>(res), s.off + static_cast<uint64_t>(res));
+    if (more <= 0) break;
+    res += more;
   }
-  for (size_t k = 0; k < batch.size(); ++k)
-    if (buffered[k]) batch[k].status = read_buffered(batch[k]);
-  done();
+  counters_.requests.fetch_add(1, std::memory_order_relaxed);
+  counters_.bytes.fetch_add(s.len, std::memory_order_relaxed);
+  if (res == -EINVAL) {  // this alignment is not the filesystem's: buffered from now on
+    drop_direct(r.record, s.fd);
+    return false;
+  }
+  const uint64_t skip = r.offset - s.off;
+  if (res < 0) r.status = error(r.record, -res, std::strerror(-res));
+  else if (static_cast<uint64_t>(res) < skip + r.dst.size()) r.status = error(r.record, EIO, fmt::format("short read at offset {}", r.offset));
+  else std::memcpy(r.dst.data(), s.buf + skip, r.dst.size());
+  return true;
 }
 
 Status LocalRecordSource::read_one_prefix(const PrefixRead& p) {

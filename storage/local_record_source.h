@@ -38,6 +38,11 @@ class LocalRecordSource final : public RecordSource {
   static bool io_uring_available(std::string* why = nullptr);
 
  private:
+  struct Span;
+  // The O_DIRECT reads of a batch, each in its slot of the thread's bounce buffer.
+  void plan_direct(std::span<const RangeRead> batch, std::vector<Span>& spans);
+  // Completes one O_DIRECT read; false if the range has to be read buffered instead.
+  bool finish_direct(const Span& s, int res, RangeRead& r);
   int direct_fd(uint32_t r);
   void drop_direct(uint32_t r, int fd);
   Status read_buffered(const RangeRead& r);
