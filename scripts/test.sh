@@ -13,7 +13,7 @@ step "dependencies"
 scripts/deps.sh test
 
 step "build (RelWithDebInfo)"
-BUILD_DIR=build scripts/build.sh
+BUILD_DIR=build scripts/build.sh -DFIDELITYFS_TESTS=ON  # ON explicitly: demo.sh configures build/ without tests
 
 # Test data of the unit tests (tests/unit/test_files.h): the edge zoo and three 1920x1080 PNGs,
 # from real photos when the shared datasets are there, synthetic otherwise.
