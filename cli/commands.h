@@ -6,7 +6,7 @@
 
 namespace fid::cli {
 
-// Exit codes of the command-line contract (DESIGN.md).
+// Exit codes of the command-line contract (README.md, "Commands").
 inline constexpr int kExitOk = 0;
 inline constexpr int kExitRuntime = 1;
 inline constexpr int kExitUsage = 2;

@@ -28,7 +28,9 @@ def main():
     if pack:
         fig, (a, b) = plt.subplots(1, 2, figsize=(10, 3.6))
         rates = [pack["files"] / pack["fidelityfs_s"], pack["files"] / pack["jpegtran_loop_s"]]
-        a.bar(["fidelityfs pack\n--jobs 2", "jpegtran -progressive\nper file"], rates, color=["#3a7", "#999"])
+        jobs = pack.get("jobs", 2)
+        a.bar([f"fidelityfs pack\n--jobs {jobs}", f"jpegtran -progressive\nper file, {jobs} at once"], rates,
+              color=["#3a7", "#999"])
         a.set_ylabel("images/s")
         a.set_title(f"Pack, {pack['files']} ImageNet-like JPEGs")
         levels = pack["bytes_by_level"]

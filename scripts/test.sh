@@ -13,7 +13,7 @@ step "dependencies"
 scripts/deps.sh test
 
 step "build (RelWithDebInfo)"
-BUILD_DIR=build scripts/build.sh
+BUILD_DIR=build scripts/build.sh -DFIDELITYFS_TESTS=ON  # ON explicitly: demo.sh configures build/ without tests
 
 # Test data of the unit tests (tests/unit/test_files.h): the edge zoo and three 1920x1080 PNGs,
 # from real photos when the shared datasets are there, synthetic otherwise.
@@ -22,11 +22,8 @@ test_data=$root/build/test-data
 if [[ ! -f $test_data/.done ]]; then
   rm -rf "$test_data"
   /usr/bin/python3 tests/fixtures/make_tree.py --kind edge --out "$test_data/edge"
-  shared=
-  for d in "$root/../shared/datasets" /work/shared/datasets; do
-    if [[ -x $d/fetch-photos.sh ]]; then shared=$d; break; fi
-  done
-  if [[ -n $shared ]] && photos=$("$shared/fetch-photos.sh" | tail -1) && [[ -d $photos ]]; then
+  shared=$root/../shared/datasets
+  if [[ -x $shared/fetch-photos.sh ]] && photos=$("$shared/fetch-photos.sh" | tail -1) && [[ -d $photos ]]; then
     /usr/bin/python3 "$shared/make_imagefolder.py" --photos "$photos" --kind fhd-png --count 3 \
       --classes 1 --jobs "$jobs" --out "$test_data/fhd"
   else
