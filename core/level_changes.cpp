@@ -132,9 +132,9 @@ void LevelChanges::forget_entry(uint64_t parent, std::string_view name) {
 
 void LevelChanges::background() {
   std::unique_lock lock(deferred_mu_);
-  while (!stopping_) {
+  for (;;) {
     deferred_cv_.wait(lock, [&] { return stopping_ || !deferred_.empty(); });
-    while (!deferred_.empty()) {
+    while (!deferred_.empty()) {  // drained even when stopping: detach() waits for all of it
       auto [parent, names] = std::move(deferred_.front());
       deferred_.pop_front();
       lock.unlock();
@@ -142,6 +142,7 @@ void LevelChanges::background() {
       lock.lock();
       --deferred_pending_;
     }
+    if (stopping_) return;
   }
 }
 

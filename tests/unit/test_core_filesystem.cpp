@@ -1,0 +1,167 @@
+// core::Filesystem without a mount: what the FUSE adapter asks for, answered on inode numbers.
+// Names, attributes and bytes agree with the store; /.fidelity is reachable but not listed; a
+// level change gives files new inodes, tells the kernel (a recording KernelCache) which names
+// went stale, and leaves an inode looked up before reading its old level; errno values of the
+// refusals.
+#include <gtest/gtest.h>
+#include <sys/xattr.h>
+
+#include <fcntl.h>
+
+#include <set>
+#include <string>
+#include <vector>
+
+#include "core/filesystem.h"
+#include "storage/local_record_source.h"
+#include "test_store_fixture.h"
+
+using fid::core::Filesystem;
+using fid::storage::LocalRecordSource;
+
+namespace {
+
+class RecordingKernel final : public fid::core::KernelCache {
+ public:
+  int forget_entry(uint64_t parent, std::string_view name) override {
+    entries.emplace(parent, std::string(name));
+    return 0;
+  }
+  int forget_inode(uint64_t ino) override {
+    inodes.insert(ino);
+    return 0;
+  }
+  std::set<std::pair<uint64_t, std::string>> entries;
+  std::set<uint64_t> inodes;
+};
+
+class FilesystemTest : public fid::testutil::PackedStore {
+ protected:
+  void SetUp() override {
+    PackedStore::SetUp();
+    source_ = std::make_unique<LocalRecordSource>(store());
+    settings_.scan_group = 5;
+    fs_ = std::make_unique<Filesystem>(store(), *source_, settings_, Filesystem::Options{"/mnt/test", nullptr});
+  }
+  void TearDown() override { fs_->detach(); }
+  uint64_t lookup(uint64_t parent, const std::string& name) {
+    auto e = fs_->lookup(parent, name);
+    EXPECT_TRUE(e.ok()) << name;
+    return e.ok() ? e->ino : 0;
+  }
+  std::vector<uint8_t> read_all(uint64_t ino) {
+    auto st = fs_->getattr(ino);
+    EXPECT_TRUE(st.ok());
+    auto r = fs_->read(ino, 0, static_cast<uint64_t>(st->st_size) + 100);
+    EXPECT_TRUE(r.ok()) << r.error().message;
+    return std::vector<uint8_t>(r->data.begin(), r->data.end());
+  }
+  const fid::index::File& file(const std::string& rel) const {
+    for (const auto& f : store().files())
+      if (store().relative_path(f) == rel) return f;
+    throw std::runtime_error(rel);
+  }
+
+  fid::config::Settings settings_;
+  std::unique_ptr<LocalRecordSource> source_;
+  std::unique_ptr<Filesystem> fs_;
+};
+
+TEST_F(FilesystemTest, NamesAttributesAndBytesAgreeWithTheStore) {
+  const uint64_t dog = lookup(1, "dog");
+  const uint64_t ino = lookup(dog, "0.JPEG");
+  const auto& f = file("dog/0.JPEG");
+  auto st = fs_->getattr(ino);
+  ASSERT_TRUE(st.ok());
+  EXPECT_EQ(static_cast<uint64_t>(st->st_size), store().size_at_level(f, 5));
+  EXPECT_EQ(read_all(ino), expected(f, 5));
+  auto missing = fs_->lookup(dog, "nope.JPEG");
+  ASSERT_TRUE(missing.ok());
+  EXPECT_EQ(missing->ino, 0u);  // a negative entry
+  EXPECT_EQ(fs_->lookup(ino, "x").error().code, ENOTDIR);
+  // The root lists the store's folders and files, never /.fidelity; its name still resolves.
+  std::set<std::string> names;
+  for (size_t i = 0;; ++i) {
+    auto e = fs_->entry_at(1, i);
+    ASSERT_TRUE(e.ok());
+    if (!*e) break;
+    names.insert(std::string((*e)->name));
+  }
+  EXPECT_EQ(names, (std::set<std::string>{".", "..", "cat", "dog", "notes.txt"}));
+  const uint64_t ctl = lookup(1, ".fidelity");
+  const uint64_t sg3 = lookup(lookup(ctl, "sg"), "3");
+  EXPECT_EQ(read_all(lookup(lookup(sg3, "dog"), "0.JPEG")), expected(f, 3));
+}
+
+TEST_F(FilesystemTest, ALevelChangeMakesNewInodesAndTellsTheKernel) {
+  RecordingKernel kernel;
+  fs_->attach(&kernel);
+  const uint64_t dog = lookup(1, "dog");
+  const uint64_t before = lookup(dog, "0.JPEG");
+  const auto& f = file("dog/0.JPEG");
+  {
+    auto in_flight = fs_->change_in_flight(dog);
+    ASSERT_TRUE(fs_->setxattr(dog, "user.fidelity.scan_group", "2\n", 0).ok());
+  }
+  fs_->detach();  // waits for the deferred invalidations
+  EXPECT_TRUE(kernel.entries.count({1, "dog"}));  // the folder's own name
+  EXPECT_TRUE(kernel.entries.count({dog, "0.JPEG"}));  // a file the kernel was told about
+  const uint64_t after = lookup(dog, "0.JPEG");
+  EXPECT_NE(after, before);
+  EXPECT_EQ(read_all(after), expected(f, 2));
+  EXPECT_EQ(read_all(before), expected(f, 5));  // what an open descriptor keeps reading
+  auto level = fs_->getxattr(dog, "user.fidelity.scan_group");
+  ASSERT_TRUE(level.ok());
+  EXPECT_EQ(*level, "2");
+  ASSERT_TRUE(fs_->removexattr(dog, "user.fidelity.scan_group").ok());
+  EXPECT_EQ(fs_->removexattr(dog, "user.fidelity.scan_group").error().code, ENODATA);
+  EXPECT_EQ(lookup(dog, "0.JPEG"), before);  // back to the mount's level: the same inode as before
+}
+
+TEST_F(FilesystemTest, RefusalsHaveTheirErrno) {
+  const uint64_t dog = lookup(1, "dog");
+  const uint64_t jpeg = lookup(dog, "0.JPEG");
+  const uint64_t blob = lookup(1, "notes.txt");
+  EXPECT_EQ(fs_->setxattr(jpeg, "user.fidelity.scan_group", "11", 0).error().code, EINVAL);
+  EXPECT_EQ(fs_->setxattr(jpeg, "user.fidelity.scan_group", "x", 0).error().code, EINVAL);
+  EXPECT_EQ(fs_->setxattr(blob, "user.fidelity.scan_group", "3", 0).error().code, EINVAL);
+  EXPECT_EQ(fs_->setxattr(jpeg, "user.fidelity.bytes", "3", 0).error().code, EPERM);
+  EXPECT_EQ(fs_->setxattr(jpeg, "user.other", "3", 0).error().code, EROFS);
+  EXPECT_EQ(fs_->getxattr(jpeg, "user.fidelity.nope").error().code, ENODATA);
+  EXPECT_EQ(fs_->open(jpeg, O_WRONLY).error().code, EROFS);
+  EXPECT_EQ(fs_->open(dog, O_RDONLY).error().code, EISDIR);
+  EXPECT_TRUE(fs_->open(jpeg, O_RDONLY).ok());
+  EXPECT_EQ(fs_->opendir(jpeg, O_RDONLY).error().code, ENOTDIR);
+  EXPECT_EQ(fs_->access(jpeg, W_OK).error().code, EROFS);
+  EXPECT_EQ(fs_->getattr(0).error().code, ENOENT);
+  EXPECT_EQ(fs_->read(dog, 0, 10).error().code, EISDIR);
+  ASSERT_TRUE(fs_->setxattr(jpeg, "user.fidelity.scan_group", "4", XATTR_CREATE).ok());
+  EXPECT_EQ(fs_->setxattr(jpeg, "user.fidelity.scan_group", "4", XATTR_CREATE).error().code, EEXIST);
+  auto bytes = fs_->getxattr(jpeg, "user.fidelity.bytes");
+  ASSERT_TRUE(bytes.ok());
+  EXPECT_EQ(std::count(bytes->begin(), bytes->end(), ','), store().levels() - 1);
+}
+
+TEST_F(FilesystemTest, OrderFilesListEveryFileOnceAndDamageIsEio) {
+  const uint64_t order = lookup(lookup(1, ".fidelity"), "order");
+  auto text = read_all(lookup(order, "epoch-0"));
+  std::multiset<std::string> lines;
+  std::string line;
+  for (uint8_t c : text) {
+    if (c == '\n') lines.insert(std::exchange(line, {}));
+    else line.push_back(static_cast<char>(c));
+  }
+  std::multiset<std::string> all;
+  for (const auto& f : store().files()) all.insert(store().relative_path(f));
+  EXPECT_EQ(lines, all);
+  const auto& victim = jpeg_with(4);
+  const auto& p = store().pieces(victim)[3];
+  fid::testutil::flip_byte(path() / store().records()[victim.record].path, p.offset + 1);
+  const std::string rel = store().relative_path(victim);
+  const uint64_t ino = lookup(lookup(1, rel.substr(0, rel.find('/'))), rel.substr(rel.find('/') + 1));
+  auto r = fs_->read(ino, 0, 1 << 20);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, EIO);
+}
+
+}  // namespace
