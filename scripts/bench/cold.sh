@@ -57,7 +57,10 @@ run_ext4() {
   echo "$(field "$out" files_per_s) $(field "$out" bytes) $(field "$out" read_bytes) -"
 }
 
-# run_mount LEVEL MODE(random|order) EPOCH -> "files_per_s served_bytes storage_bytes rss_kb index_rss_kb"
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+hz=$(getconf CLK_TCK)
+
+# run_mount LEVEL MODE(random|order) EPOCH -> "files_per_s served_bytes storage_bytes rss_kb index_rss_kb cpu_us_per_image"
 run_mount() {
   local level=$1 mode=$2 epoch=$3 pid list=$BENCH_DIR/cold.list.mount
   "$bin" mount "$store" "$m" -o "scan_group=$level,cache=$cache"
@@ -70,23 +73,25 @@ run_mount() {
     sed "s|^|$m/|" "$BENCH_DIR/cold.list.rel" >"$list"
     args=(--seed "$epoch")
   fi
-  local rss0 b0 b1 out rss
+  local rss0 b0 b1 out rss c0 c1
   rss0=$(kb "$pid" VmRSS)
   cold
   b0=$(read_bytes "$pid")
+  c0=$(cpu_ticks "$pid")
   out=$("$rb" "$list" --threads "$threads" "${args[@]}")
+  c1=$(cpu_ticks "$pid")
   b1=$(read_bytes "$pid")
   rss=$(kb "$pid" VmHWM)
   cp "$m/.fidelity/stats" "$BENCH_DIR/cold.stats.$level.$mode.json"
   fusermount3 -u "$m"
   wait_exit "$pid"  # the daemon exits after the unmount
-  echo "$(field "$out" files_per_s) $(field "$out" bytes) $((b1 - b0)) $rss $rss0"
+  echo "$(field "$out" files_per_s) $(field "$out" bytes) $((b1 - b0)) $rss $rss0 $(echo "($c1 - $c0) * 1000000 / $hz / $n" | bc -l)"
 }
 
-declare -A fps served storage rss rss0
+declare -A fps served storage rss rss0 cpu
 names=("ext4 random" "mount random" "order L1" "order L5" "order full")
 for name in "${names[@]}"; do
-  f=() s=() t=() r=() r0=()
+  f=() s=() t=() r=() r0=() u=()
   for ((i = 1; i <= runs; i++)); do
     case $name in
       "ext4 random") line=$(run_ext4 "$i") ;;
@@ -95,27 +100,31 @@ for name in "${names[@]}"; do
       "order L5") line=$(run_mount 5 order "$i") ;;
       "order full") line=$(run_mount full order "$i") ;;
     esac
-    read -r a b c d e <<<"$line"
-    f+=("$a") s+=("$b") t+=("$c") r+=("$d") r0+=("${e:--}")
+    read -r a b c d e g <<<"$line"
+    f+=("$a") s+=("$b") t+=("$c") r+=("$d") r0+=("${e:--}") u+=("${g:--}")
   done
   fps[$name]=$(printf '%s\n' "${f[@]}" | median)
   served[$name]=$(printf '%s\n' "${s[@]}" | median)
   storage[$name]=$(printf '%s\n' "${t[@]}" | median)
   rss[$name]=$(printf '%s\n' "${r[@]}" | sort -g | tail -1)
   rss0[$name]=$(printf '%s\n' "${r0[@]}" | sort -g | tail -1)
+  [[ ${u[0]} == - ]] && cpu[$name]=- || cpu[$name]=$(printf '%s\n' "${u[@]}" | median)
 done
 
 budget=$(/usr/bin/python3 -c "import json; print(json.load(open('$BENCH_DIR/cold.stats.full.order.json'))['cache']['budget'])")
 printf '\ncold benchmark: %d ImageNet-like JPEGs, reads limited to %.0f MB/s (blkio, %s), %d reader threads,\n' \
   "$n" "$(echo "$limit / 1000000" | bc -l)" "$dev" "$threads"
 printf 'page cache dropped and a fresh daemon every run, cache budget %s; median of %d runs\n' "$cache" "$runs"
-printf '%-14s %10s %16s %16s %14s %16s\n' config images/s "storage B/image" "served B/image" "storage/served" "daemon RSS peak"
+# daemon CPU: the daemon's user+sys time over the run, per image (the reader's is not in it).
+printf '%-14s %10s %16s %16s %14s %16s %18s\n' config images/s "storage B/image" "served B/image" "storage/served" "daemon RSS peak" "daemon CPU us/image"
 for name in "${names[@]}"; do
   sb=$(echo "${storage[$name]} / $n" | bc -l)
   vb=$(echo "${served[$name]} / $n" | bc -l)
   r=${rss[$name]}
   [[ $r == - ]] && r="-" || r="$(echo "$r / 1024" | bc) MiB"
-  printf '%-14s %10.0f %16.0f %16.0f %14.2f %16s\n' "$name" "${fps[$name]}" "$sb" "$vb" "$(echo "$sb / $vb" | bc -l)" "$r"
+  c=${cpu[$name]}
+  [[ $c == - ]] || c=$(printf '%.1f' "$c")
+  printf '%-14s %10.0f %16.0f %16.0f %14.2f %16s %18s\n' "$name" "${fps[$name]}" "$sb" "$vb" "$(echo "$sb / $vb" | bc -l)" "$r" "$c"
 done
 x() { echo "$1" | bc -l; }
 printf '\ngoals:\n'
