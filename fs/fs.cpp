@@ -228,7 +228,7 @@ class Filesystem {
 
   static codec::L3Shape shape_of(const File& f) {
     codec::L3Shape s;
-    codec::shape_from_code(f.script, f.width, f.height, s);  // validated when the store was opened
+    (void)codec::shape_from_code(f.script, f.width, f.height, s);  // validated when the store was opened
     return s;
   }
   // Bytes a read of the file returns (l3: its decoded view; others: the store's size at level).
@@ -842,18 +842,19 @@ class Filesystem {
         err = rc;
         return nullptr;
       }
-      std::string error;
-      codec::L3Payload p;
       std::shared_ptr<codec::HostBuffer> view =
           l3_decoder_ ? l3_decoder_->allocate(total) : codec::HostBuffer::heap(total);
       codec::L3DecodeFn decode;
       if (batcher_)
-        decode = [this](std::span<const uint8_t> l3, std::span<uint8_t> px, std::string& e) {
-          return batcher_->decode(l3, px, e);
+        decode = [this](std::span<const uint8_t> l3, std::span<uint8_t> px) -> fid::Status {
+          std::string e;
+          if (batcher_->decode(l3, px, e)) return {};
+          return fid::Error{EIO, std::move(e)};
         };
-      if (!codec::parse_l3_payload(payload, p, error) ||
-          !codec::render_l3_view(p, view_format_, view->span(), error, decode)) {
-        log_error("{}: the L3 payload does not decode: {}", store_.relative_path(f), error);
+      fid::Result<codec::L3Payload> p = codec::parse_l3_payload(payload);
+      fid::Status rendered = p ? codec::render_l3_view(*p, view_format_, view->span(), decode) : fid::Status(p.error());
+      if (!rendered) {
+        log_error("{}: the L3 payload does not decode: {}", store_.relative_path(f), rendered.error().message);
         err = -EIO;
         return nullptr;
       }

@@ -82,7 +82,7 @@ void L3Batcher::work() {
     } catch (const std::exception& e) {
       fallback = true;
       if (on_decoder_error_) on_decoder_error_(e.what());
-      for (auto* j : jobs) j->ok = codec::l3_decode_into(j->l3, j->pixels, j->error);
+      for (auto* j : jobs) codec::l3_decode_job_on_cpu(*j);
     }
     lock.lock();
     stats_.cpu_fallbacks += fallback ? 1 : 0;

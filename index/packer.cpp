@@ -172,6 +172,22 @@ bool read_whole(const fsys::path& p, std::vector<uint8_t>& out, std::string& err
   return true;
 }
 
+// Makes `out` an l3 file holding the L3 payload of a lossless source; `out` is unchanged on failure.
+fid::Status prepare_l3(std::span<const uint8_t> bytes, PreparedFile& out) {
+  fid::Result<codec::SourceImage> img = codec::decode_image(bytes);
+  if (!img) return std::move(img).error();
+  fid::Result<std::vector<uint8_t>> payload = codec::encode_l3_payload(*img);
+  if (!payload) return std::move(payload).error();
+  fid::Result<codec::L3Payload> parsed = codec::parse_l3_payload(*payload);  // as a reader will see it
+  if (!parsed) return std::move(parsed).error();
+  out.kind = FileKind::l3;
+  out.script = codec::shape_code(parsed->shape);
+  out.width = img->image.width;
+  out.height = img->image.height;
+  out.payload = std::move(payload).value();
+  return {};
+}
+
 PreparedFile prepare(const SourceFile& src, uint32_t index) {
   PreparedFile out;
   out.source_index = index;
@@ -184,34 +200,20 @@ PreparedFile prepare(const SourceFile& src, uint32_t index) {
   }
   out.source_size = bytes.size();
   if (codec::looks_like_jpeg(bytes)) {
-    codec::TranscodeResult r = codec::transcode_progressive(bytes);
-    if (r.ok) {
+    fid::Result<codec::ProgressiveJpeg> transcoded = codec::transcode_progressive(bytes);
+    if (transcoded) {
       out.kind = FileKind::jpeg;
-      out.script = static_cast<uint8_t>(r.jpeg.script);
-      out.width = static_cast<uint32_t>(r.jpeg.width);
-      out.height = static_cast<uint32_t>(r.jpeg.height);
-      out.jpeg = std::move(r.jpeg);
+      out.script = static_cast<uint8_t>(transcoded->script);
+      out.width = static_cast<uint32_t>(transcoded->width);
+      out.height = static_cast<uint32_t>(transcoded->height);
+      out.jpeg = std::move(transcoded).value();
       return out;
     }
-    out.note = "JPEG not transcodable, stored byte-identical: " + r.error;
+    out.note = "JPEG not transcodable, stored byte-identical: " + transcoded.error().message;
   } else if (codec::sniff_image(bytes) != codec::SourceFormat::unknown) {
-    codec::SourceImage img;
-    if (codec::decode_image(bytes, img, error)) {
-      try {
-        std::vector<uint8_t> payload = codec::encode_l3_payload(img);
-        codec::L3Payload parsed;
-        if (!codec::parse_l3_payload(payload, parsed, error)) throw std::runtime_error(error);
-        out.kind = FileKind::l3;
-        out.script = codec::shape_code(parsed.shape);
-        out.width = img.image.width;
-        out.height = img.image.height;
-        out.payload = std::move(payload);
-        return out;
-      } catch (const std::exception& e) {
-        error = e.what();
-      }
-    }
-    out.note = "lossless image not storable as L3, stored byte-identical: " + error;
+    fid::Status stored = prepare_l3(bytes, out);
+    if (stored) return out;
+    out.note = "lossless image not storable as L3, stored byte-identical: " + stored.error().message;
   }
   out.kind = FileKind::blob;
   out.payload = std::move(bytes);
