@@ -17,6 +17,7 @@
 #include "index/packer.h"
 #include "index/store.h"
 #include "test_files.h"
+#include "test_result.h"
 
 namespace fsys = std::filesystem;
 using fid::fs::IoStats;
@@ -83,7 +84,7 @@ class ReaderTest : public ::testing::Test {
     opt.jobs = 2;
     opt.record_bytes = 16 * 1024;
     std::atomic<bool> cancel{false};
-    fid::index::pack(opt, nullptr, cancel);
+    fid::testutil::value_or_throw(fid::index::pack(opt, nullptr, cancel));
     store_ = Store::open(opt.store);
   }
 
