@@ -676,7 +676,9 @@ fid::Result<PackReport> pack(const PackOptions& opt, const std::function<void(co
         s.note = f->note;
         if (f->kind == FileKind::jpeg) {
           report.jpeg++;
-          for (int k = 1; k <= kLevels; ++k) report.bytes_by_level[static_cast<size_t>(k - 1)] += f->jpeg.piece_end[k] + 2;
+          const uint64_t trailer = level_trailer(FileKind::jpeg).size();
+          for (int k = 1; k <= kLevels; ++k)
+            report.bytes_by_level[static_cast<size_t>(k - 1)] += f->jpeg.piece_end[k] + trailer;
         } else if (f->kind == FileKind::l3) {
           report.l3++;
           report.l3_bytes += f->payload.size();

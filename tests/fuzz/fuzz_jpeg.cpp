@@ -9,6 +9,7 @@
 
 #include "codec/jpeg.h"
 #include "codec/jpeg_markers.h"
+#include "index/store.h"
 
 namespace {
 
@@ -16,9 +17,11 @@ void check(bool ok) {
   if (!ok) std::abort();
 }
 
+// The file at level k as the store serves it: the bytes up to the level's end, then the trailer.
 std::vector<uint8_t> level_file(const fid::codec::ProgressiveJpeg& p, int k) {
   std::vector<uint8_t> f(p.bytes.begin(), p.bytes.begin() + p.piece_end[k]);
-  f.insert(f.end(), fid::codec::kEoi.begin(), fid::codec::kEoi.end());
+  const std::span<const uint8_t> trailer = fid::index::level_trailer(fid::index::FileKind::jpeg);
+  f.insert(f.end(), trailer.begin(), trailer.end());
   return f;
 }
 
