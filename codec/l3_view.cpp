@@ -287,14 +287,6 @@ std::string_view view_format_name(ViewFormat f) {
   return "?";
 }
 
-bool parse_view_format(std::string_view s, ViewFormat& out) {
-  if (s == "png") out = ViewFormat::png;
-  else if (s == "ppm") out = ViewFormat::ppm;
-  else if (s == "npy") out = ViewFormat::npy;
-  else return false;
-  return true;
-}
-
 ViewFormat effective_view_format(const L3Shape& s, ViewFormat requested) {
   if (requested == ViewFormat::ppm && s.channels() != 1 && s.channels() != 3) return ViewFormat::png;
   return requested;

@@ -58,7 +58,6 @@ fid::Result<L3Payload> parse_l3_payload(std::span<const uint8_t> data);
 // channels (LA, RGBA) have no PNM that common readers take and get png instead.
 enum class ViewFormat : uint8_t { png = 0, ppm = 1, npy = 2 };
 std::string_view view_format_name(ViewFormat f);
-bool parse_view_format(std::string_view s, ViewFormat& out);
 // The container actually served for a shape when `requested` is asked for.
 ViewFormat effective_view_format(const L3Shape& s, ViewFormat requested);
 // File name extension of the effective container: ".png", ".pgm", ".ppm" or ".npy".

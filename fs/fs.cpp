@@ -168,12 +168,9 @@ class Filesystem {
         order_slots_(kOrderSlots),
         order_contents_(store, 4, &display_names_),
         order_seed_(settings.order_seed.value_or(store.seed())),
-        view_format_(static_cast<codec::ViewFormat>(settings.raw_format)),
+        view_format_(settings.raw_format),
         views_(std::max<uint64_t>(settings.cache_bytes / 4, 8ull << 20)),
         started_(std::chrono::steady_clock::now()) {
-    static_assert(static_cast<int>(config::RawFormat::png) == static_cast<int>(codec::ViewFormat::png) &&
-                  static_cast<int>(config::RawFormat::ppm) == static_cast<int>(codec::ViewFormat::ppm) &&
-                  static_cast<int>(config::RawFormat::npy) == static_cast<int>(codec::ViewFormat::npy));
     if (settings.raw_names == config::RawNames::ext) {
       for (const File& f : store.files())
         if (f.kind == FileKind::l3)
@@ -428,7 +425,7 @@ class Filesystem {
     j["gpu_batch"] = settings_.gpu_batch;
     j["gpu_deadline_us"] = settings_.gpu_deadline_us;
     j["gpu_memory"] = settings_.gpu_memory;
-    j["raw_format"] = config::raw_format_name(settings_.raw_format);
+    j["raw_format"] = codec::view_format_name(settings_.raw_format);
     j["raw_names"] = config::raw_names_name(settings_.raw_names);
     j["allow_other"] = settings_.allow_other;
     j["log"] = {{"level", config::log_level_name(settings_.log_level)}, {"file", settings_.log_file}};
