@@ -75,18 +75,18 @@ int run_encode(const std::string& in, const std::string& out) {
     fmt::print(stderr, "fidelityfs l3 encode: {}\n", err);
     return kExitRuntime;
   }
-  codec::SourceImage img;
-  if (!codec::decode_image(bytes, img, err)) {
-    fmt::print(stderr, "fidelityfs l3 encode: {}: not an image L3 can store: {}\n", in, err);
+  fid::Result<codec::SourceImage> decoded = codec::decode_image(bytes);
+  if (!decoded) {
+    fmt::print(stderr, "fidelityfs l3 encode: {}: not an image L3 can store: {}\n", in, decoded.error().message);
     return kExitRuntime;
   }
-  std::vector<uint8_t> payload;
-  try {
-    payload = codec::encode_l3_payload(img);
-  } catch (const std::exception& e) {
-    fmt::print(stderr, "fidelityfs l3 encode: {}: {}\n", in, e.what());
+  const codec::SourceImage& img = *decoded;
+  fid::Result<std::vector<uint8_t>> encoded = codec::encode_l3_payload(img);
+  if (!encoded) {
+    fmt::print(stderr, "fidelityfs l3 encode: {}: {}\n", in, encoded.error().message);
     return kExitRuntime;
   }
+  const std::vector<uint8_t>& payload = *encoded;
   if (!write_file(out, payload, err)) {
     fmt::print(stderr, "fidelityfs l3 encode: {}\n", err);
     return kExitRuntime;
@@ -113,17 +113,19 @@ int run_decode(const std::string& in, const std::string& out) {
   }
   codec::L3Payload p;
   if (codec::looks_like_l3(bytes)) {  // a bare bitstream: the mode follows from the channels
-    codec::L3Info info;
-    if (!codec::l3_probe(bytes, info, err)) {
-      fmt::print(stderr, "fidelityfs l3 decode: {}: {}\n", in, err);
+    fid::Result<codec::L3Info> info = codec::l3_probe(bytes);
+    if (!info) {
+      fmt::print(stderr, "fidelityfs l3 decode: {}: {}\n", in, info.error().message);
       return kExitRuntime;
     }
     static const codec::PilMode modes[5] = {codec::PilMode::L, codec::PilMode::L, codec::PilMode::LA,
                                             codec::PilMode::RGB, codec::PilMode::RGBA};
-    p.shape = codec::L3Shape{info.width, info.height, modes[info.channels % 5], 0, 0};
+    p.shape = codec::L3Shape{info->width, info->height, modes[info->channels % 5], 0, 0};
     p.l3 = bytes;
-  } else if (!codec::parse_l3_payload(bytes, p, err)) {
-    fmt::print(stderr, "fidelityfs l3 decode: {}: {}\n", in, err);
+  } else if (fid::Result<codec::L3Payload> parsed = codec::parse_l3_payload(bytes); parsed) {
+    p = *parsed;
+  } else {
+    fmt::print(stderr, "fidelityfs l3 decode: {}: {}\n", in, parsed.error().message);
     return kExitRuntime;
   }
   const uint8_t ch = p.shape.channels();
@@ -139,16 +141,16 @@ int run_decode(const std::string& in, const std::string& out) {
                                 p.shape.height, ch, tuple[ch]);
     view.assign(h.begin(), h.end());
     view.resize(h.size() + size_t{p.shape.width} * p.shape.height * ch);
-    if (!codec::l3_decode_into(p.l3, std::span<uint8_t>(view).subspan(h.size()), err)) {
-      fmt::print(stderr, "fidelityfs l3 decode: {}: {}\n", in, err);
+    if (fid::Status decoded = codec::l3_decode_into(p.l3, std::span<uint8_t>(view).subspan(h.size())); !decoded) {
+      fmt::print(stderr, "fidelityfs l3 decode: {}: {}\n", in, decoded.error().message);
       return kExitRuntime;
     }
   } else {
     codec::ViewFormat f = ext == ".png" ? codec::ViewFormat::png : ext == ".npy" ? codec::ViewFormat::npy
                                                                                  : codec::ViewFormat::ppm;
     view.resize(codec::l3_view_size(p.shape, f));
-    if (!codec::render_l3_view(p, f, view, err)) {
-      fmt::print(stderr, "fidelityfs l3 decode: {}: {}\n", in, err);
+    if (fid::Status rendered = codec::render_l3_view(p, f, view); !rendered) {
+      fmt::print(stderr, "fidelityfs l3 decode: {}: {}\n", in, rendered.error().message);
       return kExitRuntime;
     }
   }

@@ -1,4 +1,6 @@
+#include <cerrno>
 #include <csignal>
+#include <filesystem>
 #include <fmt/format.h>
 
 #include "cli/commands.h"
@@ -14,27 +16,33 @@ std::atomic<bool> g_cancel{false};
 extern "C" void on_pack_signal(int) { g_cancel = true; }
 
 int run_pack(const index::PackOptions& opt, const std::string& progress_mode) {
+  // What the options say is wrong is the user's to fix: a usage error, reported before any work.
+  if (fid::Result<std::filesystem::path> checked = index::check_pack_options(opt); !checked) {
+    fmt::print(stderr, "fidelityfs pack: {}\n", checked.error().message);
+    return kExitUsage;
+  }
   struct sigaction sa {};
   sa.sa_handler = on_pack_signal;
   sigemptyset(&sa.sa_mask);
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
   ProgressLine line(parse_progress_mode(progress_mode), "pack");
-  index::PackReport r;
-  try {
-    r = index::pack(
-        opt, [&](const index::PackProgress& p) { line.update(p.files_done, p.files_total, p.source_bytes_done, p.seconds); },
-        g_cancel);
-  } catch (const index::PackError& e) {
-    line.finish();
-    fmt::print(stderr, "fidelityfs pack: {}\n", e.what());
-    return e.exit_code();
-  } catch (const std::exception& e) {  // anything else (out of memory, ...): the store is removed all the same
-    line.finish();
-    fmt::print(stderr, "fidelityfs pack: {}\n", e.what());
+  auto run = [&]() -> fid::Result<index::PackReport> {
+    try {
+      return index::pack(
+          opt, [&](const index::PackProgress& p) { line.update(p.files_done, p.files_total, p.source_bytes_done, p.seconds); },
+          g_cancel);
+    } catch (const std::exception& e) {  // out of memory, ...: the store is removed all the same
+      return fid::Error{EIO, e.what()};
+    }
+  };
+  const fid::Result<index::PackReport> packed = run();
+  line.finish();
+  if (!packed) {  // the options were fine, so whatever stopped the pack is a runtime failure
+    fmt::print(stderr, "fidelityfs pack: {}\n", packed.error().message);
     return kExitRuntime;
   }
-  line.finish();
+  const index::PackReport& r = *packed;
   uint64_t files = r.jpeg + r.l3 + r.blob;
   fmt::print("packed {} files ({} jpeg, {} l3, {} blob) in {} folders into {} records, {:.1f}s ({:.0f} files/s)\n",
              files, r.jpeg, r.l3, r.blob, r.dirs, r.records, r.seconds, r.seconds > 0 ? static_cast<double>(files) / r.seconds : 0.0);

@@ -25,26 +25,27 @@ std::string verify_file(const index::Store& store, storage::RecordSource& source
   core::StoredPieces stored(store, source);
   if (Status st = core::read_range(store, f, store.levels(), 0, all, stored, buf); !st.ok()) return st.error().message;
   if (f.kind == index::FileKind::l3) {  // a full decode of the L3 bitstream
-    codec::L3Payload p;
-    std::string err;
-    if (!codec::parse_l3_payload(buf, p, err)) return "L3 payload: " + err;
+    fid::Result<codec::L3Payload> parsed = codec::parse_l3_payload(buf);
+    if (!parsed) return "L3 payload: " + parsed.error().message;
+    const codec::L3Payload& p = *parsed;
     if (p.shape.width != f.width || p.shape.height != f.height || codec::shape_code(p.shape) != f.script)
       return fmt::format("L3 payload is {}x{} mode {}, the index disagrees", p.shape.width, p.shape.height,
                          codec::pil_mode_name(p.shape.mode));
     thread_local std::vector<uint8_t> pixels;
     pixels.resize(size_t{p.shape.width} * p.shape.height * p.shape.channels());
-    if (!codec::l3_decode_into(p.l3, pixels, err)) return "L3 does not decode: " + err;
+    if (fid::Status decoded = codec::l3_decode_into(p.l3, pixels); !decoded)
+      return "L3 does not decode: " + decoded.error().message;
     return {};
   }
   if (f.kind != index::FileKind::jpeg) return {};
   std::vector<uint8_t> file;
-  codec::DecodedImage img;
-  std::string err;
   core::MemoryPieces pieces(store, buf);
   for (int k = 1; k <= store.levels(); ++k) {
     if (Status st = core::read_range(store, f, k, 0, store.size_at_level(f, k), pieces, file); !st.ok())
       return fmt::format("level {}: {}", k, st.error().message);
-    if (!codec::decode_jpeg_strict(file, img, err)) return fmt::format("level {} does not decode: {}", k, err);
+    fid::Result<codec::DecodedImage> decoded = codec::decode_jpeg_strict(file);
+    if (!decoded) return fmt::format("level {} does not decode: {}", k, decoded.error().message);
+    const codec::DecodedImage& img = *decoded;
     if (static_cast<uint32_t>(img.width) != f.width || static_cast<uint32_t>(img.height) != f.height)
       return fmt::format("level {} decodes to {}x{}, index says {}x{}", k, img.width, img.height, f.width, f.height);
   }

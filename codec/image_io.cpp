@@ -4,6 +4,7 @@
 #include <spng.h>
 
 #include <array>
+#include <cerrno>
 #include <cmath>
 #include <cstring>
 #include <memory>
@@ -12,17 +13,18 @@
 namespace fid::codec {
 namespace {
 
-bool fail(std::string& error, std::string msg) {
-  error = std::move(msg);
-  return false;
+fid::Error invalid(std::string message) { return fid::Error{EINVAL, std::move(message)}; }
+
+// libspng's reason for a failure.
+fid::Error png_failure(int rc) {
+  return fid::Error{rc == SPNG_EMEM ? ENOMEM : EINVAL, std::string("PNG: ") + spng_strerror(rc)};
 }
 
-bool check_size(uint64_t w, uint64_t h, uint64_t c, const DecodeLimits& lim, std::string& error) {
-  if (w == 0 || h == 0) return fail(error, "image has zero width or height");
-  if (w > lim.max_dimension || h > lim.max_dimension)
-    return fail(error, "image dimensions exceed the limit");
-  if (w * h * c > lim.max_bytes) return fail(error, "decoded image would exceed the size limit");
-  return true;
+fid::Status check_size(uint64_t w, uint64_t h, uint64_t c, const DecodeLimits& lim) {
+  if (w == 0 || h == 0) return invalid("image has zero width or height");
+  if (w > lim.max_dimension || h > lim.max_dimension) return invalid("image dimensions exceed the limit");
+  if (w * h * c > lim.max_bytes) return invalid("decoded image would exceed the size limit");
+  return {};
 }
 
 uint32_t rd_le32(const uint8_t* p) {
@@ -64,30 +66,28 @@ SourceFormat sniff_image(std::span<const uint8_t> d) {
   return SourceFormat::unknown;
 }
 
-bool decode_image(std::span<const uint8_t> data, SourceImage& out, std::string& error,
-                  const DecodeLimits& limits) {
+fid::Result<SourceImage> decode_image(std::span<const uint8_t> data, const DecodeLimits& limits) {
   switch (sniff_image(data)) {
-    case SourceFormat::png: return decode_png(data, out, error, limits);
-    case SourceFormat::bmp: return decode_bmp(data, out, error, limits);
-    case SourceFormat::pnm: return decode_pnm(data, out, error, limits);
-    default: return fail(error, "not a PNG, BMP or binary PNM image");
+    case SourceFormat::png: return decode_png(data, limits);
+    case SourceFormat::bmp: return decode_bmp(data, limits);
+    case SourceFormat::pnm: return decode_pnm(data, limits);
+    default: return invalid("not a PNG, BMP or binary PNM image");
   }
 }
 
 // ---- PNG --------------------------------------------------------------------------------------
 
-bool decode_png(std::span<const uint8_t> data, SourceImage& out, std::string& error,
-                const DecodeLimits& limits) {
-  out = SourceImage{};
+fid::Result<SourceImage> decode_png(std::span<const uint8_t> data, const DecodeLimits& limits) {
+  SourceImage out;
   std::unique_ptr<spng_ctx, void (*)(spng_ctx*)> ctx(spng_ctx_new(0), spng_ctx_free);
-  if (!ctx) return fail(error, "PNG: out of memory");
+  if (!ctx) return fid::Error{ENOMEM, "PNG: out of memory"};
   spng_set_image_limits(ctx.get(), limits.max_dimension, limits.max_dimension);
   spng_set_chunk_limits(ctx.get(), 64u << 20, 256u << 20);
   int rc = spng_set_png_buffer(ctx.get(), data.data(), data.size());
   spng_ihdr ihdr{};
   if (rc == 0) rc = spng_get_ihdr(ctx.get(), &ihdr);
-  if (rc) return fail(error, std::string("PNG: ") + spng_strerror(rc));
-  if (ihdr.bit_depth > 8) return fail(error, "PNG: 16-bit samples are not supported");
+  if (rc) return png_failure(rc);
+  if (ihdr.bit_depth > 8) return invalid("PNG: 16-bit samples are not supported");
   unsigned channels = 0;
   const char* mode = "";  // assigned once below: GCC 12 warns falsely (-Wrestrict) on string = literal
   switch (ihdr.color_type) {
@@ -96,21 +96,22 @@ bool decode_png(std::span<const uint8_t> data, SourceImage& out, std::string& er
     case SPNG_COLOR_TYPE_GRAYSCALE_ALPHA: channels = 2; mode = "LA"; break;
     case SPNG_COLOR_TYPE_TRUECOLOR: channels = 3; mode = "RGB"; break;
     case SPNG_COLOR_TYPE_TRUECOLOR_ALPHA: channels = 4; mode = "RGBA"; break;
-    default: return fail(error, "PNG: unknown colour type");
+    default: return invalid("PNG: unknown colour type");
   }
   out.pil_mode.assign(mode, std::strlen(mode));
-  if (!check_size(ihdr.width, ihdr.height, channels, limits, error)) return false;
+  if (fid::Status fits = check_size(ihdr.width, ihdr.height, channels, limits); !fits)
+    return std::move(fits).error();
   size_t size = 0;
   rc = spng_decoded_image_size(ctx.get(), SPNG_FMT_PNG, &size);
-  if (rc) return fail(error, std::string("PNG: ") + spng_strerror(rc));
+  if (rc) return png_failure(rc);
   const size_t w = ihdr.width, h = ihdr.height;
   const size_t packed_row = (w * channels * ihdr.bit_depth + 7) / 8;
-  if (size != packed_row * h) return fail(error, "PNG: unexpected decoded size");
+  if (size != packed_row * h) return invalid("PNG: unexpected decoded size");
   std::vector<uint8_t> raw(size);
   rc = spng_decode_image(ctx.get(), raw.data(), raw.size(), SPNG_FMT_PNG, 0);
   // Read on to IEND so that a file cut after its image data is rejected too.
   if (rc == 0) rc = spng_decode_chunks(ctx.get());
-  if (rc) return fail(error, std::string("PNG: ") + spng_strerror(rc));
+  if (rc) return png_failure(rc);
 
   Image& im = out.image;
   im.width = ihdr.width;
@@ -150,47 +151,46 @@ bool decode_png(std::span<const uint8_t> data, SourceImage& out, std::string& er
       out.palette_alpha.assign(trns.type3_alpha, trns.type3_alpha + trns.n_type3_entries);
   }
   out.format = SourceFormat::png;
-  return true;
+  return out;
 }
 
 // ---- BMP --------------------------------------------------------------------------------------
 
-bool decode_bmp(std::span<const uint8_t> d, SourceImage& out, std::string& error,
-                const DecodeLimits& limits) {
-  out = SourceImage{};
-  if (d.size() < 14 + 40 || d[0] != 'B' || d[1] != 'M') return fail(error, "BMP: truncated header");
+fid::Result<SourceImage> decode_bmp(std::span<const uint8_t> d, const DecodeLimits& limits) {
+  SourceImage out;
+  if (d.size() < 14 + 40 || d[0] != 'B' || d[1] != 'M') return invalid("BMP: truncated header");
   const uint32_t pix_off = rd_le32(&d[10]);
   const uint32_t hdr_size = rd_le32(&d[14]);
   if (hdr_size < 40 || 14 + uint64_t{hdr_size} > d.size())
-    return fail(error, "BMP: unsupported or truncated info header");
+    return invalid("BMP: unsupported or truncated info header");
   const auto width = static_cast<int32_t>(rd_le32(&d[18]));
   const auto height = static_cast<int32_t>(rd_le32(&d[22]));
   const uint32_t planes = rd_le16(&d[26]), bpp = rd_le16(&d[28]), comp = rd_le32(&d[30]);
-  if (planes != 1) return fail(error, "BMP: planes != 1");
-  if (bpp != 24 && bpp != 32) return fail(error, "BMP: only 24- and 32-bit images are supported");
+  if (planes != 1) return invalid("BMP: planes != 1");
+  if (bpp != 24 && bpp != 32) return invalid("BMP: only 24- and 32-bit images are supported");
   unsigned channels = 3;
   bool alpha = false;
   if (comp == 3 && bpp == 32) {  // BI_BITFIELDS
     // Masks follow a 40-byte header, or are inside V4/V5 headers at the same place.
-    if (14 + 40 + 16 > d.size()) return fail(error, "BMP: truncated bitfield masks");
+    if (14 + 40 + 16 > d.size()) return invalid("BMP: truncated bitfield masks");
     uint32_t rm = rd_le32(&d[54]), gm = rd_le32(&d[58]), bm = rd_le32(&d[62]);
     uint32_t am = hdr_size >= 56 ? rd_le32(&d[66]) : 0;
     if (rm != 0xFF0000u || gm != 0xFF00u || bm != 0xFFu || (am != 0 && am != 0xFF000000u))
-      return fail(error, "BMP: unsupported bitfield masks");
+      return invalid("BMP: unsupported bitfield masks");
     alpha = am != 0;
   } else if (comp != 0) {
-    return fail(error, "BMP: compressed BMP is not supported");
+    return invalid("BMP: compressed BMP is not supported");
   }
   if (alpha) channels = 4;
-  if (width <= 0 || height == 0 || height == INT32_MIN) return fail(error, "BMP: bad dimensions");
+  if (width <= 0 || height == 0 || height == INT32_MIN) return invalid("BMP: bad dimensions");
   const bool top_down = height < 0;
   const uint64_t w = static_cast<uint64_t>(width);
   const uint64_t h = top_down ? static_cast<uint64_t>(-static_cast<int64_t>(height))
                               : static_cast<uint64_t>(height);
-  if (!check_size(w, h, channels, limits, error)) return false;
+  if (fid::Status fits = check_size(w, h, channels, limits); !fits) return std::move(fits).error();
   const uint64_t stride = (w * bpp + 31) / 32 * 4;
   if (pix_off > d.size() || stride * h > d.size() - pix_off)
-    return fail(error, "BMP: truncated pixel data");
+    return invalid("BMP: truncated pixel data");
   Image& im = out.image;
   im.width = static_cast<uint32_t>(w);
   im.height = static_cast<uint32_t>(h);
@@ -209,23 +209,22 @@ bool decode_bmp(std::span<const uint8_t> d, SourceImage& out, std::string& error
   }
   out.pil_mode = alpha ? "RGBA" : "RGB";
   out.format = SourceFormat::bmp;
-  return true;
+  return out;
 }
 
 // ---- PNM --------------------------------------------------------------------------------------
 
-bool decode_pnm(std::span<const uint8_t> d, SourceImage& out, std::string& error,
-                const DecodeLimits& limits) {
-  out = SourceImage{};
+fid::Result<SourceImage> decode_pnm(std::span<const uint8_t> d, const DecodeLimits& limits) {
+  SourceImage out;
   if (d.size() < 2 || d[0] != 'P' || (d[1] != '5' && d[1] != '6'))
-    return fail(error, "PNM: only binary P5/P6 are supported");
+    return invalid("PNM: only binary P5/P6 are supported");
   const unsigned channels = d[1] == '6' ? 3 : 1;
   size_t pos = 2;
   uint64_t vals[3] = {0, 0, 0};
   for (int k = 0; k < 3; ++k) {
     // Whitespace and comments before each number.
     for (;;) {
-      if (pos >= d.size()) return fail(error, "PNM: truncated header");
+      if (pos >= d.size()) return invalid("PNM: truncated header");
       uint8_t c = d[pos];
       if (c == '#') {
         while (pos < d.size() && d[pos] != '\n' && d[pos] != '\r') ++pos;
@@ -235,23 +234,23 @@ bool decode_pnm(std::span<const uint8_t> d, SourceImage& out, std::string& error
         break;
       }
     }
-    if (d[pos] < '0' || d[pos] > '9') return fail(error, "PNM: bad header number");
+    if (d[pos] < '0' || d[pos] > '9') return invalid("PNM: bad header number");
     uint64_t v = 0;
     while (pos < d.size() && d[pos] >= '0' && d[pos] <= '9') {
       v = v * 10 + (d[pos] - '0');
-      if (v > (uint64_t{1} << 32)) return fail(error, "PNM: header number too large");
+      if (v > (uint64_t{1} << 32)) return invalid("PNM: header number too large");
       ++pos;
     }
     vals[k] = v;
   }
   if (pos >= d.size() || !(d[pos] == ' ' || d[pos] == '\t' || d[pos] == '\n' || d[pos] == '\r'))
-    return fail(error, "PNM: truncated header");
+    return invalid("PNM: truncated header");
   ++pos;  // exactly one whitespace byte before the raster
   const uint64_t w = vals[0], h = vals[1], maxval = vals[2];
-  if (maxval < 1 || maxval > 255) return fail(error, "PNM: only maxval 1..255 is supported");
-  if (!check_size(w, h, channels, limits, error)) return false;
+  if (maxval < 1 || maxval > 255) return invalid("PNM: only maxval 1..255 is supported");
+  if (fid::Status fits = check_size(w, h, channels, limits); !fits) return std::move(fits).error();
   const uint64_t n = w * h * channels;
-  if (d.size() - pos < n) return fail(error, "PNM: truncated pixel data");
+  if (d.size() - pos < n) return invalid("PNM: truncated pixel data");
   Image& im = out.image;
   im.width = static_cast<uint32_t>(w);
   im.height = static_cast<uint32_t>(h);
@@ -269,7 +268,7 @@ bool decode_pnm(std::span<const uint8_t> d, SourceImage& out, std::string& error
   }
   out.pil_mode = channels == 3 ? "RGB" : "L";
   out.format = SourceFormat::pnm;
-  return true;
+  return out;
 }
 
 // ---- writers ----------------------------------------------------------------------------------

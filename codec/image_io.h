@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "codec/image.h"
+#include "common/error.h"
 
 namespace fid::codec {
 
@@ -40,15 +41,12 @@ SourceFormat sniff_image(std::span<const uint8_t> data);
 // rejected. Gray at 1/2/4 bits is scaled to 0..255 like PIL (x255, x85, x17); palette images
 // keep their indices. BMP: uncompressed 24-bit, 32-bit BI_RGB (-> RGB, 4th byte ignored, as
 // PIL) and 32-bit BI_BITFIELDS with BGRA/BGRX masks. PNM: binary P5/P6 with maxval 1..255
-// (maxval != 255 is rescaled exactly as PIL does). Returns false with a reason otherwise.
-bool decode_image(std::span<const uint8_t> data, SourceImage& out, std::string& error,
-                  const DecodeLimits& limits = {});
-bool decode_png(std::span<const uint8_t> data, SourceImage& out, std::string& error,
-                const DecodeLimits& limits = {});
-bool decode_bmp(std::span<const uint8_t> data, SourceImage& out, std::string& error,
-                const DecodeLimits& limits = {});
-bool decode_pnm(std::span<const uint8_t> data, SourceImage& out, std::string& error,
-                const DecodeLimits& limits = {});
+// (maxval != 255 is rescaled exactly as PIL does). Anything else fails with EINVAL and the
+// reason (ENOMEM when memory runs out).
+fid::Result<SourceImage> decode_image(std::span<const uint8_t> data, const DecodeLimits& limits = {});
+fid::Result<SourceImage> decode_png(std::span<const uint8_t> data, const DecodeLimits& limits = {});
+fid::Result<SourceImage> decode_bmp(std::span<const uint8_t> data, const DecodeLimits& limits = {});
+fid::Result<SourceImage> decode_pnm(std::span<const uint8_t> data, const DecodeLimits& limits = {});
 
 // Headers for raw views; the pixels (interleaved, rows top to bottom) follow them unchanged,
 // so a file is header + width*height*channels bytes.

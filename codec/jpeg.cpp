@@ -8,6 +8,7 @@
 // skips a destructor, and the libjpeg objects are destroyed by a guard on every path.
 #include "codec/jpeg.h"
 
+#include <cerrno>
 #include <csetjmp>
 #include <cstdio>
 #include <cstring>
@@ -40,12 +41,14 @@ struct ErrorMgr {
   jpeg_error_mgr pub;
   std::jmp_buf jump;
   char message[JMSG_LENGTH_MAX + 96];
+  int code;  // errno of the failure: ENOMEM when libjpeg ran out of memory, else EINVAL
 };
 
 void set_message(j_common_ptr c, ErrorMgr* e) {
   char text[JMSG_LENGTH_MAX];
   text[0] = '\0';
   (*c->err->format_message)(c, text);
+  e->code = c->err->msg_code == JERR_OUT_OF_MEMORY ? ENOMEM : EINVAL;
   if (c->err->msg_code == JERR_NO_BACKING_STORE) {
     std::snprintf(e->message, sizeof e->message,
                   "image too large: its DCT coefficients need more than %ld MiB",
@@ -76,6 +79,12 @@ void init_error_mgr(ErrorMgr& e) {
   e.pub.emit_message = on_emit_message;
   e.pub.output_message = on_output_message;
   e.message[0] = '\0';
+  e.code = EINVAL;
+}
+
+// The failure an error manager recorded, as an Error.
+fid::Error failure(const ErrorMgr& e) {
+  return fid::Error{e.code, e.message[0] != '\0' ? e.message : "libjpeg failed"};
 }
 
 void on_progress(j_common_ptr c) {
@@ -295,36 +304,24 @@ bool run_transcode(Transcoder& t, std::span<const uint8_t> source, std::vector<u
 }
 
 // Cuts the libjpeg output into header + levels. `out.bytes` holds the whole stream with EOI.
-bool cut_levels(ProgressiveJpeg& out, const Script& script, std::string& error) {
-  JpegMarkerLayout layout;
-  if (!walk_jpeg_markers(out.bytes, layout, error)) {
-    error = "transcoded stream is malformed: " + error;
-    return false;
-  }
-  if (layout.frame_marker != 0xC2) {
-    error = "transcoded stream is not a progressive Huffman JPEG";
-    return false;
-  }
-  if (static_cast<int>(layout.scans.size()) != script.count) {
-    error = "transcoded stream has " + std::to_string(layout.scans.size()) +
-            " scans, the scan script " + std::to_string(script.count);
-    return false;
-  }
-  if (size_t{layout.eoi} + 2 != out.bytes.size()) {
-    error = "transcoded stream has data after EOI";
-    return false;
-  }
+fid::Status cut_levels(ProgressiveJpeg& out, const Script& script) {
+  fid::Result<JpegMarkerLayout> walked = walk_jpeg_markers(out.bytes);
+  if (!walked) return fid::Error{EINVAL, "transcoded stream is malformed: " + walked.error().message};
+  const JpegMarkerLayout& layout = *walked;
+  if (layout.frame_marker != 0xC2) return fid::Error{EINVAL, "transcoded stream is not a progressive Huffman JPEG"};
+  if (static_cast<int>(layout.scans.size()) != script.count)
+    return fid::Error{EINVAL, "transcoded stream has " + std::to_string(layout.scans.size()) +
+                                  " scans, the scan script " + std::to_string(script.count)};
+  if (size_t{layout.eoi} + 2 != out.bytes.size()) return fid::Error{EINVAL, "transcoded stream has data after EOI"};
   out.piece_end[0] = layout.header_end;
   for (int i = 0; i < script.count; ++i) out.piece_end[script.level[i]] = layout.scans[i].end;
   out.piece_end[kJpegLevels] = layout.eoi;
   for (int k = 1; k <= kJpegLevels; ++k) {
-    if (out.piece_end[k] <= out.piece_end[k - 1]) {
-      error = "transcoded stream: level " + std::to_string(k) + " is empty";
-      return false;
-    }
+    if (out.piece_end[k] <= out.piece_end[k - 1])
+      return fid::Error{EINVAL, "transcoded stream: level " + std::to_string(k) + " is empty"};
   }
   out.bytes.resize(layout.eoi);  // drop the final EOI
-  return true;
+  return {};
 }
 
 struct Decoder {
@@ -380,52 +377,27 @@ bool looks_like_jpeg(std::span<const uint8_t> data) {
   return data.size() >= 3 && data[0] == 0xFF && data[1] == 0xD8 && data[2] == 0xFF;
 }
 
-TranscodeResult transcode_progressive(std::span<const uint8_t> source) {
-  TranscodeResult result;
-  if (!looks_like_jpeg(source)) {
-    result.error = source.empty() ? "empty input" : "not a JPEG (no SOI marker)";
-    return result;
-  }
-  if (source.size() > std::numeric_limits<uint32_t>::max() / 2) {
-    result.error = "JPEG larger than 2 GiB";
-    return result;
-  }
-  bool ran = false;
-  {
-    Transcoder t;
-    ran = run_transcode(t, source, result.jpeg.bytes);
-    if (!ran) {
-      result.error = t.err.message[0] != '\0' ? t.err.message : "libjpeg failed";
-    } else {
-      result.jpeg.script = t.script.kind;
-      result.jpeg.width = static_cast<int>(t.src.image_width);
-      result.jpeg.height = static_cast<int>(t.src.image_height);
-      result.jpeg.components = t.src.num_components;
-      if (!cut_levels(result.jpeg, t.script, result.error)) ran = false;
-    }
-  }
-  if (!ran) {
-    result.jpeg = ProgressiveJpeg{};
-    return result;
-  }
-  result.ok = true;
-  return result;
+fid::Result<ProgressiveJpeg> transcode_progressive(std::span<const uint8_t> source) {
+  if (!looks_like_jpeg(source))
+    return fid::Error{EINVAL, source.empty() ? "empty input" : "not a JPEG (no SOI marker)"};
+  if (source.size() > std::numeric_limits<uint32_t>::max() / 2) return fid::Error{EINVAL, "JPEG larger than 2 GiB"};
+  ProgressiveJpeg jpeg;
+  Transcoder t;
+  if (!run_transcode(t, source, jpeg.bytes)) return failure(t.err);
+  jpeg.script = t.script.kind;
+  jpeg.width = static_cast<int>(t.src.image_width);
+  jpeg.height = static_cast<int>(t.src.image_height);
+  jpeg.components = t.src.num_components;
+  if (fid::Status cut = cut_levels(jpeg, t.script); !cut) return std::move(cut).error();
+  return jpeg;
 }
 
-bool decode_jpeg_strict(std::span<const uint8_t> jpeg, DecodedImage& out, std::string& error) {
-  out = DecodedImage{};
-  error.clear();
-  if (jpeg.empty()) {
-    error = "empty input";
-    return false;
-  }
+fid::Result<DecodedImage> decode_jpeg_strict(std::span<const uint8_t> jpeg) {
+  if (jpeg.empty()) return fid::Error{EINVAL, "empty input"};
+  DecodedImage out;
   Decoder t;
-  if (!run_decode(t, jpeg, out)) {
-    error = t.err.message[0] != '\0' ? t.err.message : "libjpeg failed";
-    out = DecodedImage{};
-    return false;
-  }
-  return true;
+  if (!run_decode(t, jpeg, out)) return failure(t.err);
+  return out;
 }
 
 }  // namespace fid::codec

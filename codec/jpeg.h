@@ -5,8 +5,9 @@
 #include <array>
 #include <cstdint>
 #include <span>
-#include <string>
 #include <vector>
+
+#include "common/error.h"
 
 namespace fid::codec {
 
@@ -36,30 +37,26 @@ struct ProgressiveJpeg {
   }
 };
 
-struct TranscodeResult {
-  bool ok = false;
-  std::string error;  // why the source cannot be transcoded (libjpeg's message); empty if ok
-  ProgressiveJpeg jpeg;
-};
-
 // True if the buffer starts with a JPEG SOI followed by a marker (FF D8 FF).
 bool looks_like_jpeg(std::span<const uint8_t> data);
 
 // Losslessly transcodes any JPEG libjpeg-turbo can read (baseline, progressive, arithmetic,
 // restart markers, any sampling, gray/RGB/CMYK) to a progressive Huffman JPEG with the same
 // DCT coefficients, keeping APPn and COM markers. Any libjpeg warning (corrupt or truncated
-// data) is an error: such sources are stored byte-identical instead.
-TranscodeResult transcode_progressive(std::span<const uint8_t> source);
+// data) is an error: such sources are stored byte-identical instead. Errors: EINVAL with why the
+// source cannot be transcoded (libjpeg's message), ENOMEM when memory runs out.
+fid::Result<ProgressiveJpeg> transcode_progressive(std::span<const uint8_t> source);
 
-// Decodes a JPEG fully. Returns false with the first libjpeg warning or error in `error`.
-// On success `pixels` holds the decoded samples (libjpeg's output colour space, interleaved).
+// A fully decoded JPEG: the samples in libjpeg's output colour space, interleaved.
 struct DecodedImage {
   int width = 0;
   int height = 0;
   int components = 0;
   std::vector<uint8_t> pixels;
 };
-bool decode_jpeg_strict(std::span<const uint8_t> jpeg, DecodedImage& out, std::string& error);
+// Decodes a JPEG fully. Fails with the first libjpeg warning or error (EINVAL; ENOMEM when
+// memory runs out).
+fid::Result<DecodedImage> decode_jpeg_strict(std::span<const uint8_t> jpeg);
 
 // The two bytes every level-k file ends with.
 inline constexpr std::array<uint8_t, 2> kEoi{0xFF, 0xD9};

@@ -1,5 +1,6 @@
 #include "codec/jpeg_markers.h"
 
+#include <cerrno>
 #include <cstring>
 #include <limits>
 
@@ -12,24 +13,23 @@ constexpr uint8_t kSOI = 0xD8, kEOI = 0xD9, kSOS = 0xDA, kDHT = 0xC4, kDAC = 0xC
 bool is_rst(uint8_t m) { return m >= 0xD0 && m <= 0xD7; }
 bool is_sof(uint8_t m) { return m >= 0xC0 && m <= 0xCF && m != kDHT && m != 0xC8 && m != kDAC; }
 
-std::string at(const char* what, size_t pos) {
-  return std::string(what) + " at offset " + std::to_string(pos);
+fid::Error malformed(std::string message) { return fid::Error{EINVAL, std::move(message)}; }
+
+fid::Error malformed_at(const char* what, size_t pos) {
+  return malformed(std::string(what) + " at offset " + std::to_string(pos));
 }
 
 }  // namespace
 
-bool walk_jpeg_markers(std::span<const uint8_t> data, JpegMarkerLayout& layout, std::string& error) {
-  layout = JpegMarkerLayout{};
-  error.clear();
+fid::Result<JpegMarkerLayout> walk_jpeg_markers(std::span<const uint8_t> data) {
+  JpegMarkerLayout layout;
   const uint8_t* p = data.data();
   const size_t n = data.size();
   if (n > std::numeric_limits<uint32_t>::max()) {
-    error = "JPEG stream larger than 4 GiB";
-    return false;
+    return malformed("JPEG stream larger than 4 GiB");
   }
   if (n < 2 || p[0] != 0xFF || p[1] != kSOI) {
-    error = "no SOI marker at the start";
-    return false;
+    return malformed("no SOI marker at the start");
   }
   bool seen_frame = false;
   bool header_done = false;
@@ -37,24 +37,20 @@ bool walk_jpeg_markers(std::span<const uint8_t> data, JpegMarkerLayout& layout, 
   size_t pos = 2;
   while (true) {
     if (pos >= n) {
-      error = "no EOI marker before the end of the stream";
-      return false;
+      return malformed("no EOI marker before the end of the stream");
     }
     if (p[pos] != 0xFF) {
-      error = at("expected a marker", pos);
-      return false;
+      return malformed_at("expected a marker", pos);
     }
     const size_t marker_start = pos;
     while (pos + 1 < n && p[pos + 1] == 0xFF) ++pos;  // fill bytes belong to the marker
     if (pos + 1 >= n) {
-      error = at("truncated marker", marker_start);
-      return false;
+      return malformed_at("truncated marker", marker_start);
     }
     const uint8_t m = p[pos + 1];
     pos += 2;
     if (m == 0x00 || m == kSOI || is_rst(m)) {
-      error = at("unexpected marker byte", marker_start);
-      return false;
+      return malformed_at("unexpected marker byte", marker_start);
     }
     if (seen_frame && !header_done && (m == kDHT || m == kDAC || m == kDRI || m == kSOS)) {
       header_done = true;
@@ -63,27 +59,23 @@ bool walk_jpeg_markers(std::span<const uint8_t> data, JpegMarkerLayout& layout, 
     }
     if (m == kEOI) {
       if (!seen_frame || layout.scans.empty()) {
-        error = at("EOI before any scan", marker_start);
-        return false;
+        return malformed_at("EOI before any scan", marker_start);
       }
       layout.eoi = static_cast<uint32_t>(marker_start);
-      return true;
+      return layout;
     }
     if (m == kTEM) continue;  // standalone marker without a length
     if (pos + 2 > n) {
-      error = at("truncated marker segment length", marker_start);
-      return false;
+      return malformed_at("truncated marker segment length", marker_start);
     }
     const size_t len = (size_t{p[pos]} << 8) | p[pos + 1];
     if (len < 2 || pos + len > n) {
-      error = at("marker segment runs past the end of the stream", marker_start);
-      return false;
+      return malformed_at("marker segment runs past the end of the stream", marker_start);
     }
     const size_t seg_end = pos + len;
     if (is_sof(m)) {
       if (seen_frame) {
-        error = at("second frame header", marker_start);
-        return false;
+        return malformed_at("second frame header", marker_start);
       }
       seen_frame = true;
       layout.frame_marker = m;
@@ -92,13 +84,11 @@ bool walk_jpeg_markers(std::span<const uint8_t> data, JpegMarkerLayout& layout, 
       ++layout.restart_interval_markers;
     } else if (m == kSOS) {
       if (!seen_frame) {
-        error = at("SOS before the frame header", marker_start);
-        return false;
+        return malformed_at("SOS before the frame header", marker_start);
       }
       const size_t ns = len >= 3 ? p[pos + 2] : 0;
       if (ns < 1 || ns > 4 || len != 6 + 2 * ns) {
-        error = at("malformed SOS segment", marker_start);
-        return false;
+        return malformed_at("malformed SOS segment", marker_start);
       }
       JpegScanRange scan;
       scan.begin = static_cast<uint32_t>(scan_begin);
@@ -109,13 +99,11 @@ bool walk_jpeg_markers(std::span<const uint8_t> data, JpegMarkerLayout& layout, 
       while (true) {
         const void* ff = i < n ? std::memchr(p + i, 0xFF, n - i) : nullptr;
         if (ff == nullptr) {
-          error = at("entropy-coded data of the scan never ends", marker_start);
-          return false;
+          return malformed_at("entropy-coded data of the scan never ends", marker_start);
         }
         i = static_cast<size_t>(static_cast<const uint8_t*>(ff) - p);
         if (i + 1 >= n) {
-          error = at("entropy-coded data of the scan never ends", marker_start);
-          return false;
+          return malformed_at("entropy-coded data of the scan never ends", marker_start);
         }
         const uint8_t b = p[i + 1];
         if (b == 0x00) {

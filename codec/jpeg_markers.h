@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "common/error.h"
+
 namespace fid::codec {
 
 // One scan of a JPEG stream. A scan "owns" the markers that precede its SOS (DHT, DRI, DAC,
@@ -30,10 +32,10 @@ struct JpegMarkerLayout {
   uint32_t restart_interval_markers = 0;  // DRI segments seen
 };
 
-// Walks `data` from SOI to EOI. Returns false with a reason in `error` on anything malformed:
-// no SOI, a segment that runs past the buffer, SOS before the frame header, a second frame,
-// entropy data without a terminating marker, no EOI. Bytes after EOI are not examined
-// (`layout.eoi + 2` may be smaller than data.size()). Never reads outside `data`.
-bool walk_jpeg_markers(std::span<const uint8_t> data, JpegMarkerLayout& layout, std::string& error);
+// Walks `data` from SOI to EOI. Fails (EINVAL, with the reason) on anything malformed: no SOI,
+// a segment that runs past the buffer, SOS before the frame header, a second frame, entropy
+// data without a terminating marker, no EOI. Bytes after EOI are not examined (`layout.eoi + 2`
+// may be smaller than data.size()). Never reads outside `data`.
+fid::Result<JpegMarkerLayout> walk_jpeg_markers(std::span<const uint8_t> data);
 
 }  // namespace fid::codec

@@ -2,10 +2,11 @@
 #include "codec/l3.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <array>
 #include <cstring>
 #include <memory>
-#include <stdexcept>
+#include <new>
 
 #if defined(__SSE2__)
 #include <emmintrin.h>
@@ -39,6 +40,8 @@ uint32_t get_u16(const uint8_t* p) { return uint32_t{p[0]} | uint32_t{p[1]} << 8
 uint32_t get_u32(const uint8_t* p) {
   return uint32_t{p[0]} | uint32_t{p[1]} << 8 | uint32_t{p[2]} << 16 | uint32_t{p[3]} << 24;
 }
+
+fid::Error invalid(std::string message) { return fid::Error{EINVAL, std::move(message)}; }
 
 unsigned bit_length(unsigned v) {
   unsigned n = 0;
@@ -253,8 +256,7 @@ struct Encoder {
             consider(mode, r.data(), pw, seg_log2, opt.explicit_bases, best);
           }
         }
-      chosen:
-        if (best.bytes == SIZE_MAX) throw std::invalid_argument("L3Options: no predictor allowed");
+      chosen:  // l3_encode made sure that some predictor is allowed: best is set
         if (k == 0) std::copy(best.r.begin(), best.r.begin() + pw, e0.begin());
         append_row(best, pw, seg_log2, out);
       }
@@ -262,7 +264,7 @@ struct Encoder {
   }
 };
 
-std::vector<uint8_t> encode_with(const ImageView& im, const L3Options& opt, unsigned seg_log2) {
+fid::Result<std::vector<uint8_t>> encode_with(const ImageView& im, const L3Options& opt, unsigned seg_log2) {
   const uint32_t N = opt.patch_size ? opt.patch_size : l3_default_patch_size(im.width, im.height);
   const uint32_t px = (im.width + N - 1) / N, py = (im.height + N - 1) / N;
   const size_t patches = size_t{px} * py;
@@ -330,7 +332,7 @@ std::vector<uint8_t> encode_with(const ImageView& im, const L3Options& opt, unsi
   for (size_t pi = 0; pi < patches; ++pi) {
     const PatchRec& r = recs[pi];
     size_t off = out.size() - header;
-    if (off > UINT32_MAX) throw std::length_error("L3: encoded image exceeds 4 GiB");
+    if (off > UINT32_MAX) return invalid("L3: encoded image exceeds 4 GiB");
     offsets[pi] = static_cast<uint32_t>(off);
     for (auto& a : above) a.fill(0);
     size_t body_at = 0;
@@ -368,7 +370,7 @@ std::vector<uint8_t> encode_with(const ImageView& im, const L3Options& opt, unsi
     }
   }
   size_t data = out.size() - header;
-  if (data > UINT32_MAX) throw std::length_error("L3: encoded image exceeds 4 GiB");
+  if (data > UINT32_MAX) return invalid("L3: encoded image exceeds 4 GiB");
   std::memcpy(out.data(), kMagic, 4);
   out[4] = kL3Version;
   out[5] = im.channels;
@@ -683,9 +685,9 @@ struct FastCodes {
 };
 
 // Decodes one patch from [p, end); writes its pixels into the image `img` (row stride `stride`).
-bool decode_patch(const uint8_t* p, const uint8_t* end, const L3Info& info,
+fid::Status decode_patch(const uint8_t* p, const uint8_t* end, const L3Info& info,
                   const FastCodes* fast, uint32_t x0, uint32_t y0, unsigned pw, unsigned ph,
-                  uint8_t* img, size_t stride, PatchScratch& s, std::string& error) {
+                  uint8_t* img, size_t stride, PatchScratch& s) {
   const unsigned C = info.channels;
   const unsigned sl = info.segment_log2;
   const unsigned nseg = row_segments(pw, sl);
@@ -727,10 +729,7 @@ bool decode_patch(const uint8_t* p, const uint8_t* end, const L3Info& info,
       const size_t avail = static_cast<size_t>(end - p);
       size_t hdr = fast ? fast->read_header(p, avail, nseg, codes, &mode, codes)
                         : read_row_header(p, avail, nseg, nullptr, codes, &mode, codes);
-      if (hdr == 0) {
-        error = "L3: bad row header or row past its patch";
-        return false;
-      }
+      if (hdr == 0) return invalid("L3: bad row header or row past its patch");
       size_t body = 0;
       unsigned nbases = 0;
       for (unsigned sg = 0; sg + 1 < nseg; ++sg) {
@@ -739,22 +738,13 @@ bool decode_patch(const uint8_t* p, const uint8_t* end, const L3Info& info,
       }
       body += last_bytes[codes[nseg - 1]];
       nbases += code_has_base(codes[nseg - 1]) ? 1u : 0u;
-      if (body > static_cast<size_t>(end - p) - hdr) {
-        error = "L3: row data runs past its patch";
-        return false;
-      }
+      if (body > static_cast<size_t>(end - p) - hdr) return invalid("L3: row data runs past its patch");
       const unsigned pred = mode & 7u;
       const bool cross = (mode & kModeCross) != 0;
-      if (cross && k == 0) {
-        error = "L3: cross-channel bit set on the first plane";
-        return false;
-      }
+      if (cross && k == 0) return invalid("L3: cross-channel bit set on the first plane");
       const bool copy = pred == kPredCopy;
-      if (copy ? (first || (p[0] >> 4) != 0)
-               : pred >= (first ? kNumFirstPredictors : kNumPredictors)) {
-        error = "L3: invalid row predictor";
-        return false;
-      }
+      if (copy ? (first || (p[0] >> 4) != 0) : pred >= (first ? kNumFirstPredictors : kNumPredictors))
+        return invalid("L3: invalid row predictor");
       uint8_t* r = (k == 0) ? s.e0.data() : s.r.data();
       if (copy)
         std::memset(r, 0, pw);
@@ -794,11 +784,8 @@ bool decode_patch(const uint8_t* p, const uint8_t* end, const L3Info& info,
       default: interleave<4>(s, slot, pw, dst); break;
     }
   }
-  if (p != end) {
-    error = "L3: patch has trailing bytes";
-    return false;
-  }
-  return true;
+  if (p != end) return invalid("L3: patch has trailing bytes");
+  return {};
 }
 
 }  // namespace
@@ -816,41 +803,42 @@ bool looks_like_l3(std::span<const uint8_t> data) {
   return data.size() >= 4 && std::memcmp(data.data(), kMagic, 4) == 0;
 }
 
-std::vector<uint8_t> l3_encode(const ImageView& im, const L3Options& opt) {
-  if (im.channels < 1 || im.channels > 4) throw std::invalid_argument("L3: channels must be 1..4");
+fid::Result<std::vector<uint8_t>> l3_encode(const ImageView& im, const L3Options& opt) {
+  if (im.channels < 1 || im.channels > 4) return invalid("L3: channels must be 1..4");
   if (im.width < 1 || im.height < 1 || im.width > kL3MaxDimension || im.height > kL3MaxDimension)
-    throw std::invalid_argument("L3: width and height must be 1..2^24");
-  if (uint64_t{im.width} * im.height * im.channels > kL3MaxRawBytes)
-    throw std::invalid_argument("L3: image larger than 4 GiB");
-  if (!im.pixels) throw std::invalid_argument("L3: no pixels");
-  if (im.stride < size_t{im.width} * im.channels) throw std::invalid_argument("L3: bad stride");
-  if (opt.patch_size > kMaxPatch) throw std::invalid_argument("L3: patch size must be 1..1024");
+    return invalid("L3: width and height must be 1..2^24");
+  if (uint64_t{im.width} * im.height * im.channels > kL3MaxRawBytes) return invalid("L3: image larger than 4 GiB");
+  if (!im.pixels) return invalid("L3: no pixels");
+  if (im.stride < size_t{im.width} * im.channels) return invalid("L3: bad stride");
+  if (opt.patch_size > kMaxPatch) return invalid("L3: patch size must be 1..1024");
   if (opt.segment_log2 != 0 && (opt.segment_log2 < kMinSegLog2 || opt.segment_log2 > kMaxSegLog2))
-    throw std::invalid_argument("L3: segment_log2 must be 0 or 3..6");
-  if (opt.segment_log2 != 0) return encode_with(im, opt, opt.segment_log2);
-  std::vector<uint8_t> best;
-  for (unsigned sl = 3; sl <= 5; ++sl) {
-    auto out = encode_with(im, opt, sl);
-    if (best.empty() || out.size() < best.size()) best = std::move(out);
+    return invalid("L3: segment_log2 must be 0 or 3..6");
+  // Every image has a first row (patch row 0); rows with a row above exist when a patch is
+  // more than one row high, or when patches below the first take their rows above from it.
+  const uint32_t N = opt.patch_size ? opt.patch_size : l3_default_patch_size(im.width, im.height);
+  const bool rows_with_row_above = im.height > 1 && (N > 1 || opt.inter_patch_rows);
+  if ((opt.first_row_mask & ((1u << kNumFirstPredictors) - 1)) == 0 ||
+      (rows_with_row_above && (opt.predictor_mask & ((1u << kNumPredictors) - 1)) == 0))
+    return invalid("L3Options: no predictor allowed");
+  try {
+    if (opt.segment_log2 != 0) return encode_with(im, opt, opt.segment_log2);
+    std::vector<uint8_t> best;
+    for (unsigned sl = 3; sl <= 5; ++sl) {
+      fid::Result<std::vector<uint8_t>> out = encode_with(im, opt, sl);
+      if (!out) return out;
+      if (best.empty() || out->size() < best.size()) best = std::move(out).value();
+    }
+    return best;
+  } catch (const std::bad_alloc&) {  // the encoder's working set is several times the image
+    return fid::Error{ENOMEM, "L3: out of memory"};
   }
-  return best;
 }
 
-bool l3_probe(std::span<const uint8_t> data, L3Info& info, std::string& error) {
-  info = L3Info{};
-  if (data.size() < kL3HeaderBytes) {
-    error = "L3: shorter than its header";
-    return false;
-  }
+fid::Result<L3Info> l3_probe(std::span<const uint8_t> data) {
+  if (data.size() < kL3HeaderBytes) return invalid("L3: shorter than its header");
   const uint8_t* h = data.data();
-  if (std::memcmp(h, kMagic, 4) != 0) {
-    error = "L3: bad magic";
-    return false;
-  }
-  if (h[4] != kL3Version) {
-    error = "L3: unsupported version " + std::to_string(h[4]);
-    return false;
-  }
+  if (std::memcmp(h, kMagic, 4) != 0) return invalid("L3: bad magic");
+  if (h[4] != kL3Version) return invalid("L3: unsupported version " + std::to_string(h[4]));
   L3Info in;
   in.version = h[4];
   in.channels = h[5];
@@ -860,45 +848,22 @@ bool l3_probe(std::span<const uint8_t> data, L3Info& info, std::string& error) {
   in.height = get_u32(h + 12);
   in.patch_size = get_u16(h + 16);
   in.data_bytes = get_u32(h + 20);
-  if (in.channels < 1 || in.channels > 4) {
-    error = "L3: channels must be 1..4";
-    return false;
-  }
-  if (in.segment_log2 < kMinSegLog2 || in.segment_log2 > kMaxSegLog2) {
-    error = "L3: segment size out of range";
-    return false;
-  }
-  if (in.flags & ~kKnownFlags) {
-    error = "L3: unknown flags";
-    return false;
-  }
-  if (get_u16(h + 18) != 0) {
-    error = "L3: reserved header field is not zero";
-    return false;
-  }
-  if (in.width < 1 || in.height < 1 || in.width > kL3MaxDimension ||
-      in.height > kL3MaxDimension) {
-    error = "L3: width or height out of range";
-    return false;
-  }
-  if (uint64_t{in.width} * in.height * in.channels > kL3MaxRawBytes) {
-    error = "L3: image larger than 4 GiB";
-    return false;
-  }
-  if (in.patch_size < 1 || in.patch_size > kMaxPatch) {
-    error = "L3: patch size out of range";
-    return false;
-  }
+  if (in.channels < 1 || in.channels > 4) return invalid("L3: channels must be 1..4");
+  if (in.segment_log2 < kMinSegLog2 || in.segment_log2 > kMaxSegLog2) return invalid("L3: segment size out of range");
+  if (in.flags & ~kKnownFlags) return invalid("L3: unknown flags");
+  if (get_u16(h + 18) != 0) return invalid("L3: reserved header field is not zero");
+  if (in.width < 1 || in.height < 1 || in.width > kL3MaxDimension || in.height > kL3MaxDimension)
+    return invalid("L3: width or height out of range");
+  if (uint64_t{in.width} * in.height * in.channels > kL3MaxRawBytes) return invalid("L3: image larger than 4 GiB");
+  if (in.patch_size < 1 || in.patch_size > kMaxPatch) return invalid("L3: patch size out of range");
   in.patches_x = (in.width + in.patch_size - 1) / in.patch_size;
   in.patches_y = (in.height + in.patch_size - 1) / in.patch_size;
   const uint64_t patches = uint64_t{in.patches_x} * in.patches_y;
   const bool huff = (in.flags & kFlagHuffCodes) != 0;
   const uint64_t table_bytes = huff ? kCodeTableBytes : 0;
   const uint64_t header = kL3HeaderBytes + table_bytes + 4 * patches;
-  if (header + in.data_bytes != data.size()) {
-    error = "L3: size mismatch (header + offset table + data != buffer)";
-    return false;
-  }
+  if (header + in.data_bytes != data.size())
+    return invalid("L3: size mismatch (header + offset table + data != buffer)");
   in.header_bytes = static_cast<size_t>(header);
   // Offsets: offset[0] == 0, non-decreasing, and each patch at least as large as its row
   // headers (so a tiny file cannot claim a huge image).
@@ -907,20 +872,14 @@ bool l3_probe(std::span<const uint8_t> data, L3Info& info, std::string& error) {
       uint8_t lens[16];
       for (unsigned k = 0; k < 16; ++k) lens[k] = static_cast<uint8_t>(nibble(h + kL3HeaderBytes + 8 * c, k));
       HuffTable t;
-      if (!build_table(lens, &t)) {
-        error = "L3: over-subscribed segment code table";
-        return false;
-      }
+      if (!build_table(lens, &t)) return invalid("L3: over-subscribed segment code table");
     }
   }
   const uint8_t* table = h + kL3HeaderBytes + table_bytes;
   for (uint64_t i = 0; i < patches; ++i) {
     uint64_t begin = get_u32(table + 4 * i);
     uint64_t end = i + 1 < patches ? get_u32(table + 4 * (i + 1)) : in.data_bytes;
-    if (i == 0 && begin != 0) {
-      error = "L3: first patch offset is not 0";
-      return false;
-    }
+    if (i == 0 && begin != 0) return invalid("L3: first patch offset is not 0");
     uint32_t px = static_cast<uint32_t>(i % in.patches_x), py = static_cast<uint32_t>(i / in.patches_x);
     unsigned pw = std::min(in.patch_size, in.width - px * in.patch_size);
     unsigned ph = std::min(in.patch_size, in.height - py * in.patch_size);
@@ -929,22 +888,16 @@ bool l3_probe(std::span<const uint8_t> data, L3Info& info, std::string& error) {
     uint64_t min_bytes =
         uint64_t{in.channels} *
         (ph + (has_first ? row_header_bytes(row_segments(pw, in.segment_log2)) - 1 : 0));
-    if (end < begin || end > in.data_bytes || end - begin < min_bytes) {
-      error = "L3: bad patch offset table";
-      return false;
-    }
+    if (end < begin || end > in.data_bytes || end - begin < min_bytes) return invalid("L3: bad patch offset table");
   }
-  info = in;
-  return true;
+  return in;
 }
 
-bool l3_decode_into(std::span<const uint8_t> data, std::span<uint8_t> out, std::string& error) {
-  L3Info info;
-  if (!l3_probe(data, info, error)) return false;
-  if (out.size() != info.raw_bytes()) {
-    error = "L3: output buffer has the wrong size";
-    return false;
-  }
+fid::Status l3_decode_into(std::span<const uint8_t> data, std::span<uint8_t> out) {
+  fid::Result<L3Info> probed = l3_probe(data);
+  if (!probed) return std::move(probed).error();
+  const L3Info& info = *probed;
+  if (out.size() != info.raw_bytes()) return invalid("L3: output buffer has the wrong size");
   auto scratch = std::make_unique<PatchScratch>();
   scratch->zero.fill(0);
   const bool huff = (info.flags & kFlagHuffCodes) != 0;
@@ -963,22 +916,24 @@ bool l3_decode_into(std::span<const uint8_t> data, std::span<uint8_t> out, std::
       size_t begin = get_u32(table + 4 * idx);
       size_t end = idx + 1 < info.patches() ? get_u32(table + 4 * (idx + 1)) : info.data_bytes;
       uint32_t x0 = i * N, y0 = j * N;
-      if (!decode_patch(base + begin, base + end, info, fast.get(), x0, y0, std::min(N, info.width - x0),
-                        std::min(N, info.height - y0), out.data(), stride, *scratch, error))
-        return false;
+      fid::Status patch = decode_patch(base + begin, base + end, info, fast.get(), x0, y0, std::min(N, info.width - x0),
+                                       std::min(N, info.height - y0), out.data(), stride, *scratch);
+      if (!patch) return patch;
     }
   }
-  return true;
+  return {};
 }
 
-bool l3_decode(std::span<const uint8_t> data, Image& out, std::string& error) {
-  L3Info info;
-  if (!l3_probe(data, info, error)) return false;
-  out.width = info.width;
-  out.height = info.height;
-  out.channels = info.channels;
-  out.pixels.assign(info.raw_bytes(), 0);
-  return l3_decode_into(data, out.pixels, error);
+fid::Result<Image> l3_decode(std::span<const uint8_t> data) {
+  fid::Result<L3Info> probed = l3_probe(data);
+  if (!probed) return std::move(probed).error();
+  Image out;
+  out.width = probed->width;
+  out.height = probed->height;
+  out.channels = probed->channels;
+  out.pixels.assign(probed->raw_bytes(), 0);
+  if (fid::Status decoded = l3_decode_into(data, out.pixels); !decoded) return std::move(decoded).error();
+  return out;
 }
 
 }  // namespace fid::codec

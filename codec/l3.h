@@ -5,10 +5,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
-#include <string>
 #include <vector>
 
 #include "codec/image.h"
+#include "common/error.h"
 
 namespace fid::codec {
 
@@ -53,21 +53,21 @@ struct L3Info {
 // Default patch side for an image: 32 up to 640x480 pixels, 64 up to 1280x720, else 256.
 uint32_t l3_default_patch_size(uint32_t width, uint32_t height);
 
-// Encodes an image (1..4 channels, 1..2^24 on each side). Throws std::invalid_argument on a bad
-// image or options.
-std::vector<uint8_t> l3_encode(const ImageView& image, const L3Options& options = {});
+// Encodes an image (1..4 channels, 1..2^24 on each side). Fails with EINVAL on a bad image or
+// options, or when the encoded image would exceed 4 GiB.
+fid::Result<std::vector<uint8_t>> l3_encode(const ImageView& image, const L3Options& options = {});
 
-// Parses and validates the header and the offset table (not the patch data). False + error
-// on any inconsistency.
-bool l3_probe(std::span<const uint8_t> data, L3Info& info, std::string& error);
+// Parses and validates the header and the offset table (not the patch data). EINVAL on any
+// inconsistency.
+fid::Result<L3Info> l3_probe(std::span<const uint8_t> data);
 
 // Decodes into `out` (exactly info.raw_bytes(), interleaved, rows without padding). Validates
-// everything; on failure returns false with a reason and the contents of `out` are unspecified.
+// everything; on failure (EINVAL with the reason) the contents of `out` are unspecified.
 // Never reads outside `data` nor writes outside `out`.
-bool l3_decode_into(std::span<const uint8_t> data, std::span<uint8_t> out, std::string& error);
+fid::Status l3_decode_into(std::span<const uint8_t> data, std::span<uint8_t> out);
 
 // Decodes into an Image (allocates raw_bytes()).
-bool l3_decode(std::span<const uint8_t> data, Image& out, std::string& error);
+fid::Result<Image> l3_decode(std::span<const uint8_t> data);
 
 // True if the buffer starts with the L3 magic.
 bool looks_like_l3(std::span<const uint8_t> data);

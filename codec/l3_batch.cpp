@@ -11,6 +11,12 @@ size_t align_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
 
 }  // namespace
 
+void l3_decode_job_on_cpu(L3Job& job) {
+  fid::Status decoded = l3_decode_into(job.l3, job.pixels);
+  job.ok = decoded.ok();
+  if (!decoded) job.error = std::move(decoded).error().message;
+}
+
 void L3BatchLayout::stage(uint8_t* dst) const {
   std::memcpy(dst, plan.tasks.data(), plan.tasks.size() * sizeof(l3k::PatchTask));
   if (!plan.tables.empty()) std::memcpy(dst + tables_at, plan.tables.data(), plan.tables.size() * sizeof(l3k::HuffTable));
@@ -27,14 +33,14 @@ void l3_layout_batch(std::span<L3Job* const> jobs, L3BatchLayout& b) {
   for (L3Job* job : jobs) {
     job->ok = false;
     job->error.clear();
-    L3Info info;
-    std::string error;
     const size_t tasks_before = b.plan.tasks.size(), tables_before = b.plan.tables.size();
-    if (!l3_plan_image(job->l3, b.in_bytes, b.out_bytes, 0, static_cast<uint32_t>(b.blocked.size()), b.plan, info,
-                       error)) {
-      job->ok = l3_decode_into(job->l3, job->pixels, job->error);  // INTER_PATCH, or the precise reason
+    fid::Result<L3Info> planned =
+        l3_plan_image(job->l3, b.in_bytes, b.out_bytes, 0, static_cast<uint32_t>(b.blocked.size()), b.plan);
+    if (!planned) {
+      l3_decode_job_on_cpu(*job);  // INTER_PATCH, or the precise reason
       continue;
     }
+    const L3Info& info = *planned;
     if (info.raw_bytes() != job->pixels.size()) {
       b.plan.tasks.resize(tasks_before);
       b.plan.tables.resize(tables_before);
@@ -55,7 +61,10 @@ void l3_layout_batch(std::span<L3Job* const> jobs, L3BatchLayout& b) {
 void l3_finish_batch(const L3BatchLayout& b, const int* status) {
   for (size_t i = 0; i < b.blocked.size(); ++i) {
     L3Job* job = b.blocked[i];
-    job->ok = status[i] == 0 || l3_decode_into(job->l3, job->pixels, job->error);
+    if (status[i] == 0)
+      job->ok = true;
+    else
+      l3_decode_job_on_cpu(*job);
   }
 }
 

@@ -83,6 +83,9 @@ struct L3BatchLayout {
   void stage(uint8_t* dst) const;
 };
 
+// Decodes one job on the CPU (l3_decode_into) and sets its ok/error.
+void l3_decode_job_on_cpu(L3Job& job);
+
 // Plans every job of a batch. Jobs the block decoder cannot take (INTER_PATCH, a bad header, a
 // wrong output size) are finished here, on the CPU, and are not in the layout.
 void l3_layout_batch(std::span<L3Job* const> jobs, L3BatchLayout& layout);

@@ -2,6 +2,7 @@
 #include "codec/l3_block_plan.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <memory>
 
@@ -35,20 +36,15 @@ void L3BatchPlan::clear() {
   tables.clear();
 }
 
-bool l3_plan_image(std::span<const uint8_t> data, uint64_t in_base, uint64_t out_base,
-                   uint32_t out_pitch, uint32_t image, L3BatchPlan& plan, L3Info& info,
-                   std::string& error) {
-  L3Info in;
-  if (!l3_probe(data, in, error)) return false;
-  if (in.flags & kL3FlagInterPatch) {
-    error = "L3: INTER_PATCH images are not block-decodable";
-    return false;
-  }
+fid::Result<L3Info> l3_plan_image(std::span<const uint8_t> data, uint64_t in_base, uint64_t out_base,
+                                  uint32_t out_pitch, uint32_t image, L3BatchPlan& plan) {
+  fid::Result<L3Info> probed = l3_probe(data);
+  if (!probed) return probed;
+  const L3Info& in = *probed;
+  if (in.flags & kL3FlagInterPatch) return fid::Error{EINVAL, "L3: INTER_PATCH images are not block-decodable"};
   const uint64_t row_bytes = uint64_t{in.width} * in.channels;  // <= 2^26
-  if (out_pitch != 0 && out_pitch < row_bytes) {
-    error = "L3: output pitch below the image's row size";
-    return false;
-  }
+  if (out_pitch != 0 && out_pitch < row_bytes)
+    return fid::Error{EINVAL, "L3: output pitch below the image's row size"};
   const uint32_t pitch = out_pitch ? out_pitch : static_cast<uint32_t>(row_bytes);
   const bool huff = (in.flags & kL3FlagHuffCodes) != 0;
   uint32_t huff_index = l3k::kNoHuff;
@@ -85,8 +81,7 @@ bool l3_plan_image(std::span<const uint8_t> data, uint64_t in_base, uint64_t out
     t.seg_log2 = in.segment_log2;
     plan.tasks.push_back(t);
   }
-  info = in;
-  return true;
+  return probed;
 }
 
 void l3_run_plan_emulated(const L3BatchPlan& plan, const uint8_t* in, uint8_t* out, int* status,
@@ -100,22 +95,16 @@ void l3_run_plan_emulated(const L3BatchPlan& plan, const uint8_t* in, uint8_t* o
   }
 }
 
-bool l3_decode_emulated(std::span<const uint8_t> data, std::span<uint8_t> out,
-                        unsigned block_threads, bool reverse_threads, std::string& error) {
+fid::Status l3_decode_emulated(std::span<const uint8_t> data, std::span<uint8_t> out, unsigned block_threads,
+                               bool reverse_threads) {
   L3BatchPlan plan;
-  L3Info info;
-  if (!l3_plan_image(data, 0, 0, 0, 0, plan, info, error)) return false;
-  if (out.size() != info.raw_bytes()) {
-    error = "L3: output buffer has the wrong size";
-    return false;
-  }
+  fid::Result<L3Info> planned = l3_plan_image(data, 0, 0, 0, 0, plan);
+  if (!planned) return std::move(planned).error();
+  if (out.size() != planned->raw_bytes()) return fid::Error{EINVAL, "L3: output buffer has the wrong size"};
   int status = 0;
   l3_run_plan_emulated(plan, data.data(), out.data(), &status, block_threads, reverse_threads);
-  if (status != 0) {
-    error = "L3: block decoder found a format error";
-    return false;
-  }
-  return true;
+  if (status != 0) return fid::Error{EINVAL, "L3: block decoder found a format error"};
+  return {};
 }
 
 }  // namespace fid::codec

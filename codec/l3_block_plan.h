@@ -5,11 +5,11 @@
 
 #include <cstdint>
 #include <span>
-#include <string>
 #include <vector>
 
 #include "codec/l3.h"
 #include "codec/l3_block.h"
+#include "common/error.h"
 
 namespace fid::codec {
 
@@ -22,12 +22,11 @@ struct L3BatchPlan {
 // Validates the header (l3_probe) and appends one image's patches to `plan`: its bitstream
 // `data` will sit at byte in_base of the batch input buffer; its decoded pixels go to out_base
 // with row pitch out_pitch (0 = width*channels). Builds the 16 Huffman tables when the image
-// has HUFF_CODES. False + error (plan unchanged) if the header is invalid, the image has
-// INTER_PATCH (not block-decodable: decode it with l3_decode_into), or out_pitch is non-zero
-// and below width*channels.
-bool l3_plan_image(std::span<const uint8_t> data, uint64_t in_base, uint64_t out_base,
-                   uint32_t out_pitch, uint32_t image, L3BatchPlan& plan, L3Info& info,
-                   std::string& error);
+// has HUFF_CODES. Returns the image's header. Fails with EINVAL (plan unchanged) if the header
+// is invalid, the image has INTER_PATCH (not block-decodable: decode it with l3_decode_into), or
+// out_pitch is non-zero and below width*channels.
+fid::Result<L3Info> l3_plan_image(std::span<const uint8_t> data, uint64_t in_base, uint64_t out_base,
+                                  uint32_t out_pitch, uint32_t image, L3BatchPlan& plan);
 
 // Runs every task of a plan on the CPU with decode_patch_block and an emulated Block of
 // `block_threads` threads (0 counts as 1): each single()/all() phase runs to completion for all
@@ -40,7 +39,7 @@ void l3_run_plan_emulated(const L3BatchPlan& plan, const uint8_t* in, uint8_t* o
 
 // Convenience: decode one image through plan + emulation (same contract as l3_decode_into;
 // an INTER_PATCH image is an error here).
-bool l3_decode_emulated(std::span<const uint8_t> data, std::span<uint8_t> out,
-                        unsigned block_threads, bool reverse_threads, std::string& error);
+fid::Status l3_decode_emulated(std::span<const uint8_t> data, std::span<uint8_t> out, unsigned block_threads,
+                               bool reverse_threads);
 
 }  // namespace fid::codec

@@ -3,8 +3,8 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
-#include <stdexcept>
 
 #include "codec/l3.h"
 
@@ -15,10 +15,7 @@ namespace {
 constexpr uint8_t kMagic[4] = {'L', '3', 'V', '1'};
 constexpr size_t kStoredBlock = 65535;
 
-bool fail(std::string& error, std::string msg) {
-  error = std::move(msg);
-  return false;
-}
+fid::Error invalid(std::string message) { return fid::Error{EINVAL, std::move(message)}; }
 
 uint16_t rd16(const uint8_t* p) { return static_cast<uint16_t>(p[0] | p[1] << 8); }
 
@@ -79,12 +76,11 @@ void chunk(uint8_t*& p, const char* type, size_t len, F&& body) {
   put_be32(p, static_cast<uint32_t>(crc));
 }
 
-bool decode_pixels(const L3DecodeFn& decode, std::span<const uint8_t> l3, std::span<uint8_t> pixels,
-                   std::string& error) {
-  return decode ? decode(l3, pixels, error) : l3_decode_into(l3, pixels, error);
+fid::Status decode_pixels(const L3DecodeFn& decode, std::span<const uint8_t> l3, std::span<uint8_t> pixels) {
+  return decode ? decode(l3, pixels) : l3_decode_into(l3, pixels);
 }
 
-bool render_png(const L3Payload& pl, std::span<uint8_t> out, std::string& error, const L3DecodeFn& decode) {
+fid::Status render_png(const L3Payload& pl, std::span<uint8_t> out, const L3DecodeFn& decode) {
   const L3Shape& s = pl.shape;
   const PngLayout l = png_layout(s);
   // Per-thread scratch for the decoded pixels; one of more than 32 MiB is freed after use so that
@@ -98,7 +94,7 @@ bool render_png(const L3Payload& pl, std::span<uint8_t> out, std::string& error,
     }
   } release{px_bytes};
   pixels.resize(px_bytes);
-  if (!decode_pixels(decode, pl.l3, pixels, error)) return false;
+  if (fid::Status decoded = decode_pixels(decode, pl.l3, pixels); !decoded) return decoded;
   if (s.mode == PilMode::bilevel) {  // pack 0/255 samples into MSB-first bits, in place
     for (size_t y = 0; y < s.height; ++y) {
       const uint8_t* src = pixels.data() + y * s.width;
@@ -175,8 +171,8 @@ bool render_png(const L3Payload& pl, std::span<uint8_t> out, std::string& error,
     put_be32(q, static_cast<uint32_t>(adler));
   });
   chunk(p, "IEND", 0, [](uint8_t*&) {});
-  if (static_cast<size_t>(p - out.data()) != out.size()) return fail(error, "internal error: PNG view size mismatch");
-  return true;
+  if (static_cast<size_t>(p - out.data()) != out.size()) return fid::Error{EIO, "internal error: PNG view size mismatch"};
+  return {};
 }
 
 }  // namespace
@@ -209,19 +205,20 @@ uint32_t shape_code(const L3Shape& s) {
   return static_cast<uint32_t>(s.mode) | uint32_t{s.palette_entries} << 8 | uint32_t{s.alpha_entries} << 20;
 }
 
-bool shape_from_code(uint32_t code, uint32_t width, uint32_t height, L3Shape& out) {
+fid::Status shape_from_code(uint32_t code, uint32_t width, uint32_t height, L3Shape& out) {
   uint32_t mode = code & 0xff, pal = (code >> 8) & 0xfff, alpha = code >> 20;
-  if (mode > static_cast<uint32_t>(PilMode::RGBA) || pal > 256 || alpha > pal) return false;
-  if ((mode == static_cast<uint32_t>(PilMode::P)) != (pal > 0)) return false;
+  if (mode > static_cast<uint32_t>(PilMode::RGBA) || pal > 256 || alpha > pal ||
+      (mode == static_cast<uint32_t>(PilMode::P)) != (pal > 0))
+    return invalid("bad L3 shape code " + std::to_string(code));
   out.width = width;
   out.height = height;
   out.mode = static_cast<PilMode>(mode);
   out.palette_entries = static_cast<uint16_t>(pal);
   out.alpha_entries = static_cast<uint16_t>(alpha);
-  return true;
+  return {};
 }
 
-std::vector<uint8_t> encode_l3_payload(const SourceImage& src, const L3Options* options) {
+fid::Result<std::vector<uint8_t>> encode_l3_payload(const SourceImage& src, const L3Options* options) {
   PilMode mode;
   const std::string& m = src.pil_mode;
   if (m == "1") mode = PilMode::bilevel;
@@ -230,16 +227,17 @@ std::vector<uint8_t> encode_l3_payload(const SourceImage& src, const L3Options* 
   else if (m == "LA") mode = PilMode::LA;
   else if (m == "RGB") mode = PilMode::RGB;
   else if (m == "RGBA") mode = PilMode::RGBA;
-  else throw std::invalid_argument("unsupported PIL mode '" + m + "'");
-  if (src.image.channels != pil_mode_channels(mode))
-    throw std::invalid_argument("channel count does not match PIL mode " + m);
+  else return invalid("unsupported PIL mode '" + m + "'");
+  if (src.image.channels != pil_mode_channels(mode)) return invalid("channel count does not match PIL mode " + m);
   size_t pal = 0, alpha = 0;
   if (mode == PilMode::P) {
     pal = src.palette.size() / 3;
     alpha = std::min(src.palette_alpha.size(), pal);
-    if (pal == 0 || pal > 256 || src.palette.size() % 3) throw std::invalid_argument("bad palette");
+    if (pal == 0 || pal > 256 || src.palette.size() % 3) return invalid("bad palette");
   }
-  std::vector<uint8_t> l3 = options ? l3_encode(src.image, *options) : l3_encode(src.image);
+  fid::Result<std::vector<uint8_t>> encoded = options ? l3_encode(src.image, *options) : l3_encode(src.image);
+  if (!encoded) return std::move(encoded).error();
+  const std::vector<uint8_t>& l3 = *encoded;
   // One allocation, then plain copies (GCC 12 warns falsely on vector::insert after push_back).
   std::vector<uint8_t> out(kL3PayloadPrefix + 3 * pal + alpha + l3.size(), 0);
   uint8_t* p = out.data();
@@ -258,25 +256,26 @@ std::vector<uint8_t> encode_l3_payload(const SourceImage& src, const L3Options* 
   return out;
 }
 
-bool parse_l3_payload(std::span<const uint8_t> d, L3Payload& out, std::string& error) {
+fid::Result<L3Payload> parse_l3_payload(std::span<const uint8_t> d) {
   if (d.size() < kL3PayloadPrefix || std::memcmp(d.data(), kMagic, 4) != 0)
-    return fail(error, "not an L3 payload (bad magic or too short)");
-  if (d[4] > static_cast<uint8_t>(PilMode::RGBA)) return fail(error, "L3 payload: unknown mode");
-  if (d[5] != 0 || d[10] != 0 || d[11] != 0) return fail(error, "L3 payload: reserved bytes not zero");
+    return invalid("not an L3 payload (bad magic or too short)");
+  if (d[4] > static_cast<uint8_t>(PilMode::RGBA)) return invalid("L3 payload: unknown mode");
+  if (d[5] != 0 || d[10] != 0 || d[11] != 0) return invalid("L3 payload: reserved bytes not zero");
   const PilMode mode = static_cast<PilMode>(d[4]);
   const uint16_t pal = rd16(d.data() + 6), alpha = rd16(d.data() + 8);
   if (pal > 256 || alpha > pal || (mode == PilMode::P) != (pal > 0))
-    return fail(error, "L3 payload: bad palette size");
+    return invalid("L3 payload: bad palette size");
   const size_t head = kL3PayloadPrefix + 3 * size_t{pal} + alpha;
-  if (d.size() < head) return fail(error, "L3 payload: truncated palette");
-  L3Info info;
-  if (!l3_probe(d.subspan(head), info, error)) return false;
-  if (info.channels != pil_mode_channels(mode)) return fail(error, "L3 payload: channels do not match the mode");
-  out.shape = L3Shape{info.width, info.height, mode, pal, alpha};
+  if (d.size() < head) return invalid("L3 payload: truncated palette");
+  fid::Result<L3Info> probed = l3_probe(d.subspan(head));
+  if (!probed) return std::move(probed).error();
+  if (probed->channels != pil_mode_channels(mode)) return invalid("L3 payload: channels do not match the mode");
+  L3Payload out;
+  out.shape = L3Shape{probed->width, probed->height, mode, pal, alpha};
   out.palette = d.subspan(kL3PayloadPrefix, 3 * size_t{pal});
   out.palette_alpha = d.subspan(kL3PayloadPrefix + 3 * size_t{pal}, alpha);
   out.l3 = d.subspan(head);
-  return true;
+  return out;
 }
 
 std::string_view view_format_name(ViewFormat f) {
@@ -286,14 +285,6 @@ std::string_view view_format_name(ViewFormat f) {
     case ViewFormat::npy: return "npy";
   }
   return "?";
-}
-
-bool parse_view_format(std::string_view s, ViewFormat& out) {
-  if (s == "png") out = ViewFormat::png;
-  else if (s == "ppm") out = ViewFormat::ppm;
-  else if (s == "npy") out = ViewFormat::npy;
-  else return false;
-  return true;
 }
 
 ViewFormat effective_view_format(const L3Shape& s, ViewFormat requested) {
@@ -320,28 +311,22 @@ uint64_t l3_view_size(const L3Shape& s, ViewFormat requested) {
   return 0;
 }
 
-bool render_l3_view(const L3Payload& p, ViewFormat requested, std::span<uint8_t> out, std::string& error,
-                    const L3DecodeFn& decode) {
-  if (out.size() != l3_view_size(p.shape, requested)) return fail(error, "view buffer has the wrong size");
+fid::Status render_l3_view(const L3Payload& p, ViewFormat requested, std::span<uint8_t> out,
+                           const L3DecodeFn& decode) {
+  if (out.size() != l3_view_size(p.shape, requested)) return invalid("view buffer has the wrong size");
   const ViewFormat f = effective_view_format(p.shape, requested);
-  if (f == ViewFormat::png) return render_png(p, out, error, decode);
+  if (f == ViewFormat::png) return render_png(p, out, decode);
   std::vector<uint8_t> head = f == ViewFormat::ppm ? pnm_header(p.shape.width, p.shape.height, p.shape.channels())
                                                    : npy_header(p.shape.width, p.shape.height, p.shape.channels());
   std::memcpy(out.data(), head.data(), head.size());
-  return decode_pixels(decode, p.l3, out.subspan(head.size()), error);
+  return decode_pixels(decode, p.l3, out.subspan(head.size()));
 }
 
-std::vector<uint8_t> render_l3_view(std::span<const uint8_t> payload, ViewFormat requested, std::string& error,
-                                    bool* ok) {
-  std::vector<uint8_t> out;
-  L3Payload p;
-  bool good = parse_l3_payload(payload, p, error);
-  if (good) {
-    out.resize(l3_view_size(p.shape, requested));
-    good = render_l3_view(p, requested, out, error);
-  }
-  if (ok) *ok = good;
-  if (!good) out.clear();
+fid::Result<std::vector<uint8_t>> render_l3_view(std::span<const uint8_t> payload, ViewFormat requested) {
+  fid::Result<L3Payload> p = parse_l3_payload(payload);
+  if (!p) return std::move(p).error();
+  std::vector<uint8_t> out(l3_view_size(p->shape, requested));
+  if (fid::Status rendered = render_l3_view(*p, requested, out); !rendered) return std::move(rendered).error();
   return out;
 }
 

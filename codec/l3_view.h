@@ -9,12 +9,12 @@
 #include <cstdint>
 #include <functional>
 #include <span>
-#include <string>
 #include <string_view>
 #include <vector>
 
 #include "codec/image_io.h"
 #include "codec/l3.h"
+#include "common/error.h"
 
 namespace fid::codec {
 
@@ -37,7 +37,8 @@ struct L3Shape {
 // The index keeps an l3 file's shape in files.width/height and the `script` column:
 // mode | palette_entries << 8 | alpha_entries << 20.
 uint32_t shape_code(const L3Shape& s);
-bool shape_from_code(uint32_t code, uint32_t width, uint32_t height, L3Shape& out);
+// The shape a code stands for, in `out`; EINVAL (out unchanged) if no shape has this code.
+fid::Status shape_from_code(uint32_t code, uint32_t width, uint32_t height, L3Shape& out);
 
 struct L3Payload {
   L3Shape shape;
@@ -46,17 +47,17 @@ struct L3Payload {
   std::span<const uint8_t> l3;             // the L3 bitstream
 };
 
-// Encodes a decoded source (codec::decode_image) as a payload. Throws std::invalid_argument if
-// the image cannot be stored losslessly (e.g. more than 256 palette entries).
-std::vector<uint8_t> encode_l3_payload(const SourceImage& src, const L3Options* options = nullptr);
+// Encodes a decoded source (codec::decode_image) as a payload. Fails with EINVAL if the image
+// cannot be stored losslessly (e.g. more than 256 palette entries).
+fid::Result<std::vector<uint8_t>> encode_l3_payload(const SourceImage& src, const L3Options* options = nullptr);
 // Parses the prefix and probes the L3 header (dimensions and channels must agree with the mode).
-bool parse_l3_payload(std::span<const uint8_t> data, L3Payload& out, std::string& error);
+// The payload's spans point into `data`. EINVAL on any inconsistency.
+fid::Result<L3Payload> parse_l3_payload(std::span<const uint8_t> data);
 
 // Containers of a view. ppm means PGM (P5) for 1 channel and PPM (P6) for 3; images with 2 or 4
 // channels (LA, RGBA) have no PNM that common readers take and get png instead.
 enum class ViewFormat : uint8_t { png = 0, ppm = 1, npy = 2 };
 std::string_view view_format_name(ViewFormat f);
-bool parse_view_format(std::string_view s, ViewFormat& out);
 // The container actually served for a shape when `requested` is asked for.
 ViewFormat effective_view_format(const L3Shape& s, ViewFormat requested);
 // File name extension of the effective container: ".png", ".pgm", ".ppm" or ".npy".
@@ -67,15 +68,16 @@ uint64_t l3_view_size(const L3Shape& s, ViewFormat requested);
 
 // Decodes an L3 bitstream into exactly width*height*channels interleaved bytes: l3_decode_into
 // by default, or a batch decoder (the GPU) supplied by the mount.
-using L3DecodeFn = std::function<bool(std::span<const uint8_t> l3, std::span<uint8_t> pixels, std::string& error)>;
+using L3DecodeFn = std::function<fid::Status(std::span<const uint8_t> l3, std::span<uint8_t> pixels)>;
 
 // Renders the whole view of a payload into `out` (exactly l3_view_size bytes). PNG: stored zlib
 // blocks, filter 0, bit depth 1 for mode "1" (so PIL reads mode "1"), PLTE/tRNS for "P"; the
 // pixels are decoded into a scratch buffer, then framed. PPM and NPY: header followed by the L3
 // decoded straight into `out`, no extra pass. Mode "1" is 0/255 in PGM/NPY.
-bool render_l3_view(const L3Payload& p, ViewFormat requested, std::span<uint8_t> out, std::string& error,
-                    const L3DecodeFn& decode = {});
-std::vector<uint8_t> render_l3_view(std::span<const uint8_t> payload, ViewFormat requested, std::string& error,
-                                    bool* ok);
+// Fails with EINVAL when `out` has the wrong size, or with what `decode` reports.
+fid::Status render_l3_view(const L3Payload& p, ViewFormat requested, std::span<uint8_t> out,
+                           const L3DecodeFn& decode = {});
+// Parses a payload and renders its view into a new buffer.
+fid::Result<std::vector<uint8_t>> render_l3_view(std::span<const uint8_t> payload, ViewFormat requested);
 
 }  // namespace fid::codec

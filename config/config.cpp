@@ -12,16 +12,12 @@
 
 namespace fid::config {
 
-std::string_view raw_format_name(RawFormat f) {
-  return f == RawFormat::png ? "png" : f == RawFormat::ppm ? "ppm" : "npy";
-}
 std::string_view raw_names_name(RawNames n) { return n == RawNames::keep ? "keep" : "ext"; }
 
 namespace {
-std::optional<RawFormat> parse_raw_format(std::string_view s) {
-  if (s == "png") return RawFormat::png;
-  if (s == "ppm") return RawFormat::ppm;
-  if (s == "npy") return RawFormat::npy;
+std::optional<codec::ViewFormat> parse_raw_format(std::string_view s) {
+  for (codec::ViewFormat f : {codec::ViewFormat::png, codec::ViewFormat::ppm, codec::ViewFormat::npy})
+    if (s == codec::view_format_name(f)) return f;
   return std::nullopt;
 }
 std::optional<RawNames> parse_raw_names(std::string_view s) {
@@ -394,7 +390,7 @@ Settings merge(const Config& cfg, const MountOptions& opts) {
   s.gpu_deadline_us = opts.gpu_deadline_us.value_or(cfg.gpu_deadline_us.value_or(s.gpu_deadline_us));
   s.gpu_memory = opts.gpu_memory.value_or(cfg.gpu_memory.value_or(s.gpu_memory));
   s.allow_other = opts.allow_other;
-  s.raw_format = opts.raw_format.value_or(cfg.raw_format.value_or(RawFormat::png));
+  s.raw_format = opts.raw_format.value_or(cfg.raw_format.value_or(codec::ViewFormat::png));
   s.raw_names = opts.raw_names.value_or(cfg.raw_names.value_or(RawNames::keep));
   s.order_seed = cfg.order_seed;
   s.order_window = cfg.order_window.value_or(s.order_window);

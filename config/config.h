@@ -30,6 +30,8 @@
 #include <string_view>
 #include <vector>
 
+#include "codec/l3_view.h"
+
 namespace fid::config {
 
 // A level as configured: 1..kMaxLevel, or kFull (resolved to the store's L at mount).
@@ -43,10 +45,9 @@ class ConfigError : public std::runtime_error {
 
 // emulate: the GPU path (batches, view buffers, the block kernel) run on the CPU, for tests.
 enum class Gpu { auto_, on, off, emulate };
-// Container of the decoded view of an l3 file, and whether its name gets the container's extension.
-enum class RawFormat { png, ppm, npy };
+// The container of an l3 file's decoded view is a codec::ViewFormat (raw_format, named by
+// codec::view_format_name); RawNames says whether the file's name gets the container's extension.
 enum class RawNames { keep, ext };
-std::string_view raw_format_name(RawFormat f);
 std::string_view raw_names_name(RawNames n);
 
 enum class LogLevel { error = 0, warn = 1, info = 2, debug = 3 };
@@ -70,7 +71,7 @@ struct CommonSettings {
   std::optional<unsigned> gpu_batch;
   std::optional<unsigned> gpu_deadline_us;
   std::optional<uint64_t> gpu_memory;
-  std::optional<RawFormat> raw_format;
+  std::optional<codec::ViewFormat> raw_format;
   std::optional<RawNames> raw_names;
 };
 
@@ -121,7 +122,7 @@ struct Settings {
   bool allow_other = false;
   std::optional<uint64_t> order_seed;  // nullopt: the store's seed
   unsigned order_window = 4;
-  RawFormat raw_format = RawFormat::png;
+  codec::ViewFormat raw_format = codec::ViewFormat::png;
   RawNames raw_names = RawNames::keep;
   LogLevel log_level = LogLevel::info;
   std::string log_file;

@@ -15,7 +15,7 @@ FileReader::FileReader(const index::Store& store, storage::RecordSource& source,
                        codec::L3BatchDecoder* gpu)
     : store_(store),
       source_(source),
-      view_format_(static_cast<codec::ViewFormat>(settings.raw_format)),
+      view_format_(settings.raw_format),
       cache_(store, source, stats_, settings.cache_bytes),
       // Read-ahead may fill three quarters of the cache: the rest serves what readers hold.
       prefetch_(store, cache_, stats_, settings.cache_bytes / 4 * 3, kPrefetchThreads, settings.order_window),
@@ -36,7 +36,7 @@ FileReader::~FileReader() = default;
 
 codec::L3Shape FileReader::shape_of(const index::File& f) {
   codec::L3Shape s;
-  codec::shape_from_code(f.script, f.width, f.height, s);
+  (void)codec::shape_from_code(f.script, f.width, f.height, s);  // checked when the store was loaded
   return s;
 }
 
@@ -108,12 +108,10 @@ Result<ViewCache::View> FileReader::render(const index::File& f) {
   const uint64_t total = size(f, store_.levels());
   std::shared_ptr<codec::HostBuffer> view = gpu_ ? gpu_->allocate(total) : codec::HostBuffer::heap(total);
   codec::L3DecodeFn decode;
-  if (batcher_)
-    decode = [this](std::span<const uint8_t> l3, std::span<uint8_t> px, std::string& e) { return batcher_->decode(l3, px, e); };
-  std::string why;
-  codec::L3Payload p;
-  if (!codec::parse_l3_payload(payload, p, why) || !codec::render_l3_view(p, view_format_, view->span(), why, decode))
-    return Error{EIO, "the L3 payload does not decode: " + why};
+  if (batcher_) decode = [this](std::span<const uint8_t> l3, std::span<uint8_t> px) { return batcher_->decode(l3, px); };
+  Result<codec::L3Payload> p = codec::parse_l3_payload(payload);
+  Status rendered = p.ok() ? codec::render_l3_view(*p, view_format_, view->span(), decode) : Status(p.error());
+  if (!rendered.ok()) return Error{EIO, "the L3 payload does not decode: " + rendered.error().message};
   return ViewCache::View(std::move(view));
 }
 

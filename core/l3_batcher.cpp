@@ -26,22 +26,19 @@ L3Batcher::~L3Batcher() {
   for (auto& t : workers_) t.join();
 }
 
-bool L3Batcher::decode(std::span<const uint8_t> l3, std::span<uint8_t> pixels, std::string& error) {
+Status L3Batcher::decode(std::span<const uint8_t> l3, std::span<uint8_t> pixels) {
   Pending p;
   p.job.l3 = l3;
   p.job.pixels = pixels;
   std::unique_lock lock(mu_);
-  if (stop_) {
-    error = "the L3 batch decoder is stopping";
-    return false;
-  }
+  if (stop_) return Error{ECANCELED, "the L3 batch decoder is stopping"};
   p.queued = std::chrono::steady_clock::now();
   queue_.push_back(&p);
   // One waiting worker is enough unless a batch is full: then a second one may start the next.
   queued_cv_.notify_one();
   done_cv_.wait(lock, [&] { return p.done; });
-  if (!p.job.ok) error = p.job.error.empty() ? "L3 decode failed" : p.job.error;
-  return p.job.ok;
+  if (p.job.ok) return {};
+  return Error{EINVAL, p.job.error.empty() ? "L3 decode failed" : p.job.error};
 }
 
 std::pair<size_t, bool> L3Batcher::next_batch() const {
@@ -82,7 +79,7 @@ void L3Batcher::work() {
     } catch (const std::exception& e) {
       fallback = true;
       if (on_decoder_error_) on_decoder_error_(e.what());
-      for (auto* j : jobs) j->ok = codec::l3_decode_into(j->l3, j->pixels, j->error);
+      for (auto* j : jobs) codec::l3_decode_job_on_cpu(*j);
     }
     lock.lock();
     stats_.cpu_fallbacks += fallback ? 1 : 0;

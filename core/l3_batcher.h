@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "codec/l3_batch.h"
+#include "common/error.h"
 
 namespace fid::core {
 
@@ -45,7 +46,7 @@ class L3Batcher {
   L3Batcher& operator=(const L3Batcher&) = delete;
 
   // Decodes one bitstream into `pixels` together with whatever else is queued; blocks until done.
-  bool decode(std::span<const uint8_t> l3, std::span<uint8_t> pixels, std::string& error);
+  Status decode(std::span<const uint8_t> l3, std::span<uint8_t> pixels);
 
   Stats stats() const;
 

@@ -38,7 +38,7 @@ void set_time(struct stat& st, int64_t ns) {
 DisplayNames make_display_names(const index::Store& store, const config::Settings& settings) {
   DisplayNames names;
   if (settings.raw_names != config::RawNames::ext) return names;
-  const auto format = static_cast<codec::ViewFormat>(settings.raw_format);
+  const codec::ViewFormat format = settings.raw_format;
   for (const index::File& f : store.files())
     if (f.kind == index::FileKind::l3)
       names.emplace(f.id, std::string(store.name(f)) + std::string(codec::view_extension(FileReader::shape_of(f), format)));

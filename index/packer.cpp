@@ -34,6 +34,14 @@ namespace {
 constexpr int kLevels = codec::kJpegLevels;
 constexpr uint64_t kMaxFileBytes = 0xFFFFFFFFull;  // a piece size is a u32
 
+// A failed system call: `what` (the path and the operation), then strerror(code).
+fid::Error system_error(int code, const std::string& what) {
+  return fid::Error{code, fmt::format("{}: {}", what, std::strerror(code))};
+}
+
+// A pack stopped by `cancel`.
+fid::Error interrupted() { return fid::Error{ECANCELED, "interrupted"}; }
+
 // ---------------------------------------------------------------------------------------------
 // Source tree walk
 
@@ -172,6 +180,22 @@ bool read_whole(const fsys::path& p, std::vector<uint8_t>& out, std::string& err
   return true;
 }
 
+// Makes `out` an l3 file holding the L3 payload of a lossless source; `out` is unchanged on failure.
+fid::Status prepare_l3(std::span<const uint8_t> bytes, PreparedFile& out) {
+  fid::Result<codec::SourceImage> img = codec::decode_image(bytes);
+  if (!img) return std::move(img).error();
+  fid::Result<std::vector<uint8_t>> payload = codec::encode_l3_payload(*img);
+  if (!payload) return std::move(payload).error();
+  fid::Result<codec::L3Payload> parsed = codec::parse_l3_payload(*payload);  // as a reader will see it
+  if (!parsed) return std::move(parsed).error();
+  out.kind = FileKind::l3;
+  out.script = codec::shape_code(parsed->shape);
+  out.width = img->image.width;
+  out.height = img->image.height;
+  out.payload = std::move(payload).value();
+  return {};
+}
+
 PreparedFile prepare(const SourceFile& src, uint32_t index) {
   PreparedFile out;
   out.source_index = index;
@@ -184,34 +208,20 @@ PreparedFile prepare(const SourceFile& src, uint32_t index) {
   }
   out.source_size = bytes.size();
   if (codec::looks_like_jpeg(bytes)) {
-    codec::TranscodeResult r = codec::transcode_progressive(bytes);
-    if (r.ok) {
+    fid::Result<codec::ProgressiveJpeg> transcoded = codec::transcode_progressive(bytes);
+    if (transcoded) {
       out.kind = FileKind::jpeg;
-      out.script = static_cast<uint8_t>(r.jpeg.script);
-      out.width = static_cast<uint32_t>(r.jpeg.width);
-      out.height = static_cast<uint32_t>(r.jpeg.height);
-      out.jpeg = std::move(r.jpeg);
+      out.script = static_cast<uint8_t>(transcoded->script);
+      out.width = static_cast<uint32_t>(transcoded->width);
+      out.height = static_cast<uint32_t>(transcoded->height);
+      out.jpeg = std::move(transcoded).value();
       return out;
     }
-    out.note = "JPEG not transcodable, stored byte-identical: " + r.error;
+    out.note = "JPEG not transcodable, stored byte-identical: " + transcoded.error().message;
   } else if (codec::sniff_image(bytes) != codec::SourceFormat::unknown) {
-    codec::SourceImage img;
-    if (codec::decode_image(bytes, img, error)) {
-      try {
-        std::vector<uint8_t> payload = codec::encode_l3_payload(img);
-        codec::L3Payload parsed;
-        if (!codec::parse_l3_payload(payload, parsed, error)) throw std::runtime_error(error);
-        out.kind = FileKind::l3;
-        out.script = codec::shape_code(parsed.shape);
-        out.width = img.image.width;
-        out.height = img.image.height;
-        out.payload = std::move(payload);
-        return out;
-      } catch (const std::exception& e) {
-        error = e.what();
-      }
-    }
-    out.note = "lossless image not storable as L3, stored byte-identical: " + error;
+    fid::Status stored = prepare_l3(bytes, out);
+    if (stored) return out;
+    out.note = "lossless image not storable as L3, stored byte-identical: " + stored.error().message;
   }
   out.kind = FileKind::blob;
   out.payload = std::move(bytes);
@@ -260,7 +270,7 @@ class RecordBuilder {
 
   // Writes the record file and fills in the pieces (absolute offsets) of its members.
   // `stored` is indexed by source index.
-  RecordInfo write(const fsys::path& store_tmp, uint32_t id, std::vector<StoredFile>& stored) {
+  fid::Result<RecordInfo> write(const fsys::path& store_tmp, uint32_t id, std::vector<StoredFile>& stored) {
     RecordInfo info;
     info.layout = layout_;
     info.path = fmt::format("{}/{:06d}.rec", kRecordDir, id);
@@ -274,14 +284,17 @@ class RecordBuilder {
     info.size = pos;
     fsys::path p = store_tmp / info.path;
     int fd = ::open(p.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    if (fd < 0) throw PackError(1, fmt::format("{}: cannot create: {}", p.string(), std::strerror(errno)));
+    if (fd < 0) {
+      const int err = errno;
+      return system_error(err, fmt::format("{}: cannot create", p.string()));
+    }
     auto header = record_header(id, layout_);
     bool ok = write_all(fd, header.data(), header.size());
     for (auto& r : regions_) ok = ok && write_all(fd, r.data(), r.size());
     ok = ok && ::fdatasync(fd) == 0;
     int err = errno;
     ::close(fd);
-    if (!ok) throw PackError(1, fmt::format("{}: write failed: {}", p.string(), std::strerror(err)));
+    if (!ok) return system_error(err, fmt::format("{}: write failed", p.string()));
     uint32_t slot = 0;
     for (Member& m : members_) {
       StoredFile& s = stored[m.source_index];
@@ -490,13 +503,17 @@ void write_index(const fsys::path& path, const PackOptions& opt, const SourceTre
 
 // Flushes a file or folder to storage; a failure (EIO, ENOSPC on delayed allocation) fails the
 // pack: the store must not be committed on top of data that may not be there.
-void fsync_path(const fsys::path& p) {
+fid::Status fsync_path(const fsys::path& p) {
   int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw PackError(1, fmt::format("{}: cannot open to flush: {}", p.string(), std::strerror(errno)));
+  if (fd < 0) {
+    const int err = errno;
+    return system_error(err, fmt::format("{}: cannot open to flush", p.string()));
+  }
   int rc = ::fsync(fd);
   int err = errno;
   ::close(fd);
-  if (rc != 0) throw PackError(1, fmt::format("{}: flush to storage failed: {}", p.string(), std::strerror(err)));
+  if (rc != 0) return system_error(err, fmt::format("{}: flush to storage failed", p.string()));
+  return {};
 }
 
 // The temporary store: removed unless it was committed (renamed into place). While the pack runs
@@ -519,7 +536,7 @@ struct TempStore {
 // was killed, or crashed) is removed; a locked one belongs to a pack that runs now, which is an
 // error. Without flock support (some network filesystems) a leftover is removed when the PID in
 // its name no longer runs.
-void clear_leftovers(const fsys::path& store, const std::string& tmp_prefix) {
+fid::Status clear_leftovers(const fsys::path& store, const std::string& tmp_prefix) {
   std::error_code ec;
   for (const auto& e : fsys::directory_iterator(store.parent_path(), ec)) {
     std::string name = e.path().filename().string();
@@ -539,10 +556,11 @@ void clear_leftovers(const fsys::path& store, const std::string& tmp_prefix) {
       continue;
     }
     ::close(fd);
-    throw PackError(1, fmt::format("{}: another fidelityfs pack (pid {}) is writing this store into {}; wait for "
-                                   "it to finish or stop it, then pack again",
-                                   store.string(), pid, e.path().string()));
+    return fid::Error{EBUSY, fmt::format("{}: another fidelityfs pack (pid {}) is writing this store into {}; wait "
+                                         "for it to finish or stop it, then pack again",
+                                         store.string(), pid, e.path().string())};
   }
+  return {};
 }
 
 }  // namespace
@@ -567,32 +585,40 @@ std::vector<uint32_t> storage_permutation(uint32_t n, uint64_t seed) {
   return p;
 }
 
-PackReport pack(const PackOptions& opt, const std::function<void(const PackProgress&)>& progress,
-                const std::atomic<bool>& cancel) {
-  const auto t0 = std::chrono::steady_clock::now();
-  PackReport report;
-
+fid::Result<fsys::path> check_pack_options(const PackOptions& opt) {
   std::error_code ec;
   if (!fsys::is_directory(opt.source, ec))
-    throw PackError(2, fmt::format("{}: source is not a folder", opt.source.string()));
-  if (opt.record_bytes < 4096) throw PackError(2, "--record-bytes must be at least 4096");
+    return fid::Error{ENOTDIR, fmt::format("{}: source is not a folder", opt.source.string())};
+  if (opt.record_bytes < 4096) return fid::Error{EINVAL, "--record-bytes must be at least 4096"};
   fsys::path store = fsys::absolute(opt.store, ec);
   if (store.filename().empty()) store = store.parent_path();
   if (fsys::exists(store, ec) && !(fsys::is_directory(store, ec) && fsys::is_empty(store, ec)))
-    throw PackError(2, fmt::format("{}: already exists and is not an empty folder", store.string()));
+    return fid::Error{EEXIST, fmt::format("{}: already exists and is not an empty folder", store.string())};
   fsys::path source_abs = fsys::canonical(opt.source, ec);
   if (!ec && (store == source_abs || store.string().rfind(source_abs.string() + "/", 0) == 0))
-    throw PackError(2, fmt::format("{}: the store must not be inside the source folder", store.string()));
+    return fid::Error{EINVAL, fmt::format("{}: the store must not be inside the source folder", store.string())};
   if (!fsys::is_directory(store.parent_path(), ec))
-    throw PackError(2, fmt::format("{}: parent folder does not exist", store.parent_path().string()));
+    return fid::Error{ENOENT, fmt::format("{}: parent folder does not exist", store.parent_path().string())};
+  return store;
+}
+
+fid::Result<PackReport> pack(const PackOptions& opt, const std::function<void(const PackProgress&)>& progress,
+                             const std::atomic<bool>& cancel) {
+  const auto t0 = std::chrono::steady_clock::now();
+  PackReport report;
+
+  fid::Result<fsys::path> checked = check_pack_options(opt);
+  if (!checked) return std::move(checked).error();
+  const fsys::path store = std::move(checked).value();
 
   const std::string tmp_prefix = fmt::format(".{}.tmp-", store.filename().string());
-  clear_leftovers(store, tmp_prefix);
+  if (fid::Status cleared = clear_leftovers(store, tmp_prefix); !cleared) return std::move(cleared).error();
   TempStore tmp;
   tmp.path = store.parent_path() / fmt::format("{}{}", tmp_prefix, ::getpid());
+  std::error_code ec;
   fsys::remove_all(tmp.path, ec);
   if (!fsys::create_directories(tmp.path / kRecordDir, ec))
-    throw PackError(1, fmt::format("{}: cannot create: {}", tmp.path.string(), ec.message()));
+    return fid::Error{ec ? ec.value() : EEXIST, fmt::format("{}: cannot create: {}", tmp.path.string(), ec.message())};
   tmp.lock_fd = ::open(tmp.path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (tmp.lock_fd >= 0) (void)::flock(tmp.lock_fd, LOCK_EX | LOCK_NB);  // best effort (see clear_leftovers)
 
@@ -605,7 +631,7 @@ PackReport pack(const PackOptions& opt, const std::function<void(const PackProgr
     std::vector<std::pair<dev_t, ino_t>> ancestors{{st.st_dev, st.st_ino}};
     walk(tree, opt.source, 0, ancestors, cancel);
   }
-  if (cancel) throw PackError(1, "interrupted");
+  if (cancel) return interrupted();
   const auto n = static_cast<uint32_t>(tree.files.size());
   PackProgress prog;
   prog.files_total = n;
@@ -617,10 +643,13 @@ PackReport pack(const PackOptions& opt, const std::function<void(const PackProgr
   std::vector<bool> is_skipped(n, false);
   std::vector<RecordInfo> records;
   RecordBuilder scan_rec(RecordLayout::scan), whole_rec(RecordLayout::whole);
-  auto flush = [&](RecordBuilder& b) {
-    if (b.empty()) return;
-    records.push_back(b.write(tmp.path, static_cast<uint32_t>(records.size()), stored));
+  auto flush = [&](RecordBuilder& b) -> fid::Status {
+    if (b.empty()) return {};
+    fid::Result<RecordInfo> written = b.write(tmp.path, static_cast<uint32_t>(records.size()), stored);
+    if (!written) return std::move(written).error();
+    records.push_back(std::move(written).value());
     b = RecordBuilder(b.layout());
+    return {};
   };
   report.bytes_by_level.assign(kLevels, 0);
   unsigned jobs = opt.jobs ? opt.jobs : std::max(1u, std::thread::hardware_concurrency());
@@ -629,7 +658,7 @@ PackReport pack(const PackOptions& opt, const std::function<void(const PackProgr
     auto last_report = std::chrono::steady_clock::now();
     for (uint32_t pos = 0; pos < n; ++pos) {
       std::optional<PreparedFile> f = pipeline.next();
-      if (!f) throw PackError(1, "interrupted");
+      if (!f) return interrupted();
       const SourceFile& src = tree.files[f->source_index];
       prog.files_done++;
       prog.source_bytes_done += src.size;
@@ -647,7 +676,9 @@ PackReport pack(const PackOptions& opt, const std::function<void(const PackProgr
         s.note = f->note;
         if (f->kind == FileKind::jpeg) {
           report.jpeg++;
-          for (int k = 1; k <= kLevels; ++k) report.bytes_by_level[static_cast<size_t>(k - 1)] += f->jpeg.piece_end[k] + 2;
+          const uint64_t trailer = level_trailer(FileKind::jpeg).size();
+          for (int k = 1; k <= kLevels; ++k)
+            report.bytes_by_level[static_cast<size_t>(k - 1)] += f->jpeg.piece_end[k] + trailer;
         } else if (f->kind == FileKind::l3) {
           report.l3++;
           report.l3_bytes += f->payload.size();
@@ -659,7 +690,9 @@ PackReport pack(const PackOptions& opt, const std::function<void(const PackProgr
         report.source_bytes += f->source_size;
         RecordBuilder& b = f->kind == FileKind::jpeg ? scan_rec : whole_rec;
         b.add(*f);
-        if (b.bytes() >= opt.record_bytes) flush(b);
+        if (b.bytes() >= opt.record_bytes) {
+          if (fid::Status flushed = flush(b); !flushed) return std::move(flushed).error();
+        }
       }
       auto now = std::chrono::steady_clock::now();
       if (progress && now - last_report > std::chrono::milliseconds(200)) {
@@ -669,9 +702,9 @@ PackReport pack(const PackOptions& opt, const std::function<void(const PackProgr
       }
     }
   }
-  flush(scan_rec);
-  flush(whole_rec);
-  if (cancel) throw PackError(1, "interrupted");
+  for (RecordBuilder* b : {&scan_rec, &whole_rec})
+    if (fid::Status flushed = flush(*b); !flushed) return std::move(flushed).error();
+  if (cancel) return interrupted();
 
   // 4. Index: files in tree order (ids follow the sorted walk), skipped ones dropped.
   std::vector<StoredFile> final_files;
@@ -684,18 +717,21 @@ PackReport pack(const PackOptions& opt, const std::function<void(const PackProgr
   try {
     write_index(partial, opt, tree, records, final_files);
   } catch (const StoreError& e) {
-    throw PackError(1, fmt::format("cannot write the index: {}", e.what()));
+    return fid::Error{EIO, fmt::format("cannot write the index: {}", e.what())};
   }
-  fsync_path(partial);
-  if (::rename(partial.c_str(), (tmp.path / kIndexFile).c_str()) != 0)
-    throw PackError(1, fmt::format("{}: cannot rename the index: {}", partial.string(), std::strerror(errno)));
-  fsync_path(tmp.path / kRecordDir);
-  fsync_path(tmp.path);
+  if (fid::Status flushed = fsync_path(partial); !flushed) return std::move(flushed).error();
+  if (::rename(partial.c_str(), (tmp.path / kIndexFile).c_str()) != 0) {
+    const int err = errno;
+    return system_error(err, fmt::format("{}: cannot rename the index", partial.string()));
+  }
+  for (const fsys::path& p : {tmp.path / kRecordDir, tmp.path})
+    if (fid::Status flushed = fsync_path(p); !flushed) return std::move(flushed).error();
 
   // 5. Commit: an empty target folder is replaced atomically by rename(2).
-  if (::rename(tmp.path.c_str(), store.c_str()) != 0)
-    throw PackError(1, fmt::format("{}: cannot move the finished store into place: {}", store.string(),
-                                   std::strerror(errno)));
+  if (::rename(tmp.path.c_str(), store.c_str()) != 0) {
+    const int err = errno;
+    return system_error(err, fmt::format("{}: cannot move the finished store into place", store.string()));
+  }
   tmp.committed = true;
   // Committed: the store is complete under its name; a failure to flush the parent folder only
   // means the rename may not survive a power loss, so it does not fail the pack.

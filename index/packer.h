@@ -7,9 +7,10 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
-#include <stdexcept>
 #include <string>
 #include <vector>
+
+#include "common/error.h"
 
 namespace fid::index {
 
@@ -37,19 +38,16 @@ struct PackReport {
   double seconds = 0;
 };
 
-class PackError : public std::runtime_error {
- public:
-  PackError(int exit_code, const std::string& what) : std::runtime_error(what), exit_code_(exit_code) {}
-  int exit_code() const { return exit_code_; }  // 1 runtime failure, 2 usage (bad paths)
+// Checks the options before anything is written: the source is a folder, the record size is at
+// least 4096, the store is absent or an empty folder, not inside the source, and its parent
+// folder exists. Returns the store's absolute path. Touches nothing. A failure here is the
+// caller's mistake (the command line reports it as a usage error); pack() checks the same first.
+fid::Result<std::filesystem::path> check_pack_options(const PackOptions& options);
 
- private:
-  int exit_code_;
-};
-
-// Packs options.source into options.store. Throws PackError; on any failure, and when `cancel`
-// becomes true, nothing is left at options.store. `progress` is called from one thread.
-PackReport pack(const PackOptions& options, const std::function<void(const PackProgress&)>& progress,
-                const std::atomic<bool>& cancel);
+// Packs options.source into options.store. On any failure, and when `cancel` becomes true
+// (ECANCELED), nothing is left at options.store. `progress` is called from one thread.
+fid::Result<PackReport> pack(const PackOptions& options, const std::function<void(const PackProgress&)>& progress,
+                             const std::atomic<bool>& cancel);
 
 // The storage order of n files for a seed: Fisher-Yates driven by SplitMix64 (docs/FORMAT.md).
 std::vector<uint32_t> storage_permutation(uint32_t n, uint64_t seed);

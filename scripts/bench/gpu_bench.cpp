@@ -117,14 +117,18 @@ int main(int argc, char** argv) {
   for (const auto& p : pngs) {
     Image im;
     im.png = read_file(p);
-    codec::SourceImage src;
-    std::string err;
-    if (!codec::decode_image(im.png, src, err)) {
-      std::fprintf(stderr, "%s: %s\n", p.c_str(), err.c_str());
+    fid::Result<codec::SourceImage> src = codec::decode_image(im.png);
+    if (!src) {
+      std::fprintf(stderr, "%s: %s\n", p.c_str(), src.error().message.c_str());
       return 1;
     }
-    im.l3 = codec::l3_encode(src.image);
-    im.raw = src.image.pixels.size();
+    fid::Result<std::vector<uint8_t>> encoded = codec::l3_encode(src->image);
+    if (!encoded) {
+      std::fprintf(stderr, "%s: %s\n", p.c_str(), encoded.error().message.c_str());
+      return 1;
+    }
+    im.l3 = std::move(encoded).value();
+    im.raw = src->image.pixels.size();
     ims.push_back(std::move(im));
   }
   std::printf("GPU L3 benchmark: %zu PNGs (%s ...), batches of %u, %.0f s per decoder, median round\n", ims.size(),
@@ -138,10 +142,9 @@ int main(int argc, char** argv) {
   print("libspng, 1 core", spng, spng.images_per_s);
 
   Rate cpu = measure(ims, seconds, [&] {
-    std::string err;
     for (const auto& im : ims) {
       buf.resize(im.raw);
-      if (!codec::l3_decode_into(im.l3, buf, err)) std::abort();
+      if (!codec::l3_decode_into(im.l3, buf)) std::abort();
     }
   });
   print("L3 CPU decoder, 1 core", cpu, spng.images_per_s);
@@ -187,9 +190,8 @@ int main(int argc, char** argv) {
   one_pass();  // warm up: device buffers, module load
   // The decoded pixels must be the CPU decoder's, bit for bit.
   for (size_t i = 0; i < ims.size(); ++i) {
-    std::string err;
     buf.resize(ims[i].raw);
-    if (!jobs[i].ok || !codec::l3_decode_into(ims[i].l3, buf, err) ||
+    if (!jobs[i].ok || !codec::l3_decode_into(ims[i].l3, buf) ||
         std::memcmp(buf.data(), jobs[i].pixels.data(), buf.size()) != 0) {
       std::printf("MISMATCH: the GPU decoder differs from the CPU decoder on %s\n", pngs[i].c_str());
       return 1;

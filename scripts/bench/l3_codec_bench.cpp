@@ -183,18 +183,23 @@ int main(int argc, char** argv) {
   size_t used = 0;
   for (auto& f : files) {
     auto png = read_file(f);
-    SourceImage src;
-    std::string err;
-    if (!decode_png(png, src, err)) {
-      std::fprintf(stderr, "skip %s: %s\n", f.c_str(), err.c_str());
+    fid::Result<SourceImage> decoded = decode_png(png);
+    if (!decoded) {
+      std::fprintf(stderr, "skip %s: %s\n", f.c_str(), decoded.error().message.c_str());
       continue;
     }
+    const SourceImage& src = *decoded;
     ++used;
     png_total += static_cast<double>(png.size());
     raw_total += static_cast<double>(src.image.byte_size());
     std::vector<uint8_t> def;
     for (size_t k = 0; k < vs.size(); ++k) {
-      auto enc = l3_encode(src.image, vs[k].opt);
+      fid::Result<std::vector<uint8_t>> encoded = l3_encode(src.image, vs[k].opt);
+      if (!encoded) {
+        std::fprintf(stderr, "L3 encode failed on %s: %s\n", f.c_str(), encoded.error().message.c_str());
+        return 1;
+      }
+      std::vector<uint8_t> enc = std::move(encoded).value();
       total[k] += static_cast<double>(enc.size());
       ratios[k].push_back(static_cast<double>(enc.size()) / static_cast<double>(png.size()));
       if (k + 1 == vs.size()) def = std::move(enc);
@@ -206,8 +211,8 @@ int main(int argc, char** argv) {
       // may be shared, the minimum is the least disturbed run).
       for (int r = 0; r < reps; ++r) {
         double t0 = now_s();
-        if (!l3_decode_into(def, out, err)) {
-          std::fprintf(stderr, "L3 decode failed on %s: %s\n", f.c_str(), err.c_str());
+        if (fid::Status decoded_l3 = l3_decode_into(def, out); !decoded_l3) {
+          std::fprintf(stderr, "L3 decode failed on %s: %s\n", f.c_str(), decoded_l3.error().message.c_str());
           return 1;
         }
         best_l3 = std::min(best_l3, now_s() - t0);

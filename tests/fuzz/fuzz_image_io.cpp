@@ -2,19 +2,15 @@
 #include <cstdint>
 #include <cstdlib>
 #include <span>
-#include <string>
 
 #include "codec/image_io.h"
 
 using namespace fid::codec;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  SourceImage out;
-  std::string err;
   DecodeLimits lim;
   lim.max_bytes = 64u << 20;
-  if (decode_image(std::span<const uint8_t>(data, size), out, err, lim) &&
-      out.image.pixels.size() != out.image.byte_size())
-    abort();
+  const fid::Result<SourceImage> out = decode_image(std::span<const uint8_t>(data, size), lim);
+  if (out && out->image.pixels.size() != out->image.byte_size()) abort();
   return 0;
 }

@@ -5,11 +5,11 @@
 #include <cstdint>
 #include <cstdlib>
 #include <span>
-#include <string>
 #include <vector>
 
 #include "codec/jpeg.h"
 #include "codec/jpeg_markers.h"
+#include "index/store.h"
 
 namespace {
 
@@ -17,9 +17,11 @@ void check(bool ok) {
   if (!ok) std::abort();
 }
 
+// The file at level k as the store serves it: the bytes up to the level's end, then the trailer.
 std::vector<uint8_t> level_file(const fid::codec::ProgressiveJpeg& p, int k) {
   std::vector<uint8_t> f(p.bytes.begin(), p.bytes.begin() + p.piece_end[k]);
-  f.insert(f.end(), fid::codec::kEoi.begin(), fid::codec::kEoi.end());
+  const std::span<const uint8_t> trailer = fid::index::level_trailer(fid::index::FileKind::jpeg);
+  f.insert(f.end(), trailer.begin(), trailer.end());
   return f;
 }
 
@@ -29,9 +31,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace fid::codec;
   const std::span<const uint8_t> in(data, size);
 
-  JpegMarkerLayout layout;
-  std::string error;
-  if (walk_jpeg_markers(in, layout, error)) {
+  if (const fid::Result<JpegMarkerLayout> walked = walk_jpeg_markers(in); walked.ok()) {
+    const JpegMarkerLayout& layout = *walked;
     check(size_t{layout.eoi} + 2 <= size);
     check(layout.header_end <= layout.eoi && !layout.scans.empty());
     uint32_t prev = layout.header_end;
@@ -41,25 +42,25 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
     check(prev <= layout.eoi);
   } else {
-    check(!error.empty());
+    check(!walked.error().message.empty());
   }
 
-  const TranscodeResult r = transcode_progressive(in);
-  if (!r.ok) {
-    check(!r.error.empty() && r.jpeg.bytes.empty());
+  const fid::Result<ProgressiveJpeg> r = transcode_progressive(in);
+  if (!r.ok()) {
+    check(!r.error().message.empty());
     return 0;
   }
-  const ProgressiveJpeg& p = r.jpeg;
+  const ProgressiveJpeg& p = *r;
   check(p.piece_end[kJpegLevels] == p.bytes.size());
   for (int k = 1; k <= kJpegLevels; ++k) check(p.piece_end[k - 1] < p.piece_end[k]);
   // Decoding is the expensive part: check all levels only for small images.
   if (static_cast<uint64_t>(p.width) * static_cast<uint64_t>(p.height) > (1u << 20)) return 0;
-  DecodedImage source, level;
-  check(decode_jpeg_strict(in, source, error));  // what transcodes must decode strictly
+  const fid::Result<DecodedImage> source = decode_jpeg_strict(in);
+  check(source.ok());  // what transcodes must decode strictly
   for (int k = 1; k <= kJpegLevels; ++k) {
-    check(decode_jpeg_strict(level_file(p, k), level, error));
-    check(level.width == source.width && level.height == source.height);
+    const fid::Result<DecodedImage> level = decode_jpeg_strict(level_file(p, k));
+    check(level.ok() && level->width == source->width && level->height == source->height);
+    if (k == kJpegLevels) check(level->pixels == source->pixels);
   }
-  check(level.pixels == source.pixels);
   return 0;
 }

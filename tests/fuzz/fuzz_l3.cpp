@@ -12,7 +12,6 @@
 #include <cstdint>
 #include <cstdlib>
 #include <span>
-#include <string>
 #include <vector>
 
 #include "codec/l3.h"
@@ -26,16 +25,15 @@ namespace {
 // (and its pixels `cpu` when it succeeded).
 void check_block(std::span<const uint8_t> l3, bool cpu_ok, const std::vector<uint8_t>& cpu,
                  uint8_t selector) {
-  L3Info info;
-  std::string err;
-  if (!l3_probe(l3, info, err)) {
+  const fid::Result<L3Info> info = l3_probe(l3);
+  if (!info) {
     if (cpu_ok) abort();
     return;
   }
-  if (info.flags & kL3FlagInterPatch) return;  // not block-decodable (CPU fallback)
-  std::vector<uint8_t> out(info.raw_bytes());
+  if (info->flags & kL3FlagInterPatch) return;  // not block-decodable (CPU fallback)
+  std::vector<uint8_t> out(info->raw_bytes());
   const unsigned threads = 1u + (selector >> 1) % 48u;
-  const bool ok = l3_decode_emulated(l3, out, threads, (selector & 1) != 0, err);
+  const bool ok = l3_decode_emulated(l3, out, threads, (selector & 1) != 0).ok();
   if (ok != cpu_ok || (ok && out != cpu)) abort();
 }
 
@@ -74,14 +72,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       fix_sizes(fixed);
       rest = fixed;
     }
-    Image out;
-    std::string err;
-    L3Info info;
-    bool probed = l3_probe(rest, info, err);
-    if (probed && info.raw_bytes() > (size_t{64} << 20)) return 0;  // keep allocations modest
-    bool ok = l3_decode(rest, out, err);
-    if (ok && (!probed || out.pixels.size() != info.raw_bytes())) abort();
-    check_block(rest, ok, out.pixels, data[size - 1]);
+    const fid::Result<L3Info> info = l3_probe(rest);
+    if (info && info->raw_bytes() > (size_t{64} << 20)) return 0;  // keep allocations modest
+    const fid::Result<Image> out = l3_decode(rest);
+    if (out && (!info || out->pixels.size() != info->raw_bytes())) abort();
+    check_block(rest, out.ok(), out ? out->pixels : std::vector<uint8_t>{}, data[size - 1]);
     return 0;
   }
   if (rest.size() < 3) return 0;
@@ -98,12 +93,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   opt.segment_log2 = static_cast<uint8_t>(3 + (data[0] >> 6) % 4u);
   opt.entropy_codes = px.size() % 2 ? 2 : 1;
   opt.inter_patch_rows = (data[0] & 2) != 0;
-  auto enc = l3_encode(im, opt);
-  Image back;
-  std::string err;
-  if (!l3_decode(enc, back, err) || back.pixels != im.pixels || back.width != im.width ||
-      back.height != im.height || back.channels != im.channels)
+  const fid::Result<std::vector<uint8_t>> enc = l3_encode(im, opt);
+  if (!enc) abort();  // a valid image with valid options always encodes
+  const fid::Result<Image> back = l3_decode(*enc);
+  if (!back || back->pixels != im.pixels || back->width != im.width || back->height != im.height ||
+      back->channels != im.channels)
     abort();
-  check_block(enc, true, back.pixels, data[size - 1]);
+  check_block(*enc, true, back->pixels, data[size - 1]);
   return 0;
 }

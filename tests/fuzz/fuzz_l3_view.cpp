@@ -4,7 +4,6 @@
 #include <cstdint>
 #include <cstdlib>
 #include <span>
-#include <string>
 #include <vector>
 
 #include "codec/l3_view.h"
@@ -13,20 +12,19 @@ using namespace fid::codec;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::span<const uint8_t> in(data, size);
-  L3Payload p;
-  std::string err;
-  if (!parse_l3_payload(in, p, err)) return 0;
+  const fid::Result<L3Payload> parsed = parse_l3_payload(in);
+  if (!parsed) return 0;
+  const L3Payload& p = *parsed;
   if (uint64_t{p.shape.width} * p.shape.height * p.shape.channels() > (uint64_t{64} << 20)) return 0;
   L3Shape back;
-  if (!shape_from_code(shape_code(p.shape), p.shape.width, p.shape.height, back) ||
+  if (!shape_from_code(shape_code(p.shape), p.shape.width, p.shape.height, back).ok() ||
       shape_code(back) != shape_code(p.shape))
     abort();
   for (ViewFormat f : {ViewFormat::png, ViewFormat::ppm, ViewFormat::npy}) {
     std::vector<uint8_t> out(l3_view_size(p.shape, f));
-    bool ok = render_l3_view(p, f, out, err);
-    bool ok2 = false;
-    std::vector<uint8_t> again = render_l3_view(in, f, err, &ok2);
-    if (ok != ok2 || (ok && again != out)) abort();
+    const bool ok = render_l3_view(p, f, out).ok();
+    const fid::Result<std::vector<uint8_t>> again = render_l3_view(in, f);
+    if (ok != again.ok() || (ok && *again != out)) abort();
   }
   return 0;
 }

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <csetjmp>
 #include <cstdio>
@@ -14,6 +15,7 @@
 #include <random>
 #include <sstream>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "codec/jpeg.h"
@@ -229,9 +231,10 @@ std::ostream& operator<<(std::ostream& os, const ScanDesc& d) {
 
 std::vector<ScanDesc> parse_scans(const ProgressiveJpeg& p) {
   Bytes full = level_file(p, kJpegLevels);
-  JpegMarkerLayout lay;
-  std::string err;
-  EXPECT_TRUE(walk_jpeg_markers(full, lay, err)) << err;
+  const Result<JpegMarkerLayout> walked = walk_jpeg_markers(full);
+  EXPECT_TRUE(walked.ok()) << walked.error().message;
+  if (!walked) return {};
+  const JpegMarkerLayout& lay = *walked;
   std::vector<int> ids;
   const uint8_t* sof = full.data() + lay.frame_offset;
   for (int i = 0; i < sof[9]; ++i) ids.push_back(sof[10 + 3 * i]);
@@ -299,12 +302,12 @@ std::vector<ScanDesc> expected_script(ScanScript kind, int n, bool dc_interleave
 }
 
 // Every property a transcode must have; `source_pixels` is the strict decode of the source.
-void check_transcode(const Bytes& source, const TranscodeResult& r, const std::string& what,
+void check_transcode(const Bytes& source, const Result<ProgressiveJpeg>& r, const std::string& what,
                      bool check_quality_order = true) {
   SCOPED_TRACE(what);
-  ASSERT_TRUE(r.ok) << r.error;
-  EXPECT_TRUE(r.error.empty());
-  const ProgressiveJpeg& p = r.jpeg;
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_THROW((void)r.error(), std::bad_variant_access) << "a transcode that succeeded carries no error";
+  const ProgressiveJpeg& p = *r;
   ASSERT_GE(p.bytes.size(), 4u);
   EXPECT_EQ(p.bytes[0], 0xFF);
   EXPECT_EQ(p.bytes[1], 0xD8);
@@ -318,24 +321,26 @@ void check_transcode(const Bytes& source, const TranscodeResult& r, const std::s
 
   // Structure: progressive Huffman, no restart markers, scans match the documented script.
   Bytes full = level_file(p, kJpegLevels);
-  JpegMarkerLayout lay;
-  std::string err;
-  ASSERT_TRUE(walk_jpeg_markers(full, lay, err)) << err;
+  const Result<JpegMarkerLayout> walked = walk_jpeg_markers(full);
+  ASSERT_TRUE(walked.ok()) << walked.error().message;
+  const JpegMarkerLayout& lay = *walked;
   EXPECT_EQ(lay.frame_marker, 0xC2);
   EXPECT_EQ(lay.restart_markers, 0u);
   EXPECT_EQ(lay.restart_interval_markers, 0u);
   EXPECT_EQ(lay.header_end, p.piece_end[0]);
   EXPECT_EQ(size_t(lay.eoi) + 2, full.size());
 
-  DecodedImage src;
-  ASSERT_TRUE(decode_jpeg_strict(source, src, err)) << err;
+  const Result<DecodedImage> decoded_source = decode_jpeg_strict(source);
+  ASSERT_TRUE(decoded_source.ok()) << decoded_source.error().message;
+  const DecodedImage& src = *decoded_source;
   EXPECT_EQ(p.width, src.width);
   EXPECT_EQ(p.height, src.height);
 
   std::vector<double> diff(kJpegLevels + 1, 0);
   for (int k = 1; k <= kJpegLevels; ++k) {
-    DecodedImage d;
-    ASSERT_TRUE(decode_jpeg_strict(level_file(p, k), d, err)) << "level " << k << ": " << err;
+    const Result<DecodedImage> decoded = decode_jpeg_strict(level_file(p, k));
+    ASSERT_TRUE(decoded.ok()) << "level " << k << ": " << decoded.error().message;
+    const DecodedImage& d = *decoded;
     EXPECT_EQ(d.width, src.width);
     EXPECT_EQ(d.height, src.height);
     EXPECT_EQ(d.components, src.components);
@@ -359,27 +364,27 @@ TEST_P(TranscodeSource, TenLevelsDecodeStrictlyAndFullLevelIsExact) {
   const SourceSpec& s = GetParam();
   const Bytes source = encode(s);
   ASSERT_FALSE(source.empty());
-  const TranscodeResult r = transcode_progressive(source);
+  const Result<ProgressiveJpeg> r = transcode_progressive(source);
   check_transcode(source, r, s.name, s.quality >= 50);
-  if (!r.ok) return;
+  if (!r.ok()) return;
   const int n = input_components(s.color);
-  EXPECT_EQ(r.jpeg.components, n);
-  EXPECT_EQ(r.jpeg.width, s.w);
-  EXPECT_EQ(r.jpeg.height, s.h);
+  EXPECT_EQ(r->components, n);
+  EXPECT_EQ(r->width, s.w);
+  EXPECT_EQ(r->height, s.h);
   const bool ycbcr = s.color == Color::ycbcr;
-  EXPECT_EQ(r.jpeg.script, ycbcr ? ScanScript::ycbcr : ScanScript::generic);
+  EXPECT_EQ(r->script, ycbcr ? ScanScript::ycbcr : ScanScript::generic);
   const bool dc_interleaved = n <= 4 && s.h0 * s.v0 + (n - 1) <= 10;
-  EXPECT_EQ(parse_scans(r.jpeg), expected_script(r.jpeg.script, n, dc_interleaved));
+  EXPECT_EQ(parse_scans(*r), expected_script(r->script, n, dc_interleaved));
 }
 
 TEST_P(TranscodeSource, TranscodingTheResultAgainGivesTheSameBytes) {
   const SourceSpec& s = GetParam();
-  const TranscodeResult r = transcode_progressive(encode(s));
-  ASSERT_TRUE(r.ok) << r.error;
-  const TranscodeResult again = transcode_progressive(level_file(r.jpeg, kJpegLevels));
-  ASSERT_TRUE(again.ok) << again.error;
-  EXPECT_TRUE(again.jpeg.bytes == r.jpeg.bytes);
-  EXPECT_EQ(again.jpeg.piece_end, r.jpeg.piece_end);
+  const Result<ProgressiveJpeg> r = transcode_progressive(encode(s));
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  const Result<ProgressiveJpeg> again = transcode_progressive(level_file(*r, kJpegLevels));
+  ASSERT_TRUE(again.ok()) << again.error().message;
+  EXPECT_TRUE(again->bytes == r->bytes);
+  EXPECT_EQ(again->piece_end, r->piece_end);
 }
 
 std::string spec_name(const ::testing::TestParamInfo<SourceSpec>& i) { return i.param.name; }
@@ -444,9 +449,9 @@ TEST(TranscodeVsJpegtran, YCbCrOutputEqualsJpegtranProgressiveCopyAll) {
     ASSERT_EQ(std::system(("jpegtran -progressive -copy all -outfile " + out + " " + in).c_str()), 0);
     std::ifstream f(out, std::ios::binary);
     const Bytes theirs((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-    const TranscodeResult r = transcode_progressive(source);
-    ASSERT_TRUE(r.ok) << r.error;
-    EXPECT_TRUE(level_file(r.jpeg, kJpegLevels) == theirs) << s.name;
+    const Result<ProgressiveJpeg> r = transcode_progressive(source);
+    ASSERT_TRUE(r.ok()) << r.error().message;
+    EXPECT_TRUE(level_file(*r, kJpegLevels) == theirs) << s.name;
     std::filesystem::remove(in);
     std::filesystem::remove(out);
   }
@@ -458,16 +463,15 @@ TEST(TranscodeVsJpegtran, YCbCrOutputEqualsJpegtranProgressiveCopyAll) {
 TEST(TranscodeComponents, FiveComponentsFollowWhatLibjpegCanRead) {
   const Bytes source = encode(spec("five", color(Color::five), set(&SourceSpec::separate_scans)));
   ASSERT_FALSE(source.empty());
-  DecodedImage d;
-  std::string err;
-  const bool readable = decode_jpeg_strict(source, d, err);
-  const TranscodeResult r = transcode_progressive(source);
-  if (readable) {
+  const Result<DecodedImage> decoded = decode_jpeg_strict(source);
+  const Result<ProgressiveJpeg> r = transcode_progressive(source);
+  if (decoded.ok()) {
     check_transcode(source, r, "five");
-    EXPECT_EQ(parse_scans(r.jpeg), expected_script(ScanScript::generic, 5, false));
+    EXPECT_EQ(parse_scans(*r), expected_script(ScanScript::generic, 5, false));
   } else {
-    EXPECT_FALSE(r.ok);
-    EXPECT_EQ(r.error, err);
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.error().message, decoded.error().message);
+    EXPECT_EQ(r.error().code, decoded.error().code);
   }
 }
 
@@ -475,9 +479,9 @@ TEST(TranscodeMarkers, App1App2AndComAreKeptByteIdenticalInTheHeader) {
   for (Color c : {Color::ycbcr, Color::cmyk, Color::gray}) {
     SourceSpec s = spec("m", set(&SourceSpec::markers), color(c));
     const Bytes source = encode(s);
-    const TranscodeResult r = transcode_progressive(source);
-    ASSERT_TRUE(r.ok) << r.error;
-    const auto header = r.jpeg.piece(0);
+    const Result<ProgressiveJpeg> r = transcode_progressive(source);
+    ASSERT_TRUE(r.ok()) << r.error().message;
+    const auto header = r->piece(0);
     const Bytes app1 = segment(0xE1, exif_payload());
     const Bytes app2 = segment(0xE2, icc_payload());
     const Bytes com = segment(0xFE, com_payload());
@@ -508,10 +512,10 @@ TEST(TranscodeMarkers, App1App2AndComAreKeptByteIdenticalInTheHeader) {
 
 void expect_rejected(const Bytes& b, const std::string& what) {
   SCOPED_TRACE(what);
-  const TranscodeResult r = transcode_progressive(b);
-  EXPECT_FALSE(r.ok);
-  EXPECT_FALSE(r.error.empty());
-  EXPECT_TRUE(r.jpeg.bytes.empty());
+  const Result<ProgressiveJpeg> r = transcode_progressive(b);
+  ASSERT_FALSE(r.ok());
+  EXPECT_FALSE(r.error().message.empty());
+  EXPECT_THROW((void)r.value(), std::bad_variant_access) << "a rejected source leaves no stream";
 }
 
 TEST(TranscodeRejects, EmptyBuffer) { expect_rejected({}, "empty"); }
@@ -530,11 +534,10 @@ TEST(TranscodeRejects, TruncatedAtSixtyPercent) {
   const Bytes source = encode(spec("t", size(320, 240), sampling(2, 2)));
   Bytes cut(source.begin(), source.begin() + long(source.size() * 6 / 10));
   expect_rejected(cut, "60%");
-  DecodedImage d;
-  std::string err;
-  EXPECT_FALSE(decode_jpeg_strict(cut, d, err));
-  EXPECT_FALSE(err.empty());
-  EXPECT_TRUE(d.pixels.empty());
+  const Result<DecodedImage> d = decode_jpeg_strict(cut);
+  ASSERT_FALSE(d.ok());
+  EXPECT_FALSE(d.error().message.empty());
+  EXPECT_THROW((void)d.value(), std::bad_variant_access) << "a failed decode leaves no pixels";
 }
 TEST(TranscodeRejects, TruncatedAnywhere) {
   const Bytes source = encode(spec("t", size(64, 48), sampling(2, 2), set(&SourceSpec::markers)));
@@ -550,9 +553,9 @@ TEST(TranscodeRejects, CorruptedBytesNeverCrash) {
   for (int i = 0; i < 300; ++i) {
     Bytes b = source;
     for (int j = 0; j < 3; ++j) b[rng() % b.size()] = uint8_t(rng());
-    const TranscodeResult r = transcode_progressive(b);
-    if (!r.ok) {
-      EXPECT_FALSE(r.error.empty());
+    const Result<ProgressiveJpeg> r = transcode_progressive(b);
+    if (!r.ok()) {
+      EXPECT_FALSE(r.error().message.empty());
       ++rejected;
       continue;
     }
@@ -562,22 +565,22 @@ TEST(TranscodeRejects, CorruptedBytesNeverCrash) {
   EXPECT_GT(rejected, 0);
 }
 TEST(TranscodeRejects, ErrorNamesTheCause) {
-  const TranscodeResult r = transcode_progressive(Bytes{0xFF, 0xD8, 0xFF, 0xD9});
-  EXPECT_FALSE(r.ok);
-  EXPECT_NE(r.error.find("JPEG"), std::string::npos) << r.error;
+  const Result<ProgressiveJpeg> r = transcode_progressive(Bytes{0xFF, 0xD8, 0xFF, 0xD9});
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find("JPEG"), std::string::npos) << r.error().message;
+  EXPECT_EQ(r.error().code, EINVAL);
 }
 TEST(TranscodeRejects, HugeDeclaredSizeFailsCleanly) {
   // A valid tiny 16x16 gray JPEG whose SOF claims 60000x60000: the coefficient buffer would
   // need ~6.7 GiB; transcoding must fail with an error, not allocate it.
   Bytes b = encode(spec("g", size(16, 16), color(Color::gray)));
-  JpegMarkerLayout lay;
-  std::string err;
-  ASSERT_TRUE(walk_jpeg_markers(b, lay, err)) << err;
-  b[lay.frame_offset + 5] = 0xEA, b[lay.frame_offset + 6] = 0x60;
-  b[lay.frame_offset + 7] = 0xEA, b[lay.frame_offset + 8] = 0x60;
-  const TranscodeResult r = transcode_progressive(b);
-  EXPECT_FALSE(r.ok);
-  EXPECT_FALSE(r.error.empty());
+  const Result<JpegMarkerLayout> lay = walk_jpeg_markers(b);
+  ASSERT_TRUE(lay.ok()) << lay.error().message;
+  b[lay->frame_offset + 5] = 0xEA, b[lay->frame_offset + 6] = 0x60;
+  b[lay->frame_offset + 7] = 0xEA, b[lay->frame_offset + 8] = 0x60;
+  const Result<ProgressiveJpeg> r = transcode_progressive(b);
+  ASSERT_FALSE(r.ok());
+  EXPECT_FALSE(r.error().message.empty());
 }
 
 TEST(LooksLikeJpeg, SniffsSoiAndMarker) {
@@ -611,9 +614,9 @@ TEST(JpegMarkerWalker, CutsHeaderAndScans) {
   const Bytes data2 = {0x78, 0x9A};
   const Bytes s = cat({kSoi, kCom, kSof2, kCom, kDht, sos(1), data1, kDht, sos(1), data2,
                        {0xFF, 0xFF, 0xD9}});
-  JpegMarkerLayout lay;
-  std::string err;
-  ASSERT_TRUE(walk_jpeg_markers(s, lay, err)) << err;
+  const Result<JpegMarkerLayout> walked = walk_jpeg_markers(s);
+  ASSERT_TRUE(walked.ok()) << walked.error().message;
+  const JpegMarkerLayout& lay = *walked;
   const uint32_t header = uint32_t(kSoi.size() + kCom.size() + kSof2.size() + kCom.size());
   EXPECT_EQ(lay.header_end, header);
   EXPECT_EQ(lay.frame_marker, 0xC2);
@@ -630,19 +633,19 @@ TEST(JpegMarkerWalker, CutsHeaderAndScans) {
 
 TEST(JpegMarkerWalker, RejectsMalformedStreams) {
   const Bytes ok = cat({kSoi, kSof2, kDht, sos(1), {1, 2}, {0xFF, 0xD9}});
-  JpegMarkerLayout lay;
-  std::string err;
-  ASSERT_TRUE(walk_jpeg_markers(ok, lay, err)) << err;
+  const Result<JpegMarkerLayout> walked = walk_jpeg_markers(ok);
+  ASSERT_TRUE(walked.ok()) << walked.error().message;
   for (size_t n = 0; n < ok.size(); ++n) {
-    EXPECT_FALSE(walk_jpeg_markers(std::span(ok).first(n), lay, err)) << n;
-    EXPECT_FALSE(err.empty());
+    const Result<JpegMarkerLayout> cut = walk_jpeg_markers(std::span(ok).first(n));
+    ASSERT_FALSE(cut.ok()) << n;
+    EXPECT_FALSE(cut.error().message.empty());
   }
-  EXPECT_FALSE(walk_jpeg_markers(cat({kSoi, sos(1), {1}, {0xFF, 0xD9}}), lay, err));  // no SOF
-  EXPECT_FALSE(walk_jpeg_markers(cat({kSoi, kSof2, kSof2, sos(1), {1}, {0xFF, 0xD9}}), lay, err));
-  EXPECT_FALSE(walk_jpeg_markers(cat({kSoi, kSof2, {0xFF, 0xD9}}), lay, err));  // no scan
-  EXPECT_FALSE(walk_jpeg_markers(cat({kSoi, kSof2, {0xFF, 0xFE, 0, 1}}), lay, err));  // len 1
-  EXPECT_FALSE(walk_jpeg_markers(cat({kSoi, kSof2, {0xFF, 0xDA, 0, 6, 5, 0, 0, 0}}), lay, err));
-  EXPECT_FALSE(walk_jpeg_markers(cat({kSoi, {0x00}, kSof2}), lay, err));
+  EXPECT_FALSE(walk_jpeg_markers(cat({kSoi, sos(1), {1}, {0xFF, 0xD9}})).ok());  // no SOF
+  EXPECT_FALSE(walk_jpeg_markers(cat({kSoi, kSof2, kSof2, sos(1), {1}, {0xFF, 0xD9}})).ok());
+  EXPECT_FALSE(walk_jpeg_markers(cat({kSoi, kSof2, {0xFF, 0xD9}})).ok());  // no scan
+  EXPECT_FALSE(walk_jpeg_markers(cat({kSoi, kSof2, {0xFF, 0xFE, 0, 1}})).ok());  // len 1
+  EXPECT_FALSE(walk_jpeg_markers(cat({kSoi, kSof2, {0xFF, 0xDA, 0, 6, 5, 0, 0, 0}})).ok());
+  EXPECT_FALSE(walk_jpeg_markers(cat({kSoi, {0x00}, kSof2})).ok());
 }
 
 TEST(JpegMarkerWalker, NeverReadsOutOfBoundsOnRandomInput) {
@@ -653,11 +656,9 @@ TEST(JpegMarkerWalker, NeverReadsOutOfBoundsOnRandomInput) {
     const int edits = 1 + int(rng() % 4);
     for (int j = 0; j < edits; ++j) b[rng() % b.size()] = uint8_t(rng() % 3 ? rng() : 0xFF);
     b.resize(rng() % (b.size() + 1));
-    JpegMarkerLayout lay;
-    std::string err;
-    if (walk_jpeg_markers(b, lay, err)) {
-      EXPECT_LE(size_t(lay.eoi) + 2, b.size());
-      for (const auto& s : lay.scans) EXPECT_LE(s.end, lay.eoi);
+    if (const Result<JpegMarkerLayout> lay = walk_jpeg_markers(b); lay.ok()) {
+      EXPECT_LE(size_t(lay->eoi) + 2, b.size());
+      for (const auto& s : lay->scans) EXPECT_LE(s.end, lay->eoi);
     }
   }
 }
@@ -683,14 +684,14 @@ TEST(EdgeZoo, TranscodesAsTheManifestSays) {
     std::ifstream f(e.path(), std::ios::binary);
     const Bytes b((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
     const std::string name = e.path().filename().string();
-    const TranscodeResult r = transcode_progressive(b);
+    const Result<ProgressiveJpeg> r = transcode_progressive(b);
     const auto it = expect.find(name);
     if (it != expect.end() && it->second == "progressive") {
       check_transcode(b, r, name);
-    } else if (r.ok) {
+    } else if (r.ok()) {
       check_transcode(b, r, name);  // accepted although not expected: must still be right
     } else {
-      EXPECT_FALSE(r.error.empty()) << name;
+      EXPECT_FALSE(r.error().message.empty()) << name;
     }
     ++checked;
   }
@@ -701,13 +702,13 @@ TEST(TranscodeRejects, DataAfterEoiIsNotDropped) {
   Bytes src = encode(spec("trailing", size(64, 48)));
   Bytes padded = src;
   padded.insert(padded.end(), 64, 0);
-  EXPECT_TRUE(transcode_progressive(padded).ok) << "zero padding after EOI carries nothing";
+  EXPECT_TRUE(transcode_progressive(padded).ok()) << "zero padding after EOI carries nothing";
   Bytes appended = src;
   const char video[] = "....ftypmp42 appended motion-photo video";
   appended.insert(appended.end(), video, video + sizeof video);
-  TranscodeResult r = transcode_progressive(appended);
-  EXPECT_FALSE(r.ok);
-  EXPECT_NE(r.error.find("after the end of the image"), std::string::npos) << r.error;
+  const Result<ProgressiveJpeg> r = transcode_progressive(appended);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find("after the end of the image"), std::string::npos) << r.error().message;
 }
 
 }  // namespace

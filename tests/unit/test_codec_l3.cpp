@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -15,18 +16,20 @@
 #include "codec/l3_kernels.h"
 #include "l3_test_images.h"
 #include "test_files.h"
+#include "test_result.h"
 
 using namespace fid::codec;
 using namespace fid::codec::testimg;
+using fid::testutil::value_or_throw;
 
 namespace {
 
 void expect_round_trip(const Image& im, const L3Options& opt = {}) {
-  auto enc = l3_encode(im, opt);
-  Image back;
-  std::string err;
-  ASSERT_TRUE(l3_decode(enc, back, err)) << err << " " << im.width << "x" << im.height << "x"
-                                         << int{im.channels};
+  auto enc = value_or_throw(l3_encode(im, opt));
+  fid::Result<Image> decoded = l3_decode(enc);
+  ASSERT_TRUE(decoded.ok()) << decoded.error().message << " " << im.width << "x" << im.height << "x"
+                            << int{im.channels};
+  const Image& back = *decoded;
   EXPECT_EQ(back.width, im.width);
   EXPECT_EQ(back.height, im.height);
   EXPECT_EQ(back.channels, im.channels);
@@ -36,10 +39,10 @@ void expect_round_trip(const Image& im, const L3Options& opt = {}) {
 
 // Segment codes used in an encoded image with nibble codes (walks the bitstream).
 std::set<unsigned> used_codes(const std::vector<uint8_t>& enc) {
-  L3Info info;
-  std::string err;
   std::set<unsigned> codes;
-  if (!l3_probe(enc, info, err)) return codes;
+  fid::Result<L3Info> probed = l3_probe(enc);
+  if (!probed) return codes;
+  const L3Info& info = *probed;
   const uint8_t* p = enc.data() + info.header_bytes;
   const uint8_t* end = enc.data() + enc.size();
   for (uint32_t j = 0; j < info.patches_y; ++j)
@@ -111,7 +114,7 @@ TEST(L3Codec, ConstantImages) {
     for (int v : {0, 1, 127, 128, 255}) {
       Image im = make_image(300, 200, c);
       std::fill(im.pixels.begin(), im.pixels.end(), static_cast<uint8_t>(v));
-      auto enc = l3_encode(im);
+      auto enc = value_or_throw(l3_encode(im));
       expect_round_trip(im);
       // A constant image costs about one nibble per segment and row, far below raw.
       EXPECT_LT(enc.size(), im.pixels.size() / 20);
@@ -129,7 +132,7 @@ TEST(L3Codec, AllSegmentCodesExercised) {
       L3Options o;
       o.predictor_mask = 1;  // top
       o.entropy_codes = false;
-      auto enc = l3_encode(im, o);
+      auto enc = value_or_throw(l3_encode(im, o));
       auto codes = used_codes(enc);
       all.insert(codes.begin(), codes.end());
       expect_round_trip(im, o);
@@ -142,7 +145,7 @@ TEST(L3Codec, AllSegmentCodesExercised) {
     L3Options o;
     o.predictor_mask = 1;
     o.entropy_codes = false;
-    auto codes = used_codes(l3_encode(half, o));
+    auto codes = used_codes(value_or_throw(l3_encode(half, o)));
     all.insert(codes.begin(), codes.end());
     expect_round_trip(half, o);
   }
@@ -153,7 +156,7 @@ TEST(L3Codec, AllSegmentCodesExercised) {
   L3Options o;
   o.predictor_mask = 1;
   o.entropy_codes = false;
-  auto codes = used_codes(l3_encode(ramp, o));
+  auto codes = used_codes(value_or_throw(l3_encode(ramp, o)));
   all.insert(codes.begin(), codes.end());
   for (unsigned w = 0; w <= 8; ++w) EXPECT_TRUE(all.count(w)) << "implicit width " << w;
   for (unsigned w = 0; w <= 6; ++w) EXPECT_TRUE(all.count(9 + w)) << "explicit width " << w;
@@ -163,11 +166,8 @@ TEST(L3Codec, EntropyCodedSegmentCodes) {
   Image im = smooth(640, 480, 3, 21);
   L3Options nib;
   nib.entropy_codes = false;
-  auto a = l3_encode(im), b = l3_encode(im, nib);
-  L3Info ia, ib;
-  std::string err;
-  ASSERT_TRUE(l3_probe(a, ia, err)) << err;
-  ASSERT_TRUE(l3_probe(b, ib, err)) << err;
+  auto a = value_or_throw(l3_encode(im)), b = value_or_throw(l3_encode(im, nib));
+  const L3Info ia = value_or_throw(l3_probe(a)), ib = value_or_throw(l3_probe(b));
   EXPECT_EQ(ia.flags & 2, 2) << "Huffman segment codes chosen for a large image";
   EXPECT_EQ(ib.flags & 2, 0);
   EXPECT_LT(a.size(), b.size());
@@ -182,32 +182,27 @@ TEST(L3Codec, EntropyCodedSegmentCodes) {
         o.inter_patch_rows = inter;
         o.segment_log2 = sl;
         o.entropy_codes = 2;  // N=3 would not choose them by itself
-        auto enc = l3_encode(im4, o);
-        L3Info info;
-        ASSERT_TRUE(l3_probe(enc, info, err)) << err;
+        auto enc = value_or_throw(l3_encode(im4, o));
+        const L3Info info = value_or_throw(l3_probe(enc));
         EXPECT_EQ(info.flags & 2, 2) << N;
         expect_round_trip(im4, o);
       }
   // Tiny images keep nibbles (the 128-byte table would not pay off).
   Image tiny = smooth(8, 8, 1, 1);
-  auto t = l3_encode(tiny);
-  L3Info it;
-  ASSERT_TRUE(l3_probe(t, it, err));
-  EXPECT_EQ(it.flags & 2, 0);
+  auto t = value_or_throw(l3_encode(tiny));
+  EXPECT_EQ(value_or_throw(l3_probe(t)).flags & 2, 0);
   L3Options force;
   force.entropy_codes = 2;
   for (uint32_t w : {1u, 5u, 17u}) {
     Image small = noise(w, 3, 3, w, 8);
-    auto f = l3_encode(small, force);
-    ASSERT_TRUE(l3_probe(f, it, err)) << err;
-    EXPECT_EQ(it.flags & 2, 2);
+    auto f = value_or_throw(l3_encode(small, force));
+    EXPECT_EQ(value_or_throw(l3_probe(f)).flags & 2, 2);
     expect_round_trip(small, force);
   }
   // An over-subscribed table is rejected: all 16 symbols of context 0 with length 1.
   auto bad = a;
   for (size_t i = 24; i < 24 + 8; ++i) bad[i] = 0x11;
-  Image back;
-  EXPECT_FALSE(l3_decode(bad, back, err));
+  EXPECT_FALSE(l3_decode(bad).ok());
 }
 
 TEST(L3Codec, LargeImage) {
@@ -218,47 +213,54 @@ TEST(L3Codec, LargeImage) {
 TEST(L3Codec, StrideView) {
   Image big = smooth(100, 50, 3, 5);
   ImageView v(60, 50, 3, big.pixels.data() + 3 * 20, big.row_bytes());
-  auto enc = l3_encode(v);
-  Image back;
-  std::string err;
-  ASSERT_TRUE(l3_decode(enc, back, err)) << err;
+  auto enc = value_or_throw(l3_encode(v));
+  const Image back = value_or_throw(l3_decode(enc));
   for (uint32_t y = 0; y < 50; ++y)
     EXPECT_EQ(0, std::memcmp(back.pixels.data() + y * 180, big.pixels.data() + y * 300 + 60, 180));
 }
 
+// An encode that must fail as invalid input (EINVAL).
+void expect_invalid(const fid::Result<std::vector<uint8_t>>& encoded, const char* what) {
+  ASSERT_FALSE(encoded.ok()) << what;
+  EXPECT_EQ(encoded.error().code, EINVAL) << what;
+  EXPECT_FALSE(encoded.error().message.empty()) << what;
+}
+
 TEST(L3Codec, EncoderRejectsBadInput) {
   Image im = make_image(4, 4, 5);
-  EXPECT_THROW(l3_encode(im), std::invalid_argument);
+  expect_invalid(l3_encode(im), "5 channels");
   Image zero = make_image(0, 4, 1);
-  EXPECT_THROW(l3_encode(zero), std::invalid_argument);
+  expect_invalid(l3_encode(zero), "width 0");
   Image ok = noise(4, 4, 1, 1);
   L3Options o;
   o.patch_size = 2000;
-  EXPECT_THROW(l3_encode(ok, o), std::invalid_argument);
+  expect_invalid(l3_encode(ok, o), "patch size 2000");
   o = {};
   o.segment_log2 = 7;
-  EXPECT_THROW(l3_encode(ok, o), std::invalid_argument);
+  expect_invalid(l3_encode(ok, o), "segment_log2 7");
   o = {};
   o.predictor_mask = 0;
-  EXPECT_THROW(l3_encode(ok, o), std::invalid_argument);
+  expect_invalid(l3_encode(ok, o), "no predictor");
+  o = {};
+  o.first_row_mask = 0;
+  expect_invalid(l3_encode(ok, o), "no first-row predictor");
 }
 
 TEST(L3Codec, ProbeAndDecodeInto) {
   Image im = smooth(70, 40, 2, 1);
-  auto enc = l3_encode(im);
-  L3Info info;
-  std::string err;
-  ASSERT_TRUE(l3_probe(enc, info, err)) << err;
+  auto enc = value_or_throw(l3_encode(im));
+  const L3Info info = value_or_throw(l3_probe(enc));
   EXPECT_EQ(info.width, 70u);
   EXPECT_EQ(info.height, 40u);
   EXPECT_EQ(info.channels, 2);
   EXPECT_EQ(info.raw_bytes(), im.pixels.size());
   EXPECT_EQ(info.header_bytes + info.data_bytes, enc.size());
   std::vector<uint8_t> buf(info.raw_bytes());
-  ASSERT_TRUE(l3_decode_into(enc, buf, err)) << err;
+  fid::Status decoded = l3_decode_into(enc, buf);
+  ASSERT_TRUE(decoded.ok()) << decoded.error().message;
   EXPECT_EQ(buf, im.pixels);
   std::vector<uint8_t> small(info.raw_bytes() - 1);
-  EXPECT_FALSE(l3_decode_into(enc, small, err));
+  EXPECT_FALSE(l3_decode_into(enc, small).ok());
   EXPECT_TRUE(looks_like_l3(enc));
 }
 
@@ -266,50 +268,45 @@ TEST(L3Codec, DecoderRejectsTruncationAndHeaderCorruption) {
   Image im = smooth(90, 70, 3, 2);
   L3Options o;
   o.patch_size = 32;
-  auto enc = l3_encode(im, o);
-  std::string err;
-  Image back;
+  auto enc = value_or_throw(l3_encode(im, o));
   for (size_t n = 0; n < enc.size(); n += (n < 200 ? 1 : 97)) {
     std::vector<uint8_t> t(enc.begin(), enc.begin() + static_cast<std::ptrdiff_t>(n));
-    EXPECT_FALSE(l3_decode(t, back, err)) << n;
+    EXPECT_FALSE(l3_decode(t).ok()) << n;
   }
   auto extended = enc;
   extended.push_back(0);
-  EXPECT_FALSE(l3_decode(extended, back, err));
+  EXPECT_FALSE(l3_decode(extended).ok());
   // Every single-byte change of the fixed header and offset table is rejected or, if it only
   // changes patch offsets into other valid ones, still never crashes.
-  L3Info info;
-  ASSERT_TRUE(l3_probe(enc, info, err));
+  const L3Info info = value_or_throw(l3_probe(enc));
   for (size_t i = 0; i < info.header_bytes; ++i)
     for (uint8_t x : {uint8_t{1}, uint8_t{0x80}, uint8_t{0xFF}}) {
       auto bad = enc;
       bad[i] ^= x;
-      bool ok = l3_decode(bad, back, err);
+      bool ok = l3_decode(bad).ok();
       if (i < 24 && i != 7) {  // flags bits 0/1 may give another decodable stream
         EXPECT_FALSE(ok) << "header byte " << i;
       }
     }
   auto bad = enc;
   bad[4] = 2;
-  EXPECT_FALSE(l3_decode(bad, back, err));
-  EXPECT_NE(err.find("version"), std::string::npos);
+  fid::Result<Image> decoded = l3_decode(bad);
+  ASSERT_FALSE(decoded.ok());
+  EXPECT_NE(decoded.error().message.find("version"), std::string::npos);
 }
 
 TEST(L3Codec, DecoderSurvivesRandomCorruption) {
   Image im = smooth(100, 80, 4, 3);
-  auto enc = l3_encode(im);
-  L3Info info;
-  std::string err;
-  ASSERT_TRUE(l3_probe(enc, info, err));
+  auto enc = value_or_throw(l3_encode(im));
+  const L3Info info = value_or_throw(l3_probe(enc));
   std::mt19937 rng(42);
-  Image back;
   int rejected = 0;
   for (int t = 0; t < 2000; ++t) {
     auto bad = enc;
     int flips = 1 + static_cast<int>(rng() % 4);
     for (int f = 0; f < flips; ++f)
       bad[info.header_bytes + rng() % info.data_bytes] ^= static_cast<uint8_t>(1u << (rng() % 8));
-    if (!l3_decode(bad, back, err)) ++rejected;
+    if (!l3_decode(bad).ok()) ++rejected;
   }
   // Many corruptions change row sizes and are caught; the rest decode to other pixels (L3 has
   // no checksum of its own: the store checksums its records).
@@ -320,17 +317,15 @@ TEST(L3Codec, DecoderRejectsInvalidModes) {
   // 1x1 gray, one patch, one row: header nibble byte + (no data for code 0).
   Image im = make_image(1, 1, 1);
   im.pixels[0] = 128;
-  auto enc = l3_encode(im);
-  std::string err;
-  Image back;
-  ASSERT_TRUE(l3_decode(enc, back, err)) << err;
-  L3Info info;
-  ASSERT_TRUE(l3_probe(enc, info, err));
+  auto enc = value_or_throw(l3_encode(im));
+  fid::Result<Image> decoded = l3_decode(enc);
+  ASSERT_TRUE(decoded.ok()) << decoded.error().message;
+  const L3Info info = value_or_throw(l3_probe(enc));
   auto bad = enc;
   bad[info.header_bytes] = static_cast<uint8_t>((bad[info.header_bytes] & 0xF0) | 2);  // first row: pred 2
-  EXPECT_FALSE(l3_decode(bad, back, err));
+  EXPECT_FALSE(l3_decode(bad).ok());
   bad[info.header_bytes] = static_cast<uint8_t>((bad[info.header_bytes] & 0xF0) | 8);  // cross on plane 0
-  EXPECT_FALSE(l3_decode(bad, back, err));
+  EXPECT_FALSE(l3_decode(bad).ok());
 }
 
 TEST(L3Codec, FhdPngsRoundTrip) {
@@ -339,10 +334,9 @@ TEST(L3Codec, FhdPngsRoundTrip) {
   int n = 0;
   for (auto& e : std::filesystem::recursive_directory_iterator(dir)) {
     if (e.path().extension() != ".png" || n >= 2) continue;
-    SourceImage d;
-    std::string err;
-    ASSERT_TRUE(decode_image(read_file(e.path()), d, err)) << err;
-    expect_round_trip(d.image);
+    fid::Result<SourceImage> d = decode_image(read_file(e.path()));
+    ASSERT_TRUE(d.ok()) << d.error().message;
+    expect_round_trip(d->image);
     ++n;
   }
   if (n == 0) GTEST_SKIP() << "no PNGs";
@@ -356,11 +350,10 @@ TEST(ImageIo, StoredPngRoundTripsThroughLibspng) {
       Image im = noise(w, h, c, w + h + c);
       auto png = encode_png_stored(im);
       EXPECT_EQ(png.size(), png_stored_size(w, h, c));
-      SourceImage d;
-      std::string err;
-      ASSERT_TRUE(decode_png(png, d, err)) << err;
-      EXPECT_EQ(d.image.pixels, im.pixels);
-      EXPECT_EQ(d.image.channels, c);
+      fid::Result<SourceImage> d = decode_png(png);
+      ASSERT_TRUE(d.ok()) << d.error().message;
+      EXPECT_EQ(d->image.pixels, im.pixels);
+      EXPECT_EQ(d->image.channels, c);
     }
 }
 
@@ -370,9 +363,9 @@ TEST(ImageIo, PalettePngKeepsIndicesAndPalette) {
   for (size_t i = 0; i < pal.size(); ++i) pal[i] = static_cast<uint8_t>(i * 7);
   auto png = encode_png_stored(im, pal, alpha);
   EXPECT_EQ(png.size(), png_stored_size(37, 11, 1, 21, 3));
-  SourceImage d;
-  std::string err;
-  ASSERT_TRUE(decode_png(png, d, err)) << err;
+  fid::Result<SourceImage> decoded = decode_png(png);
+  ASSERT_TRUE(decoded.ok()) << decoded.error().message;
+  const SourceImage& d = *decoded;
   EXPECT_TRUE(d.palette_indices);
   EXPECT_EQ(d.pil_mode, "P");
   EXPECT_EQ(d.image.pixels, im.pixels);
@@ -401,16 +394,16 @@ TEST(ImageIo, PnmReaderScalesLikePil) {
   std::string hdr = "P5\n# comment\n4 1\n100\n";
   std::vector<uint8_t> f(hdr.begin(), hdr.end());
   for (int v : {0, 50, 100, 200}) f.push_back(static_cast<uint8_t>(v));
-  SourceImage d;
-  std::string err;
-  ASSERT_TRUE(decode_pnm(f, d, err)) << err;
-  EXPECT_EQ(d.image.pixels, (std::vector<uint8_t>{0, 128, 255, 255}));
+  fid::Result<SourceImage> d = decode_pnm(f);
+  ASSERT_TRUE(d.ok()) << d.error().message;
+  EXPECT_EQ(d->image.pixels, (std::vector<uint8_t>{0, 128, 255, 255}));
   Image im = noise(5, 3, 3, 2);
-  ASSERT_TRUE(decode_pnm(encode_pnm(im), d, err)) << err;
-  EXPECT_EQ(d.image.pixels, im.pixels);
+  fid::Result<SourceImage> again = decode_pnm(encode_pnm(im));
+  ASSERT_TRUE(again.ok()) << again.error().message;
+  EXPECT_EQ(again->image.pixels, im.pixels);
   auto trunc = encode_pnm(im);
   trunc.pop_back();
-  EXPECT_FALSE(decode_pnm(trunc, d, err));
+  EXPECT_FALSE(decode_pnm(trunc).ok());
 }
 
 TEST(ImageIo, BmpReader) {
@@ -427,43 +420,38 @@ TEST(ImageIo, BmpReader) {
   const uint8_t bottom[6] = {1, 2, 3, 4, 5, 6}, top[6] = {7, 8, 9, 10, 11, 12};
   std::memcpy(&f[54], bottom, 6);
   std::memcpy(&f[62], top, 6);
-  SourceImage d;
-  std::string err;
-  ASSERT_TRUE(decode_bmp(f, d, err)) << err;
-  EXPECT_EQ(d.image.pixels, (std::vector<uint8_t>{9, 8, 7, 12, 11, 10, 3, 2, 1, 6, 5, 4}));
+  fid::Result<SourceImage> d = decode_bmp(f);
+  ASSERT_TRUE(d.ok()) << d.error().message;
+  EXPECT_EQ(d->image.pixels, (std::vector<uint8_t>{9, 8, 7, 12, 11, 10, 3, 2, 1, 6, 5, 4}));
   f.resize(60);
-  EXPECT_FALSE(decode_bmp(f, d, err));
+  EXPECT_FALSE(decode_bmp(f).ok());
 }
 
 TEST(ImageIo, RejectsGarbageWithoutCrashing) {
   std::mt19937 rng(1);
-  SourceImage d;
-  std::string err;
   Image im = noise(20, 20, 3, 1);
   auto png = encode_png_stored(im);
   for (int t = 0; t < 300; ++t) {
     auto bad = png;
     bad.resize(rng() % png.size());
-    EXPECT_FALSE(decode_image(bad, d, err));
+    EXPECT_FALSE(decode_image(bad).ok());
   }
   std::vector<uint8_t> junk = {'P', '6', ' ', '9', '9', '9', '9', '9', '9', '9', '9', '9', '9', '9', '9', '9', '9'};
-  EXPECT_FALSE(decode_image(junk, d, err));
+  EXPECT_FALSE(decode_image(junk).ok());
 }
 
 TEST(ImageIo, EdgeZooDecodesAndRoundTrips) {
   const std::filesystem::path dir = fid::testutil::test_data("edge");
   if (dir.empty()) GTEST_SKIP() << "no $FIDELITYFS_TEST_DATA/edge (scripts/test.sh makes it)";
-  std::string err;
   for (const char* name : {"png/rgb.png", "png/gray.png", "png/gray_alpha.png", "png/rgba.png",
                            "png/palette.png", "png/label_map.png", "png/bilevel.png",
                            "png/black.png", "png/noise.png", "png/size_1x1.png",
                            "png/size_31x1.png", "png/size_1x67.png", "png/size_129x65.png",
                            "other/bmp_rgb.bmp", "other/ppm_rgb.ppm"}) {
-    SourceImage d;
-    ASSERT_TRUE(decode_image(read_file(dir / name), d, err)) << name << ": " << err;
-    expect_round_trip(d.image);
+    fid::Result<SourceImage> d = decode_image(read_file(dir / name));
+    ASSERT_TRUE(d.ok()) << name << ": " << d.error().message;
+    expect_round_trip(d->image);
   }
-  SourceImage d;
-  EXPECT_FALSE(decode_image(read_file(dir / "png/depth16.png"), d, err));
-  EXPECT_FALSE(decode_image(read_file(dir / "png/truncated.png"), d, err));
+  EXPECT_FALSE(decode_image(read_file(dir / "png/depth16.png")).ok());
+  EXPECT_FALSE(decode_image(read_file(dir / "png/truncated.png")).ok());
 }

@@ -20,9 +20,11 @@
 #include "codec/l3_block_plan.h"
 #include "l3_test_images.h"
 #include "test_files.h"
+#include "test_result.h"
 
 using namespace fid::codec;
 using namespace fid::codec::testimg;
+using fid::testutil::value_or_throw;
 namespace l3k = fid::l3k;
 
 namespace {
@@ -36,11 +38,10 @@ constexpr Variant kAllVariants[] = {{32, false}, {32, true}, {256, false},
                                     {256, true}, {7, false}, {7, true}};
 
 bool cpu_decode(const std::vector<uint8_t>& enc, std::vector<uint8_t>& out) {
-  L3Info info;
-  std::string err;
-  if (!l3_probe(enc, info, err)) return false;
-  out.assign(info.raw_bytes(), 0);
-  return l3_decode_into(enc, out, err);
+  fid::Result<L3Info> info = l3_probe(enc);
+  if (!info) return false;
+  out.assign(info->raw_bytes(), 0);
+  return l3_decode_into(enc, out).ok();
 }
 
 // Emulated decodes of enc under each variant must equal `expect` (the CPU decoder's output).
@@ -48,9 +49,9 @@ void expect_emulation_matches(const std::vector<uint8_t>& enc, const std::vector
                               std::span<const Variant> variants, const std::string& what) {
   for (const Variant& v : variants) {
     std::vector<uint8_t> out(expect.size(), 0xA5);
-    std::string err;
-    ASSERT_TRUE(l3_decode_emulated(enc, out, v.threads, v.reverse, err))
-        << what << " threads=" << v.threads << " reverse=" << v.reverse << ": " << err;
+    fid::Status decoded = l3_decode_emulated(enc, out, v.threads, v.reverse);
+    ASSERT_TRUE(decoded.ok()) << what << " threads=" << v.threads << " reverse=" << v.reverse << ": "
+                              << decoded.error().message;
     ASSERT_TRUE(out == expect) << what << " threads=" << v.threads << " reverse=" << v.reverse;
   }
 }
@@ -59,10 +60,9 @@ void expect_emulation_matches(const std::vector<uint8_t>& enc, const std::vector
 // the ASan build catches a read outside its patch, not only one outside the file.
 bool decode_patches_isolated(const std::vector<uint8_t>& enc, std::vector<uint8_t>& out, Variant v) {
   L3BatchPlan plan;
-  L3Info info;
-  std::string err;
-  if (!l3_plan_image(enc, 0, 0, 0, 0, plan, info, err)) return false;
-  out.assign(info.raw_bytes(), 0);
+  fid::Result<L3Info> info = l3_plan_image(enc, 0, 0, 0, 0, plan);
+  if (!info) return false;
+  out.assign(info->raw_bytes(), 0);
   int status = 0;
   L3BatchPlan one;
   one.tables = plan.tables;
@@ -86,9 +86,9 @@ struct StreamStats {
 
   void add(const std::vector<uint8_t>& enc) {
     L3BatchPlan plan;
-    L3Info info;
-    std::string err;
-    ASSERT_TRUE(l3_plan_image(enc, 0, 0, 0, 0, plan, info, err)) << err;
+    fid::Result<L3Info> planned = l3_plan_image(enc, 0, 0, 0, 0, plan);
+    ASSERT_TRUE(planned.ok()) << planned.error().message;
+    const L3Info& info = *planned;
     (info.flags & kL3FlagHuffCodes ? huff : nibbles) = true;
     for (const auto& t : plan.tasks) {
       const uint8_t* p = enc.data() + t.in_offset;
@@ -200,7 +200,7 @@ TEST(L3Block, RandomImagesMatchCpuDecoder) {
     if (rng() % 5 == 0) o.predictor_mask = 1u << (rng() % 6);  // rows with a rarer predictor
     if (rng() % 5 == 0) o.first_row_mask = 1u << (rng() % 2);
     Image im = random_content(w, h, c, rng);
-    auto enc = l3_encode(im, o);
+    auto enc = value_or_throw(l3_encode(im, o));
     std::vector<uint8_t> expect;
     ASSERT_TRUE(cpu_decode(enc, expect));
     ASSERT_TRUE(expect == im.pixels);
@@ -245,7 +245,7 @@ TEST(L3Block, BatchPlanOffsetsPitchAndStatus) {
   uint64_t out_size = 3;
   L3BatchPlan plan;
   for (size_t i = 0; i < ims.size(); ++i) {
-    encs.push_back(l3_encode(ims[i], opts[i]));
+    encs.push_back(value_or_throw(l3_encode(ims[i], opts[i])));
     expects.emplace_back();
     ASSERT_TRUE(cpu_decode(encs[i], expects[i]));
     in_base.push_back(in.size());
@@ -254,11 +254,9 @@ TEST(L3Block, BatchPlanOffsetsPitchAndStatus) {
     pitch.push_back(static_cast<uint32_t>(ims[i].row_bytes() + 5 * i));  // image 0: pitch 0
     out_base.push_back(out_size);
     out_size += uint64_t{pitch[i]} * ims[i].height + 9;
-    L3Info info;
-    std::string err;
-    ASSERT_TRUE(l3_plan_image(encs[i], in_base[i], out_base[i], i == 0 ? 0 : pitch[i],
-                              static_cast<uint32_t>(i), plan, info, err))
-        << err;
+    fid::Result<L3Info> planned =
+        l3_plan_image(encs[i], in_base[i], out_base[i], i == 0 ? 0 : pitch[i], static_cast<uint32_t>(i), plan);
+    ASSERT_TRUE(planned.ok()) << planned.error().message;
   }
   EXPECT_EQ(plan.tables.size(), 32u);  // images 0 and 2 have Huffman codes
   auto run = [&](const std::vector<uint8_t>& input, std::vector<uint8_t>& out, std::vector<int>& status) {
@@ -286,9 +284,7 @@ TEST(L3Block, BatchPlanOffsetsPitchAndStatus) {
 
   // A corruption of image 1 that the CPU decoder rejects flags image 1 only.
   std::mt19937 rng(3);
-  L3Info info1;
-  std::string err;
-  ASSERT_TRUE(l3_probe(encs[1], info1, err));
+  const L3Info info1 = value_or_throw(l3_probe(encs[1]));
   int flagged = 0;
   for (int t = 0; t < 50 && flagged < 5; ++t) {
     auto bad = encs[1];
@@ -312,17 +308,17 @@ TEST(L3Block, BatchPlanOffsetsPitchAndStatus) {
   L3Options inter;
   inter.inter_patch_rows = true;
   inter.entropy_codes = 2;
-  L3Info info;
-  EXPECT_FALSE(l3_plan_image(l3_encode(ims[0], inter), 0, 0, 0, 3, plan, info, err));
-  EXPECT_NE(err.find("INTER_PATCH"), std::string::npos);
-  EXPECT_FALSE(l3_plan_image(encs[0], 0, 0, 899, 3, plan, info, err));
+  fid::Result<L3Info> planned = l3_plan_image(value_or_throw(l3_encode(ims[0], inter)), 0, 0, 0, 3, plan);
+  ASSERT_FALSE(planned.ok());
+  EXPECT_NE(planned.error().message.find("INTER_PATCH"), std::string::npos);
+  EXPECT_FALSE(l3_plan_image(encs[0], 0, 0, 899, 3, plan).ok());
   auto bad = encs[0];
   bad[5] = 5;
-  EXPECT_FALSE(l3_plan_image(bad, 0, 0, 0, 3, plan, info, err));
+  EXPECT_FALSE(l3_plan_image(bad, 0, 0, 0, 3, plan).ok());
   EXPECT_EQ(plan.tasks.size(), ntasks);
   EXPECT_EQ(plan.tables.size(), ntables);
   std::vector<uint8_t> pix(ims[0].pixels.size());
-  EXPECT_FALSE(l3_decode_emulated(l3_encode(ims[0], inter), pix, 256, false, err));
+  EXPECT_FALSE(l3_decode_emulated(value_or_throw(l3_encode(ims[0], inter)), pix, 256, false).ok());
   plan.clear();
   EXPECT_TRUE(plan.tasks.empty() && plan.tables.empty());
 }
@@ -356,13 +352,11 @@ TEST(L3Block, CorruptInputFailsLikeCpuDecoder) {
   auto check = [&](const std::vector<uint8_t>& bad) {
     std::vector<uint8_t> cpu_out;
     const bool cpu_ok = cpu_decode(bad, cpu_out);
-    L3Info info;
-    std::string err;
-    const bool probed = l3_probe(bad, info, err);
-    if (probed && (info.flags & kL3FlagInterPatch)) return;  // a flipped flag: not on this path
-    std::vector<uint8_t> emu_out(probed ? info.raw_bytes() : 0);
+    const fid::Result<L3Info> probed = l3_probe(bad);
+    if (probed && (probed->flags & kL3FlagInterPatch)) return;  // a flipped flag: not on this path
+    std::vector<uint8_t> emu_out(probed ? probed->raw_bytes() : 0);
     const Variant v = kAllVariants[n++ % std::size(kAllVariants)];
-    const bool emu_ok = l3_decode_emulated(bad, emu_out, v.threads, v.reverse, err);
+    const bool emu_ok = l3_decode_emulated(bad, emu_out, v.threads, v.reverse).ok();
     ASSERT_EQ(cpu_ok, emu_ok) << "threads " << v.threads;
     std::vector<uint8_t> iso_out;
     ASSERT_EQ(cpu_ok, decode_patches_isolated(bad, iso_out, v)) << "threads " << v.threads;
@@ -375,10 +369,8 @@ TEST(L3Block, CorruptInputFailsLikeCpuDecoder) {
     }
   };
   for (const Case& cs : cases) {
-    const auto enc = l3_encode(cs.im, cs.opt);
-    L3Info info;
-    std::string err;
-    ASSERT_TRUE(l3_probe(enc, info, err));
+    const auto enc = value_or_throw(l3_encode(cs.im, cs.opt));
+    const L3Info info = value_or_throw(l3_probe(enc));
     for (int t = 0; t < 600; ++t) {
       std::vector<uint8_t> bad(enc);
       // Mostly patch data; sometimes the header, code table or offsets.
@@ -425,13 +417,13 @@ TEST(L3Block, LosslessFilesMatchCpuDecoder) {
   uint64_t samples = 0;
   const auto t0 = std::chrono::steady_clock::now();
   for (const auto& f : files) {
-    SourceImage src;
-    std::string err;
-    if (!decode_image(read_file(f), src, err)) {  // 16-bit or truncated members of the zoo
+    fid::Result<SourceImage> decoded = decode_image(read_file(f));
+    if (!decoded) {  // 16-bit or truncated members of the zoo
       ++unreadable;
       continue;
     }
-    auto enc = l3_encode(src.image);
+    const SourceImage& src = *decoded;
+    auto enc = value_or_throw(l3_encode(src.image));
     std::vector<uint8_t> expect;
     ASSERT_TRUE(cpu_decode(enc, expect)) << f;
     ASSERT_TRUE(expect == src.image.pixels) << f;

@@ -8,8 +8,10 @@
 #include "codec/image_io.h"
 #include "codec/l3.h"
 #include "codec/l3_view.h"
+#include "test_result.h"
 
 using namespace fid::codec;
+using fid::testutil::value_or_throw;
 
 namespace {
 
@@ -53,10 +55,10 @@ const Case kCases[] = {
 TEST(L3View, PayloadRoundTripEveryMode) {
   for (const Case& c : kCases) {
     SourceImage s = make_source(c.mode, c.w, c.h, 7, c.pal, c.alpha);
-    std::vector<uint8_t> payload = encode_l3_payload(s);
-    L3Payload p;
-    std::string err;
-    ASSERT_TRUE(parse_l3_payload(payload, p, err)) << err;
+    std::vector<uint8_t> payload = value_or_throw(encode_l3_payload(s));
+    fid::Result<L3Payload> parsed = parse_l3_payload(payload);
+    ASSERT_TRUE(parsed.ok()) << parsed.error().message;
+    const L3Payload& p = *parsed;
     EXPECT_EQ(p.shape.mode, c.mode);
     EXPECT_EQ(p.shape.width, c.w);
     EXPECT_EQ(p.shape.height, c.h);
@@ -64,11 +66,11 @@ TEST(L3View, PayloadRoundTripEveryMode) {
     EXPECT_EQ(p.shape.alpha_entries, c.alpha);
     EXPECT_TRUE(std::equal(p.palette.begin(), p.palette.end(), s.palette.begin(), s.palette.end()));
     EXPECT_TRUE(std::equal(p.palette_alpha.begin(), p.palette_alpha.end(), s.palette_alpha.begin(), s.palette_alpha.end()));
-    Image out;
-    ASSERT_TRUE(l3_decode(p.l3, out, err)) << err;
-    EXPECT_EQ(out.pixels, s.image.pixels);
+    fid::Result<Image> out = l3_decode(p.l3);
+    ASSERT_TRUE(out.ok()) << out.error().message;
+    EXPECT_EQ(out->pixels, s.image.pixels);
     L3Shape back;
-    ASSERT_TRUE(shape_from_code(shape_code(p.shape), c.w, c.h, back));
+    ASSERT_TRUE(shape_from_code(shape_code(p.shape), c.w, c.h, back).ok());
     EXPECT_EQ(shape_code(back), shape_code(p.shape));
   }
 }
@@ -76,27 +78,27 @@ TEST(L3View, PayloadRoundTripEveryMode) {
 TEST(L3View, ViewSizeEqualsRenderedSizeAndPixelsRoundTrip) {
   for (const Case& c : kCases) {
     SourceImage s = make_source(c.mode, c.w, c.h, 11, c.pal, c.alpha);
-    std::vector<uint8_t> payload = encode_l3_payload(s);
-    L3Payload p;
-    std::string err;
-    ASSERT_TRUE(parse_l3_payload(payload, p, err)) << err;
+    std::vector<uint8_t> payload = value_or_throw(encode_l3_payload(s));
+    fid::Result<L3Payload> parsed = parse_l3_payload(payload);
+    ASSERT_TRUE(parsed.ok()) << parsed.error().message;
+    const L3Payload& p = *parsed;
     for (ViewFormat f : {ViewFormat::png, ViewFormat::ppm, ViewFormat::npy}) {
-      bool ok = false;
-      std::vector<uint8_t> view = render_l3_view(payload, f, err, &ok);
-      ASSERT_TRUE(ok) << err;
+      fid::Result<std::vector<uint8_t>> rendered = render_l3_view(payload, f);
+      ASSERT_TRUE(rendered.ok()) << rendered.error().message;
+      const std::vector<uint8_t>& view = *rendered;
       EXPECT_EQ(view.size(), l3_view_size(p.shape, f)) << pil_mode_name(c.mode) << " " << view_format_name(f);
       ViewFormat eff = effective_view_format(p.shape, f);
       if (eff == ViewFormat::png) {  // decodes (libspng) back to the source
-        SourceImage d;
-        ASSERT_TRUE(decode_png(view, d, err)) << err;
-        EXPECT_EQ(d.pil_mode, s.pil_mode);
-        EXPECT_EQ(d.image.pixels, s.image.pixels);
-        EXPECT_EQ(d.palette, s.palette);
-        EXPECT_EQ(d.palette_alpha, s.palette_alpha);
+        fid::Result<SourceImage> d = decode_png(view);
+        ASSERT_TRUE(d.ok()) << d.error().message;
+        EXPECT_EQ(d->pil_mode, s.pil_mode);
+        EXPECT_EQ(d->image.pixels, s.image.pixels);
+        EXPECT_EQ(d->palette, s.palette);
+        EXPECT_EQ(d->palette_alpha, s.palette_alpha);
       } else if (eff == ViewFormat::ppm) {
-        SourceImage d;
-        ASSERT_TRUE(decode_pnm(view, d, err)) << err;
-        EXPECT_EQ(d.image.pixels, s.image.pixels);
+        fid::Result<SourceImage> d = decode_pnm(view);
+        ASSERT_TRUE(d.ok()) << d.error().message;
+        EXPECT_EQ(d->image.pixels, s.image.pixels);
       } else {
         auto head = npy_header(c.w, c.h, s.image.channels);
         ASSERT_EQ(view.size(), head.size() + s.image.pixels.size());
@@ -117,24 +119,23 @@ TEST(L3View, PpmFallsBackToPngForAlpha) {
 
 TEST(L3View, RejectsBadPayloads) {
   SourceImage s = make_source(PilMode::P, 8, 8, 1, 4, 2);
-  std::vector<uint8_t> payload = encode_l3_payload(s);
-  L3Payload p;
-  std::string err;
+  std::vector<uint8_t> payload = value_or_throw(encode_l3_payload(s));
   for (size_t n = 0; n < payload.size(); n += 3) {  // every truncation fails cleanly
     std::vector<uint8_t> cut(payload.begin(), payload.begin() + static_cast<long>(n));
-    EXPECT_FALSE(parse_l3_payload(cut, p, err) && [&] {
-      std::vector<uint8_t> out(l3_view_size(p.shape, ViewFormat::png));
-      return render_l3_view(p, ViewFormat::png, out, err);
+    fid::Result<L3Payload> p = parse_l3_payload(cut);
+    EXPECT_FALSE(p.ok() && [&] {
+      std::vector<uint8_t> out(l3_view_size(p->shape, ViewFormat::png));
+      return render_l3_view(*p, ViewFormat::png, out).ok();
     }());
   }
   auto bad = payload;
   bad[4] = 9;  // unknown mode
-  EXPECT_FALSE(parse_l3_payload(bad, p, err));
+  EXPECT_FALSE(parse_l3_payload(bad).ok());
   bad = payload;
   bad[6] = 0;  // P without a palette
   bad[7] = 0;
-  EXPECT_FALSE(parse_l3_payload(bad, p, err));
+  EXPECT_FALSE(parse_l3_payload(bad).ok());
   L3Shape sh;
-  EXPECT_FALSE(shape_from_code(2, 4, 4, sh));          // P with 0 entries
-  EXPECT_FALSE(shape_from_code(1 | 5u << 8, 4, 4, sh));  // L with a palette
+  EXPECT_FALSE(shape_from_code(2, 4, 4, sh).ok());          // P with 0 entries
+  EXPECT_FALSE(shape_from_code(1 | 5u << 8, 4, 4, sh).ok());  // L with a palette
 }

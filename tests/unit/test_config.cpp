@@ -198,18 +198,18 @@ TEST(ConfigYaml, OrderSettings) {
 
 TEST(ConfigYaml, RawViewSettings) {
   Settings d = merge(parse_config("", "f.yaml"), MountOptions{});
-  EXPECT_EQ(d.raw_format, RawFormat::png);
+  EXPECT_EQ(d.raw_format, fid::codec::ViewFormat::png);
   EXPECT_EQ(d.raw_names, RawNames::keep);
   Config c = parse_config("raw_format: npy\nraw_names: ext\n", "f.yaml");
   Settings s = merge(c, MountOptions{});
-  EXPECT_EQ(s.raw_format, RawFormat::npy);
+  EXPECT_EQ(s.raw_format, fid::codec::ViewFormat::npy);
   EXPECT_EQ(s.raw_names, RawNames::ext);
   MountOptions o;
   parse_mount_options("raw_format=ppm,raw_names=keep", o);
   Settings m = merge(c, o);  // the mount option wins over the file
-  EXPECT_EQ(m.raw_format, RawFormat::ppm);
+  EXPECT_EQ(m.raw_format, fid::codec::ViewFormat::ppm);
   EXPECT_EQ(m.raw_names, RawNames::keep);
-  EXPECT_EQ(raw_format_name(RawFormat::npy), "npy");
+  EXPECT_EQ(fid::codec::view_format_name(fid::codec::ViewFormat::npy), "npy");
   EXPECT_EQ(raw_names_name(RawNames::ext), "ext");
   EXPECT_EQ(opt_error("raw_format=jpg"), "bad value for mount option raw_format: 'jpg' (expected png, ppm or npy)");
   EXPECT_EQ(opt_error("raw_names=x"), "bad value for mount option raw_names: 'x' (expected keep or ext)");

@@ -12,6 +12,7 @@
 #include "codec/l3_batch.h"
 #include "core/l3_batcher.h"
 #include "l3_test_images.h"
+#include "test_result.h"
 
 using namespace fid;
 using namespace std::chrono_literals;
@@ -42,21 +43,23 @@ class FakeDecoder final : public codec::L3BatchDecoder {
   std::vector<size_t> sizes;
 };
 
-struct Result {
+struct Decoded {
   bool ok = false;
   std::string error;
   std::vector<uint8_t> pixels;
 };
 
 // Runs one decode per stream on its own thread, all at once.
-std::vector<Result> decode_concurrently(core::L3Batcher& b, const std::vector<std::vector<uint8_t>>& streams,
+std::vector<Decoded> decode_concurrently(core::L3Batcher& b, const std::vector<std::vector<uint8_t>>& streams,
                                         size_t pixels) {
-  std::vector<Result> out(streams.size());
+  std::vector<Decoded> out(streams.size());
   std::vector<std::thread> threads;
   for (size_t i = 0; i < streams.size(); ++i)
     threads.emplace_back([&, i] {
       out[i].pixels.assign(pixels, 0);
-      out[i].ok = b.decode(streams[i], out[i].pixels, out[i].error);
+      Status st = b.decode(streams[i], out[i].pixels);
+      out[i].ok = st.ok();
+      if (!st.ok()) out[i].error = st.error().message;
     });
   for (auto& t : threads) t.join();
   return out;
@@ -131,7 +134,8 @@ TEST(L3Batcher, ALoneDecodeGoesAtTheDeadline) {
   std::string err;
   const auto t0 = std::chrono::steady_clock::now();
   const std::vector<uint8_t> stream{7};
-  ASSERT_TRUE(b.decode(stream, px, err)) << err;
+  Status st = b.decode(stream, px);
+  ASSERT_TRUE(st.ok()) << st.error().message;
   EXPECT_GE(std::chrono::steady_clock::now() - t0, 20ms);
   EXPECT_EQ(px, std::vector<uint8_t>(4, 7));
   auto s = b.stats();
@@ -166,7 +170,7 @@ TEST(L3Batcher, ADecoderFailureFallsBackToTheCpu) {
     reasons.push_back(why);
   });
   codec::Image im = codec::testimg::smooth(40, 30, 3, 9);
-  auto good = codec::l3_encode(im);
+  auto good = testutil::value_or_throw(codec::l3_encode(im));
   auto bad = good;
   bad.resize(bad.size() - 1);
   auto r = decode_concurrently(b, {good, bad}, im.pixels.size());
@@ -206,27 +210,28 @@ TEST(L3Batcher, EmulatedBlockDecoderMatchesTheCpuDecoder) {
       codec::L3Options o;
       o.inter_patch_rows = (seed % 3 == 0);
       o.entropy_codes = static_cast<uint8_t>(seed % 3);
-      cases.push_back({codec::l3_encode(im, o), im.pixels.size()});
+      cases.push_back({testutil::value_or_throw(codec::l3_encode(im, o)), im.pixels.size()});
     }
   std::vector<uint8_t> bad = cases[5].l3;
   bad.resize(bad.size() - 3);  // truncated: the size check fails
   cases.push_back({bad, cases[5].raw});
 
-  std::vector<Result> got(cases.size());
+  std::vector<Decoded> got(cases.size());
   std::vector<std::thread> threads;
   for (size_t i = 0; i < cases.size(); ++i)
     threads.emplace_back([&, i] {
       got[i].pixels.assign(cases[i].raw, 0);
-      got[i].ok = b.decode(cases[i].l3, got[i].pixels, got[i].error);
+      Status st = b.decode(cases[i].l3, got[i].pixels);
+      got[i].ok = st.ok();
+      if (!st.ok()) got[i].error = st.error().message;
     });
   for (auto& t : threads) t.join();
   for (size_t i = 0; i < cases.size(); ++i) {
     std::vector<uint8_t> want(cases[i].raw);
-    std::string err;
-    const bool ok = codec::l3_decode_into(cases[i].l3, want, err);
-    ASSERT_EQ(got[i].ok, ok) << "case " << i << ": " << got[i].error;
-    if (ok) EXPECT_EQ(got[i].pixels, want) << "case " << i;
-    else EXPECT_EQ(got[i].error, err);
+    const Status decoded = codec::l3_decode_into(cases[i].l3, want);
+    ASSERT_EQ(got[i].ok, decoded.ok()) << "case " << i << ": " << got[i].error;
+    if (decoded) EXPECT_EQ(got[i].pixels, want) << "case " << i;
+    else EXPECT_EQ(got[i].error, decoded.error().message);
   }
   EXPECT_EQ(b.stats().jobs, cases.size());
 }

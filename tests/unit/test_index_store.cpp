@@ -19,6 +19,7 @@
 #include "index/store.h"
 #include "storage/local_record_source.h"
 #include "test_files.h"
+#include "test_result.h"
 
 namespace fsys = std::filesystem;
 using fid::index::FileKind;
@@ -55,14 +56,24 @@ std::map<std::string, std::string> make_tree(const fsys::path& src) {
   return files;
 }
 
-fid::index::PackReport pack(const fsys::path& src, const fsys::path& store, uint64_t record_bytes = 8192) {
+fid::index::PackOptions pack_options(const fsys::path& src, const fsys::path& store, uint64_t record_bytes = 8192) {
   fid::index::PackOptions opt;
   opt.source = src;
   opt.store = store;
   opt.jobs = 2;
   opt.record_bytes = record_bytes;
+  return opt;
+}
+
+fid::Result<fid::index::PackReport> try_pack(const fsys::path& src, const fsys::path& store) {
   std::atomic<bool> cancel{false};
-  return fid::index::pack(opt, nullptr, cancel);
+  return fid::index::pack(pack_options(src, store), nullptr, cancel);
+}
+
+// A pack that must succeed (a failure ends the test).
+fid::index::PackReport pack(const fsys::path& src, const fsys::path& store, uint64_t record_bytes = 8192) {
+  std::atomic<bool> cancel{false};
+  return fid::testutil::value_or_throw(fid::index::pack(pack_options(src, store, record_bytes), nullptr, cancel));
 }
 
 std::unique_ptr<Store> open_store(const fsys::path& dir) {
@@ -208,12 +219,13 @@ TEST(Pack, RefusesNonEmptyTargetAndLeavesNoTemporaryFolder) {
   TempDir t;
   make_tree(t.path() / "src");
   write_file(t.path() / "store/keep.txt", "user data");
-  try {
-    pack(t.path() / "src", t.path() / "store");
-    ADD_FAILURE() << "packed over a non-empty folder";
-  } catch (const fid::index::PackError& e) {
-    EXPECT_EQ(e.exit_code(), 2);
-  }
+  // A usage error: the option check refuses it, and so does pack itself.
+  const fid::Result<fsys::path> checked = fid::index::check_pack_options(pack_options(t.path() / "src", t.path() / "store"));
+  ASSERT_FALSE(checked.ok()) << "accepted a non-empty folder as the store";
+  EXPECT_EQ(checked.error().message, (t.path() / "store").string() + ": already exists and is not an empty folder");
+  const fid::Result<fid::index::PackReport> packed = try_pack(t.path() / "src", t.path() / "store");
+  ASSERT_FALSE(packed.ok()) << "packed over a non-empty folder";
+  EXPECT_EQ(packed.error().message, checked.error().message);
   int entries = 0;
   for ([[maybe_unused]] auto& e : fsys::directory_iterator(t.path())) ++entries;
   EXPECT_EQ(entries, 2);  // src and store, nothing else
@@ -227,7 +239,10 @@ TEST(Pack, CancelLeavesNothing) {
   opt.source = t.path() / "src";
   opt.store = t.path() / "store";
   std::atomic<bool> cancel{true};
-  EXPECT_THROW(fid::index::pack(opt, nullptr, cancel), fid::index::PackError);
+  const fid::Result<fid::index::PackReport> packed = fid::index::pack(opt, nullptr, cancel);
+  ASSERT_FALSE(packed.ok());
+  EXPECT_EQ(packed.error().code, ECANCELED);
+  EXPECT_EQ(packed.error().message, "interrupted");
   EXPECT_FALSE(fsys::exists(t.path() / "store"));
   int entries = 0;
   for ([[maybe_unused]] auto& e : fsys::directory_iterator(t.path())) ++entries;
@@ -261,13 +276,11 @@ TEST(Pack, RefusesWhileAnotherPackOfTheTargetRuns) {
   int fd = ::open((t.path() / ".store.tmp-999999").c_str(), O_RDONLY | O_DIRECTORY);
   ASSERT_GE(fd, 0);
   ASSERT_EQ(::flock(fd, LOCK_EX), 0);
-  try {
-    pack(t.path() / "src", t.path() / "store");
-    ADD_FAILURE() << "packed beside a running pack";
-  } catch (const fid::index::PackError& e) {
-    EXPECT_EQ(e.exit_code(), 1);
-    EXPECT_NE(std::string(e.what()).find("another fidelityfs pack"), std::string::npos) << e.what();
-  }
+  // Not a usage error (the options are fine): a runtime failure of the pack.
+  EXPECT_TRUE(fid::index::check_pack_options(pack_options(t.path() / "src", t.path() / "store")).ok());
+  const fid::Result<fid::index::PackReport> packed = try_pack(t.path() / "src", t.path() / "store");
+  ASSERT_FALSE(packed.ok()) << "packed beside a running pack";
+  EXPECT_NE(packed.error().message.find("another fidelityfs pack"), std::string::npos) << packed.error().message;
   EXPECT_TRUE(fsys::exists(t.path() / ".store.tmp-999999/records/000000.rec"));
   EXPECT_FALSE(fsys::exists(t.path() / "store"));
   ::close(fd);  // the "running" pack died: its folder is a leftover now

@@ -72,7 +72,8 @@ class PackedStore : public ::testing::Test {
     opt.jobs = 2;
     opt.record_bytes = 16 * 1024;
     std::atomic<bool> cancel{false};
-    index::pack(opt, nullptr, cancel);
+    auto packed = index::pack(opt, nullptr, cancel);
+    ASSERT_TRUE(packed.ok()) << packed.error().message;
     reopen();
   }
   void reopen() { store_ = std::move(index::Store::open(path())).value(); }
