@@ -1,5 +1,6 @@
 #include "index/store.h"
 
+#include "codec/jpeg.h"
 #include "codec/l3_view.h"
 
 #include <fcntl.h>
@@ -269,9 +270,8 @@ uint32_t pieces_at_level(FileKind kind, int level, int levels) {
 }
 
 std::span<const uint8_t> level_trailer(FileKind kind) {
-  static constexpr uint8_t kEoi[2] = {0xFF, 0xD9};
   if (kind != FileKind::jpeg) return {};
-  return kEoi;
+  return codec::kEoi;  // a level cut ends its scans with the JPEG's end-of-image marker
 }
 
 uint32_t Store::pieces_at_level(const File& f, int level) const { return index::pieces_at_level(f.kind, level, levels_); }
