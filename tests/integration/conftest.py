@@ -58,7 +58,7 @@ def _photos():
     return folder if os.path.isdir(folder) else None
 
 
-def _make_tree(out, kind, count=0, classes=0):
+def make_tree(out, kind, count=0, classes=0):
     photos = _photos()
     if photos:
         cmd = [sys.executable, os.path.join(SHARED, "make_imagefolder.py"), "--photos", photos, "--kind", kind,
@@ -73,12 +73,12 @@ def _make_tree(out, kind, count=0, classes=0):
 
 @pytest.fixture(scope="session")
 def edge_tree(tmp_path_factory):
-    return _make_tree(str(tmp_path_factory.mktemp("src") / "edge"), "edge")
+    return make_tree(str(tmp_path_factory.mktemp("src") / "edge"), "edge")
 
 
 @pytest.fixture(scope="session")
 def imagenet_tree(tmp_path_factory):
-    return _make_tree(str(tmp_path_factory.mktemp("src") / "imagenet"), "imagenet", count=300, classes=6)
+    return make_tree(str(tmp_path_factory.mktemp("src") / "imagenet"), "imagenet", count=300, classes=6)
 
 
 def manifest(tree):

@@ -14,7 +14,7 @@ import time
 import pytest
 from PIL import Image
 
-from conftest import REPO, fid_bin, manifest
+from conftest import REPO, make_tree, fid_bin, manifest
 from fidstore import Store
 from mountutil import (XA, daemon_pid, flip_level, is_mounted, mount, mounted, unmount, wait_exit, wait_invalidations,
                        walk_dirs, walk_files)
@@ -471,16 +471,13 @@ def test_foreground_mode_and_helper(edge_store, mnt, tmp_path):
     assert p.returncode == 2 and "bogus_option" in p.stderr
 
 
-BIG_IMAGENET = "/tmp/ds-imagenet"
-
-
 @needs_djpeg
-@pytest.mark.skipif(not os.path.isdir(BIG_IMAGENET), reason="no /tmp/ds-imagenet in this workplace")
 def test_big_imagenet_every_file_every_level(tmp_path_factory, mnt):
-    """The 2000-image ImageNet-like set when present: every JPEG decodes with PIL at levels 1, 5 and
-    full, full is pixel-identical to the source; djpeg on a sample."""
+    """A 2000-image ImageNet-like set (real photos when ../shared has them): every JPEG decodes with
+    PIL at levels 1, 5 and full, full is pixel-identical to the source; djpeg on a sample."""
+    big = make_tree(str(tmp_path_factory.mktemp("src") / "big"), "imagenet", count=2000, classes=20)
     store = str(tmp_path_factory.mktemp("big") / "store")
-    subprocess.run([fid_bin(), "pack", BIG_IMAGENET, store, "--progress", "off"], check=True, capture_output=True)
+    subprocess.run([fid_bin(), "pack", big, store, "--progress", "off"], check=True, capture_output=True)
     st = Store(store)
     rels = sorted(st.files)
     with mounted(store, mnt):
@@ -491,7 +488,7 @@ def test_big_imagenet_every_file_every_level(tmp_path_factory, mnt):
                 assert len(data) == os.stat(os.path.join(base, rel)).st_size
                 im = decode_pil(data)
                 if level == st.levels:
-                    src = Image.open(os.path.join(BIG_IMAGENET, rel))
+                    src = Image.open(os.path.join(big, rel))
                     src.load()
                     assert im.tobytes() == src.tobytes(), rel
                 if i % 20 == 0:
