@@ -430,6 +430,7 @@ class Filesystem {
     j["gpu_memory"] = settings_.gpu_memory;
     j["raw_format"] = config::raw_format_name(settings_.raw_format);
     j["raw_names"] = config::raw_names_name(settings_.raw_names);
+    j["readdir"] = config::readdir_name(settings_.readdir);
     j["allow_other"] = settings_.allow_other;
     j["log"] = {{"level", config::log_level_name(settings_.log_level)}, {"file", settings_.log_file}};
     return j.dump(2) + "\n";
@@ -569,9 +570,15 @@ class Filesystem {
 
   static void op_init(void* userdata, fuse_conn_info* conn) {
     auto& fs = *static_cast<Filesystem*>(userdata);
-    if (conn->capable & FUSE_CAP_READDIRPLUS) conn->want |= FUSE_CAP_READDIRPLUS;
-    conn->want &= ~FUSE_CAP_READDIRPLUS_AUTO;  // always plus: one round trip fills dentries + attrs
-    conn->want &= ~FUSE_CAP_AUTO_INVAL_DATA;   // inodes are immutable: cached pages stay valid
+    // readdir=plus: one round trip fills dentries + attrs; plain: names only (LOOKUP at open);
+    // auto: the kernel picks per listing.
+    conn->want &= ~(FUSE_CAP_READDIRPLUS | FUSE_CAP_READDIRPLUS_AUTO);
+    if (fs.settings_.readdir != config::Readdir::plain && (conn->capable & FUSE_CAP_READDIRPLUS)) {
+      conn->want |= FUSE_CAP_READDIRPLUS;
+      if (fs.settings_.readdir == config::Readdir::auto_ && (conn->capable & FUSE_CAP_READDIRPLUS_AUTO))
+        conn->want |= FUSE_CAP_READDIRPLUS_AUTO;
+    }
+    conn->want &= ~FUSE_CAP_AUTO_INVAL_DATA;  // inodes are immutable: cached pages stay valid
     // Without OPEN requests an O_TRUNC open must reach us as a SETATTR (which gets EROFS).
     conn->want &= ~FUSE_CAP_ATOMIC_O_TRUNC;
     if (conn->capable & FUSE_CAP_PARALLEL_DIROPS) conn->want |= FUSE_CAP_PARALLEL_DIROPS;
