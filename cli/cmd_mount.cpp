@@ -289,8 +289,8 @@ void register_mount(CLI::App& app, int& exit_code) {
   cmd->add_option("MOUNTPOINT", a->mountpoint, "empty directory to mount on")->required();
   cmd->add_option("-o", a->options,
                   "mount options: scan_group=K|full, threads=N, cache=BYTES, gpu=auto|on|off, gpu_batch=N, "
-                  "gpu_deadline_us=N, gpu_memory=BYTES, raw_format=png|ppm|npy, raw_names=keep|ext, allow_other, "
-                  "config=FILE")
+                  "gpu_deadline_us=N, gpu_memory=BYTES, raw_format=png|ppm|npy, raw_names=keep|ext, "
+                  "readdir=plus|plain|auto, allow_other, config=FILE")
       ->allow_extra_args(false);
   cmd->add_option("--config", a->config, "YAML configuration file");
   cmd->add_flag("-f", a->foreground, "stay in the foreground");

@@ -13,6 +13,9 @@
 namespace fid::config {
 
 std::string_view raw_names_name(RawNames n) { return n == RawNames::keep ? "keep" : "ext"; }
+std::string_view readdir_name(Readdir r) {
+  return r == Readdir::plus ? "plus" : r == Readdir::plain ? "plain" : "auto";
+}
 
 namespace {
 std::optional<codec::ViewFormat> parse_raw_format(std::string_view s) {
@@ -23,6 +26,12 @@ std::optional<codec::ViewFormat> parse_raw_format(std::string_view s) {
 std::optional<RawNames> parse_raw_names(std::string_view s) {
   if (s == "keep") return RawNames::keep;
   if (s == "ext") return RawNames::ext;
+  return std::nullopt;
+}
+std::optional<Readdir> parse_readdir(std::string_view s) {
+  if (s == "plus") return Readdir::plus;
+  if (s == "plain") return Readdir::plain;
+  if (s == "auto") return Readdir::auto_;
   return std::nullopt;
 }
 }  // namespace
@@ -216,6 +225,8 @@ constexpr CommonKey kCommonKeys[] = {
      [](std::string_view v, CommonSettings& s) { return put(s.raw_format, parse_raw_format(v)); }},
     {"raw_names", "keep or ext",
      [](std::string_view v, CommonSettings& s) { return put(s.raw_names, parse_raw_names(v)); }},
+    {"readdir", "plus, plain or auto",
+     [](std::string_view v, CommonSettings& s) { return put(s.readdir, parse_readdir(v)); }},
 };
 
 const CommonKey* find_common_key(std::string_view name) {
@@ -329,7 +340,7 @@ Config parse_config(std::string_view yaml, const std::string& source) {
         }
       }
     } else {
-      ctx.fail(keyn, key, "unknown key (expected scan_group, rules, threads, cache, gpu, gpu_batch, gpu_deadline_us, gpu_memory, order_seed, order_window, raw_format, raw_names, log)");
+      ctx.fail(keyn, key, "unknown key (expected scan_group, rules, threads, cache, gpu, gpu_batch, gpu_deadline_us, gpu_memory, order_seed, order_window, raw_format, raw_names, readdir, log)");
     }
   }
   return cfg;
@@ -374,7 +385,7 @@ void parse_mount_options(std::string_view list, MountOptions& opts) {
       no_value();
       opts.allow_other = true;
     } else {
-      throw ConfigError(fmt::format("unknown mount option '{}' (known: scan_group, threads, cache, gpu, gpu_batch, gpu_deadline_us, gpu_memory, config, raw_format, raw_names, allow_other)", name));
+      throw ConfigError(fmt::format("unknown mount option '{}' (known: scan_group, threads, cache, gpu, gpu_batch, gpu_deadline_us, gpu_memory, config, raw_format, raw_names, readdir, allow_other)", name));
     }
   }
 }
@@ -392,6 +403,7 @@ Settings merge(const Config& cfg, const MountOptions& opts) {
   s.allow_other = opts.allow_other;
   s.raw_format = opts.raw_format.value_or(cfg.raw_format.value_or(codec::ViewFormat::png));
   s.raw_names = opts.raw_names.value_or(cfg.raw_names.value_or(RawNames::keep));
+  s.readdir = opts.readdir.value_or(cfg.readdir.value_or(Readdir::auto_));
   s.order_seed = cfg.order_seed;
   s.order_window = cfg.order_window.value_or(s.order_window);
   s.log_level = cfg.log_level;

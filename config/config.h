@@ -15,6 +15,7 @@
 //   gpu_memory: 1GiB         # all the GPU path holds: pinned views, batch buffers
 //   order_seed: 0            # seed of the published read orders (default: the store's seed)
 //   order_window: 4          # records drawn from at once in the published orders (1..4096)
+//   readdir: auto            # auto|plus|plain: listings as the kernel chooses, READDIRPLUS, or READDIR
 //   log:
 //     level: info            # error|warn|info|debug
 //     file: /var/log/x.log   # default: stderr in the foreground, syslog when daemonised
@@ -49,6 +50,11 @@ enum class Gpu { auto_, on, off, emulate };
 // codec::view_format_name); RawNames says whether the file's name gets the container's extension.
 enum class RawNames { keep, ext };
 std::string_view raw_names_name(RawNames n);
+// How the mount answers directory listings: READDIRPLUS (every entry with its attributes, so the
+// kernel instantiates it), plain READDIR (names and types; a file gets a LOOKUP when first
+// opened), or the kernel's choice (FUSE_CAP_READDIRPLUS_AUTO).
+enum class Readdir { plus, plain, auto_ };
+std::string_view readdir_name(Readdir r);
 
 enum class LogLevel { error = 0, warn = 1, info = 2, debug = 3 };
 
@@ -73,6 +79,7 @@ struct CommonSettings {
   std::optional<uint64_t> gpu_memory;
   std::optional<codec::ViewFormat> raw_format;
   std::optional<RawNames> raw_names;
+  std::optional<Readdir> readdir;
 };
 
 struct Config : CommonSettings {
@@ -124,6 +131,7 @@ struct Settings {
   unsigned order_window = 4;
   codec::ViewFormat raw_format = codec::ViewFormat::png;
   RawNames raw_names = RawNames::keep;
+  Readdir readdir = Readdir::auto_;  // scripts/bench/scale.sh: the fastest listing + first epoch at 1.28M files
   LogLevel log_level = LogLevel::info;
   std::string log_file;
   std::string config_file;

@@ -270,6 +270,7 @@ std::string Filesystem::config_json() const {
   j["gpu_memory"] = s.gpu_memory;
   j["raw_format"] = codec::view_format_name(s.raw_format);
   j["raw_names"] = config::raw_names_name(s.raw_names);
+  j["readdir"] = config::readdir_name(s.readdir);
   j["allow_other"] = s.allow_other;
   j["log"] = {{"level", config::log_level_name(s.log_level)}, {"file", s.log_file}};
   return j.dump(2) + "\n";

@@ -86,6 +86,7 @@ class Filesystem {
 
   // One line for the log when the mount starts.
   std::string describe() const;
+  const config::Settings& settings() const { return settings_; }
 
  private:
   Result<FileReader::Bytes> read_control(const Node& n, uint64_t offset, uint64_t size);

@@ -53,16 +53,26 @@ fuse_entry_param entry_param(const core::Filesystem::Entry& e) {
   return p;
 }
 
+// Listings (readdir=): plus fills dentries and attributes in one round trip but makes the kernel
+// instantiate every entry; plain sends names only (a LOOKUP at first open); auto lets the kernel
+// use plus for a folder's first chunk only (scripts/bench/scale.sh chose it as the default).
+void want_readdir(fuse_conn_info* conn, config::Readdir mode) {
+  conn->want &= ~(FUSE_CAP_READDIRPLUS | FUSE_CAP_READDIRPLUS_AUTO);
+  if (mode == config::Readdir::plain || !(conn->capable & FUSE_CAP_READDIRPLUS)) return;
+  conn->want |= FUSE_CAP_READDIRPLUS;
+  if (mode == config::Readdir::auto_ && (conn->capable & FUSE_CAP_READDIRPLUS_AUTO)) conn->want |= FUSE_CAP_READDIRPLUS_AUTO;
+}
+
 void op_init(void* userdata, fuse_conn_info* conn) {
-  if (conn->capable & FUSE_CAP_READDIRPLUS) conn->want |= FUSE_CAP_READDIRPLUS;
-  conn->want &= ~FUSE_CAP_READDIRPLUS_AUTO;  // always plus: one round trip fills dentries + attrs
-  conn->want &= ~FUSE_CAP_AUTO_INVAL_DATA;   // inodes are immutable: cached pages stay valid
+  const core::Filesystem& fs = *static_cast<core::Filesystem*>(userdata);
+  want_readdir(conn, fs.settings().readdir);
+  conn->want &= ~FUSE_CAP_AUTO_INVAL_DATA;  // inodes are immutable: cached pages stay valid
   // Without OPEN requests an O_TRUNC open must reach us as a SETATTR (which gets EROFS).
   conn->want &= ~FUSE_CAP_ATOMIC_O_TRUNC;
   if (conn->capable & FUSE_CAP_PARALLEL_DIROPS) conn->want |= FUSE_CAP_PARALLEL_DIROPS;
   if (conn->capable & FUSE_CAP_ASYNC_READ) conn->want |= FUSE_CAP_ASYNC_READ;
   conn->max_readahead = std::max<unsigned>(conn->max_readahead, 1u << 20);
-  log_info("{}", static_cast<core::Filesystem*>(userdata)->describe());
+  log_info("{}", fs.describe());
 }
 
 void op_lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {

@@ -103,6 +103,23 @@ def test_mount_option_and_config_rules(imagenet_store, tmp_path, mnt):
         assert conf["scan_group"] == "3" and conf["rules"][0]["scan_group"] == "4"
 
 
+@pytest.mark.parametrize("mode", ["plus", "plain", "auto"])
+def test_readdir_modes(mode, imagenet_store, mnt):
+    """-o readdir=plus|plain|auto: the same tree and bytes whichever way listings are answered;
+    with plain READDIR a listing instantiates no file, so the first open of each file is a LOOKUP."""
+    st = Store(imagenet_store)
+    with mounted(imagenet_store, mnt, "-o", f"readdir={mode}"):
+        ctl = os.path.join(mnt, ".fidelity")
+        assert json.loads(read(os.path.join(ctl, "config")))["readdir"] == mode
+        assert sorted(walk_files(mnt)) == sorted(st.files)
+        lookups = json.loads(read(os.path.join(ctl, "stats")))["lookups"]
+        for rel in st.files:
+            assert read(os.path.join(mnt, rel)) == st.read(rel), rel
+        added = json.loads(read(os.path.join(ctl, "stats")))["lookups"] - lookups
+        if mode == "plain":
+            assert added >= len(st.files)
+
+
 def test_xattr_precedence_and_removal(imagenet_store, tmp_path, mnt):
     st = Store(imagenet_store)
     classes = sorted({r.split("/")[0] for r in st.files})

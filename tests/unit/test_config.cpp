@@ -102,7 +102,7 @@ TEST(ConfigYaml, ErrorsNameKeyAndLine) {
   EXPECT_EQ(error_of("threads: 4\nscan_group: 0\n"),
             "f.yaml:2: key 'scan_group': expected a level 1..255 or 'full', got '0'");
   EXPECT_EQ(error_of("threads: 4\n\nbogus: 1\n"),
-            "f.yaml:3: key 'bogus': unknown key (expected scan_group, rules, threads, cache, gpu, gpu_batch, gpu_deadline_us, gpu_memory, order_seed, order_window, raw_format, raw_names, log)");
+            "f.yaml:3: key 'bogus': unknown key (expected scan_group, rules, threads, cache, gpu, gpu_batch, gpu_deadline_us, gpu_memory, order_seed, order_window, raw_format, raw_names, readdir, log)");
   EXPECT_NE(error_of("rules:\n  - path: a\n    scan_group: x\n").find("f.yaml:3: key 'rules[0].scan_group'"), std::string::npos);
   EXPECT_NE(error_of("rules:\n  - path: a\n").find("key 'rules[0].scan_group': missing"), std::string::npos);
   EXPECT_NE(error_of("rules:\n  - scan_group: 2\n    colour: red\n").find("f.yaml:3: key 'rules[0].colour'"), std::string::npos);
@@ -219,5 +219,29 @@ TEST(ConfigYaml, RawViewSettings) {
     ADD_FAILURE() << "no error";
   } catch (const ConfigError& e) {
     EXPECT_EQ(std::string(e.what()), "f.yaml:1: key 'raw_format': expected png, ppm or npy, got 'tiff'");
+  }
+}
+
+TEST(ConfigYaml, ReaddirSetting) {
+  Settings d = merge(parse_config("", "f.yaml"), MountOptions{});
+  EXPECT_EQ(d.readdir, Readdir::auto_);  // the default
+  Config c = parse_config("readdir: plain\n", "f.yaml");
+  EXPECT_EQ(merge(c, MountOptions{}).readdir, Readdir::plain);
+  MountOptions o;
+  parse_mount_options("readdir=auto", o);
+  EXPECT_EQ(merge(c, o).readdir, Readdir::auto_);  // the mount option wins over the file
+  MountOptions p;
+  parse_mount_options("readdir=plus", p);
+  EXPECT_EQ(merge(c, p).readdir, Readdir::plus);
+  EXPECT_EQ(readdir_name(Readdir::plus), "plus");
+  EXPECT_EQ(readdir_name(Readdir::plain), "plain");
+  EXPECT_EQ(readdir_name(Readdir::auto_), "auto");
+  EXPECT_EQ(opt_error("readdir=yes"), "bad value for mount option readdir: 'yes' (expected plus, plain or auto)");
+  EXPECT_EQ(opt_error("readdir"), "mount option 'readdir' needs a value (readdir=...)");
+  try {
+    parse_config("readdir: Plus\n", "f.yaml");
+    ADD_FAILURE() << "no error";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(std::string(e.what()), "f.yaml:1: key 'readdir': expected plus, plain or auto, got 'Plus'");
   }
 }
