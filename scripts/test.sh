@@ -36,7 +36,7 @@ export FIDELITYFS_TEST_DATA=$test_data
 # The unit tests need no FUSE: they run where /dev/fuse is hidden (an empty file bound over it in
 # a private mount namespace), so that nothing of the read path can depend on a mount.
 without_fuse() {
-  if command -v unshare >/dev/null && unshare -m true 2>/dev/null; then
+  if [[ -e /dev/fuse ]] && command -v unshare >/dev/null && unshare -m true 2>/dev/null; then
     unshare -m bash -c 'mount --bind "$1" /dev/fuse && shift && exec "$@"' _ "$root/build/no-fuse" "$@"
   else
     "$@"
