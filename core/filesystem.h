@@ -55,6 +55,8 @@ class Filesystem {
   // Level changes invalidate through `kernel` from now on, until detach().
   void attach(KernelCache* kernel);
   void detach();
+  // Waits until every invalidation a level change queued has reached the kernel.
+  void wait_invalidations() { changes_.wait_idle(); }
 
   // A name in a folder. ino 0: there is no such name (the kernel may remember that).
   struct Entry {

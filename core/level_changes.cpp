@@ -25,6 +25,10 @@ void LevelChanges::detach() {
   {
     std::lock_guard lock(deferred_mu_);
     stopping_ = true;
+    // The request loop has ended: a waiting invalidation could block on a folder lock that a
+    // request nobody will answer holds. What is still queued no longer matters.
+    deferred_pending_ -= deferred_.size();
+    deferred_.clear();
   }
   deferred_cv_.notify_all();
   if (thread_.joinable()) thread_.join();
@@ -134,16 +138,20 @@ void LevelChanges::background() {
   std::unique_lock lock(deferred_mu_);
   for (;;) {
     deferred_cv_.wait(lock, [&] { return stopping_ || !deferred_.empty(); });
-    while (!deferred_.empty()) {  // drained even when stopping: detach() waits for all of it
-      auto [parent, names] = std::move(deferred_.front());
-      deferred_.pop_front();
-      lock.unlock();
-      for (const auto& nm : names) forget_entry(parent, nm);
-      lock.lock();
-      --deferred_pending_;
-    }
     if (stopping_) return;
+    auto [parent, names] = std::move(deferred_.front());
+    deferred_.pop_front();
+    lock.unlock();
+    for (const auto& nm : names) forget_entry(parent, nm);
+    lock.lock();
+    --deferred_pending_;
+    idle_cv_.notify_all();
   }
+}
+
+void LevelChanges::wait_idle() {
+  std::unique_lock lock(deferred_mu_);
+  idle_cv_.wait(lock, [&] { return deferred_pending_ == 0 || stopping_; });
 }
 
 }  // namespace fid::core

@@ -61,9 +61,11 @@ class LevelChanges {
   LevelChanges& operator=(const LevelChanges&) = delete;
 
   // Invalidates through `kernel` from now on (without one, as in unit tests, nothing is), until
-  // detach(), which waits for the background thread.
+  // detach(), which drops what is still queued and stops the background thread.
   void attach(KernelCache* kernel);
   void detach();
+  // Waits until the background thread has invalidated everything queued.
+  void wait_idle();
 
   // Held from the start of a level change's request until after its reply: the kernel holds
   // the changed folder's lock exactly that long.
@@ -109,7 +111,8 @@ class LevelChanges {
   std::mutex inflight_mu_;
   std::unordered_multiset<uint32_t> inflight_dirs_;
   mutable std::mutex deferred_mu_;
-  std::condition_variable deferred_cv_;
+  std::condition_variable deferred_cv_;  // background thread: work queued, or stop
+  std::condition_variable idle_cv_;      // wait_idle: the queue is done
   std::deque<std::pair<uint64_t, std::vector<std::string>>> deferred_;
   size_t deferred_pending_ = 0;  // folders queued or being invalidated by the background thread
   bool stopping_ = false;
