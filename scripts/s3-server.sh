@@ -62,6 +62,17 @@ spawn() {  # NAME COMMAND...
     echo "$name $pid $start" >>"$dir/pids"
 }
 
+# Waits up to SECS for process PID to exit, on a pidfd: it becomes readable when the process
+# exits, zombie or not (our daemons are not our children, so we cannot wait(2) for them).
+wait_exit() {  # PID SECS
+    /usr/bin/python3 -c 'import os, select, sys
+try:
+    fd = os.pidfd_open(int(sys.argv[1]))
+except ProcessLookupError:
+    sys.exit(0)
+select.select([fd], [], [], float(sys.argv[2]))' "$1" "$2" || true
+}
+
 # Signal every recorded daemon (newest first: rgw, osd, mon), wait for each to exit.
 stop_daemons() {
     [[ -f $dir/pids ]] || return 0
@@ -73,13 +84,11 @@ stop_daemons() {
         running "$pid" "$start" || continue
         log "stopping $name (pid $pid)"
         kill -TERM "$pid" 2>/dev/null || true
-        deadline=$((SECONDS + STOP_TIMEOUT))
-        while running "$pid" "$start" && ((SECONDS < deadline)); do sleep 0.1; done
+        wait_exit "$pid" "$STOP_TIMEOUT"
         if running "$pid" "$start"; then
             log "$name did not exit in ${STOP_TIMEOUT}s, SIGKILL"
             kill -KILL "$pid" 2>/dev/null || true
-            deadline=$((SECONDS + 10))
-            while running "$pid" "$start" && ((SECONDS < deadline)); do sleep 0.1; done
+            wait_exit "$pid" 10
             running "$pid" "$start" && die "$name (pid $pid) survived SIGKILL"
         fi
     done
@@ -207,15 +216,13 @@ EOF
         fail_start "ceph-mon --mkfs failed"
     spawn mon ceph-mon -f -i a
 
-    # Register the OSD with the monitor (this also waits for the monitor to answer).
+    # Register the OSD with the monitor: the client keeps trying to reach the monitor until it
+    # answers or the boot time is up.
     local uuid osd_id=''
     uuid=$(cat /proc/sys/kernel/random/uuid)
-    while ((SECONDS < deadline)); do
-        osd_id=$(timeout 10 ceph --connect-timeout 5 osd new "$uuid" 2>>"$dir/log/ceph-cli.out") && break
-        osd_id=''
-        any_running || fail_start "the monitor exited"
-        sleep 0.2
-    done
+    osd_id=$(timeout "$((deadline - SECONDS + 5))" ceph --connect-timeout "$((deadline - SECONDS))" osd new "$uuid" \
+        2>>"$dir/log/ceph-cli.out") || osd_id=''
+    any_running || fail_start "the monitor exited"
     [[ -n $osd_id ]] || fail_start "the monitor did not answer within ${BOOT_TIMEOUT}s"
 
     log "OSD $osd_id (memstore)"
@@ -227,18 +234,17 @@ EOF
     log "radosgw on 127.0.0.1:$rgw_port"
     spawn rgw radosgw -f -n client.rgw.a
 
-    # The gateway answers once it has created its pools, which needs the OSD up: poll it.
-    local endpoint=http://127.0.0.1:$rgw_port code
-    while :; do
-        code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 "$endpoint/" || true)
-        [[ $code != 000 ]] && break
-        ((SECONDS < deadline)) || fail_start "the gateway did not answer within ${BOOT_TIMEOUT}s"
-        local name pid st
+    # The gateway listens once it has created its pools, which needs the OSD up: curl retries
+    # refused connections (once a second) until it answers or the boot time is up.
+    local endpoint=http://127.0.0.1:$rgw_port code name pid st
+    code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 --retry-connrefused --retry 1000 --retry-delay 1 \
+        --retry-max-time "$((deadline - SECONDS))" "$endpoint/" || true)
+    if [[ $code == 000 || -z $code ]]; then
         while read -r name pid st; do
             running "$pid" "$st" || fail_start "$name (pid $pid) exited"
         done <"$dir/pids"
-        sleep 0.2
-    done
+        fail_start "the gateway did not answer within ${BOOT_TIMEOUT}s"
+    fi
 
     local access secret
     access=$(random_hex 10 | tr a-f A-F)
