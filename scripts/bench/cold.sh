@@ -39,12 +39,7 @@ fusermount3 -u "$m" 2>/dev/null || true
 
 (cd "$src" && find . -name '*.JPEG' | sort | sed 's|^\./||') >"$BENCH_DIR/cold.list.rel"
 n=$(wc -l <"$BENCH_DIR/cold.list.rel")
-field() { /usr/bin/python3 -c "import json,sys; print(json.loads(sys.argv[1])[sys.argv[2]])" "$1" "$2"; }
 read_bytes() { awk '/^read_bytes/ {print $2}' "/proc/$1/io"; }
-kb() { awk -v k="$2" '$1 == k":" {print $2}' "/proc/$1/status"; }
-# Waits (bounded) for process $1 to exit, on a pidfd (no polling); returns at once if it has.
-wait_exit() { /usr/bin/python3 -c "import os,select,sys; select.select([os.pidfd_open(int(sys.argv[1]))], [], [], 30)" "$1" 2>/dev/null || true; }
-cold() { sync; echo 3 >/proc/sys/vm/drop_caches; }
 
 # run_ext4 SEED -> "files_per_s served_bytes storage_bytes rss_kb"
 run_ext4() {
@@ -57,7 +52,6 @@ run_ext4() {
   echo "$(field "$out" files_per_s) $(field "$out" bytes) $(field "$out" read_bytes) -"
 }
 
-cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 hz=$(getconf CLK_TCK)
 
 # run_mount LEVEL MODE(random|order) EPOCH -> "files_per_s served_bytes storage_bytes rss_kb index_rss_kb cpu_us_per_image"

@@ -35,3 +35,15 @@ make_dataset() {
 
 now() { date +%s.%N; }
 median() { sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
+
+# Small helpers of the benchmark scripts.
+# field JSON KEY: one value of a JSON object (readbench's output).
+field() { /usr/bin/python3 -c "import json,sys; print(json.loads(sys.argv[1])[sys.argv[2]])" "$1" "$2"; }
+# kb PID KEY: a /proc/PID/status value in kB (VmRSS, VmHWM, RssAnon).
+kb() { awk -v k="$2" '$1 == k":" {print $2}' "/proc/$1/status"; }
+# cpu_ticks PID: user + system clock ticks of a process so far.
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+# cold: drops the page cache (after writing back what is dirty).
+cold() { sync; echo 3 >/proc/sys/vm/drop_caches; }
+# wait_exit PID: waits (30 s at most) for a process to exit, on a pidfd; at once if it has.
+wait_exit() { /usr/bin/python3 -c "import os,select,sys; select.select([os.pidfd_open(int(sys.argv[1]))], [], [], 30)" "$1" 2>/dev/null || true; }

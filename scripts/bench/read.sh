@@ -38,8 +38,6 @@ order=(ext4 squashfuse_ll fidelityfs_full fidelityfs_l5)
 for name in "${order[@]}"; do sed "s|^\.|${roots[$name]}|" "$BENCH_DIR/list.rel" >"$BENCH_DIR/list.$name"; done
 
 daemon_pid() { pgrep -f -x "$bin mount $store $1 .*" | head -1; }
-cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
-field() { /usr/bin/python3 -c "import json,sys; print(json.loads(sys.argv[1])[sys.argv[2]])" "$1" "$2"; }
 
 declare -A fps_w mbs_w fps_c mbs_c cpu0 warm_fps warm_mbs cold_fps cold_mbs cpu_us rcpu_w reader_us
 hz=$(getconf CLK_TCK)

@@ -33,12 +33,7 @@ bounded() {
   ((left > 0)) || { echo "scale.sh: out of time (LIMIT_S) before: $*" >&2; return 124; }
   timeout --kill-after=30 "$((limit < left ? limit : left))" "$@"
 }
-cold() { sync; echo 3 >/proc/sys/vm/drop_caches; }
-kb() { awk -v k="$2" '$1 == k":" {print $2}' "/proc/$1/status"; }
-field() { /usr/bin/python3 -c "import json,sys; print(json.loads(sys.argv[1])[sys.argv[2]])" "$1" "$2"; }
 fuse_inodes() { awk '$1 == "fuse_inode" {print $2}' /proc/slabinfo; }
-# Waits (bounded) for process $1 to exit, on a pidfd (no polling); returns at once if it has.
-wait_exit() { /usr/bin/python3 -c "import os,select,sys; select.select([os.pidfd_open(int(sys.argv[1]))], [], [], 30)" "$1" 2>/dev/null || true; }
 
 bench_setup
 rb=$root/build/scripts/bench/readbench
