@@ -24,8 +24,7 @@ Filesystem::Filesystem(const index::Store& store, storage::RecordSource& source,
       control_(inodes_, [this](NodeType t) { return control_text(t); }),
       names_(store, inodes_, policy_, reader_, control_, orders_, display_names_),
       changes_(store, inodes_, policy_, names_, settings.threads),
-      xattrs_(store, policy_, reader_, orders_, changes_, settings.order_seed.value_or(store.seed()),
-              [this] { forget_order_files(); }),
+      xattrs_(store, policy_, reader_, orders_, changes_, [this] { forget_order_files(); }),
       started_(std::chrono::steady_clock::now()),
       reads_by_level_(new std::atomic<uint64_t>[static_cast<size_t>(store.levels()) + 1]) {
   for (const auto& r : store.records()) store_bytes_ += r.size;

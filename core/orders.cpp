@@ -129,7 +129,7 @@ std::shared_ptr<const std::string> OrderContents::get(uint64_t seed, uint32_t wi
 
 OrderFiles::OrderFiles(const index::Store& store, uint64_t seed, uint32_t window,
                        const std::unordered_map<uint32_t, std::string>* display_names)
-    : slots_(kOrderSlots), contents_(store, 4, display_names), seed_(seed), window_(window) {}
+    : slots_(kOrderSlots), contents_(store, 4, display_names), configured_seed_(seed), seed_(seed), window_(window) {}
 
 std::shared_ptr<const std::string> OrderFiles::text(uint32_t slot) {
   auto name = slots_.name_of(slot);

@@ -89,6 +89,8 @@ class OrderFiles {
   uint64_t seed() const { return seed_.load(); }
   // Returns false if the seed was already `seed`.
   bool set_seed(uint64_t seed);
+  // Back to the seed the mount started with; false if it was that already.
+  bool reset_seed() { return set_seed(configured_seed_); }
   void note_open() { opens_.fetch_add(1, std::memory_order_relaxed); }
   uint64_t opens() const { return opens_.load(); }
   uint32_t window() const { return window_; }
@@ -96,6 +98,7 @@ class OrderFiles {
  private:
   OrderSlots slots_;
   OrderContents contents_;
+  const uint64_t configured_seed_;
   std::atomic<uint64_t> seed_;
   const uint32_t window_;
   std::atomic<uint64_t> opens_{0};

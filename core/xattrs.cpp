@@ -41,13 +41,12 @@ Error no_data() { return Error{ENODATA, "no such attribute"}; }
 }  // namespace
 
 Xattrs::Xattrs(const index::Store& store, const LevelPolicy& policy, const FileReader& reader, OrderFiles& orders,
-               LevelChanges& changes, uint64_t configured_seed, std::function<void()> seed_changed)
+               LevelChanges& changes, std::function<void()> seed_changed)
     : store_(store),
       policy_(policy),
       reader_(reader),
       orders_(orders),
       changes_(changes),
-      configured_seed_(configured_seed),
       seed_changed_(std::move(seed_changed)) {}
 
 std::optional<std::string> Xattrs::file_value(const index::File& f, int view, std::string_view key) const {
@@ -61,7 +60,10 @@ std::optional<std::string> Xattrs::file_value(const index::File& f, int view, st
   if (key == "levels") return std::to_string(jpeg ? store_.levels() : 1);
   if (key == "bytes") {
     std::string s;
-    for (int k = 1; k <= (jpeg ? store_.levels() : 1); ++k) s += (k > 1 ? "," : "") + std::to_string(reader_.size(f, k));
+    for (int k = 1; k <= (jpeg ? store_.levels() : 1); ++k) {
+      if (k > 1) s.push_back(',');
+      s += std::to_string(reader_.size(f, k));
+    }
     return s;
   }
   if (key == "record") return std::to_string(f.record);
@@ -122,7 +124,7 @@ Status Xattrs::set(const Node& n, std::string_view name, std::string_view value,
 
 Status Xattrs::remove(const Node& n, std::string_view name) {
   if (is_order_seed(n, name)) {
-    if (orders_.set_seed(configured_seed_) && seed_changed_) seed_changed_();  // back to the configured seed
+    if (orders_.reset_seed() && seed_changed_) seed_changed_();
     return {};
   }
   if (key_of(name) != "scan_group") return is_read_only(name) ? Error{EPERM, "read-only attribute"} : no_data();

@@ -23,7 +23,7 @@ class Xattrs {
  public:
   // `seed_changed` is called after the order seed changed (the order files' contents did).
   Xattrs(const index::Store& store, const LevelPolicy& policy, const FileReader& reader, OrderFiles& orders,
-         LevelChanges& changes, uint64_t configured_seed, std::function<void()> seed_changed);
+         LevelChanges& changes, std::function<void()> seed_changed);
 
   // The value of attribute `name` of node n. ENODATA if n has no such attribute.
   Result<std::string> get(const Node& n, std::string_view name) const;
@@ -43,7 +43,6 @@ class Xattrs {
   const FileReader& reader_;
   OrderFiles& orders_;
   LevelChanges& changes_;
-  const uint64_t configured_seed_;
   const std::function<void()> seed_changed_;
 };
 
