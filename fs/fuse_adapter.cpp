@@ -252,7 +252,7 @@ std::string escape_opt(const std::string& s) {
 fuse_session* new_session(core::Filesystem& fs, const index::Store& store, const config::Settings& settings, bool debug) {
   std::vector<std::string> argv_s = {"fidelityfs"};
   if (debug) argv_s.push_back("-d");
-  std::string o = "fsname=" + escape_opt("fidelityfs:" + store.path().string()) + ",subtype=fidelityfs";
+  std::string o = "fsname=" + escape_opt("fidelityfs:" + store.location()) + ",subtype=fidelityfs";
   if (settings.allow_other) o += ",allow_other";
   argv_s.push_back("-o");
   argv_s.push_back(o);

@@ -63,9 +63,23 @@ Result<std::unique_ptr<Store>> Store::open(const std::filesystem::path& dir) {
   }
 }
 
+Result<std::unique_ptr<Store>> Store::open_index(const std::filesystem::path& index_file, const std::string& location) {
+  try {
+    std::unique_ptr<Store> s(new Store());
+    s->location_ = location;
+    s->load_index(index_file, location + "/" + std::string(kIndexFile));
+    return s;
+  } catch (const StoreError& e) {
+    return Error{EINVAL, e.what()};
+  } catch (const std::bad_alloc&) {
+    return Error{ENOMEM, location + ": out of memory loading the index"};
+  }
+}
+
 std::unique_ptr<Store> Store::load(const std::filesystem::path& dir) {
   std::unique_ptr<Store> s(new Store());
   s->dir_ = dir;
+  s->location_ = dir.string();
   const std::filesystem::path index_path = dir / kIndexFile;
   struct stat st {};
   if (::stat(dir.c_str(), &st) != 0)
@@ -96,8 +110,13 @@ std::unique_ptr<Store> Store::load(const std::filesystem::path& dir) {
     throw StoreError(fmt::format("{}: not a fidelityfs store: {}", index_path.string(), std::strerror(err)));
   }
 
+  s->load_index(index_path, index_path.string());
+  return s;
+}
+
+void Store::load_index(const std::filesystem::path& index_path, const std::string& ip) {
+  Store* s = this;
   SqliteDb db(index_path.string(), /*writable=*/false);
-  const std::string& ip = db.path();
   try {
     db.exec("SELECT 1 FROM meta LIMIT 1");
   } catch (const StoreError&) {
@@ -241,7 +260,6 @@ std::unique_ptr<Store> Store::load(const std::filesystem::path& dir) {
       std::sort(s->record_files_.begin() + s->record_begin_[r], s->record_files_.begin() + s->record_begin_[r + 1],
                 [&](uint32_t a, uint32_t b) { return s->files_[a].slot < s->files_[b].slot; });
   }
-  return s;
 }
 
 Store::~Store() = default;

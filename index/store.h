@@ -74,11 +74,17 @@ class Store {
  public:
   // Loads STORE_DIR/index.sqlite and checks it; the error names the file and the reason.
   static Result<std::unique_ptr<Store>> open(const std::filesystem::path& dir);
+  // Loads an index file fetched from elsewhere (a remote store); messages name `location`
+  // (the store's URL) instead of the local copy. path() is then empty.
+  static Result<std::unique_ptr<Store>> open_index(const std::filesystem::path& index_file,
+                                                   const std::string& location);
   ~Store();
   Store(const Store&) = delete;
   Store& operator=(const Store&) = delete;
 
   const std::filesystem::path& path() const { return dir_; }
+  // The folder or URL the store was opened from, for messages and the mount's fsname.
+  const std::string& location() const { return location_; }
   int levels() const { return levels_; }
   uint64_t seed() const { return seed_; }
 
@@ -109,7 +115,10 @@ class Store {
  private:
   Store() = default;
   static std::unique_ptr<Store> load(const std::filesystem::path& dir);  // throws StoreError
+  // Loads the tables from an index file; messages name `display`. Throws StoreError.
+  void load_index(const std::filesystem::path& index_file, const std::string& display);
   std::filesystem::path dir_;
+  std::string location_;
   int levels_ = 0;
   uint64_t seed_ = 0;
   std::vector<File> files_;

@@ -1,0 +1,42 @@
+// Opens a store wherever it lives (a folder, s3://, http(s)://) as an index::Store plus the
+// RecordSource that reads its records, optionally behind the local disk cache. The one entry
+// point for mount, inspect and verify.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "common/error.h"
+#include "index/store.h"
+#include "storage/aws_config.h"
+#include "storage/record_source.h"
+
+namespace fid::storage {
+
+struct StoreOptions {
+  S3Options s3;                    // s3:// only
+  std::string ca_file;             // https: PEM CA bundle instead of the system CAs
+  std::string disk_cache;          // "" = no disk cache of record prefixes (remote stores only)
+  uint64_t disk_cache_size = 0;    // bytes; 0 with a disk_cache = 10 GiB
+  // Where a remote store's index is cached (keyed by URL and ETag): disk_cache if set, else
+  // $XDG_CACHE_HOME/fidelityfs, else $HOME/.cache/fidelityfs.
+  std::string index_cache;
+  unsigned max_requests = 64;      // remote requests in flight at once
+};
+
+struct OpenedStore {
+  std::unique_ptr<index::Store> store;
+  // Reads the records. A remote source starts its transfer thread on first use, so a store may
+  // be opened before the mount daemonises (fork) and read after.
+  std::unique_ptr<RecordSource> source;
+};
+
+// Local: loads STORE/index.sqlite and opens the record files (problems() lists bad records;
+// their files read as EIO). Remote: one GET of the index (a cached copy with the same ETag is
+// reused), then a HEAD of every record in parallel; a missing index, a missing or short record,
+// wrong credentials, a missing bucket or an unreachable endpoint is an Error naming what failed
+// (never a secret).
+Result<OpenedStore> open_store(const std::string& location, const StoreOptions& opts);
+
+}  // namespace fid::storage
