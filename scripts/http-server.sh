@@ -3,6 +3,7 @@
 # a folder read-only on 127.0.0.1 (range requests, ETags, keep-alive, sendfile).
 #
 #   eval "$(scripts/http-server.sh start [DIR] [--root ROOT] [--tls])"   # prints export lines
+#   scripts/http-server.sh restart [DIR]     # stops nginx and starts it again on the same port
 #   scripts/http-server.sh stop [DIR]                                    # ends it, removes DIR
 #
 # DIR (default /tmp/fidelityfs-http) holds everything: nginx.conf, pid file, logs, temp paths,
@@ -22,7 +23,7 @@ MARKER=.fidelityfs-http  # file in DIR that says "this directory is ours, stop m
 
 log() { printf 'http-server: %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
-usage() { echo "usage: $0 start [DIR] [--root ROOT] [--tls] | $0 stop [DIR]" >&2; exit 2; }
+usage() { echo "usage: $0 start [DIR] [--root ROOT] [--tls] | $0 restart [DIR] | $0 stop [DIR]" >&2; exit 2; }
 
 [[ $# -ge 1 ]] || usage
 cmd=$1; shift
@@ -40,7 +41,7 @@ done
 dir=${dir:-/tmp/fidelityfs-http}
 [[ $dir == /* ]] || dir=$PWD/$dir   # nginx resolves relative paths against its prefix
 if [[ -n $root && $root != /* ]]; then root=$PWD/$root; fi
-if [[ $cmd == stop && ( -n $root || $tls == 1 ) ]]; then usage; fi
+if [[ $cmd != start && ( -n $root || $tls == 1 ) ]]; then usage; fi
 
 # --- process bookkeeping (as scripts/s3-server.sh) ---------------------------------------------
 # DIR/pid holds "PID STARTTIME" of the nginx master. STARTTIME (field 22 of /proc/PID/stat)
@@ -243,6 +244,22 @@ start() {
     cat "$dir/env"
 }
 
+# --- restart -----------------------------------------------------------------------------------
+
+# A server restart as clients see it: connections reset, refused while it is down, then the same
+# URL answers again (same config, same port, same certificate).
+restart() {
+    [[ -e $dir/$MARKER && -f $dir/nginx.conf ]] || die "$dir is not a running http-server.sh folder"
+    stop_server
+    /usr/sbin/nginx -p "$dir" -c "$dir/nginx.conf" -e "$dir/log/error.log" </dev/null >>"$dir/log/nginx.out" 2>&1 ||
+        { tail -n 20 "$dir/log/error.log" >&2 || true; die "nginx did not start again"; }
+    local pid=''
+    [[ -s $dir/run/nginx.pid ]] && read -r pid <"$dir/run/nginx.pid"
+    [[ -n $pid ]] || die "nginx wrote no pid file (see $dir/log/error.log)"
+    echo "$pid $(stat_field "$pid" 22)" >"$dir/pid"
+    log "nginx restarted (pid $pid)"
+}
+
 # --- stop --------------------------------------------------------------------------------------
 
 stop() {
@@ -255,6 +272,7 @@ stop() {
 
 case $cmd in
     start) start ;;
+    restart) restart ;;
     stop) stop ;;
     *) usage ;;
 esac

@@ -78,6 +78,15 @@ class HttpServer:
     def port(self):
         return urllib.parse.urlsplit(self.url).port
 
+    @property
+    def host(self):
+        return urllib.parse.urlsplit(self.url).hostname
+
+    def restart(self):
+        """Stops nginx and starts it again on the same port: clients see resets, then refusals,
+        then the same URL answering again."""
+        _script([HTTP_SERVER, "restart", self.dir], START_TIMEOUT)
+
 
 @contextlib.contextmanager
 def http_server(root, tls=False):
