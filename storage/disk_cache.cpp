@@ -44,7 +44,8 @@ std::string folder_name(const std::string& identity) {
 // A descriptor closed when it goes out of scope.
 class Fd {
  public:
-  explicit Fd(int fd = -1) : fd_(fd) {}
+  Fd() = default;
+  explicit Fd(int fd) : fd_(fd) {}
   ~Fd() { reset(); }
   Fd(Fd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
   Fd& operator=(Fd&& o) noexcept {
@@ -61,7 +62,7 @@ class Fd {
   }
 
  private:
-  int fd_;
+  int fd_ = -1;
 };
 
 // The pid in a temporary file's name (.tmp-<pid>-...), 0 if there is none.
