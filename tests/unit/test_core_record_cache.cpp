@@ -221,7 +221,7 @@ TEST_F(RecordCacheTest, ARaisedLevelThatDoesNotFitBesideTheLowerIsReadWhole) {
   RecordCache probe(store(), local, stats, 16 << 20);
   const uint64_t low = probe.prefix_len(r, 1), high = probe.prefix_len(r, store().levels());
   const uint64_t budget = (high + 4095) / 4096 * 4096;  // the full prefix alone
-  ASSERT_GT((low + 4095) / 4096 * 4096 + budget, budget);
+  ASSERT_LT(low, high);
   RecordCache cache(store(), counting, stats, budget);
   ASSERT_TRUE(cache.load(r, 1, false));
   ASSERT_TRUE(cache.load(r, store().levels(), false));
