@@ -262,7 +262,7 @@ void DiskCachedSource::read_prefixes(std::span<PrefixRead> batch, Done done) {
     Copy copy;
     if (!disabled_ && p.record < store_.records().size() && p.len > 0) copy = open_copy(p.record);
     const uint64_t covered = serve(copy, 0, {p.dst, p.len});
-    if (covered == p.len) {
+    if (covered == p.len && p.len > 0) {  // (an empty read is the inner source's to answer)
       stats_.hits.fetch_add(1, std::memory_order_relaxed);
       p.status = {};
       continue;
@@ -292,7 +292,7 @@ void DiskCachedSource::read_ranges(std::span<RangeRead> batch, Done done) {
       copy_of = r.record;
     }
     const uint64_t covered = serve(copy, r.offset, r.dst);
-    if (covered == r.dst.size()) {
+    if (covered == r.dst.size() && covered > 0) {
       stats_.hits.fetch_add(1, std::memory_order_relaxed);
       r.status = {};
       continue;

@@ -283,6 +283,35 @@ TEST_F(DiskCacheTest, TwoCachesOnOneFolderReadCorrectlyWhileEvicting) {
   }
 }
 
+TEST_F(DiskCacheTest, TwoProcessesShareOneFolder) {
+  const uint64_t max = 3 * (16 << 10);
+  const auto& records = store().records();
+  std::vector<std::vector<uint8_t>> want;
+  for (const auto& r : records) want.push_back(file_bytes(r.id, 0, full_len(r.id)));
+  // Random prefixes and ranges through a cache of its own; how many came back wrong.
+  auto run = [&](uint32_t seed) {
+    Cached c = cached(max);
+    std::mt19937 rng(seed);
+    int wrong = 0;
+    for (int i = 0; i < 400; ++i) {
+      const auto& r = records[rng() % records.size()];
+      const uint64_t len = r.region_end[rng() % r.region_end.size()];
+      const uint64_t off = rng() % 2 ? 0 : rng() % len, n = len - off;
+      auto got = off == 0 ? read_prefix(*c.source, r.id, len) : read_range(*c.source, r.id, off, n);
+      if (!std::equal(got.begin(), got.end(), want[r.id].begin() + static_cast<std::ptrdiff_t>(off))) ++wrong;
+    }
+    return wrong;
+  };
+  const pid_t child = ::fork();
+  if (child == 0) ::_exit(std::min(run(1), 100));
+  ASSERT_GT(child, 0);
+  EXPECT_EQ(run(2), 0);
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);  // the child's wrong reads
+}
+
 TEST_F(DiskCacheTest, ATruncatedOrForeignCopyIsNotServed) {
   Cached c = cached(64 << 20);
   const uint32_t r = scan_record();
