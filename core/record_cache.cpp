@@ -204,7 +204,7 @@ bool RecordCache::load(uint32_t r, int level, bool by_prefetch) {
   std::shared_ptr<const Prefix> base = s.prefix && s.prefix->len < len ? s.prefix : nullptr;
   bool reserved = len > 0 && reserve_locked(alloc);
   if (!reserved && len > 0 && base) {
-    base.reset();  // reserve_locked has evicted the slot's own reference: this frees it
+    base.reset();  // the failed reserve evicted all it could, the slot's reference too: this frees it
     reserved = reserve_locked(alloc);
   }
   if (!reserved) {
