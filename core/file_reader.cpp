@@ -7,10 +7,6 @@
 
 namespace fid::core {
 
-namespace {
-constexpr unsigned kPrefetchThreads = 2;
-}  // namespace
-
 FileReader::FileReader(const index::Store& store, storage::RecordSource& source, const config::Settings& settings,
                        codec::L3BatchDecoder* gpu)
     : store_(store),
@@ -18,7 +14,8 @@ FileReader::FileReader(const index::Store& store, storage::RecordSource& source,
       view_format_(settings.raw_format),
       cache_(store, source, stats_, settings.cache_bytes),
       // Read-ahead may fill three quarters of the cache: the rest serves what readers hold.
-      prefetch_(store, cache_, stats_, settings.cache_bytes / 4 * 3, kPrefetchThreads, settings.order_window),
+      prefetch_(store, cache_, stats_, settings.cache_bytes / 4 * 3, settings.order_window,
+                [&source] { return source.in_flight_target(); }),
       views_(std::max<uint64_t>(settings.cache_bytes / 4, 8ull << 20)),
       gpu_(gpu) {
   if (!gpu) return;

@@ -19,9 +19,14 @@ bool OrderDetector::on_access(uint32_t p, uint32_t tolerance) {
 }
 
 Prefetcher::Prefetcher(const index::Store& store, RecordCache& cache, ReadStats& stats, uint64_t window_bytes,
-                       unsigned threads, uint32_t order_window)
-    : store_(store), cache_(cache), stats_(stats), window_(window_bytes), order_window_(std::max(1u, order_window)) {
-  for (unsigned i = 0; i < std::max(1u, threads); ++i) threads_.emplace_back([this] { worker(); });
+                       uint32_t order_window, std::function<uint64_t()> in_flight_target)
+    : store_(store),
+      cache_(cache),
+      stats_(stats),
+      window_(window_bytes),
+      order_window_(std::max(1u, order_window)),
+      in_flight_target_(std::move(in_flight_target)) {
+  for (unsigned i = 0; i < kMaxLoads; ++i) threads_.emplace_back([this] { worker(); });
 }
 
 Prefetcher::~Prefetcher() {
@@ -92,16 +97,28 @@ bool Prefetcher::queue_ahead_locked(uint32_t p, uint32_t i, int level) {
   return queued;
 }
 
+bool Prefetcher::may_load_locked() const {
+  if (loading_ < kMinLoads) return true;
+  if (loading_ >= kMaxLoads || !in_flight_target_) return false;
+  return loading_bytes_ < in_flight_target_();
+}
+
 void Prefetcher::worker() {
   std::unique_lock lock(mu_);
   for (;;) {
-    cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
+    cv_.wait(lock, [this] { return stop_ || (!queue_.empty() && may_load_locked()); });
     if (stop_) return;
     auto [r, lvl] = queue_.front();
     queue_.pop_front();
+    const uint64_t len = cache_.prefix_len(r, lvl);
+    ++loading_;
+    loading_bytes_ += len;
     lock.unlock();
     cache_.load(r, lvl, true);
     lock.lock();
+    --loading_;
+    loading_bytes_ -= len;
+    cv_.notify_all();  // another worker may start now
   }
 }
 

@@ -7,6 +7,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -44,8 +45,12 @@ class OrderDetector {
 
 class Prefetcher {
  public:
-  Prefetcher(const index::Store& store, RecordCache& cache, ReadStats& stats, uint64_t window_bytes, unsigned threads,
-             uint32_t order_window);
+  // At least kMinLoads prefixes load at once, more while fewer than `in_flight_target()` bytes
+  // are loading (bandwidth x latency of a remote store), up to kMaxLoads.
+  static constexpr unsigned kMinLoads = 2;
+  static constexpr unsigned kMaxLoads = 16;
+  Prefetcher(const index::Store& store, RecordCache& cache, ReadStats& stats, uint64_t window_bytes,
+             uint32_t order_window, std::function<uint64_t()> in_flight_target = {});
   ~Prefetcher();
   Prefetcher(const Prefetcher&) = delete;
   Prefetcher& operator=(const Prefetcher&) = delete;
@@ -77,6 +82,12 @@ class Prefetcher {
   OrderDetector detector_;
   uint32_t last_scan_ = UINT32_MAX;
   unsigned since_scan_ = 0;
+  // Whether a worker may start another load now. Locked.
+  bool may_load_locked() const;
+
+  const std::function<uint64_t()> in_flight_target_;
+  unsigned loading_ = 0;       // loads under way
+  uint64_t loading_bytes_ = 0;  // their bytes
   std::vector<std::thread> threads_;
 };
 

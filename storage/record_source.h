@@ -57,6 +57,10 @@ class RecordSource {
   virtual const std::vector<std::string>& problems() const = 0;
   // One line for the log: what the source is and how it reads.
   virtual std::string describe() const = 0;
+  // Bytes worth keeping in flight at once, about bandwidth x latency as measured so far; 0 when
+  // a couple of concurrent reads already keep the storage busy (local disks). The prefetcher
+  // keeps this many bytes of record prefixes loading, within the cache budget.
+  virtual uint64_t in_flight_target() const { return 0; }
   // Bytes of record r failed their checksums. A source that keeps copies (the disk cache) drops
   // its copy and returns true: reading again then fetches from the origin. Others return false.
   virtual bool drop_cached(uint32_t /*record*/) { return false; }
