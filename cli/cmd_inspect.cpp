@@ -5,20 +5,28 @@
 #include "cli/commands.h"
 #include "index/format.h"
 #include "index/store.h"
-#include "storage/local_record_source.h"
+#include "cli/store_options.h"
+#include "storage/open_store.h"
 
 namespace fid::cli {
 
 namespace {
 
-int run_inspect(const std::string& dir, bool json) {
-  auto opened = index::Store::open(dir);
+int run_inspect(const std::string& location, const std::vector<std::string>& options, bool json) {
+  config::Settings settings;
+  try {
+    settings = parse_store_location_options(options);
+  } catch (const config::ConfigError& e) {
+    fmt::print(stderr, "fidelityfs inspect: {}\n", e.what());
+    return kExitUsage;
+  }
+  auto opened = storage::open_store(location, store_options(settings));
   if (!opened.ok()) {
     fmt::print(stderr, "fidelityfs inspect: {}\n", opened.error().message);
     return kExitRuntime;
   }
-  std::unique_ptr<index::Store> store = std::move(opened).value();
-  const storage::LocalRecordSource source(*store);
+  std::unique_ptr<index::Store> store = std::move(opened->store);
+  const storage::RecordSource& source = *opened->source;
   const int levels = store->levels();
   uint64_t by_kind[3] = {0, 0, 0};
   std::vector<uint64_t> bytes_by_level(static_cast<size_t>(levels), 0);
@@ -30,7 +38,7 @@ int run_inspect(const std::string& dir, bool json) {
       for (int k = 1; k <= levels; ++k) bytes_by_level[static_cast<size_t>(k - 1)] += store->size_at_level(f, k);
   }
   std::error_code ec;
-  uint64_t store_bytes = std::filesystem::file_size(store->path() / index::kIndexFile, ec);
+  uint64_t store_bytes = std::filesystem::file_size(opened->index_file, ec);
   for (const index::Record& r : store->records()) store_bytes += r.size;
 
   if (json) {
@@ -49,7 +57,7 @@ int run_inspect(const std::string& dir, bool json) {
     fmt::print("{}\n", j.dump(2));
     return kExitOk;
   }
-  fmt::print("store           {}\n", store->path().string());
+  fmt::print("store           {}\n", store->location());
   fmt::print("format version  {}\n", index::kFormatVersion);
   fmt::print("files           {} (jpeg {}, l3 {}, blob {}) in {} folders\n", store->files().size(), by_kind[0],
              by_kind[1], by_kind[2], store->dirs().size());
@@ -73,11 +81,13 @@ int run_inspect(const std::string& dir, bool json) {
 
 void register_inspect(CLI::App& app, int& exit_code) {
   auto* cmd = app.add_subcommand("inspect", "Summarise a store");
-  auto dir = std::make_shared<std::string>();
+  auto location = std::make_shared<std::string>();
+  auto options = std::make_shared<std::vector<std::string>>();
   auto json = std::make_shared<bool>(false);
-  cmd->add_option("STORE_DIR", *dir, "store folder")->required();
+  cmd->add_option("STORE", *location, "store folder, s3://BUCKET/PREFIX or http(s)://HOST/PATH")->required();
+  cmd->add_option("-o", *options, "remote store options: endpoint=URL, region=, profile=, addressing=, ca_file=");
   cmd->add_flag("--json", *json, "machine-readable output");
-  cmd->callback([dir, json, &exit_code] { exit_code = run_inspect(*dir, *json); });
+  cmd->callback([location, options, json, &exit_code] { exit_code = run_inspect(*location, *options, *json); });
 }
 
 }  // namespace fid::cli

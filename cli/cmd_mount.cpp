@@ -1,4 +1,4 @@
-// fidelityfs mount STORE_DIR MOUNTPOINT [--config FILE] [-o OPT[,OPT...]] [-f] [-d]
+// fidelityfs mount STORE MOUNTPOINT [--config FILE] [-o OPT[,OPT...]] [-f] [-d]
 //
 // Daemonises by default: the parent returns only when the child's mount answers a stat of its
 // root (exit 0), or with the child's error (exit 1). Usage/config errors exit 2 before forking,
@@ -27,7 +27,9 @@
 #include "fs/fs.h"
 #include "core/log.h"
 #include "index/store.h"
-#include "storage/local_record_source.h"
+#include "cli/store_options.h"
+#include "storage/open_store.h"
+#include "storage/url.h"
 
 extern char** environ;
 
@@ -151,17 +153,27 @@ int run_mount(const MountArgs& a) {
     err(e);
     return code;
   }
-  if (!std::filesystem::is_directory(a.store, ec)) {
-    err(fmt::format("{}: store folder: {}", a.store, ec ? ec.message() : "not a directory"));
+  auto url = storage::parse_store_url(a.store);
+  if (!url.ok()) {
+    err(url.error().message);
     return kExitUsage;
   }
-  auto opened = index::Store::open(std::filesystem::absolute(a.store, ec));
+  std::string location = a.store;
+  if (!url->remote()) {
+    if (!std::filesystem::is_directory(a.store, ec)) {
+      err(fmt::format("{}: store folder: {}", a.store, ec ? ec.message() : "not a directory"));
+      return kExitUsage;
+    }
+    location = std::filesystem::absolute(a.store, ec).string();
+  }
+  // A remote source starts its transfer thread on first use, after the fork below.
+  auto opened = storage::open_store(location, store_options(settings));
   if (!opened.ok()) {
     err(opened.error().message);
     return kExitRuntime;
   }
-  std::unique_ptr<index::Store> store = std::move(opened).value();
-  storage::LocalRecordSource source(*store);
+  std::unique_ptr<index::Store> store = std::move(opened->store);
+  storage::RecordSource& source = *opened->source;
   for (const auto& p : source.problems()) err(fmt::format("warning: {} (its files will return EIO)", p));
   try {
     config::check_levels(settings, store->levels());
@@ -285,12 +297,14 @@ int run_mount(const MountArgs& a) {
 void register_mount(CLI::App& app, int& exit_code) {
   auto* cmd = app.add_subcommand("mount", "Mount a store as a read-only directory tree");
   auto a = std::make_shared<MountArgs>();
-  cmd->add_option("STORE_DIR", a->store, "store folder")->required();
+  cmd->add_option("STORE", a->store, "store folder, s3://BUCKET/PREFIX or http(s)://HOST/PATH")->required();
   cmd->add_option("MOUNTPOINT", a->mountpoint, "empty directory to mount on")->required();
   cmd->add_option("-o", a->options,
                   "mount options: scan_group=K|full, threads=N, cache=BYTES, gpu=auto|on|off, gpu_batch=N, "
                   "gpu_deadline_us=N, gpu_memory=BYTES, raw_format=png|ppm|npy, raw_names=keep|ext, "
-                  "readdir=plus|plain|auto, allow_other, config=FILE")
+                  "readdir=plus|plain|auto, allow_other, config=FILE; remote stores: endpoint=URL, region=NAME, "
+                  "profile=NAME, addressing=auto|path|virtual, ca_file=PEM, disk_cache=DIR, disk_cache_size=BYTES, "
+                  "remote_requests=N")
       ->allow_extra_args(false);
   cmd->add_option("--config", a->config, "YAML configuration file");
   cmd->add_flag("-f", a->foreground, "stay in the foreground");

@@ -10,7 +10,8 @@
 #include "codec/l3_view.h"
 #include "core/read_range.h"
 #include "index/store.h"
-#include "storage/local_record_source.h"
+#include "cli/store_options.h"
+#include "storage/open_store.h"
 
 namespace fid::cli {
 
@@ -52,14 +53,22 @@ std::string verify_file(const index::Store& store, storage::RecordSource& source
   return {};
 }
 
-int run_verify(const std::string& dir, unsigned jobs, const std::string& progress_mode) {
-  auto opened = index::Store::open(dir);
+int run_verify(const std::string& location, const std::vector<std::string>& options, unsigned jobs,
+               const std::string& progress_mode) {
+  config::Settings settings;
+  try {
+    settings = parse_store_location_options(options);
+  } catch (const config::ConfigError& e) {
+    fmt::print(stderr, "fidelityfs verify: {}\n", e.what());
+    return kExitUsage;
+  }
+  auto opened = storage::open_store(location, store_options(settings));
   if (!opened.ok()) {
     fmt::print(stderr, "fidelityfs verify: {}\n", opened.error().message);
     return kExitRuntime;
   }
-  std::unique_ptr<index::Store> store = std::move(opened).value();
-  storage::LocalRecordSource source(*store, /*use_io_uring=*/false);
+  std::unique_ptr<index::Store> store = std::move(opened->store);
+  storage::RecordSource& source = *opened->source;
   auto files = store->files();
   std::atomic<size_t> next{0}, done{0};
   std::atomic<uint64_t> bytes{0};
@@ -101,13 +110,17 @@ int run_verify(const std::string& dir, unsigned jobs, const std::string& progres
 
 void register_verify(CLI::App& app, int& exit_code) {
   auto* cmd = app.add_subcommand("verify", "Check every checksum and decode every JPEG at every level");
-  auto dir = std::make_shared<std::string>();
+  auto location = std::make_shared<std::string>();
+  auto options = std::make_shared<std::vector<std::string>>();
   auto jobs = std::make_shared<unsigned>(0);
   auto progress = std::make_shared<std::string>("auto");
-  cmd->add_option("STORE_DIR", *dir, "store folder")->required();
+  cmd->add_option("STORE", *location, "store folder, s3://BUCKET/PREFIX or http(s)://HOST/PATH")->required();
+  cmd->add_option("-o", *options, "remote store options: endpoint=URL, region=, profile=, addressing=, ca_file=");
   cmd->add_option("--jobs", *jobs, "worker threads (default: all cores)");
   cmd->add_option("--progress", *progress, "progress line: auto, on, off")->check(CLI::IsMember({"auto", "on", "off"}));
-  cmd->callback([dir, jobs, progress, &exit_code] { exit_code = run_verify(*dir, *jobs, *progress); });
+  cmd->callback([location, options, jobs, progress, &exit_code] {
+    exit_code = run_verify(*location, *options, *jobs, *progress);
+  });
 }
 
 }  // namespace fid::cli

@@ -13,6 +13,15 @@
 namespace fid::config {
 
 std::string_view raw_names_name(RawNames n) { return n == RawNames::keep ? "keep" : "ext"; }
+std::string_view addressing_name(Addressing a) {
+  switch (a) {
+    case Addressing::path: return "path";
+    case Addressing::virtual_: return "virtual";
+    case Addressing::auto_: break;
+  }
+  return "auto";
+}
+
 std::string_view readdir_name(Readdir r) {
   return r == Readdir::plus ? "plus" : r == Readdir::plain ? "plain" : "auto";
 }
@@ -184,6 +193,19 @@ std::optional<Gpu> parse_gpu(std::string_view s) {
   return std::nullopt;
 }
 
+std::optional<Addressing> parse_addressing(std::string_view s) {
+  if (s == "auto") return Addressing::auto_;
+  if (s == "path") return Addressing::path;
+  if (s == "virtual") return Addressing::virtual_;
+  return std::nullopt;
+}
+
+// Any non-empty text without a comma (a -o list separates options with commas).
+std::optional<std::string> parse_text(std::string_view s) {
+  if (s.empty() || s.find(',') != std::string_view::npos) return std::nullopt;
+  return std::string(s);
+}
+
 std::optional<unsigned> parse_in_range(std::string_view s, uint64_t lo, uint64_t hi) {
   auto v = parse_u64(s);
   if (!v || *v < lo || *v > hi) return std::nullopt;
@@ -227,7 +249,33 @@ constexpr CommonKey kCommonKeys[] = {
      [](std::string_view v, CommonSettings& s) { return put(s.raw_names, parse_raw_names(v)); }},
     {"readdir", "plus, plain or auto",
      [](std::string_view v, CommonSettings& s) { return put(s.readdir, parse_readdir(v)); }},
+    {"endpoint", "an http:// or https:// URL",
+     [](std::string_view v, CommonSettings& s) { return put(s.endpoint, parse_text(v)); }},
+    {"region", "a region name like us-east-1",
+     [](std::string_view v, CommonSettings& s) { return put(s.region, parse_text(v)); }},
+    {"profile", "a profile name of ~/.aws/config",
+     [](std::string_view v, CommonSettings& s) { return put(s.profile, parse_text(v)); }},
+    {"addressing", "auto, path or virtual",
+     [](std::string_view v, CommonSettings& s) { return put(s.addressing, parse_addressing(v)); }},
+    {"ca_file", "a PEM file of CA certificates",
+     [](std::string_view v, CommonSettings& s) { return put(s.ca_file, parse_text(v)); }},
+    {"disk_cache", "a folder",
+     [](std::string_view v, CommonSettings& s) { return put(s.disk_cache, parse_text(v)); }},
+    {"disk_cache_size", "a byte size like 100GiB",
+     [](std::string_view v, CommonSettings& s) { return put(s.disk_cache_size, parse_bytes(v)); }},
+    {"remote_requests", "1..1024",
+     [](std::string_view v, CommonSettings& s) { return put(s.remote_requests, parse_in_range(v, 1, 1024)); }},
 };
+
+// "a, b, c": the keys above, for messages.
+std::string common_key_names() {
+  std::string out;
+  for (const auto& k : kCommonKeys) {
+    if (!out.empty()) out += ", ";
+    out += k.name;
+  }
+  return out;
+}
 
 const CommonKey* find_common_key(std::string_view name) {
   for (const auto& k : kCommonKeys)
@@ -340,7 +388,7 @@ Config parse_config(std::string_view yaml, const std::string& source) {
         }
       }
     } else {
-      ctx.fail(keyn, key, "unknown key (expected scan_group, rules, threads, cache, gpu, gpu_batch, gpu_deadline_us, gpu_memory, order_seed, order_window, raw_format, raw_names, readdir, log)");
+      ctx.fail(keyn, key, fmt::format("unknown key (expected {}, rules, order_seed, order_window, log)", common_key_names()));
     }
   }
   return cfg;
@@ -385,7 +433,7 @@ void parse_mount_options(std::string_view list, MountOptions& opts) {
       no_value();
       opts.allow_other = true;
     } else {
-      throw ConfigError(fmt::format("unknown mount option '{}' (known: scan_group, threads, cache, gpu, gpu_batch, gpu_deadline_us, gpu_memory, config, raw_format, raw_names, readdir, allow_other)", name));
+      throw ConfigError(fmt::format("unknown mount option '{}' (known: {}, config, allow_other)", name, common_key_names()));
     }
   }
 }
@@ -404,6 +452,14 @@ Settings merge(const Config& cfg, const MountOptions& opts) {
   s.raw_format = opts.raw_format.value_or(cfg.raw_format.value_or(codec::ViewFormat::png));
   s.raw_names = opts.raw_names.value_or(cfg.raw_names.value_or(RawNames::keep));
   s.readdir = opts.readdir.value_or(cfg.readdir.value_or(Readdir::auto_));
+  s.endpoint = opts.endpoint.value_or(cfg.endpoint.value_or(""));
+  s.region = opts.region.value_or(cfg.region.value_or(""));
+  s.profile = opts.profile.value_or(cfg.profile.value_or(""));
+  s.addressing = opts.addressing.value_or(cfg.addressing.value_or(Addressing::auto_));
+  s.ca_file = opts.ca_file.value_or(cfg.ca_file.value_or(""));
+  s.disk_cache = opts.disk_cache.value_or(cfg.disk_cache.value_or(""));
+  s.disk_cache_size = opts.disk_cache_size.value_or(cfg.disk_cache_size.value_or(s.disk_cache_size));
+  s.remote_requests = opts.remote_requests.value_or(cfg.remote_requests.value_or(s.remote_requests));
   s.order_seed = cfg.order_seed;
   s.order_window = cfg.order_window.value_or(s.order_window);
   s.log_level = cfg.log_level;

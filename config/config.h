@@ -59,6 +59,8 @@ std::string_view readdir_name(Readdir r);
 enum class LogLevel { error = 0, warn = 1, info = 2, debug = 3 };
 
 std::string_view gpu_name(Gpu g);
+enum class Addressing { auto_, path, virtual_ };
+std::string_view addressing_name(Addressing a);
 std::string_view log_level_name(LogLevel l);
 
 struct Rule {
@@ -80,6 +82,15 @@ struct CommonSettings {
   std::optional<codec::ViewFormat> raw_format;
   std::optional<RawNames> raw_names;
   std::optional<Readdir> readdir;
+  // Remote stores (s3://, http(s)://); see docs/MOUNT.md "Stores in object storage".
+  std::optional<std::string> endpoint;         // S3 endpoint URL
+  std::optional<std::string> region;           // S3 region
+  std::optional<std::string> profile;          // AWS profile in ~/.aws
+  std::optional<Addressing> addressing;        // S3 path-style or virtual-hosted requests
+  std::optional<std::string> ca_file;          // PEM CA bundle for https
+  std::optional<std::string> disk_cache;       // folder of the disk cache of record prefixes
+  std::optional<uint64_t> disk_cache_size;     // its bound in bytes
+  std::optional<unsigned> remote_requests;     // requests in flight at once
 };
 
 struct Config : CommonSettings {
@@ -132,6 +143,11 @@ struct Settings {
   codec::ViewFormat raw_format = codec::ViewFormat::png;
   RawNames raw_names = RawNames::keep;
   Readdir readdir = Readdir::auto_;  // scripts/bench/scale.sh: the fastest listing + first epoch at 1.28M files
+  std::string endpoint, region, profile, ca_file;  // "": from the environment / ~/.aws / system CAs
+  Addressing addressing = Addressing::auto_;
+  std::string disk_cache;                          // "": no disk cache
+  uint64_t disk_cache_size = 10ull << 30;
+  unsigned remote_requests = 64;
   LogLevel log_level = LogLevel::info;
   std::string log_file;
   std::string config_file;

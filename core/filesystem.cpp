@@ -38,7 +38,7 @@ void Filesystem::attach(KernelCache* kernel) { changes_.attach(kernel); }
 void Filesystem::detach() { changes_.detach(); }
 
 std::string Filesystem::describe() const {
-  return fmt::format("mounted {} at {} ({} files, {} dirs, {} levels, default level {})", store_.path().string(),
+  return fmt::format("mounted {} at {} ({} files, {} dirs, {} levels, default level {})", store_.location(),
                      options_.mountpoint, store_.files().size(), store_.dirs().size(), store_.levels(),
                      policy_.mount_default());
 }
@@ -194,7 +194,7 @@ std::string Filesystem::control_text(NodeType t) const { return t == NodeType::c
 std::string Filesystem::stats_json() const {
   nlohmann::ordered_json j;
   const double up = std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
-  j["store"] = store_.path().string();
+  j["store"] = store_.location();
   j["uptime_s"] = static_cast<uint64_t>(up);  // whole seconds: an idle mount's stats stay one file
   j["files"] = store_.files().size();
   j["dirs"] = store_.dirs().size();
@@ -251,7 +251,7 @@ void Filesystem::add_read_path_stats(nlohmann::ordered_json& j) const {
 std::string Filesystem::config_json() const {
   nlohmann::ordered_json j;
   const config::Settings& s = settings_;
-  j["store"] = store_.path().string();
+  j["store"] = store_.location();
   j["mountpoint"] = options_.mountpoint;
   j["config_file"] = s.config_file;
   j["levels"] = store_.levels();
@@ -270,6 +270,15 @@ std::string Filesystem::config_json() const {
   j["raw_format"] = codec::view_format_name(s.raw_format);
   j["raw_names"] = config::raw_names_name(s.raw_names);
   j["readdir"] = config::readdir_name(s.readdir);
+  j["source"] = source_.describe();
+  j["endpoint"] = s.endpoint;
+  j["region"] = s.region;
+  j["profile"] = s.profile;
+  j["addressing"] = config::addressing_name(s.addressing);
+  j["ca_file"] = s.ca_file;
+  j["disk_cache"] = s.disk_cache;
+  j["disk_cache_size"] = s.disk_cache_size;
+  j["remote_requests"] = s.remote_requests;
   j["allow_other"] = s.allow_other;
   j["log"] = {{"level", config::log_level_name(s.log_level)}, {"file", s.log_file}};
   return j.dump(2) + "\n";

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <memory>
 #include <string>
 
@@ -30,6 +31,8 @@ struct OpenedStore {
   // Reads the records. A remote source starts its transfer thread on first use, so a store may
   // be opened before the mount daemonises (fork) and read after.
   std::unique_ptr<RecordSource> source;
+  std::filesystem::path index_file;  // the local index (a remote store's cached copy)
+  std::string identity;              // hex XXH3-64 of the index: names the store in the disk cache
 };
 
 // Local: loads STORE/index.sqlite and opens the record files (problems() lists bad records;

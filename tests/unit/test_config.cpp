@@ -102,7 +102,9 @@ TEST(ConfigYaml, ErrorsNameKeyAndLine) {
   EXPECT_EQ(error_of("threads: 4\nscan_group: 0\n"),
             "f.yaml:2: key 'scan_group': expected a level 1..255 or 'full', got '0'");
   EXPECT_EQ(error_of("threads: 4\n\nbogus: 1\n"),
-            "f.yaml:3: key 'bogus': unknown key (expected scan_group, rules, threads, cache, gpu, gpu_batch, gpu_deadline_us, gpu_memory, order_seed, order_window, raw_format, raw_names, readdir, log)");
+            "f.yaml:3: key 'bogus': unknown key (expected scan_group, threads, cache, gpu, gpu_batch, gpu_deadline_us, gpu_memory, "
+            "raw_format, raw_names, readdir, endpoint, region, profile, addressing, ca_file, disk_cache, disk_cache_size, "
+            "remote_requests, rules, order_seed, order_window, log)");
   EXPECT_NE(error_of("rules:\n  - path: a\n    scan_group: x\n").find("f.yaml:3: key 'rules[0].scan_group'"), std::string::npos);
   EXPECT_NE(error_of("rules:\n  - path: a\n").find("key 'rules[0].scan_group': missing"), std::string::npos);
   EXPECT_NE(error_of("rules:\n  - scan_group: 2\n    colour: red\n").find("f.yaml:3: key 'rules[0].colour'"), std::string::npos);
@@ -244,4 +246,33 @@ TEST(ConfigYaml, ReaddirSetting) {
   } catch (const ConfigError& e) {
     EXPECT_EQ(std::string(e.what()), "f.yaml:1: key 'readdir': expected plus, plain or auto, got 'Plus'");
   }
+}
+
+TEST(ConfigYaml, RemoteStoreSettings) {
+  Settings d = merge(parse_config("", "f.yaml"), MountOptions{});
+  EXPECT_EQ(d.endpoint, "");
+  EXPECT_EQ(d.addressing, Addressing::auto_);
+  EXPECT_EQ(d.disk_cache, "");
+  EXPECT_EQ(d.disk_cache_size, 10ull << 30);
+  EXPECT_EQ(d.remote_requests, 64u);
+  Config c = parse_config(
+      "endpoint: http://127.0.0.1:7480\nregion: eu-west-1\nprofile: lab\naddressing: path\n"
+      "ca_file: /etc/ca.pem\ndisk_cache: /var/cache/fid\ndisk_cache_size: 2GiB\nremote_requests: 8\n",
+      "f.yaml");
+  MountOptions o;
+  parse_mount_options("region=us-west-2,disk_cache_size=1MiB", o);
+  Settings s = merge(c, o);
+  EXPECT_EQ(s.endpoint, "http://127.0.0.1:7480");
+  EXPECT_EQ(s.region, "us-west-2");  // the option wins
+  EXPECT_EQ(s.profile, "lab");
+  EXPECT_EQ(s.addressing, Addressing::path);
+  EXPECT_EQ(s.ca_file, "/etc/ca.pem");
+  EXPECT_EQ(s.disk_cache, "/var/cache/fid");
+  EXPECT_EQ(s.disk_cache_size, 1ull << 20);
+  EXPECT_EQ(s.remote_requests, 8u);
+  MountOptions bad;
+  EXPECT_THROW(parse_mount_options("addressing=sideways", bad), ConfigError);
+  EXPECT_THROW(parse_mount_options("remote_requests=0", bad), ConfigError);
+  EXPECT_THROW(parse_mount_options("endpoint=", bad), ConfigError);
+  EXPECT_THROW(parse_config("disk_cache_size: lots\n", "f.yaml"), ConfigError);
 }

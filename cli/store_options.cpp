@@ -1,0 +1,47 @@
+#include "cli/store_options.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <string_view>
+
+namespace fid::cli {
+
+storage::StoreOptions store_options(const config::Settings& s) {
+  storage::StoreOptions o;
+  o.s3.endpoint = s.endpoint;
+  o.s3.region = s.region;
+  o.s3.profile = s.profile;
+  o.s3.addressing = s.addressing == config::Addressing::path       ? storage::Addressing::path
+                    : s.addressing == config::Addressing::virtual_ ? storage::Addressing::virtual_host
+                                                                   : storage::Addressing::auto_;
+  o.ca_file = s.ca_file;
+  o.disk_cache = s.disk_cache;
+  o.disk_cache_size = s.disk_cache_size;
+  o.max_requests = s.remote_requests;
+  return o;
+}
+
+config::Settings parse_store_location_options(const std::vector<std::string>& lists) {
+  static constexpr std::array<std::string_view, 6> kAllowed = {"endpoint", "region",  "profile",
+                                                               "addressing", "ca_file", "remote_requests"};
+  config::MountOptions opts;
+  for (const std::string& list : lists) {
+    size_t start = 0;
+    while (start <= list.size()) {
+      size_t comma = list.find(',', start);
+      std::string_view item = std::string_view(list).substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+      start = comma == std::string::npos ? list.size() + 1 : comma + 1;
+      if (item.empty()) continue;
+      std::string_view name = item.substr(0, item.find('='));
+      if (std::find(kAllowed.begin(), kAllowed.end(), name) == kAllowed.end())
+        throw config::ConfigError(fmt::format("unknown option '{}' (known: endpoint, region, profile, addressing, "
+                                              "ca_file, remote_requests)", name));
+    }
+    config::parse_mount_options(list, opts);
+  }
+  return config::merge(config::Config{}, opts);
+}
+
+}  // namespace fid::cli
