@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <ctime>
@@ -47,19 +48,19 @@ HttpOptions HttpRecordSource::with_counters(HttpOptions opts) {
   return opts;
 }
 
-HttpRecordSource::HttpRecordSource(const index::Store& store, RemoteLocation where, HttpOptions opts)
-    : store_(store), where_(std::move(where)), client_(with_counters(std::move(opts))) {}
+HttpRecordSource::HttpRecordSource(const index::Store& store, RemoteLocation where, HttpOptions opts, uint64_t part_size)
+    : store_(store), where_(std::move(where)), part_size_(std::max<uint64_t>(1, part_size)), client_(with_counters(std::move(opts))) {}
 
 std::string HttpRecordSource::describe() const {
-  return fmt::format("{} (remote{}; up to {} requests in flight, prefixes over {} MiB in parallel parts)", where_.text,
+  return fmt::format("{} (remote{}; up to {} requests in flight, prefixes in parallel parts of at least {} KiB)", where_.text,
                      where_.sign ? fmt::format(", signed, credentials from {}", where_.credentials_from) : "",
-                     client_.options().max_in_flight, kPartSize >> 20);
+                     client_.options().max_in_flight, part_size_ >> 10);
 }
 
-std::vector<std::pair<uint64_t, uint64_t>> HttpRecordSource::prefix_parts(uint64_t len) {
-  if (len <= kPartSize) return {{0, len}};
-  // floor(len / kPartSize) parts: each at least kPartSize, the remainder spread over all.
-  const uint64_t count = len / kPartSize;
+std::vector<std::pair<uint64_t, uint64_t>> HttpRecordSource::prefix_parts(uint64_t len, uint64_t part_size) {
+  if (len < 2 * part_size) return {{0, len}};
+  // floor(len / part_size) parts: each at least part_size, the remainder spread over all.
+  const uint64_t count = len / part_size;
   const uint64_t base = len / count, extra = len % count;
   std::vector<std::pair<uint64_t, uint64_t>> parts;
   uint64_t at = 0;
@@ -114,7 +115,7 @@ void HttpRecordSource::read_prefixes(std::span<PrefixRead> batch, Done done) {
   std::vector<std::vector<std::pair<uint64_t, uint64_t>>> plans;
   plans.reserve(batch.size());
   for (const PrefixRead& p : batch) {
-    plans.push_back(prefix_parts(p.len));
+    plans.push_back(prefix_parts(p.len, part_size_));
     requests += plans.back().size();
   }
   if (requests == 0) {

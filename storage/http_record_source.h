@@ -44,7 +44,8 @@ class HttpRecordSource final : public RecordSource {
   static constexpr uint64_t kPartSize = 8ull << 20;
 
   // `store` must outlive the source. `opts.counters` is replaced by this source's counters.
-  HttpRecordSource(const index::Store& store, RemoteLocation where, HttpOptions opts);
+  // `part_size` other than kPartSize is for tests (parts of small records).
+  HttpRecordSource(const index::Store& store, RemoteLocation where, HttpOptions opts, uint64_t part_size = kPartSize);
 
   void read_ranges(std::span<RangeRead> batch, Done done) override;
   void read_prefixes(std::span<PrefixRead> batch, Done done) override;
@@ -54,10 +55,10 @@ class HttpRecordSource final : public RecordSource {
   using RecordSource::read_prefix;
   using RecordSource::read_ranges;
 
-  // The parts (offset, length) a prefix of `len` bytes is fetched in: floor(len / kPartSize)
-  // parts (at least one) of nearly equal size, so each is at least kPartSize (a request that
-  // small costs little more than its latency) and smaller than 2 * kPartSize.
-  static std::vector<std::pair<uint64_t, uint64_t>> prefix_parts(uint64_t len);
+  // The parts (offset, length) a prefix of `len` bytes is fetched in: floor(len / part_size)
+  // parts (at least one) of nearly equal size, so each is at least part_size (a request that
+  // large costs little more than its latency) and smaller than 2 * part_size.
+  static std::vector<std::pair<uint64_t, uint64_t>> prefix_parts(uint64_t len, uint64_t part_size = kPartSize);
 
  private:
   HttpOptions with_counters(HttpOptions opts);
@@ -66,6 +67,7 @@ class HttpRecordSource final : public RecordSource {
 
   const index::Store& store_;
   const RemoteLocation where_;
+  const uint64_t part_size_;
   const std::vector<std::string> problems_;
   HttpClient client_;
 };

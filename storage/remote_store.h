@@ -20,6 +20,7 @@ namespace fid::storage {
 struct RemoteStore {
   std::unique_ptr<index::Store> store;
   std::unique_ptr<RecordSource> source;  // starts its transfer thread on first use (after fork)
+  std::filesystem::path index_file;      // the cached copy of index.sqlite
   std::string identity;                  // hex XXH3-64 of the index file
 };
 
