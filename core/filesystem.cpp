@@ -225,6 +225,7 @@ void Filesystem::add_read_path_stats(nlohmann::ordered_json& j) const {
   j["storage_reads"] = source_.counters().requests.load();
   j["records_read"] = io.records_read.load();
   j["record_bytes"] = io.record_bytes.load();
+  j["prefix_extensions"] = io.prefix_extensions.load();
   j["piece_reads"] = io.piece_reads.load();
   j["cache_hits"] = io.cache_hits.load();
   j["cache_misses"] = io.cache_misses.load();

@@ -1,5 +1,6 @@
 #include "core/orders.h"
 
+#include <algorithm>
 #include <charconv>
 
 #include "core/inodes.h"
@@ -142,30 +143,37 @@ bool OrderFiles::set_seed(uint64_t seed) { return seed_.exchange(seed) != seed; 
 // ---- index for the prefetcher -----------------------------------------------------------------
 
 std::shared_ptr<const OrderIndex> build_order_index(const index::Store& store, uint64_t seed, uint64_t epoch,
-                                                    uint32_t window) {
+                                                    uint32_t window, uint32_t world) {
   index::OrderParams p;
   p.seed = seed;
   p.epoch = epoch;
   p.window = window;
-  auto ids = index::epoch_order(store, p);
+  p.world = std::max(1u, world);
+  const auto orders = index::epoch_rank_orders(store, p);
   auto files = store.files();
   const auto nrec = static_cast<uint32_t>(store.records().size());
   auto ix = std::make_shared<OrderIndex>();
   ix->seed = seed;
   ix->epoch = epoch;
+  ix->world = p.world;
   ix->pos.assign(files.size(), UINT32_MAX);
   ix->rec_index.assign(nrec, UINT32_MAX);
-  for (uint32_t i = 0; i < ids.size(); ++i) {
-    uint32_t f = ids[i];
-    ix->pos[f] = i;
-    uint32_t r = files[f].record;
-    if (r >= nrec) continue;
-    if (ix->rec_index[r] == UINT32_MAX) {
-      ix->rec_index[r] = static_cast<uint32_t>(ix->rec_seq.size());
-      ix->rec_seq.push_back(r);
-      ix->last_pos.push_back(i);
+  uint32_t i = 0;
+  for (const auto& ids : orders) {
+    for (uint32_t f : ids) {
+      ix->pos[f] = i;
+      uint32_t r = files[f].record;
+      if (r < nrec) {
+        if (ix->rec_index[r] == UINT32_MAX) {
+          ix->rec_index[r] = static_cast<uint32_t>(ix->rec_seq.size());
+          ix->rec_seq.push_back(r);
+          ix->last_pos.push_back(i);
+        }
+        ix->last_pos[ix->rec_index[r]] = i;
+      }
+      ++i;
     }
-    ix->last_pos[ix->rec_index[r]] = i;
+    ix->seg_end.resize(ix->rec_seq.size(), static_cast<uint32_t>(ix->rec_seq.size()));
   }
   return ix;
 }

@@ -104,16 +104,20 @@ class OrderFiles {
   std::atomic<uint64_t> opens_{0};
 };
 
-// What the prefetcher needs to follow an epoch's order: every file's position in the whole
-// order (world 1; a rank's order is a subsequence of it) and each record's first/last position.
+// What the prefetcher needs to follow the orders of an epoch and world size: every file's
+// position and each record's first/last position in the ranks' orders (without their padding)
+// laid end to end, rank 0 first. A rank reads whole records of its own, so its records form
+// one segment of rec_seq; world 1 is one segment, the whole order.
 struct OrderIndex {
   uint64_t seed = 0, epoch = 0;
+  uint32_t world = 1;
   std::vector<uint32_t> pos;        // file id -> position
   std::vector<uint32_t> rec_seq;    // records in order of first use
   std::vector<uint32_t> rec_index;  // record -> index in rec_seq
   std::vector<uint32_t> last_pos;   // by rec_seq index
+  std::vector<uint32_t> seg_end;    // by rec_seq index: one past the last index of its rank's segment
 };
 std::shared_ptr<const OrderIndex> build_order_index(const index::Store& store, uint64_t seed, uint64_t epoch,
-                                                    uint32_t window);
+                                                    uint32_t window, uint32_t world);
 
 }  // namespace fid::core

@@ -5,7 +5,7 @@
 namespace fid::core {
 
 namespace {
-constexpr uint32_t kTolerance = 4;  // positions (per rank) between an access and an earlier one
+constexpr uint32_t kTolerance = 4;  // positions between an access and an earlier one of its rank
 }  // namespace
 
 bool OrderDetector::on_access(uint32_t p, uint32_t tolerance) {
@@ -35,17 +35,14 @@ Prefetcher::~Prefetcher() {
 }
 
 void Prefetcher::follow(uint64_t seed, uint64_t epoch, uint32_t world) {
+  world = std::max(1u, world);
   {
     std::lock_guard lock(mu_);
-    if (ix_ && ix_->seed == seed && ix_->epoch == epoch) {
-      world_ = std::max(world_, world);
-      return;
-    }
+    if (ix_ && ix_->seed == seed && ix_->epoch == epoch && ix_->world == world) return;
   }
-  auto ix = build_order_index(store_, seed, epoch, order_window_);  // outside the lock
+  auto ix = build_order_index(store_, seed, epoch, order_window_, world);  // outside the lock
   std::lock_guard lock(mu_);
   ix_ = std::move(ix);
-  world_ = std::max(1u, world);
   detector_.reset();
   last_scan_ = UINT32_MAX;
   since_scan_ = 0;
@@ -61,27 +58,27 @@ void Prefetcher::on_access(uint32_t f, int level) {
   if (!ix_ || window_ == 0 || f >= ix_->pos.size()) return;
   const uint32_t p = ix_->pos[f];
   if (p == UINT32_MAX) return;
-  const uint32_t tol = kTolerance * world_;
-  if (!detector_.on_access(p, tol)) return;  // random access: the file's own pieces only
+  if (!detector_.on_access(p, kTolerance)) return;  // random access: the file's own pieces only
   const uint32_t i = ix_->rec_index[store_.files()[f].record];
   if (i == UINT32_MAX) return;
   if (i == last_scan_ && ++since_scan_ < 16) return;
   last_scan_ = i;
   since_scan_ = 0;
-  const bool queued = queue_ahead_locked(p, i, level, tol);
+  const bool queued = queue_ahead_locked(p, i, level);
   lock.unlock();
   if (queued) cv_.notify_all();
 }
 
-bool Prefetcher::queue_ahead_locked(uint32_t p, uint32_t i, int level, uint32_t tol) {
+bool Prefetcher::queue_ahead_locked(uint32_t p, uint32_t i, int level) {
   const OrderIndex& ix = *ix_;
   // Records not finished yet (last use at or after p, less the tolerance), from a little before
-  // the current one (the order draws from a window of records).
+  // the current one (the order draws from a window of records), up to the end of this rank's
+  // records: the next ones belong to another rank, read by another reader (or node).
   const size_t back = 2 * static_cast<size_t>(order_window_) + 4;
   uint64_t bytes = 0;
   bool queued = false;
-  for (size_t j = i > back ? i - back : 0; j < ix.rec_seq.size() && bytes < window_; ++j) {
-    if (static_cast<uint64_t>(ix.last_pos[j]) + tol < p) continue;
+  for (size_t j = i > back ? i - back : 0; j < ix.seg_end[i] && bytes < window_; ++j) {
+    if (static_cast<uint64_t>(ix.last_pos[j]) + kTolerance < p) continue;
     const uint32_t rec = ix.rec_seq[j];
     const int lvl = cache_.prefix_level(rec, level);
     bytes += cache_.prefix_len(rec, lvl);

@@ -19,9 +19,11 @@
 namespace fid::core {
 
 // Says whether accesses follow an order: an access is in order when one of the last kRecent
-// positions precedes it closely (within `tolerance`, which grows with the number of ranks
-// interleaving on one mount). The score rises by one per in-order access and falls fast
-// otherwise; the detector follows once it reaches kFollowScore.
+// positions precedes it closely (within `tolerance`: reader threads run a little out of step).
+// Ranks sharing a mount read separate stretches of positions (their own records), so each
+// rank's accesses find its own earlier ones among the recent positions. The score rises by
+// one per in-order access and falls fast otherwise; the detector follows once it reaches
+// kFollowScore.
 class OrderDetector {
  public:
   static constexpr size_t kRecent = 16;
@@ -48,7 +50,8 @@ class Prefetcher {
   Prefetcher(const Prefetcher&) = delete;
   Prefetcher& operator=(const Prefetcher&) = delete;
 
-  // A reader opened the order of (seed, epoch) (any rank of `world`): follow it from now on.
+  // A reader opened an order of (seed, epoch, world) (any rank of `world`): follow that
+  // epoch's rank orders from now on (the last world size opened wins).
   void follow(uint64_t seed, uint64_t epoch, uint32_t world);
   // A reader starts reading file f at `level`.
   void on_access(uint32_t f, int level);
@@ -58,7 +61,7 @@ class Prefetcher {
   void worker();
   // Queues the records the order needs from position p on, in order of first use, until the
   // window is full. Locked.
-  bool queue_ahead_locked(uint32_t p, uint32_t rec_index, int level, uint32_t tolerance);
+  bool queue_ahead_locked(uint32_t p, uint32_t rec_index, int level);
 
   const index::Store& store_;
   RecordCache& cache_;
@@ -71,7 +74,6 @@ class Prefetcher {
   bool stop_ = false;
   std::deque<std::pair<uint32_t, int>> queue_;  // (record, prefix level), in need order
   std::shared_ptr<const OrderIndex> ix_;
-  uint32_t world_ = 1;
   OrderDetector detector_;
   uint32_t last_scan_ = UINT32_MAX;
   unsigned since_scan_ = 0;

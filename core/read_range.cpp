@@ -44,10 +44,22 @@ Status StoredPieces::read(const index::File& f, std::span<const PieceSlice> slic
   }
   source_.read_ranges(reads);
   if (stats_) stats_->piece_reads.fetch_add(reads.size(), std::memory_order_relaxed);
+  // The first read piece that fails its checksum (every one before it passed).
+  auto first_damaged = [&] {
+    for (size_t k = 0; k < reads.size(); ++k)
+      if (reads[k].status.ok() && index::piece_checksum(reads[k].dst) != pieces[slices[k].piece].checksum) return k;
+    return reads.size();
+  };
+  size_t damaged = first_damaged();
+  if (damaged < reads.size() && source_.drop_cached(f.record)) {  // a damaged cached copy: read again
+    for (storage::RangeRead& r : reads) r.status = {};
+    source_.read_ranges(reads);
+    damaged = first_damaged();
+  }
   for (size_t k = 0; k < reads.size(); ++k) {
     const PieceSlice& s = slices[k];
     if (!reads[k].status.ok()) return Error{reads[k].status.error().code, fmt::format("piece {} in {}", s.piece, reads[k].status.error().message)};
-    if (index::piece_checksum(reads[k].dst) != pieces[s.piece].checksum) return bad_piece(store_, f, s.piece, "checksum mismatch");
+    if (k == damaged) return bad_piece(store_, f, s.piece, "checksum mismatch");
     if (!whole(s)) std::memcpy(s.dst.data(), reads[k].dst.data() + s.from, s.dst.size());
   }
   return {};

@@ -13,15 +13,16 @@ namespace {
 constexpr uint64_t kPage = 4096;
 uint64_t round_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 
-// The pieces of record r's files inside [0, len) whose bytes fail their checksums, sorted.
+// The pieces of record r's files that end inside (from, len) and whose bytes fail their
+// checksums, sorted. Pieces ending at or before `from` were checked when that prefix loaded.
 std::vector<std::pair<uint32_t, uint32_t>> bad_pieces_of(const index::Store& store, uint32_t r, const uint8_t* data,
-                                                          uint64_t len) {
+                                                          uint64_t from, uint64_t len) {
   std::vector<std::pair<uint32_t, uint32_t>> bad;
   for (uint32_t id : store.record_files(r)) {
     auto pieces = store.pieces(store.files()[id]);
     for (uint32_t i = 0; i < pieces.size(); ++i) {
       const index::Piece& p = pieces[i];
-      if (p.offset + p.size > len) continue;  // above the prefix's level
+      if (p.offset + p.size > len || p.offset + p.size <= from) continue;  // above the level, or checked
       if (index::piece_checksum({data + p.offset, p.size}) != p.checksum) bad.emplace_back(id, i);
     }
   }
@@ -118,7 +119,14 @@ bool RecordCache::reserve_locked(uint64_t len) {
   return true;
 }
 
-std::unique_ptr<Prefix> RecordCache::read(uint32_t r, int level, uint64_t len, uint64_t alloc) {
+Status RecordCache::fetch(uint32_t r, uint8_t* data, uint64_t from, uint64_t len) {
+  if (from == 0) return source_.read_prefix(r, len, data);
+  storage::RangeRead tail{r, from, {data + from, len - from}, {}};
+  source_.read_ranges({&tail, 1});
+  return tail.status;
+}
+
+std::unique_ptr<Prefix> RecordCache::read(uint32_t r, int level, uint64_t len, uint64_t alloc, const Prefix* base) {
   void* mem = ::mmap(nullptr, alloc, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (mem == MAP_FAILED) {
     log_warn("{}: no memory for a {} byte prefix", store_.records()[r].path, alloc);
@@ -129,17 +137,28 @@ std::unique_ptr<Prefix> RecordCache::read(uint32_t r, int level, uint64_t len, u
   p->level = level;
   p->len = len;
   p->data = static_cast<uint8_t*>(mem);
-  Status st = source_.read_prefix(r, len, p->data);
+  const uint64_t from = base ? base->len : 0;
+  if (base) std::memcpy(p->data, base->data, from);
+  Status st = fetch(r, p->data, from, len);
+  std::vector<std::pair<uint32_t, uint32_t>> bad;
+  if (st.ok()) bad = bad_pieces_of(store_, r, p->data, from, len);
+  if (!bad.empty() && source_.drop_cached(r)) {  // damage in a cached copy (disk cache): once more from the origin
+    st = fetch(r, p->data, from, len);
+    if (st.ok()) bad = bad_pieces_of(store_, r, p->data, from, len);
+  }
   if (!st.ok()) {
     ::munmap(mem, alloc);
     if (st.error().code != EIO) log_warn("reading {}", st.error().message);
     return nullptr;
   }
-  p->bad_pieces = bad_pieces_of(store_, r, p->data, len);
+  p->bad_pieces = base ? base->bad_pieces : decltype(bad){};
+  p->bad_pieces.insert(p->bad_pieces.end(), bad.begin(), bad.end());
+  std::sort(p->bad_pieces.begin(), p->bad_pieces.end());
   return p;
 }
 
-void RecordCache::finish_locked(uint32_t r, std::unique_ptr<Prefix> p, uint64_t alloc, bool by_prefetch) {
+void RecordCache::finish_locked(uint32_t r, std::unique_ptr<Prefix> p, uint64_t alloc, uint64_t fetched,
+                                bool by_prefetch) {
   Slot& t = slots_[r];
   t.loading = false;
   t.pending_level = -1;
@@ -151,7 +170,8 @@ void RecordCache::finish_locked(uint32_t r, std::unique_ptr<Prefix> p, uint64_t 
   }
   p->by_prefetch = by_prefetch;
   stats_.records_read.fetch_add(1, std::memory_order_relaxed);
-  stats_.record_bytes.fetch_add(p->len, std::memory_order_relaxed);
+  stats_.record_bytes.fetch_add(fetched, std::memory_order_relaxed);
+  if (fetched < p->len) stats_.prefix_extensions.fetch_add(1, std::memory_order_relaxed);
   t.prefix = std::shared_ptr<const Prefix>(p.release(), [this, alloc](const Prefix* q) {
     ::munmap(q->data, alloc);
     used_.fetch_sub(alloc, std::memory_order_acq_rel);
@@ -179,7 +199,15 @@ bool RecordCache::load(uint32_t r, int level, bool by_prefetch) {
   s.pending_level = lvl;  // keeps the slot out of reserve_locked's reach
   const uint64_t len = prefix_len(r, lvl);
   const uint64_t alloc = round_up(std::max<uint64_t>(len, 1), kPage);
-  if (len == 0 || !reserve_locked(alloc)) {
+  // A lower level's prefix is extended: held (and counted) until its bytes are copied, so the
+  // new prefix is reserved beside it; if both do not fit, it is let go and r read from 0.
+  std::shared_ptr<const Prefix> base = s.prefix && s.prefix->len < len ? s.prefix : nullptr;
+  bool reserved = len > 0 && reserve_locked(alloc);
+  if (!reserved && len > 0 && base) {
+    base.reset();  // the failed reserve evicted all it could, the slot's reference too: this frees it
+    reserved = reserve_locked(alloc);
+  }
+  if (!reserved) {
     stats_.prefetch_skipped.fetch_add(1, std::memory_order_relaxed);
     auto it = slots_.find(r);  // still there: reserve_locked never erases a pending slot
     it->second.pending_level = -1;
@@ -189,10 +217,12 @@ bool RecordCache::load(uint32_t r, int level, bool by_prefetch) {
   }
   s.loading = true;
   lock.unlock();
-  std::unique_ptr<Prefix> p = read(r, lvl, len, alloc);
+  std::unique_ptr<Prefix> p = read(r, lvl, len, alloc, base.get());
+  const uint64_t fetched = len - (base ? base->len : 0);
+  base.reset();
   const bool ok = p != nullptr;
   lock.lock();
-  finish_locked(r, std::move(p), alloc, by_prefetch);
+  finish_locked(r, std::move(p), alloc, fetched, by_prefetch);
   return ok;
 }
 

@@ -20,7 +20,8 @@ namespace fid::core {
 // Counters of the read path, for /.fidelity/stats.
 struct ReadStats {
   std::atomic<uint64_t> records_read{0};      // prefixes loaded (one storage read each)
-  std::atomic<uint64_t> record_bytes{0};      // bytes of those prefixes
+  std::atomic<uint64_t> record_bytes{0};      // bytes those loads fetched from storage
+  std::atomic<uint64_t> prefix_extensions{0};  // loads that fetched only the tail a cached lower level lacked
   std::atomic<uint64_t> piece_reads{0};       // pieces read on their own (no cached prefix)
   std::atomic<uint64_t> cache_hits{0};        // file reads served from a cached prefix
   std::atomic<uint64_t> cache_misses{0};      // file reads served from the file's own pieces
@@ -69,8 +70,9 @@ class RecordCache {
   // Marks r as queued for loading (so readers wait for it instead of reading pieces). False if
   // a prefix covering `level` is already cached, loading or queued.
   bool mark_queued(uint32_t r, int level);
-  // Loads the prefix with one read (the queued mark, if any, is cleared). Returns false if the
-  // budget cannot hold it now or the read failed.
+  // Loads the prefix with one read (the queued mark, if any, is cleared): a prefix of r cached at
+  // a lower level is extended, fetching only the bytes it lacks. Returns false if the budget
+  // cannot hold it now or the read failed.
   bool load(uint32_t r, int level, bool by_prefetch);
   // Drops a queued mark that will not be loaded (readers waiting on it read their pieces).
   void unqueue(uint32_t r);
@@ -85,10 +87,14 @@ class RecordCache {
   };
   // Reserves `len` bytes, evicting least recently used prefixes. Locked.
   bool reserve_locked(uint64_t len);
-  // Reads the prefix into fresh memory and checks its pieces; nullptr if the read failed.
-  std::unique_ptr<Prefix> read(uint32_t r, int level, uint64_t len, uint64_t alloc);
+  // Reads the prefix into fresh memory and checks its pieces; nullptr if the read failed. With
+  // `base` (a shorter prefix of r), its bytes and checked pieces are copied and only the rest is
+  // read.
+  std::unique_ptr<Prefix> read(uint32_t r, int level, uint64_t len, uint64_t alloc, const Prefix* base);
+  // Reads bytes [from, len) of record r into data + from: a prefix read from 0, else one range.
+  Status fetch(uint32_t r, uint8_t* data, uint64_t from, uint64_t len);
   // Installs a loaded prefix (or clears a failed load). Locked.
-  void finish_locked(uint32_t r, std::unique_ptr<Prefix> p, uint64_t alloc, bool by_prefetch);
+  void finish_locked(uint32_t r, std::unique_ptr<Prefix> p, uint64_t alloc, uint64_t fetched, bool by_prefetch);
 
   const index::Store& store_;
   storage::RecordSource& source_;

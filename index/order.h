@@ -1,4 +1,4 @@
-// Published read orders (/.fidelity/order/epoch-N): every file once, in an I/O-friendly
+// Published read orders (/.fidelity/order/epoch-N[.rank-R-of-W]): every file in an I/O-friendly
 // quasi-random order. A pure function of (store layout, seed, epoch, rank, world size).
 #pragma once
 
@@ -19,8 +19,17 @@ struct OrderParams {
 
 // File ids in read order. The epoch's records are shuffled; files are drawn uniformly from the
 // not-yet-read files of a window of `window` records, the next record joining when one runs out.
-// Rank r of w gets positions r, r+w, r+2w, ... of that order: ranks are disjoint, together
-// complete, and their lengths differ by at most one. docs/FORMAT.md gives the exact algorithm.
+// World 1: every file once. World w > 1: the shuffled records are dealt to the ranks, each to
+// the rank with the fewest files so far (ties: the lowest rank), so a rank reads whole records
+// and no other rank reads them; each rank draws from its own records with its own generator.
+// Every rank's order is then padded to the longest one's length by repeating its own last
+// files (what DistributedSampler expects: equal lengths). docs/FORMAT.md gives the exact
+// algorithm.
 std::vector<uint32_t> epoch_order(const Store& store, const OrderParams& params);
+
+// Every rank's order of world `params.world` (rank ignored) without the padding, in one pass:
+// element r is rank r's. Ranks from size() on have no records of their own (more ranks than
+// non-empty records) and are left out. World 1: the one order of epoch_order.
+std::vector<std::vector<uint32_t>> epoch_rank_orders(const Store& store, const OrderParams& params);
 
 }  // namespace fid::index

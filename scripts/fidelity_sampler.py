@@ -12,6 +12,11 @@ batches stay statistically close to a uniform shuffle.
 
 Needs nothing beyond torch. The order is /.fidelity/order/epoch-N (or epoch-N.rank-R-of-W) of
 the mount that holds the dataset's root; paths in it are relative to the mount root.
+
+With several ranks, each rank's order holds whole records of its own (each node reads only its
+share of the store), and every rank's order has the same length, as with DistributedSampler:
+the shorter ones end with a few of their own files again, which yield the same sample indices
+again (a sample seen twice in an epoch, never one of another rank's).
 """
 import os
 

@@ -2,6 +2,23 @@
 // with least-recently-used eviction, keyed by store identity and record (records never change),
 // kept across remounts, safe when several mounts of one store share the folder, and never
 // serving a partial file after a crash. docs/MOUNT.md describes the folder.
+//
+// Layout: DIR/<identity>/<record id>.p holds bytes [0, n) of the record; the file's size is the
+// truth about n. A copy is written to DIR/<identity>/.tmp-<pid>-<tid>-<n>, synced and renamed
+// over the entry, so a reader (in any process) sees the old copy or the new one, never a part;
+// a crash leaves only temporary files, removed by the next scan when their process is gone or
+// they are older than ten minutes. A file's modification time is its last use (touched on every
+// hit); when the folder (all identities together) would grow past max_bytes, the least recently
+// used files go, under flock(DIR/.lock) so that two mounts do not both evict for the same bytes.
+// Each mount counts the folder's bytes itself: it rescans the folder when its count says it is
+// full, so mounts sharing it may together overshoot until that rescan (by what each wrote since).
+//
+// The cache never fails a read: a missing, short, foreign (bad header) or unreadable copy, and
+// any error writing one, send the read to the inner source instead and are counted. Copies are
+// written by a background thread (started on first use, so the source may be made before the
+// mount forks) from a bounded queue; a copy that does not fit the queue is not kept.
+// Bytes are checked by the reader (piece checksums), not here: a copy whose bytes fail them is
+// dropped through drop_cached, and the reader fetches them again from the inner source.
 #pragma once
 
 #include <cstdint>
@@ -14,14 +31,41 @@
 
 namespace fid::storage {
 
-class DiskCache;  // see disk_cache.cpp
+// What the disk cache did, for /.fidelity/stats.
+struct DiskCacheStats {
+  uint64_t hits = 0;             // reads served from the folder alone
+  uint64_t partial_hits = 0;     // reads that fetched only the bytes past a cached copy
+  uint64_t misses = 0;           // reads passed to the inner source whole
+  uint64_t bytes_from_disk = 0;  // bytes served from the folder
+  uint64_t bytes_written = 0;    // bytes of copies written to the folder
+  uint64_t not_kept = 0;         // copies not written: the write queue was full
+  uint64_t evictions = 0;        // files removed to stay under max_bytes
+  uint64_t dropped = 0;          // copies removed because their bytes failed checksums
+  uint64_t errors = 0;           // disk errors and unusable copies (the inner source served instead)
+  uint64_t used_bytes = 0;       // bytes in the folder, as this mount last counted them
+  uint64_t max_bytes = 0;
+};
+
+// What a disk-cached source adds to RecordSource.
+class DiskCache {
+ public:
+  virtual ~DiskCache() = default;
+  virtual DiskCacheStats disk_stats() const = 0;
+  // Waits until every copy queued for writing is written (or given up).
+  virtual void flush() = 0;
+};
 
 // Wraps `inner`: prefix reads are served from DIR when a long enough copy is there, else read
 // from `inner` (only the bytes the cached copy lacks) and stored; range reads are served from
-// a cached prefix that covers them, else passed to `inner` (not stored). `identity` names the
-// store (a hash of its index), so two stores never share entries.
+// a cached prefix that covers them, else passed to `inner` (stored only when they extend the
+// cached prefix: they start at or inside its end). `identity` names the store (a hash of its
+// index), so two stores never share entries; characters other than [A-Za-z0-9._-] become '_'.
+// A DIR that cannot be made or written leaves every read to `inner` (counted in errors).
 std::unique_ptr<RecordSource> make_disk_cached_source(const index::Store& store, std::unique_ptr<RecordSource> inner,
                                                       const std::filesystem::path& dir, uint64_t max_bytes,
                                                       const std::string& identity);
+
+// The disk cache of a source made by make_disk_cached_source, else nullptr.
+DiskCache* as_disk_cache(RecordSource& source);
 
 }  // namespace fid::storage

@@ -14,6 +14,7 @@
 #include <latch>
 
 #include "index/format.h"
+#include "storage/posix_io.h"
 
 namespace fid::storage {
 
@@ -39,21 +40,6 @@ constexpr unsigned kRingEntries = 64;  // reads in flight at once per thread (mo
 constexpr int kNotRead = INT32_MIN;    // a read the ring did not do (the thread then preads it)
 
 uint64_t round_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
-
-// Reads up to len bytes at off (stops early only at end of file). Bytes read, or -errno.
-int pread_loop(int fd, uint8_t* dst, uint64_t len, uint64_t off) {
-  uint64_t done = 0;
-  while (done < len) {
-    ssize_t n = ::pread(fd, dst + done, len - done, static_cast<off_t>(off + done));
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return -errno;
-    }
-    if (n == 0) break;
-    done += static_cast<uint64_t>(n);
-  }
-  return static_cast<int>(std::min<uint64_t>(done, INT32_MAX));
-}
 
 // Page-aligned per-thread scratch for O_DIRECT range reads.
 struct Scratch {

@@ -58,6 +58,9 @@ class RecordSource {
   virtual const std::vector<std::string>& problems() const = 0;
   // One line for the log: what the source is and how it reads.
   virtual std::string describe() const = 0;
+  // Bytes of record r failed their checksums. A source that keeps copies (the disk cache) drops
+  // its copy and returns true: reading again then fetches from the origin. Others return false.
+  virtual bool drop_cached(uint32_t /*record*/) { return false; }
   const SourceCounters& counters() const { return counters_; }
 
   // Blocking forms of the two reads.

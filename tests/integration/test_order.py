@@ -1,6 +1,7 @@
 """Published read orders (/.fidelity/order/epoch-N[.rank-R-of-W]): permutations of the tree,
-deterministic, rank splits disjoint and complete, the quasi-random window, the order seed (config
-and root xattr), the layout xattrs, and the torch sampler that follows them."""
+deterministic, rank splits of whole records (disjoint, complete, padded to equal lengths with a
+rank's own files), the quasi-random window, the order seed (config and root xattr), the layout
+xattrs, and the torch sampler that follows them."""
 import errno
 import os
 import sys
@@ -23,6 +24,33 @@ def lines(mnt, name):
     return data.decode().split("\n")[:-1]
 
 
+def check_rank_split(parts, files, record_of):
+    """The rank orders of one epoch and world (docs/FORMAT.md): each rank's own files (the order
+    up to its first repeat) are whole records no other rank has, together every file once; all
+    ranks have the same length; the padding is the rank's own order's tail repeated end to end
+    and shorter than a record."""
+    length = len(parts[0])
+    per_record = {}
+    for f in files:
+        per_record[record_of[f]] = per_record.get(record_of[f], 0) + 1
+    owner = {}
+    own_all = []
+    for r, p in enumerate(parts):
+        assert len(p) == length, f"rank {r}: {len(p)} lines, rank 0 has {length}"
+        n = len(set(p))
+        own = p[:n]
+        assert len(set(own)) == n, f"rank {r}: a repeat before its own files end"
+        assert all(p[j] == own[(j - length) % n] for j in range(n, length)), f"rank {r}: padding"
+        assert length - n < max(per_record.values())
+        if own in (q[:len(set(q))] for q in parts[:r]):
+            continue  # a rank without records of its own repeats another's (more ranks than records)
+        for f in own:
+            assert owner.setdefault(record_of[f], r) == r, f"record {record_of[f]} in ranks {owner[record_of[f]]} and {r}"
+        own_all += own
+    assert sorted(own_all) == files  # disjoint and complete
+    assert len(owner) == len(per_record)
+
+
 def test_orders_are_deterministic_permutations(imagenet_store, mnt):
     with mounted(imagenet_store, mnt):
         files = sorted(walk_files(mnt))
@@ -32,12 +60,20 @@ def test_orders_are_deterministic_permutations(imagenet_store, mnt):
         assert lines(mnt, "epoch-0") == e0
         big = lines(mnt, "epoch-18446744073709551615")
         assert sorted(big) == files
-        for w in (1, 2, 3, 7):
-            parts = [lines(mnt, f"epoch-1.rank-{r}-of-{w}") if w > 1 else lines(mnt, "epoch-1") for r in range(w)]
-            assert sum(len(p) for p in parts) == len(files)
-            assert sorted(x for p in parts for x in p) == files  # disjoint and complete
-            for r, p in enumerate(parts):
-                assert p == e1[r::w]
+        assert lines(mnt, "epoch-1.rank-0-of-1") == e1
+        record_of = {f: int(os.getxattr(os.path.join(mnt, f), "user.fidelity.record")) for f in files}
+        for w in (2, 3, 7):
+            parts = [lines(mnt, f"epoch-1.rank-{r}-of-{w}") for r in range(w)]
+            check_rank_split(parts, files, record_of)
+            assert parts == [lines(mnt, f"epoch-1.rank-{r}-of-{w}") for r in range(w)]  # deterministic
+            # a rank reads its records nearly in sequence, not every record of the store
+            assert len({record_of[f] for f in parts[0]}) < len(set(record_of.values()))
+        # more ranks than records: every rank still gets an order of the common length
+        nrec = len(set(record_of.values()))
+        w = nrec + 2
+        parts = [lines(mnt, f"epoch-1.rank-{r}-of-{w}") for r in (0, nrec - 1, nrec, nrec + 1)]
+        assert len({len(p) for p in parts}) == 1
+        assert parts[2] == parts[0] and parts[3] == lines(mnt, f"epoch-1.rank-1-of-{w}")
         # not listed, bad names are ENOENT
         assert os.listdir(os.path.join(mnt, ORDER)) == []
         assert ".fidelity" not in os.listdir(mnt)
@@ -58,7 +94,9 @@ def test_many_order_names_reuse_slots(imagenet_store, mnt):
         for e in range(300):  # more names than inode slots
             assert os.stat(os.path.join(mnt, ORDER, f"epoch-{e}.rank-0-of-2")).st_size > 0
         assert lines(mnt, "epoch-0") == first
-        assert lines(mnt, "epoch-299.rank-0-of-2") == lines(mnt, "epoch-299")[0::2]
+        halves = [lines(mnt, f"epoch-299.rank-{r}-of-2") for r in range(2)]
+        assert sorted(set(halves[0]) | set(halves[1])) == sorted(lines(mnt, "epoch-299"))
+        assert not set(halves[0]) & set(halves[1]) and len(halves[0]) == len(halves[1])
 
 
 def test_window_and_layout_xattrs(imagenet_store, mnt, tmp_path):
@@ -126,7 +164,12 @@ def test_sampler_follows_the_order(imagenet_store, mnt):
             s.set_epoch(5)
             parts.append([os.path.relpath(sub.samples[i][0], mnt) for i in s])
             assert parts[-1] == lines(mnt, f"epoch-5.rank-{r}-of-3")
-        assert sorted(x for p in parts for x in p) == sorted(os.path.relpath(p, mnt) for p, _ in sub.samples)
+            assert len(s) == len(parts[-1])
+        # equal lengths (DistributedSampler's contract); the padding repeats a rank's own samples
+        assert len({len(p) for p in parts}) == 1
+        own = [set(p) for p in parts]
+        assert not (own[0] & own[1]) and not (own[0] & own[2]) and not (own[1] & own[2])
+        assert sorted(set().union(*own)) == sorted(os.path.relpath(p, mnt) for p, _ in sub.samples)
         loader = torch.utils.data.DataLoader(list(range(len(ds))), batch_size=50, sampler=sampler)
         assert sum(len(b) for b in loader) == len(ds)
         with pytest.raises(ValueError):
@@ -208,3 +251,21 @@ def test_random_access_reads_only_own_pieces(imagenet_store, mnt):
         # each piece costs its own bytes rounded out to 512-byte sectors at most
         assert s["storage_bytes"] <= s["bytes_served"] + s["piece_reads"] * 1024
         assert s["piece_reads"] > 0
+
+
+def test_rank_order_prefetches_only_its_own_records(imagenet_store, mnt, tmp_path):
+    from fidstore import Store
+    st = Store(imagenet_store)
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("order_window: 2\n")
+    with mounted(imagenet_store, mnt, "--config", str(cfg), "-o", "cache=64MiB,threads=4"):
+        rank = lines(mnt, "epoch-4.rank-1-of-3")
+        own = {st.files[p]["record"] for p in rank}
+        assert len(own) < len(st.records)
+        sizes = read_all([os.path.join(mnt, p) for p in rank], 4)
+        assert all(sizes[os.path.join(mnt, p)] == os.stat(os.path.join(mnt, p)).st_size for p in rank)
+        s = stats(mnt)
+        assert s["prefetch_following"] and s["prefetch_hits"] > len(rank) // 2
+        # whole records, each once, and none of the other ranks' records
+        assert 0 < s["records_read"] <= len(own)
+        assert s["storage_bytes"] <= 1.5 * sum(st.records[r][2] for r in own)

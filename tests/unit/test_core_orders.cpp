@@ -1,6 +1,11 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "core/orders.h"
+#include "core/prefetcher.h"
+#include "index/order.h"
+#include "test_store_fixture.h"
 
 using fid::core::OrderName;
 using fid::core::OrderSlots;
@@ -43,4 +48,59 @@ TEST(OrderSlots, KeepsNamesAndReusesLeastRecent) {
   EXPECT_EQ(*slots.name_of(d), (OrderName{3, 0, 1}));
   EXPECT_EQ(*slots.name_of(a), (OrderName{0, 0, 1}));
   EXPECT_FALSE(slots.name_of(99));
+}
+
+// The prefetcher's index of an epoch's rank orders: the ranks' orders end to end, each rank's
+// records one segment, and a rank's reads (alone or interleaved with another rank's on the same
+// mount) look in order to the detector.
+class OrderIndexTest : public fid::testutil::PackedStore {};
+
+TEST_F(OrderIndexTest, LaysRankOrdersEndToEndOneSegmentPerRank) {
+  const auto& s = store();
+  const auto files = s.files();
+  for (uint32_t world : {1u, 2u, 3u}) {
+    SCOPED_TRACE(world);
+    fid::index::OrderParams p{9, 2, 0, world, 2};
+    auto ix = fid::core::build_order_index(s, 9, 2, 2, world);
+    EXPECT_EQ(ix->world, world);
+    const auto orders = fid::index::epoch_rank_orders(s, p);
+    uint32_t next = 0;
+    size_t seg_begin = 0;
+    for (size_t r = 0; r < orders.size(); ++r) {
+      for (uint32_t f : orders[r]) EXPECT_EQ(ix->pos[f], next++);
+      // This rank's records: rec_seq[seg_begin, seg_end), all of them its own.
+      ASSERT_LT(seg_begin, ix->rec_seq.size());
+      const size_t seg_end = ix->seg_end[seg_begin];
+      for (size_t j = seg_begin; j < seg_end; ++j) {
+        EXPECT_EQ(ix->seg_end[j], seg_end);
+        const uint32_t rec = ix->rec_seq[j];
+        EXPECT_EQ(ix->rec_index[rec], j);
+        EXPECT_TRUE(std::any_of(orders[r].begin(), orders[r].end(), [&](uint32_t f) { return files[f].record == rec; }));
+        EXPECT_GE(ix->last_pos[j], ix->pos[orders[r].front()]);
+        EXPECT_LE(ix->last_pos[j], ix->pos[orders[r].back()]);
+      }
+      seg_begin = seg_end;
+    }
+    EXPECT_EQ(next, files.size());
+    EXPECT_EQ(seg_begin, ix->rec_seq.size());
+  }
+}
+
+TEST_F(OrderIndexTest, DetectorFollowsRanksSharingAMount) {
+  const auto& s = store();
+  fid::index::OrderParams p{9, 2, 0, 2, 2};
+  auto ix = fid::core::build_order_index(s, 9, 2, 2, 2);
+  std::vector<std::vector<uint32_t>> orders;
+  for (uint32_t r = 0; r < 2; ++r) {
+    p.rank = r;
+    orders.push_back(fid::index::epoch_order(s, p));  // padded, as the ranks read them
+  }
+  ASSERT_GE(orders[0].size(), 8u);
+  fid::core::OrderDetector alone, shared;
+  bool alone_followed = false, shared_followed = false;
+  for (uint32_t f : orders[1]) alone_followed |= alone.on_access(ix->pos[f], 4);
+  for (size_t i = 0; i < orders[0].size(); ++i)
+    for (const auto& order : orders) shared_followed |= shared.on_access(ix->pos[order[i]], 4);
+  EXPECT_TRUE(alone_followed);
+  EXPECT_TRUE(shared_followed);
 }

@@ -21,9 +21,10 @@ TEST(OrderDetector, FollowsInterleavedReadersWithinTheTolerance) {
   // Two threads read alternate positions, a little out of step: 1, 0, 3, 2, 5, 4, ...
   for (uint32_t p = 0; p < 40; ++p) d.on_access(p ^ 1u, 4);
   EXPECT_TRUE(d.following());
-  // Four ranks on one mount: each step is 4 positions apart, inside a tolerance of 4 x 4.
+  // Four ranks on one mount, each reading its own stretch of positions, round robin.
   OrderDetector ranks;
-  for (uint32_t p = 0; p < 80; p += 4) ranks.on_access(p, 16);
+  for (uint32_t i = 0; i < 20; ++i)
+    for (uint32_t r = 0; r < 4; ++r) ranks.on_access(r * 1000 + i, 4);
   EXPECT_TRUE(ranks.following());
   OrderDetector narrow;
   for (uint32_t p = 0; p < 80; p += 5) narrow.on_access(p, 4);

@@ -1,6 +1,7 @@
 // RecordCache: the byte budget is never exceeded (held prefixes count until let go), readers wait
 // for a load in flight instead of reading storage themselves, a prefix a reader holds stays
-// intact while the cache evicts around it, and a prefix's damaged piece is found at load.
+// intact while the cache evicts around it, a prefix's damaged piece is found at load, and a
+// level raised on a cached prefix fetches only the missing tail.
 #include <gtest/gtest.h>
 
 #include <condition_variable>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "core/record_cache.h"
+#include "counting_source.h"
 #include "storage/local_record_source.h"
 #include "test_store_fixture.h"
 
@@ -144,6 +146,88 @@ TEST_F(RecordCacheTest, DamagedPiecesAreFoundWhenThePrefixLoads) {
   ASSERT_EQ(full->bad_pieces.size(), 1u);
   EXPECT_TRUE(full->is_bad(victim.id, 2));
   EXPECT_FALSE(full->is_bad(victim.id, 1));
+}
+
+TEST_F(RecordCacheTest, ARaisedLevelFetchesOnlyTheTail) {
+  LocalRecordSource local(store());
+  fid::testutil::CountingSource counting(local);
+  ReadStats stats;
+  RecordCache cache(store(), counting, stats, 16 << 20);
+  const auto& victim = jpeg_with(4);
+  const uint32_t r = victim.record;
+  const uint64_t low = cache.prefix_len(r, 1), high = cache.prefix_len(r, store().levels());
+  ASSERT_LT(low, high);
+  ASSERT_TRUE(cache.load(r, 1, false));
+  EXPECT_EQ(counting.bytes(), low);
+  auto held_low = cache.get(r, 1);  // a reader still holding the lower level keeps it intact
+  ASSERT_TRUE(cache.load(r, store().levels(), false));
+  EXPECT_EQ(counting.bytes(), high);  // only [low, high) more
+  EXPECT_EQ(counting.ranges.load(), 1u);
+  EXPECT_EQ(counting.range_bytes.load(), high - low);
+  EXPECT_EQ(stats.record_bytes.load(), high);
+  EXPECT_EQ(stats.prefix_extensions.load(), 1u);
+  auto full = cache.get(r, store().levels());
+  ASSERT_NE(full, nullptr);
+  ASSERT_EQ(full->len, high);
+  std::vector<uint8_t> direct(high);
+  fid::storage::RangeRead whole{r, 0, direct, {}};
+  local.read_ranges({&whole, 1});
+  ASSERT_TRUE(whole.status.ok());
+  EXPECT_EQ(std::vector<uint8_t>(full->data, full->data + full->len), direct);
+  EXPECT_EQ(std::vector<uint8_t>(held_low->data, held_low->data + held_low->len),
+            std::vector<uint8_t>(direct.begin(), direct.begin() + static_cast<std::ptrdiff_t>(low)));
+  held_low.reset();
+  EXPECT_EQ(cache.entries(), 1u);
+  EXPECT_EQ(cache.used(), (high + 4095) / 4096 * 4096);  // the lower level's memory went
+}
+
+TEST_F(RecordCacheTest, ARaisedLevelKeepsTheDamageFoundBelowAndFindsTheNew) {
+  const auto& victim = jpeg_with(4);
+  const auto pieces = store().pieces(victim);
+  LocalRecordSource probe(store());
+  ReadStats probe_stats;
+  RecordCache layout(store(), probe, probe_stats, 16 << 20);
+  const uint64_t low = layout.prefix_len(victim.record, 1);
+  uint32_t below = UINT32_MAX, above = UINT32_MAX;  // a piece inside level 1's prefix, one past it
+  for (uint32_t i = 0; i < pieces.size(); ++i) {
+    if (pieces[i].offset + pieces[i].size <= low && below == UINT32_MAX) below = i;
+    if (pieces[i].offset >= low && above == UINT32_MAX) above = i;
+  }
+  ASSERT_NE(below, UINT32_MAX);
+  ASSERT_NE(above, UINT32_MAX);
+  const auto& rec = store().records()[victim.record];
+  fid::testutil::flip_byte(path() / rec.path, pieces[below].offset + pieces[below].size / 2);
+  fid::testutil::flip_byte(path() / rec.path, pieces[above].offset + pieces[above].size / 2);
+  LocalRecordSource source(store());
+  ReadStats stats;
+  RecordCache cache(store(), source, stats, 16 << 20);
+  ASSERT_TRUE(cache.load(victim.record, 1, false));
+  EXPECT_TRUE(cache.get(victim.record, 1)->is_bad(victim.id, below));
+  ASSERT_TRUE(cache.load(victim.record, store().levels(), false));
+  EXPECT_EQ(stats.prefix_extensions.load(), 1u);
+  auto extended = cache.get(victim.record, store().levels());
+  RecordCache fresh(store(), source, stats, 16 << 20);
+  ASSERT_TRUE(fresh.load(victim.record, store().levels(), false));
+  EXPECT_EQ(extended->bad_pieces, fresh.get(victim.record, store().levels())->bad_pieces);
+  EXPECT_TRUE(extended->is_bad(victim.id, below));
+  EXPECT_TRUE(extended->is_bad(victim.id, above));
+}
+
+TEST_F(RecordCacheTest, ARaisedLevelThatDoesNotFitBesideTheLowerIsReadWhole) {
+  LocalRecordSource local(store());
+  fid::testutil::CountingSource counting(local);
+  ReadStats stats;
+  const uint32_t r = jpeg_with(4).record;
+  RecordCache probe(store(), local, stats, 16 << 20);
+  const uint64_t low = probe.prefix_len(r, 1), high = probe.prefix_len(r, store().levels());
+  const uint64_t budget = (high + 4095) / 4096 * 4096;  // the full prefix alone
+  ASSERT_LT(low, high);
+  RecordCache cache(store(), counting, stats, budget);
+  ASSERT_TRUE(cache.load(r, 1, false));
+  ASSERT_TRUE(cache.load(r, store().levels(), false));
+  EXPECT_EQ(counting.bytes(), low + high);  // read from 0: the lower level had to go first
+  EXPECT_LE(cache.peak(), budget);
+  EXPECT_EQ(cache.get(r, store().levels())->len, high);
 }
 
 }  // namespace

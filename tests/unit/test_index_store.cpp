@@ -319,29 +319,168 @@ TEST(EpochOrder, IsAPermutationDeterministicAndChangesWithEpochAndSeed) {
   EXPECT_NE(a, fid::index::epoch_order(*s, p));
 }
 
-TEST(EpochOrder, RankSplitsAreDisjointCompleteAndBalanced) {
+// World 1 is the order it was before ranks were dealt whole records (users rely on it): file ids
+// of order_store's store computed with that implementation.
+TEST(EpochOrder, WorldOneIsUnchanged) {
+  TempDir t;
+  auto s = order_store(t);
+  ASSERT_EQ(s->files().size(), 42u);
+  ASSERT_EQ(s->records().size(), 36u);
+  fid::index::OrderParams p;
+  p.epoch = 3;
+  EXPECT_EQ(fid::index::epoch_order(*s, p),
+            (std::vector<uint32_t>{36, 4,  10, 5,  6,  1,  29, 41, 34, 9,  38, 16, 22, 27, 0,  2,  23, 13, 21, 18, 31,
+                                   3,  32, 7,  39, 20, 30, 17, 33, 11, 14, 26, 37, 25, 12, 35, 28, 40, 8,  19, 15, 24}));
+  p.rank = 0;
+  p.world = 1;
+  p.seed = 7;
+  p.window = 2;
+  const std::vector<uint32_t> seeded{4,  3,  30, 20, 23, 14, 10, 35, 36, 29, 28, 39, 40, 13, 33, 27, 19, 16, 12, 17, 9,
+                                     37, 38, 18, 31, 25, 26, 11, 2,  21, 0,  6,  32, 7,  5,  34, 15, 8,  24, 22, 1,  41};
+  EXPECT_EQ(fid::index::epoch_order(*s, p), seeded);
+  EXPECT_EQ(fid::index::epoch_rank_orders(*s, p), std::vector<std::vector<uint32_t>>{seeded});
+}
+
+namespace {
+
+// Checks the rank orders of `world` against the rules of docs/FORMAT.md: each non-empty record
+// in exactly one rank, ranks disjoint and together complete before padding, equal lengths,
+// padding = the rank's own order's tail repeated, and epoch_rank_orders agreeing.
+void check_rank_split(const Store& s, fid::index::OrderParams p) {
+  const auto files = s.files();
+  const auto unpadded = fid::index::epoch_rank_orders(s, p);
+  std::vector<int> owner(s.records().size(), -1);
+  std::vector<uint32_t> seen;
+  size_t longest = 0;
+  for (uint32_t r = 0; r < p.world; ++r) {
+    p.rank = r;
+    const auto order = fid::index::epoch_order(s, p);
+    EXPECT_EQ(order, fid::index::epoch_order(s, p)) << "deterministic";
+    if (r == 0) longest = order.size();
+    EXPECT_EQ(order.size(), longest) << "rank " << r << " of " << p.world << ": equal lengths";
+    if (r >= unpadded.size()) {  // no records of its own: another rank's order, padded
+      EXPECT_EQ(order, fid::index::epoch_order(s, {p.seed, p.epoch, static_cast<uint32_t>(r % unpadded.size()),
+                                                   p.world, p.window}));
+      continue;
+    }
+    const auto& own = unpadded[r];
+    ASSERT_FALSE(own.empty());
+    ASSERT_LE(own.size(), order.size());
+    EXPECT_TRUE(std::equal(own.begin(), own.end(), order.begin())) << "rank " << r << ": own order first";
+    // Padding: the own order's last entries, repeated end to end, ending with its last entry.
+    const size_t n = own.size(), len = order.size();
+    for (size_t j = n; j < len; ++j) EXPECT_EQ(order[j], own[(j + n * len - len) % n]) << "rank " << r << " pad " << j;
+    for (uint32_t id : own) {
+      const uint32_t rec = files[id].record;
+      EXPECT_TRUE(owner[rec] == -1 || owner[rec] == static_cast<int>(r)) << "record " << rec << " in two ranks";
+      owner[rec] = static_cast<int>(r);
+    }
+    for (size_t j = n; j < len; ++j) {
+      EXPECT_EQ(owner[files[order[j]].record], static_cast<int>(r)) << "padding reads only records of the rank";
+    }
+    seen.insert(seen.end(), own.begin(), own.end());
+  }
+  // Disjoint and complete before padding.
+  std::sort(seen.begin(), seen.end());
+  ASSERT_EQ(seen.size(), files.size());
+  for (uint32_t i = 0; i < seen.size(); ++i) ASSERT_EQ(seen[i], i);
+  // Every record with files belongs to exactly one rank (set above), and the deal kept the ranks
+  // within one record of each other: the padding is shorter than the largest record.
+  std::vector<size_t> per_record(s.records().size(), 0);
+  for (const auto& f : files) per_record[f.record]++;
+  const size_t biggest = *std::max_element(per_record.begin(), per_record.end());
+  for (size_t rec = 0; rec < per_record.size(); ++rec) EXPECT_EQ(per_record[rec] > 0, owner[rec] >= 0) << rec;
+  for (const auto& own : unpadded) EXPECT_LE(longest - own.size(), biggest);
+}
+
+// The reference deal of docs/FORMAT.md: record file counts in the order the records reach the
+// deal; returns each rank's file count.
+std::vector<size_t> reference_deal_counts(const std::vector<size_t>& record_files, uint32_t world) {
+  std::vector<size_t> load(world, 0);
+  for (size_t n : record_files) {
+    if (n == 0) continue;
+    size_t best = 0;
+    for (size_t r = 1; r < world; ++r)
+      if (load[r] < load[best]) best = r;
+    load[best] += n;
+  }
+  return load;
+}
+
+}  // namespace
+
+TEST(EpochOrder, RanksGetWholeRecordsDisjointCompleteAndEqualLengths) {
   TempDir t;
   auto s = order_store(t);
   fid::index::OrderParams p;
   p.epoch = 3;
-  auto all = fid::index::epoch_order(*s, p);
-  for (uint32_t world : {2u, 3u, 7u}) {
-    std::vector<uint32_t> seen;
-    size_t lo = SIZE_MAX, hi = 0;
+  for (uint32_t world : {2u, 3u, 7u, 36u, 50u}) {  // 50: more ranks than records
     p.world = world;
-    for (uint32_t r = 0; r < world; ++r) {
-      p.rank = r;
-      auto part = fid::index::epoch_order(*s, p);
-      lo = std::min(lo, part.size());
-      hi = std::max(hi, part.size());
-      for (size_t i = 0; i < part.size(); ++i) EXPECT_EQ(part[i], all[r + i * world]);
-      seen.insert(seen.end(), part.begin(), part.end());
-    }
-    std::sort(seen.begin(), seen.end());
-    EXPECT_EQ(seen.size(), all.size());
-    EXPECT_TRUE(std::adjacent_find(seen.begin(), seen.end()) == seen.end());
-    EXPECT_LE(hi - lo, 1u);
+    SCOPED_TRACE(world);
+    check_rank_split(*s, p);
   }
+}
+
+TEST(EpochOrder, RanksOfBigRecordsArePaddedWithTheirOwnFiles) {
+  TempDir t;
+  make_tree(t.path() / "src");
+  pack(t.path() / "src", t.path() / "store", 24 << 10);  // several files per record
+  auto s = open_store(t.path() / "store");
+  std::vector<size_t> per_record(s->records().size(), 0);
+  for (const auto& f : s->files()) per_record[f.record]++;
+  ASSERT_GT(*std::max_element(per_record.begin(), per_record.end()), 2u);
+  bool padded = false;
+  for (uint32_t window : {1u, 4u}) {
+    for (uint64_t epoch : {0u, 1u, 2u}) {
+      for (uint32_t world : {2u, 3u, 4u}) {
+        fid::index::OrderParams p{5, epoch, 0, world, window};
+        SCOPED_TRACE(testing::Message() << "epoch " << epoch << " world " << world << " window " << window);
+        check_rank_split(*s, p);
+        const auto unpadded = fid::index::epoch_rank_orders(*s, p);
+        for (size_t r = 0; r < unpadded.size(); ++r) padded |= unpadded[r].size() != unpadded[0].size();
+      }
+    }
+  }
+  EXPECT_TRUE(padded) << "no case needed padding: the fixture tests nothing";
+}
+
+TEST(EpochOrder, DealGoesToTheRankWithFewestFilesAndRanksDrawIndependently) {
+  TempDir t;
+  make_tree(t.path() / "src");
+  pack(t.path() / "src", t.path() / "store", 24 << 10);
+  auto s = open_store(t.path() / "store");
+  const auto files = s->files();
+  fid::index::OrderParams p{11, 4, 0, 3, 4};
+  const auto orders = fid::index::epoch_rank_orders(*s, p);
+  ASSERT_EQ(orders.size(), 3u);
+  // The records in the order they reached the deal: the world-1 order's records by first use
+  // are the shuffled list (window 1 takes them one at a time).
+  fid::index::OrderParams one = p;
+  one.world = 1;
+  one.window = 1;
+  std::vector<size_t> record_files;
+  std::vector<int> used(s->records().size(), 0);
+  for (const auto& f : files) used[f.record]++;
+  std::vector<bool> first(s->records().size(), true);
+  for (uint32_t id : fid::index::epoch_order(*s, one)) {
+    const uint32_t rec = files[id].record;
+    if (first[rec]) record_files.push_back(static_cast<size_t>(used[rec]));
+    first[rec] = false;
+  }
+  const auto load = reference_deal_counts(record_files, 3);
+  for (size_t r = 0; r < 3; ++r) EXPECT_EQ(orders[r].size(), load[r]) << r;
+  // A rank's order depends on its own records and generator only: the same for world 3 as
+  // computed alone (epoch_order of that rank, before its padding).
+  for (uint32_t r = 0; r < 3; ++r) {
+    p.rank = r;
+    auto alone = fid::index::epoch_order(*s, p);
+    alone.resize(orders[r].size());
+    EXPECT_EQ(alone, orders[r]);
+  }
+  // Seed and epoch change the split.
+  fid::index::OrderParams other = p;
+  other.epoch = 5;
+  EXPECT_NE(fid::index::epoch_rank_orders(*s, other), orders);
 }
 
 TEST(EpochOrder, NeverHasMoreThanWindowRecordsOpen) {
@@ -367,3 +506,4 @@ TEST(EpochOrder, NeverHasMoreThanWindowRecordsOpen) {
     }
   }
 }
+

@@ -1,0 +1,158 @@
+"""Test servers for remote stores, as context managers that always stop what they started:
+
+    with http_server(root, tls=True) as srv:        # nginx (scripts/http-server.sh)
+        srv.url, srv.ca                             # https://127.0.0.1:PORT, the test CA file
+    with fault_proxy("127.0.0.1", port) as proxy:   # tests/integration/fault_proxy.py
+        proxy.url; proxy.set("status", code=503, count=2); proxy.stats()
+    with s3_server(tmp_dir) as env:                 # Ceph RGW (scripts/s3-server.sh)
+        env["AWS_ENDPOINT_URL"], env["AWS_ACCESS_KEY_ID"], ...
+
+missing_http_server() / missing_s3_server() say why a server cannot run here (None when it can),
+for pytest.skip.
+"""
+import contextlib
+import json
+import os
+import select
+import shutil
+import subprocess
+import sys
+import tempfile
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass
+from typing import Optional
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+HTTP_SERVER = os.path.join(REPO, "scripts", "http-server.sh")
+S3_SERVER = os.path.join(REPO, "scripts", "s3-server.sh")
+FAULT_PROXY = os.path.join(HERE, "fault_proxy.py")
+
+START_TIMEOUT = 60     # seconds for http-server.sh / the proxy to start
+S3_START_TIMEOUT = 180  # s3-server.sh boots Ceph (its own limit is 120 s)
+STOP_TIMEOUT = 60
+
+
+def missing_http_server():
+    for tool in ("/usr/sbin/nginx", "openssl", "curl"):
+        if not shutil.which(tool):
+            return f"{tool} is not installed (scripts/deps.sh test installs nginx-light, openssl, curl)"
+    return None
+
+
+def missing_s3_server():
+    for tool in ("radosgw", "radosgw-admin", "ceph-mon", "ceph-osd", "ceph", "curl"):
+        if not shutil.which(tool):
+            return f"{tool} is not installed (scripts/deps.sh test installs radosgw ceph-mon ceph-osd ceph-common)"
+    return None
+
+
+def parse_exports(text):
+    """{NAME: value} from `export NAME=value` lines (values as the scripts print them: no quoting
+    beyond printf %q of plain paths)."""
+    env = {}
+    for line in text.splitlines():
+        line = line.strip()
+        if line.startswith("export ") and "=" in line:
+            name, _, value = line[len("export "):].partition("=")
+            env[name] = value.strip("'\"")
+    return env
+
+
+def _script(args, timeout):
+    p = subprocess.run(args, capture_output=True, text=True, timeout=timeout)
+    if p.returncode != 0:
+        raise RuntimeError(f"{' '.join(args)} -> exit {p.returncode}\n{p.stderr[-4000:]}")
+    return p.stdout
+
+
+@dataclass
+class HttpServer:
+    url: str
+    ca: Optional[str]  # CA file that verifies the server (tls only)
+    root: str
+    dir: str
+
+    @property
+    def port(self):
+        return urllib.parse.urlsplit(self.url).port
+
+    @property
+    def host(self):
+        return urllib.parse.urlsplit(self.url).hostname
+
+    def restart(self):
+        """Stops nginx and starts it again on the same port: clients see resets, then refusals,
+        then the same URL answering again."""
+        _script([HTTP_SERVER, "restart", self.dir], START_TIMEOUT)
+
+
+@contextlib.contextmanager
+def http_server(root, tls=False):
+    """nginx serving `root` read-only on 127.0.0.1 (https with a throwaway CA if tls)."""
+    state = tempfile.mkdtemp(prefix="fid-http-")
+    os.rmdir(state)  # the script creates it (and refuses a folder that is not its own)
+    args = [HTTP_SERVER, "start", state, "--root", os.path.abspath(root)] + (["--tls"] if tls else [])
+    try:
+        env = parse_exports(_script(args, START_TIMEOUT))
+        yield HttpServer(env["FIDELITYFS_HTTP_URL"], env.get("FIDELITYFS_HTTP_CA"), env["FIDELITYFS_HTTP_ROOT"], state)
+    finally:
+        _script([HTTP_SERVER, "stop", state], STOP_TIMEOUT)
+
+
+class FaultProxy:
+    def __init__(self, proc, port, upstream):
+        self.proc = proc
+        self.port = port
+        self.upstream = upstream  # (host, port)
+        self.url = f"http://127.0.0.1:{port}"
+
+    def _control(self, method, path, query=None):
+        url = self.url + path + ("?" + urllib.parse.urlencode(query) if query else "")
+        req = urllib.request.Request(url, method=method, data=b"" if method == "POST" else None)
+        with urllib.request.urlopen(req, timeout=10) as r:
+            return json.loads(r.read())
+
+    def set(self, mode, **params):
+        """Switch the fault: set("status", code=503, count=2), set("none"), ..."""
+        return self._control("POST", "/__fault__", dict(mode=mode, **{k: str(v) for k, v in params.items()}))
+
+    def stats(self):
+        return self._control("GET", "/__fault__/stats")
+
+    def reset_stats(self):
+        return self._control("POST", "/__fault__/reset-stats")
+
+
+@contextlib.contextmanager
+def fault_proxy(upstream_host, upstream_port, seed=0):
+    """fault_proxy.py in front of upstream_host:upstream_port; killed (by pid) on exit."""
+    err = tempfile.TemporaryFile(mode="w+")
+    proc = subprocess.Popen([sys.executable, FAULT_PROXY, "--upstream", f"{upstream_host}:{upstream_port}",
+                             "--seed", str(seed)], stdout=subprocess.PIPE, stderr=err, text=True)
+    try:
+        # Its first line, printed once it listens (or end of file if it died first).
+        ready, _, _ = select.select([proc.stdout], [], [], START_TIMEOUT)
+        first = proc.stdout.readline() if ready else ""
+        if not first.startswith("PORT "):
+            err.seek(0)
+            raise RuntimeError(f"fault_proxy.py did not start: {first!r} {err.read()[-2000:]}")
+        yield FaultProxy(proc, int(first.split()[1]), (upstream_host, upstream_port))
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(timeout=STOP_TIMEOUT)
+        proc.stdout.close()
+        err.close()
+
+
+@contextlib.contextmanager
+def s3_server(dir):
+    """A throwaway Ceph RGW with its state in `dir` (must not exist yet, or be a leftover of the
+    script); yields the AWS_* settings it printed. Stopped (and `dir` removed) on exit."""
+    dir = os.path.abspath(dir)
+    try:
+        yield parse_exports(_script([S3_SERVER, "start", dir], S3_START_TIMEOUT))
+    finally:
+        _script([S3_SERVER, "stop", dir], STOP_TIMEOUT)

@@ -1,0 +1,348 @@
+"""Stores in object storage and on HTTP servers, read through real servers: Ceph RADOS Gateway
+(s3://), nginx (http://, and https:// with a test CA) and the fault proxy in front of them.
+Every byte a reader gets is compared with the packed store read by fidstore.py (an independent
+reader of the format)."""
+import json
+import os
+import shutil
+import subprocess
+import threading
+
+import pytest
+
+import remote_servers
+from conftest import pack, run
+from fidstore import Store
+from mountutil import daemon_pid, mounted, mount, unmount, walk_files
+
+BUCKET = "fid-remote"
+SECRET_MARK = "s3cr3t-never-printed"
+
+
+def stats(mnt):
+    with open(os.path.join(mnt, ".fidelity", "stats")) as f:
+        return json.load(f)
+
+
+def read_all(mnt, rels):
+    out = {}
+    for rel in rels:
+        with open(os.path.join(mnt, rel), "rb") as f:
+            out[rel] = f.read()
+    return out
+
+
+def expect_bytes(store, rels, level=None):
+    return {rel: store.read(rel, level) for rel in rels}
+
+
+@pytest.fixture(scope="module")
+def cache_home(tmp_path_factory):
+    """The index cache of every mount in this module (XDG_CACHE_HOME), not the user's."""
+    d = str(tmp_path_factory.mktemp("xdg-cache"))
+    old = os.environ.get("XDG_CACHE_HOME")
+    os.environ["XDG_CACHE_HOME"] = d
+    yield d
+    if old is None:
+        os.environ.pop("XDG_CACHE_HOME", None)
+    else:
+        os.environ["XDG_CACHE_HOME"] = old
+
+
+@pytest.fixture(scope="module")
+def remote_store(imagenet_tree, tmp_path_factory):
+    """A store of the ImageNet-like tree with small records (many GETs), packed for this module."""
+    return pack(imagenet_tree, str(tmp_path_factory.mktemp("remote") / "store"), "--record-bytes", "512KiB")
+
+
+@pytest.fixture(scope="module")
+def rgw(tmp_path_factory, cache_home):
+    why = remote_servers.missing_s3_server()
+    if why:
+        pytest.skip(why)
+    with remote_servers.s3_server(str(tmp_path_factory.mktemp("rgw") / "s3")) as env:
+        saved = {k: os.environ.get(k) for k in env}
+        os.environ.update(env)
+        try:
+            yield env
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+
+
+def aws(env, *args, check=True):
+    p = subprocess.run(["aws", "--endpoint-url", env["AWS_ENDPOINT_URL"], *args], capture_output=True, text=True,
+                       env={**os.environ, **env})
+    if check and p.returncode != 0:
+        raise AssertionError(f"aws {' '.join(args)} -> {p.returncode}: {p.stderr}")
+    return p
+
+
+def upload(env, store_dir, url, index=True):
+    """The documented upload: records first, the index last, with the standard tool."""
+    aws(env, "s3", "cp", "--recursive", "--only-show-errors", os.path.join(store_dir, "records"), url + "/records")
+    if index:
+        aws(env, "s3", "cp", "--only-show-errors", os.path.join(store_dir, "index.sqlite"), url + "/index.sqlite")
+
+
+@pytest.fixture(scope="module")
+def s3_url(rgw, remote_store):
+    aws(rgw, "s3", "mb", f"s3://{BUCKET}")
+    url = f"s3://{BUCKET}/datasets/imagenet"
+    upload(rgw, remote_store, url)
+    return url
+
+
+def test_s3_mount_reads_every_file_at_two_levels(s3_url, remote_store, tmp_path):
+    store = Store(remote_store)
+    rels = sorted(store.files)
+    for level, opt in ((3, "scan_group=3"), (None, "scan_group=full")):
+        mnt = str(tmp_path / f"m{level}")
+        with mounted(s3_url, mnt, "-o", opt):
+            assert sorted(walk_files(mnt)) == rels
+            got = read_all(mnt, rels)
+            want = expect_bytes(store, rels, level)
+            wrong = [r for r in rels if got[r] != want[r]]
+            assert wrong == []
+            s = stats(mnt)
+            assert s["store"] == s3_url
+            assert s["storage_reads"] > 0
+            assert s["eio_errors"] == 0
+
+
+def test_s3_inspect_and_verify_take_the_url(s3_url, remote_store):
+    local = json.loads(run("inspect", remote_store, "--json").stdout)
+    remote = json.loads(run("inspect", s3_url, "--json").stdout)
+    for key in ("files", "records", "levels", "bytes_by_level", "source_bytes", "store_bytes"):
+        assert remote[key] == local[key], key
+    assert remote["problems"] == []
+    p = run("verify", s3_url)
+    assert f"verified {local['files']} files, 0 bad" in p.stdout
+
+
+def test_s3_index_is_cached_by_etag(s3_url, cache_home, tmp_path):
+    """A second mount finds the index in the cache (same ETag) and still sees an updated one."""
+    before = {os.path.join(d, f) for d, _, fs in os.walk(cache_home) for f in fs}
+    with mounted(s3_url, str(tmp_path / "a")):
+        pass
+    cached = {os.path.join(d, f) for d, _, fs in os.walk(cache_home) for f in fs}
+    assert len(cached) >= 1 and cached >= before
+    with mounted(s3_url, str(tmp_path / "b")):
+        pass
+    assert {os.path.join(d, f) for d, _, fs in os.walk(cache_home) for f in fs} == cached
+
+
+def mount_error(url, mnt, *args, env=None):
+    old = dict(os.environ)
+    try:
+        if env:
+            os.environ.update(env)
+        p = mount(url, mnt, *args, check=False)
+    finally:
+        os.environ.clear()
+        os.environ.update(old)
+    unmount(mnt)
+    return p
+
+
+def test_s3_mount_failures_name_the_cause_and_no_secret(rgw, s3_url, remote_store, tmp_path):
+    mnt = str(tmp_path / "m")
+    # Wrong secret: access denied, and the secret never printed.
+    p = mount_error(s3_url, mnt, env={"AWS_SECRET_ACCESS_KEY": SECRET_MARK})
+    assert p.returncode == 1
+    assert SECRET_MARK not in p.stderr + p.stdout
+    assert "403" in p.stderr or "denied" in p.stderr.lower() or "signature" in p.stderr.lower()
+    # A bucket that does not exist.
+    p = mount_error("s3://fid-no-such-bucket/x", mnt)
+    assert p.returncode == 1 and "fid-no-such-bucket" in p.stderr
+    # An endpoint nobody answers on (a loopback port with no listener).
+    p = mount_error(s3_url, mnt, "-o", "endpoint=http://127.0.0.1:9")
+    assert p.returncode == 1 and "127.0.0.1:9" in p.stderr
+    # A half-uploaded store: records only, no index.
+    half = f"s3://{BUCKET}/half"
+    upload(rgw, remote_store, half, index=False)
+    p = mount_error(half, mnt)
+    assert p.returncode == 1 and "index.sqlite" in p.stderr
+    # The index and all records but one.
+    gone = f"s3://{BUCKET}/gone"
+    upload(rgw, remote_store, gone)
+    first = Store(remote_store).records[0][0]
+    aws(rgw, "s3", "rm", "--only-show-errors", f"{gone}/{first}")
+    p = mount_error(gone, mnt)
+    assert p.returncode == 1 and first in p.stderr
+    # Usage errors exit 2.
+    p = mount_error("gs://bucket/x", mnt)
+    assert p.returncode == 2 and "gs://" in p.stderr
+
+
+@pytest.fixture(scope="module")
+def nginx(remote_store, tmp_path_factory):
+    why = remote_servers.missing_http_server()
+    if why:
+        pytest.skip(why)
+    with remote_servers.http_server(os.path.dirname(remote_store)) as srv:
+        yield srv
+
+
+@pytest.fixture(scope="module")
+def nginx_tls(remote_store, tmp_path_factory):
+    why = remote_servers.missing_http_server()
+    if why:
+        pytest.skip(why)
+    with remote_servers.http_server(os.path.dirname(remote_store), tls=True) as srv:
+        yield srv
+
+
+def test_http_and_https_mounts_read_every_file(nginx, nginx_tls, remote_store, cache_home, tmp_path):
+    store = Store(remote_store)
+    rels = sorted(store.files)
+    name = os.path.basename(remote_store)
+    for url, args in ((f"{nginx.url}/{name}", ()), (f"{nginx_tls.url}/{name}", ("-o", f"ca_file={nginx_tls.ca}"))):
+        mnt = str(tmp_path / url.split(":")[0])
+        with mounted(url, mnt, *args, "-o", "scan_group=2"):
+            got = read_all(mnt, rels)
+            assert [r for r in rels if got[r] != store.read(r, 2)] == []
+    # https without the test CA: the certificate is refused, and the message says so.
+    p = mount_error(f"{nginx_tls.url}/{name}", str(tmp_path / "noca"))
+    assert p.returncode == 1 and "certificate" in p.stderr.lower()
+
+
+def read_all_or_eio(mnt, rels):
+    """Reads every file; returns (bytes by file, files that failed with EIO). Other errors raise."""
+    got, eio = {}, []
+    for rel in rels:
+        try:
+            with open(os.path.join(mnt, rel), "rb") as f:
+                got[rel] = f.read()
+        except OSError as e:
+            if e.errno != 5:
+                raise
+            eio.append(rel)
+    return got, eio
+
+
+@pytest.mark.parametrize("fault", [
+    dict(mode="status", code=503, count=40),
+    dict(mode="status", code=500, p=0.3),
+    dict(mode="reset", p=0.3),
+    dict(mode="truncate", p=0.3),
+])
+def test_faults_never_give_wrong_bytes(fault, nginx, remote_store, cache_home, tmp_path):
+    """503 storms, 500s, connection resets and truncated bodies between the mount and nginx:
+    every read returns the right bytes (retries), the daemon stays up, and retries are counted."""
+    store = Store(remote_store)
+    rels = sorted(store.files)
+    name = os.path.basename(remote_store)
+    host, port = nginx.host, nginx.port
+    with remote_servers.fault_proxy(host, port, seed=7) as proxy:
+        mnt = str(tmp_path / "m")
+        with mounted(f"{proxy.url}/{name}", mnt, "-o", "scan_group=4"):
+            pid = daemon_pid(mnt)
+            proxy.set(**fault)
+            got, eio = read_all_or_eio(mnt, rels)
+            proxy.set(mode="none")
+            assert eio == []
+            assert [r for r in rels if got[r] != store.read(r, 4)] == []
+            assert daemon_pid(mnt) == pid
+            assert proxy.stats()["faults"] > 0
+            assert stats(mnt)["storage_retries"] > 0
+
+
+def test_stall_is_reissued(nginx, remote_store, cache_home, tmp_path):
+    """A 30 s stall of a response body: the request is re-issued after the stall timeout, so the
+    read still returns the right bytes, well before the stall would have ended."""
+    store = Store(remote_store)
+    rel = sorted(store.files)[0]
+    name = os.path.basename(remote_store)
+    with remote_servers.fault_proxy(nginx.host, nginx.port) as proxy:
+        mnt = str(tmp_path / "m")
+        with mounted(f"{proxy.url}/{name}", mnt):
+            proxy.set(mode="stall", seconds=30, count=1)
+            with open(os.path.join(mnt, rel), "rb") as f:
+                assert f.read() == store.read(rel)
+            assert proxy.stats()["faults"] == 1
+            assert stats(mnt)["storage_retries"] >= 1
+
+
+def test_server_restart_mid_epoch(nginx, remote_store, cache_home, tmp_path):
+    """The server goes away and comes back while files are read: each read returns the right
+    bytes or EIO (retries used up), never wrong bytes, and the daemon stays up."""
+    store = Store(remote_store)
+    rels = sorted(store.files)
+    name = os.path.basename(remote_store)
+    mnt = str(tmp_path / "m")
+    with mounted(f"{nginx.url}/{name}", mnt, "-o", "cache=0"):
+        pid = daemon_pid(mnt)
+        results, stop = [], threading.Event()
+
+        def reader():
+            while not stop.is_set():
+                results.append(read_all_or_eio(mnt, rels))
+
+        t = threading.Thread(target=reader)
+        t.start()
+        try:
+            for _ in range(3):
+                nginx.restart()
+        finally:
+            stop.set()
+            t.join(timeout=300)
+        assert not t.is_alive()
+        for got, eio in results:
+            assert [r for r in got if got[r] != store.read(r)] == []
+            assert len(got) + len(eio) == len(rels)
+        assert daemon_pid(mnt) == pid
+        # Once the server is back every file reads.
+        got3, eio3 = read_all_or_eio(mnt, rels)
+        assert eio3 == [] and [r for r in rels if got3[r] != store.read(r)] == []
+
+
+def read_order(mnt, name):
+    with open(os.path.join(mnt, ".fidelity", "order", name)) as f:
+        rels = [line for line in f.read().split("\n") if line]
+    for rel in rels:
+        with open(os.path.join(mnt, rel), "rb") as f:
+            f.read()
+    return rels
+
+
+def test_disk_cache_kept_across_remount(nginx, remote_store, cache_home, tmp_path):
+    """Record prefixes fetched in published order go to the disk cache; a second mount reading
+    the same order fetches no record bytes from the server."""
+    name = os.path.basename(remote_store)
+    cache = str(tmp_path / "dc")
+    url = f"{nginx.url}/{name}"
+    opts = ("-o", f"disk_cache={cache},disk_cache_size=1GiB,scan_group=5")
+    with mounted(url, str(tmp_path / "a"), *opts) as mnt:
+        read_order(mnt, "epoch-0")
+        first = stats(mnt)
+    assert first["storage_bytes"] > 0
+    with mounted(url, str(tmp_path / "b"), *opts) as mnt:
+        read_order(mnt, "epoch-0")
+        second = stats(mnt)
+        store = Store(remote_store)
+        for rel in sorted(store.files)[:20]:
+            with open(os.path.join(mnt, rel), "rb") as f:
+                assert f.read() == store.read(rel, 5)
+    assert second["storage_bytes"] == 0, second
+    assert second["disk_cache"]["hits"] > 0
+
+
+def test_four_ranks_read_the_store_once(nginx, remote_store, cache_home, tmp_path):
+    """Four mounts acting as four nodes read ranks 0-3 of 4 in published order: together they
+    fetch at most 1.05x the store's record bytes, and their shares are disjoint and complete."""
+    name = os.path.basename(remote_store)
+    url = f"{nginx.url}/{name}"
+    total_records = sum(size for _, _, size in Store(remote_store).records.values())
+    fetched, seen = 0, []
+    for rank in range(4):
+        with mounted(url, str(tmp_path / f"r{rank}")) as mnt:
+            seen.append(read_order(mnt, f"epoch-1.rank-{rank}-of-4"))
+            fetched += stats(mnt)["storage_bytes"]
+    everything = set(Store(remote_store).files)
+    assert set().union(*map(set, seen)) == everything
+    assert len({len(s) for s in seen}) == 1  # equal lengths, as DistributedSampler expects
+    assert fetched <= 1.05 * total_records, (fetched, total_records)

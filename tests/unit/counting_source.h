@@ -1,0 +1,41 @@
+// A RecordSource decorator for tests that counts what is asked of the source it wraps: reads
+// and bytes, prefixes and ranges apart.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+#include "storage/record_source.h"
+
+namespace fid::testutil {
+
+class CountingSource final : public storage::RecordSource {
+ public:
+  explicit CountingSource(storage::RecordSource& inner) : inner_(inner) {}
+  void read_ranges(std::span<storage::RangeRead> batch, Done done) override {
+    for (const auto& r : batch) {
+      ranges.fetch_add(1);
+      range_bytes.fetch_add(r.dst.size());
+    }
+    inner_.read_ranges(batch, std::move(done));
+  }
+  void read_prefixes(std::span<storage::PrefixRead> batch, Done done) override {
+    for (const auto& p : batch) {
+      prefixes.fetch_add(1);
+      prefix_bytes.fetch_add(p.len);
+    }
+    inner_.read_prefixes(batch, std::move(done));
+  }
+  const std::vector<std::string>& problems() const override { return inner_.problems(); }
+  std::string describe() const override { return "counting " + inner_.describe(); }
+  using storage::RecordSource::read_prefix;
+  using storage::RecordSource::read_ranges;
+
+  uint64_t bytes() const { return range_bytes.load() + prefix_bytes.load(); }
+  std::atomic<uint64_t> ranges{0}, range_bytes{0}, prefixes{0}, prefix_bytes{0};
+
+ private:
+  storage::RecordSource& inner_;
+};
+
+}  // namespace fid::testutil

@@ -1,0 +1,392 @@
+// The disk cache of record prefixes in front of a source: bytes identical to the source; a
+// second read comes from disk; a longer prefix fetches only its tail; LRU eviction keeps the
+// folder under its size; a remount finds the copies; a crash's temporary files are never served
+// and are removed; two caches on one folder read correctly from many threads while evicting; a
+// truncated, foreign or damaged copy never gives wrong bytes; an unusable folder fails no read.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "core/record_cache.h"
+#include "counting_source.h"
+#include "storage/disk_cache.h"
+#include "storage/local_record_source.h"
+#include "test_store_fixture.h"
+
+namespace fs = std::filesystem;
+using fid::storage::DiskCache;
+using fid::storage::LocalRecordSource;
+using fid::storage::RangeRead;
+using fid::storage::RecordSource;
+using fid::testutil::CountingSource;
+
+namespace {
+
+constexpr const char* kIdentity = "store-a";
+
+struct Cached {
+  CountingSource* counting = nullptr;  // what reached the source behind the cache
+  std::unique_ptr<RecordSource> source;
+  DiskCache* disk = nullptr;
+};
+
+class DiskCacheTest : public fid::testutil::PackedStore {
+ protected:
+  void SetUp() override {
+    PackedStore::SetUp();
+    local_ = std::make_unique<LocalRecordSource>(store());
+  }
+
+  fs::path cache_dir() const { return dir_.path() / "cache"; }
+  fs::path entry(uint32_t r) const { return cache_dir() / kIdentity / (std::to_string(r) + ".p"); }
+
+  Cached cached(uint64_t max_bytes, const fs::path& dir = {}) {
+    auto counting = std::make_unique<CountingSource>(*local_);
+    Cached c;
+    c.counting = counting.get();
+    c.source = fid::storage::make_disk_cached_source(store(), std::move(counting), dir.empty() ? cache_dir() : dir,
+                                                     max_bytes, kIdentity);
+    c.disk = fid::storage::as_disk_cache(*c.source);
+    return c;
+  }
+
+  // Bytes [offset, offset + len) of record r, read from its file.
+  std::vector<uint8_t> file_bytes(uint32_t r, uint64_t offset, uint64_t len) const {
+    std::ifstream in(path() / store().records()[r].path, std::ios::binary);
+    in.seekg(static_cast<std::streamoff>(offset));
+    std::vector<uint8_t> out(len);
+    in.read(reinterpret_cast<char*>(out.data()), static_cast<std::streamsize>(len));
+    return out;
+  }
+  // A prefix read through `source` into a page-aligned buffer, as the record cache does.
+  static std::vector<uint8_t> read_prefix(RecordSource& source, uint32_t r, uint64_t len) {
+    uint8_t* buf = static_cast<uint8_t*>(std::aligned_alloc(4096, (len + 4095) / 4096 * 4096));
+    fid::Status st = source.read_prefix(r, len, buf);
+    EXPECT_TRUE(st.ok()) << st.error().message;
+    std::vector<uint8_t> out(buf, buf + len);
+    std::free(buf);
+    return out;
+  }
+  static std::vector<uint8_t> read_range(RecordSource& source, uint32_t r, uint64_t offset, uint64_t len) {
+    std::vector<uint8_t> out(len);
+    RangeRead rr{r, offset, out, {}};
+    source.read_ranges({&rr, 1});
+    EXPECT_TRUE(rr.status.ok()) << rr.status.error().message;
+    return out;
+  }
+  uint64_t full_len(uint32_t r) const { return store().records()[r].region_end.back(); }
+  // A scan record with at least two levels above its headers (the n-th of them).
+  uint32_t scan_record(int n = 0) const {
+    for (const auto& r : store().records())
+      if (r.layout == fid::index::RecordLayout::scan && r.region_end.size() >= 3 && r.region_end[1] + 400 < r.region_end.back() &&
+          n-- == 0)
+        return r.id;
+    throw std::runtime_error("no scan record");
+  }
+  uint64_t folder_bytes() const {
+    uint64_t total = 0;
+    for (const auto& e : fs::directory_iterator(cache_dir() / kIdentity))
+      if (e.path().extension() == ".p") total += e.file_size();
+    return total;
+  }
+  // Coarse file timestamps: let the clock move between uses that eviction must tell apart.
+  static void tick() { std::this_thread::sleep_for(std::chrono::milliseconds(20)); }
+
+  std::unique_ptr<LocalRecordSource> local_;
+};
+
+TEST_F(DiskCacheTest, SecondReadComesFromDisk) {
+  Cached c = cached(64 << 20);
+  ASSERT_NE(c.disk, nullptr);
+  EXPECT_NE(c.source->describe().find((cache_dir() / kIdentity).string()), std::string::npos) << c.source->describe();
+  uint64_t total = 0;
+  for (const auto& r : store().records()) {
+    EXPECT_EQ(read_prefix(*c.source, r.id, full_len(r.id)), file_bytes(r.id, 0, full_len(r.id))) << r.path;
+    total += full_len(r.id);
+  }
+  c.disk->flush();
+  EXPECT_EQ(c.counting->bytes(), total);
+  for (const auto& r : store().records()) {
+    EXPECT_EQ(fs::file_size(entry(r.id)), full_len(r.id));
+    EXPECT_EQ(read_prefix(*c.source, r.id, full_len(r.id)), file_bytes(r.id, 0, full_len(r.id))) << r.path;
+  }
+  EXPECT_EQ(c.counting->bytes(), total);  // nothing more from the source
+  const auto s = c.disk->disk_stats();
+  EXPECT_EQ(s.hits, store().records().size());
+  EXPECT_EQ(s.misses, store().records().size());
+  EXPECT_EQ(s.bytes_from_disk, total);
+  EXPECT_EQ(s.used_bytes, total);
+  EXPECT_EQ(s.errors, 0u);
+}
+
+TEST_F(DiskCacheTest, ALongerPrefixFetchesOnlyTheTail) {
+  Cached c = cached(64 << 20);
+  const uint32_t r = scan_record();
+  const uint64_t low = store().records()[r].region_end[1], high = full_len(r);
+  EXPECT_EQ(read_prefix(*c.source, r, low), file_bytes(r, 0, low));
+  c.disk->flush();
+  const uint64_t before = c.counting->bytes();
+  EXPECT_EQ(read_prefix(*c.source, r, high), file_bytes(r, 0, high));
+  EXPECT_EQ(c.counting->bytes() - before, high - low);
+  EXPECT_EQ(c.counting->ranges.load(), 1u);  // the tail, as one range
+  c.disk->flush();
+  EXPECT_EQ(fs::file_size(entry(r)), high);  // the copy now holds the longer prefix
+  EXPECT_EQ(read_prefix(*c.source, r, high), file_bytes(r, 0, high));
+  EXPECT_EQ(c.counting->bytes() - before, high - low);
+  EXPECT_EQ(c.disk->disk_stats().partial_hits, 1u);
+
+  // Ranges: inside the copy from disk; past it to the source, kept when they continue the copy.
+  const uint32_t other = scan_record(1);
+  const uint64_t other_low = store().records()[other].region_end[1];
+  EXPECT_EQ(read_prefix(*c.source, other, other_low), file_bytes(other, 0, other_low));
+  c.disk->flush();
+  const uint64_t at = c.counting->bytes();
+  EXPECT_EQ(read_range(*c.source, other, 20, other_low - 40), file_bytes(other, 20, other_low - 40));
+  EXPECT_EQ(c.counting->bytes(), at);
+  const uint64_t far = other_low + 100, len = std::min<uint64_t>(50, full_len(other) - far);
+  EXPECT_EQ(read_range(*c.source, other, far, len), file_bytes(other, far, len));  // not contiguous: not kept
+  EXPECT_EQ(c.counting->bytes(), at + len);
+  const uint64_t straddle = std::min<uint64_t>(200, full_len(other) - other_low);
+  EXPECT_EQ(read_range(*c.source, other, other_low - 10, straddle + 10), file_bytes(other, other_low - 10, straddle + 10));
+  EXPECT_EQ(c.counting->bytes(), at + len + straddle);  // only the part past the copy
+  c.disk->flush();
+  EXPECT_EQ(fs::file_size(entry(other)), other_low + straddle);
+  EXPECT_EQ(read_prefix(*c.source, other, other_low + straddle), file_bytes(other, 0, other_low + straddle));
+}
+
+TEST_F(DiskCacheTest, EvictionRemovesTheLeastRecentlyUsed) {
+  ASSERT_GE(store().records().size(), 4u);
+  const uint64_t s0 = full_len(0), s1 = full_len(1), s2 = full_len(2), s3 = full_len(3);
+  const uint64_t max = s0 + s1 + s2 + s3 - 1;  // the fourth copy does not fit beside the three others
+  ASSERT_GE(s1, max / 16 + 1);                  // and evicting one is enough (the slack)
+  Cached c = cached(max);
+  for (uint32_t r : {0u, 1u, 2u}) {
+    read_prefix(*c.source, r, full_len(r));
+    c.disk->flush();
+    tick();
+  }
+  read_prefix(*c.source, 0, full_len(0));  // record 0 used again: record 1 is now the oldest
+  tick();
+  EXPECT_EQ(read_prefix(*c.source, 3, s3), file_bytes(3, 0, s3));
+  c.disk->flush();
+  EXPECT_TRUE(fs::exists(entry(0)));
+  EXPECT_FALSE(fs::exists(entry(1)));
+  EXPECT_TRUE(fs::exists(entry(2)));
+  EXPECT_TRUE(fs::exists(entry(3)));
+  EXPECT_EQ(c.disk->disk_stats().evictions, 1u);
+  EXPECT_LE(folder_bytes(), max);
+  EXPECT_EQ(c.disk->disk_stats().used_bytes, folder_bytes());
+  // Every record in turn, twice: the folder never grows past max.
+  for (int round = 0; round < 2; ++round)
+    for (const auto& r : store().records()) {
+      EXPECT_EQ(read_prefix(*c.source, r.id, full_len(r.id)), file_bytes(r.id, 0, full_len(r.id)));
+      c.disk->flush();
+      EXPECT_LE(folder_bytes(), max);
+    }
+  // A smaller max at the next mount trims the folder at once.
+  c = {};
+  Cached small = cached(s0);
+  EXPECT_LE(folder_bytes(), s0);
+}
+
+TEST_F(DiskCacheTest, ARemountFindsTheCopies) {
+  {
+    Cached c = cached(64 << 20);
+    for (const auto& r : store().records()) read_prefix(*c.source, r.id, full_len(r.id));
+  }  // written before the cache goes
+  Cached again = cached(64 << 20);
+  for (const auto& r : store().records())
+    EXPECT_EQ(read_prefix(*again.source, r.id, full_len(r.id)), file_bytes(r.id, 0, full_len(r.id)));
+  EXPECT_EQ(again.counting->bytes(), 0u);
+  EXPECT_EQ(again.disk->disk_stats().hits, store().records().size());
+  // Another store's identity shares nothing.
+  auto counting = std::make_unique<CountingSource>(*local_);
+  CountingSource& other = *counting;
+  auto source = fid::storage::make_disk_cached_source(store(), std::move(counting), cache_dir(), 64 << 20, "store-b");
+  read_prefix(*source, 0, full_len(0));
+  EXPECT_EQ(other.bytes(), full_len(0));
+}
+
+TEST_F(DiskCacheTest, ACrashsTemporaryFilesAreNeverServedAndAreRemoved) {
+  const fs::path folder = cache_dir() / kIdentity;
+  fs::create_directories(folder);
+  const pid_t dead = ::fork();
+  if (dead == 0) ::_exit(0);
+  ASSERT_GT(dead, 0);
+  ::waitpid(dead, nullptr, 0);
+  auto write = [&](const fs::path& p, uint64_t len) {
+    auto bytes = file_bytes(0, 0, len);
+    std::ofstream(p, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(len));
+  };
+  const fs::path of_dead = folder / (".tmp-" + std::to_string(dead) + "-1-0");
+  const fs::path stale = folder / (".tmp-" + std::to_string(::getpid()) + "-1-7");
+  const fs::path fresh = folder / (".tmp-" + std::to_string(::getpid()) + "-1-8");
+  write(of_dead, full_len(0) / 2);  // a crash half way through writing record 0's copy
+  write(stale, 100);
+  write(fresh, 100);
+  fs::last_write_time(stale, fs::file_time_type::clock::now() - std::chrono::hours(1));
+  Cached c = cached(64 << 20);
+  EXPECT_FALSE(fs::exists(of_dead));
+  EXPECT_FALSE(fs::exists(stale));
+  EXPECT_TRUE(fs::exists(fresh));  // its writer may be at work
+  EXPECT_EQ(c.disk->disk_stats().used_bytes, 0u);  // temporary files are not counted
+  EXPECT_EQ(read_prefix(*c.source, 0, full_len(0)), file_bytes(0, 0, full_len(0)));
+  EXPECT_EQ(c.counting->bytes(), full_len(0));  // nothing served from the temporary file
+}
+
+TEST_F(DiskCacheTest, TwoCachesOnOneFolderReadCorrectlyWhileEvicting) {
+  const uint64_t max = 3 * (16 << 10);
+  Cached a = cached(max), b = cached(max);
+  const auto& records = store().records();
+  std::vector<std::vector<uint8_t>> want;
+  for (const auto& r : records) want.push_back(file_bytes(r.id, 0, full_len(r.id)));
+  std::atomic<int> wrong{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 6; ++t)
+    threads.emplace_back([&, t] {
+      RecordSource& source = *(t % 2 ? a : b).source;
+      std::mt19937 rng(static_cast<uint32_t>(t));
+      for (int i = 0; i < 300; ++i) {
+        const auto& r = records[rng() % records.size()];
+        const uint64_t len = r.region_end[rng() % r.region_end.size()];
+        if (rng() % 3) {
+          auto got = read_prefix(source, r.id, len);
+          if (!std::equal(got.begin(), got.end(), want[r.id].begin())) ++wrong;
+        } else {
+          const uint64_t off = rng() % len, n = 1 + rng() % (len - off);
+          auto got = read_range(source, r.id, off, n);
+          if (!std::equal(got.begin(), got.end(), want[r.id].begin() + static_cast<std::ptrdiff_t>(off))) ++wrong;
+        }
+      }
+    });
+  for (auto& t : threads) t.join();
+  a.disk->flush();
+  b.disk->flush();
+  EXPECT_EQ(wrong.load(), 0);
+  const auto sa = a.disk->disk_stats(), sb = b.disk->disk_stats();
+  EXPECT_GT(sa.evictions + sb.evictions, 0u);
+  EXPECT_GT(sa.hits + sb.hits, 0u);
+  for (const auto& e : fs::directory_iterator(cache_dir() / kIdentity)) {  // every copy a true prefix
+    if (e.path().extension() != ".p") continue;
+    const auto r = static_cast<uint32_t>(std::stoul(e.path().stem().string()));
+    std::ifstream in(e.path(), std::ios::binary);
+    std::vector<uint8_t> got((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    EXPECT_TRUE(std::equal(got.begin(), got.end(), want[r].begin())) << e.path();
+  }
+}
+
+TEST_F(DiskCacheTest, TwoProcessesShareOneFolder) {
+  const uint64_t max = 3 * (16 << 10);
+  const auto& records = store().records();
+  std::vector<std::vector<uint8_t>> want;
+  for (const auto& r : records) want.push_back(file_bytes(r.id, 0, full_len(r.id)));
+  // Random prefixes and ranges through a cache of its own; how many came back wrong.
+  auto run = [&](uint32_t seed) {
+    Cached c = cached(max);
+    std::mt19937 rng(seed);
+    int wrong = 0;
+    for (int i = 0; i < 400; ++i) {
+      const auto& r = records[rng() % records.size()];
+      const uint64_t len = r.region_end[rng() % r.region_end.size()];
+      const uint64_t off = rng() % 2 ? 0 : rng() % len, n = len - off;
+      auto got = off == 0 ? read_prefix(*c.source, r.id, len) : read_range(*c.source, r.id, off, n);
+      if (!std::equal(got.begin(), got.end(), want[r.id].begin() + static_cast<std::ptrdiff_t>(off))) ++wrong;
+    }
+    return wrong;
+  };
+  const pid_t child = ::fork();
+  if (child == 0) ::_exit(std::min(run(1), 100));
+  ASSERT_GT(child, 0);
+  EXPECT_EQ(run(2), 0);
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);  // the child's wrong reads
+}
+
+TEST_F(DiskCacheTest, ATruncatedOrForeignCopyIsNotServed) {
+  Cached c = cached(64 << 20);
+  const uint32_t r = scan_record();
+  const uint64_t len = full_len(r);
+  read_prefix(*c.source, r, len);
+  c.disk->flush();
+  // Truncated half way: a shorter prefix, and only the rest comes from the source.
+  fs::resize_file(entry(r), len / 2);
+  uint64_t before = c.counting->bytes();
+  EXPECT_EQ(read_prefix(*c.source, r, len), file_bytes(r, 0, len));
+  EXPECT_EQ(c.counting->bytes() - before, len - len / 2);
+  EXPECT_EQ(read_range(*c.source, r, len / 2 - 8, 16), file_bytes(r, len / 2 - 8, 16));
+  c.disk->flush();
+  // Shorter than a header, a foreign header, longer than the record: read whole from the source
+  // and replaced.
+  for (int damage = 0; damage < 3; ++damage) {
+    if (damage == 0) fs::resize_file(entry(r), 10);
+    if (damage == 1) fid::testutil::flip_byte(entry(r), 8);  // the record id in the header
+    if (damage == 2) fs::resize_file(entry(r), store().records()[r].size + 1);
+    before = c.counting->bytes();
+    const uint64_t errors = c.disk->disk_stats().errors;
+    EXPECT_EQ(read_prefix(*c.source, r, len), file_bytes(r, 0, len)) << damage;
+    EXPECT_EQ(c.counting->bytes() - before, len) << damage;
+    EXPECT_EQ(c.disk->disk_stats().errors, errors + 1) << damage;
+    c.disk->flush();
+    EXPECT_EQ(fs::file_size(entry(r)), len) << damage;
+    before = c.counting->bytes();
+    EXPECT_EQ(read_prefix(*c.source, r, len), file_bytes(r, 0, len)) << damage;
+    EXPECT_EQ(c.counting->bytes(), before) << damage;  // the replacement serves
+  }
+}
+
+TEST_F(DiskCacheTest, ADamagedCopyIsDroppedAndReadAgain) {
+  const auto& victim = jpeg_with(3);
+  const auto& piece = store().pieces(victim)[2];
+  Cached c = cached(64 << 20);
+  const uint64_t len = full_len(victim.record);
+  read_prefix(*c.source, victim.record, len);
+  c.disk->flush();
+  fid::testutil::flip_byte(entry(victim.record), piece.offset + 1);  // bit rot on the cache's disk
+  fid::core::ReadStats stats;
+  fid::core::RecordCache cache(store(), *c.source, stats, 16 << 20);
+  ASSERT_TRUE(cache.load(victim.record, 0, false));
+  auto p = cache.get(victim.record, 0);
+  ASSERT_NE(p, nullptr);
+  EXPECT_TRUE(p->bad_pieces.empty());  // the copy was dropped and the prefix read from the source
+  EXPECT_EQ(std::vector<uint8_t>(p->data, p->data + p->len), file_bytes(victim.record, 0, p->len));
+  EXPECT_EQ(c.disk->disk_stats().dropped, 1u);
+  c.disk->flush();
+  EXPECT_EQ(read_prefix(*c.source, victim.record, len), file_bytes(victim.record, 0, len));  // a good copy again
+}
+
+TEST_F(DiskCacheTest, AnUnusableFolderFailsNoRead) {
+  std::ofstream(dir_.path() / "a-file") << "x";
+  Cached c = cached(64 << 20, dir_.path() / "a-file" / "cache");  // cannot be made
+  for (const auto& r : store().records()) {
+    EXPECT_EQ(read_prefix(*c.source, r.id, full_len(r.id)), file_bytes(r.id, 0, full_len(r.id)));
+    EXPECT_EQ(read_range(*c.source, r.id, 16, 32), file_bytes(r.id, 16, 32));
+  }
+  c.disk->flush();
+  EXPECT_GE(c.disk->disk_stats().errors, 1u);
+  EXPECT_EQ(c.disk->disk_stats().hits, 0u);
+  EXPECT_NE(c.source->describe().find("no disk cache"), std::string::npos);
+}
+
+TEST_F(DiskCacheTest, AFolderThatCannotBeWrittenFailsNoRead) {
+  if (::geteuid() == 0) GTEST_SKIP() << "root writes to read-only folders";
+  fs::create_directories(cache_dir() / kIdentity);
+  fs::permissions(cache_dir() / kIdentity, fs::perms::owner_read | fs::perms::owner_exec);
+  Cached c = cached(64 << 20);
+  for (const auto& r : store().records())
+    EXPECT_EQ(read_prefix(*c.source, r.id, full_len(r.id)), file_bytes(r.id, 0, full_len(r.id)));
+  c.disk->flush();
+  EXPECT_GE(c.disk->disk_stats().errors, store().records().size());
+  fs::permissions(cache_dir() / kIdentity, fs::perms::owner_all);
+}
+
+}  // namespace
