@@ -223,6 +223,7 @@ void Filesystem::add_read_path_stats(nlohmann::ordered_json& j) const {
   const ReadStats& io = reader_.stats();
   j["storage_bytes"] = source_.counters().bytes.load();
   j["storage_reads"] = source_.counters().requests.load();
+  j["storage_retries"] = source_.counters().retries.load();
   j["records_read"] = io.records_read.load();
   j["record_bytes"] = io.record_bytes.load();
   j["prefix_extensions"] = io.prefix_extensions.load();

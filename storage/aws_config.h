@@ -45,7 +45,9 @@ using IniSection = std::map<std::string, std::string>;
 std::map<std::string, IniSection> parse_aws_ini(std::string_view text);
 
 // Resolves the target for `url` (an s3:// URL). `getenv` is injectable for tests (default
-// ::getenv); `home` is $HOME. Errors name the setting or file and the cause, never a secret.
+// ::getenv); HOME comes from it too. An empty variable counts as unset; missing files count as
+// empty. A profile named by S3Options.profile or AWS_PROFILE that is in neither file is an
+// error. Errors name the setting or file and the cause, never a secret.
 Result<S3Target> resolve_s3(const StoreUrl& url, const S3Options& opts,
                             const std::function<const char*(const char*)>& getenv = {});
 

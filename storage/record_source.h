@@ -37,7 +37,8 @@ struct PrefixRead {
 // What a source has fetched, for /.fidelity/stats.
 struct SourceCounters {
   std::atomic<uint64_t> requests{0};  // reads issued to storage (a retry counts again)
-  std::atomic<uint64_t> bytes{0};     // bytes requested from storage (after any alignment)
+  std::atomic<uint64_t> retries{0};   // of those, repeats of a failed read (remote sources)
+  std::atomic<uint64_t> bytes{0};     // bytes read from storage (after any alignment)
 };
 
 class RecordSource {

@@ -24,8 +24,11 @@ struct SignRequest {
   std::string host;          // the Host header value (host or host:port)
   std::string path = "/";    // the request path exactly as sent (already URI-encoded)
   Headers query;             // decoded query parameters (name, value), any order
-  Headers headers;           // other headers to sign (e.g. range), any case, any order
-  std::string payload_sha256;  // hex SHA-256 of the body; "" means the empty body
+  // Other headers to sign (e.g. range), any case, any order; a repeated name signs its values
+  // joined with ','. Host, x-amz-date, x-amz-content-sha256, x-amz-security-token and
+  // authorization here are ignored: the fields above and the credentials give those.
+  Headers headers;
+  std::string payload_sha256;  // hex SHA-256 of the body, or UNSIGNED-PAYLOAD; "" = empty body
   std::string amz_date;      // "YYYYMMDDTHHMMSSZ"
   std::string region = "us-east-1";
   std::string service = "s3";
@@ -39,7 +42,7 @@ std::string string_to_sign(const SignRequest& r, const Credentials& c);
 std::string signature(const SignRequest& r, const Credentials& c);
 // The headers to add to the request: x-amz-date, x-amz-content-sha256 (if asked),
 // x-amz-security-token (with a session token) and Authorization. Nothing for anonymous
-// credentials.
+// credentials. The Host header is the caller's (r.host).
 Headers sign(const SignRequest& r, const Credentials& c);
 
 // RFC 3986 unreserved characters kept, everything else %XX (upper case); '/' kept when

@@ -1,0 +1,426 @@
+#include "storage/http_client.h"
+
+#include <curl/curl.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <random>
+#include <vector>
+
+namespace fid::storage {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr size_t kMaxErrorBody = 16 * 1024;  // of an error response, kept for its S3 code
+
+void global_init() {
+  static std::once_flag once;
+  std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
+}
+
+http::Transport transport_of(CURLcode c) {
+  switch (c) {
+    case CURLE_OK:
+      return http::Transport::ok;
+    case CURLE_OPERATION_TIMEDOUT:
+      return http::Transport::timeout;
+    case CURLE_COULDNT_CONNECT:
+    case CURLE_COULDNT_RESOLVE_HOST:
+    case CURLE_COULDNT_RESOLVE_PROXY:
+      return http::Transport::connect;
+    case CURLE_PARTIAL_FILE:
+    case CURLE_RECV_ERROR:
+    case CURLE_SEND_ERROR:
+    case CURLE_GOT_NOTHING:
+    case CURLE_HTTP2:
+    case CURLE_HTTP2_STREAM:
+    case CURLE_SSL_CONNECT_ERROR:  // a handshake cut by a reset; certificate problems have their own codes
+      return http::Transport::broken;
+    default:
+      return http::Transport::failed;
+  }
+}
+
+int errno_for_status(long status) {
+  if (status == 404) return ENOENT;
+  if (status == 401 || status == 403) return EACCES;
+  return EIO;
+}
+
+}  // namespace
+
+std::chrono::milliseconds RetryPolicy::backoff(unsigned retry, double unit) const {
+  const unsigned doublings = std::min(retry == 0 ? 0u : retry - 1, 30u);
+  const auto ceiling = std::min<int64_t>(cap.count(), base.count() << doublings);
+  const double u = std::clamp(unit, 0.0, 1.0);
+  return std::chrono::milliseconds(static_cast<int64_t>(u * static_cast<double>(ceiling)));
+}
+
+std::string url_for_messages(std::string_view url) { return std::string(url.substr(0, url.find_first_of("?#"))); }
+
+// One request and the state of its current attempt.
+struct Transfer {
+  HttpRequest req;
+  CURL* easy = nullptr;
+  curl_slist* header_list = nullptr;
+  char curl_error[CURL_ERROR_SIZE] = {};
+  unsigned attempts = 0;
+  Clock::time_point first_start{};
+  uint64_t kept = 0;  // ranged: leading bytes of dst already complete (from earlier attempts)
+  // The current attempt.
+  long status = 0;
+  std::optional<http::ContentRange> content_range;
+  std::optional<uint64_t> content_length;
+  std::string etag;
+  uint64_t body = 0;
+  bool overflow = false, sink_refused = false;
+  std::string error_body;
+
+  ~Transfer() { curl_slist_free_all(header_list); }
+  uint64_t want_first() const { return req.offset + kept; }
+  uint64_t want_len() const { return req.dst.size() - kept; }
+  bool error_status() const { return http::classify_status(status) != http::StatusClass::success; }
+
+  void new_attempt() {
+    status = 0;
+    content_range.reset();
+    content_length.reset();
+    etag.clear();
+    body = 0;
+    overflow = sink_refused = false;
+    error_body.clear();
+    curl_error[0] = '\0';
+  }
+};
+
+struct HttpClient::Engine {
+  CURLM* multi = nullptr;
+  // Shared with submitters, under the client's mutex.
+  std::deque<std::unique_ptr<Transfer>> submitted;
+  bool stop = false;
+  // The transfer thread's own.
+  std::deque<std::unique_ptr<Transfer>> waiting;                     // to start, oldest first
+  std::multimap<Clock::time_point, std::unique_ptr<Transfer>> timers;  // retries, by due time
+  std::vector<std::unique_ptr<Transfer>> active;                    // on the wire
+  std::vector<CURL*> idle_handles;
+  std::mt19937_64 rng{std::random_device{}()};
+
+  explicit Engine(unsigned max_in_flight) {
+    multi = curl_multi_init();
+    // Up to one connection per transfer in flight, all kept open for reuse.
+    curl_multi_setopt(multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, static_cast<long>(max_in_flight));
+    curl_multi_setopt(multi, CURLMOPT_MAXCONNECTS, static_cast<long>(max_in_flight));
+  }
+  ~Engine() {
+    for (CURL* e : idle_handles) curl_easy_cleanup(e);
+    if (multi) curl_multi_cleanup(multi);
+  }
+};
+
+namespace {
+
+size_t on_header(char* data, size_t size, size_t count, void* user) {
+  auto* t = static_cast<Transfer*>(user);
+  const size_t n = size * count;
+  const std::string_view line(data, n);
+  if (auto code = http::parse_status_line(line)) {  // a new response (after a 100, a redirect...)
+    const uint64_t body = t->body;
+    t->new_attempt();
+    t->body = body;
+    t->status = *code;
+    return n;
+  }
+  if (auto h = http::split_header(line)) {
+    const auto& [name, value] = *h;
+    if (http::iequals(name, "content-range")) t->content_range = http::parse_content_range(value);
+    else if (http::iequals(name, "content-length")) t->content_length = http::parse_content_length(value);
+    else if (http::iequals(name, "etag")) t->etag = http::parse_etag(value).value_or("");
+  }
+  return n;
+}
+
+size_t on_body(char* data, size_t size, size_t count, void* user) {
+  auto* t = static_cast<Transfer*>(user);
+  const size_t n = size * count;
+  if (t->error_status()) {  // an error document: keep its start for the S3 error code
+    t->error_body.append(data, std::min(n, kMaxErrorBody - std::min(kMaxErrorBody, t->error_body.size())));
+    return n;
+  }
+  const std::span<const uint8_t> bytes(reinterpret_cast<const uint8_t*>(data), n);
+  if (t->req.sink) {
+    if (!t->req.sink(t->body, bytes)) {
+      t->sink_refused = true;
+      return 0;  // aborts the transfer (CURLE_WRITE_ERROR)
+    }
+  } else {
+    const uint64_t room = t->req.dst.size() - t->kept - t->body;
+    if (n > room) {
+      t->overflow = true;
+      return 0;
+    }
+    std::memcpy(t->req.dst.data() + t->kept + t->body, data, n);
+  }
+  t->body += n;
+  return n;
+}
+
+}  // namespace
+
+HttpClient::HttpClient(HttpOptions opts) : opts_(std::move(opts)) { global_init(); }
+
+HttpClient::~HttpClient() {
+  {
+    std::lock_guard lock(mu_);
+    if (!engine_) return;
+    engine_->stop = true;
+  }
+  curl_multi_wakeup(engine_->multi);
+  thread_.join();
+}
+
+void HttpClient::submit(HttpRequest request) {
+  auto t = std::make_unique<Transfer>();
+  t->req = std::move(request);
+  CURLM* multi = nullptr;
+  {
+    std::lock_guard lock(mu_);
+    if (!engine_) {
+      engine_ = std::make_unique<Engine>(std::max(1u, opts_.max_in_flight));
+      thread_ = std::thread([this] { run(); });
+    }
+    engine_->submitted.push_back(std::move(t));
+    multi = engine_->multi;
+  }
+  curl_multi_wakeup(multi);
+}
+
+std::pair<Status, HttpResult> HttpClient::perform(HttpRequest request) {
+  std::mutex m;
+  std::condition_variable cv;
+  bool finished = false;
+  std::pair<Status, HttpResult> out;
+  request.done = [&](Status s, const HttpResult& r) {
+    std::lock_guard lock(m);
+    out = {std::move(s), r};
+    finished = true;
+    cv.notify_one();
+  };
+  submit(std::move(request));
+  std::unique_lock lock(m);
+  cv.wait(lock, [&] { return finished; });
+  return out;
+}
+
+void HttpClient::run() {
+  Engine& e = *engine_;
+  SourceCounters* counters = opts_.counters;
+
+  const auto result_of = [](const Transfer& t) {
+    HttpResult r;
+    r.status = t.status;
+    r.etag = t.etag;
+    r.content_length = t.content_length;
+    r.body_bytes = t.kept + t.body;
+    r.attempts = t.attempts;
+    if (!t.error_body.empty()) r.s3 = http::parse_s3_error(t.error_body);
+    return r;
+  };
+  const auto complete = [&](std::unique_ptr<Transfer> t, Status s) {
+    HttpResult r = result_of(*t);
+    if (t->req.done) t->req.done(std::move(s), r);
+  };
+  const auto fail = [&](std::unique_ptr<Transfer> t, int code, std::string_view cause, bool retried_out) {
+    std::string what(cause);
+    if (!t->error_body.empty()) {
+      const http::S3Error s3 = http::parse_s3_error(t->error_body);
+      if (!s3.code.empty()) what += " " + s3.code;
+    }
+    if (retried_out) what += fmt::format(" after {} attempts", t->attempts);
+    Error err{code, fmt::format("{}: {}", url_for_messages(t->req.url), what)};
+    complete(std::move(t), std::move(err));
+  };
+
+  const auto start = [&](std::unique_ptr<Transfer> t) {
+    if (t->attempts == 0) t->first_start = Clock::now();
+    ++t->attempts;
+    t->new_attempt();
+    if (counters) {
+      counters->requests.fetch_add(1, std::memory_order_relaxed);
+      if (t->attempts > 1) counters->retries.fetch_add(1, std::memory_order_relaxed);
+    }
+    CURL* h = nullptr;
+    if (!e.idle_handles.empty()) {
+      h = e.idle_handles.back();
+      e.idle_handles.pop_back();
+      curl_easy_reset(h);
+    } else {
+      h = curl_easy_init();
+    }
+    if (!h) {
+      fail(std::move(t), EIO, "cannot make a curl handle", false);
+      return;
+    }
+    t->easy = h;
+    curl_slist_free_all(t->header_list);
+    t->header_list = nullptr;
+    const auto add_header = [&](std::string_view name, std::string_view value) {
+      t->header_list = curl_slist_append(t->header_list, fmt::format("{}: {}", name, value).c_str());
+    };
+    if (t->req.ranged) add_header("Range", http::range_header(t->want_first(), t->want_len()));
+    for (const auto& [name, value] : t->req.headers) add_header(name, value);
+    if (t->req.sign)
+      for (const auto& [name, value] : t->req.sign()) add_header(name, value);
+    add_header("Accept-Encoding", "identity");  // the bytes as stored, never re-encoded
+
+    curl_easy_setopt(h, CURLOPT_URL, t->req.url.c_str());
+    curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(h, CURLOPT_TCP_NODELAY, 1L);
+    curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
+    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(opts_.connect_timeout.count()));
+    // A stall: under 1 byte/s for stall_timeout ends the attempt with CURLE_OPERATION_TIMEDOUT.
+    curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);
+    curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, std::max<long>(1, static_cast<long>(opts_.stall_timeout.count())));
+    curl_easy_setopt(h, CURLOPT_USERAGENT, "fidelityfs");
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, t->header_list);
+    if (t->req.method == HttpRequest::Method::head) curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
+    if (!opts_.ca_file.empty()) curl_easy_setopt(h, CURLOPT_CAINFO, opts_.ca_file.c_str());
+    curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(h, CURLOPT_HEADERDATA, t.get());
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, t.get());
+    curl_easy_setopt(h, CURLOPT_ERRORBUFFER, t->curl_error);
+    curl_easy_setopt(h, CURLOPT_PRIVATE, t.get());
+    if (curl_multi_add_handle(e.multi, h) != CURLM_OK) {
+      e.idle_handles.push_back(h);
+      t->easy = nullptr;
+      fail(std::move(t), EIO, "cannot start the transfer", false);
+      return;
+    }
+    e.active.push_back(std::move(t));
+  };
+
+  // An attempt ended: done, failed, or due again after a backoff.
+  const auto finish = [&](std::unique_ptr<Transfer> t, CURLcode code) {
+    curl_multi_remove_handle(e.multi, t->easy);
+    e.idle_handles.push_back(t->easy);
+    t->easy = nullptr;
+    curl_slist_free_all(t->header_list);
+    t->header_list = nullptr;
+    if (counters) counters->bytes.fetch_add(t->body, std::memory_order_relaxed);
+
+    http::Attempt a;
+    a.transport = transport_of(code);
+    if (code == CURLE_WRITE_ERROR && t->overflow) a.transport = http::Transport::body_too_big;
+    a.transport_detail = t->curl_error[0] ? std::string_view(t->curl_error) : std::string_view(curl_easy_strerror(code));
+    if (code == CURLE_WRITE_ERROR && t->sink_refused) a.transport_detail = "the body could not be stored";
+    a.status = t->status;
+    a.ranged = t->req.ranged;
+    a.want_first = t->want_first();
+    a.want_len = t->req.ranged ? t->want_len() : t->req.dst.size();
+    a.content_range = t->content_range;
+    a.content_length = t->content_length;
+    a.head = t->req.method == HttpRequest::Method::head;
+    a.body_bytes = t->body;
+    const http::Judgement j = http::judge(a);
+    switch (j.verdict) {
+      case http::Verdict::done:
+        complete(std::move(t), {});
+        return;
+      case http::Verdict::fail:
+        fail(std::move(t), a.transport == http::Transport::ok ? errno_for_status(t->status) : EIO, j.cause, false);
+        return;
+      case http::Verdict::retry:
+        break;
+    }
+    t->kept += j.kept;
+    const auto now = Clock::now();
+    const auto pause = opts_.retry.backoff(t->attempts, std::uniform_real_distribution<double>(0.0, 1.0)(e.rng));
+    if (t->attempts >= opts_.retry.max_attempts || now + pause - t->first_start > opts_.retry.budget) {
+      fail(std::move(t), EIO, j.cause, true);
+      return;
+    }
+    e.timers.emplace(now + pause, std::move(t));
+  };
+
+  const auto cancel = [&](std::unique_ptr<Transfer> t) {
+    Error err{ECANCELED, fmt::format("{}: cancelled: the HTTP client is shutting down", url_for_messages(t->req.url))};
+    complete(std::move(t), std::move(err));
+  };
+
+  for (;;) {
+    {
+      std::lock_guard lock(mu_);
+      while (!e.submitted.empty()) {
+        e.waiting.push_back(std::move(e.submitted.front()));
+        e.submitted.pop_front();
+      }
+      if (e.stop) break;
+    }
+    const auto now = Clock::now();
+    while (!e.timers.empty() && e.timers.begin()->first <= now) {
+      // Due retries go first: they have waited longest.
+      e.waiting.push_front(std::move(e.timers.begin()->second));
+      e.timers.erase(e.timers.begin());
+    }
+    while (e.active.size() < std::max(1u, opts_.max_in_flight) && !e.waiting.empty()) {
+      auto t = std::move(e.waiting.front());
+      e.waiting.pop_front();
+      start(std::move(t));
+    }
+
+    int running = 0;
+    curl_multi_perform(e.multi, &running);
+    int left = 0;
+    while (CURLMsg* m = curl_multi_info_read(e.multi, &left)) {
+      if (m->msg != CURLMSG_DONE) continue;
+      auto it = std::find_if(e.active.begin(), e.active.end(), [&](const auto& t) { return t->easy == m->easy_handle; });
+      if (it == e.active.end()) continue;
+      auto t = std::move(*it);
+      *it = std::move(e.active.back());
+      e.active.pop_back();
+      finish(std::move(t), m->data.result);
+    }
+
+    // Sleep until a socket is ready, curl's own timer fires, the next retry is due or a
+    // submitter wakes us; at once when something can be started.
+    int wait_ms = 1000;
+    if (!e.waiting.empty() && e.active.size() < std::max(1u, opts_.max_in_flight)) wait_ms = 0;
+    if (!e.timers.empty()) {
+      const auto until = std::chrono::ceil<std::chrono::milliseconds>(e.timers.begin()->first - Clock::now()).count();
+      wait_ms = std::clamp<int>(static_cast<int>(std::min<int64_t>(until, wait_ms)), 0, wait_ms);
+    }
+    curl_multi_poll(e.multi, nullptr, 0, wait_ms, nullptr);
+  }
+
+  // Shutting down: everything not finished is cancelled.
+  for (auto& t : e.active) {
+    curl_multi_remove_handle(e.multi, t->easy);
+    e.idle_handles.push_back(t->easy);
+    curl_slist_free_all(t->header_list);
+    t->header_list = nullptr;
+    cancel(std::move(t));
+  }
+  e.active.clear();
+  for (auto& [when, t] : e.timers) cancel(std::move(t));
+  e.timers.clear();
+  for (auto& t : e.waiting) cancel(std::move(t));
+  e.waiting.clear();
+  for (;;) {  // a cancelled request's callback may submit another
+    std::deque<std::unique_ptr<Transfer>> late;
+    {
+      std::lock_guard lock(mu_);
+      late.swap(e.submitted);
+    }
+    if (late.empty()) break;
+    for (auto& t : late) cancel(std::move(t));
+  }
+}
+
+}  // namespace fid::storage

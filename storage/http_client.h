@@ -1,0 +1,106 @@
+// HTTP(S) GETs and HEADs on libcurl's multi interface: one transfer thread keeps up to
+// max_in_flight requests on the wire over reused keep-alive connections, queues the rest, and
+// retries what a server or network gets wrong (5xx, 429, S3 SlowDown, timeouts, stalls,
+// refused or reset connections, bodies cut short: only their missing remainder) with
+// exponential backoff and full jitter. A request's body goes straight into the caller's buffer;
+// one larger than that buffer is an error, never an overflow. The thread starts on the first
+// request, so a client made before fork() works in the child. No secrets in messages: they name
+// the URL without its query and the cause.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <thread>
+#include <utility>
+
+#include "common/error.h"
+#include "storage/http_response.h"
+#include "storage/record_source.h"
+#include "storage/sigv4.h"
+
+namespace fid::storage {
+
+struct RetryPolicy {
+  unsigned max_attempts = 8;                 // first try included
+  std::chrono::milliseconds base{50};        // backoff before the first retry is at most this
+  std::chrono::milliseconds cap{2000};       // ... and never more than this
+  std::chrono::milliseconds budget{35000};   // no attempt starts later than this after the first
+
+  // The pause before retry `retry` (1 = the second attempt): full jitter, uniform in
+  // [0, min(cap, base * 2^(retry-1))], `unit` being a uniform draw in [0, 1).
+  std::chrono::milliseconds backoff(unsigned retry, double unit) const;
+};
+
+struct HttpOptions {
+  unsigned max_in_flight = 64;                      // transfers on the wire at once
+  std::string ca_file;                              // PEM bundle; "" = the system CAs
+  std::chrono::milliseconds connect_timeout{5000};
+  std::chrono::seconds stall_timeout{5};            // no body bytes for this long: abort, retry
+  RetryPolicy retry;
+  SourceCounters* counters = nullptr;               // requests (each attempt), retries, bytes
+};
+
+// What the last attempt of a request got.
+struct HttpResult {
+  long status = 0;                        // 0: no response
+  std::string etag;
+  std::optional<uint64_t> content_length;
+  uint64_t body_bytes = 0;                // bytes delivered (ranged: of the whole range)
+  unsigned attempts = 0;
+  http::S3Error s3;                       // from an XML error body, if any
+};
+
+struct HttpRequest {
+  enum class Method { get, head };
+  Method method = Method::get;
+  std::string url;            // absolute; messages show it without its query
+  Headers headers;            // sent as given (If-None-Match, ...)
+  // Headers added to every attempt, made just before it is sent (SigV4: a fresh date).
+  std::function<Headers()> sign;
+  // The body. ranged: bytes [offset, offset + dst.size()) of the object into dst (not empty).
+  // Otherwise the whole body into `sink` (streamed: offset in the body, bytes; false aborts the
+  // request), or if there is no sink into dst, which it must fit.
+  bool ranged = false;
+  uint64_t offset = 0;
+  std::span<uint8_t> dst;
+  std::function<bool(uint64_t, std::span<const uint8_t>)> sink;
+  // Called once, on the transfer thread (do not block in it; submitting more is fine). The
+  // Error's code: ENOENT for 404, EACCES for 401/403, ECANCELED when the client was destroyed
+  // first, EIO otherwise.
+  std::function<void(Status, const HttpResult&)> done;
+};
+
+class HttpClient {
+ public:
+  explicit HttpClient(HttpOptions opts = {});
+  // Requests not finished yet complete with ECANCELED; then the thread is joined.
+  ~HttpClient();
+  HttpClient(const HttpClient&) = delete;
+  HttpClient& operator=(const HttpClient&) = delete;
+
+  void submit(HttpRequest request);
+  // submit() and wait.
+  std::pair<Status, HttpResult> perform(HttpRequest request);
+
+  const HttpOptions& options() const { return opts_; }
+
+ private:
+  struct Engine;  // the curl multi handle and everything only the transfer thread touches
+  void run();
+
+  const HttpOptions opts_;
+  std::mutex mu_;
+  std::unique_ptr<Engine> engine_;  // made on the first submit (after any fork)
+  std::thread thread_;
+};
+
+// "https://h/p?x=1" -> "https://h/p": what messages show of a URL.
+std::string url_for_messages(std::string_view url);
+
+}  // namespace fid::storage

@@ -1,0 +1,75 @@
+// A store's records on an S3-compatible object store (SigV4-signed GETs) or a plain HTTP(S)
+// server (unsigned GETs with Range), read through one HttpClient. Every range of a batch is its
+// own Range request and all of them are issued at once (a file's pieces arrive together); a
+// prefix larger than kPartSize is fetched as parts of at least kPartSize in parallel, each
+// written straight into its place in the destination.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "index/store.h"
+#include "storage/http_client.h"
+#include "storage/record_source.h"
+#include "storage/sigv4.h"
+
+namespace fid::storage {
+
+// Where a remote store's objects are and how a request for one is made.
+struct RemoteLocation {
+  std::string text;         // the store's URL as given, for messages
+  std::string origin;       // "https://bucket.s3.eu-west-1.amazonaws.com", "http://127.0.0.1:8080"
+  std::string host_header;  // the Host header (signed): origin without the scheme
+  std::string base_path;    // URI-encoded, no trailing slash: "/bucket/prefix", "/data", ""
+  // s3:// only: requests are signed with these.
+  bool sign = false;
+  Credentials credentials;
+  std::string region;
+  std::string credentials_from;  // for messages ("environment", "profile x in FILE", "none")
+
+  // The request path and URL of an object of the store ("index.sqlite", "records/000001.rec").
+  std::string path_of(std::string_view relative) const;
+  std::string url_of(std::string_view relative) const;
+  // The per-attempt signer of a request for `relative` (empty when unsigned): SigV4 headers
+  // for the current time and the empty payload.
+  std::function<Headers()> signer(HttpRequest::Method method, std::string_view relative) const;
+};
+
+class HttpRecordSource final : public RecordSource {
+ public:
+  static constexpr uint64_t kPartSize = 8ull << 20;
+
+  // `store` must outlive the source. `opts.counters` is replaced by this source's counters.
+  // `part_size` other than kPartSize is for tests (parts of small records).
+  HttpRecordSource(const index::Store& store, RemoteLocation where, HttpOptions opts, uint64_t part_size = kPartSize);
+
+  void read_ranges(std::span<RangeRead> batch, Done done) override;
+  void read_prefixes(std::span<PrefixRead> batch, Done done) override;
+  // Missing and short records refuse the open (open_remote_store), so there are none here.
+  const std::vector<std::string>& problems() const override { return problems_; }
+  std::string describe() const override;
+  using RecordSource::read_prefix;
+  using RecordSource::read_ranges;
+
+  // The parts (offset, length) a prefix of `len` bytes is fetched in: floor(len / part_size)
+  // parts (at least one) of nearly equal size, so each is at least part_size (a request that
+  // large costs little more than its latency) and smaller than 2 * part_size.
+  static std::vector<std::pair<uint64_t, uint64_t>> prefix_parts(uint64_t len, uint64_t part_size = kPartSize);
+
+ private:
+  HttpOptions with_counters(HttpOptions opts);
+  // A ranged GET of `dst.size()` bytes of record r at `offset`; `done` gets its status.
+  void get(uint32_t record, uint64_t offset, std::span<uint8_t> dst, std::function<void(Status)> done);
+
+  const index::Store& store_;
+  const RemoteLocation where_;
+  const uint64_t part_size_;
+  const std::vector<std::string> problems_;
+  HttpClient client_;
+};
+
+}  // namespace fid::storage

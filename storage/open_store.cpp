@@ -1,0 +1,34 @@
+#include "storage/open_store.h"
+
+#include "storage/local_record_source.h"
+#include "storage/remote_store.h"
+#include "storage/url.h"
+
+namespace fid::storage {
+
+Result<OpenedStore> open_store(const std::string& location, const StoreOptions& opts) {
+  Result<StoreUrl> url = parse_store_url(location);
+  if (!url) return std::move(url).error();
+  OpenedStore out;
+  if (!url->remote()) {
+    auto store = index::Store::open(url->local);
+    if (!store) return std::move(store).error();
+    out.store = std::move(store).value();
+    out.source = std::make_unique<LocalRecordSource>(*out.store);
+    out.index_file = out.store->path() / "index.sqlite";
+    // identity stays empty: it names a store in the disk cache, which only remote stores use.
+    return out;
+  }
+  Result<RemoteStore> remote = open_remote_store(*url, opts);
+  if (!remote) return std::move(remote).error();
+  out.store = std::move(remote->store);
+  out.source = std::move(remote->source);
+  out.index_file = std::move(remote->index_file);
+  out.identity = std::move(remote->identity);
+  // DISK CACHE (not yet): with opts.disk_cache set, wrap out.source here with
+  // make_disk_cached_source(*out.store, std::move(out.source), opts.disk_cache,
+  // opts.disk_cache_size, out.identity) (storage/disk_cache.h).
+  return out;
+}
+
+}  // namespace fid::storage

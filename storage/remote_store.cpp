@@ -1,0 +1,303 @@
+#include "storage/remote_store.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <latch>
+#include <vector>
+
+#include "storage/aws_config.h"
+
+namespace fid::storage {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr std::string_view kIndexName = "index.sqlite";
+constexpr size_t kProblemsNamed = 5;  // records named in a "missing or short" error
+
+std::string hex64(uint64_t v) { return fmt::format("{:016x}", v); }
+std::string hash_text(std::string_view s) { return hex64(XXH3_64bits(s.data(), s.size())); }
+
+// Hex XXH3-64 of a file's bytes.
+Result<std::string> hash_file(const fs::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) return Error{EIO, fmt::format("{}: {}", file.string(), std::strerror(errno))};
+  XXH3_state_t* state = XXH3_createState();
+  XXH3_64bits_reset(state);
+  std::vector<char> buf(1 << 20);
+  while (in) {
+    in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
+    XXH3_64bits_update(state, buf.data(), static_cast<size_t>(in.gcount()));
+  }
+  const bool failed = in.bad();
+  const uint64_t h = XXH3_64bits_digest(state);
+  XXH3_freeState(state);
+  if (failed) return Error{EIO, fmt::format("{}: read error", file.string())};
+  return hex64(h);
+}
+
+std::string read_small_file(const fs::path& p) {
+  std::ifstream in(p);
+  std::string s;
+  std::getline(in, s);
+  return s;
+}
+
+Status fsync_path(const fs::path& p, int flags) {
+  const int fd = ::open(p.c_str(), flags | O_CLOEXEC);
+  if (fd < 0 || ::fsync(fd) != 0) {
+    const int e = errno;
+    if (fd >= 0) ::close(fd);
+    return Error{e, fmt::format("{}: fsync: {}", p.string(), std::strerror(e))};
+  }
+  ::close(fd);
+  return {};
+}
+
+// Writes `text` to `file` through a temporary file and a rename: never half written.
+Status write_atomically(const fs::path& file, std::string_view text) {
+  const fs::path tmp = file.string() + ".tmp." + std::to_string(::getpid());
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << text;
+    if (!out) return Error{EIO, fmt::format("{}: cannot write", tmp.string())};
+  }
+  std::error_code ec;
+  fs::rename(tmp, file, ec);
+  if (ec) {
+    fs::remove(tmp, ec);
+    return Error{EIO, fmt::format("{}: {}", file.string(), ec.message())};
+  }
+  return {};
+}
+
+Status make_private_dir(const fs::path& dir) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) return Error{ec.value(), fmt::format("index cache {}: {}", dir.string(), ec.message())};
+  if (::chmod(dir.c_str(), 0700) != 0 && errno != EPERM)  // EPERM: a shared folder someone else owns
+    return Error{errno, fmt::format("index cache {}: {}", dir.string(), std::strerror(errno))};
+  return {};
+}
+
+// What a failed GET of the index means, said for the user.
+Error index_error(const RemoteLocation& where, const StoreUrl& url, const Error& e, const HttpResult& r) {
+  if (r.status == 404 && r.s3.code == "NoSuchBucket") {
+    return Error{ENOENT, fmt::format("{}: there is no bucket named '{}' at {} (NoSuchBucket)", where.text,
+                                     r.s3.bucket.empty() ? url.bucket : r.s3.bucket, where.origin)};
+  }
+  if (r.status == 404) {
+    return Error{ENOENT, fmt::format("{}: not a fidelityfs store: no {} (upload the records first and {} last)", where.text,
+                                     kIndexName, kIndexName)};
+  }
+  if (r.status == 401 || r.status == 403) {
+    const std::string code = r.s3.code.empty() ? "" : " " + r.s3.code;
+    if (where.sign) {
+      return Error{EACCES, fmt::format("{}: access denied (HTTP {}{}): check the credentials (from {}) and their "
+                                       "permission to read the bucket",
+                                       where.text, r.status, code, where.credentials_from)};
+    }
+    return Error{EACCES, fmt::format("{}: access denied (HTTP {}{}) fetching {}", where.text, r.status, code, kIndexName)};
+  }
+  if (r.status == 0) return Error{e.code, fmt::format("{}: cannot reach the endpoint {}: {}", where.text, where.origin, e.message)};
+  const std::string detail = r.s3.message.empty() ? "" : fmt::format(" ({})", r.s3.message);
+  return Error{e.code, fmt::format("{}: cannot fetch {}: {}{}", where.text, kIndexName, e.message, detail)};
+}
+
+// The index in the cache: reused when the server's ETag matches the cached copy's (one
+// conditional GET), else downloaded to a temporary file, synced and renamed into place.
+Result<fs::path> fetch_index(HttpClient& client, const StoreUrl& url, const RemoteLocation& where, const fs::path& dir) {
+  if (Status s = make_private_dir(dir); !s) return std::move(s).error();
+  const std::string index_url = where.url_of(kIndexName);
+  const std::string key = "index-" + hash_text(index_url);
+  const fs::path etag_file = dir / (key + ".etag");
+  const auto cached_file = [&](std::string_view etag) { return dir / fmt::format("{}-{}.sqlite", key, hash_text(etag)); };
+
+  HttpRequest req;
+  req.url = index_url;
+  req.sign = where.signer(HttpRequest::Method::get, kIndexName);
+  const std::string cached_etag = read_small_file(etag_file);
+  if (!cached_etag.empty() && fs::exists(cached_file(cached_etag))) req.headers.emplace_back("If-None-Match", cached_etag);
+
+  std::string tmp_name = (dir / (key + ".partial.XXXXXX")).string();
+  const int fd = ::mkstemp(tmp_name.data());
+  if (fd < 0) return Error{errno, fmt::format("index cache {}: {}", dir.string(), std::strerror(errno))};
+  const fs::path tmp = tmp_name;
+  int write_errno = 0;
+  req.sink = [fd, &write_errno](uint64_t offset, std::span<const uint8_t> bytes) {
+    size_t done = 0;
+    while (done < bytes.size()) {
+      const ssize_t n = ::pwrite(fd, bytes.data() + done, bytes.size() - done, static_cast<off_t>(offset + done));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        write_errno = n < 0 ? errno : EIO;
+        return false;
+      }
+      done += static_cast<size_t>(n);
+    }
+    return true;
+  };
+  auto [status, result] = client.perform(std::move(req));
+  const auto discard = [&] {
+    ::close(fd);
+    std::error_code ec;
+    fs::remove(tmp, ec);
+  };
+  if (!status) {
+    discard();
+    if (write_errno) return Error{write_errno, fmt::format("index cache {}: {}", tmp.string(), std::strerror(write_errno))};
+    return index_error(where, url, status.error(), result);
+  }
+  if (result.status == 304) {
+    discard();
+    return cached_file(cached_etag);
+  }
+  // An earlier attempt may have written more than the last one delivered.
+  if (::ftruncate(fd, static_cast<off_t>(result.body_bytes)) != 0 || ::fsync(fd) != 0) {
+    const int e = errno;
+    discard();
+    return Error{e, fmt::format("index cache {}: {}", tmp.string(), std::strerror(e))};
+  }
+  ::close(fd);
+  const fs::path final_file = cached_file(result.etag);
+  std::error_code ec;
+  fs::rename(tmp, final_file, ec);
+  if (ec) {
+    fs::remove(tmp, ec);
+    return Error{EIO, fmt::format("index cache {}: {}", final_file.string(), ec.message())};
+  }
+  (void)fsync_path(dir, O_RDONLY | O_DIRECTORY);
+  // The ETag names the copy for the next open; without one the next open downloads again.
+  if (result.etag.empty()) fs::remove(etag_file, ec);
+  else (void)write_atomically(etag_file, result.etag);
+  // Older copies of this store's index are of no further use.
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.starts_with(key + "-") && name.ends_with(".sqlite") && entry.path() != final_file) fs::remove(entry.path(), ec);
+  }
+  return final_file;
+}
+
+// HEADs every record in parallel; an Error naming the missing or short ones (a few of them).
+Status check_records(HttpClient& client, const RemoteLocation& where, const index::Store& store) {
+  const auto records = store.records();
+  struct Answer {
+    Status status;
+    HttpResult result;
+  };
+  std::vector<Answer> answers(records.size());
+  std::latch all(static_cast<std::ptrdiff_t>(records.size()));
+  for (size_t k = 0; k < records.size(); ++k) {
+    HttpRequest req;
+    req.method = HttpRequest::Method::head;
+    req.url = where.url_of(records[k].path);
+    req.sign = where.signer(HttpRequest::Method::head, records[k].path);
+    req.done = [&answers, &all, k](Status s, const HttpResult& r) {
+      answers[k] = {std::move(s), r};
+      all.count_down();
+    };
+    client.submit(std::move(req));
+  }
+  all.wait();
+
+  std::vector<std::string> problems;
+  for (size_t k = 0; k < records.size(); ++k) {
+    const Answer& a = answers[k];
+    const index::Record& rec = records[k];
+    if (!a.status && a.result.status == 404) {
+      problems.push_back(fmt::format("{} (missing)", rec.path));
+    } else if (!a.status && (a.result.status == 401 || a.result.status == 403)) {
+      return Error{EACCES, fmt::format("{}: access denied reading {} (HTTP {}){}", where.text, rec.path, a.result.status,
+                                       where.sign ? fmt::format(": check the credentials (from {})", where.credentials_from) : "")};
+    } else if (!a.status) {
+      return Error{EIO, fmt::format("{}: cannot check {}: {}", where.text, rec.path, a.status.error().message)};
+    } else if (a.result.content_length != rec.size) {
+      problems.push_back(a.result.content_length
+                             ? fmt::format("{} ({} bytes, the index says {})", rec.path, *a.result.content_length, rec.size)
+                             : fmt::format("{} (no Content-Length)", rec.path));
+    }
+  }
+  if (problems.empty()) return {};
+  std::string named;
+  for (size_t k = 0; k < std::min(problems.size(), kProblemsNamed); ++k) named += (k ? ", " : "") + problems[k];
+  if (problems.size() > kProblemsNamed) named += ", ...";
+  return Error{EIO, fmt::format("{}: {} of {} records missing or short: {}; the store is incomplete (upload every record, "
+                                "then {} last)",
+                                where.text, problems.size(), records.size(), named, kIndexName)};
+}
+
+}  // namespace
+
+fs::path index_cache_dir(const StoreOptions& opts) {
+  if (!opts.index_cache.empty()) return opts.index_cache;
+  if (!opts.disk_cache.empty()) return opts.disk_cache;
+  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg) return fs::path(xdg) / "fidelityfs";
+  const char* home = std::getenv("HOME");
+  return fs::path(home && *home ? home : "/tmp") / ".cache" / "fidelityfs";
+}
+
+Result<RemoteLocation> remote_location(const StoreUrl& url, const S3Options& s3) {
+  RemoteLocation where;
+  where.text = url.text;
+  if (url.kind == StoreUrl::Kind::http) {
+    where.origin = url.http.origin();
+    where.host_header = url.http.host_header();
+    where.base_path = url.http.base_path;
+    return where;
+  }
+  if (url.kind != StoreUrl::Kind::s3) return Error{EINVAL, fmt::format("{}: not a remote store", url.text)};
+  Result<S3Target> target = resolve_s3(url, s3);
+  if (!target) return std::move(target).error();
+  Endpoint endpoint = target->endpoint;
+  const std::string key_prefix = url.prefix.empty() ? "" : "/" + uri_encode(url.prefix, /*keep_slash=*/true);
+  if (target->path_style) {
+    where.base_path = endpoint.base_path + "/" + uri_encode(url.bucket, false) + key_prefix;
+  } else {
+    endpoint.host = url.bucket + "." + endpoint.host;
+    where.base_path = endpoint.base_path + key_prefix;
+  }
+  where.origin = endpoint.origin();
+  where.host_header = endpoint.host_header();
+  where.sign = true;
+  where.credentials = target->credentials;
+  where.region = target->region;
+  where.credentials_from = target->credentials_from;
+  return where;
+}
+
+Result<RemoteStore> open_remote_store(const StoreUrl& url, const StoreOptions& opts, HttpOptions http) {
+  http.max_in_flight = opts.max_requests;
+  http.ca_file = opts.ca_file;
+  http.counters = nullptr;
+  Result<RemoteLocation> where = remote_location(url, opts.s3);
+  if (!where) return std::move(where).error();
+
+  RemoteStore out;
+  {
+    // A client of its own, gone (thread joined) before returning: the mount forks after this.
+    HttpClient client(http);
+    Result<fs::path> index_file = fetch_index(client, url, *where, index_cache_dir(opts));
+    if (!index_file) return std::move(index_file).error();
+    auto store = index::Store::open_index(*index_file, url.text);
+    if (!store) return std::move(store).error();
+    out.store = std::move(store).value();
+    Result<std::string> identity = hash_file(*index_file);
+    if (!identity) return std::move(identity).error();
+    out.identity = std::move(identity).value();
+    out.index_file = *index_file;
+    if (Status s = check_records(client, *where, *out.store); !s) return std::move(s).error();
+  }
+  out.source = std::make_unique<HttpRecordSource>(*out.store, std::move(where).value(), http);
+  return out;
+}
+
+}  // namespace fid::storage

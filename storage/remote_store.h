@@ -1,0 +1,42 @@
+// Opening a store on S3 or an HTTP(S) server: one GET of index.sqlite (reused from the index
+// cache when the server's ETag has not changed), then a HEAD of every record in parallel to
+// refuse a store whose records are missing or short. Nothing is listed: a store uploaded
+// records first and index.sqlite last is complete once its index is there.
+#pragma once
+
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include "common/error.h"
+#include "index/store.h"
+#include "storage/http_client.h"
+#include "storage/http_record_source.h"
+#include "storage/open_store.h"
+#include "storage/url.h"
+
+namespace fid::storage {
+
+struct RemoteStore {
+  std::unique_ptr<index::Store> store;
+  std::unique_ptr<RecordSource> source;  // starts its transfer thread on first use (after fork)
+  std::filesystem::path index_file;      // the cached copy of index.sqlite
+  std::string identity;                  // hex XXH3-64 of the index file
+};
+
+// Errors name the URL and what to do: no index.sqlite (not a store, or not uploaded yet),
+// access denied (and where the credentials came from; never a secret), no such bucket, an
+// endpoint that cannot be reached, missing or short records (how many, the first few).
+// `http` tunes the requests (tests shrink its timeouts); max_in_flight and ca_file come from
+// `opts`.
+Result<RemoteStore> open_remote_store(const StoreUrl& url, const StoreOptions& opts, HttpOptions http = {});
+
+// Where the objects of `url` (s3:// or http(s)://) are and how requests are signed; for s3://
+// resolves credentials, region and endpoint (aws_config.h).
+Result<RemoteLocation> remote_location(const StoreUrl& url, const S3Options& s3);
+
+// The index cache folder for `opts`: index_cache, else disk_cache, else
+// $XDG_CACHE_HOME/fidelityfs, else $HOME/.cache/fidelityfs.
+std::filesystem::path index_cache_dir(const StoreOptions& opts);
+
+}  // namespace fid::storage

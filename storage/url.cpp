@@ -1,0 +1,250 @@
+#include "storage/url.h"
+
+#include <cerrno>
+#include <charconv>
+#include <optional>
+
+namespace fid::storage {
+namespace {
+
+constexpr std::string_view kSupported =
+    "supported: s3://BUCKET/PREFIX, http://HOST[:PORT]/PATH, https://HOST[:PORT]/PATH or a local "
+    "folder";
+constexpr std::string_view kNoCredentials =
+    "credentials in the URL are not supported; use AWS_* variables or ~/.aws";
+
+Error url_error(std::string_view url, std::string_view what) {
+  return Error{EINVAL, "URL " + std::string(url) + ": " + std::string(what)};
+}
+
+bool is_alpha(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
+bool is_digit(char c) { return c >= '0' && c <= '9'; }
+bool is_hex(char c) { return is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
+char to_lower(char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c; }
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = to_lower(c);
+  return out;
+}
+
+// RFC 3986: ALPHA *( ALPHA / DIGIT / "+" / "-" / "." ). Anything else before "://" (a '/', a
+// space) means the text is a path that happens to contain "://", not a URL.
+bool is_scheme(std::string_view s) {
+  if (s.empty() || !is_alpha(s[0])) return false;
+  for (char c : s) {
+    if (!is_alpha(c) && !is_digit(c) && c != '+' && c != '-' && c != '.') return false;
+  }
+  return true;
+}
+
+// Control characters and spaces would end up in request lines and headers.
+bool has_control_or_space(std::string_view s) {
+  for (char c : s) {
+    auto u = static_cast<unsigned char>(c);
+    if (u <= 0x20 || u == 0x7f) return true;
+  }
+  return false;
+}
+
+// The URL with the userinfo replaced, so that an error about it does not echo a password.
+std::string without_userinfo(std::string_view text, size_t authority_start) {
+  size_t end = text.find_first_of("/?#", authority_start);
+  if (end == std::string_view::npos) end = text.size();
+  size_t at = text.rfind('@', end);
+  if (at == std::string_view::npos || at < authority_start) return std::string(text);
+  return std::string(text.substr(0, authority_start)) + "***" + std::string(text.substr(at));
+}
+
+std::optional<uint16_t> parse_port(std::string_view s) {
+  if (s.empty() || s.size() > 5) return std::nullopt;
+  for (char c : s) {
+    if (!is_digit(c)) return std::nullopt;
+  }
+  unsigned value = 0;
+  std::from_chars(s.data(), s.data() + s.size(), value);
+  if (value < 1 || value > 65535) return std::nullopt;
+  return static_cast<uint16_t>(value);
+}
+
+bool valid_host_name(std::string_view host) {
+  if (host.empty() || host.size() > 253) return false;
+  for (char c : host) {
+    if (!is_alpha(c) && !is_digit(c) && c != '-' && c != '.' && c != '_') return false;
+  }
+  return true;
+}
+
+bool valid_ipv6_literal(std::string_view host) {
+  if (host.size() < 2 || host.find(':') == std::string_view::npos) return false;
+  for (char c : host) {
+    if (!is_hex(c) && c != ':' && c != '.') return false;
+  }
+  return true;
+}
+
+// "/a/b" as it goes on the wire: printable, and every '%' starts a %XX escape.
+std::optional<std::string_view> path_problem(std::string_view path) {
+  for (size_t i = 0; i < path.size(); ++i) {
+    if (path[i] != '%') continue;
+    if (i + 2 >= path.size() || !is_hex(path[i + 1]) || !is_hex(path[i + 2])) {
+      return "a '%' in the path is not followed by two hex digits";
+    }
+  }
+  if (path.find("//") != std::string_view::npos) return "the path has an empty segment ('//')";
+  return std::nullopt;
+}
+
+// "http(s)://host[:port][/path]" after the scheme check; `text` is the whole URL for messages.
+Result<Endpoint> parse_http(std::string_view text, bool https, size_t authority_start) {
+  std::string_view rest = text.substr(authority_start);
+  size_t slash = rest.find('/');
+  std::string_view authority = rest.substr(0, slash);
+  std::string_view path = slash == std::string_view::npos ? std::string_view() : rest.substr(slash);
+
+  Endpoint ep;
+  ep.https = https;
+  ep.port = https ? 443 : 80;
+  std::string_view port_text;
+  bool has_port = false;
+  if (!authority.empty() && authority[0] == '[') {
+    size_t close = authority.find(']');
+    if (close == std::string_view::npos) return url_error(text, "'[' without a closing ']'");
+    std::string_view literal = authority.substr(1, close - 1);
+    if (!valid_ipv6_literal(literal)) {
+      return url_error(text, "'" + std::string(literal) + "' is not an IPv6 address");
+    }
+    ep.host = lower(literal);
+    std::string_view after = authority.substr(close + 1);
+    if (!after.empty()) {
+      if (after[0] != ':') return url_error(text, "unexpected text after the IPv6 address");
+      has_port = true;
+      port_text = after.substr(1);
+    }
+  } else {
+    size_t colon = authority.find(':');
+    if (colon != std::string_view::npos &&
+        authority.find(':', colon + 1) != std::string_view::npos) {
+      return url_error(text, "an IPv6 address must be in brackets: http://[::1]:8080/");
+    }
+    std::string_view host = authority.substr(0, colon);
+    if (host.empty()) return url_error(text, "no host");
+    if (!valid_host_name(host)) {
+      return url_error(text, "'" + std::string(host) + "' is not a host name or address");
+    }
+    ep.host = lower(host);
+    if (colon != std::string_view::npos) {
+      has_port = true;
+      port_text = authority.substr(colon + 1);
+    }
+  }
+  if (has_port) {
+    std::optional<uint16_t> port = parse_port(port_text);
+    if (!port) {
+      return url_error(text, "port '" + std::string(port_text) + "' is not a number in 1-65535");
+    }
+    ep.port = *port;
+  }
+  while (!path.empty() && path.back() == '/') path.remove_suffix(1);
+  if (auto problem = path_problem(path)) return url_error(text, *problem);
+  ep.base_path = std::string(path);
+  return ep;
+}
+
+// The checks every remote URL shares: the scheme's "://", no userinfo, query, fragment or
+// control characters. Returns where the authority starts.
+Result<size_t> check_remote(std::string_view text, size_t scheme_end) {
+  size_t authority_start = scheme_end + 3;
+  size_t authority_end = text.find_first_of("/?#", authority_start);
+  if (authority_end == std::string_view::npos) authority_end = text.size();
+  if (text.substr(authority_start, authority_end - authority_start).find('@') !=
+      std::string_view::npos) {
+    return url_error(without_userinfo(text, authority_start), kNoCredentials);
+  }
+  if (has_control_or_space(text)) {
+    return url_error(text, "spaces and control characters must be %-encoded");
+  }
+  if (text.find_first_of("?#") != std::string_view::npos) {
+    return url_error(text, "query strings ('?') and fragments ('#') are not supported");
+  }
+  return authority_start;
+}
+
+bool valid_bucket(std::string_view bucket) {
+  if (bucket.size() < 3 || bucket.size() > 63) return false;
+  for (char c : bucket) {
+    if (!(c >= 'a' && c <= 'z') && !is_digit(c) && c != '.' && c != '-') return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+std::string Endpoint::host_header() const {
+  std::string out = host.find(':') != std::string::npos ? "[" + host + "]" : host;
+  if (!default_port()) out += ":" + std::to_string(port);
+  return out;
+}
+
+std::string Endpoint::origin() const { return (https ? "https://" : "http://") + host_header(); }
+
+Result<StoreUrl> parse_store_url(std::string_view text) {
+  StoreUrl url;
+  url.text = std::string(text);
+  size_t scheme_end = text.find("://");
+  if (scheme_end == std::string_view::npos || !is_scheme(text.substr(0, scheme_end))) {
+    if (text.empty()) return Error{EINVAL, "URL: the store location is empty"};
+    url.kind = StoreUrl::Kind::local;
+    url.local = std::string(text);
+    return url;
+  }
+  std::string scheme = lower(text.substr(0, scheme_end));
+  if (scheme != "s3" && scheme != "http" && scheme != "https") {
+    return url_error(text, "unknown scheme '" + scheme + "://'; " + std::string(kSupported));
+  }
+  Result<size_t> authority_start = check_remote(text, scheme_end);
+  if (!authority_start) return std::move(authority_start).error();
+
+  if (scheme == "s3") {
+    std::string_view rest = text.substr(*authority_start);
+    size_t slash = rest.find('/');
+    std::string_view bucket = rest.substr(0, slash);
+    std::string_view prefix =
+        slash == std::string_view::npos ? std::string_view() : rest.substr(slash + 1);
+    if (bucket.empty()) return url_error(text, "no bucket; expected s3://BUCKET/PREFIX");
+    if (!valid_bucket(bucket)) {
+      return url_error(text, "bucket '" + std::string(bucket) +
+                                 "' is not 3-63 characters of a-z, 0-9, '.' and '-'");
+    }
+    while (!prefix.empty() && prefix.back() == '/') prefix.remove_suffix(1);
+    if (!prefix.empty() && prefix.front() == '/') {
+      return url_error(text, "the prefix starts with '/' (s3://BUCKET//...)");
+    }
+    url.kind = StoreUrl::Kind::s3;
+    url.bucket = std::string(bucket);
+    url.prefix = std::string(prefix);
+    return url;
+  }
+
+  Result<Endpoint> ep = parse_http(text, scheme == "https", *authority_start);
+  if (!ep) return std::move(ep).error();
+  url.kind = StoreUrl::Kind::http;
+  url.http = std::move(ep).value();
+  return url;
+}
+
+Result<Endpoint> parse_endpoint(std::string_view text) {
+  size_t scheme_end = text.find("://");
+  if (scheme_end == std::string_view::npos || !is_scheme(text.substr(0, scheme_end))) {
+    return url_error(text, "an endpoint must be http://HOST[:PORT][/PATH] or https://...");
+  }
+  std::string scheme = lower(text.substr(0, scheme_end));
+  if (scheme != "http" && scheme != "https") {
+    return url_error(text, "unknown endpoint scheme '" + scheme + "://'; supported: http://, https://");
+  }
+  Result<size_t> authority_start = check_remote(text, scheme_end);
+  if (!authority_start) return std::move(authority_start).error();
+  return parse_http(text, scheme == "https", *authority_start);
+}
+
+}  // namespace fid::storage
