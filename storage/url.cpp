@@ -48,11 +48,13 @@ bool is_scheme(std::string_view s) {
   return true;
 }
 
-// Control characters and spaces would end up in request lines and headers.
-bool has_control_or_space(std::string_view s) {
+// Control characters would end up in request lines and headers. A space is fine in an S3 key
+// (s3:// prefixes are raw key text, encoded when a request is made) but not in an http path,
+// which is sent as given.
+bool has_control(std::string_view s, bool space_too) {
   for (char c : s) {
     auto u = static_cast<unsigned char>(c);
-    if (u <= 0x20 || u == 0x7f) return true;
+    if (u < 0x20 || u == 0x7f || (space_too && u == 0x20)) return true;
   }
   return false;
 }
@@ -162,7 +164,7 @@ Result<Endpoint> parse_http(std::string_view text, bool https, size_t authority_
 
 // The checks every remote URL shares: the scheme's "://", no userinfo, query, fragment or
 // control characters. Returns where the authority starts.
-Result<size_t> check_remote(std::string_view text, size_t scheme_end) {
+Result<size_t> check_remote(std::string_view text, size_t scheme_end, bool s3) {
   size_t authority_start = scheme_end + 3;
   size_t authority_end = text.find_first_of("/?#", authority_start);
   if (authority_end == std::string_view::npos) authority_end = text.size();
@@ -170,8 +172,9 @@ Result<size_t> check_remote(std::string_view text, size_t scheme_end) {
       std::string_view::npos) {
     return url_error(text, kNoCredentials);
   }
-  if (has_control_or_space(text)) {
-    return url_error(text, "spaces and control characters must be %-encoded");
+  if (has_control(text, !s3)) {
+    return url_error(text, s3 ? "control characters are not allowed"
+                              : "spaces and control characters must be %-encoded");
   }
   if (text.find_first_of("?#") != std::string_view::npos) {
     return url_error(text, "query strings ('?') and fragments ('#') are not supported");
@@ -211,7 +214,7 @@ Result<StoreUrl> parse_store_url(std::string_view text) {
   if (scheme != "s3" && scheme != "http" && scheme != "https") {
     return url_error(text, "unknown scheme '" + scheme + "://'; " + std::string(kSupported));
   }
-  Result<size_t> authority_start = check_remote(text, scheme_end);
+  Result<size_t> authority_start = check_remote(text, scheme_end, scheme == "s3");
   if (!authority_start) return std::move(authority_start).error();
 
   if (scheme == "s3") {
@@ -253,7 +256,7 @@ Result<Endpoint> parse_endpoint(std::string_view text) {
   if (scheme != "http" && scheme != "https") {
     return url_error(text, "unknown endpoint scheme '" + scheme + "://'; supported: http://, https://");
   }
-  Result<size_t> authority_start = check_remote(text, scheme_end);
+  Result<size_t> authority_start = check_remote(text, scheme_end, false);
   if (!authority_start) return std::move(authority_start).error();
   return parse_http(text, scheme == "https", *authority_start);
 }

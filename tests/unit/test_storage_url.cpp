@@ -51,6 +51,9 @@ TEST(StoreUrl, S3BucketAndPrefix) {
   u = value_or_throw(parse_store_url("S3://abc/x//"));
   EXPECT_EQ(u.kind, StoreUrl::Kind::s3);
   EXPECT_EQ(u.prefix, "x");
+  u = value_or_throw(parse_store_url("s3://abc/my data/100%/"));  // raw key text
+  EXPECT_EQ(u.prefix, "my data/100%");
+  url_error("s3://abc/a\nb");
   u = value_or_throw(parse_store_url("s3://" + std::string(63, 'a') + "/p"));
   EXPECT_EQ(u.bucket.size(), 63u);
 }
