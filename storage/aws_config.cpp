@@ -3,6 +3,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <vector>
@@ -58,18 +59,24 @@ Result<IniFile> read_ini(std::string path, std::string_view setting) {
   IniFile file;
   file.path = std::move(path);
   if (file.path.empty()) return file;
+  auto cannot_read = [&](int err, std::string_view why) {
+    return Error{err, "AWS settings: cannot read " + file.path + " (" + std::string(setting) +
+                          "): " + std::string(why)};
+  };
+  std::error_code ec;
+  std::filesystem::file_status status = std::filesystem::status(file.path, ec);
+  if (status.type() == std::filesystem::file_type::not_found) return file;
+  if (status.type() == std::filesystem::file_type::directory) {
+    return cannot_read(EISDIR, "it is a directory");
+  }
   std::ifstream in(file.path, std::ios::binary);
   if (!in) {
-    int err = errno;
-    if (err == ENOENT || err == ENOTDIR) return file;
-    return Error{err ? err : EIO, "AWS settings: cannot read " + file.path + " (" +
-                                      std::string(setting) + "): " + std::strerror(err ? err : EIO)};
+    int err = errno ? errno : EIO;
+    return cannot_read(err, std::strerror(err));
   }
   std::ostringstream text;
   text << in.rdbuf();
-  if (in.bad()) {
-    return Error{EIO, "AWS settings: cannot read " + file.path + " (" + std::string(setting) + ")"};
-  }
+  if (in.bad()) return cannot_read(EIO, "read error");
   file.exists = true;
   file.sections = parse_aws_ini(text.str());
   return file;

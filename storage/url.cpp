@@ -13,8 +13,18 @@ constexpr std::string_view kSupported =
 constexpr std::string_view kNoCredentials =
     "credentials in the URL are not supported; use AWS_* variables or ~/.aws";
 
+// The URL as error messages show it: anything between "://" and the last '@' could be a
+// password (one with a '/' in it ends the RFC 3986 authority early), so it is never echoed.
+std::string shown(std::string_view url) {
+  size_t scheme_end = url.find("://");
+  if (scheme_end == std::string_view::npos) return std::string(url);
+  size_t at = url.rfind('@');
+  if (at == std::string_view::npos || at < scheme_end + 3) return std::string(url);
+  return std::string(url.substr(0, scheme_end + 3)) + "***" + std::string(url.substr(at));
+}
+
 Error url_error(std::string_view url, std::string_view what) {
-  return Error{EINVAL, "URL " + std::string(url) + ": " + std::string(what)};
+  return Error{EINVAL, "URL " + shown(url) + ": " + std::string(what)};
 }
 
 bool is_alpha(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
@@ -38,22 +48,15 @@ bool is_scheme(std::string_view s) {
   return true;
 }
 
-// Control characters and spaces would end up in request lines and headers.
-bool has_control_or_space(std::string_view s) {
+// Control characters would end up in request lines and headers. A space is fine in an S3 key
+// (s3:// prefixes are raw key text, encoded when a request is made) but not in an http path,
+// which is sent as given.
+bool has_control(std::string_view s, bool space_too) {
   for (char c : s) {
     auto u = static_cast<unsigned char>(c);
-    if (u <= 0x20 || u == 0x7f) return true;
+    if (u < 0x20 || u == 0x7f || (space_too && u == 0x20)) return true;
   }
   return false;
-}
-
-// The URL with the userinfo replaced, so that an error about it does not echo a password.
-std::string without_userinfo(std::string_view text, size_t authority_start) {
-  size_t end = text.find_first_of("/?#", authority_start);
-  if (end == std::string_view::npos) end = text.size();
-  size_t at = text.rfind('@', end);
-  if (at == std::string_view::npos || at < authority_start) return std::string(text);
-  return std::string(text.substr(0, authority_start)) + "***" + std::string(text.substr(at));
 }
 
 std::optional<uint16_t> parse_port(std::string_view s) {
@@ -102,6 +105,14 @@ Result<Endpoint> parse_http(std::string_view text, bool https, size_t authority_
   std::string_view authority = rest.substr(0, slash);
   std::string_view path = slash == std::string_view::npos ? std::string_view() : rest.substr(slash);
 
+  // "user:pass/word@host" ends the RFC authority at the '/', and the password then looks like
+  // a bad port or host; an authority error with an '@' later on is reported as credentials,
+  // without quoting the pieces.
+  bool maybe_userinfo = rest.find('@') != std::string_view::npos;
+  auto authority_error = [&](const std::string& what) {
+    return url_error(text, maybe_userinfo ? kNoCredentials : std::string_view(what));
+  };
+
   Endpoint ep;
   ep.https = https;
   ep.port = https ? 443 : 80;
@@ -109,15 +120,15 @@ Result<Endpoint> parse_http(std::string_view text, bool https, size_t authority_
   bool has_port = false;
   if (!authority.empty() && authority[0] == '[') {
     size_t close = authority.find(']');
-    if (close == std::string_view::npos) return url_error(text, "'[' without a closing ']'");
+    if (close == std::string_view::npos) return authority_error("'[' without a closing ']'");
     std::string_view literal = authority.substr(1, close - 1);
     if (!valid_ipv6_literal(literal)) {
-      return url_error(text, "'" + std::string(literal) + "' is not an IPv6 address");
+      return authority_error("'" + std::string(literal) + "' is not an IPv6 address");
     }
     ep.host = lower(literal);
     std::string_view after = authority.substr(close + 1);
     if (!after.empty()) {
-      if (after[0] != ':') return url_error(text, "unexpected text after the IPv6 address");
+      if (after[0] != ':') return authority_error("unexpected text after the IPv6 address");
       has_port = true;
       port_text = after.substr(1);
     }
@@ -125,12 +136,12 @@ Result<Endpoint> parse_http(std::string_view text, bool https, size_t authority_
     size_t colon = authority.find(':');
     if (colon != std::string_view::npos &&
         authority.find(':', colon + 1) != std::string_view::npos) {
-      return url_error(text, "an IPv6 address must be in brackets: http://[::1]:8080/");
+      return authority_error("an IPv6 address must be in brackets: http://[::1]:8080/");
     }
     std::string_view host = authority.substr(0, colon);
-    if (host.empty()) return url_error(text, "no host");
+    if (host.empty()) return authority_error("no host");
     if (!valid_host_name(host)) {
-      return url_error(text, "'" + std::string(host) + "' is not a host name or address");
+      return authority_error("'" + std::string(host) + "' is not a host name or address");
     }
     ep.host = lower(host);
     if (colon != std::string_view::npos) {
@@ -141,7 +152,7 @@ Result<Endpoint> parse_http(std::string_view text, bool https, size_t authority_
   if (has_port) {
     std::optional<uint16_t> port = parse_port(port_text);
     if (!port) {
-      return url_error(text, "port '" + std::string(port_text) + "' is not a number in 1-65535");
+      return authority_error("port '" + std::string(port_text) + "' is not a number in 1-65535");
     }
     ep.port = *port;
   }
@@ -153,16 +164,17 @@ Result<Endpoint> parse_http(std::string_view text, bool https, size_t authority_
 
 // The checks every remote URL shares: the scheme's "://", no userinfo, query, fragment or
 // control characters. Returns where the authority starts.
-Result<size_t> check_remote(std::string_view text, size_t scheme_end) {
+Result<size_t> check_remote(std::string_view text, size_t scheme_end, bool s3) {
   size_t authority_start = scheme_end + 3;
   size_t authority_end = text.find_first_of("/?#", authority_start);
   if (authority_end == std::string_view::npos) authority_end = text.size();
   if (text.substr(authority_start, authority_end - authority_start).find('@') !=
       std::string_view::npos) {
-    return url_error(without_userinfo(text, authority_start), kNoCredentials);
+    return url_error(text, kNoCredentials);
   }
-  if (has_control_or_space(text)) {
-    return url_error(text, "spaces and control characters must be %-encoded");
+  if (has_control(text, !s3)) {
+    return url_error(text, s3 ? "control characters are not allowed"
+                              : "spaces and control characters must be %-encoded");
   }
   if (text.find_first_of("?#") != std::string_view::npos) {
     return url_error(text, "query strings ('?') and fragments ('#') are not supported");
@@ -202,7 +214,7 @@ Result<StoreUrl> parse_store_url(std::string_view text) {
   if (scheme != "s3" && scheme != "http" && scheme != "https") {
     return url_error(text, "unknown scheme '" + scheme + "://'; " + std::string(kSupported));
   }
-  Result<size_t> authority_start = check_remote(text, scheme_end);
+  Result<size_t> authority_start = check_remote(text, scheme_end, scheme == "s3");
   if (!authority_start) return std::move(authority_start).error();
 
   if (scheme == "s3") {
@@ -213,6 +225,8 @@ Result<StoreUrl> parse_store_url(std::string_view text) {
         slash == std::string_view::npos ? std::string_view() : rest.substr(slash + 1);
     if (bucket.empty()) return url_error(text, "no bucket; expected s3://BUCKET/PREFIX");
     if (!valid_bucket(bucket)) {
+      // As for http: "key:sec/ret@bucket" would otherwise quote half a secret as the bucket.
+      if (rest.find('@') != std::string_view::npos) return url_error(text, kNoCredentials);
       return url_error(text, "bucket '" + std::string(bucket) +
                                  "' is not 3-63 characters of a-z, 0-9, '.' and '-'");
     }
@@ -242,7 +256,7 @@ Result<Endpoint> parse_endpoint(std::string_view text) {
   if (scheme != "http" && scheme != "https") {
     return url_error(text, "unknown endpoint scheme '" + scheme + "://'; supported: http://, https://");
   }
-  Result<size_t> authority_start = check_remote(text, scheme_end);
+  Result<size_t> authority_start = check_remote(text, scheme_end, false);
   if (!authority_start) return std::move(authority_start).error();
   return parse_http(text, scheme == "https", *authority_start);
 }

@@ -29,8 +29,9 @@ struct StoreUrl {
   Kind kind = Kind::local;
   std::string text;    // as given, for messages (URLs carry no secrets)
   std::string local;   // Kind::local: the folder
-  // Kind::s3: the bucket and the key prefix ("" or "a/b", no leading or trailing slash); the
-  // endpoint comes from the AWS settings (aws_config.h).
+  // Kind::s3: the bucket and the key prefix ("" or "a/b", no leading or trailing slash) as raw
+  // key text, not %-decoded (as the aws CLI takes s3:// URLs); the endpoint comes from the AWS
+  // settings (aws_config.h).
   std::string bucket, prefix;
   // Kind::http: the server and the store's path on it.
   Endpoint http;
