@@ -1,5 +1,7 @@
 #include "core/filesystem.h"
 
+#include "storage/disk_cache.h"
+
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <unistd.h>
@@ -7,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/log.h"
+#include "storage/disk_cache.h"
 
 namespace fid::core {
 
@@ -224,6 +227,15 @@ void Filesystem::add_read_path_stats(nlohmann::ordered_json& j) const {
   j["storage_bytes"] = source_.counters().bytes.load();
   j["storage_reads"] = source_.counters().requests.load();
   j["storage_retries"] = source_.counters().retries.load();
+  if (storage::DiskCache* dc = storage::as_disk_cache(source_)) {
+    const storage::DiskCacheStats d = dc->disk_stats();
+    j["disk_cache"] = {{"hits", d.hits}, {"partial_hits", d.partial_hits}, {"misses", d.misses},
+                       {"bytes_from_disk", d.bytes_from_disk}, {"bytes_written", d.bytes_written},
+                       {"not_kept", d.not_kept}, {"evictions", d.evictions}, {"dropped", d.dropped},
+                       {"errors", d.errors}, {"used", d.used_bytes}, {"max", d.max_bytes}};
+  } else {
+    j["disk_cache"] = nullptr;
+  }
   j["records_read"] = io.records_read.load();
   j["record_bytes"] = io.record_bytes.load();
   j["prefix_extensions"] = io.prefix_extensions.load();

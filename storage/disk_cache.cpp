@@ -91,6 +91,8 @@ class DiskCachedSource final : public RecordSource, public DiskCache {
   void read_ranges(std::span<RangeRead> batch, Done done) override;
   void read_prefixes(std::span<PrefixRead> batch, Done done) override;
   const std::vector<std::string>& problems() const override { return inner_->problems(); }
+  const SourceCounters& counters() const override { return inner_->counters(); }
+  uint64_t in_flight_target() const override { return inner_->in_flight_target(); }
   std::string describe() const override;
   bool drop_cached(uint32_t record) override;
   DiskCacheStats disk_stats() const override;
@@ -311,11 +313,6 @@ void DiskCachedSource::issue(std::shared_ptr<Job> job, Done done) {
     done();
     return;
   }
-  uint64_t bytes = 0;
-  for (const PrefixRead& p : job->whole) bytes += p.len;
-  for (const RangeRead& r : job->parts) bytes += r.dst.size();
-  counters_.requests.fetch_add(job->whole.size() + job->parts.size(), std::memory_order_relaxed);
-  counters_.bytes.fetch_add(bytes, std::memory_order_relaxed);
   job->done = std::move(done);
   auto one = [this, job] {
     if (job->pending.fetch_sub(1, std::memory_order_acq_rel) == 1) complete(*job);

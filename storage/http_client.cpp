@@ -15,6 +15,11 @@
 namespace fid::storage {
 
 namespace {
+// Bodies at least this large time the link's rate (smaller ones are mostly latency).
+constexpr uint64_t kTimedBodyBytes = 256 << 10;
+}  // namespace
+
+namespace {
 
 using Clock = std::chrono::steady_clock;
 constexpr size_t kMaxErrorBody = 16 * 1024;  // of an error response, kept for its S3 code
@@ -184,6 +189,19 @@ HttpClient::~HttpClient() {
   thread_.join();
 }
 
+uint64_t HttpClient::bandwidth_delay_bytes() const {
+  std::lock_guard lock(timing_mu_);
+  return static_cast<uint64_t>(latency_s_ * rate_bps_);
+}
+
+void HttpClient::observe(uint64_t body_bytes, double first_byte_s, double body_s) {
+  constexpr double kWeight = 0.2;  // of the newest sample
+  const double rate = static_cast<double>(body_bytes) / body_s;
+  std::lock_guard lock(timing_mu_);
+  latency_s_ = rate_bps_ == 0 ? first_byte_s : (1 - kWeight) * latency_s_ + kWeight * first_byte_s;
+  rate_bps_ = rate_bps_ == 0 ? rate : (1 - kWeight) * rate_bps_ + kWeight * rate;
+}
+
 void HttpClient::submit(HttpRequest request) {
   auto t = std::make_unique<Transfer>();
   t->req = std::move(request);
@@ -308,6 +326,11 @@ void HttpClient::run() {
 
   // An attempt ended: done, failed, or due again after a backoff.
   const auto finish = [&](std::unique_ptr<Transfer> t, CURLcode code) {
+    curl_off_t pre = 0, first = 0, total = 0;  // microseconds from the attempt's start
+    curl_easy_getinfo(t->easy, CURLINFO_PRETRANSFER_TIME_T, &pre);
+    curl_easy_getinfo(t->easy, CURLINFO_STARTTRANSFER_TIME_T, &first);
+    curl_easy_getinfo(t->easy, CURLINFO_TOTAL_TIME_T, &total);
+    const curl_off_t first_byte_us = first - pre, body_us = total - first;
     curl_multi_remove_handle(e.multi, t->easy);
     e.idle_handles.push_back(t->easy);
     t->easy = nullptr;
@@ -331,6 +354,8 @@ void HttpClient::run() {
     const http::Judgement j = http::judge(a);
     switch (j.verdict) {
       case http::Verdict::done:
+        if (t->body >= kTimedBodyBytes && first_byte_us >= 0 && body_us > 0)
+          observe(t->body, static_cast<double>(first_byte_us) / 1e6, static_cast<double>(body_us) / 1e6);
         complete(std::move(t), {});
         return;
       case http::Verdict::fail:

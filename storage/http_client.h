@@ -90,13 +90,22 @@ class HttpClient {
 
   const HttpOptions& options() const { return opts_; }
 
+  // About bandwidth x latency in bytes, from the transfers completed so far: the moving average
+  // of the time to a response's first byte times that of the rate at which a body then
+  // arrives. 0 until a body of 256 KiB or more has been timed.
+  uint64_t bandwidth_delay_bytes() const;
+
  private:
+  // Takes one completed transfer's timing into the averages (transfer thread).
+  void observe(uint64_t body_bytes, double first_byte_s, double body_s);
   struct Engine;  // the curl multi handle and everything only the transfer thread touches
   void run();
 
   const HttpOptions opts_;
   std::mutex mu_;
   std::unique_ptr<Engine> engine_;  // made on the first submit (after any fork)
+  mutable std::mutex timing_mu_;
+  double latency_s_ = 0, rate_bps_ = 0;  // moving averages; 0: no sample yet
   std::thread thread_;
 };
 

@@ -52,6 +52,7 @@ class HttpRecordSource final : public RecordSource {
   // Missing and short records refuse the open (open_remote_store), so there are none here.
   const std::vector<std::string>& problems() const override { return problems_; }
   std::string describe() const override;
+  uint64_t in_flight_target() const override { return client_.bandwidth_delay_bytes(); }
   using RecordSource::read_prefix;
   using RecordSource::read_ranges;
 

@@ -1,10 +1,15 @@
 #include "storage/open_store.h"
 
+#include "storage/disk_cache.h"
 #include "storage/local_record_source.h"
 #include "storage/remote_store.h"
 #include "storage/url.h"
 
 namespace fid::storage {
+
+namespace {
+constexpr uint64_t kDefaultDiskCacheBytes = 10ull << 30;
+}  // namespace
 
 Result<OpenedStore> open_store(const std::string& location, const StoreOptions& opts) {
   Result<StoreUrl> url = parse_store_url(location);
@@ -25,9 +30,10 @@ Result<OpenedStore> open_store(const std::string& location, const StoreOptions& 
   out.source = std::move(remote->source);
   out.index_file = std::move(remote->index_file);
   out.identity = std::move(remote->identity);
-  // DISK CACHE (not yet): with opts.disk_cache set, wrap out.source here with
-  // make_disk_cached_source(*out.store, std::move(out.source), opts.disk_cache,
-  // opts.disk_cache_size, out.identity) (storage/disk_cache.h).
+  if (!opts.disk_cache.empty())
+    out.source = make_disk_cached_source(*out.store, std::move(out.source), opts.disk_cache,
+                                         opts.disk_cache_size ? opts.disk_cache_size : kDefaultDiskCacheBytes,
+                                         out.identity);
   return out;
 }
 

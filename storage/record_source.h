@@ -65,7 +65,8 @@ class RecordSource {
   // Bytes of record r failed their checksums. A source that keeps copies (the disk cache) drops
   // its copy and returns true: reading again then fetches from the origin. Others return false.
   virtual bool drop_cached(uint32_t /*record*/) { return false; }
-  const SourceCounters& counters() const { return counters_; }
+  // What this source fetched from where the records live (a cache in front reports its origin's).
+  virtual const SourceCounters& counters() const { return counters_; }
 
   // Blocking forms of the two reads.
   void read_ranges(std::span<RangeRead> batch);
