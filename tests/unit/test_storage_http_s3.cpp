@@ -36,7 +36,7 @@ class S3SourceTest : public fid::testutil::PackedStore {
     const std::string start = std::string(FIDELITYFS_SOURCE_DIR) + "/scripts/s3-server.sh start " + kServerDir.string() +
                               " >/dev/null 2>" + kServerDir.string() + ".log";
     if (std::system(start.c_str()) != 0) {
-      skip_ = "scripts/s3-server.sh did not start (see " + kServerDir.string() + ".log)";
+      failed_ = "scripts/s3-server.sh did not start (see " + kServerDir.string() + ".log)";
       return;
     }
     started_ = true;
@@ -57,6 +57,7 @@ class S3SourceTest : public fid::testutil::PackedStore {
  protected:
   void SetUp() override {
     if (!skip_.empty()) GTEST_SKIP() << skip_;
+    if (!failed_.empty()) FAIL() << failed_;  // installed but broken: a failure, not a skip
     PackedStore::SetUp();
     opts_.index_cache = (cache_.path() / "index-cache").string();
   }
@@ -68,6 +69,7 @@ class S3SourceTest : public fid::testutil::PackedStore {
   }
 
   static inline std::string skip_;
+  static inline std::string failed_;
   static inline bool started_ = false;
   fid::testutil::TempDir cache_;
   fid::storage::StoreOptions opts_;
