@@ -111,6 +111,9 @@ def test_s3_mount_reads_every_file_at_two_levels(s3_url, remote_store, tmp_path)
             assert s["store"] == s3_url
             assert s["storage_reads"] > 0
             assert s["eio_errors"] == 0
+            for name in ("stats", "config"):  # no secret in what the mount shows
+                with open(os.path.join(mnt, ".fidelity", name)) as f:
+                    assert os.environ["AWS_SECRET_ACCESS_KEY"] not in f.read()
 
 
 def test_s3_inspect_and_verify_take_the_url(s3_url, remote_store):
