@@ -6,11 +6,10 @@
 # Everything runs in a network namespace this script makes (it re-executes itself under
 # `ip netns exec`): a throwaway Ceph RGW (scripts/s3-server.sh) on its loopback, and in front of it
 # tests/integration/fault_proxy.py adding RTT_MS to every request (this kernel has no tc netem).
-# Every client (fidelityfs, s3fs, rclone) talks to the proxy. Bandwidth: a tc tbf on the
-# namespace's loopback at 2 x LINK_MBIT, because through the proxy each body byte crosses lo twice
-# (RGW -> proxy -> client). The rate the link achieves is measured in the same run (single GETs of
-# a 128 MiB object through the proxy, curl) and that measured figure is the "link bandwidth" of
-# the goals.
+# Every client (fidelityfs, s3fs, rclone) talks to the proxy. Bandwidth: a tc tbf of TBF_MBIT on
+# the namespace's loopback, which every body byte crosses twice through the proxy (RGW -> proxy ->
+# client). What the link achieves end to end is measured in the same run (single GETs of a 128 MiB
+# object through the proxy, curl) and that measured figure is the "link bandwidth" of the goals.
 #
 # Per kind (imagenet: 25 KB JPEGs; imagenet-sized: 107 KB), each run cold (a fresh mount, page
 # cache dropped; fidelityfs keeps its index cache, never record data: no disk_cache; s3fs without
@@ -30,12 +29,12 @@
 # RSS: the peak (VmHWM) of the daemon (fidelityfs, s3fs, rclone).
 # Needs root (network namespace, tc, drop_caches, mounts).
 #   scripts/bench/remote.sh [COUNT=5000] [RUNS=3] [KINDS=imagenet]   (KINDS: imagenet,imagenet-sized)
-#   env: LINK_MBIT=400 RTT_MS=20 THREADS=8 PEER_FILES=1000 CACHE=256MiB
+#   env: TBF_MBIT=800 RTT_MS=20 THREADS=8 PEER_FILES=1000 CACHE=256MiB
 source "$(dirname "$0")/common.sh"
 count=${1:-5000}
 runs=${2:-3}
 kinds=${3:-imagenet}
-link_mbit=${LINK_MBIT:-400}
+tbf_mbit=${TBF_MBIT:-800}
 rtt_ms=${RTT_MS:-20}
 threads=${THREADS:-8}
 peer_files=${PEER_FILES:-1000}
@@ -104,7 +103,7 @@ rm -f "$work/link-test"
 printf 'uploaded in %.0f s\n' "$(echo "$(now) - $t0" | bc -l)" >&2
 
 # The link: tbf on this namespace's loopback, the proxy adding RTT_MS to every request.
-tc qdisc add dev lo root tbf rate "$((2 * link_mbit))mbit" burst 512kb latency 100ms
+tc qdisc add dev lo root tbf rate "${tbf_mbit}mbit" burst 512kb latency 100ms
 /usr/bin/python3 "$proxy_py" --upstream "${rgw#http://}" >"$work/proxy.out" 2>"$work/proxy.err" &
 proxy_pid=$!
 for _ in $(seq 100); do grep -q '^PORT ' "$work/proxy.out" && break; sleep 0.1; done
@@ -163,6 +162,7 @@ run_fid() {  # LEVEL random|order RUN
   cp "$m/.fidelity/stats" "$st"
   local rss
   rss=$(kb "$pid" VmHWM)
+  errors "fidelityfs $level $mode run $r" "$out"
   fid_umount "$m" "$pid"
   echo "$(field "$out" files_per_s) $(field "$out" bytes) $(pyget "$st" storage_bytes) $pb $pg $pr $rss $(field "$out" files)"
 }
@@ -185,7 +185,9 @@ run_peer() {  # s3fs|rclone RUN
     s3fs "$bucket:/raw-$kind" "$m" -f -o "ro,url=$purl,use_path_request_style,passwd_file=$work/s3fs.passwd" \
       >>"$work/s3fs.log" 2>&1 &
   else
-    RCLONE_CONFIG_FIDRGW_TYPE=s3 RCLONE_CONFIG_FIDRGW_PROVIDER=Ceph RCLONE_CONFIG_FIDRGW_ENV_AUTH=false \
+    # (AWS_CA_BUNDLE, when the environment sets one, makes rclone's S3 client fail: "unable to
+    # load custom CA bundle, HTTPClient's transport unsupported type"; the endpoint is plain http)
+    env -u AWS_CA_BUNDLE RCLONE_CONFIG_FIDRGW_TYPE=s3 RCLONE_CONFIG_FIDRGW_PROVIDER=Ceph RCLONE_CONFIG_FIDRGW_ENV_AUTH=false \
       RCLONE_CONFIG_FIDRGW_ACCESS_KEY_ID=$AWS_ACCESS_KEY_ID RCLONE_CONFIG_FIDRGW_SECRET_ACCESS_KEY=$AWS_SECRET_ACCESS_KEY \
       RCLONE_CONFIG_FIDRGW_ENDPOINT=$purl RCLONE_CONFIG_FIDRGW_REGION=us-east-1 \
       rclone mount "fidrgw:$bucket/raw-$kind" "$m" --read-only --vfs-cache-mode off >>"$work/rclone.log" 2>&1 &
@@ -198,11 +200,12 @@ run_peer() {  # s3fs|rclone RUN
   out=$(read_list "$work/lists/cur")
   read -r pb pg pr < <(pcount)
   local rss
-  rss=$(kb "$peer_pid" VmHWM)
+  rss=$(kb "$peer_pid" VmHWM 2>/dev/null) || rss=0
+  errors "$peer run $r" "$out"
   fusermount3 -u "$m" 2>/dev/null || fusermount -u "$m"
   wait_exit "$peer_pid"
   kill "$peer_pid" 2>/dev/null || true
-  echo "$(field "$out" files_per_s) $(field "$out" bytes) $pb $pb $pg $pr $rss $(field "$out" files)"
+  echo "$(field "$out" files_per_s) $(field "$out" bytes) $pb $pb $pg $pr ${rss:-0} $(field "$out" files)"
 }
 
 # run_nodes ranks|quarters RUN -> "images/s served storage proxy GETs requests rss_max files": four
@@ -229,6 +232,7 @@ run_nodes() {
   local files=0 served=0 storage=0 secs=0 rss=0 o
   for R in 0 1 2 3; do
     o=$(cat "$work/lists/n$R.out")
+    errors "node $R $mode run $r" "$o"
     files=$((files + $(field "$o" files)))
     served=$((served + $(field "$o" bytes)))
     secs=$(echo "s = $(field "$o" seconds); if (s > $secs) s else $secs" | bc -l)
@@ -242,13 +246,18 @@ run_nodes() {
   echo "$(echo "$files / $secs" | bc -l) $served $storage $pb $pg $pr $rss $files"
 }
 
+# errors WHAT JSON: notes readbench's read errors (printed after the tables)
+errors() {
+  local e
+  e=$(field "$2" errors 2>/dev/null) || e='no result'
+  [[ $e == 0 ]] || echo "$1: read errors: $e" >>"$work/errors"
+}
 x() { echo "$1" | bc -l; }
 met() { if (($(echo "$1" | bc -l))); then echo met; else echo "NOT met"; fi; }
 
-printf '\nremote benchmark: Ceph RGW (memstore) behind fault_proxy.py in a network namespace; link: tbf %d Mbit/s on lo\n' \
-  "$((2 * link_mbit))"
-printf '(each body byte crosses lo twice through the proxy: %d Mbit/s end to end) + %d ms per request at the proxy\n' \
-  "$link_mbit" "$rtt_ms"
+printf '\nremote benchmark: Ceph RGW (memstore) behind fault_proxy.py in a network namespace; link: tc tbf %d Mbit/s\n' \
+  "$tbf_mbit"
+printf 'on its loopback (crossed twice by every body byte through the proxy) + %d ms per request at the proxy\n' "$rtt_ms"
 printf 'measured link: %.1f MB/s (%.0f Mbit/s; median of 3 single GETs of 128 MiB through the proxy, curl), request RTT %.1f ms\n' \
   "$(x "$link_bps / 1000000")" "$(x "$link_bps * 8 / 1000000")" "$(x "$rtt_seen * 1000")"
 printf '%d reader threads (readbench), cold every run (fresh mount, page cache dropped, no disk cache), median of %d runs\n' \
@@ -354,8 +363,8 @@ for kind in ${kinds//,/ }; do
     "$q" "$(met "$q <= 1.05")" "$(x "$(med "4 nodes quarters" fetched) / $record_bytes")"
 
   {
-    printf '{"kind": "%s", "files": %d, "runs": %d, "link_bps": %s, "link_mbit_tbf": %d, "rtt_ms": %s, "threads": %d, "peer_files": %d, "record_bytes": %s, "contenders": {' \
-      "$kind" "$n" "$runs" "$link_bps" "$((2 * link_mbit))" "$rtt_ms" "$threads" "$peer_files" "$record_bytes"
+    printf '{"kind": "%s", "files": %d, "runs": %d, "link_bps": %s, "tbf_mbit": %d, "rtt_ms": %s, "threads": %d, "peer_files": %d, "record_bytes": %s, "contenders": {' \
+      "$kind" "$n" "$runs" "$link_bps" "$tbf_mbit" "$rtt_ms" "$threads" "$peer_files" "$record_bytes"
     sep=
     for name in "${names[@]}"; do
       printf '%s"%s": {' "$sep" "$name"
@@ -371,3 +380,4 @@ for kind in ${kinds//,/ }; do
   } >"$BENCH_DIR/results/remote-$kind-$count.json"
   unset R
 done
+if [[ -s $work/errors ]]; then printf '\nREAD ERRORS:\n'; cat "$work/errors"; fi
