@@ -88,7 +88,7 @@ eval "$(FIDELITYFS_S3_MEMSTORE_BYTES=$need "$root/scripts/s3-server.sh" start "$
 rgw=$AWS_ENDPOINT_URL
 s3() { aws --endpoint-url "$rgw" s3 "$@"; }
 bucket=fidbench
-s3 mb "s3://$bucket"
+s3 mb "s3://$bucket" >&2
 t0=$(now)
 for kind in ${kinds//,/ }; do
   src=$(make_dataset "$kind" "$count" 20)
