@@ -11,7 +11,7 @@ if [[ $what == test || $what == bench ]]; then
          nginx-light openssl curl awscli radosgw ceph-mon ceph-osd ceph-common)
 fi
 if [[ $what == bench ]]; then
-  pkgs+=(squashfuse squashfs-tools bc libwebp-dev webp python3-matplotlib libbenchmark-dev)
+  pkgs+=(squashfuse squashfs-tools bc libwebp-dev webp python3-matplotlib libbenchmark-dev s3fs rclone iproute2)
 fi
 missing=()
 for p in "${pkgs[@]}"; do

@@ -10,6 +10,7 @@
 # used. Only stdout carries the export lines; all progress and errors go to stderr.
 # Debian's awscli 2.x ignores AWS_ENDPOINT_URL: pass --endpoint-url "$AWS_ENDPOINT_URL" to it.
 # Bucket names shorter than 3 characters are refused by RGW.
+# The OSD keeps its data in RAM: FIDELITYFS_S3_MEMSTORE_BYTES (default 1 GiB) bounds what it holds.
 set -euo pipefail
 
 BOOT_TIMEOUT=120   # seconds start may take before it gives up (with the log tails)
@@ -199,7 +200,7 @@ mon data = $dir/mon/\$id
 [osd]
 osd data = $dir/osd/\$id
 osd objectstore = memstore
-memstore device bytes = 1073741824
+memstore device bytes = ${FIDELITYFS_S3_MEMSTORE_BYTES:-1073741824}
 
 [client.rgw.a]
 rgw data = $dir/rgw

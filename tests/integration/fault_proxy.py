@@ -12,7 +12,8 @@ sides: one upstream connection per client connection.
 Control, answered by the proxy itself on the same port (never forwarded):
 
     POST /__fault__?mode=MODE[&param=value...]   set the fault; answers the new state as JSON
-    GET  /__fault__/stats                        {"requests", "faults", "by_mode", "mode", ...}
+    GET  /__fault__/stats                        {"requests", "by_method", "bytes_out", "faults",
+                                                  "by_mode", "mode", ...}
     POST /__fault__/reset-stats                  zero the counters
 
 Modes (each applies to the requests it selects: every one, or a fraction `p` of them drawn from
@@ -30,6 +31,8 @@ restricts it to requests whose target contains that text):
     delay    ms=M                 wait M ms before forwarding (emulated round-trip time)
 bytes defaults to half the body. `latency_ms=M` (with any mode) delays every forwarded request
 by M ms without counting as a fault: RTT emulation under faults (no tc netem on this kernel).
+`bytes_out` counts the response body bytes forwarded to clients (what a client fetched; chunked
+bodies with their chunk framing), `by_method` the forwarded requests by method.
 """
 import argparse
 import asyncio
@@ -183,8 +186,8 @@ class Proxy:
 
     @staticmethod
     def zero_stats():
-        return {"requests": 0, "faults": 0, "by_mode": {}, "connections": 0, "upstream_connections": 0,
-                "client_disconnects": 0}
+        return {"requests": 0, "by_method": {}, "bytes_out": 0, "faults": 0, "by_mode": {}, "connections": 0,
+                "upstream_connections": 0, "client_disconnects": 0}
 
     def choose(self, target):
         """The fault to apply to this request, or None; counts it."""
@@ -242,6 +245,8 @@ class Proxy:
                     await self.control(head, client_reader, client_writer)
                     continue
                 self.stats["requests"] += 1
+                method = head.first.split(" ")[0]
+                self.stats["by_method"][method] = self.stats["by_method"].get(method, 0) + 1
                 fault = self.choose(target)
                 if fault and fault.mode == "status":
                     await self.discard_body(head, client_reader)
@@ -314,7 +319,7 @@ class Proxy:
         if expect and has_body:
             # A final answer before the body: the client may or may not send it; end here.
             cwriter.write(resp.raw)
-            await self.relay_body(head, resp, ureader, cwriter)
+            await self.relay_body(head, resp, ureader, _Counted(cwriter, self))
             return None, False
         return await self.respond(head, resp, ureader, uwriter, cwriter, fault, up)
 
@@ -346,14 +351,15 @@ class Proxy:
         n = self.body_length(req, resp)
         cwriter.write(resp.raw)
         await cwriter.drain()
+        body = _Counted(cwriter, self)  # the body goes through it: bytes_out
         mode = fault.mode if fault else "none"
         if mode in ("truncate", "stall", "reset") and isinstance(n, int):
             part = fault.bytes if fault.bytes is not None else n // 2
             part = max(0, min(part, n))
-            await copy_exact(ureader, cwriter, part)
+            await copy_exact(ureader, body, part)
             if mode == "stall":
                 await asyncio.sleep(fault.seconds)
-                await copy_exact(ureader, cwriter, n - part)
+                await copy_exact(ureader, body, n - part)
                 return up, not (req.wants_close() or resp.wants_close())
             # The upstream connection holds the unread rest: drop it with the client's.
             uwriter.close()
@@ -363,12 +369,28 @@ class Proxy:
                 await cwriter.drain()
                 cwriter.close()
             return None, False
-        await self.relay_body(req, resp, ureader, cwriter)
+        await self.relay_body(req, resp, ureader, body)
         keep = n is not None and not (req.wants_close() or resp.wants_close())
         if n is None or resp.wants_close():
             uwriter.close()
             up = None
         return up, keep
+
+
+class _Counted:
+    """A writer that adds what it forwards to the proxy's current bytes_out (reset-stats may
+    replace the counters mid-body: the bytes after it count in the new ones)."""
+
+    def __init__(self, writer, proxy):
+        self.writer = writer
+        self.proxy = proxy
+
+    def write(self, data):
+        self.proxy.stats["bytes_out"] += len(data)
+        self.writer.write(data)
+
+    async def drain(self):
+        await self.writer.drain()
 
 
 class _Sink:

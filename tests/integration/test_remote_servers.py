@@ -117,12 +117,15 @@ def test_proxy_passes_bytes_through_exactly(proxied):
     c.request("GET", "/missing")
     r = c.getresponse()
     assert r.status == 404
-    r.read()
+    missing = r.read()
     c.close()
     s = proxy.stats()
     # one client connection, one upstream connection: keep-alive on both sides
     assert s["requests"] == len(RANGES) + 4 and s["faults"] == 0
+    assert s["by_method"] == {"GET": len(RANGES) + 3, "HEAD": 1}
     assert s["upstream_connections"] == 1
+    # bytes_out: the bodies forwarded (the 404's body too; a HEAD has none)
+    assert s["bytes_out"] == sum(b - a + 1 for a, b in RANGES + [(0, SIZE - 1)]) + SIZE + len(missing)
 
 
 def fraction_faults(proxy, code=500, p=0.5, n=40):

@@ -1,0 +1,383 @@
+#!/usr/bin/env bash
+# Cold epochs from object storage over an emulated link: fidelityfs mounting a packed store from
+# S3 against s3fs and rclone mounting the raw ImageFolder from the same server, same run, same
+# reader (readbench, THREADS threads), same link, every run cold.
+#
+# Everything runs in a network namespace this script makes (it re-executes itself under
+# `ip netns exec`): a throwaway Ceph RGW (scripts/s3-server.sh) on its loopback, and in front of it
+# tests/integration/fault_proxy.py adding RTT_MS to every request (this kernel has no tc netem).
+# Every client (fidelityfs, s3fs, rclone) talks to the proxy. Bandwidth: a tc tbf of TBF_MBIT on
+# the namespace's loopback, which every body byte crosses twice through the proxy (RGW -> proxy ->
+# client). What the link achieves end to end is measured in the same run (single GETs of a 128 MiB
+# object through the proxy, curl) and that measured figure is the "link bandwidth" of the goals.
+#
+# Per kind (imagenet: 25 KB JPEGs; imagenet-sized: 107 KB), each run cold (a fresh mount, page
+# cache dropped; fidelityfs keeps its index cache, never record data: no disk_cache; s3fs without
+# use_cache; rclone with --vfs-cache-mode off):
+#   fid random        fidelityfs at full level, every file in a random order (seed = run)
+#   fid order full/L5/L1  fidelityfs at full level, 5, 1, its published order .fidelity/order/epoch-RUN
+#   s3fs random       s3fs 1.90, the first PEER_FILES files of the same random order
+#   rclone random     rclone mount (S3 remote, provider Ceph), the same PEER_FILES files
+#   4 nodes, ranks    four fidelityfs mounts at full level reading epoch-RUN.rank-R-of-4 together,
+#                     THREADS/4 reader threads each
+#   4 nodes, random quarters   four mounts each reading a disjoint random quarter (DistributedSampler
+#                     with shuffle over the ImageFolder: nodes without rank orders), random order
+# Contenders take turns within a run (a different one first each run); figures are medians of RUNS.
+# Fetched bytes: fidelityfs's .fidelity/stats storage_bytes; for s3fs and rclone the response body
+# bytes the proxy forwarded (its bytes_out; also shown for fidelityfs as a check). Requests: the
+# proxy's counts after the mount (so a peer's HEAD/LIST per lookup counts), GETs and all requests.
+# RSS: the peak (VmHWM) of the daemon (fidelityfs, s3fs, rclone).
+# Needs root (network namespace, tc, drop_caches, mounts).
+#   scripts/bench/remote.sh [COUNT=5000] [RUNS=3] [KINDS=imagenet]   (KINDS: imagenet,imagenet-sized)
+#   env: TBF_MBIT=800 RTT_MS=20 THREADS=8 PEER_FILES=1000 CACHE=256MiB
+source "$(dirname "$0")/common.sh"
+count=${1:-5000}
+runs=${2:-3}
+kinds=${3:-imagenet}
+tbf_mbit=${TBF_MBIT:-800}
+rtt_ms=${RTT_MS:-20}
+threads=${THREADS:-8}
+peer_files=${PEER_FILES:-1000}
+cache=${CACHE:-256MiB}
+[[ $EUID == 0 ]] || { echo "remote.sh: needs root (network namespace, tc, drop_caches, mounts)" >&2; exit 2; }
+rb=$root/build/scripts/bench/readbench
+proxy_py=$root/tests/integration/fault_proxy.py
+work=$BENCH_DIR/remote
+
+# ---- outside the namespace: build, datasets, stores; then the namespace ------------------------
+if [[ -z ${FIDBENCH_INNER:-} ]]; then
+  BUILD_TARGETS="fidelityfs readbench" bench_setup
+  for kind in ${kinds//,/ }; do
+    src=$(make_dataset "$kind" "$count" 20)
+    store=$BENCH_DIR/remote-store-$kind-$count
+    [[ -f $store/index.sqlite ]] || "$bin" pack "$src" "$store" --progress off --jobs 2 >/dev/null
+  done
+  ns=fidbench-$$
+  ip netns add "$ns"
+  trap 'ip netns del "$ns" 2>/dev/null || true' EXIT
+  ip netns exec "$ns" ip link set lo up
+  rc=0
+  FIDBENCH_INNER=$ns ip netns exec "$ns" "$root/scripts/bench/remote.sh" "$@" || rc=$?
+  exit $rc
+fi
+
+# ---- inside the namespace ----------------------------------------------------------------------
+ns=$FIDBENCH_INNER
+rm -rf "$work"
+mkdir -p "$work"/{mnt,s3fs,rclone,n0,n1,n2,n3,lists,stats} "$BENCH_DIR/results"
+s3dir=$work/s3
+proxy_pid=''
+# Unmounting ends the daemons (fidelityfs, s3fs and rclone exit once unmounted); the runs happen in
+# command substitutions, so their pids are not known here.
+cleanup() {
+  local m
+  for m in "$work"/{mnt,s3fs,rclone,n0,n1,n2,n3}; do
+    if mountpoint -q "$m"; then fusermount3 -u "$m" 2>/dev/null || umount -l "$m" || true; fi
+  done
+  if [[ -n $proxy_pid ]]; then kill "$proxy_pid" 2>/dev/null || true; fi
+  "$root/scripts/s3-server.sh" stop "$s3dir" || true
+}
+trap cleanup EXIT
+
+# Room for every kind's raw tree and store, and the link test object, in the OSD's RAM.
+need=$((256 << 20))
+for kind in ${kinds//,/ }; do
+  need=$((need + 2 * $(du -sb "$(make_dataset "$kind" "$count" 20)" | cut -f1) + (64 << 20)))
+done
+eval "$(FIDELITYFS_S3_MEMSTORE_BYTES=$need "$root/scripts/s3-server.sh" start "$s3dir")"
+rgw=$AWS_ENDPOINT_URL
+s3() { aws --endpoint-url "$rgw" s3 "$@"; }
+bucket=fidbench
+s3 mb "s3://$bucket" >&2
+t0=$(now)
+for kind in ${kinds//,/ }; do
+  src=$(make_dataset "$kind" "$count" 20)
+  store=$BENCH_DIR/remote-store-$kind-$count
+  s3 cp --only-show-errors --recursive --exclude .done "$src" "s3://$bucket/raw-$kind"
+  s3 cp --only-show-errors --recursive "$store/records" "s3://$bucket/store-$kind/records"
+  s3 cp --only-show-errors "$store/index.sqlite" "s3://$bucket/store-$kind/index.sqlite"
+done
+head -c $((128 << 20)) /dev/urandom >"$work/link-test"
+s3 cp --only-show-errors --acl public-read "$work/link-test" "s3://$bucket/link-test"
+rm -f "$work/link-test"
+printf 'uploaded in %.0f s\n' "$(echo "$(now) - $t0" | bc -l)" >&2
+
+# The link: tbf on this namespace's loopback, the proxy adding RTT_MS to every request.
+tc qdisc add dev lo root tbf rate "${tbf_mbit}mbit" burst 512kb latency 100ms
+/usr/bin/python3 "$proxy_py" --upstream "${rgw#http://}" >"$work/proxy.out" 2>"$work/proxy.err" &
+proxy_pid=$!
+for _ in $(seq 100); do grep -q '^PORT ' "$work/proxy.out" && break; sleep 0.1; done
+purl=http://127.0.0.1:$(awk '/^PORT/ {print $2}' "$work/proxy.out")
+curl -sf -X POST "$purl/__fault__?mode=none&latency_ms=$rtt_ms" >/dev/null
+pstats() { curl -sf "$purl/__fault__/stats"; }
+preset() { curl -sf -X POST "$purl/__fault__/reset-stats" >/dev/null; }
+# the proxy's counters: "bytes_out GET requests"
+pcount() { pstats | /usr/bin/python3 -c 'import json,sys; s=json.load(sys.stdin); print(s["bytes_out"], s["by_method"].get("GET", 0), s["requests"])'; }
+
+link=()
+for i in 1 2 3; do
+  link+=("$(curl -sf -o /dev/null -w '%{speed_download}' "$purl/$bucket/link-test")")
+done
+link_bps=$(printf '%s\n' "${link[@]}" | median)
+# RTT as a client sees it: a small request's time through the proxy
+rtt_seen=$(curl -sf -o /dev/null -w '%{time_total}' "$purl/$bucket/link-test" -r 0-0)
+
+export -n AWS_ENDPOINT_URL  # every client gets the proxy explicitly
+hz=$(getconf CLK_TCK)
+
+# shuffled SEED N -> the first N paths (relative) of a seeded random order of the tree
+shuffled() {
+  /usr/bin/python3 -c 'import random,sys; f=open(sys.argv[1]).read().split("\n")[:-1]; random.Random(int(sys.argv[2])).shuffle(f)
+print("".join(p + "\n" for p in f[:int(sys.argv[3])]), end="")' "$work/lists/all.rel" "$1" "$2"
+}
+# read_list LIST [THREADS] -> readbench's JSON (the list in its order)
+read_list() { timeout 600 "$rb" "$1" --threads "${2:-$threads}" --in-order; }
+pyget() { /usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$1" "$2"; }
+
+# fid_mount MNT LEVEL -> the daemon's pid
+fid_mount() {
+  "$bin" mount "s3://$bucket/store-$kind" "$1" -o "endpoint=$purl,scan_group=$2,cache=$cache"
+  local pid
+  pgrep -f -x "$bin mount s3://$bucket/store-$kind $1 .*" | head -1
+}
+fid_umount() {  # MNT PID
+  fusermount3 -u "$1"
+  wait_exit "$2"
+}
+
+# Each run prints one line: "images/s served_bytes fetched_bytes proxy_bytes GETs requests rss_kb files"
+run_fid() {  # LEVEL random|order RUN
+  local level=$1 mode=$2 r=$3 m=$work/mnt pid out st
+  pid=$(fid_mount "$m" "$level")
+  if [[ $mode == order ]]; then
+    sed "s|^|$m/|" "$m/.fidelity/order/epoch-$r" >"$work/lists/cur"
+  else
+    shuffled "$r" "$count" | sed "s|^|$m/|" >"$work/lists/cur"
+  fi
+  cold
+  preset
+  out=$(read_list "$work/lists/cur")
+  read -r pb pg pr < <(pcount)
+  st=$work/stats/fid-$level-$mode-$r.json
+  cp "$m/.fidelity/stats" "$st"
+  local rss
+  rss=$(kb "$pid" VmHWM)
+  errors "fidelityfs $level $mode run $r" "$out"
+  fid_umount "$m" "$pid"
+  echo "$(field "$out" files_per_s) $(field "$out" bytes) $(pyget "$st" storage_bytes) $pb $pg $pr $rss $(field "$out" files)"
+}
+
+wait_mounted() {  # MNT PID: until MNT is a mount point (30 s), or the daemon died
+  for _ in $(seq 300); do
+    mountpoint -q "$1" && return 0
+    kill -0 "$2" 2>/dev/null || { echo "remote.sh: the daemon for $1 exited" >&2; return 1; }
+    sleep 0.1
+  done
+  echo "remote.sh: $1 not mounted after 30 s" >&2
+  return 1
+}
+
+run_peer() {  # s3fs|rclone RUN
+  local peer=$1 r=$2 m=$work/$1 out
+  if [[ $peer == s3fs ]]; then
+    printf '%s:%s\n' "$AWS_ACCESS_KEY_ID" "$AWS_SECRET_ACCESS_KEY" >"$work/s3fs.passwd"
+    chmod 600 "$work/s3fs.passwd"
+    s3fs "$bucket:/raw-$kind" "$m" -f -o "ro,url=$purl,use_path_request_style,passwd_file=$work/s3fs.passwd" \
+      >>"$work/s3fs.log" 2>&1 &
+  else
+    # (AWS_CA_BUNDLE, when the environment sets one, makes rclone's S3 client fail: "unable to
+    # load custom CA bundle, HTTPClient's transport unsupported type"; the endpoint is plain http)
+    env -u AWS_CA_BUNDLE RCLONE_CONFIG_FIDRGW_TYPE=s3 RCLONE_CONFIG_FIDRGW_PROVIDER=Ceph RCLONE_CONFIG_FIDRGW_ENV_AUTH=false \
+      RCLONE_CONFIG_FIDRGW_ACCESS_KEY_ID=$AWS_ACCESS_KEY_ID RCLONE_CONFIG_FIDRGW_SECRET_ACCESS_KEY=$AWS_SECRET_ACCESS_KEY \
+      RCLONE_CONFIG_FIDRGW_ENDPOINT=$purl RCLONE_CONFIG_FIDRGW_REGION=us-east-1 \
+      rclone mount "fidrgw:$bucket/raw-$kind" "$m" --read-only --vfs-cache-mode off >>"$work/rclone.log" 2>&1 &
+  fi
+  peer_pid=$!
+  wait_mounted "$m" "$peer_pid"
+  shuffled "$r" "$peer_files" | sed "s|^|$m/|" >"$work/lists/cur"
+  cold
+  preset
+  out=$(read_list "$work/lists/cur")
+  read -r pb pg pr < <(pcount)
+  local rss
+  rss=$(kb "$peer_pid" VmHWM 2>/dev/null) || rss=0
+  errors "$peer run $r" "$out"
+  fusermount3 -u "$m" 2>/dev/null || fusermount -u "$m"
+  wait_exit "$peer_pid"
+  kill "$peer_pid" 2>/dev/null || true
+  echo "$(field "$out" files_per_s) $(field "$out" bytes) $pb $pb $pg $pr ${rss:-0} $(field "$out" files)"
+}
+
+# run_nodes ranks|quarters RUN -> "images/s served storage proxy GETs requests rss_max files": four
+# mounts at full level read together; images/s: all files over the slowest node's time.
+run_nodes() {
+  local mode=$1 r=$2 R pids=() rpids=() t=$(((threads + 3) / 4))
+  for R in 0 1 2 3; do pids+=("$(fid_mount "$work/n$R" full)"); done
+  for R in 0 1 2 3; do
+    local m=$work/n$R
+    if [[ $mode == ranks ]]; then
+      sed "s|^|$m/|" "$m/.fidelity/order/epoch-$r.rank-$R-of-4" >"$work/lists/n$R"
+    else  # DistributedSampler(shuffle=True): a seeded permutation, rank R takes every 4th from R
+      shuffled "$r" "$count" | awk -v R="$R" '(NR - 1) % 4 == R' | sed "s|^|$m/|" >"$work/lists/n$R"
+    fi
+  done
+  cold
+  preset
+  for R in 0 1 2 3; do
+    read_list "$work/lists/n$R" "$t" >"$work/lists/n$R.out" &
+    rpids+=($!)
+  done
+  for p in "${rpids[@]}"; do wait "$p"; done
+  read -r pb pg pr < <(pcount)
+  local files=0 served=0 storage=0 secs=0 rss=0 o
+  for R in 0 1 2 3; do
+    o=$(cat "$work/lists/n$R.out")
+    errors "node $R $mode run $r" "$o"
+    files=$((files + $(field "$o" files)))
+    served=$((served + $(field "$o" bytes)))
+    secs=$(echo "s = $(field "$o" seconds); if (s > $secs) s else $secs" | bc -l)
+    cp "$work/n$R/.fidelity/stats" "$work/stats/nodes-$mode-$r-$R.json"
+    storage=$((storage + $(pyget "$work/stats/nodes-$mode-$r-$R.json" storage_bytes)))
+    local k
+    k=$(kb "${pids[$R]}" VmHWM)
+    ((k > rss)) && rss=$k
+  done
+  for R in 0 1 2 3; do fid_umount "$work/n$R" "${pids[$R]}"; done
+  echo "$(echo "$files / $secs" | bc -l) $served $storage $pb $pg $pr $rss $files"
+}
+
+# errors WHAT JSON: notes readbench's read errors (printed after the tables)
+errors() {
+  local e
+  e=$(field "$2" errors 2>/dev/null) || e='no result'
+  [[ $e == 0 ]] || echo "$1: read errors: $e" >>"$work/errors"
+}
+x() { echo "$1" | bc -l; }
+met() { if (($(echo "$1" | bc -l))); then echo met; else echo "NOT met"; fi; }
+
+printf '\nremote benchmark: Ceph RGW (memstore) behind fault_proxy.py in a network namespace; link: tc tbf %d Mbit/s\n' \
+  "$tbf_mbit"
+printf 'on its loopback (crossed twice by every body byte through the proxy) + %d ms per request at the proxy\n' "$rtt_ms"
+printf 'measured link: %.1f MB/s (%.0f Mbit/s; median of 3 single GETs of 128 MiB through the proxy, curl), request RTT %.1f ms\n' \
+  "$(x "$link_bps / 1000000")" "$(x "$link_bps * 8 / 1000000")" "$(x "$rtt_seen * 1000")"
+printf '%d reader threads (readbench), cold every run (fresh mount, page cache dropped, no disk cache), median of %d runs\n' \
+  "$threads" "$runs"
+
+for kind in ${kinds//,/ }; do
+  src=$(make_dataset "$kind" "$count" 20)
+  store=$BENCH_DIR/remote-store-$kind-$count
+  (cd "$src" && find . -name '*.JPEG' | sort | sed 's|^\./||') >"$work/lists/all.rel"
+  n=$(wc -l <"$work/lists/all.rel")
+  ((peer_files > n)) && peer_files=$n
+  record_bytes=$(find "$store/records" -type f -printf '%s\n' | awk '{s += $1} END {print s}')
+  nrec=$(find "$store/records" -type f | wc -l)
+
+  declare -A R=()  # R[name,metric] = "v1 v2 ..." one value a run
+  names=("fid random" "fid order full" "fid order L5" "fid order L1" "s3fs random" "rclone random" "4 nodes ranks"
+         "4 nodes quarters")
+  for ((r = 1; r <= runs; r++)); do
+    for ((i = 0; i < ${#names[@]}; i++)); do
+      name=${names[$(((i + r - 1) % ${#names[@]}))]}
+      case $name in
+        "fid random") line=$(run_fid full random "$r") ;;
+        "fid order full") line=$(run_fid full order "$r") ;;
+        "fid order L5") line=$(run_fid 5 order "$r") ;;
+        "fid order L1") line=$(run_fid 1 order "$r") ;;
+        "s3fs random") line=$(run_peer s3fs "$r") ;;
+        "rclone random") line=$(run_peer rclone "$r") ;;
+        "4 nodes ranks") line=$(run_nodes ranks "$r") ;;
+        "4 nodes quarters") line=$(run_nodes quarters "$r") ;;
+      esac
+      read -r a b c d e f g h <<<"$line"
+      for kv in "fps $a" "served $b" "fetched $c" "proxy $d" "gets $e" "reqs $f" "rss $g" "files $h"; do
+        R[$name,${kv%% *}]+="${kv#* } "
+      done
+      echo "$kind run $r: $name: $line" >&2
+    done
+  done
+
+  med() { tr ' ' '\n' <<<"${R[$1,$2]}" | grep . | median; }
+  # per image: the median over runs of (metric / files)
+  per() {
+    local -a v f
+    read -ra v <<<"${R[$1,$2]}"
+    read -ra f <<<"${R[$1,files]}"
+    for i in "${!v[@]}"; do x "${v[$i]} / ${f[$i]}"; done | median
+  }
+  # the median over runs of metric A / metric B
+  ratio() {
+    local -a a b
+    read -ra a <<<"${R[$1,$2]}"
+    read -ra b <<<"${R[$3,$4]}"
+    for i in "${!a[@]}"; do x "${a[$i]} / ${b[$i]}"; done | median
+  }
+  src_b=$(find "$src" -name '*.JPEG' -printf '%s\n' | awk '{s += $1} END {print s}')
+  printf '\n%s: %d JPEGs (%.0f B on average, %.1f MB) in 20 classes; store: %d records, %.1f MB; s3fs and rclone read the first %d files of each run'"'"'s random order\n' \
+    "$kind" "$n" "$(x "$src_b / $n")" "$(x "$src_b / 1000000")" "$nrec" "$(x "$record_bytes / 1000000")" "$peer_files"
+  printf '%-17s %9s %14s %15s %9s %14s %10s %14s %11s\n' config images/s "served B/img" "fetched B/img" \
+    "fetch/srv" "proxy B/img" "GETs/img" "requests/img" "daemon RSS"
+  for name in "fid random" "fid order full" "fid order L5" "fid order L1" "s3fs random" "rclone random"; do
+    printf '%-17s %9.0f %14.0f %15.0f %9.3f %14.0f %10.3f %14.3f %7d MiB\n' "$name" "$(med "$name" fps)" \
+      "$(per "$name" served)" "$(per "$name" fetched)" "$(ratio "$name" fetched "$name" served)" "$(per "$name" proxy)" \
+      "$(per "$name" gets)" "$(per "$name" reqs)" "$(($(tr ' ' '\n' <<<"${R[$name,rss]}" | grep . | sort -g | tail -1) / 1024))"
+  done
+  printf '(fetched: fidelityfs storage_bytes, the peers the proxy'"'"'s bytes_out; proxy B/img: bytes_out for all; daemon RSS: peak over runs)\n'
+  printf '\nfour mounts as four nodes at full level, %d reader threads each, reading together (store records: %d B)\n' \
+    "$(((threads + 3) / 4))" "$record_bytes"
+  printf '%-17s %9s %16s %18s %14s\n' config images/s "fetched, all 4" "fetched / store" "GETs/img"
+  for name in "4 nodes ranks" "4 nodes quarters"; do
+    printf '%-17s %9.0f %16.0f %18.3f %14.3f\n' "$name" "$(med "$name" fps)" "$(med "$name" fetched)" \
+      "$(x "$(med "$name" fetched) / $record_bytes")" "$(per "$name" gets)"
+  done
+  printf '(ranks: .fidelity/order/epoch-RUN.rank-R-of-4; quarters: each node a disjoint random quarter, random order)\n'
+
+  printf '\ngoals (%s):\n' "$kind"
+  fo=$(med "fid order full" fps)
+  sb=$(per "fid order full" served)
+  lim=$(x "$link_bps / $sb")
+  printf 'goal: published order at full level >= 0.8 x link / served bytes per image: measured %.0f images/s = %.2f x (%.1f MB/s / %.0f B = %.0f images/s) -> %s\n' \
+    "$fo" "$(x "$fo / $lim")" "$(x "$link_bps / 1000000")" "$sb" "$lim" "$(met "$fo >= 0.8 * $lim")"
+  for f in "fid random" "fid order full"; do
+    for p in "s3fs random" "rclone random"; do
+      q=$(ratio "$f" fps "$p" fps)
+      printf 'goal: >= 10x the images/s of %s: fidelityfs %s measured %.1fx (%.0f vs %.0f images/s) -> %s\n' "${p% random}" \
+        "$([[ $f == "fid random" ]] && echo "random order" || echo "published order, full level")" "$q" "$(med "$f" fps)" \
+        "$(med "$p" fps)" "$(met "$q >= 10")"
+    done
+  done
+  for k in 5 1; do
+    sp=$(ratio "fid order L$k" fps "fid order full" fps)
+    br=$(ratio "fid order full" served "fid order L$k" served)
+    printf 'goal: level %d over full >= 0.9 x byte ratio: measured %.2fx images/s for %.2fx fewer bytes = %.2f -> %s\n' \
+      "$k" "$sp" "$br" "$(x "$sp / $br")" "$(met "$sp >= 0.9 * $br")"
+  done
+  for name in "fid order full" "fid order L5" "fid order L1"; do
+    q=$(ratio "$name" fetched "$name" served)
+    printf 'goal: fetched / served <= 1.05 in published order (%s): measured %.3f -> %s\n' "${name#fid order }" "$q" \
+      "$(met "$q <= 1.05")"
+  done
+  q=$(ratio "fid random" fetched "fid random" served)
+  printf 'goal: fetched / served <= 1.3 in random order: measured %.3f -> %s\n' "$q" "$(met "$q <= 1.3")"
+  q=$(x "$(med "4 nodes ranks" fetched) / $record_bytes")
+  printf 'goal: four nodes reading ranks 0-3 of 4 fetch together <= 1.05x the store: measured %.3fx -> %s (nodes each reading a random quarter: %.3fx; nodes each reading every record whole: 4x)\n' \
+    "$q" "$(met "$q <= 1.05")" "$(x "$(med "4 nodes quarters" fetched) / $record_bytes")"
+
+  {
+    printf '{"kind": "%s", "files": %d, "runs": %d, "link_bps": %s, "tbf_mbit": %d, "rtt_ms": %s, "threads": %d, "peer_files": %d, "record_bytes": %s, "contenders": {' \
+      "$kind" "$n" "$runs" "$link_bps" "$tbf_mbit" "$rtt_ms" "$threads" "$peer_files" "$record_bytes"
+    sep=
+    for name in "${names[@]}"; do
+      printf '%s"%s": {' "$sep" "$name"
+      s2=
+      for k in fps served fetched proxy gets reqs rss files; do
+        printf '%s"%s": [%s]' "$s2" "$k" "$(echo ${R[$name,$k]} | tr ' ' ',')"
+        s2=', '
+      done
+      printf '}'
+      sep=', '
+    done
+    printf '}}\n'
+  } >"$BENCH_DIR/results/remote-$kind-$count.json"
+  unset R
+done
+if [[ -s $work/errors ]]; then printf '\nREAD ERRORS:\n'; cat "$work/errors"; fi
