@@ -4,11 +4,9 @@ rank's own files), the quasi-random window, the order seed (config and root xatt
 xattrs, and the torch sampler that follows them."""
 import errno
 import os
-import sys
 
 import pytest
 
-from conftest import REPO
 from mountutil import mounted, walk_files
 
 ORDER = os.path.join(".fidelity", "order")
@@ -147,8 +145,7 @@ def test_window_and_layout_xattrs(imagenet_store, mnt, tmp_path):
 def test_sampler_follows_the_order(imagenet_store, mnt):
     torch = pytest.importorskip("torch")
     datasets = pytest.importorskip("torchvision.datasets")
-    sys.path.insert(0, os.path.join(REPO, "scripts"))
-    from fidelity_sampler import FidelityOrderSampler
+    from fidelityfs.sampler import FidelityOrderSampler  # python/ (conftest puts it on sys.path)
     with mounted(imagenet_store, mnt):
         ds = datasets.ImageFolder(mnt)
         sampler = FidelityOrderSampler(ds)

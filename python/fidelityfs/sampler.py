@@ -2,7 +2,7 @@
 ImageFolder on the mount reads records nearly sequentially (cold epochs at storage speed) while
 batches stay statistically close to a uniform shuffle.
 
-    from fidelity_sampler import FidelityOrderSampler
+    from fidelityfs.sampler import FidelityOrderSampler
     ds = torchvision.datasets.ImageFolder("/mnt/in/train", transform=tf)
     sampler = FidelityOrderSampler(ds)            # rank/world from torch.distributed if set
     loader = torch.utils.data.DataLoader(ds, batch_size=256, sampler=sampler, num_workers=8)
@@ -22,17 +22,9 @@ import os
 
 import torch.utils.data
 
+from .stats import find_mount_root
 
-def find_mount_root(path):
-    """The nearest ancestor of `path` (itself included) that has a /.fidelity control folder."""
-    p = os.path.abspath(path)
-    while True:
-        if os.path.isdir(os.path.join(p, ".fidelity", "order")):
-            return p
-        parent = os.path.dirname(p)
-        if parent == p:
-            raise FileNotFoundError(f"{path} is not inside a fidelityfs mount (no .fidelity/order above it)")
-        p = parent
+__all__ = ["FidelityOrderSampler", "find_mount_root"]
 
 
 class FidelityOrderSampler(torch.utils.data.Sampler):
