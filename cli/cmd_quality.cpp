@@ -118,7 +118,9 @@ std::string measure_file(const index::Store& store, storage::RecordSource& sourc
 struct LevelSummary {
   int level = 0;
   double bytes_fraction = 0;
-  double psnr = 0;     // mean over the images not equal to full; +inf when all are
+  // PSNR of the sample's mean luma MSE: an image equal to full adds an error of 0 (a mean of
+  // per-image PSNRs would be infinite as soon as one is). +inf when all are equal.
+  double psnr = 0;
   size_t identical = 0;  // images whose level decodes to exactly the full pixels
   double ssim = 0;
   double msssim_mean = 0;
@@ -141,25 +143,20 @@ Summary summarize(const std::vector<const FileResult*>& files, int levels, doubl
     LevelSummary l;
     l.level = k;
     uint64_t bytes = 0;
-    double psnr_sum = 0, ssim_sum = 0, msssim_sum = 0;
-    size_t finite = 0;
+    double mse_sum = 0, ssim_sum = 0, msssim_sum = 0;
     std::vector<double> msssim;
     for (const FileResult* f : files) {
       const codec::QualityScores& s = f->scores[i];
       bytes += f->bytes[i];
-      if (std::isinf(s.psnr)) {
-        l.identical++;
-      } else {
-        psnr_sum += s.psnr;
-        finite++;
-      }
+      if (std::isinf(s.psnr)) l.identical++;
+      mse_sum += s.mse;
       ssim_sum += s.ssim;
       msssim_sum += s.msssim;
       msssim.push_back(s.msssim);
     }
     const auto n = static_cast<double>(files.size());
     l.bytes_fraction = full_bytes ? static_cast<double>(bytes) / static_cast<double>(full_bytes) : 0;
-    l.psnr = finite ? psnr_sum / static_cast<double>(finite) : std::numeric_limits<double>::infinity();
+    l.psnr = mse_sum > 0 ? 10 * std::log10(255.0 * 255.0 / (mse_sum / n)) : std::numeric_limits<double>::infinity();
     l.ssim = ssim_sum / n;
     l.msssim_mean = msssim_sum / n;
     l.msssim_p5 = codec::percentile(std::move(msssim), 5);

@@ -189,8 +189,8 @@ fid::Result<QualityScores> compare_luma(const LumaPlane& reference, const LumaPl
     const double d = reference.values[i] - test.values[i];
     squared += d * d;
   }
-  const double mse = squared / static_cast<double>(reference.values.size());
-  s.psnr = mse == 0 ? std::numeric_limits<double>::infinity() : 10 * std::log10(kDataRange * kDataRange / mse);
+  s.mse = squared / static_cast<double>(reference.values.size());
+  s.psnr = s.mse == 0 ? std::numeric_limits<double>::infinity() : 10 * std::log10(kDataRange * kDataRange / s.mse);
 
   double weight_sum = 0;
   for (int i = 0; i < s.msssim_scales; ++i) weight_sum += kMsSsimWeights[static_cast<size_t>(i)];

@@ -42,6 +42,7 @@ LumaPlane luma_of(int width, int height, int components, std::span<const uint8_t
 LumaPlane luma_of(const DecodedImage& image);
 
 struct QualityScores {
+  double mse = 0;   // mean squared luma difference
   double psnr = 0;  // dB; +infinity for equal planes
   double ssim = 0;
   double msssim = 0;

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from PIL import Image
 from scipy.ndimage import gaussian_filter
-from skimage.metrics import peak_signal_noise_ratio, structural_similarity
+from skimage.metrics import mean_squared_error, peak_signal_noise_ratio, structural_similarity
 
 from conftest import run
 from fidstore import Store
@@ -116,7 +116,7 @@ def test_recommended_is_the_lowest_level_meeting_the_target(sampled, imagenet_st
 def test_metrics_match_scikit_image(sampled, imagenet_store):
     store = Store(imagenet_store)
     levels = store.levels
-    ref = {"psnr": [[] for _ in range(levels)], "ssim": [[] for _ in range(levels)],
+    ref = {"mse": [[] for _ in range(levels)], "ssim": [[] for _ in range(levels)],
            "msssim": [[] for _ in range(levels)]}
     for rel in sampled["files"]:
         ours = sampled["per_file"][rel]
@@ -133,16 +133,19 @@ def test_metrics_match_scikit_image(sampled, imagenet_store):
                 assert ours["psnr"][k] is None, (rel, k)
             else:
                 assert ours["psnr"][k] == pytest.approx(psnr, abs=1e-6), (rel, k)
-                ref["psnr"][k].append(psnr)
+            ref["mse"][k].append(mean_squared_error(full, y))
             assert ours["ssim"][k] == pytest.approx(ssim, abs=1e-6), (rel, k)
             assert ours["msssim"][k] == pytest.approx(ms, abs=1e-6), (rel, k)
             ref["ssim"][k].append(ssim)
             ref["msssim"][k].append(ms)
     for k, lv in enumerate(sampled["levels"]):
-        if ref["psnr"][k]:
-            assert lv["psnr"] == pytest.approx(np.mean(ref["psnr"][k]), abs=1e-3)
+        # A level's PSNR is that of the sample's mean MSE (an image equal to full adds 0).
+        mse = np.mean(ref["mse"][k])
+        if mse > 0:
+            assert lv["psnr"] == pytest.approx(10 * np.log10(255 ** 2 / mse), abs=1e-3)
         else:
             assert lv["psnr"] is None
+        assert lv["identical"] == sum(1 for m in ref["mse"][k] if m == 0)
         assert lv["ssim"] == pytest.approx(np.mean(ref["ssim"][k]), abs=1e-3)
         assert lv["msssim"]["mean"] == pytest.approx(np.mean(ref["msssim"][k]), abs=1e-3)
         assert lv["msssim"]["p5"] == pytest.approx(np.percentile(ref["msssim"][k], 5), abs=1e-3)
