@@ -7,7 +7,7 @@ pkgs=(build-essential cmake pkg-config libfuse3-dev fuse3 libjpeg62-turbo-dev li
       libjpeg-turbo-progs libsqlite3-dev libyaml-cpp-dev libcli11-dev nlohmann-json3-dev libxxhash-dev
       libfmt-dev liburing-dev libspng-dev libcurl4-openssl-dev libssl-dev libpng-dev attr python3 python3-pil python3-numpy)
 if [[ $what == test || $what == bench ]]; then
-  pkgs+=(libgtest-dev clang libclang-rt-14-dev python3-pytest python3-xxhash python3-torch python3-torchvision
+  pkgs+=(libgtest-dev clang libclang-rt-14-dev python3-pytest python3-xxhash python3-torch python3-torchvision python3-skimage python3-yaml python3-matplotlib
          nginx-light openssl curl awscli radosgw ceph-mon ceph-osd ceph-common)
 fi
 if [[ $what == bench ]]; then
