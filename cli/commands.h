@@ -16,5 +16,6 @@ void register_inspect(CLI::App& app, int& exit_code);
 void register_verify(CLI::App& app, int& exit_code);
 void register_mount(CLI::App& app, int& exit_code);
 void register_l3(CLI::App& app, int& exit_code);
+void register_quality(CLI::App& app, int& exit_code);
 
 }  // namespace fid::cli

@@ -14,6 +14,7 @@ int main(int argc, char** argv) {
   fid::cli::register_pack(app, exit_code);
   fid::cli::register_inspect(app, exit_code);
   fid::cli::register_verify(app, exit_code);
+  fid::cli::register_quality(app, exit_code);
   fid::cli::register_mount(app, exit_code);
   fid::cli::register_l3(app, exit_code);
   try {

@@ -8,7 +8,8 @@ pkgs=(build-essential cmake pkg-config libfuse3-dev fuse3 libjpeg62-turbo-dev li
       libfmt-dev liburing-dev libspng-dev libcurl4-openssl-dev libssl-dev libpng-dev attr python3 python3-pil python3-numpy)
 if [[ $what == test || $what == bench ]]; then
   pkgs+=(libgtest-dev clang libclang-rt-14-dev python3-pytest python3-xxhash python3-torch python3-torchvision
-         python3-setuptools python3-pip nginx-light openssl curl awscli radosgw ceph-mon ceph-osd ceph-common)
+         python3-setuptools python3-pip python3-skimage python3-yaml python3-matplotlib
+         nginx-light openssl curl awscli radosgw ceph-mon ceph-osd ceph-common)
 fi
 if [[ $what == bench ]]; then
   pkgs+=(squashfuse squashfs-tools bc libwebp-dev webp python3-matplotlib libbenchmark-dev s3fs rclone iproute2)
