@@ -47,3 +47,25 @@ cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 cold() { sync; echo 3 >/proc/sys/vm/drop_caches; }
 # wait_exit PID: waits (30 s at most) for a process to exit, on a pidfd; at once if it has.
 wait_exit() { /usr/bin/python3 -c "import os,select,sys; select.select([os.pidfd_open(int(sys.argv[1]))], [], [], 30)" "$1" 2>/dev/null || true; }
+
+# The runs kept in the caller's associative array R (R[name,key] = "v1 v2 ...", one value a run) as
+# JSON: {"name": {"key": [v1, v2, ...], ...}, ...} for the names in the array named $1 and the keys
+# after it; a key without values is left out.
+runs_json() {  # NAMES_ARRAY KEY...
+  local -n names_=$1
+  shift
+  local sep='' s2 name k
+  printf '{'
+  for name in "${names_[@]}"; do
+    printf '%s"%s": {' "$sep" "$name"
+    s2=''
+    for k in "$@"; do
+      [[ -n ${R[$name,$k]:-} ]] || continue
+      printf '%s"%s": [%s]' "$s2" "$k" "$(echo ${R[$name,$k]} | tr ' ' ',')"
+      s2=', '
+    done
+    printf '}'
+    sep=', '
+  done
+  printf '}'
+}

@@ -363,20 +363,10 @@ for kind in ${kinds//,/ }; do
     "$q" "$(met "$q <= 1.05")" "$(x "$(med "4 nodes quarters" fetched) / $record_bytes")"
 
   {
-    printf '{"kind": "%s", "files": %d, "runs": %d, "link_bps": %s, "tbf_mbit": %d, "rtt_ms": %s, "threads": %d, "peer_files": %d, "record_bytes": %s, "contenders": {' \
+    printf '{"kind": "%s", "files": %d, "runs": %d, "link_bps": %s, "tbf_mbit": %d, "rtt_ms": %s, "threads": %d, "peer_files": %d, "record_bytes": %s, "contenders": ' \
       "$kind" "$n" "$runs" "$link_bps" "$tbf_mbit" "$rtt_ms" "$threads" "$peer_files" "$record_bytes"
-    sep=
-    for name in "${names[@]}"; do
-      printf '%s"%s": {' "$sep" "$name"
-      s2=
-      for k in fps served fetched proxy gets reqs rss files; do
-        printf '%s"%s": [%s]' "$s2" "$k" "$(echo ${R[$name,$k]} | tr ' ' ',')"
-        s2=', '
-      done
-      printf '}'
-      sep=', '
-    done
-    printf '}}\n'
+    runs_json names fps served fetched proxy gets reqs rss files
+    printf '}\n'
   } >"$BENCH_DIR/results/remote-$kind-$count.json"
   unset R
 done

@@ -190,20 +190,9 @@ done
 printf 'per run (s): %s\n' "$(for n in "${names[@]}"; do printf '%s list1 [%s] reads [%s]; ' "$n" "${R[$n,list1]% }" "${R[$n,reads]% }"; done)"
 
 {
-  printf '{"files": %d, "reads": %d, "runs": %d, "pack_s": %s, "pack_peak_kb": %s, "index_bytes": %s, "modes": {' \
+  printf '{"files": %d, "reads": %d, "runs": %d, "pack_s": %s, "pack_peak_kb": %s, "index_bytes": %s, "modes": ' \
     "$files" "$reads" "$runs" "$pack_s" "$pack_kb" "$index_b"
-  sep=
-  for name in "${names[@]}"; do
-    printf '%s"%s": {' "$sep" "$name"
-    s2=
-    for k in mount list1 list2 reads total rss_mount anon_mount rss_list anon_list rss_reads anon_reads inodes_list inodes_reads \
-      lookups; do
-      [[ -n ${R[$name,$k]:-} ]] || continue
-      printf '%s"%s": [%s]' "$s2" "$k" "$(echo ${R[$name,$k]} | tr ' ' ',')"
-      s2=', '
-    done
-    printf '}'
-    sep=', '
-  done
-  printf '}}\n'
+  runs_json names mount list1 list2 reads total rss_mount anon_mount rss_list anon_list rss_reads anon_reads \
+    inodes_list inodes_reads lookups
+  printf '}\n'
 } >"$BENCH_DIR/results/scale-$count.json"
