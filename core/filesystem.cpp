@@ -227,6 +227,7 @@ void Filesystem::add_read_path_stats(nlohmann::ordered_json& j) const {
   j["storage_bytes"] = source_.counters().bytes.load();
   j["storage_reads"] = source_.counters().requests.load();
   j["storage_retries"] = source_.counters().retries.load();
+  j["storage_in_flight_target"] = source_.in_flight_target();  // bandwidth x latency (remote stores)
   if (storage::DiskCache* dc = storage::as_disk_cache(source_)) {
     const storage::DiskCacheStats d = dc->disk_stats();
     j["disk_cache"] = {{"hits", d.hits}, {"partial_hits", d.partial_hits}, {"misses", d.misses},

@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """A fault-injecting HTTP/1.1 reverse proxy for remote-store tests (stdlib only).
 
-    fault_proxy.py --upstream HOST:PORT [--seed N] [--port P]
+    fault_proxy.py --upstream HOST:PORT [--seed N] [--port P] [--listen ADDR]
 
-Listens on 127.0.0.1 (an ephemeral port unless --port) and prints `PORT <n>` as its first line
+Listens on 127.0.0.1 (or ADDR: an address of a network namespace the test made), on an
+ephemeral port unless --port, and prints `PORT <n>` as its first line
 of stdout. Every request is forwarded byte for byte to the upstream (plain HTTP), request line
 and headers unchanged (Host, Range, Authorization and x-amz-* included, so SigV4 signatures made
 for the proxy's host:port stay valid); bodies stream through in 64 KiB chunks. Keep-alive on both
@@ -408,10 +409,11 @@ async def main():
     ap.add_argument("--upstream", required=True, help="HOST:PORT of the plain-HTTP upstream")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--port", type=int, default=0)
+    ap.add_argument("--listen", default="127.0.0.1", help="address to listen on (loopback unless a test's namespace)")
     args = ap.parse_args()
     host, _, port = args.upstream.rpartition(":")
     proxy = Proxy(host or "127.0.0.1", int(port), args.seed)
-    server = await asyncio.start_server(proxy.handle, "127.0.0.1", args.port, limit=MAX_HEAD)
+    server = await asyncio.start_server(proxy.handle, args.listen, args.port, limit=MAX_HEAD)
     print(f"PORT {server.sockets[0].getsockname()[1]}", flush=True)
     async with server:
         await server.serve_forever()

@@ -89,24 +89,74 @@ class HttpServer:
 
 
 @contextlib.contextmanager
-def http_server(root, tls=False):
-    """nginx serving `root` read-only on 127.0.0.1 (https with a throwaway CA if tls)."""
+def http_server(root, tls=False, netns=None):
+    """nginx serving `root` read-only on 127.0.0.1 (https with a throwaway CA if tls); on the
+    loopback of network namespace `netns` (a Namespace) when given."""
     state = tempfile.mkdtemp(prefix="fid-http-")
     os.rmdir(state)  # the script creates it (and refuses a folder that is not its own)
-    args = [HTTP_SERVER, "start", state, "--root", os.path.abspath(root)] + (["--tls"] if tls else [])
+    inside = netns.exec_prefix() if netns else []
+    args = inside + [HTTP_SERVER, "start", state, "--root", os.path.abspath(root)] + (["--tls"] if tls else [])
     try:
         env = parse_exports(_script(args, START_TIMEOUT))
         yield HttpServer(env["FIDELITYFS_HTTP_URL"], env.get("FIDELITYFS_HTTP_CA"), env["FIDELITYFS_HTTP_ROOT"], state)
     finally:
-        _script([HTTP_SERVER, "stop", state], STOP_TIMEOUT)
+        _script(inside + [HTTP_SERVER, "stop", state], STOP_TIMEOUT)
+
+
+def missing_netns():
+    for tool in ("ip", "tc"):
+        if not shutil.which(tool):
+            return f"{tool} is not installed (iproute2)"
+    if os.geteuid() != 0:
+        return "network namespaces need root"
+    return None
+
+
+@dataclass
+class Namespace:
+    name: str
+    server_addr: str  # the namespace's end of the link
+    client_addr: str  # this namespace's end
+
+    def exec_prefix(self):
+        return ["ip", "netns", "exec", self.name]
+
+
+@contextlib.contextmanager
+def netns_link(rate_mbit):
+    """A network namespace of the test's own, joined to this one by a veth pair (10.201.X.1 here,
+    10.201.X.2 there), whose traffic toward us is limited to `rate_mbit` by tc tbf (this kernel has
+    no netem: delay comes from the fault proxy's latency_ms). Deleted on exit, with the link."""
+    tag = os.getpid() % 60000
+    name, here, there = f"fidtest-{tag}", f"fidv{tag}a", f"fidv{tag}b"
+    net = f"10.201.{tag % 250}"
+    def ip(*args, ns=None):
+        subprocess.run((["ip", "netns", "exec", ns] if ns else []) + list(args), check=True, capture_output=True,
+                       timeout=30)
+    subprocess.run(["ip", "netns", "del", name], capture_output=True)  # a leftover of a killed run
+    ip("ip", "netns", "add", name)
+    try:
+        ip("ip", "link", "add", here, "type", "veth", "peer", "name", there)
+        ip("ip", "link", "set", there, "netns", name)
+        ip("ip", "addr", "add", f"{net}.1/30", "dev", here)
+        ip("ip", "link", "set", here, "up")
+        ip("ip", "addr", "add", f"{net}.2/30", "dev", there, ns=name)
+        ip("ip", "link", "set", there, "up", ns=name)
+        ip("ip", "link", "set", "lo", "up", ns=name)
+        ip("tc", "qdisc", "add", "dev", there, "root", "tbf", "rate", f"{rate_mbit}mbit", "burst", "64kb",
+           "latency", "100ms", ns=name)
+        yield Namespace(name, f"{net}.2", f"{net}.1")
+    finally:
+        subprocess.run(["ip", "link", "del", here], capture_output=True)
+        subprocess.run(["ip", "netns", "del", name], capture_output=True)
 
 
 class FaultProxy:
-    def __init__(self, proc, port, upstream):
+    def __init__(self, proc, port, upstream, listen="127.0.0.1"):
         self.proc = proc
         self.port = port
         self.upstream = upstream  # (host, port)
-        self.url = f"http://127.0.0.1:{port}"
+        self.url = f"http://{listen}:{port}"
 
     def _control(self, method, path, query=None):
         url = self.url + path + ("?" + urllib.parse.urlencode(query) if query else "")
@@ -126,11 +176,16 @@ class FaultProxy:
 
 
 @contextlib.contextmanager
-def fault_proxy(upstream_host, upstream_port, seed=0):
-    """fault_proxy.py in front of upstream_host:upstream_port; killed (by pid) on exit."""
+def fault_proxy(upstream_host, upstream_port, seed=0, netns=None):
+    """fault_proxy.py in front of upstream_host:upstream_port; killed (by pid) on exit. With
+    `netns` (a Namespace) it runs there, listening on the namespace's end of the link."""
     err = tempfile.TemporaryFile(mode="w+")
-    proc = subprocess.Popen([sys.executable, FAULT_PROXY, "--upstream", f"{upstream_host}:{upstream_port}",
-                             "--seed", str(seed)], stdout=subprocess.PIPE, stderr=err, text=True)
+    listen = netns.server_addr if netns else "127.0.0.1"
+    # exec: the pid recorded is the proxy's own, not ip's.
+    inside = netns.exec_prefix() if netns else []
+    proc = subprocess.Popen(inside + [sys.executable, FAULT_PROXY, "--upstream", f"{upstream_host}:{upstream_port}",
+                                      "--seed", str(seed), "--listen", listen],
+                            stdout=subprocess.PIPE, stderr=err, text=True)
     try:
         # Its first line, printed once it listens (or end of file if it died first).
         ready, _, _ = select.select([proc.stdout], [], [], START_TIMEOUT)
@@ -138,7 +193,7 @@ def fault_proxy(upstream_host, upstream_port, seed=0):
         if not first.startswith("PORT "):
             err.seek(0)
             raise RuntimeError(f"fault_proxy.py did not start: {first!r} {err.read()[-2000:]}")
-        yield FaultProxy(proc, int(first.split()[1]), (upstream_host, upstream_port))
+        yield FaultProxy(proc, int(first.split()[1]), (upstream_host, upstream_port), listen)
     finally:
         if proc.poll() is None:
             proc.kill()

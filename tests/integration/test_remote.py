@@ -303,6 +303,36 @@ def test_server_restart_mid_epoch(nginx, remote_store, cache_home, tmp_path):
         assert eio3 == [] and [r for r in rels if got3[r] != store.read(r)] == []
 
 
+def test_slow_link_in_a_namespace(remote_store, cache_home, tmp_path):
+    """nginx and the proxy in a network namespace the test made, behind a 100 Mbit/s tc tbf link
+    and 20 ms per request: every file reads right in random order and in published order; in
+    order the mount fetches at most 1.05x what it serves and has measured the link (its
+    in-flight target, bandwidth x latency, is between 16 KB and 10 MB)."""
+    why = remote_servers.missing_http_server() or remote_servers.missing_netns()
+    if why:
+        pytest.skip(why)
+    store = Store(remote_store)
+    rels = sorted(store.files)
+    name = os.path.basename(remote_store)
+    with remote_servers.netns_link(rate_mbit=100) as ns, \
+            remote_servers.http_server(os.path.dirname(remote_store), netns=ns) as srv, \
+            remote_servers.fault_proxy(srv.host, srv.port, netns=ns) as proxy:
+        proxy.set("none", latency_ms=20)
+        url = f"{proxy.url}/{name}"
+        with mounted(url, str(tmp_path / "random"), "-o", "scan_group=6") as mnt:
+            got = read_all(mnt, rels[::-1])
+            assert [r for r in rels if got[r] != store.read(r, 6)] == []
+        with mounted(url, str(tmp_path / "order")) as mnt:
+            order = read_order(mnt, "epoch-0")
+            s = stats(mnt)
+            assert s["prefetch_following"] and s["eio_errors"] == 0
+            assert s["storage_bytes"] <= 1.05 * s["bytes_served"], s
+            assert 16e3 <= s["storage_in_flight_target"] <= 10e6, s
+            for rel in order[:20]:
+                with open(os.path.join(mnt, rel), "rb") as f:
+                    assert f.read() == store.read(rel)
+
+
 def read_order(mnt, name):
     with open(os.path.join(mnt, ".fidelity", "order", name)) as f:
         rels = [line for line in f.read().split("\n") if line]
