@@ -138,6 +138,32 @@ def test_s3_index_is_cached_by_etag(s3_url, cache_home, tmp_path):
     assert {os.path.join(d, f) for d, _, fs in os.walk(cache_home) for f in fs} == cached
 
 
+def test_s3_credentials_from_a_profile(rgw, s3_url, remote_store, tmp_path):
+    """No AWS_* keys in the environment: the credentials come from AWS_PROFILE in the shared
+    credentials file, the region and endpoint from the config file's profile."""
+    creds, conf = tmp_path / "credentials", tmp_path / "config"
+    creds.write_text(f"[lab]\naws_access_key_id = {rgw['AWS_ACCESS_KEY_ID']}\n"
+                     f"aws_secret_access_key = {rgw['AWS_SECRET_ACCESS_KEY']}\n")
+    conf.write_text(f"[profile lab]\nregion = {rgw['AWS_REGION']}\nendpoint_url = {rgw['AWS_ENDPOINT_URL']}\n")
+    saved = dict(os.environ)
+    try:
+        for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL", "AWS_REGION"):
+            os.environ.pop(k, None)
+        os.environ.update(AWS_PROFILE="lab", AWS_SHARED_CREDENTIALS_FILE=str(creds), AWS_CONFIG_FILE=str(conf))
+        store = Store(remote_store)
+        rel = sorted(store.files)[0]
+        with mounted(s3_url, str(tmp_path / "m")) as mnt:
+            with open(os.path.join(mnt, rel), "rb") as f:
+                assert f.read() == store.read(rel)
+        os.environ["AWS_PROFILE"] = "nobody"
+        p = mount(s3_url, str(tmp_path / "n"), check=False)
+        assert p.returncode == 1 and "nobody" in p.stderr
+        unmount(str(tmp_path / "n"))
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
 def mount_error(url, mnt, *args, env=None):
     old = dict(os.environ)
     try:
