@@ -44,13 +44,21 @@ LevelChanges::InFlight::InFlight(LevelChanges& changes, const Node& n)
 
 LevelChanges::InFlight::~InFlight() {
   if (!dir_) return;
-  std::lock_guard lock(changes_.inflight_mu_);
-  changes_.inflight_dirs_.erase(changes_.inflight_dirs_.find(*dir_));
+  {
+    std::lock_guard lock(changes_.inflight_mu_);
+    changes_.inflight_dirs_.erase(changes_.inflight_dirs_.find(*dir_));
+  }
+  changes_.inflight_cv_.notify_all();
 }
 
 bool LevelChanges::in_flight(uint32_t dir) {
   std::lock_guard lock(inflight_mu_);
   return inflight_dirs_.count(dir) != 0;
+}
+
+bool LevelChanges::wait_not_in_flight(uint32_t dir, std::chrono::milliseconds limit) {
+  std::unique_lock lock(inflight_mu_);
+  return inflight_cv_.wait_for(lock, limit, [&] { return inflight_dirs_.count(dir) == 0; });
 }
 
 size_t LevelChanges::pending() const {
@@ -70,7 +78,7 @@ Status LevelChanges::change(const Node& n, std::optional<int> level, int flags) 
   if (!(file ? policy_.set_file(n.id, level) : policy_.set_dir(n.id, level)))
     return level ? Error{EINVAL, "bad level"} : Error{ENODATA, "no level is set"};
   changes_.fetch_add(1, std::memory_order_relaxed);
-  if (kernel_) invalidate(plan(n));
+  if (kernel_) invalidate(plan(n), file);
   log_info("{}{}: scan_group {}", file ? "" : "directory ",
            file ? store_.relative_path(store_.files()[n.id]) : store_.relative_path(store_.dirs()[n.id]),
            level ? std::to_string(*level) : std::string("override removed"));
@@ -108,7 +116,12 @@ LevelChanges::Plan LevelChanges::plan(const Node& n) const {
   return todo;
 }
 
-void LevelChanges::invalidate(const Plan& todo) {
+void LevelChanges::invalidate(const Plan& todo, bool file_change) {
+  // A file's change holds no folder lock of its own: when its folder's change is still in flight
+  // (usually just answered: the InFlight ends right after the reply), wait for it briefly and
+  // invalidate before this reply, so the caller's next stat sees the new level; defer only if it
+  // takes longer. Waiting holds nothing that the folder's change needs.
+  if (file_change && !todo.empty()) (void)wait_not_in_flight(todo.front().first, std::chrono::milliseconds(1000));
   const bool sync = sync_invalidators_.fetch_add(1) < workers_ / 2;
   std::vector<std::pair<uint64_t, std::vector<std::string>>> later;
   for (size_t i = 0; i < todo.size();) {

@@ -7,7 +7,9 @@
 // answered the kernel holds that folder's lock. So an entry whose parent folder has a change in
 // flight (this change's own folder, or another folder changed at the same moment: a parent and a
 // child changed together would otherwise each wait for the other's lock forever) is invalidated
-// by the background thread, after that change's reply; all others before this reply. A changed
+// by the background thread, after that change's reply; all others before this reply. A file's
+// own change first waits up to a second for a change of its folder to end (one just answered
+// ends at once), so that its name is invalidated before its reply. A changed
 // folder's own dentry goes first, which already drops every unused dentry below it: only files
 // open at that moment wait for the background pass. At most half the worker threads invalidate
 // at once (the rest answer the lookups that hold folder locks shared); beyond that a change
@@ -20,6 +22,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -95,8 +98,11 @@ class LevelChanges {
  private:
   using Plan = std::vector<std::pair<uint32_t, std::string_view>>;  // (parent folder, name), in order
   Plan plan(const Node& n) const;
-  void invalidate(const Plan& todo);
+  // `file_change`: todo is a file's own name (its parent folder's lock is not held for it).
+  void invalidate(const Plan& todo, bool file_change);
   bool in_flight(uint32_t dir);
+  // Waits up to `limit` for no change of `dir` to be in flight; whether none is.
+  bool wait_not_in_flight(uint32_t dir, std::chrono::milliseconds limit);
   void forget_entry(uint64_t parent, std::string_view name);
   void background();
 
@@ -109,6 +115,7 @@ class LevelChanges {
   std::atomic<uint64_t> changes_{0}, invalidations_{0};
   std::atomic<unsigned> sync_invalidators_{0};
   std::mutex inflight_mu_;
+  std::condition_variable inflight_cv_;  // an InFlight ended
   std::unordered_multiset<uint32_t> inflight_dirs_;
   mutable std::mutex deferred_mu_;
   std::condition_variable deferred_cv_;  // background thread: work queued, or stop

@@ -511,3 +511,23 @@ def test_big_imagenet_every_file_every_level(tmp_path_factory, mnt):
                 if i % 20 == 0:
                     ok, why = djpeg_clean(data)
                     assert ok, (rel, level, why)
+
+
+def test_file_level_change_right_after_its_folders(imagenet_store, mnt):
+    """A file's level set right after its folder's (whose change may still be finishing in the
+    daemon) is what the very next stat sees: the file's name is invalidated before the setxattr
+    returns, not later by the background thread."""
+    with mounted(imagenet_store, mnt, "-o", "scan_group=7"):
+        folder = os.path.join(mnt, sorted(os.listdir(mnt))[1])
+        f = os.path.join(folder, sorted(os.listdir(folder))[0])
+        sizes = [int(x) for x in os.getxattr(f, "user.fidelity.bytes").split(b",")]
+        assert len(set(sizes)) > 5
+        stale = 0
+        for _ in range(200):
+            os.setxattr(folder, XA, b"3")
+            assert os.stat(f).st_size == sizes[2]
+            os.setxattr(f, XA, b"full")
+            stale += os.stat(f).st_size != sizes[9]
+            os.removexattr(f, XA)
+            os.removexattr(folder, XA)
+        assert stale == 0
