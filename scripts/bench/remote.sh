@@ -104,10 +104,13 @@ printf 'uploaded in %.0f s\n' "$(echo "$(now) - $t0" | bc -l)" >&2
 
 # The link: tbf on this namespace's loopback, the proxy adding RTT_MS to every request.
 tc qdisc add dev lo root tbf rate "${tbf_mbit}mbit" burst 512kb latency 100ms
-/usr/bin/python3 "$proxy_py" --upstream "${rgw#http://}" >"$work/proxy.out" 2>"$work/proxy.err" &
+# The proxy prints "PORT n" once it listens: read that line from its stdout (kept open so that
+# it never writes into a closed pipe), waiting at most 10 s.
+exec {proxy_fd}< <(exec /usr/bin/python3 "$proxy_py" --upstream "${rgw#http://}" 2>"$work/proxy.err")
 proxy_pid=$!
-for _ in $(seq 100); do grep -q '^PORT ' "$work/proxy.out" && break; sleep 0.1; done
-purl=http://127.0.0.1:$(awk '/^PORT/ {print $2}' "$work/proxy.out")
+read -r -t 10 word proxy_port <&"$proxy_fd" && [[ $word == PORT ]] ||
+  { echo "remote.sh: the fault proxy did not start: $(tail -n 5 "$work/proxy.err")" >&2; exit 1; }
+purl=http://127.0.0.1:$proxy_port
 curl -sf -X POST "$purl/__fault__?mode=none&latency_ms=$rtt_ms" >/dev/null
 pstats() { curl -sf "$purl/__fault__/stats"; }
 preset() { curl -sf -X POST "$purl/__fault__/reset-stats" >/dev/null; }
@@ -167,6 +170,8 @@ run_fid() {  # LEVEL random|order RUN
   echo "$(field "$out" files_per_s) $(field "$out" bytes) $(pyget "$st" storage_bytes) $pb $pg $pr $rss $(field "$out" files)"
 }
 
+# s3fs -f and rclone mount say nothing when their mount is up (unlike fidelityfs mount, which
+# returns then): a bounded poll of the mount table is the only signal they give.
 wait_mounted() {  # MNT PID: until MNT is a mount point (30 s), or the daemon died
   for _ in $(seq 300); do
     mountpoint -q "$1" && return 0
