@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "codec/jpeg.h"
 #include "common/error.h"
 
 namespace fid::index {
@@ -20,6 +21,7 @@ struct PackOptions {
   unsigned jobs = 0;                 // 0 = all cores
   uint64_t record_bytes = 8u << 20;  // target record size at full level
   uint64_t seed = 0;
+  codec::LevelScripts levels = codec::LevelScripts::pcr;  // scan scripts of the JPEGs
 };
 
 struct PackProgress {
