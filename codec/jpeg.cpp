@@ -222,17 +222,19 @@ void build_script(const jpeg_decompress_struct& src, LevelScripts scripts, Scrip
     add_dc(s, 1, src, 0, 0);
     add_scan(s, 2, {0}, 1, 2, 0, 0);
     add_scan(s, 3, {0}, 3, 5, 0, 0);
-    add_scan(s, 4, {2}, 1, 63, 0, 0);
-    add_scan(s, 4, {1}, 1, 63, 0, 0);
+    add_scan(s, 4, {2}, 1, 9, 0, 0);
+    add_scan(s, 4, {1}, 1, 9, 0, 0);
     add_scan(s, 5, {0}, 6, 9, 0, 0);
     add_scan(s, 6, {0}, 10, 14, 0, 0);
     add_scan(s, 7, {0}, 15, 20, 0, 0);
     add_scan(s, 8, {0}, 21, 27, 0, 0);
+    add_scan(s, 8, {2}, 10, 63, 0, 0);  // chroma detail: large in high-quality 4:4:4 sources
+    add_scan(s, 8, {1}, 10, 63, 0, 0);
     add_scan(s, 9, {0}, 28, 40, 0, 0);
     add_scan(s, 10, {0}, 41, 63, 0, 0);
   } else {
-    // Every component follows the luma bands of ycbcr_fast; its level 4 (chroma there) and 5
-    // split luma's 6-9 band.
+    // Every component follows the luma bands of ycbcr_fast; its level 4 (chroma 1-9 there) and
+    // 5 split luma's 6-9 band.
     s.kind = ScanScript::generic_fast;
     add_dc(s, 1, src, 0, 0);
     add_ac_all(s, 2, n, 1, 2, 0, 0);

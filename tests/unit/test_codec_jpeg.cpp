@@ -290,12 +290,14 @@ std::vector<ScanDesc> expected_script(ScanScript kind, int n, bool dc_interleave
     dc(1, 0, 0);
     v.push_back({2, {0}, 1, 2, 0, 0});
     v.push_back({3, {0}, 3, 5, 0, 0});
-    v.push_back({4, {2}, 1, 63, 0, 0});
-    v.push_back({4, {1}, 1, 63, 0, 0});
+    v.push_back({4, {2}, 1, 9, 0, 0});
+    v.push_back({4, {1}, 1, 9, 0, 0});
     v.push_back({5, {0}, 6, 9, 0, 0});
     v.push_back({6, {0}, 10, 14, 0, 0});
     v.push_back({7, {0}, 15, 20, 0, 0});
     v.push_back({8, {0}, 21, 27, 0, 0});
+    v.push_back({8, {2}, 10, 63, 0, 0});
+    v.push_back({8, {1}, 10, 63, 0, 0});
     v.push_back({9, {0}, 28, 40, 0, 0});
     v.push_back({10, {0}, 41, 63, 0, 0});
   } else if (kind == ScanScript::generic_fast) {
