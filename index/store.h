@@ -14,7 +14,8 @@
 
 namespace fid::index {
 
-inline constexpr int kFormatVersion = 1;
+// The version pack writes; Store loads every version from 1 up to it (docs/FORMAT.md).
+inline constexpr int kFormatVersion = 2;
 
 enum class FileKind : uint8_t { jpeg = 0, l3 = 1, blob = 2 };
 std::string_view kind_name(FileKind k);
@@ -117,6 +118,8 @@ class Store {
   static std::unique_ptr<Store> load(const std::filesystem::path& dir);  // throws StoreError
   // Loads the tables from an index file; messages name `display`. Throws StoreError.
   void load_index(const std::filesystem::path& index_file, const std::string& display);
+  // Format 2: the pieces' offsets from the records' layouts and the files' slots. Throws StoreError.
+  void derive_offsets(const std::string& display);
   std::filesystem::path dir_;
   std::string location_;
   int levels_ = 0;
