@@ -4,6 +4,7 @@
 #include "codec/l3_view.h"
 
 #include <fcntl.h>
+#include <malloc.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <xxhash.h>
@@ -175,7 +176,19 @@ void Store::load_index(const std::filesystem::path& index_path, const std::strin
     }
     if (s->dirs_.empty()) throw corrupt("no root directory");
   }
-  // Files.
+  // Files. The tables are sized once (ids are 0..n-1, so max(id) gives n in one B-tree
+  // descent): growing them by doubling would leave copies and slack in the daemon's memory.
+  {
+    auto last = db.prepare("SELECT max(id) FROM files");
+    if (last.step()) {
+      const int64_t n = last.integer(0) + 1;
+      if (n > 0 && n <= int64_t{1} << 32) {
+        s->files_.reserve(static_cast<size_t>(n));
+        s->record_files_.reserve(static_cast<size_t>(n));
+        s->child_files_.reserve(static_cast<size_t>(n));
+      }
+    }
+  }
   {
     auto q = db.prepare(
         "SELECT id, dir, name, kind, script, record, slot, width, height, source_size, mtime_ns, pieces "
@@ -276,6 +289,11 @@ void Store::load_index(const std::filesystem::path& index_path, const std::strin
                 [&](uint32_t a, uint32_t b) { return s->files_[a].slot < s->files_[b].slot; });
   }
   if (!offsets_stored) derive_offsets(ip);
+  s->pieces_.shrink_to_fit();
+  s->names_.shrink_to_fit();
+  s->files_.shrink_to_fit();
+  // What the load freed (SQLite's cache, the sort's lists) goes back to the system.
+  ::malloc_trim(0);
 }
 
 // Format 2 (docs/FORMAT.md "Piece offsets"): piece i of a file in a scan record lies in region i,
