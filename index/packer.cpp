@@ -304,8 +304,8 @@ class RecordBuilder {
   RecordBuilder(RecordLayout layout) : layout_(layout), regions_(layout == RecordLayout::scan ? kLevels + 1 : 1) {}
 
   bool empty() const { return members_.empty(); }
+  bool full(const PackOptions& opt) const { return bytes_ >= opt.record_bytes || members_.size() >= opt.record_files; }
   RecordLayout layout() const { return layout_; }
-  uint64_t bytes() const { return bytes_; }
 
   void add(PreparedFile& f) {
     Member m;
@@ -683,6 +683,7 @@ fid::Result<fsys::path> check_pack_options(const PackOptions& opt) {
   if (!fsys::is_directory(opt.source, ec))
     return fid::Error{ENOTDIR, fmt::format("{}: source is not a folder", opt.source.string())};
   if (opt.record_bytes < 4096) return fid::Error{EINVAL, "--record-bytes must be at least 4096"};
+  if (opt.record_files < 1) return fid::Error{EINVAL, "a record must be allowed at least one file"};
   fsys::path store = fsys::absolute(opt.store, ec);
   if (store.filename().empty()) store = store.parent_path();
   if (fsys::exists(store, ec) && !(fsys::is_directory(store, ec) && fsys::is_empty(store, ec)))
@@ -789,7 +790,7 @@ fid::Result<PackReport> pack(const PackOptions& opt, const std::function<void(co
         report.source_bytes += f->source_size;
         RecordBuilder& b = f->kind == FileKind::jpeg ? scan_rec : whole_rec;
         b.add(*f);
-        if (b.bytes() >= opt.record_bytes) {
+        if (b.full(opt)) {
           if (fid::Status flushed = flush(b); !flushed) return std::move(flushed).error();
         }
       }

@@ -327,6 +327,26 @@ TEST(Pack, RefusesNonEmptyTargetAndLeavesNoTemporaryFolder) {
   EXPECT_TRUE(fsys::exists(t.path() / "store/keep.txt"));
 }
 
+// Empty files add no bytes: records close at record_files files instead, and every file reads.
+TEST(Pack, RecordsCloseAtRecordFilesWhenFilesAreEmpty) {
+  TempDir t;
+  for (int i = 0; i < 10; ++i) write_file(t.path() / "src/cls" / (std::to_string(i) + ".bin"), "");
+  write_file(t.path() / "src/cls/z.bin", "the one file with bytes");
+  auto opt = pack_options(t.path() / "src", t.path() / "store");
+  opt.record_files = 3;
+  std::atomic<bool> cancel{false};
+  auto report = fid::testutil::value_or_throw(fid::index::pack(opt, nullptr, cancel));
+  EXPECT_EQ(report.records, 4u);
+  auto s = open_store(t.path() / "store");
+  ASSERT_EQ(s->files().size(), 11u);
+  for (const auto& r : s->records()) EXPECT_LE(s->record_files(r.id).size(), 3u);
+  for (const auto& f : s->files()) {
+    int rc = -1;
+    EXPECT_EQ(read_file(*s, f, &rc), s->name(f) == "z.bin" ? "the one file with bytes" : "") << s->name(f);
+    EXPECT_EQ(rc, 0);
+  }
+}
+
 TEST(Pack, CancelLeavesNothing) {
   TempDir t;
   make_tree(t.path() / "src");
