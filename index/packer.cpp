@@ -479,7 +479,7 @@ class OrderedPipeline {
 // ---------------------------------------------------------------------------------------------
 // Index
 
-// The index, written as records complete so that memory stays flat whatever the file count:
+// The index, written as records complete so that no file's row stays in memory past its record:
 // each stored file's row goes to a scratch table keyed by its source index; finish() writes the
 // index with those rows in source order, numbered 0..n-1 (a skipped file leaves no gap).
 class IndexWriter {

@@ -132,6 +132,7 @@ void Store::load_index(const std::filesystem::path& index_path, const std::strin
   if (levels < 1 || levels > 64) throw StoreError(fmt::format("{}: corrupt index: {} levels", ip, levels));
   s->levels_ = static_cast<int>(levels);
   s->seed_ = static_cast<uint64_t>(meta_int(db, "seed"));
+  s->format_version_ = static_cast<int>(version);
   const bool offsets_stored = version == 1;  // format 2 derives them (derive_offsets)
 
   auto corrupt = [&](const std::string& what) { return StoreError(fmt::format("{}: corrupt index: {}", ip, what)); };

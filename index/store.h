@@ -87,6 +87,8 @@ class Store {
   // The folder or URL the store was opened from, for messages and the mount's fsname.
   const std::string& location() const { return location_; }
   int levels() const { return levels_; }
+  // The store's format version (1 .. kFormatVersion).
+  int format_version() const { return format_version_; }
   uint64_t seed() const { return seed_; }
 
   std::span<const File> files() const { return files_; }
@@ -123,6 +125,7 @@ class Store {
   std::filesystem::path dir_;
   std::string location_;
   int levels_ = 0;
+  int format_version_ = 0;
   uint64_t seed_ = 0;
   std::vector<File> files_;
   std::vector<Dir> dirs_;

@@ -289,8 +289,10 @@ TEST_F(PackedStore, LoadsFormatOneAndDerivesTheOffsetsFormatOneStored) {
   bool scan = false, whole = false;
   for (const auto& r : store().records()) (r.layout == fid::index::RecordLayout::scan ? scan : whole) = true;
   EXPECT_TRUE(scan && whole);
+  EXPECT_EQ(store().format_version(), fid::index::kFormatVersion);
   rewrite_as_format_one(path());
   reopen();
+  EXPECT_EQ(store().format_version(), 1);
   size_t i = 0;
   for (const auto& f : store().files())
     for (const auto& p : store().pieces(f)) {
