@@ -1,8 +1,11 @@
 #include <filesystem>
+#include <map>
+#include <string>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "codec/jpeg.h"
 #include "index/format.h"
 #include "index/store.h"
 #include "cli/store_options.h"
@@ -31,8 +34,10 @@ int run_inspect(const std::string& location, const std::vector<std::string>& opt
   uint64_t by_kind[3] = {0, 0, 0};
   std::vector<uint64_t> bytes_by_level(static_cast<size_t>(levels), 0);
   uint64_t source_bytes = 0;
+  std::map<std::string, uint64_t> by_script;  // JPEGs per scan script (pcr or fast family)
   for (const index::File& f : store->files()) {
     by_kind[static_cast<int>(f.kind)]++;
+    if (f.kind == index::FileKind::jpeg) by_script[codec::scan_script_name(f.script)]++;
     source_bytes += f.source_size;
     if (f.kind == index::FileKind::jpeg)
       for (int k = 1; k <= levels; ++k) bytes_by_level[static_cast<size_t>(k - 1)] += store->size_at_level(f, k);
@@ -49,6 +54,7 @@ int run_inspect(const std::string& location, const std::vector<std::string>& opt
     j["by_kind"] = {{"jpeg", by_kind[0]}, {"l3", by_kind[1]}, {"blob", by_kind[2]}};
     j["levels"] = levels;
     j["bytes_by_level"] = bytes_by_level;
+    j["jpeg_scripts"] = by_script;
     j["source_bytes"] = source_bytes;
     j["store_bytes"] = store_bytes;
     j["records"] = store->records().size();
@@ -65,6 +71,9 @@ int run_inspect(const std::string& location, const std::vector<std::string>& opt
   fmt::print("source bytes    {}\n", source_bytes);
   fmt::print("store bytes     {}\n", store_bytes);
   if (by_kind[0] > 0) {
+    std::string scripts;
+    for (const auto& [name, count] : by_script) scripts += fmt::format("{}{} {}", scripts.empty() ? "" : ", ", name, count);
+    fmt::print("jpeg scripts    {}\n", scripts);
     fmt::print("jpeg levels     {}\n", levels);
     for (int k = 1; k <= levels; ++k) {
       uint64_t b = bytes_by_level[static_cast<size_t>(k - 1)];

@@ -75,9 +75,18 @@ void register_pack(CLI::App& app, int& exit_code) {
       ->default_val(opt->record_bytes)
       ->transform(CLI::AsSizeValue(false));
   cmd->add_option("--seed", opt->seed, "seed of the storage order")->default_val(0);
+  auto levels = std::make_shared<std::string>("pcr");
+  cmd->add_option("--levels", *levels,
+                  "scan scripts of the JPEG levels: pcr (libjpeg's standard progression, the best quality "
+                  "for the bytes at low levels) or fast (decodes faster, for loaders bound by their CPU)")
+      ->check(CLI::IsMember({"pcr", "fast"}))
+      ->capture_default_str();
   cmd->add_option("--progress", *progress, "progress line: auto (on a terminal), on, off")
       ->check(CLI::IsMember({"auto", "on", "off"}));
-  cmd->callback([opt, progress, &exit_code] { exit_code = run_pack(*opt, *progress); });
+  cmd->callback([opt, progress, levels, &exit_code] {
+    opt->levels = *levels == "fast" ? codec::LevelScripts::fast : codec::LevelScripts::pcr;
+    exit_code = run_pack(*opt, *progress);
+  });
 }
 
 }  // namespace fid::cli

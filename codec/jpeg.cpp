@@ -185,10 +185,11 @@ void add_ac_all(Script& s, int level, int ncomps, int ss, int se, int ah, int al
   for (int c = 0; c < ncomps; ++c) add_scan(s, level, {c}, ss, se, ah, al);
 }
 
-void build_script(const jpeg_decompress_struct& src, Script& s) {
+void build_script(const jpeg_decompress_struct& src, LevelScripts scripts, Script& s) {
   s.count = 0;
   const int n = src.num_components;
-  if (n == 3 && src.jpeg_color_space == JCS_YCbCr) {
+  const bool ycbcr = n == 3 && src.jpeg_color_space == JCS_YCbCr;
+  if (scripts == LevelScripts::pcr && ycbcr) {
     s.kind = ScanScript::ycbcr;  // libjpeg's standard progression (jpeg_simple_progression)
     add_dc(s, 1, src, 0, 1);
     add_scan(s, 2, {0}, 1, 5, 0, 2);
@@ -200,7 +201,7 @@ void build_script(const jpeg_decompress_struct& src, Script& s) {
     add_scan(s, 8, {2}, 1, 63, 1, 0);
     add_scan(s, 9, {1}, 1, 63, 1, 0);
     add_scan(s, 10, {0}, 1, 63, 1, 0);
-  } else {
+  } else if (scripts == LevelScripts::pcr) {
     s.kind = ScanScript::generic;
     add_dc(s, 1, src, 0, 1);
     add_ac_all(s, 2, n, 1, 5, 0, 2);
@@ -212,6 +213,37 @@ void build_script(const jpeg_decompress_struct& src, Script& s) {
     add_ac_all(s, 8, n, 1, 5, 1, 0);
     add_ac_all(s, 9, n, 6, 14, 1, 0);
     add_ac_all(s, 10, n, 15, 63, 1, 0);
+  } else if (ycbcr) {
+    // Spectral selection only: every coefficient is sent whole, in one scan, so libjpeg-turbo
+    // never runs its refinement decode (the slowest part of a progressive decode, costing per
+    // coefficient of the band in every block). From level 5 on, the DC and AC 1-9 of every
+    // component are complete, so libjpeg-turbo also skips block smoothing there.
+    s.kind = ScanScript::ycbcr_fast;
+    add_dc(s, 1, src, 0, 0);
+    add_scan(s, 2, {0}, 1, 2, 0, 0);
+    add_scan(s, 3, {0}, 3, 5, 0, 0);
+    add_scan(s, 4, {2}, 1, 63, 0, 0);
+    add_scan(s, 4, {1}, 1, 63, 0, 0);
+    add_scan(s, 5, {0}, 6, 9, 0, 0);
+    add_scan(s, 6, {0}, 10, 14, 0, 0);
+    add_scan(s, 7, {0}, 15, 20, 0, 0);
+    add_scan(s, 8, {0}, 21, 27, 0, 0);
+    add_scan(s, 9, {0}, 28, 40, 0, 0);
+    add_scan(s, 10, {0}, 41, 63, 0, 0);
+  } else {
+    // Every component follows the luma bands of ycbcr_fast; its level 4 (chroma there) and 5
+    // split luma's 6-9 band.
+    s.kind = ScanScript::generic_fast;
+    add_dc(s, 1, src, 0, 0);
+    add_ac_all(s, 2, n, 1, 2, 0, 0);
+    add_ac_all(s, 3, n, 3, 5, 0, 0);
+    add_ac_all(s, 4, n, 6, 7, 0, 0);
+    add_ac_all(s, 5, n, 8, 9, 0, 0);
+    add_ac_all(s, 6, n, 10, 14, 0, 0);
+    add_ac_all(s, 7, n, 15, 20, 0, 0);
+    add_ac_all(s, 8, n, 21, 27, 0, 0);
+    add_ac_all(s, 9, n, 28, 40, 0, 0);
+    add_ac_all(s, 10, n, 41, 63, 0, 0);
   }
 }
 
@@ -247,7 +279,8 @@ struct Transcoder {
 };
 
 // Runs libjpeg. Returns false with the message in t.err.message.
-bool run_transcode(Transcoder& t, std::span<const uint8_t> source, std::vector<uint8_t>& out) {
+bool run_transcode(Transcoder& t, std::span<const uint8_t> source, LevelScripts scripts,
+                   std::vector<uint8_t>& out) {
   if (setjmp(t.err.jump)) return false;
 
   t.src.err = &t.err.pub;
@@ -269,7 +302,7 @@ bool run_transcode(Transcoder& t, std::span<const uint8_t> source, std::vector<u
   t.dst.optimize_coding = TRUE;
   t.dst.restart_interval = 0;
   t.dst.restart_in_rows = 0;
-  build_script(t.src, t.script);
+  build_script(t.src, scripts, t.script);
   t.dst.scan_info = t.script.scans;
   t.dst.num_scans = t.script.count;
 
@@ -373,17 +406,22 @@ bool run_decode(Decoder& t, std::span<const uint8_t> jpeg, DecodedImage& out) {
 
 }  // namespace
 
+const char* scan_script_name(uint32_t script) {
+  static constexpr const char* kNames[kScanScripts] = {"ycbcr", "generic", "ycbcr_fast", "generic_fast"};
+  return script < kScanScripts ? kNames[script] : "unknown";
+}
+
 bool looks_like_jpeg(std::span<const uint8_t> data) {
   return data.size() >= 3 && data[0] == 0xFF && data[1] == 0xD8 && data[2] == 0xFF;
 }
 
-fid::Result<ProgressiveJpeg> transcode_progressive(std::span<const uint8_t> source) {
+fid::Result<ProgressiveJpeg> transcode_progressive(std::span<const uint8_t> source, LevelScripts scripts) {
   if (!looks_like_jpeg(source))
     return fid::Error{EINVAL, source.empty() ? "empty input" : "not a JPEG (no SOI marker)"};
   if (source.size() > std::numeric_limits<uint32_t>::max() / 2) return fid::Error{EINVAL, "JPEG larger than 2 GiB"};
   ProgressiveJpeg jpeg;
   Transcoder t;
-  if (!run_transcode(t, source, jpeg.bytes)) return failure(t.err);
+  if (!run_transcode(t, source, scripts, jpeg.bytes)) return failure(t.err);
   jpeg.script = t.script.kind;
   jpeg.width = static_cast<int>(t.src.image_width);
   jpeg.height = static_cast<int>(t.src.image_height);

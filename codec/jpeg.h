@@ -14,11 +14,22 @@ namespace fid::codec {
 // Every transcoded JPEG has this many levels (scan groups). Level k = header + groups 1..k + EOI.
 inline constexpr int kJpegLevels = 10;
 
+// The two families of scan scripts a store can use (`pack --levels`), documented in
+// docs/FORMAT.md. `pcr` is libjpeg's standard progression (the PCR paper's levels), the best
+// quality for the bytes at low levels; `fast` uses spectral selection only, which libjpeg-turbo
+// decodes faster, for loaders bound by their CPU rather than by I/O.
+enum class LevelScripts : uint8_t { pcr, fast };
+
 // Which fixed scan script an image got; recorded in the index and documented in docs/FORMAT.md.
 enum class ScanScript : uint8_t {
-  ycbcr = 0,    // 3 components, YCbCr: libjpeg's standard 10-scan script, one scan per level
-  generic = 1,  // any other component count/colour space (gray, RGB, CMYK, YCCK): banded script
+  ycbcr = 0,         // pcr, 3 components, YCbCr: libjpeg's standard 10-scan script
+  generic = 1,       // pcr, any other component count/colour space (gray, RGB, CMYK, YCCK)
+  ycbcr_fast = 2,    // fast, 3 components, YCbCr
+  generic_fast = 3,  // fast, every other image
 };
+inline constexpr int kScanScripts = 4;
+// "ycbcr", "generic", "ycbcr_fast", "generic_fast"; "unknown" for any other value.
+const char* scan_script_name(uint32_t script);
 
 // A progressive JPEG stream cut at level boundaries. `bytes` is the whole transcoded stream
 // without its final EOI; piece 0 (SOI..SOF2 and the kept APPn/COM/DQT markers) ends at
@@ -43,9 +54,11 @@ bool looks_like_jpeg(std::span<const uint8_t> data);
 // Losslessly transcodes any JPEG libjpeg-turbo can read (baseline, progressive, arithmetic,
 // restart markers, any sampling, gray/RGB/CMYK) to a progressive Huffman JPEG with the same
 // DCT coefficients, keeping APPn and COM markers. Any libjpeg warning (corrupt or truncated
-// data) is an error: such sources are stored byte-identical instead. Errors: EINVAL with why the
-// source cannot be transcoded (libjpeg's message), ENOMEM when memory runs out.
-fid::Result<ProgressiveJpeg> transcode_progressive(std::span<const uint8_t> source);
+// data) is an error: such sources are stored byte-identical instead. `scripts` picks the family
+// of scan scripts. Errors: EINVAL with why the source cannot be transcoded (libjpeg's message),
+// ENOMEM when memory runs out.
+fid::Result<ProgressiveJpeg> transcode_progressive(std::span<const uint8_t> source,
+                                                   LevelScripts scripts = LevelScripts::pcr);
 
 // A fully decoded JPEG: the samples in libjpeg's output colour space, interleaved.
 struct DecodedImage {

@@ -244,7 +244,7 @@ fid::Status prepare_l3(std::span<const uint8_t> bytes, PreparedFile& out) {
   return {};
 }
 
-PreparedFile prepare(const fsys::path& path, uint32_t index) {
+PreparedFile prepare(const fsys::path& path, uint32_t index, codec::LevelScripts levels) {
   PreparedFile out;
   out.source_index = index;
   std::vector<uint8_t> bytes;
@@ -256,7 +256,7 @@ PreparedFile prepare(const fsys::path& path, uint32_t index) {
   }
   out.source_size = bytes.size();
   if (codec::looks_like_jpeg(bytes)) {
-    fid::Result<codec::ProgressiveJpeg> transcoded = codec::transcode_progressive(bytes);
+    fid::Result<codec::ProgressiveJpeg> transcoded = codec::transcode_progressive(bytes, levels);
     if (transcoded) {
       out.kind = FileKind::jpeg;
       out.script = static_cast<uint8_t>(transcoded->script);
@@ -404,8 +404,8 @@ class RecordBuilder {
 class OrderedPipeline {
  public:
   OrderedPipeline(const SourceTree& tree, const std::vector<uint32_t>& order, unsigned jobs,
-                  const std::atomic<bool>& cancel)
-      : tree_(tree), order_(order), window_(std::max<size_t>(4, 4 * static_cast<size_t>(jobs))),
+                  codec::LevelScripts levels, const std::atomic<bool>& cancel)
+      : tree_(tree), order_(order), levels_(levels), window_(std::max<size_t>(4, 4 * static_cast<size_t>(jobs))),
         slots_(window_), cancel_(cancel) {
     for (unsigned i = 0; i < jobs; ++i) workers_.emplace_back([this] { work(); });
   }
@@ -449,7 +449,7 @@ class OrderedPipeline {
       uint32_t idx = order_[pos];
       PreparedFile f;
       try {
-        f = prepare(tree_.abs(idx), idx);
+        f = prepare(tree_.abs(idx), idx, levels_);
       } catch (const std::exception& e) {  // e.g. bad_alloc on a huge file: skip it, keep the rest
         f = PreparedFile{};
         f.source_index = idx;
@@ -466,6 +466,7 @@ class OrderedPipeline {
 
   const SourceTree& tree_;
   const std::vector<uint32_t>& order_;
+  const codec::LevelScripts levels_;
   const size_t window_;
   std::vector<std::optional<PreparedFile>> slots_;
   const std::atomic<bool>& cancel_;
@@ -764,7 +765,7 @@ fid::Result<PackReport> pack(const PackOptions& opt, const std::function<void(co
   unsigned jobs = opt.jobs ? opt.jobs : std::max(1u, std::thread::hardware_concurrency());
   {
     std::vector<uint32_t> order = storage_permutation(n, opt.seed);
-    OrderedPipeline pipeline(tree, order, jobs, cancel);
+    OrderedPipeline pipeline(tree, order, jobs, opt.levels, cancel);
     auto last_report = std::chrono::steady_clock::now();
     for (uint32_t pos = 0; pos < n; ++pos) {
       std::optional<PreparedFile> f = pipeline.next();

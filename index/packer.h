@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "codec/jpeg.h"
 #include "common/error.h"
 
 namespace fid::index {
@@ -23,6 +24,7 @@ struct PackOptions {
   // (its files' rows) stays bounded when files are tiny or empty.
   uint32_t record_files = 65536;
   uint64_t seed = 0;
+  codec::LevelScripts levels = codec::LevelScripts::pcr;  // scan scripts of the JPEGs
 };
 
 struct PackProgress {

@@ -63,6 +63,20 @@ CANDIDATES = {
         ["1: 1-63, 1, 0;"],
         ["0: 1-63, 1, 0;"],
     ],
+    # The shipped `fast` family's ycbcr_fast (pack --levels fast): spectral selection only, DC
+    # and AC 1-9 of every component complete at level 5.
+    "fast": [
+        ["0,1,2: 0-0, 0, 0;"],
+        ["0: 1-2, 0, 0;"],
+        ["0: 3-5, 0, 0;"],
+        ["2: 1-63, 0, 0;", "1: 1-63, 0, 0;"],
+        ["0: 6-9, 0, 0;"],
+        ["0: 10-14, 0, 0;"],
+        ["0: 15-20, 0, 0;"],
+        ["0: 21-27, 0, 0;"],
+        ["0: 28-40, 0, 0;"],
+        ["0: 41-63, 0, 0;"],
+    ],
     # Spectral selection only (Ah = Al = 0), 10 scans, one a level.
     "spectral": [
         ["0,1,2: 0-0, 0, 0;"],

@@ -45,7 +45,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     check(!walked.error().message.empty());
   }
 
-  const fid::Result<ProgressiveJpeg> r = transcode_progressive(in);
+  // The script family follows from the input, so that both are fuzzed.
+  const LevelScripts scripts = size % 2 ? LevelScripts::fast : LevelScripts::pcr;
+  const fid::Result<ProgressiveJpeg> r = transcode_progressive(in, scripts);
   if (!r.ok()) {
     check(!r.error().message.empty());
     return 0;

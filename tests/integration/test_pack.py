@@ -299,3 +299,31 @@ def test_imagenet_store_verifies(imagenet_tree, imagenet_store):
     for rel in jpegs[:20]:
         src = open(os.path.join(imagenet_tree, rel), "rb").read()
         assert pixels(st.read(rel))[1].tobytes() == pixels(src)[1].tobytes(), rel
+
+
+def test_fast_levels(edge_tree, tmp_path, mnt):
+    """`pack --levels fast`: every JPEG gets a fast script, each level is a clean JPEG, the full level
+    has the source's pixels, and a mount serves the same bytes."""
+    store = pack(edge_tree, str(tmp_path / "fast"), "--levels", "fast")
+    info = json.loads(run("inspect", store, "--json").stdout)
+    assert set(info["jpeg_scripts"]) <= {"ycbcr_fast", "generic_fast"}, info["jpeg_scripts"]
+    assert sum(info["jpeg_scripts"].values()) == info["by_kind"]["jpeg"] > 0
+    st = fidstore.Store(store)
+    progressive = [r["path"] for r in manifest(edge_tree) if r["expectation"] == "progressive"]
+    assert progressive
+    for rel in progressive:
+        source_bytes = open(os.path.join(edge_tree, rel), "rb").read()
+        assert st.files[rel]["kind"] == "jpeg", rel
+        assert pixels(st.read(rel))[1].tobytes() == pixels(source_bytes)[1].tobytes(), f"{rel}: full level differs"
+        sizes = [len(st.read(rel, k)) for k in range(1, st.levels + 1)]
+        assert sizes == sorted(sizes) and len(set(sizes)) == len(sizes), f"{rel}: level sizes {sizes}"
+        for k in (1, 5, st.levels):
+            ok, err = djpeg_clean(st.read(rel, k))
+            assert ok, f"{rel} level {k}: {err}"
+    mount(store, mnt, "-o", "scan_group=5")
+    for rel in progressive:
+        with open(os.path.join(mnt, rel), "rb") as f:
+            assert f.read() == st.read(rel, 5), rel
+    p = run("pack", edge_tree, str(tmp_path / "bad"), "--levels", "slow", check=False)
+    assert p.returncode == 2 and "--levels" in p.stderr and "slow" in p.stderr, p.stderr
+    assert not os.path.exists(tmp_path / "bad")

@@ -286,6 +286,22 @@ std::vector<ScanDesc> expected_script(ScanScript kind, int n, bool dc_interleave
     v.push_back({8, {2}, 1, 63, 1, 0});
     v.push_back({9, {1}, 1, 63, 1, 0});
     v.push_back({10, {0}, 1, 63, 1, 0});
+  } else if (kind == ScanScript::ycbcr_fast) {
+    dc(1, 0, 0);
+    v.push_back({2, {0}, 1, 2, 0, 0});
+    v.push_back({3, {0}, 3, 5, 0, 0});
+    v.push_back({4, {2}, 1, 63, 0, 0});
+    v.push_back({4, {1}, 1, 63, 0, 0});
+    v.push_back({5, {0}, 6, 9, 0, 0});
+    v.push_back({6, {0}, 10, 14, 0, 0});
+    v.push_back({7, {0}, 15, 20, 0, 0});
+    v.push_back({8, {0}, 21, 27, 0, 0});
+    v.push_back({9, {0}, 28, 40, 0, 0});
+    v.push_back({10, {0}, 41, 63, 0, 0});
+  } else if (kind == ScanScript::generic_fast) {
+    dc(1, 0, 0);
+    const int bands[][2] = {{1, 2}, {3, 5}, {6, 7}, {8, 9}, {10, 14}, {15, 20}, {21, 27}, {28, 40}, {41, 63}};
+    for (int i = 0; i < 9; ++i) ac(i + 2, bands[i][0], bands[i][1], 0, 0);
   } else {
     dc(1, 0, 1);
     ac(2, 1, 5, 0, 2);
@@ -375,6 +391,23 @@ TEST_P(TranscodeSource, TenLevelsDecodeStrictlyAndFullLevelIsExact) {
   EXPECT_EQ(r->script, ycbcr ? ScanScript::ycbcr : ScanScript::generic);
   const bool dc_interleaved = n <= 4 && s.h0 * s.v0 + (n - 1) <= 10;
   EXPECT_EQ(parse_scans(*r), expected_script(r->script, n, dc_interleaved));
+}
+
+TEST_P(TranscodeSource, FastScriptsDecodeStrictlyAndFullLevelIsExact) {
+  const SourceSpec& s = GetParam();
+  const Bytes source = encode(s);
+  const Result<ProgressiveJpeg> r = transcode_progressive(source, LevelScripts::fast);
+  check_transcode(source, r, s.name, s.quality >= 50);
+  if (!r.ok()) return;
+  const int n = input_components(s.color);
+  EXPECT_EQ(r->script, s.color == Color::ycbcr ? ScanScript::ycbcr_fast : ScanScript::generic_fast);
+  const bool dc_interleaved = n <= 4 && s.h0 * s.v0 + (n - 1) <= 10;
+  EXPECT_EQ(parse_scans(*r), expected_script(r->script, n, dc_interleaved));
+  // Same coefficients, another entropy coding: the pcr transcode of the fast one is the pcr one.
+  const Result<ProgressiveJpeg> pcr = transcode_progressive(source);
+  const Result<ProgressiveJpeg> back = transcode_progressive(level_file(*r, kJpegLevels));
+  ASSERT_TRUE(pcr.ok() && back.ok());
+  EXPECT_TRUE(back->bytes == pcr->bytes);
 }
 
 TEST_P(TranscodeSource, TranscodingTheResultAgainGivesTheSameBytes) {
@@ -468,6 +501,9 @@ TEST(TranscodeComponents, FiveComponentsFollowWhatLibjpegCanRead) {
   if (decoded.ok()) {
     check_transcode(source, r, "five");
     EXPECT_EQ(parse_scans(*r), expected_script(ScanScript::generic, 5, false));
+    const Result<ProgressiveJpeg> fast = transcode_progressive(source, LevelScripts::fast);
+    check_transcode(source, fast, "five (fast)");
+    EXPECT_EQ(parse_scans(*fast), expected_script(ScanScript::generic_fast, 5, false));
   } else {
     ASSERT_FALSE(r.ok());
     EXPECT_EQ(r.error().message, decoded.error().message);
@@ -684,14 +720,17 @@ TEST(EdgeZoo, TranscodesAsTheManifestSays) {
     std::ifstream f(e.path(), std::ios::binary);
     const Bytes b((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
     const std::string name = e.path().filename().string();
-    const Result<ProgressiveJpeg> r = transcode_progressive(b);
-    const auto it = expect.find(name);
-    if (it != expect.end() && it->second == "progressive") {
-      check_transcode(b, r, name);
-    } else if (r.ok()) {
-      check_transcode(b, r, name);  // accepted although not expected: must still be right
-    } else {
-      EXPECT_FALSE(r.error().message.empty()) << name;
+    for (LevelScripts scripts : {LevelScripts::pcr, LevelScripts::fast}) {
+      const Result<ProgressiveJpeg> r = transcode_progressive(b, scripts);
+      const std::string what = name + (scripts == LevelScripts::fast ? " (fast)" : " (pcr)");
+      const auto it = expect.find(name);
+      if (it != expect.end() && it->second == "progressive") {
+        check_transcode(b, r, what);
+      } else if (r.ok()) {
+        check_transcode(b, r, what);  // accepted although not expected: must still be right
+      } else {
+        EXPECT_FALSE(r.error().message.empty()) << what;
+      }
     }
     ++checked;
   }

@@ -1,0 +1,118 @@
+#!/usr/bin/env python3
+"""What a CPU-bound loader gets from each tree, for scripts/bench/decode.sh.
+
+For every NAME=DIR given (an ImageFolder tree: the source on ext4, a mount, a mount's
+/.fidelity/sg/K view), in one run:
+  * images/s through torchvision ImageFolder + RandomResizedCrop(224) + ToTensor and a DataLoader
+    with 2 worker processes (batch 32, shuffled), warm: one untimed epoch first, then RUNS
+    epochs per tree, the trees taking turns epoch by epoch (a different one first each round) so
+    that the noise of a shared machine hits them alike;
+  * Pillow's decode time per image: the first DECODE_FILES files' bytes in memory,
+    Image.open(BytesIO(b)).load() on one thread, the trees taking turns pass by pass.
+Prints a table (median of the runs; "vs first" is the median of the per-round ratios to the first
+tree) and writes the figures as JSON with --json.
+"""
+import argparse
+import gc
+import io
+import json
+import os
+import statistics
+import sys
+import time
+
+import torch
+from PIL import Image
+from torch.utils.data import DataLoader
+from torchvision import datasets, transforms
+
+
+def loader(root):
+    tf = transforms.Compose([transforms.RandomResizedCrop(224), transforms.ToTensor()])
+    ds = datasets.ImageFolder(root, transform=tf)
+    return ds, DataLoader(ds, batch_size=32, shuffle=True, num_workers=2, persistent_workers=True)
+
+
+def epoch(dl):
+    t0 = time.perf_counter()
+    n = 0
+    for x, _ in dl:
+        n += x.shape[0]
+    return n / (time.perf_counter() - t0)
+
+
+def decode_pass(bufs):
+    gc.disable()
+    t0 = time.perf_counter()
+    for b in bufs:
+        Image.open(io.BytesIO(b)).load()
+    t = time.perf_counter() - t0
+    gc.enable()
+    return t / len(bufs)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("trees", nargs="+", metavar="NAME=DIR")
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--decode-files", type=int, default=300)
+    ap.add_argument("--decode-passes", type=int, default=5)
+    ap.add_argument("--json")
+    a = ap.parse_args()
+    torch.manual_seed(0)
+    torch.set_num_threads(1)
+    trees = [t.split("=", 1) for t in a.trees]
+    names = [n for n, _ in trees]
+
+    loaders, files = {}, {}
+    for name, root in trees:
+        ds, dl = loader(root)
+        loaders[name] = dl
+        files[name] = [p for p, _ in ds.samples]
+        for _ in dl:  # warm: page cache, the daemon's caches, the workers
+            pass
+    counts = {len(f) for f in files.values()}
+    if len(counts) != 1:
+        sys.exit(f"decode_loader.py: the trees differ in file count: {counts}")
+
+    rates = {n: [] for n in names}
+    ratios = {n: [] for n in names}
+    for r in range(a.runs):
+        turn = names[r % len(names):] + names[:r % len(names)]
+        got = {n: epoch(loaders[n]) for n in turn}
+        for n in names:
+            rates[n].append(got[n])
+            ratios[n].append(got[n] / got[names[0]])
+
+    decode = {n: [] for n in names}
+    bufs = {}
+    for n in names:
+        bufs[n] = []
+        for p in files[n][:a.decode_files]:
+            with open(p, "rb") as f:
+                bufs[n].append(f.read())
+    for r in range(a.decode_passes):
+        for n in names[r % len(names):] + names[:r % len(names)]:
+            decode[n].append(decode_pass(bufs[n]))
+
+    base_decode = statistics.median(decode[names[0]])
+    out = {}
+    print(f"{len(files[names[0]])} files; DataLoader: 2 workers, batch 32, RandomResizedCrop(224) + ToTensor, "
+          f"warm, median of {a.runs} epochs; Pillow decode: {min(a.decode_files, len(files[names[0]]))} files, "
+          f"one thread, median of {a.decode_passes} passes")
+    print(f"\n| tree | DataLoader images/s | vs {names[0]} | Pillow decode us/image | vs {names[0]} | mean bytes/file |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: |")
+    for n in names:
+        d = statistics.median(decode[n])
+        mean_bytes = sum(len(b) for b in bufs[n]) / len(bufs[n])
+        out[n] = {"images_per_s": rates[n], "vs_first": ratios[n], "decode_us": [x * 1e6 for x in decode[n]],
+                  "mean_bytes": mean_bytes}
+        print(f"| {n} | {statistics.median(rates[n]):.0f} | {statistics.median(ratios[n]):.2f}x | {d * 1e6:.0f} "
+              f"| {d / base_decode:.2f}x | {mean_bytes / 1e3:.1f} kB |")
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(out, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
