@@ -9,10 +9,11 @@
 #   * level_curves.py: bytes fraction and MS-SSIM per level of both stores (`fidelityfs quality`),
 #     the full level's bytes against pcr's and the MS-SSIM-against-bytes margin.
 # Needs root (mounts).
-#   scripts/bench/decode.sh [COUNT=2000] [RUNS=3]      env: SAMPLE=200 (files for MS-SSIM)
+#   scripts/bench/decode.sh [COUNT=2000] [RUNS=5]
+#   env: SAMPLE=200 (files for MS-SSIM), KINDS="imagenet imagenet-sized" (the sets to run)
 source "$(dirname "$0")/common.sh"
 count=${1:-2000}
-runs=${2:-3}
+runs=${2:-5}
 sample=${SAMPLE:-200}
 [[ $EUID == 0 ]] || { echo "decode.sh: needs root (mounts)" >&2; exit 2; }
 bench_setup
@@ -21,7 +22,7 @@ mounted=()
 cleanup() { for d in "${mounted[@]}"; do fusermount3 -u "$d" 2>/dev/null || true; done; }
 trap cleanup EXIT
 
-for kind in imagenet imagenet-sized; do
+for kind in ${KINDS:-imagenet imagenet-sized}; do
   src=$(make_dataset "$kind" "$count" 20)
   printf '\n## %s: %s files (%s)\n\n' "$kind" "$count" "$src"
   for levels in pcr fast; do
