@@ -48,7 +48,7 @@ int run_inspect(const std::string& location, const std::vector<std::string>& opt
 
   if (json) {
     nlohmann::json j;
-    j["format_version"] = index::kFormatVersion;
+    j["format_version"] = store->format_version();
     j["files"] = store->files().size();
     j["dirs"] = store->dirs().size();
     j["by_kind"] = {{"jpeg", by_kind[0]}, {"l3", by_kind[1]}, {"blob", by_kind[2]}};
@@ -64,7 +64,7 @@ int run_inspect(const std::string& location, const std::vector<std::string>& opt
     return kExitOk;
   }
   fmt::print("store           {}\n", store->location());
-  fmt::print("format version  {}\n", index::kFormatVersion);
+  fmt::print("format version  {}\n", store->format_version());
   fmt::print("files           {} (jpeg {}, l3 {}, blob {}) in {} folders\n", store->files().size(), by_kind[0],
              by_kind[1], by_kind[2], store->dirs().size());
   fmt::print("records         {}\n", store->records().size());

@@ -21,8 +21,12 @@ inline constexpr const char* kRecordDir = "records";
 inline constexpr std::array<uint8_t, 8> kRecordMagic{'F', 'I', 'D', 'R', 'E', 'C', '0', '1'};
 inline constexpr uint32_t kRecordHeaderSize = 16;
 
-// Size in bytes of one piece in files.pieces: u64 offset, u32 size, u32 checksum (LE).
-inline constexpr size_t kPieceBlobSize = 16;
+// files.pieces in format 1: 16 bytes a piece, u64 offset, u32 size, u32 checksum (LE).
+inline constexpr size_t kPieceBlobSizeV1 = 16;
+// files.pieces in format 2: a piece is its size (unsigned LEB128, at most 5 bytes), then its
+// u32 checksum (LE). Offsets are not stored: they follow from the record's layout and the sizes
+// of the pieces of the files before it in slot order (docs/FORMAT.md "Piece offsets").
+inline constexpr size_t kMaxVarintBytes = 5;
 
 inline constexpr const char* kSchema = R"sql(
 CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -48,12 +52,36 @@ inline uint64_t get_le(const uint8_t* p, int bytes) {
   return v;
 }
 
+inline void put_varint(std::vector<uint8_t>& out, uint32_t v) {
+  while (v >= 0x80) {
+    out.push_back(static_cast<uint8_t>(v | 0x80));
+    v >>= 7;
+  }
+  out.push_back(static_cast<uint8_t>(v));
+}
+
+// Reads an unsigned LEB128 u32 at p (before end) and advances p; false if truncated, longer
+// than kMaxVarintBytes or over 32 bits.
+inline bool get_varint(const uint8_t*& p, const uint8_t* end, uint32_t& v) {
+  uint64_t acc = 0;
+  for (size_t i = 0; i < kMaxVarintBytes && p < end; ++i) {
+    const uint8_t b = *p++;
+    acc |= static_cast<uint64_t>(b & 0x7F) << (7 * i);
+    if (!(b & 0x80)) {
+      if (acc > 0xFFFFFFFFull) return false;
+      v = static_cast<uint32_t>(acc);
+      return true;
+    }
+  }
+  return false;
+}
+
+// files.pieces in the current format (2): sizes and checksums; the offsets are left out.
 inline std::vector<uint8_t> encode_pieces(std::span<const Piece> pieces) {
   std::vector<uint8_t> out;
-  out.reserve(pieces.size() * kPieceBlobSize);
+  out.reserve(pieces.size() * (kMaxVarintBytes + 4));
   for (const Piece& p : pieces) {
-    put_le(out, p.offset, 8);
-    put_le(out, p.size, 4);
+    put_varint(out, p.size);
     put_le(out, p.checksum, 4);
   }
   return out;

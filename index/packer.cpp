@@ -33,6 +33,8 @@ namespace {
 
 constexpr int kLevels = codec::kJpegLevels;
 constexpr uint64_t kMaxFileBytes = 0xFFFFFFFFull;  // a piece size is a u32
+// The rows of the index while the records are written (IndexWriter), inside the temporary folder.
+constexpr const char* kIndexScratchFile = "index.scratch";
 
 // A failed system call: `what` (the path and the operation), then strerror(code).
 fid::Error system_error(int code, const std::string& what) {
@@ -52,19 +54,62 @@ struct SourceDir {
   int64_t mtime_ns = 0;
 };
 
-struct SourceFile {
-  uint32_t dir = 0;
-  std::string name;
-  std::string rel;
-  fsys::path abs;
-  uint64_t size = 0;
-  int64_t mtime_ns = 0;
+// The walk's files, a few dozen bytes each so that ten million fit in a few hundred MiB: file i
+// is an entry of the name pool, u32 folder id, u16 name length, the name's bytes. The pool is
+// a list of fixed-size chunks, so that growing it never copies (nor doubles) what it holds.
+class SourceFiles {
+ public:
+  uint32_t size() const { return static_cast<uint32_t>(entry_.size()); }
+  void add(uint32_t dir, std::string_view name) {
+    const size_t need = 6 + name.size();
+    if (chunks_.empty() || chunks_.back().size() + need > kChunkBytes) {
+      chunks_.emplace_back();
+      chunks_.back().reserve(kChunkBytes);
+    }
+    std::string& c = chunks_.back();
+    entry_.push_back((static_cast<uint64_t>(chunks_.size() - 1) << kChunkBits) | c.size());
+    char head[6];
+    std::memcpy(head, &dir, 4);
+    const auto len = static_cast<uint16_t>(name.size());
+    std::memcpy(head + 4, &len, 2);
+    c.append(head, 6);
+    c.append(name);
+  }
+  uint32_t dir(uint32_t i) const {
+    uint32_t d;
+    std::memcpy(&d, at(i), 4);
+    return d;
+  }
+  std::string_view name(uint32_t i) const {
+    const char* e = at(i);
+    uint16_t len;
+    std::memcpy(&len, e + 4, 2);
+    return {e + 6, len};
+  }
+
+ private:
+  static constexpr int kChunkBits = 20;
+  static constexpr size_t kChunkBytes = size_t{1} << kChunkBits;  // > 6 + NAME_MAX
+  const char* at(uint32_t i) const {
+    return chunks_[entry_[i] >> kChunkBits].data() + (entry_[i] & (kChunkBytes - 1));
+  }
+  std::vector<uint64_t> entry_;
+  std::vector<std::string> chunks_;
 };
 
 struct SourceTree {
+  fsys::path root;
   std::vector<SourceDir> dirs;
-  std::vector<SourceFile> files;
+  SourceFiles files;
+  uint64_t bytes = 0;  // the files' sizes at walk time (progress)
   std::vector<std::pair<std::string, std::string>> skipped;
+
+  std::string rel(uint32_t i) const {
+    const std::string& d = dirs[files.dir(i)].rel;
+    std::string_view n = files.name(i);
+    return d.empty() ? std::string(n) : d + "/" + std::string(n);
+  }
+  fsys::path abs(uint32_t i) const { return root / rel(i); }
 };
 
 int64_t mtime_of(const struct stat& st) {
@@ -123,7 +168,8 @@ void walk(SourceTree& tree, const fsys::path& abs, uint32_t dir_id, std::vector<
         tree.skipped.emplace_back(rel, "larger than 4 GiB");
         continue;
       }
-      tree.files.push_back(SourceFile{dir_id, n, rel, child, static_cast<uint64_t>(st.st_size), mtime_of(st)});
+      tree.files.add(dir_id, n);
+      tree.bytes += static_cast<uint64_t>(st.st_size);
     } else {
       tree.skipped.emplace_back(rel, "not a regular file or folder");
     }
@@ -141,6 +187,7 @@ struct PreparedFile {
   uint32_t script = 0;  // jpeg: scan script; l3: codec::shape_code
   uint32_t width = 0, height = 0;
   uint64_t source_size = 0;
+  int64_t mtime_ns = 0;  // the source's, when it was read
   // jpeg: the transcoded stream and its cuts; other kinds: the whole payload in `payload`.
   codec::ProgressiveJpeg jpeg;
   std::vector<uint8_t> payload;
@@ -148,7 +195,7 @@ struct PreparedFile {
   uint64_t full_bytes() const { return kind == FileKind::jpeg ? jpeg.bytes.size() : payload.size(); }
 };
 
-bool read_whole(const fsys::path& p, std::vector<uint8_t>& out, std::string& error) {
+bool read_whole(const fsys::path& p, std::vector<uint8_t>& out, int64_t& mtime_ns, std::string& error) {
   int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC | O_NOATIME);
   if (fd < 0 && errno == EPERM) fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
@@ -161,6 +208,7 @@ bool read_whole(const fsys::path& p, std::vector<uint8_t>& out, std::string& err
     ::close(fd);
     return false;
   }
+  mtime_ns = mtime_of(st);
   out.resize(static_cast<size_t>(st.st_size));
   size_t done = 0;
   while (true) {
@@ -196,12 +244,12 @@ fid::Status prepare_l3(std::span<const uint8_t> bytes, PreparedFile& out) {
   return {};
 }
 
-PreparedFile prepare(const SourceFile& src, uint32_t index, codec::LevelScripts levels) {
+PreparedFile prepare(const fsys::path& path, uint32_t index, codec::LevelScripts levels) {
   PreparedFile out;
   out.source_index = index;
   std::vector<uint8_t> bytes;
   std::string error;
-  if (!read_whole(src.abs, bytes, error)) {
+  if (!read_whole(path, bytes, out.mtime_ns, error)) {
     out.skipped = true;
     out.note = error;
     return out;
@@ -231,12 +279,14 @@ PreparedFile prepare(const SourceFile& src, uint32_t index, codec::LevelScripts 
 // ---------------------------------------------------------------------------------------------
 // Records
 
+// A file's row of the index, complete once its record is written.
 struct StoredFile {
   uint32_t source_index = 0;
   FileKind kind = FileKind::blob;
   uint32_t script = 0;
   uint32_t width = 0, height = 0;
   uint64_t source_size = 0;
+  int64_t mtime_ns = 0;
   uint32_t record = 0, slot = 0;
   std::vector<Piece> pieces;
   std::string note;
@@ -254,11 +304,12 @@ class RecordBuilder {
   RecordBuilder(RecordLayout layout) : layout_(layout), regions_(layout == RecordLayout::scan ? kLevels + 1 : 1) {}
 
   bool empty() const { return members_.empty(); }
+  bool full(const PackOptions& opt) const { return bytes_ >= opt.record_bytes || members_.size() >= opt.record_files; }
   RecordLayout layout() const { return layout_; }
-  uint64_t bytes() const { return bytes_; }
 
   void add(PreparedFile& f) {
-    Member m{f.source_index, {}};
+    Member m;
+    m.file = StoredFile{f.source_index, f.kind, f.script, f.width, f.height, f.source_size, f.mtime_ns, 0, 0, {}, f.note};
     if (layout_ == RecordLayout::scan) {
       for (int i = 0; i <= kLevels; ++i) m.pieces.push_back(append(i, f.jpeg.piece(i)));
     } else {
@@ -268,9 +319,8 @@ class RecordBuilder {
     members_.push_back(std::move(m));
   }
 
-  // Writes the record file and fills in the pieces (absolute offsets) of its members.
-  // `stored` is indexed by source index.
-  fid::Result<RecordInfo> write(const fsys::path& store_tmp, uint32_t id, std::vector<StoredFile>& stored) {
+  // Writes the record file and completes its members' rows (record, slot, pieces).
+  fid::Result<RecordInfo> write(const fsys::path& store_tmp, uint32_t id) {
     RecordInfo info;
     info.layout = layout_;
     info.path = fmt::format("{}/{:06d}.rec", kRecordDir, id);
@@ -297,13 +347,18 @@ class RecordBuilder {
     if (!ok) return system_error(err, fmt::format("{}: write failed", p.string()));
     uint32_t slot = 0;
     for (Member& m : members_) {
-      StoredFile& s = stored[m.source_index];
-      s.record = id;
-      s.slot = slot++;
+      m.file.record = id;
+      m.file.slot = slot++;
       for (LocalPiece& lp : m.pieces)
-        s.pieces.push_back(Piece{region_start[lp.region] + lp.offset, lp.size, lp.checksum});
+        m.file.pieces.push_back(Piece{region_start[lp.region] + lp.offset, lp.size, lp.checksum});
     }
     return info;
+  }
+
+  // The rows of the files of the record, in slot order, once write() has succeeded.
+  template <typename Fn>
+  void for_each_file(Fn&& fn) const {
+    for (const Member& m : members_) fn(m.file);
   }
 
  private:
@@ -314,7 +369,7 @@ class RecordBuilder {
     uint32_t checksum;
   };
   struct Member {
-    uint32_t source_index;
+    StoredFile file;
     std::vector<LocalPiece> pieces;
   };
 
@@ -348,9 +403,9 @@ class RecordBuilder {
 
 class OrderedPipeline {
  public:
-  OrderedPipeline(const std::vector<SourceFile>& files, const std::vector<uint32_t>& order, unsigned jobs,
+  OrderedPipeline(const SourceTree& tree, const std::vector<uint32_t>& order, unsigned jobs,
                   codec::LevelScripts levels, const std::atomic<bool>& cancel)
-      : files_(files), order_(order), levels_(levels), window_(std::max<size_t>(4, 4 * static_cast<size_t>(jobs))),
+      : tree_(tree), order_(order), levels_(levels), window_(std::max<size_t>(4, 4 * static_cast<size_t>(jobs))),
         slots_(window_), cancel_(cancel) {
     for (unsigned i = 0; i < jobs; ++i) workers_.emplace_back([this] { work(); });
   }
@@ -394,7 +449,7 @@ class OrderedPipeline {
       uint32_t idx = order_[pos];
       PreparedFile f;
       try {
-        f = prepare(files_[idx], idx, levels_);
+        f = prepare(tree_.abs(idx), idx, levels_);
       } catch (const std::exception& e) {  // e.g. bad_alloc on a huge file: skip it, keep the rest
         f = PreparedFile{};
         f.source_index = idx;
@@ -409,7 +464,7 @@ class OrderedPipeline {
     }
   }
 
-  const std::vector<SourceFile>& files_;
+  const SourceTree& tree_;
   const std::vector<uint32_t>& order_;
   const codec::LevelScripts levels_;
   const size_t window_;
@@ -425,82 +480,120 @@ class OrderedPipeline {
 // ---------------------------------------------------------------------------------------------
 // Index
 
-void write_index(const fsys::path& path, const PackOptions& opt, const SourceTree& tree,
-                 const std::vector<RecordInfo>& records, const std::vector<StoredFile>& stored) {
-  SqliteDb db(path.string(), /*writable=*/true);
-  db.exec("PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF;");
-  db.exec(kSchema);
-  db.exec("BEGIN");
-  {
-    auto st = db.prepare("INSERT INTO meta(key, value) VALUES (?1, ?2)");
-    auto put = [&](std::string_view k, const std::string& v) {
-      st.bind(1, k);
-      st.bind(2, std::string_view(v));
-      st.run();
-    };
-    put("format_version", std::to_string(kFormatVersion));
-    put("levels", std::to_string(kLevels));
-    put("seed", std::to_string(opt.seed));
-    put("record_bytes", std::to_string(opt.record_bytes));
-    put("created_unix", std::to_string(std::chrono::duration_cast<std::chrono::seconds>(
-                                           std::chrono::system_clock::now().time_since_epoch()).count()));
+// The index, written as records complete so that no file's row stays in memory past its record:
+// each stored file's row goes to a scratch table keyed by its source index; finish() writes the
+// index with those rows in source order, numbered 0..n-1 (a skipped file leaves no gap).
+class IndexWriter {
+ public:
+  explicit IndexWriter(const fsys::path& scratch) : scratch_(scratch.string(), /*writable=*/true) {
+    // A small page cache: the table is written in random order, its pages stay in the kernel's.
+    scratch_.exec("PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF; PRAGMA cache_size=-16384;");
+    scratch_.exec(
+        "CREATE TABLE rows(src INTEGER PRIMARY KEY, kind INTEGER NOT NULL, script INTEGER NOT NULL, "
+        "record INTEGER NOT NULL, slot INTEGER NOT NULL, width INTEGER NOT NULL, height INTEGER NOT NULL, "
+        "source_size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL, pieces BLOB NOT NULL, note TEXT NOT NULL)");
+    scratch_.exec("BEGIN");
+    insert_.emplace(scratch_, "INSERT INTO rows VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)");
   }
-  {
-    auto st = db.prepare("INSERT INTO dirs(id, parent, name, mtime_ns) VALUES (?1, ?2, ?3, ?4)");
-    for (size_t i = 0; i < tree.dirs.size(); ++i) {
-      const SourceDir& d = tree.dirs[i];
-      st.bind(1, static_cast<int64_t>(i));
-      st.bind(2, static_cast<int64_t>(d.parent));
-      st.bind_blob(3, {reinterpret_cast<const uint8_t*>(d.name.data()), d.name.size()});
-      st.bind(4, d.mtime_ns);
-      st.run();
+
+  void add(const StoredFile& f) {
+    SqliteStatement& st = *insert_;
+    st.bind(1, static_cast<int64_t>(f.source_index));
+    st.bind(2, static_cast<int64_t>(f.kind));
+    st.bind(3, static_cast<int64_t>(f.script));
+    st.bind(4, static_cast<int64_t>(f.record));
+    st.bind(5, static_cast<int64_t>(f.slot));
+    st.bind(6, static_cast<int64_t>(f.width));
+    st.bind(7, static_cast<int64_t>(f.height));
+    st.bind(8, static_cast<int64_t>(f.source_size));
+    st.bind(9, f.mtime_ns);
+    st.bind_blob(10, encode_pieces(f.pieces));
+    st.bind(11, std::string_view(f.note));
+    st.run();
+  }
+
+  // Writes the complete index at `path` (docs/FORMAT.md). The scratch file is the caller's to
+  // remove once this writer is gone.
+  void finish(const fsys::path& path, const PackOptions& opt, const SourceTree& tree,
+              const std::vector<RecordInfo>& records) {
+    insert_.reset();
+    scratch_.exec("COMMIT");
+    SqliteDb db(path.string(), /*writable=*/true);
+    db.exec("PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF;");
+    db.exec(kSchema);
+    db.exec("BEGIN");
+    {
+      auto st = db.prepare("INSERT INTO meta(key, value) VALUES (?1, ?2)");
+      auto put = [&](std::string_view k, const std::string& v) {
+        st.bind(1, k);
+        st.bind(2, std::string_view(v));
+        st.run();
+      };
+      put("format_version", std::to_string(kFormatVersion));
+      put("levels", std::to_string(kLevels));
+      put("seed", std::to_string(opt.seed));
+      put("record_bytes", std::to_string(opt.record_bytes));
+      put("created_unix", std::to_string(std::chrono::duration_cast<std::chrono::seconds>(
+                                             std::chrono::system_clock::now().time_since_epoch()).count()));
     }
-  }
-  {
-    auto st = db.prepare("INSERT INTO records(id, path, layout, size, region_ends) VALUES (?1, ?2, ?3, ?4, ?5)");
-    for (size_t i = 0; i < records.size(); ++i) {
-      const RecordInfo& r = records[i];
-      st.bind(1, static_cast<int64_t>(i));
-      st.bind(2, std::string_view(r.path));
-      st.bind(3, static_cast<int64_t>(r.layout));
-      st.bind(4, static_cast<int64_t>(r.size));
-      st.bind_blob(5, encode_u64s(r.region_ends));
-      st.run();
+    {
+      auto st = db.prepare("INSERT INTO dirs(id, parent, name, mtime_ns) VALUES (?1, ?2, ?3, ?4)");
+      for (size_t i = 0; i < tree.dirs.size(); ++i) {
+        const SourceDir& d = tree.dirs[i];
+        st.bind(1, static_cast<int64_t>(i));
+        st.bind(2, static_cast<int64_t>(d.parent));
+        st.bind_blob(3, {reinterpret_cast<const uint8_t*>(d.name.data()), d.name.size()});
+        st.bind(4, d.mtime_ns);
+        st.run();
+      }
     }
-  }
-  {
-    auto st = db.prepare(
-        "INSERT INTO files(id, dir, name, kind, script, record, slot, width, height, source_size, mtime_ns, "
-        "pieces, note) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)");
-    for (size_t i = 0; i < stored.size(); ++i) {
-      const StoredFile& f = stored[i];
-      const SourceFile& src = tree.files[f.source_index];
-      st.bind(1, static_cast<int64_t>(i));
-      st.bind(2, static_cast<int64_t>(src.dir));
-      st.bind_blob(3, {reinterpret_cast<const uint8_t*>(src.name.data()), src.name.size()});
-      st.bind(4, static_cast<int64_t>(f.kind));
-      st.bind(5, static_cast<int64_t>(f.script));
-      st.bind(6, static_cast<int64_t>(f.record));
-      st.bind(7, static_cast<int64_t>(f.slot));
-      st.bind(8, static_cast<int64_t>(f.width));
-      st.bind(9, static_cast<int64_t>(f.height));
-      st.bind(10, static_cast<int64_t>(f.source_size));
-      st.bind(11, src.mtime_ns);
-      st.bind_blob(12, encode_pieces(f.pieces));
-      st.bind(13, std::string_view(f.note));
-      st.run();
+    {
+      auto st = db.prepare("INSERT INTO records(id, path, layout, size, region_ends) VALUES (?1, ?2, ?3, ?4, ?5)");
+      for (size_t i = 0; i < records.size(); ++i) {
+        const RecordInfo& r = records[i];
+        st.bind(1, static_cast<int64_t>(i));
+        st.bind(2, std::string_view(r.path));
+        st.bind(3, static_cast<int64_t>(r.layout));
+        st.bind(4, static_cast<int64_t>(r.size));
+        st.bind_blob(5, encode_u64s(r.region_ends));
+        st.run();
+      }
     }
-  }
-  {
-    auto st = db.prepare("INSERT INTO skipped(path, reason) VALUES (?1, ?2)");
-    for (auto& [p, why] : tree.skipped) {
-      st.bind_blob(1, {reinterpret_cast<const uint8_t*>(p.data()), p.size()});
-      st.bind(2, std::string_view(why));
-      st.run();
+    {
+      auto st = db.prepare(
+          "INSERT INTO files(id, dir, name, kind, script, record, slot, width, height, source_size, mtime_ns, "
+          "pieces, note) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)");
+      auto rows = scratch_.prepare(
+          "SELECT src, kind, script, record, slot, width, height, source_size, mtime_ns, pieces, note "
+          "FROM rows ORDER BY src");
+      for (int64_t id = 0; rows.step(); ++id) {
+        const auto src = static_cast<uint32_t>(rows.integer(0));
+        const std::string_view name = tree.files.name(src);
+        st.bind(1, id);
+        st.bind(2, static_cast<int64_t>(tree.files.dir(src)));
+        st.bind_blob(3, {reinterpret_cast<const uint8_t*>(name.data()), name.size()});
+        for (int c = 1; c <= 8; ++c) st.bind(c + 3, rows.integer(c));  // kind .. mtime_ns
+        st.bind_blob(12, rows.blob(9));
+        const std::string note = rows.text(10);
+        st.bind(13, std::string_view(note));
+        st.run();
+      }
     }
+    {
+      auto st = db.prepare("INSERT INTO skipped(path, reason) VALUES (?1, ?2)");
+      for (auto& [p, why] : tree.skipped) {
+        st.bind_blob(1, {reinterpret_cast<const uint8_t*>(p.data()), p.size()});
+        st.bind(2, std::string_view(why));
+        st.run();
+      }
+    }
+    db.exec("COMMIT");
   }
-  db.exec("COMMIT");
-}
+
+ private:
+  SqliteDb scratch_;
+  std::optional<SqliteStatement> insert_;
+};
 
 // Flushes a file or folder to storage; a failure (EIO, ENOSPC on delayed allocation) fails the
 // pack: the store must not be committed on top of data that may not be there.
@@ -591,6 +684,7 @@ fid::Result<fsys::path> check_pack_options(const PackOptions& opt) {
   if (!fsys::is_directory(opt.source, ec))
     return fid::Error{ENOTDIR, fmt::format("{}: source is not a folder", opt.source.string())};
   if (opt.record_bytes < 4096) return fid::Error{EINVAL, "--record-bytes must be at least 4096"};
+  if (opt.record_files < 1) return fid::Error{EINVAL, "a record must be allowed at least one file"};
   fsys::path store = fsys::absolute(opt.store, ec);
   if (store.filename().empty()) store = store.parent_path();
   if (fsys::exists(store, ec) && !(fsys::is_directory(store, ec) && fsys::is_empty(store, ec)))
@@ -628,53 +722,59 @@ fid::Result<PackReport> pack(const PackOptions& opt, const std::function<void(co
   {
     struct stat st {};
     ::stat(opt.source.c_str(), &st);
+    tree.root = opt.source;
     tree.dirs.push_back(SourceDir{0, "", "", mtime_of(st)});
     std::vector<std::pair<dev_t, ino_t>> ancestors{{st.st_dev, st.st_ino}};
     walk(tree, opt.source, 0, ancestors, cancel);
   }
   if (cancel) return interrupted();
-  const auto n = static_cast<uint32_t>(tree.files.size());
+  const uint32_t n = tree.files.size();
   PackProgress prog;
   prog.files_total = n;
-  for (auto& f : tree.files) prog.source_bytes_total += f.size;
+  prog.source_bytes_total = tree.bytes;
 
-  // 2. Prepare in parallel, in storage order; 3. lay out records as files arrive.
-  std::vector<uint32_t> order = storage_permutation(n, opt.seed);
-  std::vector<StoredFile> stored(n);  // indexed by source index; skipped ones dropped later
-  std::vector<bool> is_skipped(n, false);
+  // 2. Prepare in parallel, in storage order; 3. lay out records as files arrive, and send the
+  // rows of a record's files to the index once it is written.
+  // The index is written under another name and renamed once complete and flushed: a folder
+  // that has an index.sqlite has all of it and all its (already flushed) records.
+  const fsys::path partial = tmp.path / kIndexPartialFile;
+  const fsys::path scratch = tmp.path / kIndexScratchFile;
+  auto index_error = [](const StoreError& e) { return fid::Error{EIO, fmt::format("cannot write the index: {}", e.what())}; };
+  std::optional<IndexWriter> index;
+  try {
+    index.emplace(scratch);
+  } catch (const StoreError& e) {
+    return index_error(e);
+  }
   std::vector<RecordInfo> records;
   RecordBuilder scan_rec(RecordLayout::scan), whole_rec(RecordLayout::whole);
   auto flush = [&](RecordBuilder& b) -> fid::Status {
     if (b.empty()) return {};
-    fid::Result<RecordInfo> written = b.write(tmp.path, static_cast<uint32_t>(records.size()), stored);
+    fid::Result<RecordInfo> written = b.write(tmp.path, static_cast<uint32_t>(records.size()));
     if (!written) return std::move(written).error();
     records.push_back(std::move(written).value());
+    try {
+      b.for_each_file([&](const StoredFile& f) { index->add(f); });
+    } catch (const StoreError& e) {
+      return index_error(e);
+    }
     b = RecordBuilder(b.layout());
     return {};
   };
   report.bytes_by_level.assign(kLevels, 0);
   unsigned jobs = opt.jobs ? opt.jobs : std::max(1u, std::thread::hardware_concurrency());
   {
-    OrderedPipeline pipeline(tree.files, order, jobs, opt.levels, cancel);
+    std::vector<uint32_t> order = storage_permutation(n, opt.seed);
+    OrderedPipeline pipeline(tree, order, jobs, opt.levels, cancel);
     auto last_report = std::chrono::steady_clock::now();
     for (uint32_t pos = 0; pos < n; ++pos) {
       std::optional<PreparedFile> f = pipeline.next();
       if (!f) return interrupted();
-      const SourceFile& src = tree.files[f->source_index];
       prog.files_done++;
-      prog.source_bytes_done += src.size;
+      prog.source_bytes_done += f->source_size;
       if (f->skipped) {
-        is_skipped[f->source_index] = true;
-        tree.skipped.emplace_back(src.rel, f->note);
+        tree.skipped.emplace_back(tree.rel(f->source_index), f->note);
       } else {
-        StoredFile& s = stored[f->source_index];
-        s.source_index = f->source_index;
-        s.kind = f->kind;
-        s.script = f->script;
-        s.width = f->width;
-        s.height = f->height;
-        s.source_size = f->source_size;
-        s.note = f->note;
         if (f->kind == FileKind::jpeg) {
           report.jpeg++;
           const uint64_t trailer = level_trailer(FileKind::jpeg).size();
@@ -686,12 +786,12 @@ fid::Result<PackReport> pack(const PackOptions& opt, const std::function<void(co
           report.l3_source_bytes += f->source_size;
         } else {
           report.blob++;
-          if (!f->note.empty()) report.blobbed.emplace_back(src.rel, f->note);
+          if (!f->note.empty()) report.blobbed.emplace_back(tree.rel(f->source_index), f->note);
         }
         report.source_bytes += f->source_size;
         RecordBuilder& b = f->kind == FileKind::jpeg ? scan_rec : whole_rec;
         b.add(*f);
-        if (b.bytes() >= opt.record_bytes) {
+        if (b.full(opt)) {
           if (fid::Status flushed = flush(b); !flushed) return std::move(flushed).error();
         }
       }
@@ -708,17 +808,15 @@ fid::Result<PackReport> pack(const PackOptions& opt, const std::function<void(co
   if (cancel) return interrupted();
 
   // 4. Index: files in tree order (ids follow the sorted walk), skipped ones dropped.
-  std::vector<StoredFile> final_files;
-  final_files.reserve(n);
-  for (uint32_t i = 0; i < n; ++i)
-    if (!is_skipped[i]) final_files.push_back(std::move(stored[i]));
-  // The index is written under another name and renamed once complete and flushed: a folder
-  // that has an index.sqlite has all of it and all its (already flushed) records.
-  const fsys::path partial = tmp.path / kIndexPartialFile;
   try {
-    write_index(partial, opt, tree, records, final_files);
+    index->finish(partial, opt, tree, records);
   } catch (const StoreError& e) {
-    return fid::Error{EIO, fmt::format("cannot write the index: {}", e.what())};
+    return index_error(e);
+  }
+  index.reset();
+  if (::unlink(scratch.c_str()) != 0) {
+    const int err = errno;
+    return system_error(err, fmt::format("{}: cannot remove", scratch.string()));
   }
   if (fid::Status flushed = fsync_path(partial); !flushed) return std::move(flushed).error();
   if (::rename(partial.c_str(), (tmp.path / kIndexFile).c_str()) != 0) {

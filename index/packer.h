@@ -20,6 +20,9 @@ struct PackOptions {
   std::filesystem::path store;
   unsigned jobs = 0;                 // 0 = all cores
   uint64_t record_bytes = 8u << 20;  // target record size at full level
+  // A record also closes at this many files, so that what it holds in memory until it is written
+  // (its files' rows) stays bounded when files are tiny or empty.
+  uint32_t record_files = 65536;
   uint64_t seed = 0;
   codec::LevelScripts levels = codec::LevelScripts::pcr;  // scan scripts of the JPEGs
 };

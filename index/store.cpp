@@ -4,6 +4,7 @@
 #include "codec/l3_view.h"
 
 #include <fcntl.h>
+#include <malloc.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <xxhash.h>
@@ -131,6 +132,8 @@ void Store::load_index(const std::filesystem::path& index_path, const std::strin
   if (levels < 1 || levels > 64) throw StoreError(fmt::format("{}: corrupt index: {} levels", ip, levels));
   s->levels_ = static_cast<int>(levels);
   s->seed_ = static_cast<uint64_t>(meta_int(db, "seed"));
+  s->format_version_ = static_cast<int>(version);
+  const bool offsets_stored = version == 1;  // format 2 derives them (derive_offsets)
 
   auto corrupt = [&](const std::string& what) { return StoreError(fmt::format("{}: corrupt index: {}", ip, what)); };
 
@@ -174,7 +177,19 @@ void Store::load_index(const std::filesystem::path& index_path, const std::strin
     }
     if (s->dirs_.empty()) throw corrupt("no root directory");
   }
-  // Files.
+  // Files. The tables are sized once (ids are 0..n-1, so max(id) gives n in one B-tree
+  // descent): growing them by doubling would leave copies and slack in the daemon's memory.
+  {
+    auto last = db.prepare("SELECT max(id) FROM files");
+    if (last.step()) {
+      const int64_t n = last.integer(0) + 1;
+      if (n > 0 && n <= int64_t{1} << 32) {
+        s->files_.reserve(static_cast<size_t>(n));
+        s->record_files_.reserve(static_cast<size_t>(n));
+        s->child_files_.reserve(static_cast<size_t>(n));
+      }
+    }
+  }
   {
     auto q = db.prepare(
         "SELECT id, dir, name, kind, script, record, slot, width, height, source_size, mtime_ns, pieces "
@@ -214,17 +229,31 @@ void Store::load_index(const std::filesystem::path& index_path, const std::strin
       f.mtime_ns = q.integer(10);
       auto blob = q.blob(11);
       size_t want = f.kind == FileKind::jpeg ? static_cast<size_t>(s->levels_) + 1 : 1;
-      if (blob.size() != want * kPieceBlobSize)
-        throw corrupt(fmt::format("file {} has {} piece bytes, expected {}", f.id, blob.size(), want * kPieceBlobSize));
       f.first_piece = static_cast<uint32_t>(s->pieces_.size());
       f.piece_count = static_cast<uint32_t>(want);
-      const uint64_t rec_size = s->records_[f.record].size;
-      for (size_t i = 0; i < want; ++i) {
-        const uint8_t* p = blob.data() + i * kPieceBlobSize;
-        Piece piece{get_le(p, 8), static_cast<uint32_t>(get_le(p + 8, 4)), static_cast<uint32_t>(get_le(p + 12, 4))};
-        if (piece.offset < kRecordHeaderSize || piece.offset > rec_size || piece.size > rec_size - piece.offset)
-          throw corrupt(fmt::format("file {} piece {} lies outside record {}", f.id, i, f.record));
-        s->pieces_.push_back(piece);
+      if (offsets_stored) {
+        if (blob.size() != want * kPieceBlobSizeV1)
+          throw corrupt(fmt::format("file {} has {} piece bytes, expected {}", f.id, blob.size(), want * kPieceBlobSizeV1));
+        const uint64_t rec_size = s->records_[f.record].size;
+        for (size_t i = 0; i < want; ++i) {
+          const uint8_t* p = blob.data() + i * kPieceBlobSizeV1;
+          Piece piece{get_le(p, 8), static_cast<uint32_t>(get_le(p + 8, 4)), static_cast<uint32_t>(get_le(p + 12, 4))};
+          if (piece.offset < kRecordHeaderSize || piece.offset > rec_size || piece.size > rec_size - piece.offset)
+            throw corrupt(fmt::format("file {} piece {} lies outside record {}", f.id, i, f.record));
+          s->pieces_.push_back(piece);
+        }
+      } else {  // sizes and checksums; the offsets follow below, once the records' slot orders are known
+        const uint8_t* p = blob.data();
+        const uint8_t* end = p + blob.size();
+        for (size_t i = 0; i < want; ++i) {
+          Piece piece;
+          if (!get_varint(p, end, piece.size) || end - p < 4)
+            throw corrupt(fmt::format("file {} has a malformed pieces blob ({} pieces expected)", f.id, want));
+          piece.checksum = static_cast<uint32_t>(get_le(p, 4));
+          p += 4;
+          s->pieces_.push_back(piece);
+        }
+        if (p != end) throw corrupt(fmt::format("file {} has bytes after its {} pieces", f.id, want));
       }
       s->files_.push_back(f);
     }
@@ -259,6 +288,54 @@ void Store::load_index(const std::filesystem::path& index_path, const std::strin
     for (size_t r = 0; r < s->records_.size(); ++r)
       std::sort(s->record_files_.begin() + s->record_begin_[r], s->record_files_.begin() + s->record_begin_[r + 1],
                 [&](uint32_t a, uint32_t b) { return s->files_[a].slot < s->files_[b].slot; });
+  }
+  if (!offsets_stored) derive_offsets(ip);
+  s->pieces_.shrink_to_fit();
+  s->names_.shrink_to_fit();
+  s->files_.shrink_to_fit();
+  // What the load freed (SQLite's cache, the sort's lists) goes back to the system.
+  ::malloc_trim(0);
+}
+
+// Format 2 (docs/FORMAT.md "Piece offsets"): piece i of a file in a scan record lies in region i,
+// the one piece of a file in a whole record in region 0; within a region, the pieces follow each
+// other in slot order from the region's start, and fill it exactly.
+void Store::derive_offsets(const std::string& ip) {
+  auto corrupt = [&](const std::string& what) { return StoreError(fmt::format("{}: corrupt index: {}", ip, what)); };
+  std::vector<uint64_t> pos;
+  for (const Record& rec : records_) {
+    const bool scan = rec.layout == RecordLayout::scan;
+    const size_t regions = scan ? static_cast<size_t>(levels_) + 1 : 1;
+    if (rec.region_end.size() != regions)
+      throw corrupt(fmt::format("record {} has {} regions, its layout has {}", rec.id, rec.region_end.size(), regions));
+    pos.assign(regions, 0);
+    uint64_t start = kRecordHeaderSize;
+    for (size_t k = 0; k < regions; ++k) {
+      if (rec.region_end[k] < start) throw corrupt(fmt::format("record {} region {} ends before it starts", rec.id, k));
+      pos[k] = start;
+      start = rec.region_end[k];
+    }
+    if (start != rec.size)
+      throw corrupt(fmt::format("record {}: its regions end at {}, its size is {}", rec.id, start, rec.size));
+    const std::span<const uint32_t> members = record_files(rec.id);
+    for (size_t k = 0; k < members.size(); ++k) {
+      const File& f = files_[members[k]];
+      if (f.slot != k) throw corrupt(fmt::format("record {}: its slots are not 0..{}", rec.id, members.size() - 1));
+      if ((f.kind == FileKind::jpeg) != scan)
+        throw corrupt(fmt::format("file {} ({}) in record {} of the other layout", f.id, kind_name(f.kind), rec.id));
+      for (uint32_t i = 0; i < f.piece_count; ++i) {
+        Piece& p = pieces_[f.first_piece + i];
+        const size_t region = scan ? i : 0;
+        if (p.size > rec.region_end[region] - pos[region])
+          throw corrupt(fmt::format("file {} piece {} lies outside record {}", f.id, i, rec.id));
+        p.offset = pos[region];
+        pos[region] += p.size;
+      }
+    }
+    for (size_t k = 0; k < regions; ++k)
+      if (pos[k] != rec.region_end[k])
+        throw corrupt(fmt::format("record {} region {}: its pieces end at {}, the region at {}", rec.id, k, pos[k],
+                                  rec.region_end[k]));
   }
 }
 

@@ -14,7 +14,8 @@
 
 namespace fid::index {
 
-inline constexpr int kFormatVersion = 1;
+// The version pack writes; Store loads every version from 1 up to it (docs/FORMAT.md).
+inline constexpr int kFormatVersion = 2;
 
 enum class FileKind : uint8_t { jpeg = 0, l3 = 1, blob = 2 };
 std::string_view kind_name(FileKind k);
@@ -86,6 +87,8 @@ class Store {
   // The folder or URL the store was opened from, for messages and the mount's fsname.
   const std::string& location() const { return location_; }
   int levels() const { return levels_; }
+  // The store's format version (1 .. kFormatVersion).
+  int format_version() const { return format_version_; }
   uint64_t seed() const { return seed_; }
 
   std::span<const File> files() const { return files_; }
@@ -117,9 +120,12 @@ class Store {
   static std::unique_ptr<Store> load(const std::filesystem::path& dir);  // throws StoreError
   // Loads the tables from an index file; messages name `display`. Throws StoreError.
   void load_index(const std::filesystem::path& index_file, const std::string& display);
+  // Format 2: the pieces' offsets from the records' layouts and the files' slots. Throws StoreError.
+  void derive_offsets(const std::string& display);
   std::filesystem::path dir_;
   std::string location_;
   int levels_ = 0;
+  int format_version_ = 0;
   uint64_t seed_ = 0;
   std::vector<File> files_;
   std::vector<Dir> dirs_;

@@ -11,7 +11,9 @@
 #     from the listing, each opened and read whole by readbench with 2 threads; the source tree
 #     on ext4 the same way in the same run as the baseline;
 #   * the daemon's RSS and anonymous memory (RssAnon) per file after the mount, after the first
-#     listing and after the reads, and the kernel's FUSE inodes (fuse_inode slab objects).
+#     listing and after the reads, and the kernel's FUSE inodes (fuse_inode slab objects);
+#   * then the time to read one published order file, /.fidelity/order/epoch-0, whole (the
+#     daemon makes it on the first read).
 # The modes and ext4 take turns within a run (a different one first each run), so that the noise
 # of a shared machine hits them alike; figures are medians of RUNS runs, ratios medians of the
 # per-run ratios. Every step is bounded in time (LIMIT_S for the whole script). Needs root
@@ -131,6 +133,11 @@ run_mount() {  # run_mount MODE SEED
   mem "$mode" reads
   add "$mode" inodes_reads "$(($(fuse_inodes) - k0))"
   add "$mode" lookups "$(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["lookups"])' "$m/.fidelity/stats")"
+  t0=$(now)
+  local lines
+  lines=$(bounded 600 wc -l <"$m/.fidelity/order/epoch-0")
+  add "$mode" order "$(echo "$(now) - $t0" | bc -l)"
+  ((lines == count)) || { echo "scale.sh: epoch-0 has $lines lines, expected $count" >&2; exit 1; }
   grep -q "\"readdir\": \"$mode\"" "$m/.fidelity/config" || { echo "scale.sh: the mount does not say readdir=$mode" >&2; exit 1; }
   fusermount3 -u "$m"
   wait_exit "$daemon"
@@ -187,12 +194,14 @@ for name in plus plain auto; do
     "$(med "$name" rss_reads)" "$(med "$name" anon_reads)" "$(med "$name" inodes_list)" "$(med "$name" inodes_reads)" \
     "$(med "$name" lookups)"
 done
+printf 'reading /.fidelity/order/epoch-0 whole (made on that read), after the reads: %s\n' \
+  "$(for n in plus plain auto; do printf '%s %.2f s; ' "$n" "$(med "$n" order)"; done)"
 printf 'per run (s): %s\n' "$(for n in "${names[@]}"; do printf '%s list1 [%s] reads [%s]; ' "$n" "${R[$n,list1]% }" "${R[$n,reads]% }"; done)"
 
 {
   printf '{"files": %d, "reads": %d, "runs": %d, "pack_s": %s, "pack_peak_kb": %s, "index_bytes": %s, "modes": ' \
     "$files" "$reads" "$runs" "$pack_s" "$pack_kb" "$index_b"
   runs_json names mount list1 list2 reads total rss_mount anon_mount rss_list anon_list rss_reads anon_reads \
-    inodes_list inodes_reads lookups
+    inodes_list inodes_reads lookups order
   printf '}\n'
 } >"$BENCH_DIR/results/scale-$count.json"

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <string>
 
@@ -25,6 +26,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto store = fid::index::Store::open(dir);
   if (!store.ok()) return 0;
   for (const auto& f : (*store)->files()) {
+    // Accepted pieces (stored or derived offsets) lie inside their record, after its header.
+    const uint64_t record_size = (*store)->records()[f.record].size;
+    for (const auto& p : (*store)->pieces(f))
+      if (p.offset < 16 || p.offset > record_size || p.size > record_size - p.offset) std::abort();
     (void)(*store)->relative_path(f);
     (void)(*store)->size_at_level(f, (*store)->levels());
     (void)(*store)->storage_position(f);

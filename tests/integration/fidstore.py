@@ -15,19 +15,63 @@ class Store:
         self.db = sqlite3.connect(f"file:{os.path.join(path, 'index.sqlite')}?mode=ro", uri=True)
         self.meta = dict(self.db.execute("SELECT key, value FROM meta"))
         self.levels = int(self.meta["levels"])
+        self.version = int(self.meta["format_version"])
         self.dirs = {i: (parent, bytes(name)) for i, parent, name in self.db.execute("SELECT id, parent, name FROM dirs")}
         self.records = {i: (p, layout, size) for i, p, layout, size in
                         self.db.execute("SELECT id, path, layout, size FROM records")}
+        region_ends = {i: struct.unpack(f"<{len(b) // 8}Q", b) for i, b in
+                       self.db.execute("SELECT id, region_ends FROM records")}
         self.files = {}
         for row in self.db.execute("SELECT id, dir, name, kind, record, slot, source_size, pieces FROM files"):
             fid, d, name, kind, rec, slot, source_size, blob = row
-            pieces = [struct.unpack_from("<QII", blob, i) for i in range(0, len(blob), 16)]
+            if self.version == 1:
+                pieces = [struct.unpack_from("<QII", blob, i) for i in range(0, len(blob), 16)]
+            else:
+                pieces = self.sizes_and_checksums(blob)
             rel = self.dir_path(d)
             rel = (rel + "/" if rel else "") + bytes(name).decode("utf-8", "surrogateescape")
             self.files[rel] = dict(id=fid, kind=("jpeg", "l3", "blob")[kind], record=rec, slot=slot,
                                    source_size=source_size, pieces=pieces)
+        if self.version >= 2:
+            self.derive_offsets(region_ends)
         self.skipped = [(bytes(p).decode("utf-8", "surrogateescape"), r)
                         for p, r in self.db.execute("SELECT path, reason FROM skipped")]
+
+    @staticmethod
+    def sizes_and_checksums(blob):
+        """Format 2 pieces: a LEB128 size, then a u32 checksum; offsets come later (None)."""
+        pieces, i = [], 0
+        while i < len(blob):
+            size, shift = 0, 0
+            while True:
+                b = blob[i]
+                i += 1
+                size |= (b & 0x7F) << shift
+                shift += 7
+                if not b & 0x80:
+                    break
+            pieces.append([None, size, struct.unpack_from("<I", blob, i)[0]])
+            i += 4
+        return pieces
+
+    def derive_offsets(self, region_ends):
+        """Format 2: within region k of a record, the pieces that lie there (piece k of each file
+        of a scan record, the one piece of each file of a whole record) follow each other in slot
+        order from the region's start (the header's end, or region k-1's end)."""
+        by_record = {}
+        for f in self.files.values():
+            by_record.setdefault(f["record"], []).append(f)
+        for rec, members in by_record.items():
+            ends = region_ends[rec]
+            pos = [16] + list(ends[:-1])
+            for f in sorted(members, key=lambda f: f["slot"]):
+                for k, piece in enumerate(f["pieces"]):
+                    region = k if self.records[rec][1] == 0 else 0
+                    piece[0] = pos[region]
+                    pos[region] += piece[1]
+            assert pos == list(ends), f"record {rec}: pieces end at {pos}, regions at {ends}"
+        for f in self.files.values():
+            f["pieces"] = [tuple(p) for p in f["pieces"]]
 
     def dir_path(self, d):
         parts = []

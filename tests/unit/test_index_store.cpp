@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <filesystem>
 #include <fstream>
+#include <fmt/format.h>
 #include <map>
 #include <random>
 
@@ -20,10 +21,12 @@
 #include "storage/local_record_source.h"
 #include "test_files.h"
 #include "test_result.h"
+#include "test_store_fixture.h"
 
 namespace fsys = std::filesystem;
 using fid::index::FileKind;
 using fid::index::Store;
+using fid::testutil::PackedStore;
 
 namespace {
 
@@ -102,11 +105,36 @@ std::string read_file(const Store& s, const fid::index::File& f, int* rc = nullp
   return std::string(out.begin(), out.end());
 }
 
-void sql(const fsys::path& db, const char* statement) {
+void sql(const fsys::path& db, const std::string& statement) {
   sqlite3* h = nullptr;
   ASSERT_EQ(sqlite3_open(db.c_str(), &h), SQLITE_OK);
-  ASSERT_EQ(sqlite3_exec(h, statement, nullptr, nullptr, nullptr), SQLITE_OK) << sqlite3_errmsg(h);
+  ASSERT_EQ(sqlite3_exec(h, statement.c_str(), nullptr, nullptr, nullptr), SQLITE_OK) << sqlite3_errmsg(h);
   sqlite3_close(h);
+}
+
+std::string hex(std::span<const uint8_t> bytes) {
+  std::string out;
+  for (uint8_t b : bytes) out += fmt::format("{:02x}", b);
+  return out;
+}
+
+// Rewrites a store as format 1 wrote it: every file's pieces with their absolute offsets (16
+// bytes a piece), taken from what the loader derived.
+void rewrite_as_format_one(const fsys::path& dir) {
+  auto s = Store::open(dir);
+  ASSERT_TRUE(s.ok()) << s.error().message;
+  std::string statements = "BEGIN;";
+  for (const auto& f : (*s)->files()) {
+    std::vector<uint8_t> blob;
+    for (const auto& p : (*s)->pieces(f)) {
+      fid::index::put_le(blob, p.offset, 8);
+      fid::index::put_le(blob, p.size, 4);
+      fid::index::put_le(blob, p.checksum, 4);
+    }
+    statements += fmt::format("UPDATE files SET pieces = x'{}' WHERE id = {};", hex(blob), f.id);
+  }
+  statements += "UPDATE meta SET value = '1' WHERE key = 'format_version'; COMMIT;";
+  sql(dir / "index.sqlite", statements);
 }
 
 }  // namespace
@@ -206,13 +234,82 @@ TEST(Store, RefusesNewerFormatAndCorruptRows) {
   };
   sql(db, "UPDATE meta SET value = '99' WHERE key = 'format_version'");
   expect_error("newer");
-  sql(db, "UPDATE meta SET value = '1' WHERE key = 'format_version'");
+  sql(db, "UPDATE meta SET value = '2' WHERE key = 'format_version'");
+  // Format 2: sizes and checksums; the offsets follow from the slots.
+  sql(db, "CREATE TABLE saved AS SELECT * FROM files; CREATE TABLE saved_records AS SELECT * FROM records");
+  auto restore = [&] {
+    sql(db, "DELETE FROM files; INSERT INTO files SELECT * FROM saved; "
+            "DELETE FROM records; INSERT INTO records SELECT * FROM saved_records");
+  };
   sql(db, "UPDATE files SET record = 1000 WHERE id = 3");
   expect_error("unknown record");
-  sql(db, "UPDATE files SET record = 0, pieces = x'00' WHERE id = 3");
+  restore();
+  sql(db, "UPDATE files SET pieces = x'80' WHERE id = 3");
+  expect_error("malformed pieces blob");
+  restore();
+  sql(db, "UPDATE files SET pieces = pieces || x'00' WHERE id = 3");
+  expect_error("bytes after its 1 pieces");
+  restore();
+  sql(db, "UPDATE files SET pieces = x'0100000000' WHERE id = 3");  // 1 byte: the region is not filled
+  expect_error("its pieces end at");
+  restore();
+  sql(db, "UPDATE files SET pieces = x'ffffffff0f00000000' WHERE id = 3");  // 4 GiB - 1
+  expect_error("lies outside record");
+  restore();
+  sql(db, "UPDATE files SET slot = slot + 1 WHERE id = 3");
+  expect_error("slots are not");
+  restore();
+  sql(db, "UPDATE records SET region_ends = x'0100000000000000' WHERE id = 0");
+  expect_error("ends before it starts");
+  restore();
+  sql(db, "UPDATE records SET size = size + 1 WHERE id = 0");
+  expect_error("its size is");
+  restore();
+  sql(db, "DROP TABLE saved; DROP TABLE saved_records");
+  open_store(t.path() / "store");
+  // Format 1: absolute offsets, 16 bytes a piece.
+  rewrite_as_format_one(t.path() / "store");
+  open_store(t.path() / "store");
+  sql(db, "UPDATE files SET pieces = x'00' WHERE id = 3");
   expect_error("piece bytes");
   sql(db, "UPDATE files SET pieces = zeroblob(16) WHERE id = 3");
   expect_error("outside record");
+}
+
+// A store packed in format 1 (absolute offsets stored) still mounts, with the same pieces; the
+// offsets format 2 derives point at bytes whose checksums the packer computed.
+TEST_F(PackedStore, LoadsFormatOneAndDerivesTheOffsetsFormatOneStored) {
+  std::vector<fid::index::Piece> derived;
+  for (const auto& f : store().files())
+    for (const auto& p : store().pieces(f)) {
+      derived.push_back(p);
+      EXPECT_EQ(fid::index::piece_checksum(raw_piece(f, static_cast<uint32_t>(&p - store().pieces(f).data()))),
+                p.checksum) << store().relative_path(f);
+    }
+  bool scan = false, whole = false;
+  for (const auto& r : store().records()) (r.layout == fid::index::RecordLayout::scan ? scan : whole) = true;
+  EXPECT_TRUE(scan && whole);
+  EXPECT_EQ(store().format_version(), fid::index::kFormatVersion);
+  rewrite_as_format_one(path());
+  reopen();
+  EXPECT_EQ(store().format_version(), 1);
+  size_t i = 0;
+  for (const auto& f : store().files())
+    for (const auto& p : store().pieces(f)) {
+      ASSERT_LT(i, derived.size());
+      EXPECT_EQ(p.offset, derived[i].offset);
+      EXPECT_EQ(p.size, derived[i].size);
+      EXPECT_EQ(p.checksum, derived[i].checksum);
+      ++i;
+    }
+  EXPECT_EQ(i, derived.size());
+  for (const auto& f : store().files()) {
+    fid::storage::LocalRecordSource source(store());
+    fid::core::StoredPieces pieces(store(), source);
+    std::vector<uint8_t> out;
+    ASSERT_TRUE(fid::core::read_range(store(), f, store().levels(), 0, UINT64_MAX, pieces, out).ok());
+    EXPECT_EQ(out, expected(f, store().levels())) << store().relative_path(f);
+  }
 }
 
 TEST(Pack, RefusesNonEmptyTargetAndLeavesNoTemporaryFolder) {
@@ -230,6 +327,26 @@ TEST(Pack, RefusesNonEmptyTargetAndLeavesNoTemporaryFolder) {
   for ([[maybe_unused]] auto& e : fsys::directory_iterator(t.path())) ++entries;
   EXPECT_EQ(entries, 2);  // src and store, nothing else
   EXPECT_TRUE(fsys::exists(t.path() / "store/keep.txt"));
+}
+
+// Empty files add no bytes: records close at record_files files instead, and every file reads.
+TEST(Pack, RecordsCloseAtRecordFilesWhenFilesAreEmpty) {
+  TempDir t;
+  for (int i = 0; i < 10; ++i) write_file(t.path() / "src/cls" / (std::to_string(i) + ".bin"), "");
+  write_file(t.path() / "src/cls/z.bin", "the one file with bytes");
+  auto opt = pack_options(t.path() / "src", t.path() / "store");
+  opt.record_files = 3;
+  std::atomic<bool> cancel{false};
+  auto report = fid::testutil::value_or_throw(fid::index::pack(opt, nullptr, cancel));
+  EXPECT_EQ(report.records, 4u);
+  auto s = open_store(t.path() / "store");
+  ASSERT_EQ(s->files().size(), 11u);
+  for (const auto& r : s->records()) EXPECT_LE(s->record_files(r.id).size(), 3u);
+  for (const auto& f : s->files()) {
+    int rc = -1;
+    EXPECT_EQ(read_file(*s, f, &rc), s->name(f) == "z.bin" ? "the one file with bytes" : "") << s->name(f);
+    EXPECT_EQ(rc, 0);
+  }
 }
 
 TEST(Pack, CancelLeavesNothing) {
