@@ -13,8 +13,6 @@ Prints a table (median of the runs; "vs first" is the median of the per-round ra
 tree) and writes the figures as JSON with --json.
 """
 import argparse
-import gc
-import io
 import json
 import os
 import statistics
@@ -22,9 +20,11 @@ import sys
 import time
 
 import torch
-from PIL import Image
 from torch.utils.data import DataLoader
 from torchvision import datasets, transforms
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from pillow_decode import decode_pass  # noqa: E402
 
 
 def loader(root):
@@ -39,16 +39,6 @@ def epoch(dl):
     for x, _ in dl:
         n += x.shape[0]
     return n / (time.perf_counter() - t0)
-
-
-def decode_pass(bufs):
-    gc.disable()
-    t0 = time.perf_counter()
-    for b in bufs:
-        Image.open(io.BytesIO(b)).load()
-    t = time.perf_counter() - t0
-    gc.enable()
-    return t / len(bufs)
 
 
 def main():

@@ -31,7 +31,6 @@ The MS-SSIM and the checks use --jobs processes; the timing runs after them in t
 alone. Needs Debian's python3-pil, python3-numpy, python3-scipy and libjpeg-turbo-progs.
 """
 import argparse
-import gc
 import io
 import json
 import os
@@ -44,6 +43,9 @@ from concurrent.futures import ProcessPoolExecutor
 import numpy as np
 from PIL import Image
 from scipy.ndimage import gaussian_filter
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from pillow_decode import decode_pass  # noqa: E402
 
 LEVELS = 10
 
@@ -326,23 +328,6 @@ def work_file(args):
     return out
 
 
-# ---------------------------------------------------------------------------------------------
-# Timing
-
-
-def time_pass(bufs):
-    gc.disable()
-    t0 = time.perf_counter()
-    for b in bufs:
-        Image.open(io.BytesIO(b)).load()
-    t = time.perf_counter() - t0
-    gc.enable()
-    return t / len(bufs)
-
-
-# ---------------------------------------------------------------------------------------------
-
-
 def interp(xs, ys, x):
     return float(np.interp(x, xs, ys))
 
@@ -410,7 +395,7 @@ def main():
                 bufs = [open(r["path"], "rb").read() for r in results]
             else:
                 bufs = [level_bytes(r["cands"][c[0]]["full"], r["cands"][c[0]]["cuts"], c[1]) for r in results]
-            best[c] = min(best[c], time_pass(bufs))
+            best[c] = min(best[c], decode_pass(bufs))
             del bufs
     base_t = best[("baseline", 0)]
     print(f"Pillow decode of the source JPEGs (baseline): {base_t * 1e6:.0f} us/image "
