@@ -214,7 +214,7 @@ int main(int argc, char** argv) {
   std::vector<std::vector<double>> ratios(vs.size());
   double png_total = 0, raw_total = 0;
   double spng_time = 0, l3_time = 0, libpng_time = 0, bytes_decoded = 0;
-  size_t used = 0;
+  size_t used = 0, lossless = 0;
   for (auto& f : files) {
     auto png = read_file(f);
     fid::Result<SourceImage> decoded = decode_png(png);
@@ -269,6 +269,7 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "L3 mismatch on %s\n", f.c_str());
         return 1;
       }
+      ++lossless;
       l3_time += best_l3;
       spng_time += best_sp;
       bytes_decoded += static_cast<double>(out.size());
@@ -278,6 +279,7 @@ int main(int argc, char** argv) {
                   unsigned{src.image.channels}, png.size());
       for (size_t k = 0; k < vs.size(); ++k) std::printf(" %.3f", ratios[k].back());
       std::printf("\n");
+      std::fflush(stdout);
     }
     std::fprintf(stderr, "\r%zu/%zu", used, files.size());
   }
@@ -300,5 +302,13 @@ int main(int argc, char** argv) {
       std::printf("single-thread decode, best of %d: libpng %.0f MB/s (L3 %.2fx libpng)\n", reps,
                   bytes_decoded / libpng_time / 1e6, libpng_time / l3_time);
   }
+  // One line for scripts (scripts/bench/l3.sh): the last variant (the default) and the speeds.
+  auto last = ratios.back();
+  std::sort(last.begin(), last.end());
+  std::printf("\nsummary files=%zu png_bytes=%.0f l3_bytes=%.0f median=%.4f l3_mbs=%.1f spng_mbs=%.1f "
+              "libpng_mbs=%.1f lossless=%zu\n",
+              used, png_total, total.back(), last.empty() ? 0.0 : last[last.size() / 2],
+              l3_time > 0 ? bytes_decoded / l3_time / 1e6 : 0.0, spng_time > 0 ? bytes_decoded / spng_time / 1e6 : 0.0,
+              libpng_time > 0 ? bytes_decoded / libpng_time / 1e6 : 0.0, lossless);
   return 0;
 }
