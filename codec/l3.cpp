@@ -408,11 +408,11 @@ fid::Result<std::vector<uint8_t>> encode_with(const ImageView& im, const L3Optio
         if (v2) mark_runs(rec, C, opt.copy_runs);
         continue;
       }
-      // The modes are chosen once, with the middle segment length; the others re-code the
-      // same residuals (a third of the work of a search per length, measured within 0.5 %).
+      // The modes are chosen once, with the shortest segments; the other lengths re-code the
+      // same residuals (a third of the work of one search per length; docs/L3_FORMAT.md 6).
       auto& cs = cands[pi];
       cs.resize(seg_choices.size());
-      const size_t mid = seg_choices.size() / 2;
+      const size_t mid = 0;
       residuals.clear();
       enc.encode_patch(x0, y0, pw, ph, seg_choices[mid], cs[mid], &residuals);
       size_t best = SIZE_MAX;
