@@ -45,7 +45,7 @@ struct L3Info {
   uint32_t height = 0;
   uint8_t channels = 0;
   uint8_t version = 0;
-  uint8_t segment_log2 = 0;
+  uint8_t segment_log2 = 0;  // version 1: the image's; version 2: 0 (each patch has its own)
   uint8_t flags = 0;
   uint32_t patch_size = 0;
   uint32_t patches_x = 0;
