@@ -16,7 +16,7 @@ Classes (ImageFolder layout, DIR/CLASS/NAME.png):
 
 Every file is re-saved by Pillow with zlib level 6 (compress_level=6, as the photo set), so "PNG
 bytes" means the same encoder on both sets; the mode is kept as decoded (RGB, RGBA, P, LA).
-Deterministic for given package versions. Needs: apt-get, dpkg-deb, python3-pil, librsvg2-bin,
+Deterministic for given package versions (the screenshots show only files of base-files). Needs: apt-get, dpkg-deb, python3-pil, librsvg2-bin,
 xvfb, x11-apps, x11-utils, xterm (scripts/deps.sh bench installs them).
 """
 import argparse
@@ -77,7 +77,7 @@ SCREENS = [
         ["xeyes", "-geometry", "200x150+1050+420"],
     ]),
     ("desktop-1920x1080", (1920, 1080), [
-        ["xterm", "-geometry", "120x60+0+0", "-hold", "-e", "ls", "-l", "/usr/share/common-licenses", "/etc"],
+        ["xterm", "-geometry", "120x60+0+0", "-hold", "-e", "head", "-n", "120", "/usr/share/common-licenses/Apache-2.0"],
         ["xedit", "-geometry", "900x700+900+0", TEXT],
         ["xcalc", "-geometry", "+900+720"],
         ["xlogo", "-geometry", "250x250+1300+750"],
