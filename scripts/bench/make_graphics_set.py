@@ -16,8 +16,9 @@ Classes (ImageFolder layout, DIR/CLASS/NAME.png):
 
 Every file is re-saved by Pillow with zlib level 6 (compress_level=6, as the photo set), so "PNG
 bytes" means the same encoder on both sets; the mode is kept as decoded (RGB, RGBA, P, LA).
-Deterministic for given package versions (the screenshots show only files of base-files). Needs: apt-get, dpkg-deb, python3-pil, librsvg2-bin,
-xvfb, x11-apps, x11-utils, xterm (scripts/deps.sh bench installs them).
+Deterministic for given package versions (the screenshots show only files of base-files).
+Needs: apt-get, dpkg-deb, python3-pil, librsvg2-bin, xvfb, x11-apps, x11-utils, xterm
+(scripts/deps.sh bench installs them).
 """
 import argparse
 import glob
