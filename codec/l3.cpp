@@ -129,7 +129,12 @@ void consider(unsigned mode, const uint8_t* r, unsigned n, unsigned seg_log2, bo
 
 // The coded rows of one patch, before their headers are serialised (nibbles or Huffman).
 struct PatchRec {
+  unsigned kind = kPatchCoded;  // v2: kPatchConstant has only `color`
+  std::array<uint8_t, 4> color{};
+  unsigned seg_log2 = 0;
   unsigned nseg = 0;
+  std::vector<uint16_t> run;       // v2, per coded row: rows a copy row covers after itself, or
+                                   // kCovered for a row inside such a run (absent from the stream)
   std::vector<uint8_t> modes;      // per coded row, in (y, plane order) order
   std::vector<uint8_t> codes;      // nseg per coded row (zeros for copy rows)
   std::vector<uint32_t> body_len;  // bases + packed data bytes per coded row
@@ -195,11 +200,26 @@ void huffman_lengths(const uint64_t* freq, uint8_t* len) {
   }
 }
 
+constexpr uint16_t kCovered = 0xffff;
+
 struct Encoder {
   const ImageView& im;
   const L3Options& opt;
-  unsigned seg_log2;
   uint32_t N;
+
+  // True (and the colour in rec) if every pixel of the patch is the same.
+  bool constant_patch(uint32_t x0, uint32_t y0, unsigned pw, unsigned ph, PatchRec& rec) const {
+    const unsigned C = im.channels;
+    const uint8_t* first = im.pixels + y0 * im.stride + size_t{x0} * C;
+    for (unsigned y = 0; y < ph; ++y) {
+      const uint8_t* row = im.pixels + (y0 + y) * im.stride + size_t{x0} * C;
+      for (unsigned x = 0; x < pw; ++x)
+        if (std::memcmp(row + size_t{x} * C, first, C) != 0) return false;
+    }
+    rec.kind = kPatchConstant;
+    std::copy(first, first + C, rec.color.begin());
+    return true;
+  }
 
   // Row yy of plane c, columns [x0, x0+n), copied to dst[0..n) with dst[-1], dst[n] replicated.
   void load_row(uint32_t yy, unsigned c, uint32_t x0, unsigned n, uint8_t* dst) const {
@@ -209,7 +229,11 @@ struct Encoder {
     dst[n] = dst[n - 1];
   }
 
-  void encode_patch(uint32_t x0, uint32_t y0, unsigned pw, unsigned ph, PatchRec& out) const {
+  // Chooses every row's mode (predictor, cross bit) and codes it with segments of 2^seg_log2;
+  // with `residuals`, also appends each coded row's pw residuals there (for resegment()).
+  void encode_patch(uint32_t x0, uint32_t y0, unsigned pw, unsigned ph, unsigned seg_log2,
+                    PatchRec& out, std::vector<uint8_t>* residuals = nullptr) const {
+    out.seg_log2 = seg_log2;
     out.nseg = row_segments(pw, seg_log2);
     const unsigned C = im.channels;
     const int avail_from = (opt.inter_patch_rows && y0 > 0) ? -static_cast<int>(std::min(y0, 2u)) : 0;
@@ -258,30 +282,86 @@ struct Encoder {
         }
       chosen:  // l3_encode made sure that some predictor is allowed: best is set
         if (k == 0) std::copy(best.r.begin(), best.r.begin() + pw, e0.begin());
+        if (residuals) residuals->insert(residuals->end(), best.r.begin(), best.r.begin() + pw);
         append_row(best, pw, seg_log2, out);
       }
     }
   }
 };
 
-fid::Result<std::vector<uint8_t>> encode_with(const ImageView& im, const L3Options& opt, unsigned seg_log2) {
-  const uint32_t N = opt.patch_size ? opt.patch_size : l3_default_patch_size(im.width, im.height);
-  const uint32_t px = (im.width + N - 1) / N, py = (im.height + N - 1) / N;
-  const size_t patches = size_t{px} * py;
-  const unsigned C = im.channels;
-  Encoder enc{im, opt, seg_log2, N};
-  std::vector<PatchRec> recs(patches);
-  for (uint32_t j = 0; j < py; ++j)
-    for (uint32_t i = 0; i < px; ++i) {
-      uint32_t x0 = i * N, y0 = j * N;
-      enc.encode_patch(x0, y0, std::min(N, im.width - x0), std::min(N, im.height - y0),
-                       recs[size_t{j} * px + i]);
-    }
+// The same rows (modes and residuals, as encode_patch chose them) coded with segments of
+// 2^seg_log2: a row's residuals depend only on the modes, not on the segment length.
+void resegment(const PatchRec& src, const std::vector<uint8_t>& residuals, unsigned pw,
+               unsigned seg_log2, bool explicit_bases, RowCandidate& scratch, PatchRec& out) {
+  out = PatchRec{};
+  out.seg_log2 = seg_log2;
+  out.nseg = row_segments(pw, seg_log2);
+  const unsigned seg = 1u << seg_log2;
+  for (size_t row = 0; row < src.modes.size(); ++row) {
+    scratch.mode = src.modes[row];
+    const uint8_t* r = residuals.data() + row * pw;
+    std::copy(r, r + pw, scratch.r.begin());
+    if ((scratch.mode & 7u) != kPredCopy)
+      for (unsigned sg = 0; sg < out.nseg; ++sg)
+        scratch.segs[sg] = choose_segment(r + sg * seg, std::min(seg, pw - sg * seg), explicit_bases);
+    append_row(scratch, pw, seg_log2, out);
+  }
+}
 
-  // Segment-code statistics per context (the code of the same segment one row up).
+// v2: merges each copy row with the copy rows of the same plane (same mode) right below it.
+void mark_runs(PatchRec& r, unsigned C, bool runs) {
+  const size_t rows = r.modes.size();
+  r.run.assign(rows, 0);
+  if (!runs) return;
+  for (size_t i = 0; i < rows; ++i) {
+    if (r.run[i] == kCovered || (r.modes[i] & 7u) != kPredCopy) continue;
+    unsigned n = 0;
+    for (size_t j = i + C; j < rows && n < kMaxCopyRun && r.modes[j] == r.modes[i]; j += C) {
+      r.run[j] = kCovered;
+      ++n;
+    }
+    r.run[i] = static_cast<uint16_t>(n);
+  }
+}
+
+// Bytes of a coded row's header: nibbles (lens null) or Huffman codes with the lengths `lens`
+// [context][symbol]; `above` holds the contexts and is updated to this row's codes.
+size_t header_bytes(const PatchRec& r, size_t row, const std::array<std::array<uint8_t, 16>, 16>* lens,
+                    uint8_t* above) {
+  const uint8_t* codes = r.codes.data() + row * r.nseg;
+  size_t bytes = 0;
+  if (!r.run.empty() && r.run[row] == kCovered) {
+    bytes = 0;
+  } else if ((r.modes[row] & 7u) == kPredCopy) {
+    bytes = (!r.run.empty() && r.run[row] >= 15) ? 2 : 1;
+  } else if (!lens) {
+    bytes = row_header_bytes(r.nseg);
+  } else {
+    uint64_t bits = 4;
+    for (unsigned s = 0; s < r.nseg; ++s) bits += (*lens)[above[s]][codes[s]];
+    bytes = (bits + 7) / 8;
+  }
+  std::copy(codes, codes + r.nseg, above);
+  return bytes;
+}
+
+// Bytes of a patch (headers as nibbles or with `lens`, bodies, v2's patch byte).
+size_t patch_bytes(const PatchRec& r, unsigned C, bool v2, const std::array<std::array<uint8_t, 16>, 16>* lens) {
+  if (r.kind == kPatchConstant) return 1 + C;
+  std::array<std::array<uint8_t, kMaxSegments>, 4> above{};
+  size_t bytes = r.body.size() + (v2 ? 1 : 0);
+  for (size_t row = 0; row < r.modes.size(); ++row) bytes += header_bytes(r, row, lens, above[row % C].data());
+  return bytes;
+}
+
+using CodeLengths = std::array<std::array<uint8_t, 16>, 16>;
+
+// Huffman code lengths per context from the segment codes of the coded patches.
+CodeLengths code_lengths(const std::vector<PatchRec>& recs, unsigned C) {
   std::array<std::array<uint64_t, 16>, 16> freq{};
   std::array<std::array<uint8_t, kMaxSegments>, 4> above{};
   for (const PatchRec& r : recs) {
+    if (r.kind != kPatchCoded) continue;
     for (auto& a : above) a.fill(0);
     for (size_t row = 0; row < r.modes.size(); ++row) {
       const uint8_t* codes = r.codes.data() + row * r.nseg;
@@ -291,10 +371,79 @@ fid::Result<std::vector<uint8_t>> encode_with(const ImageView& im, const L3Optio
       std::copy(codes, codes + r.nseg, ab.begin());
     }
   }
-  std::array<std::array<uint8_t, 16>, 16> lens{};
+  CodeLengths lens{};
+  for (unsigned c = 0; c < 16; ++c) huffman_lengths(freq[c].data(), lens[c].data());
+  return lens;
+}
+
+fid::Result<std::vector<uint8_t>> encode_with(const ImageView& im, const L3Options& opt, unsigned seg_log2) {
+  const bool v2 = opt.version >= 2;
+  const uint32_t N = opt.patch_size ? opt.patch_size : l3_default_patch_size(im.width, im.height);
+  const uint32_t px = (im.width + N - 1) / N, py = (im.height + N - 1) / N;
+  const size_t patches = size_t{px} * py;
+  const unsigned C = im.channels;
+  Encoder enc{im, opt, N};
+  std::vector<PatchRec> recs(patches);
+  // v2: every allowed segment length is tried per patch; the candidates are kept until the
+  // Huffman code lengths are known, then each patch takes the smallest with them.
+  std::vector<unsigned> seg_choices;
+  if (!v2 || opt.segment_log2 != 0) {
+    seg_choices.push_back(seg_log2);
+  } else {
+    for (unsigned k = kMinSegLog2; k <= kMaxSegLog2; ++k)
+      if (opt.segment_mask >> k & 1u) seg_choices.push_back(k);
+  }
+  std::vector<std::vector<PatchRec>> cands(seg_choices.size() > 1 ? patches : 0);
+  std::vector<uint8_t> residuals;
+  auto scratch = std::make_unique<RowCandidate>();
+  for (uint32_t j = 0; j < py; ++j)
+    for (uint32_t i = 0; i < px; ++i) {
+      const uint32_t x0 = i * N, y0 = j * N;
+      const unsigned pw = std::min(N, im.width - x0), ph = std::min(N, im.height - y0);
+      const size_t pi = size_t{j} * px + i;
+      PatchRec& rec = recs[pi];
+      if (v2 && opt.constant_patches && enc.constant_patch(x0, y0, pw, ph, rec)) continue;
+      if (seg_choices.size() == 1) {
+        enc.encode_patch(x0, y0, pw, ph, seg_choices[0], rec);
+        if (v2) mark_runs(rec, C, opt.copy_runs);
+        continue;
+      }
+      // The modes are chosen once, with the shortest segments; the other lengths re-code the
+      // same residuals (a third of the work of one search per length; docs/L3_FORMAT.md 6).
+      auto& cs = cands[pi];
+      cs.resize(seg_choices.size());
+      const size_t mid = 0;
+      residuals.clear();
+      enc.encode_patch(x0, y0, pw, ph, seg_choices[mid], cs[mid], &residuals);
+      size_t best = SIZE_MAX;
+      for (size_t k = 0; k < seg_choices.size(); ++k) {
+        if (k != mid) resegment(cs[mid], residuals, pw, seg_choices[k], opt.explicit_bases, *scratch, cs[k]);
+        mark_runs(cs[k], C, opt.copy_runs);
+        const size_t bytes = patch_bytes(cs[k], C, v2, nullptr);
+        if (bytes < best) {
+          best = bytes;
+          rec = cs[k];
+        }
+      }
+    }
+  CodeLengths lens = code_lengths(recs, C);
+  if (!cands.empty() && opt.entropy_codes != 0) {
+    for (size_t pi = 0; pi < patches; ++pi) {
+      if (cands[pi].empty()) continue;
+      size_t best = SIZE_MAX;
+      for (PatchRec& c : cands[pi]) {
+        const size_t bytes = patch_bytes(c, C, v2, &lens);
+        if (bytes < best) {
+          best = bytes;
+          recs[pi] = std::move(c);
+        }
+      }
+    }
+    cands.clear();
+    lens = code_lengths(recs, C);
+  }
   std::array<std::array<uint16_t, 16>, 16> hcode{};
   for (unsigned c = 0; c < 16; ++c) {
-    huffman_lengths(freq[c].data(), lens[c].data());
     std::array<unsigned, 17> count{}, next{};
     for (unsigned s = 0; s < 16; ++s) ++count[lens[c][s]];
     count[0] = 0;
@@ -302,46 +451,42 @@ fid::Result<std::vector<uint8_t>> encode_with(const ImageView& im, const L3Optio
     for (unsigned s = 0; s < 16; ++s)
       if (lens[c][s]) hcode[c][s] = static_cast<uint16_t>(next[lens[c][s]]++);
   }
-  // Choose nibbles or Huffman codes by exact header size.
+  // Choose nibbles or Huffman codes by exact size.
   uint64_t nib_bytes = 0, huff_bytes = kCodeTableBytes;
   for (const PatchRec& r : recs) {
-    for (auto& a : above) a.fill(0);
-    for (size_t row = 0; row < r.modes.size(); ++row) {
-      const uint8_t* codes = r.codes.data() + row * r.nseg;
-      auto& ab = above[row % C];
-      if ((r.modes[row] & 7u) == kPredCopy) {
-        ++nib_bytes;
-        ++huff_bytes;
-      } else {
-        nib_bytes += row_header_bytes(r.nseg);
-        uint64_t bits = 4;
-        for (unsigned s = 0; s < r.nseg; ++s) bits += lens[ab[s]][codes[s]];
-        huff_bytes += (bits + 7) / 8;
-      }
-      std::copy(codes, codes + r.nseg, ab.begin());
-    }
+    nib_bytes += patch_bytes(r, C, v2, nullptr);
+    huff_bytes += patch_bytes(r, C, v2, &lens);
   }
   const bool huff = opt.entropy_codes == 2 || (opt.entropy_codes == 1 && huff_bytes < nib_bytes);
 
   const size_t header = kL3HeaderBytes + (huff ? kCodeTableBytes : 0) + 4 * patches;
   std::vector<uint8_t> out(header, 0);
-  size_t body_total = 0;
-  for (const PatchRec& r : recs) body_total += r.body.size();
-  out.reserve(header + body_total + (huff ? huff_bytes : nib_bytes));
+  out.reserve(header + (huff ? huff_bytes : nib_bytes));
   std::vector<uint32_t> offsets(patches);
+  std::array<std::array<uint8_t, kMaxSegments>, 4> above{};
   for (size_t pi = 0; pi < patches; ++pi) {
     const PatchRec& r = recs[pi];
     size_t off = out.size() - header;
     if (off > UINT32_MAX) return invalid("L3: encoded image exceeds 4 GiB");
     offsets[pi] = static_cast<uint32_t>(off);
+    if (r.kind == kPatchConstant) {
+      out.push_back(static_cast<uint8_t>(kPatchConstant));
+      out.insert(out.end(), r.color.begin(), r.color.begin() + C);
+      continue;
+    }
+    if (v2) out.push_back(static_cast<uint8_t>(kPatchCoded | (r.seg_log2 << 4)));
     for (auto& a : above) a.fill(0);
     size_t body_at = 0;
     for (size_t row = 0; row < r.modes.size(); ++row) {
       const uint8_t* codes = r.codes.data() + row * r.nseg;
       auto& ab = above[row % C];
       const unsigned mode = r.modes[row];
-      if ((mode & 7u) == kPredCopy) {
-        out.push_back(static_cast<uint8_t>(mode));
+      const unsigned run = r.run.empty() ? 0 : r.run[row];
+      if (run == kCovered) {
+        // inside a copy run: nothing written (its codes are all 0, like the run's first row)
+      } else if ((mode & 7u) == kPredCopy) {
+        out.push_back(static_cast<uint8_t>(mode | (std::min(run, 15u) << 4)));
+        if (run >= 15) out.push_back(static_cast<uint8_t>(run - 15));
       } else if (!huff) {
         size_t at = out.size();
         out.resize(at + row_header_bytes(r.nseg), 0);
@@ -372,9 +517,9 @@ fid::Result<std::vector<uint8_t>> encode_with(const ImageView& im, const L3Optio
   size_t data = out.size() - header;
   if (data > UINT32_MAX) return invalid("L3: encoded image exceeds 4 GiB");
   std::memcpy(out.data(), kMagic, 4);
-  out[4] = kL3Version;
+  out[4] = v2 ? 2 : 1;
   out[5] = im.channels;
-  out[6] = static_cast<uint8_t>(seg_log2);
+  out[6] = static_cast<uint8_t>(v2 ? 0 : seg_log2);
   out[7] = static_cast<uint8_t>((opt.inter_patch_rows ? kFlagInterPatch : 0) | (huff ? kFlagHuffCodes : 0));
   put_u32(&out[8], im.width);
   put_u32(&out[12], im.height);
@@ -454,8 +599,46 @@ inline const uint8_t* unpack_segment(const uint8_t* data, const uint8_t* end, un
   }
 }
 
+// Segments of 8 samples (one group each): the width varies from one segment to the next, so
+// a branch-free spread with a variable width beats a switch to constant-width code (whose
+// branch mispredicts about as often as widths change): +30 % decode speed on photos, where
+// most patches take S = 8. With 16 or more samples per segment the switch wins (measured).
+void unpack_row_s8(const uint8_t* body, const uint8_t* end, const uint8_t* codes, unsigned n,
+                   unsigned nbases, uint8_t* __restrict r) {
+  const unsigned nseg = row_segments(n, 3);
+  const uint8_t* bases = body;
+  const uint8_t* data = bases + nbases;
+  constexpr uint64_t lo7 = 0x7F7F7F7F7F7F7F7Full, hi = 0x8080808080808080ull;
+  const unsigned full = n >> 3;
+  for (unsigned s = 0; s < nseg; ++s) {
+    const unsigned code = codes[s];
+    const unsigned w = code_width(code);
+    const uint8_t base = code_has_base(code) ? *bases++ : implicit_base(w);
+    const uint64_t mask = (uint64_t{1} << w) - 1;
+    if (s < full && end - data >= 8) {
+      uint64_t word;
+      std::memcpy(&word, data, 8);
+      data += w;
+      uint64_t v = 0;
+#pragma GCC unroll 8
+      for (unsigned i = 0; i < 8; ++i) v |= ((word >> (i * w)) & mask) << (8 * i);
+      const uint64_t b = uint64_t{base} * 0x0101010101010101ull;
+      v = ((v & lo7) + (b & lo7)) ^ ((v ^ b) & hi);
+      std::memcpy(r + 8 * s, &v, 8);
+    } else {
+      const unsigned cnt = s < full ? 8 : n - 8 * s;
+      const unsigned nb = static_cast<unsigned>(packed_bytes(cnt, w));
+      const uint64_t word = load_le(data, nb);
+      data += nb;
+      for (unsigned i = 0; i < cnt; ++i)
+        r[8 * s + i] = static_cast<uint8_t>(static_cast<unsigned>((word >> (i * w)) & mask) + base);
+    }
+  }
+}
+
 void unpack_row_fast(const uint8_t* body, const uint8_t* end, const uint8_t* codes, unsigned n,
                      unsigned seg_log2, unsigned nbases, uint8_t* __restrict r) {
+  if (seg_log2 == 3) return unpack_row_s8(body, end, codes, n, nbases, r);
   const unsigned nseg = row_segments(n, seg_log2);
   const uint8_t* bases = body;
   const uint8_t* data = bases + nbases;
@@ -689,9 +872,28 @@ fid::Status decode_patch(const uint8_t* p, const uint8_t* end, const L3Info& inf
                   const FastCodes* fast, uint32_t x0, uint32_t y0, unsigned pw, unsigned ph,
                   uint8_t* img, size_t stride, PatchScratch& s) {
   const unsigned C = info.channels;
-  const unsigned sl = info.segment_log2;
+  const bool v2 = info.version >= 2;
+  unsigned sl = info.segment_log2;
+  if (v2) {  // the patch header byte (l3_probe made sure the patch has 1 + C bytes)
+    const unsigned kind = p[0] & 15u, high = p[0] >> 4;
+    if (kind == kPatchConstant) {
+      if (high != 0 || end - p != 1 + static_cast<std::ptrdiff_t>(C))
+        return invalid("L3: bad constant patch");
+      for (unsigned y = 0; y < ph; ++y) {
+        uint8_t* dst = img + (y0 + y) * stride + size_t{x0} * C;
+        for (unsigned x = 0; x < pw; ++x) std::memcpy(dst + size_t{x} * C, p + 1, C);
+      }
+      return {};
+    }
+    if (kind != kPatchCoded || high < kMinSegLog2 || high > kMaxSegLog2)
+      return invalid("L3: bad patch header");
+    sl = high;
+    ++p;
+  }
   const unsigned nseg = row_segments(pw, sl);
   for (auto& a : s.above) std::fill(a.begin(), a.begin() + nseg, uint8_t{0});
+  std::array<unsigned, 4> run{};  // v2: rows of each plane still covered by a copy run
+  std::array<unsigned, 4> run_mode{};
   // Body bytes per segment code: full segments and the (possibly shorter) last one.
   std::array<uint8_t, 16> full_bytes{}, last_bytes{};
   const unsigned last_cnt = pw - (nseg - 1) * (1u << sl);
@@ -723,34 +925,53 @@ fid::Status decode_patch(const uint8_t* p, const uint8_t* end, const L3Info& inf
     for (unsigned k = 0; k < C; ++k) {
       const unsigned c = plane_of(C, k);
       unsigned mode = 0;
-      // The row above's codes are the contexts; each is read before its segment's code replaces
-      // it, so one array serves both.
-      uint8_t* codes = s.above[k].data();
-      const size_t avail = static_cast<size_t>(end - p);
-      size_t hdr = fast ? fast->read_header(p, avail, nseg, codes, &mode, codes)
-                        : read_row_header(p, avail, nseg, nullptr, codes, &mode, codes);
-      if (hdr == 0) return invalid("L3: bad row header or row past its patch");
-      size_t body = 0;
-      unsigned nbases = 0;
-      for (unsigned sg = 0; sg + 1 < nseg; ++sg) {
-        body += full_bytes[codes[sg]];
-        nbases += code_has_base(codes[sg]) ? 1u : 0u;
+      uint8_t* r = (k == 0) ? s.e0.data() : s.r.data();
+      if (run[k] > 0) {  // a row covered by a copy run: nothing in the stream
+        --run[k];
+        mode = run_mode[k];
+        std::memset(r, 0, pw);
+      } else {
+        // The row above's codes are the contexts; each is read before its segment's code
+        // replaces it, so one array serves both.
+        uint8_t* codes = s.above[k].data();
+        const size_t avail = static_cast<size_t>(end - p);
+        size_t hdr = fast ? fast->read_header(p, avail, nseg, codes, &mode, codes)
+                          : read_row_header(p, avail, nseg, nullptr, codes, &mode, codes);
+        if (hdr == 0) return invalid("L3: bad row header or row past its patch");
+        const unsigned pred = mode & 7u;
+        const bool copy = pred == kPredCopy;
+        if ((mode & kModeCross) && k == 0) return invalid("L3: cross-channel bit set on the first plane");
+        if (copy) {
+          if (first) return invalid("L3: invalid row predictor");
+          unsigned extra = 0;
+          if (v2) {
+            hdr = read_copy_run(p, avail, &extra);
+            if (hdr == 0) return invalid("L3: copy run past its patch");
+            if (extra > ph - 1 - y) return invalid("L3: copy run past the patch's last row");
+            run[k] = extra;
+            run_mode[k] = mode;
+          } else if ((p[0] >> 4) != 0) {
+            return invalid("L3: invalid row predictor");
+          }
+          std::memset(r, 0, pw);
+          p += hdr;
+        } else {
+          if (pred >= (first ? kNumFirstPredictors : kNumPredictors)) return invalid("L3: invalid row predictor");
+          size_t body = 0;
+          unsigned nbases = 0;
+          for (unsigned sg = 0; sg + 1 < nseg; ++sg) {
+            body += full_bytes[codes[sg]];
+            nbases += code_has_base(codes[sg]) ? 1u : 0u;
+          }
+          body += last_bytes[codes[nseg - 1]];
+          nbases += code_has_base(codes[nseg - 1]) ? 1u : 0u;
+          if (body > avail - hdr) return invalid("L3: row data runs past its patch");
+          unpack_row_fast(p + hdr, end, codes, pw, sl, nbases, r);
+          p += hdr + body;
+        }
       }
-      body += last_bytes[codes[nseg - 1]];
-      nbases += code_has_base(codes[nseg - 1]) ? 1u : 0u;
-      if (body > static_cast<size_t>(end - p) - hdr) return invalid("L3: row data runs past its patch");
       const unsigned pred = mode & 7u;
       const bool cross = (mode & kModeCross) != 0;
-      if (cross && k == 0) return invalid("L3: cross-channel bit set on the first plane");
-      const bool copy = pred == kPredCopy;
-      if (copy ? (first || (p[0] >> 4) != 0) : pred >= (first ? kNumFirstPredictors : kNumPredictors))
-        return invalid("L3: invalid row predictor");
-      uint8_t* r = (k == 0) ? s.e0.data() : s.r.data();
-      if (copy)
-        std::memset(r, 0, pw);
-      else
-        unpack_row_fast(p + hdr, end, codes, pw, sl, nbases, r);
-      p += hdr + body;
       const uint8_t* e = cross ? s.e0.data() : s.zero.data();
       uint8_t* o = s.rows[c][slot].data() + 1;
       if (first) {
@@ -813,6 +1034,9 @@ fid::Result<std::vector<uint8_t>> l3_encode(const ImageView& im, const L3Options
   if (opt.patch_size > kMaxPatch) return invalid("L3: patch size must be 1..1024");
   if (opt.segment_log2 != 0 && (opt.segment_log2 < kMinSegLog2 || opt.segment_log2 > kMaxSegLog2))
     return invalid("L3: segment_log2 must be 0 or 3..6");
+  if (opt.version != 1 && opt.version != 2) return invalid("L3: version must be 1 or 2");
+  if (opt.version >= 2 && opt.segment_log2 == 0 && (opt.segment_mask & 0x78u) == 0)
+    return invalid("L3: segment_mask allows no segment length (bits 3..6)");
   // Every image has a first row (patch row 0); rows with a row above exist when a patch is
   // more than one row high, or when patches below the first take their rows above from it.
   const uint32_t N = opt.patch_size ? opt.patch_size : l3_default_patch_size(im.width, im.height);
@@ -821,7 +1045,7 @@ fid::Result<std::vector<uint8_t>> l3_encode(const ImageView& im, const L3Options
       (rows_with_row_above && (opt.predictor_mask & ((1u << kNumPredictors) - 1)) == 0))
     return invalid("L3Options: no predictor allowed");
   try {
-    if (opt.segment_log2 != 0) return encode_with(im, opt, opt.segment_log2);
+    if (opt.version >= 2 || opt.segment_log2 != 0) return encode_with(im, opt, opt.segment_log2);
     std::vector<uint8_t> best;
     for (unsigned sl = 3; sl <= 5; ++sl) {
       fid::Result<std::vector<uint8_t>> out = encode_with(im, opt, sl);
@@ -838,7 +1062,7 @@ fid::Result<L3Info> l3_probe(std::span<const uint8_t> data) {
   if (data.size() < kL3HeaderBytes) return invalid("L3: shorter than its header");
   const uint8_t* h = data.data();
   if (std::memcmp(h, kMagic, 4) != 0) return invalid("L3: bad magic");
-  if (h[4] != kL3Version) return invalid("L3: unsupported version " + std::to_string(h[4]));
+  if (h[4] != 1 && h[4] != kL3Version) return invalid("L3: unsupported version " + std::to_string(h[4]));
   L3Info in;
   in.version = h[4];
   in.channels = h[5];
@@ -849,7 +1073,8 @@ fid::Result<L3Info> l3_probe(std::span<const uint8_t> data) {
   in.patch_size = get_u16(h + 16);
   in.data_bytes = get_u32(h + 20);
   if (in.channels < 1 || in.channels > 4) return invalid("L3: channels must be 1..4");
-  if (in.segment_log2 < kMinSegLog2 || in.segment_log2 > kMaxSegLog2) return invalid("L3: segment size out of range");
+  if (in.version == 1 ? (in.segment_log2 < kMinSegLog2 || in.segment_log2 > kMaxSegLog2) : in.segment_log2 != 0)
+    return invalid("L3: segment size out of range");  // version 2: per patch, this byte is 0
   if (in.flags & ~kKnownFlags) return invalid("L3: unknown flags");
   if (get_u16(h + 18) != 0) return invalid("L3: reserved header field is not zero");
   if (in.width < 1 || in.height < 1 || in.width > kL3MaxDimension || in.height > kL3MaxDimension)
@@ -883,11 +1108,13 @@ fid::Result<L3Info> l3_probe(std::span<const uint8_t> data) {
     uint32_t px = static_cast<uint32_t>(i % in.patches_x), py = static_cast<uint32_t>(i / in.patches_x);
     unsigned pw = std::min(in.patch_size, in.width - px * in.patch_size);
     unsigned ph = std::min(in.patch_size, in.height - py * in.patch_size);
-    // Every row is at least one byte; a first row (no row above) carries its full header.
+    // Version 1: every row is at least one byte; a first row (no row above) carries its full
+    // header. Version 2: a patch header byte, then a colour or at least a byte per plane.
     const bool has_first = !((in.flags & kFlagInterPatch) && py > 0) && !huff;
-    uint64_t min_bytes =
-        uint64_t{in.channels} *
-        (ph + (has_first ? row_header_bytes(row_segments(pw, in.segment_log2)) - 1 : 0));
+    const uint64_t min_bytes =
+        in.version >= 2 ? 1u + in.channels
+                        : uint64_t{in.channels} *
+                              (ph + (has_first ? row_header_bytes(row_segments(pw, in.segment_log2)) - 1 : 0));
     if (end < begin || end > in.data_bytes || end - begin < min_bytes) return invalid("L3: bad patch offset table");
   }
   return in;

@@ -12,7 +12,7 @@
 
 namespace fid::codec {
 
-inline constexpr uint8_t kL3Version = 1;
+inline constexpr uint8_t kL3Version = 2;  // written by default; version 1 is still read
 inline constexpr size_t kL3HeaderBytes = 24;  // fixed part, before the patch offset table
 inline constexpr uint32_t kL3MaxDimension = 1u << 24;
 inline constexpr uint64_t kL3MaxRawBytes = uint64_t{1} << 32;  // width*height*channels
@@ -22,7 +22,14 @@ inline constexpr size_t kL3CodeTableBytes = 128;  // Huffman code lengths, after
 
 struct L3Options {
   uint32_t patch_size = 0;   // N (1..1024); 0: chosen from the resolution (l3_default_patch_size)
-  uint8_t segment_log2 = 4;  // segments of 2^k samples, k in 3..6; 0: try 3..5, keep the smallest
+  uint8_t version = kL3Version;  // 1 or 2 (2 adds the tools below marked "v2")
+  // Segments of 2^k samples, k in 3..6. Version 1: 0 tries 3..5 for the image and keeps the
+  // smallest. Version 2: chosen per patch among the bits of segment_mask (bit k: 2^k allowed);
+  // a non-zero segment_log2 forces that one.
+  uint8_t segment_log2 = 0;
+  uint8_t segment_mask = (1u << 3) | (1u << 4) | (1u << 5);
+  bool constant_patches = true;  // v2: a patch of one colour is 1 + C bytes
+  bool copy_runs = true;         // v2: a copy row may cover the next rows of its plane
   bool cross_channel = true;      // allow rows to add the first plane's residual
   bool inter_patch_rows = false;  // first row of a patch predicted from the patch above
   uint32_t predictor_mask = 0x3f; // bit p: predictor p allowed in rows with a row above
@@ -38,7 +45,7 @@ struct L3Info {
   uint32_t height = 0;
   uint8_t channels = 0;
   uint8_t version = 0;
-  uint8_t segment_log2 = 0;
+  uint8_t segment_log2 = 0;  // version 1: the image's; version 2: 0 (each patch has its own)
   uint8_t flags = 0;
   uint32_t patch_size = 0;
   uint32_t patches_x = 0;

@@ -30,8 +30,9 @@ struct PatchTask {
   uint32_t out_pitch;   // bytes between consecutive image rows in the output (>= width*channels)
   uint32_t huff;        // index of the image's first of 16 HuffTables in the table array, or kNoHuff
   uint8_t channels;     // 1..4, output interleaved (pixel = channels bytes, planes 0..C-1)
-  uint8_t seg_log2;     // 3..6
-  uint8_t pad[2];
+  uint8_t seg_log2;     // version 1: 3..6; version 2: 0 (the patch header byte gives it)
+  uint8_t version;      // 1 or 2
+  uint8_t pad;
 };
 
 // The block's shared-memory state. No member initialisers: a CUDA static __shared__ variable
@@ -51,6 +52,10 @@ struct PatchShared {
   uint32_t pos;                       // parse position: the next coded row's patch offset
   uint32_t mode;                      // current coded row's mode nibble
   uint32_t error;                     // non-zero: a format error was found, stop
+  uint32_t seg_log2;                  // the patch's segment length (v2: from its header byte)
+  uint32_t kind;                      // v2: kPatchCoded or kPatchConstant
+  uint32_t run[4];                    // v2, per coded plane: rows still covered by a copy run
+  uint32_t run_mode[4];               // ... and that copy row's mode
 };
 static_assert(sizeof(PatchShared) <= 48 * 1024, "PatchShared must fit static shared memory");
 
@@ -77,9 +82,18 @@ L3_HD uint8_t block_residual(const PatchShared& sh, const uint8_t* patch, unsign
 // decoder does (docs/L3_FORMAT.md section 5) and fills the row's segment table. False on a
 // format error. Nothing is read outside patch[0, t.in_size).
 L3_HD bool block_parse_row(PatchShared& sh, const PatchTask& t, const uint8_t* patch,
-                           const HuffTable* tables, unsigned k, bool first) {
-  const unsigned sl = t.seg_log2, pw = t.pw;
+                           const HuffTable* tables, unsigned k, unsigned y, bool first) {
+  const unsigned sl = sh.seg_log2, pw = t.pw;
   const unsigned nseg = row_segments(pw, sl);
+  if (sh.run[k] > 0) {  // v2: covered by a copy run; nothing in the stream, residuals all 0
+    --sh.run[k];
+    for (unsigned s = 0; s < nseg; ++s) {
+      sh.seg_w[s] = 0;
+      sh.seg_base[s] = 0;
+    }
+    sh.mode = sh.run_mode[k];
+    return true;
+  }
   const uint32_t pos = sh.pos;  // <= t.in_size
   const size_t avail = t.in_size - pos;
   const uint8_t* p = patch + pos;
@@ -87,15 +101,26 @@ L3_HD bool block_parse_row(PatchShared& sh, const PatchTask& t, const uint8_t* p
   if (first)  // Huffman contexts of a patch's first row are all 0
     for (unsigned s = 0; s < nseg; ++s) codes[s] = 0;
   unsigned mode = 0;
-  const size_t hdr = read_row_header(p, avail, nseg, tables, codes, &mode, codes);
+  size_t hdr = read_row_header(p, avail, nseg, tables, codes, &mode, codes);
   if (hdr == 0) return false;  // bad code, or header past the patch (hdr <= avail otherwise)
-  const size_t body = row_body_size(codes, pw, sl);
-  if (body > avail - hdr) return false;
   const unsigned pred = mode & 7u;
   if ((mode & kModeCross) && k == 0) return false;
-  if (pred == kPredCopy ? (first || (p[0] >> 4) != 0)
-                        : pred >= (first ? kNumFirstPredictors : kNumPredictors))
+  if (pred == kPredCopy) {
+    if (first) return false;
+    if (t.version >= 2) {
+      unsigned extra = 0;
+      hdr = read_copy_run(p, avail, &extra);
+      if (hdr == 0 || extra > t.ph - 1 - y) return false;
+      sh.run[k] = extra;
+      sh.run_mode[k] = mode;
+    } else if ((p[0] >> 4) != 0) {
+      return false;
+    }
+  } else if (pred >= (first ? kNumFirstPredictors : kNumPredictors)) {
     return false;
+  }
+  const size_t body = row_body_size(codes, pw, sl);  // 0 for a copy row (its codes are 0)
+  if (body > avail - hdr) return false;
   // Body: one base byte per segment with an explicit base, then the packed data in order.
   uint32_t base_at = static_cast<uint32_t>(pos + hdr);
   uint32_t data_at = base_at;
@@ -126,10 +151,11 @@ L3_HD bool block_parse_row(PatchShared& sh, const PatchTask& t, const uint8_t* p
 template <class Block>
 L3_HD void decode_patch_block(Block& b, PatchShared& sh, const PatchTask& t, const uint8_t* in,
                               const HuffTable* tables, uint8_t* out, int* status) {
-  const unsigned C = t.channels, pw = t.pw, ph = t.ph, sl = t.seg_log2;
-  if (C < 1 || C > 4 || pw < 1 || pw > kMaxPatch || ph < 1 || sl < kMinSegLog2 ||
-      sl > kMaxSegLog2) {  // not from a valid plan; depends on the task only, so uniform
-    b.single([=] { status[t.image] = 1; });
+  const unsigned C = t.channels, pw = t.pw, ph = t.ph;
+  const bool v2 = t.version >= 2;
+  if (C < 1 || C > 4 || pw < 1 || pw > kMaxPatch || ph < 1 || t.version < 1 || t.version > 2 ||
+      (v2 ? t.seg_log2 != 0 : (t.seg_log2 < kMinSegLog2 || t.seg_log2 > kMaxSegLog2))) {
+    b.single([=] { status[t.image] = 1; });  // not from a valid plan; depends on the task only
     return;
   }
   const uint8_t* patch = in + t.in_offset;
@@ -139,7 +165,33 @@ L3_HD void decode_patch_block(Block& b, PatchShared& sh, const PatchTask& t, con
   b.single([=, &sh] {
     sh.pos = 0;
     sh.error = 0;
+    sh.kind = kPatchCoded;
+    sh.seg_log2 = t.seg_log2;
+    for (unsigned k = 0; k < 4; ++k) sh.run[k] = 0;
+    if (!v2) return;
+    // The patch header byte (l3_probe made sure a v2 patch has at least 1 + C bytes).
+    const unsigned kind = patch[0] & 15u, high = patch[0] >> 4;
+    if (kind == kPatchConstant ? (high != 0 || t.in_size != 1 + C)
+                               : (kind != kPatchCoded || high < kMinSegLog2 || high > kMaxSegLog2)) {
+      sh.error = 1;
+      status[t.image] = 1;
+      return;
+    }
+    sh.kind = kind;
+    sh.seg_log2 = high;
+    sh.pos = 1;
   });
+  if (sh.error) return;
+  if (sh.kind == kPatchConstant) {  // every pixel is the colour after the header byte
+    b.all([=](unsigned tid, unsigned n) {
+      for (unsigned i = tid; i < pw * ph; i += n) {
+        uint8_t* d = dst0 + uint64_t{i / pw} * t.out_pitch + size_t{i % pw} * C;
+        for (unsigned c = 0; c < C; ++c) d[c] = patch[1 + c];
+      }
+    });
+    return;
+  }
+  const unsigned sl = sh.seg_log2;
   for (unsigned y = 0; y < ph; ++y) {
     const bool first = y == 0;  // no INTER_PATCH on this path: only row 0 lacks a row above
     const unsigned slot = y % 3, tslot = (y + 2) % 3, ttslot = y >= 2 ? (y + 1) % 3 : tslot;
@@ -147,7 +199,7 @@ L3_HD void decode_patch_block(Block& b, PatchShared& sh, const PatchTask& t, con
     for (unsigned k = 0; k < C; ++k) {
       const unsigned c = plane_of(C, k);
       b.single([=, &sh] {
-        if (!block_parse_row(sh, t, patch, htab, k, first)) {
+        if (!block_parse_row(sh, t, patch, htab, k, y, first)) {
           sh.error = 1;
           status[t.image] = 1;
         }

@@ -78,7 +78,8 @@ fid::Result<L3Info> l3_plan_image(std::span<const uint8_t> data, uint64_t in_bas
     t.out_pitch = pitch;
     t.huff = huff_index;
     t.channels = in.channels;
-    t.seg_log2 = in.segment_log2;
+    t.seg_log2 = in.segment_log2;  // 0 in version 2
+    t.version = in.version;
     plan.tasks.push_back(t);
   }
   return probed;

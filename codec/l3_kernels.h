@@ -15,7 +15,7 @@
 
 namespace fid::l3k {
 
-// ---- constants of format version 1 ----------------------------------------------------------
+// ---- constants of format versions 1 and 2 -----------------------------------------------------
 
 inline constexpr unsigned kMaxPatch = 1024;  // patch side N is 1..1024
 inline constexpr unsigned kMinSegLog2 = 3;   // segments of 8..64 samples
@@ -40,6 +40,27 @@ inline constexpr unsigned kFirstLeft = 0;   // left neighbour in the same row (x
 inline constexpr unsigned kFirstConst = 1;  // constant 128
 inline constexpr unsigned kNumFirstPredictors = 2;
 inline constexpr unsigned kModeCross = 8;  // mode bit 3: add the first plane's residual
+
+// Version 2 only. A patch starts with one byte: low nibble its kind, high nibble the segment
+// length (seg_log2, 3..6) of a coded patch, 0 for a constant one.
+inline constexpr unsigned kPatchCoded = 0;     // coded rows follow, as in version 1
+inline constexpr unsigned kPatchConstant = 1;  // C bytes follow: the one colour of every pixel
+// A copy row's high nibble h is a run: the copy also covers the next h rows of the same plane
+// (h = 15: the next byte b is added, 15 + b rows); covered rows are absent from the stream.
+inline constexpr unsigned kMaxCopyRun = 15 + 255;
+
+// Version 2: the rows a copy row at p covers after itself, and the row's size (1 or 2 bytes);
+// 0 if the run's second byte is past `avail`.
+L3_HD size_t read_copy_run(const uint8_t* p, size_t avail, unsigned* run) {
+  const unsigned h = p[0] >> 4;
+  if (h < 15) {
+    *run = h;
+    return 1;
+  }
+  if (avail < 2) return 0;
+  *run = 15 + p[1];
+  return 2;
+}
 
 // Channel coding order: the first plane coded is the cross-channel reference.
 // 1: gray; 2: gray, alpha; 3: G, R, B; 4: G, R, B, A.

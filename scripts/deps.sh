@@ -12,7 +12,8 @@ if [[ $what == test || $what == bench ]]; then
          nginx-light openssl curl awscli radosgw ceph-mon ceph-osd ceph-common)
 fi
 if [[ $what == bench ]]; then
-  pkgs+=(squashfuse squashfs-tools bc libwebp-dev webp python3-matplotlib libbenchmark-dev s3fs rclone iproute2)
+  pkgs+=(squashfuse squashfs-tools bc libwebp-dev webp python3-matplotlib libbenchmark-dev s3fs rclone iproute2
+         librsvg2-bin xvfb x11-apps x11-utils xterm)  # the last five: make_graphics_set.py
 fi
 missing=()
 for p in "${pkgs[@]}"; do

@@ -1,7 +1,10 @@
 // L3 codec benchmark: compressed size of each encoder choice relative to the source PNG, and
 // single-thread decode throughput of L3 vs libspng on the same images.
 //
-//   l3_codec_bench [--max N] [--reps R] [--variants all|default] [--seg K] [--no-speed] DIR_OR_PNG...
+//   l3_codec_bench [--max N] [--reps R] [--variants all|v2|default] [--seg K] [--no-speed] [--per-file]
+//                  DIR_OR_PNG...
+// (all: version 1's ablation; v2: version 2's tools added one by one; --per-file: each file's
+// ratios, one line per file.)
 //
 // Built with the project (scripts/bench/CMakeLists.txt: build/scripts/bench/l3_codec_bench);
 // with libpng found it also times libpng (simplified API, native format) on the same images.
@@ -50,10 +53,35 @@ struct Variant {
   L3Options opt;
 };
 
+// Version 2's tools, one added per row on top of version 1's default (S=16).
+std::vector<Variant> v2_ablation() {
+  std::vector<Variant> v;
+  L3Options o;
+  o.version = 1;
+  o.segment_log2 = 4;
+  v.push_back({"v1 default (S=16)", o});
+  o.version = 2;
+  o.constant_patches = false;
+  o.copy_runs = false;
+  v.push_back({"v2, S=16, no tools (v1 + a patch header byte)", o});
+  o.constant_patches = true;
+  v.push_back({"+ constant patches", o});
+  o.copy_runs = true;
+  v.push_back({"+ copy runs", o});
+  o.segment_log2 = 0;
+  o.segment_mask = (1u << 3) | (1u << 4);
+  v.push_back({"+ S per patch among 8/16", o});
+  o.segment_mask = (1u << 3) | (1u << 4) | (1u << 5);
+  v.push_back({"+ S per patch among 8/16/32 (v2 default)", o});
+  return v;
+}
+
 std::vector<Variant> variants(bool all) {
   std::vector<Variant> v;
   L3Options d;  // the default
   if (all) {
+    d.version = 1;  // the v1 ablation (rows 1-17 of docs/L3_FORMAT.md section 7)
+    d.segment_log2 = 4;
     L3Options paper;  // closest to the published L3: Paeth over TL/T/TR, one (width, base) per row
     paper.predictor_mask = 1u << 4;
     paper.first_row_mask = 1u << 1;  // first row predicted by a constant (no DPCM)
@@ -108,8 +136,9 @@ std::vector<Variant> variants(bool all) {
     L3Options tm = d;
     tm.predictor_mask = 1u | (1u << 3);
     v.push_back({"17 default with top+median only", tm});
+    d = L3Options{};
   }
-  v.push_back({"default (N by resolution, S=16, all on)", d});
+  v.push_back({"default (N by resolution, all tools on)", d});
   return v;
 }
 
@@ -146,14 +175,19 @@ bool spng_decode(const std::vector<uint8_t>& png, std::vector<uint8_t>& out) {
 int main(int argc, char** argv) {
   size_t max_files = 1000;
   int reps = 3;
-  bool all = true, speed = true;
+  bool all = true, v2 = false, speed = true, per_file = false;
   int seg_override = -1;  // --seg K: segment_log2 of the "default" variant (0 = per image)
   std::vector<fs::path> files;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--max" && i + 1 < argc) max_files = std::stoul(argv[++i]);
     else if (a == "--reps" && i + 1 < argc) reps = std::stoi(argv[++i]);
-    else if (a == "--variants" && i + 1 < argc) all = std::string(argv[++i]) == "all";
+    else if (a == "--variants" && i + 1 < argc) {
+      const std::string which = argv[++i];
+      all = which == "all";
+      v2 = which == "v2";
+    }
+    else if (a == "--per-file") per_file = true;
     else if (a == "--no-speed") speed = false;
     else if (a == "--seg" && i + 1 < argc) seg_override = std::stoi(argv[++i]);
     else if (fs::is_directory(a)) {
@@ -171,7 +205,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: l3_codec_bench [--max N] [--reps R] [--variants all|default] DIR...\n");
     return 2;
   }
-  auto vs = variants(all);
+  auto vs = v2 ? v2_ablation() : variants(all);
   if (seg_override >= 0) {
     vs.back().opt.segment_log2 = static_cast<uint8_t>(seg_override);
     vs.back().name = "default with segment_log2=" + std::to_string(seg_override);
@@ -180,7 +214,7 @@ int main(int argc, char** argv) {
   std::vector<std::vector<double>> ratios(vs.size());
   double png_total = 0, raw_total = 0;
   double spng_time = 0, l3_time = 0, libpng_time = 0, bytes_decoded = 0;
-  size_t used = 0;
+  size_t used = 0, lossless = 0;
   for (auto& f : files) {
     auto png = read_file(f);
     fid::Result<SourceImage> decoded = decode_png(png);
@@ -235,9 +269,17 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "L3 mismatch on %s\n", f.c_str());
         return 1;
       }
+      ++lossless;
       l3_time += best_l3;
       spng_time += best_sp;
       bytes_decoded += static_cast<double>(out.size());
+    }
+    if (per_file) {
+      std::printf("%s %ux%ux%u PNG %zu", f.filename().c_str(), src.image.width, src.image.height,
+                  unsigned{src.image.channels}, png.size());
+      for (size_t k = 0; k < vs.size(); ++k) std::printf(" %.3f", ratios[k].back());
+      std::printf("\n");
+      std::fflush(stdout);
     }
     std::fprintf(stderr, "\r%zu/%zu", used, files.size());
   }
@@ -260,5 +302,13 @@ int main(int argc, char** argv) {
       std::printf("single-thread decode, best of %d: libpng %.0f MB/s (L3 %.2fx libpng)\n", reps,
                   bytes_decoded / libpng_time / 1e6, libpng_time / l3_time);
   }
+  // One line for scripts (scripts/bench/l3.sh): the last variant (the default) and the speeds.
+  auto last = ratios.back();
+  std::sort(last.begin(), last.end());
+  std::printf("\nsummary files=%zu png_bytes=%.0f l3_bytes=%.0f median=%.4f l3_mbs=%.1f spng_mbs=%.1f "
+              "libpng_mbs=%.1f lossless=%zu\n",
+              used, png_total, total.back(), last.empty() ? 0.0 : last[last.size() / 2],
+              l3_time > 0 ? bytes_decoded / l3_time / 1e6 : 0.0, spng_time > 0 ? bytes_decoded / spng_time / 1e6 : 0.0,
+              libpng_time > 0 ? bytes_decoded / libpng_time / 1e6 : 0.0, lossless);
   return 0;
 }

@@ -5,7 +5,8 @@
 //         length, so that mutations reach the patch data checks (rows past their patch, bytes
 //         left over) instead of the size check.
 //   odd:  the rest makes an image (3 bytes: width-1, height-1, channels; then pixels, cycled)
-//         and options; encode, decode, and abort unless the pixels come back exactly.
+//         and options (their spare bits: version 1 or 2, version 2's tools); encode, decode,
+//         and abort unless the pixels come back exactly.
 // Both modes also run the block decoder's CPU emulation (codec/l3_block_plan.h; the last input
 // byte picks its thread count and order) on images without INTER_PATCH, and abort unless it succeeds
 // exactly when the CPU decoder does, with the same pixels.
@@ -93,6 +94,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   opt.segment_log2 = static_cast<uint8_t>(3 + (data[0] >> 6) % 4u);
   opt.entropy_codes = px.size() % 2 ? 2 : 1;
   opt.inter_patch_rows = (data[0] & 2) != 0;
+  // Spare bits of the image bytes pick the version and version 2's tools.
+  opt.version = (rest[2] & 4) ? 1 : 2;
+  if (opt.version == 2 && (rest[2] & 8)) {  // per-patch segment lengths
+    opt.segment_log2 = 0;
+    opt.segment_mask = static_cast<uint8_t>(((rest[2] >> 4) % 15u + 1) << 3);
+  }
+  opt.constant_patches = (rest[0] & 0x80) == 0;
+  opt.copy_runs = (rest[1] & 0x80) == 0;
   const fid::Result<std::vector<uint8_t>> enc = l3_encode(im, opt);
   if (!enc) abort();  // a valid image with valid options always encodes
   const fid::Result<Image> back = l3_decode(*enc);

@@ -37,11 +37,16 @@ void expect_round_trip(const Image& im, const L3Options& opt = {}) {
   EXPECT_TRUE(back.pixels == im.pixels) << im.width << "x" << im.height << "x" << int{im.channels};
 }
 
-// Segment codes used in an encoded image with nibble codes (walks the bitstream).
-std::set<unsigned> used_codes(const std::vector<uint8_t>& enc) {
-  std::set<unsigned> codes;
+// What an encoded image with nibble codes uses (walks the bitstream, versions 1 and 2).
+struct StreamUse {
+  std::set<unsigned> codes;      // segment codes
+  unsigned constant_patches = 0;  // v2
+  unsigned covered_rows = 0;      // v2: rows inside copy runs
+};
+StreamUse stream_use(const std::vector<uint8_t>& enc) {
+  StreamUse use;
   fid::Result<L3Info> probed = l3_probe(enc);
-  if (!probed) return codes;
+  if (!probed) return use;
   const L3Info& info = *probed;
   const uint8_t* p = enc.data() + info.header_bytes;
   const uint8_t* end = enc.data() + enc.size();
@@ -49,19 +54,37 @@ std::set<unsigned> used_codes(const std::vector<uint8_t>& enc) {
     for (uint32_t i = 0; i < info.patches_x; ++i) {
       unsigned pw = std::min(info.patch_size, info.width - i * info.patch_size);
       unsigned ph = std::min(info.patch_size, info.height - j * info.patch_size);
+      unsigned sl = info.segment_log2;
+      if (info.version >= 2) {
+        if ((*p & 15) == fid::l3k::kPatchConstant) {
+          ++use.constant_patches;
+          p += 1 + info.channels;
+          continue;
+        }
+        sl = *p++ >> 4;
+      }
+      unsigned run[4] = {};
       for (unsigned r = 0; r < ph * info.channels; ++r) {
+        if (run[r % info.channels] > 0) {
+          --run[r % info.channels];
+          ++use.covered_rows;
+          continue;
+        }
         unsigned mode = 0;
-        unsigned nseg = fid::l3k::row_segments(pw, info.segment_log2);
+        unsigned nseg = fid::l3k::row_segments(pw, sl);
         uint8_t above[fid::l3k::kMaxSegments] = {}, row[fid::l3k::kMaxSegments];
         size_t hdr = fid::l3k::read_row_header(p, static_cast<size_t>(end - p), nseg, nullptr,
                                                above, &mode, row);
-        if (!hdr) return codes;
-        if ((mode & 7) != fid::l3k::kPredCopy) codes.insert(row, row + nseg);
-        p += hdr + fid::l3k::row_body_size(row, pw, info.segment_log2);
+        if (!hdr) return use;
+        if ((mode & 7) == fid::l3k::kPredCopy && info.version >= 2)
+          hdr = fid::l3k::read_copy_run(p, static_cast<size_t>(end - p), &run[r % info.channels]);
+        if ((mode & 7) != fid::l3k::kPredCopy) use.codes.insert(row, row + nseg);
+        p += hdr + fid::l3k::row_body_size(row, pw, sl);
       }
     }
-  return codes;
+  return use;
 }
+std::set<unsigned> used_codes(const std::vector<uint8_t>& enc) { return stream_use(enc).codes; }
 
 }  // namespace
 
@@ -131,6 +154,7 @@ TEST(L3Codec, AllSegmentCodesExercised) {
       for (auto& p : im.pixels) p = static_cast<uint8_t>(p + (k == 1 ? 100 : 0));
       L3Options o;
       o.predictor_mask = 1;  // top
+      o.segment_log2 = 4;    // per-patch lengths would hide the zero segments of `half`
       o.entropy_codes = false;
       auto enc = value_or_throw(l3_encode(im, o));
       auto codes = used_codes(enc);
@@ -144,6 +168,7 @@ TEST(L3Codec, AllSegmentCodesExercised) {
   {
     L3Options o;
     o.predictor_mask = 1;
+    o.segment_log2 = 4;
     o.entropy_codes = false;
     auto codes = used_codes(value_or_throw(l3_encode(half, o)));
     all.insert(codes.begin(), codes.end());
@@ -155,6 +180,7 @@ TEST(L3Codec, AllSegmentCodesExercised) {
     for (uint32_t x = 0; x < 64; ++x) ramp.pixels[y * 64 + x] = static_cast<uint8_t>(y * 7);
   L3Options o;
   o.predictor_mask = 1;
+  o.segment_log2 = 4;
   o.entropy_codes = false;
   auto codes = used_codes(value_or_throw(l3_encode(ramp, o)));
   all.insert(codes.begin(), codes.end());
@@ -244,6 +270,12 @@ TEST(L3Codec, EncoderRejectsBadInput) {
   o = {};
   o.first_row_mask = 0;
   expect_invalid(l3_encode(ok, o), "no first-row predictor");
+  o = {};
+  o.version = 3;
+  expect_invalid(l3_encode(ok, o), "version 3");
+  o = {};
+  o.segment_mask = 0x7;
+  expect_invalid(l3_encode(ok, o), "no segment length in the mask");
 }
 
 TEST(L3Codec, ProbeAndDecodeInto) {
@@ -289,7 +321,7 @@ TEST(L3Codec, DecoderRejectsTruncationAndHeaderCorruption) {
       }
     }
   auto bad = enc;
-  bad[4] = 2;
+  bad[4] = 3;
   fid::Result<Image> decoded = l3_decode(bad);
   ASSERT_FALSE(decoded.ok());
   EXPECT_NE(decoded.error().message.find("version"), std::string::npos);
@@ -314,18 +346,119 @@ TEST(L3Codec, DecoderSurvivesRandomCorruption) {
 }
 
 TEST(L3Codec, DecoderRejectsInvalidModes) {
-  // 1x1 gray, one patch, one row: header nibble byte + (no data for code 0).
+  // 1x1 gray, one patch, one row: (v2: patch header byte), header nibble byte + (no data for
+  // code 0).
   Image im = make_image(1, 1, 1);
   im.pixels[0] = 128;
-  auto enc = value_or_throw(l3_encode(im));
-  fid::Result<Image> decoded = l3_decode(enc);
-  ASSERT_TRUE(decoded.ok()) << decoded.error().message;
+  for (uint8_t version : {uint8_t{1}, uint8_t{2}}) {
+    L3Options o;
+    o.version = version;
+    o.constant_patches = false;
+    auto enc = value_or_throw(l3_encode(im, o));
+    fid::Result<Image> decoded = l3_decode(enc);
+    ASSERT_TRUE(decoded.ok()) << decoded.error().message;
+    const L3Info info = value_or_throw(l3_probe(enc));
+    const size_t row = info.header_bytes + (version == 2 ? 1 : 0);
+    auto bad = enc;
+    bad[row] = static_cast<uint8_t>((bad[row] & 0xF0) | 2);  // first row: pred 2
+    EXPECT_FALSE(l3_decode(bad).ok());
+    bad[row] = static_cast<uint8_t>((bad[row] & 0xF0) | 8);  // cross on plane 0
+    EXPECT_FALSE(l3_decode(bad).ok());
+  }
+}
+
+// Version 2's patch header and copy runs: what a decoder must reject (docs/L3_FORMAT.md 5).
+TEST(L3Codec, DecoderRejectsBadVersion2Patches) {
+  Image flat = make_image(8, 8, 3);
+  std::fill(flat.pixels.begin(), flat.pixels.end(), uint8_t{40});
+  auto enc = value_or_throw(l3_encode(flat));
   const L3Info info = value_or_throw(l3_probe(enc));
-  auto bad = enc;
-  bad[info.header_bytes] = static_cast<uint8_t>((bad[info.header_bytes] & 0xF0) | 2);  // first row: pred 2
-  EXPECT_FALSE(l3_decode(bad).ok());
-  bad[info.header_bytes] = static_cast<uint8_t>((bad[info.header_bytes] & 0xF0) | 8);  // cross on plane 0
-  EXPECT_FALSE(l3_decode(bad).ok());
+  ASSERT_EQ(info.version, 2);
+  ASSERT_EQ(enc.size(), info.header_bytes + 4u) << "one constant patch: kind byte + RGB";
+  EXPECT_EQ(enc[info.header_bytes], fid::l3k::kPatchConstant);
+  EXPECT_EQ(value_or_throw(l3_decode(enc)).pixels, flat.pixels);
+  for (uint8_t b : {uint8_t{0x11}, uint8_t{0x02}, uint8_t{0x0F}, uint8_t{0x20}, uint8_t{0x70}}) {
+    auto bad = enc;  // constant with a non-zero high nibble, unknown kinds, coded with S = 2^2, 2^7
+    bad[info.header_bytes] = b;
+    EXPECT_FALSE(l3_decode(bad).ok()) << int{b};
+  }
+  // A constant patch must be exactly 1 + C bytes.
+  auto longer = enc;
+  longer.push_back(0);
+  longer[20] = static_cast<uint8_t>(longer[20] + 1);
+  EXPECT_FALSE(l3_decode(longer).ok());
+  // Version 2 keeps byte 6 (the image's segment length in version 1) at 0.
+  auto seg = enc;
+  seg[6] = 4;
+  EXPECT_FALSE(l3_decode(seg).ok());
+
+  // Rows 1..5 copy row 0: one copy row with a run of 4 after row 1. A longer run would pass the
+  // patch's last row.
+  Image rows = smooth(16, 6, 1, 3);
+  for (uint32_t y = 1; y < 6; ++y) std::memcpy(&rows.pixels[y * 16], &rows.pixels[0], 16);
+  L3Options o;
+  o.entropy_codes = 0;
+  o.segment_log2 = 4;
+  auto r = value_or_throw(l3_encode(rows, o));
+  EXPECT_EQ(value_or_throw(l3_decode(r)).pixels, rows.pixels);
+  EXPECT_EQ(stream_use(r).covered_rows, 4u);
+  ASSERT_EQ(r.back(), (4u << 4) | fid::l3k::kPredCopy) << "the copy row with its run is last";
+  auto past = r;
+  past.back() = static_cast<uint8_t>((5u << 4) | fid::l3k::kPredCopy);
+  EXPECT_FALSE(l3_decode(past).ok());
+  auto shorter = r;
+  shorter.back() = fid::l3k::kPredCopy;  // run 0: rows 2..5 are then missing from the patch
+  EXPECT_FALSE(l3_decode(shorter).ok());
+}
+
+// Streams of version 1 still decode, with every option the version 1 encoder had.
+TEST(L3Codec, Version1StreamsStillDecode) {
+  Image im = smooth(70, 45, 3, 17);
+  Image im4 = noise(33, 20, 4, 18, 8);
+  for (uint8_t sl : {uint8_t{0}, uint8_t{3}, uint8_t{6}})
+    for (uint8_t entropy : {uint8_t{0}, uint8_t{2}})
+      for (bool inter : {false, true}) {
+        L3Options o;
+        o.version = 1;
+        o.patch_size = 16;
+        o.segment_log2 = sl;
+        o.entropy_codes = entropy;
+        o.inter_patch_rows = inter;
+        auto enc = value_or_throw(l3_encode(im, o));
+        EXPECT_EQ(value_or_throw(l3_probe(enc)).version, 1);
+        expect_round_trip(im, o);
+        expect_round_trip(im4, o);
+      }
+}
+
+// Graphics-like content: flat areas become constant patches and copy runs, and version 2 is
+// smaller than version 1 on them.
+TEST(L3Codec, Version2ToolsOnFlatContent) {
+  Image im = make_image(200, 150, 4);
+  for (uint32_t y = 0; y < 150; ++y)
+    for (uint32_t x = 0; x < 200; ++x) {
+      uint8_t* px = &im.pixels[(size_t{y} * 200 + x) * 4];
+      const bool inside = x > 40 && x < 160 && y > 30 && y < 120;  // a gradient box on transparency
+      px[0] = inside ? static_cast<uint8_t>(x) : 0;
+      px[1] = inside ? static_cast<uint8_t>(x / 2 + 20) : 0;
+      px[2] = inside ? 200 : 0;
+      px[3] = inside ? 255 : 0;
+    }
+  L3Options v1;
+  v1.version = 1;
+  const auto a = value_or_throw(l3_encode(im, v1)), b = value_or_throw(l3_encode(im));
+  const StreamUse use = stream_use(b);
+  EXPECT_GT(use.constant_patches, 0u);
+  EXPECT_GT(use.covered_rows, 0u);
+  EXPECT_LT(b.size(), a.size());
+  expect_round_trip(im);
+  for (bool constant : {false, true})
+    for (bool runs : {false, true}) {
+      L3Options o;
+      o.constant_patches = constant;
+      o.copy_runs = runs;
+      expect_round_trip(im, o);
+    }
 }
 
 TEST(L3Codec, FhdPngsRoundTrip) {

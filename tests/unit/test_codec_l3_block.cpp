@@ -82,7 +82,9 @@ struct StreamStats {
   std::set<unsigned> modes;        // non-first rows: mode nibble
   std::set<unsigned> first_modes;  // first rows
   std::set<unsigned> codes;
+  std::set<unsigned> seg_log2s;    // v2: per-patch segment lengths
   bool huff = false, nibbles = false;
+  bool constant_patch = false, short_run = false, long_run = false;  // v2 tools
 
   void add(const std::vector<uint8_t>& enc) {
     L3BatchPlan plan;
@@ -93,18 +95,37 @@ struct StreamStats {
     for (const auto& t : plan.tasks) {
       const uint8_t* p = enc.data() + t.in_offset;
       const uint8_t* end = p + t.in_size;
-      const unsigned nseg = l3k::row_segments(t.pw, t.seg_log2);
+      unsigned sl = t.seg_log2;
+      if (t.version >= 2) {
+        if ((*p & 15u) == l3k::kPatchConstant) {
+          constant_patch = true;
+          continue;
+        }
+        sl = *p++ >> 4;
+        seg_log2s.insert(sl);
+      }
+      const unsigned nseg = l3k::row_segments(t.pw, sl);
       uint8_t above[4][l3k::kMaxSegments] = {};
+      unsigned run[4] = {};
       for (unsigned r = 0; r < t.ph * t.channels; ++r) {
+        if (run[r % t.channels] > 0) {
+          --run[r % t.channels];
+          continue;
+        }
         unsigned mode = 0;
         uint8_t* row = above[r % t.channels];
         size_t hdr = l3k::read_row_header(p, static_cast<size_t>(end - p), nseg,
                                           t.huff == l3k::kNoHuff ? nullptr : &plan.tables[t.huff],
                                           row, &mode, row);
         ASSERT_NE(hdr, 0u);
+        if ((mode & 7) == l3k::kPredCopy && t.version >= 2) {
+          hdr = l3k::read_copy_run(p, static_cast<size_t>(end - p), &run[r % t.channels]);
+          ASSERT_NE(hdr, 0u);
+          (hdr == 2 ? long_run : short_run) |= run[r % t.channels] > 0;
+        }
         (r < t.channels ? first_modes : modes).insert(mode);
         if ((mode & 7) != l3k::kPredCopy) codes.insert(row, row + nseg);
-        p += hdr + l3k::row_body_size(row, t.pw, t.seg_log2);
+        p += hdr + l3k::row_body_size(row, t.pw, sl);
       }
     }
   }
@@ -192,7 +213,14 @@ TEST(L3Block, RandomImagesMatchCpuDecoder) {
     L3Options o;
     o.patch_size = patch_sizes[(i / 2) % std::size(patch_sizes)];
     if (o.patch_size == 1 && w * h > 4000) o.patch_size = 3;  // 1x1 patches: keep it quick
+    o.version = static_cast<uint8_t>(i % 4 == 0 ? 1 : 2);
     o.segment_log2 = static_cast<uint8_t>(3 + rng() % 4);
+    if (o.version == 2 && rng() % 2) {  // per-patch segment lengths
+      o.segment_log2 = 0;
+      o.segment_mask = static_cast<uint8_t>(((rng() % 15) + 1) << 3);
+    }
+    o.constant_patches = rng() % 4 != 0;
+    o.copy_runs = rng() % 4 != 0;
     o.entropy_codes = static_cast<uint8_t>(rng() % 3);
     o.copy_rows = rng() % 4 != 0;
     o.cross_channel = rng() % 4 != 0;
@@ -225,6 +253,11 @@ TEST(L3Block, RandomImagesMatchCpuDecoder) {
   for (unsigned code = 0; code < 16; ++code) EXPECT_TRUE(stats.codes.count(code)) << "code " << code;
   EXPECT_TRUE(stats.huff);
   EXPECT_TRUE(stats.nibbles);
+  EXPECT_TRUE(stats.constant_patch);
+  EXPECT_TRUE(stats.short_run);
+  EXPECT_TRUE(stats.long_run);
+  for (unsigned sl = l3k::kMinSegLog2; sl <= l3k::kMaxSegLog2; ++sl)
+    EXPECT_TRUE(stats.seg_log2s.count(sl)) << "per-patch segment length " << sl;
   RecordProperty("images", images);
 }
 
@@ -331,7 +364,7 @@ TEST(L3Block, CorruptInputFailsLikeCpuDecoder) {
     Image im;
     L3Options opt;
   };
-  std::vector<Case> cases(5);
+  std::vector<Case> cases(7);
   cases[0].im = smooth(100, 80, 4, 3);
   cases[1].im = smooth(70, 50, 3, 4);
   cases[1].opt.entropy_codes = 2;
@@ -347,6 +380,17 @@ TEST(L3Block, CorruptInputFailsLikeCpuDecoder) {
   for (uint32_t y = 5; y < 20; ++y)
     std::memcpy(&cases[4].im.pixels[y * 99], &cases[4].im.pixels[4 * 99], 99);
   cases[4].opt.patch_size = 32;
+  cases[5] = cases[4];
+  cases[5].opt.version = 1;
+  cases[5].opt.segment_log2 = 4;
+  // Version 2's tools: constant patches (flat left half), copy runs over 15 rows (flat rows).
+  cases[6].im = smooth(48, 40, 3, 8);
+  for (uint32_t y = 0; y < 40; ++y) {
+    for (uint32_t x = 0; x < 16; ++x) std::memset(&cases[6].im.pixels[(y * 48 + x) * 3], 9, 3);
+    if (y > 2) std::memcpy(&cases[6].im.pixels[y * 144], &cases[6].im.pixels[2 * 144], 144);
+  }
+  cases[6].opt.patch_size = 16;
+  cases[6].opt.entropy_codes = 2;
   std::mt19937 rng(11);
   int both_fail = 0, both_ok = 0, n = 0;
   auto check = [&](const std::vector<uint8_t>& bad) {
@@ -423,7 +467,9 @@ TEST(L3Block, LosslessFilesMatchCpuDecoder) {
       continue;
     }
     const SourceImage& src = *decoded;
-    auto enc = value_or_throw(l3_encode(src.image));
+    L3Options o;
+    o.segment_log2 = 4;  // one encode per patch instead of three: encoding dominates this test
+    auto enc = value_or_throw(l3_encode(src.image, o));
     std::vector<uint8_t> expect;
     ASSERT_TRUE(cpu_decode(enc, expect)) << f;
     ASSERT_TRUE(expect == src.image.pixels) << f;
