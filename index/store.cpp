@@ -178,12 +178,17 @@ void Store::load_index(const std::filesystem::path& index_path, const std::strin
     if (s->dirs_.empty()) throw corrupt("no root directory");
   }
   // Files. The tables are sized once (ids are 0..n-1, so max(id) gives n in one B-tree
-  // descent): growing them by doubling would leave copies and slack in the daemon's memory.
+  // descent): growing them by doubling would leave copies and slack in the daemon's memory. A
+  // corrupt max(id) must not size them: a files row takes at least kMinFileRowBytes of the
+  // database, which bounds n by the file's size (the rows are checked one by one below).
   {
+    constexpr int64_t kMinFileRowBytes = 16;  // 12 columns' header bytes, cell header, pointer
+    std::error_code size_ec;
+    const auto db_bytes = static_cast<int64_t>(std::filesystem::file_size(index_path, size_ec));
     auto last = db.prepare("SELECT max(id) FROM files");
-    if (last.step()) {
+    if (!size_ec && last.step()) {
       const int64_t n = last.integer(0) + 1;
-      if (n > 0 && n <= int64_t{1} << 32) {
+      if (n > 0 && n <= db_bytes / kMinFileRowBytes) {
         s->files_.reserve(static_cast<size_t>(n));
         s->record_files_.reserve(static_cast<size_t>(n));
         s->child_files_.reserve(static_cast<size_t>(n));

@@ -259,6 +259,10 @@ TEST(Store, RefusesNewerFormatAndCorruptRows) {
   sql(db, "UPDATE files SET slot = slot + 1 WHERE id = 3");
   expect_error("slots are not");
   restore();
+  // A huge id is refused without sizing the tables by it (fuzz_index found a 5 GB reserve).
+  sql(db, "UPDATE files SET id = 4000000000 WHERE id = (SELECT max(id) FROM files)");
+  expect_error("file ids are not 0..n-1");
+  restore();
   sql(db, "UPDATE records SET region_ends = x'0100000000000000' WHERE id = 0");
   expect_error("ends before it starts");
   restore();
