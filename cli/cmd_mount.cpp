@@ -167,12 +167,16 @@ int run_mount(const MountArgs& a) {
     location = std::filesystem::absolute(a.store, ec).string();
   }
   // A remote source starts its transfer thread on first use, after the fork below.
-  auto opened = storage::open_store(location, store_options(settings));
+  storage::StoreOptions open_options = store_options(settings);
+  open_options.map_tables = true;
+  auto opened = storage::open_store(location, open_options);
   if (!opened.ok()) {
     err(opened.error().message);
     return kExitRuntime;
   }
   std::unique_ptr<index::Store> store = std::move(opened->store);
+  if (!store->tables_problem().empty())
+    err(fmt::format("warning: {} (the store's tables stay in the daemon's memory)", store->tables_problem()));
   storage::RecordSource& source = *opened->source;
   for (const auto& p : source.problems()) err(fmt::format("warning: {} (its files will return EIO)", p));
   try {

@@ -15,6 +15,7 @@
 
 #include "index/format.h"
 #include "index/sqlite_db.h"
+#include "index/tables_file.h"
 
 namespace fid::index {
 
@@ -54,9 +55,9 @@ int64_t meta_int(SqliteDb& db, const char* key) {
 
 }  // namespace
 
-Result<std::unique_ptr<Store>> Store::open(const std::filesystem::path& dir) {
+Result<std::unique_ptr<Store>> Store::open(const std::filesystem::path& dir, const std::filesystem::path& tables_dir) {
   try {
-    return load(dir);
+    return load(dir, tables_dir);
   } catch (const StoreError& e) {
     return Error{EINVAL, e.what()};
   } catch (const std::bad_alloc&) {
@@ -64,11 +65,12 @@ Result<std::unique_ptr<Store>> Store::open(const std::filesystem::path& dir) {
   }
 }
 
-Result<std::unique_ptr<Store>> Store::open_index(const std::filesystem::path& index_file, const std::string& location) {
+Result<std::unique_ptr<Store>> Store::open_index(const std::filesystem::path& index_file, const std::string& location,
+                                                 const std::filesystem::path& tables_dir) {
   try {
     std::unique_ptr<Store> s(new Store());
     s->location_ = location;
-    s->load_index(index_file, location + "/" + std::string(kIndexFile));
+    s->load_tables(index_file, location + "/" + std::string(kIndexFile), tables_dir);
     return s;
   } catch (const StoreError& e) {
     return Error{EINVAL, e.what()};
@@ -77,7 +79,7 @@ Result<std::unique_ptr<Store>> Store::open_index(const std::filesystem::path& in
   }
 }
 
-std::unique_ptr<Store> Store::load(const std::filesystem::path& dir) {
+std::unique_ptr<Store> Store::load(const std::filesystem::path& dir, const std::filesystem::path& tables_dir) {
   std::unique_ptr<Store> s(new Store());
   s->dir_ = dir;
   s->location_ = dir.string();
@@ -111,8 +113,54 @@ std::unique_ptr<Store> Store::load(const std::filesystem::path& dir) {
     throw StoreError(fmt::format("{}: not a fidelityfs store: {}", index_path.string(), std::strerror(err)));
   }
 
-  s->load_index(index_path, index_path.string());
+  s->load_tables(index_path, index_path.string(), tables_dir);
   return s;
+}
+
+void Store::load_tables(const std::filesystem::path& index_path, const std::string& display,
+                        const std::filesystem::path& tables_dir) {
+  if (tables_dir.empty()) return load_index(index_path, display);
+  Result<IndexIdentity> identity = identify_index(index_path);
+  if (!identity) return load_index(index_path, display);  // its error names the index
+  const std::filesystem::path file = tables_file_for(tables_dir, index_path);
+  auto adopt = [&](std::unique_ptr<MappedTables> m) {
+    levels_ = m->meta().levels;
+    format_version_ = m->meta().format_version;
+    seed_ = m->meta().seed;
+    records_ = std::move(m->meta().records);
+    t_ = m->tables();
+    mapped_ = std::move(m);
+    tables_file_ = file;
+  };
+  Result<std::unique_ptr<MappedTables>> mapped = MappedTables::map(file, *identity);
+  if (mapped) return adopt(std::move(mapped).value());
+  // No file yet, or one made from another index or damaged: made (again) from the index.
+  load_index(index_path, display);
+  TablesMeta meta{levels_, format_version_, seed_, records_};
+  if (Status w = write_tables_file(file, index_path, *identity, meta, t_); !w) {
+    tables_problem_ = w.error().message;
+    return;
+  }
+  mapped = MappedTables::map(file, *identity);
+  if (!mapped) {
+    tables_problem_ = mapped.error().message;
+    return;
+  }
+  adopt(std::move(mapped).value());
+  // Swapped with empty ones: clear() and `= {}` keep the capacity.
+  std::vector<File>().swap(files_);
+  std::vector<Dir>().swap(dirs_);
+  std::vector<uint32_t>().swap(child_dirs_);
+  std::vector<uint32_t>().swap(child_files_);
+  std::vector<Piece>().swap(pieces_);
+  std::string().swap(names_);
+  std::vector<uint32_t>().swap(record_begin_);
+  std::vector<uint32_t>().swap(record_files_);
+  ::malloc_trim(0);
+}
+
+void Store::view_vectors() {
+  t_ = TableSpans{files_, dirs_, pieces_, child_dirs_, child_files_, record_begin_, record_files_, names_};
 }
 
 void Store::load_index(const std::filesystem::path& index_path, const std::string& ip) {
@@ -263,6 +311,7 @@ void Store::load_index(const std::filesystem::path& index_path, const std::strin
       s->files_.push_back(f);
     }
   }
+  s->view_vectors();  // the sorts below compare names
   // Children lists, sorted bytewise by name.
   {
     std::vector<std::vector<uint32_t>> sub(s->dirs_.size()), fil(s->dirs_.size());
@@ -294,10 +343,12 @@ void Store::load_index(const std::filesystem::path& index_path, const std::strin
       std::sort(s->record_files_.begin() + s->record_begin_[r], s->record_files_.begin() + s->record_begin_[r + 1],
                 [&](uint32_t a, uint32_t b) { return s->files_[a].slot < s->files_[b].slot; });
   }
+  s->view_vectors();
   if (!offsets_stored) derive_offsets(ip);
   s->pieces_.shrink_to_fit();
   s->names_.shrink_to_fit();
   s->files_.shrink_to_fit();
+  s->view_vectors();
   // What the load freed (SQLite's cache, the sort's lists) goes back to the system.
   ::malloc_trim(0);
 }
@@ -344,11 +395,12 @@ void Store::derive_offsets(const std::string& ip) {
   }
 }
 
+Store::Store() = default;
 Store::~Store() = default;
 
 std::string Store::relative_path(const Dir& d) const {
   std::vector<std::string_view> parts;
-  for (const Dir* cur = &d; cur->id != 0; cur = &dirs_[cur->parent]) parts.push_back(name(*cur));
+  for (const Dir* cur = &d; cur->id != 0; cur = &t_.dirs[cur->parent]) parts.push_back(name(*cur));
   std::string out;
   for (auto it = parts.rbegin(); it != parts.rend(); ++it) {
     if (!out.empty()) out += '/';
@@ -358,7 +410,7 @@ std::string Store::relative_path(const Dir& d) const {
 }
 
 std::string Store::relative_path(const File& f) const {
-  std::string out = relative_path(dirs_[f.dir]);
+  std::string out = relative_path(t_.dirs[f.dir]);
   if (!out.empty()) out += '/';
   out += name(f);
   return out;

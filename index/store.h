@@ -38,6 +38,7 @@ struct File {
   uint32_t dir = 0;          // parent directory id
   uint32_t name_off = 0, name_len = 0;  // into the name pool
   FileKind kind = FileKind::blob;
+  uint8_t reserved[3] = {};  // zero: the row is written to the tables file as it is in memory
   uint32_t script = 0;       // jpeg: codec::ScanScript; l3: codec::shape_code (mode, palette)
   uint32_t record = 0;
   uint32_t slot = 0;         // position of the file inside its record (storage order)
@@ -71,14 +72,32 @@ struct Record {
   std::vector<uint64_t> region_end;  // scan: end offset of region 0 (headers), 1..L; whole: 1 entry
 };
 
+// The tables lookups read: the Store's own vectors, or a mapped tables file (tables_file.h).
+struct TableSpans {
+  std::span<const File> files;
+  std::span<const Dir> dirs;
+  std::span<const Piece> pieces;
+  std::span<const uint32_t> child_dirs, child_files;
+  std::span<const uint32_t> record_begin;  // records + 1 entries: index into record_files
+  std::span<const uint32_t> record_files;
+  std::string_view names;
+};
+
+class MappedTables;
+
 class Store {
  public:
   // Loads STORE_DIR/index.sqlite and checks it; the error names the file and the reason.
-  static Result<std::unique_ptr<Store>> open(const std::filesystem::path& dir);
+  // With a `tables_dir`, the tables are mapped from a tables file there, made from the index
+  // on the first open (tables_file.h); if that file cannot be made they stay in memory and
+  // tables_problem() says why.
+  static Result<std::unique_ptr<Store>> open(const std::filesystem::path& dir,
+                                             const std::filesystem::path& tables_dir = {});
   // Loads an index file fetched from elsewhere (a remote store); messages name `location`
   // (the store's URL) instead of the local copy. path() is then empty.
   static Result<std::unique_ptr<Store>> open_index(const std::filesystem::path& index_file,
-                                                   const std::string& location);
+                                                   const std::string& location,
+                                                   const std::filesystem::path& tables_dir = {});
   ~Store();
   Store(const Store&) = delete;
   Store& operator=(const Store&) = delete;
@@ -90,21 +109,25 @@ class Store {
   // The store's format version (1 .. kFormatVersion).
   int format_version() const { return format_version_; }
   uint64_t seed() const { return seed_; }
+  // The mapped tables file, or empty when the tables are in this process's memory.
+  const std::filesystem::path& tables_file() const { return tables_file_; }
+  // Why a tables file was not used although a tables_dir was given ("" otherwise).
+  const std::string& tables_problem() const { return tables_problem_; }
 
-  std::span<const File> files() const { return files_; }
-  std::span<const Dir> dirs() const { return dirs_; }
+  std::span<const File> files() const { return t_.files; }
+  std::span<const Dir> dirs() const { return t_.dirs; }
   std::span<const Record> records() const { return records_; }
-  std::span<const uint32_t> child_dirs() const { return child_dirs_; }
-  std::span<const uint32_t> child_files() const { return child_files_; }
-  std::string_view name(const File& f) const { return {names_.data() + f.name_off, f.name_len}; }
-  std::string_view name(const Dir& d) const { return {names_.data() + d.name_off, d.name_len}; }
-  std::span<const Piece> pieces(const File& f) const { return {pieces_.data() + f.first_piece, f.piece_count}; }
+  std::span<const uint32_t> child_dirs() const { return t_.child_dirs; }
+  std::span<const uint32_t> child_files() const { return t_.child_files; }
+  std::string_view name(const File& f) const { return {t_.names.data() + f.name_off, f.name_len}; }
+  std::string_view name(const Dir& d) const { return {t_.names.data() + d.name_off, d.name_len}; }
+  std::span<const Piece> pieces(const File& f) const { return t_.pieces.subspan(f.first_piece, f.piece_count); }
   // The files stored in record r, in slot (storage) order.
   std::span<const uint32_t> record_files(uint32_t r) const {
-    return std::span<const uint32_t>(record_files_).subspan(record_begin_[r], record_begin_[r + 1] - record_begin_[r]);
+    return t_.record_files.subspan(t_.record_begin[r], t_.record_begin[r + 1] - t_.record_begin[r]);
   }
   // A file's position in storage order: the files of earlier records, then its slot.
-  uint64_t storage_position(const File& f) const { return record_begin_[f.record] + f.slot; }
+  uint64_t storage_position(const File& f) const { return t_.record_begin[f.record] + f.slot; }
 
   // Path relative to the store root ("cls/img.jpg"); for messages and order files.
   std::string relative_path(const File& f) const;
@@ -116,10 +139,17 @@ class Store {
   uint64_t size_at_level(const File& f, int level) const;
 
  private:
-  Store() = default;
-  static std::unique_ptr<Store> load(const std::filesystem::path& dir);  // throws StoreError
+  Store();
+  static std::unique_ptr<Store> load(const std::filesystem::path& dir,
+                                     const std::filesystem::path& tables_dir);  // throws StoreError
+  // The tables from `tables_dir`'s tables file if it matches the index, else load_index (then
+  // the file is made and mapped). Throws StoreError.
+  void load_tables(const std::filesystem::path& index_file, const std::string& display,
+                   const std::filesystem::path& tables_dir);
   // Loads the tables from an index file; messages name `display`. Throws StoreError.
   void load_index(const std::filesystem::path& index_file, const std::string& display);
+  // Points t_ at the vectors below.
+  void view_vectors();
   // Format 2: the pieces' offsets from the records' layouts and the files' slots. Throws StoreError.
   void derive_offsets(const std::string& display);
   std::filesystem::path dir_;
@@ -127,13 +157,18 @@ class Store {
   int levels_ = 0;
   int format_version_ = 0;
   uint64_t seed_ = 0;
+  std::vector<Record> records_;
+  TableSpans t_;
+  std::filesystem::path tables_file_;
+  std::string tables_problem_;
+  std::unique_ptr<MappedTables> mapped_;
+  // The tables while loading from the index; emptied once a tables file is mapped.
   std::vector<File> files_;
   std::vector<Dir> dirs_;
-  std::vector<Record> records_;
   std::vector<uint32_t> child_dirs_, child_files_;
   std::vector<Piece> pieces_;
   std::string names_;
-  std::vector<uint32_t> record_begin_;  // records + 1 entries: index into record_files_
+  std::vector<uint32_t> record_begin_;
   std::vector<uint32_t> record_files_;
 };
 

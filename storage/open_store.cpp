@@ -11,12 +11,19 @@ namespace {
 constexpr uint64_t kDefaultDiskCacheBytes = 10ull << 30;
 }  // namespace
 
+std::filesystem::path tables_dir(const StoreOptions& opts) {
+  if (!opts.map_tables) return {};
+  const std::filesystem::path dir = index_cache_dir(opts) / "tables";
+  (void)make_private_dir(dir);  // if it fails, so does writing the tables file, which says why
+  return dir;
+}
+
 Result<OpenedStore> open_store(const std::string& location, const StoreOptions& opts) {
   Result<StoreUrl> url = parse_store_url(location);
   if (!url) return std::move(url).error();
   OpenedStore out;
   if (!url->remote()) {
-    auto store = index::Store::open(url->local);
+    auto store = index::Store::open(url->local, tables_dir(opts));
     if (!store) return std::move(store).error();
     out.store = std::move(store).value();
     out.source = std::make_unique<LocalRecordSource>(*out.store);

@@ -23,6 +23,9 @@ struct StoreOptions {
   // Where a remote store's index is cached (keyed by URL and ETag): disk_cache if set, else
   // $XDG_CACHE_HOME/fidelityfs, else $HOME/.cache/fidelityfs.
   std::string index_cache;
+  // Map the store's tables from a tables file in <index cache>/tables, made on the first open
+  // (index/tables_file.h), instead of holding them in memory. The mount does.
+  bool map_tables = false;
   unsigned max_requests = 64;      // remote requests in flight at once
 };
 
@@ -40,6 +43,10 @@ struct OpenedStore {
 // reused), then a HEAD of every record in parallel; a missing index, a missing or short record,
 // wrong credentials, a missing bucket or an unreachable endpoint is an Error naming what failed
 // (never a secret).
+// Where the tables files live for `opts` (created): <index cache>/tables, or empty without
+// map_tables.
+std::filesystem::path tables_dir(const StoreOptions& opts);
+
 Result<OpenedStore> open_store(const std::string& location, const StoreOptions& opts);
 
 }  // namespace fid::storage

@@ -80,14 +80,6 @@ Status write_atomically(const fs::path& file, std::string_view text) {
   return {};
 }
 
-Status make_private_dir(const fs::path& dir) {
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) return Error{ec.value(), fmt::format("index cache {}: {}", dir.string(), ec.message())};
-  if (::chmod(dir.c_str(), 0700) != 0 && errno != EPERM)  // EPERM: a shared folder someone else owns
-    return Error{errno, fmt::format("index cache {}: {}", dir.string(), std::strerror(errno))};
-  return {};
-}
 
 // What a failed GET of the index means, said for the user.
 Error index_error(const RemoteLocation& where, const StoreUrl& url, const Error& e, const HttpResult& r) {
@@ -237,6 +229,15 @@ Status check_records(HttpClient& client, const RemoteLocation& where, const inde
 
 }  // namespace
 
+Status make_private_dir(const fs::path& dir) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) return Error{ec.value(), fmt::format("index cache {}: {}", dir.string(), ec.message())};
+  if (::chmod(dir.c_str(), 0700) != 0 && errno != EPERM)  // EPERM: a shared folder someone else owns
+    return Error{errno, fmt::format("index cache {}: {}", dir.string(), std::strerror(errno))};
+  return {};
+}
+
 fs::path index_cache_dir(const StoreOptions& opts) {
   if (!opts.index_cache.empty()) return opts.index_cache;
   if (!opts.disk_cache.empty()) return opts.disk_cache;
@@ -287,7 +288,7 @@ Result<RemoteStore> open_remote_store(const StoreUrl& url, const StoreOptions& o
     HttpClient client(http);
     Result<fs::path> index_file = fetch_index(client, url, *where, index_cache_dir(opts));
     if (!index_file) return std::move(index_file).error();
-    auto store = index::Store::open_index(*index_file, url.text);
+    auto store = index::Store::open_index(*index_file, url.text, tables_dir(opts));
     if (!store) return std::move(store).error();
     out.store = std::move(store).value();
     Result<std::string> identity = hash_file(*index_file);

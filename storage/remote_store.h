@@ -39,4 +39,7 @@ Result<RemoteLocation> remote_location(const StoreUrl& url, const S3Options& s3)
 // $XDG_CACHE_HOME/fidelityfs, else $HOME/.cache/fidelityfs.
 std::filesystem::path index_cache_dir(const StoreOptions& opts);
 
+// Creates `dir` (and its parents) for this user only (0700); an "index cache" Error if not.
+Status make_private_dir(const std::filesystem::path& dir);
+
 }  // namespace fid::storage

@@ -49,6 +49,13 @@ def run(*args, check=True, **kw):
     return p
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _private_cache_home(tmp_path_factory):
+    """Mounts keep their tables files and remote index copies under $XDG_CACHE_HOME/fidelityfs:
+    a folder of this run's, not the user's."""
+    os.environ["XDG_CACHE_HOME"] = str(tmp_path_factory.mktemp("xdg-cache"))
+
+
 def _photos():
     """Folder of real photos, or None when ../shared is not there or the fetch fails."""
     script = os.path.join(SHARED, "fetch-photos.sh")

@@ -41,9 +41,9 @@ def daemon_pid(mnt):
     return None
 
 
-def mount(store, mnt, *args, check=True):
+def mount(store, mnt, *args, check=True, env=None):
     os.makedirs(mnt, exist_ok=True)
-    p = subprocess.run([fid_bin(), "mount", store, mnt, *args], capture_output=True, text=True)
+    p = subprocess.run([fid_bin(), "mount", store, mnt, *args], capture_output=True, text=True, env=env)
     if check and p.returncode != 0:
         raise AssertionError(f"mount failed ({p.returncode}): {p.stderr}")
     return p

@@ -64,6 +64,43 @@ def test_tree_bytes_and_sizes(edge_tree, edge_store, mnt):
                 assert decode_pil(data).tobytes() == src.tobytes(), rel
 
 
+def _mapped_tables(mnt):
+    """The tables files the daemon serving mnt has mapped."""
+    with open(f"/proc/{daemon_pid(mnt)}/maps") as f:
+        return {line.split()[-1] for line in f if line.rstrip().endswith(".tables")}
+
+
+def test_tables_file_is_made_once_then_mapped(edge_tree, edge_store, tmp_path, mnt):
+    st = Store(edge_store)
+    env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "cache"))
+    tables = tmp_path / "cache" / "fidelityfs" / "tables"
+    inodes = []
+    for _ in range(2):
+        p = mount(edge_store, mnt, env=env)
+        try:
+            assert p.stderr == ""
+            made = sorted(tables.glob("*.tables"))
+            assert len(made) == 1 and made[0].stat().st_mode & 0o777 == 0o600
+            assert _mapped_tables(mnt) == {str(made[0])}
+            inodes.append(made[0].stat().st_ino)
+            assert sorted(walk_files(mnt)) == sorted(st.files)
+            for rel, meta in st.files.items():
+                if meta["kind"] != "l3":
+                    assert read(os.path.join(mnt, rel)) == st.read(rel), rel
+        finally:
+            unmount(mnt)
+    assert inodes[0] == inodes[1], "the second mount maps the first mount's file"
+    # No folder for the file: the mount works with its tables in memory, and says so.
+    (tmp_path / "not-a-folder").write_text("x")
+    p = mount(edge_store, mnt, env=dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "not-a-folder")))
+    try:
+        assert "warning:" in p.stderr and "stay in the daemon's memory" in p.stderr, p.stderr
+        assert _mapped_tables(mnt) == set()
+        assert sorted(walk_files(mnt)) == sorted(st.files)
+    finally:
+        unmount(mnt)
+
+
 @needs_djpeg
 @pytest.mark.parametrize("which", ["edge", "imagenet"])
 def test_levels_decode_everywhere(which, request, mnt):

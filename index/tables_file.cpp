@@ -1,0 +1,367 @@
+#include "index/tables_file.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include <cerrno>
+#include <cstddef>
+#include <cstring>
+#include <fmt/format.h>
+#include <type_traits>
+
+#include "index/format.h"
+
+namespace fid::index {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// docs/FORMAT.md "The tables cache".
+constexpr char kTablesMagic[8] = {'F', 'I', 'D', 'T', 'A', 'B', 'L', 'E'};
+constexpr uint32_t kTablesLayoutVersion = 1;
+constexpr uint32_t kByteOrderMark = 0x01020304;
+constexpr uint64_t kSectionAlign = 64;
+constexpr uint32_t kMaxIndexPathBytes = 4096;
+constexpr size_t kHeadHashBytes = 4096;
+constexpr std::string_view kTablesSuffix = ".tables";
+constexpr std::string_view kTempMarker = ".tables.tmp-";
+
+enum Section : size_t { records, files, dirs, pieces, child_dirs, child_files, record_begin, record_files, names, kSections };
+
+struct Header {
+  char magic[8];
+  uint32_t layout_version;
+  uint32_t byte_order;
+  uint32_t file_row_bytes, dir_row_bytes, piece_row_bytes;  // sizeof(File), sizeof(Dir), sizeof(Piece)
+  int32_t levels;
+  int32_t format_version;
+  uint32_t index_path_bytes;  // the index's canonical path follows the header
+  uint64_t seed;
+  uint64_t index_size;
+  int64_t index_mtime_ns;
+  uint64_t index_inode, index_device, index_head_hash;
+  uint64_t section_offset[kSections];
+  uint64_t section_bytes[kSections];
+  uint64_t file_bytes;
+  uint64_t body_hash;    // XXH3-64 of every byte after the index path
+  uint64_t header_hash;  // XXH3-64 of the header before this field, then the index path
+};
+static_assert(std::is_trivially_copyable_v<Header> && sizeof(Header) == 256, "no padding in the header");
+static_assert(sizeof(File) == 64 && sizeof(Dir) == 40 && sizeof(Piece) == 16, "rows without hidden padding");
+
+template <typename T>
+std::span<const uint8_t> raw(std::span<const T> rows) {
+  return {reinterpret_cast<const uint8_t*>(rows.data()), rows.size_bytes()};
+}
+
+uint64_t align_up(uint64_t v) { return (v + kSectionAlign - 1) / kSectionAlign * kSectionAlign; }
+
+uint64_t header_hash(const Header& h, std::string_view index_path) {
+  XXH3_state_t* st = XXH3_createState();
+  XXH3_64bits_reset(st);
+  XXH3_64bits_update(st, &h, offsetof(Header, header_hash));
+  XXH3_64bits_update(st, index_path.data(), index_path.size());
+  const uint64_t v = XXH3_64bits_digest(st);
+  XXH3_freeState(st);
+  return v;
+}
+
+std::string canonical_text(const fs::path& p) {
+  std::error_code ec;
+  fs::path c = fs::weakly_canonical(fs::absolute(p, ec), ec);
+  return (ec ? fs::absolute(p, ec) : c).string();
+}
+
+bool pwrite_all(int fd, const void* data, size_t n, uint64_t off) {
+  const auto* p = static_cast<const uint8_t*>(data);
+  while (n > 0) {
+    const ssize_t w = ::pwrite(fd, p, n, static_cast<off_t>(off));
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return false;
+    p += w;
+    off += static_cast<uint64_t>(w);
+    n -= static_cast<size_t>(w);
+  }
+  return true;
+}
+
+bool pread_all(int fd, void* data, size_t n, uint64_t off) {
+  auto* p = static_cast<uint8_t*>(data);
+  while (n > 0) {
+    const ssize_t r = ::pread(fd, p, n, static_cast<off_t>(off));
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return false;
+    p += r;
+    off += static_cast<uint64_t>(r);
+    n -= static_cast<size_t>(r);
+  }
+  return true;
+}
+
+std::vector<uint8_t> encode_records(std::span<const Record> recs) {
+  std::vector<uint8_t> out;
+  for (const Record& r : recs) {
+    put_le(out, static_cast<uint8_t>(r.layout), 1);
+    put_le(out, r.size, 8);
+    put_le(out, r.path.size(), 4);
+    out.insert(out.end(), r.path.begin(), r.path.end());
+    put_le(out, r.region_end.size(), 4);
+    for (uint64_t e : r.region_end) put_le(out, e, 8);
+  }
+  return out;
+}
+
+bool decode_records(const uint8_t* p, const uint8_t* end, std::vector<Record>& out) {
+  auto take = [&](int bytes, uint64_t& v) {
+    if (end - p < bytes) return false;
+    v = get_le(p, bytes);
+    p += bytes;
+    return true;
+  };
+  while (p < end) {
+    Record r;
+    r.id = static_cast<uint32_t>(out.size());
+    uint64_t layout = 0, n = 0;
+    if (!take(1, layout) || layout > 1 || !take(8, r.size) || !take(4, n) || static_cast<uint64_t>(end - p) < n) return false;
+    r.layout = static_cast<RecordLayout>(layout);
+    r.path.assign(reinterpret_cast<const char*>(p), n);
+    p += n;
+    if (!take(4, n) || static_cast<uint64_t>(end - p) / 8 < n) return false;
+    r.region_end.resize(n);
+    for (uint64_t& e : r.region_end) take(8, e);
+    out.push_back(std::move(r));
+  }
+  return true;
+}
+
+// The header and index path of a tables file, for pruning; false if it is not one.
+bool read_index_path(const fs::path& file, std::string& index_path) {
+  const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  Header h{};
+  bool ok = pread_all(fd, &h, sizeof h, 0) && std::memcmp(h.magic, kTablesMagic, sizeof kTablesMagic) == 0 &&
+            h.index_path_bytes <= kMaxIndexPathBytes;
+  if (ok) {
+    index_path.resize(h.index_path_bytes);
+    ok = pread_all(fd, index_path.data(), index_path.size(), sizeof h) && header_hash(h, index_path) == h.header_hash;
+  }
+  ::close(fd);
+  return ok;
+}
+
+// Tables files whose index is gone, and temporary files of processes that are gone.
+void prune(const fs::path& dir, const fs::path& keep) {
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (e.path() == keep) continue;
+    if (const size_t t = name.find(kTempMarker); t != std::string::npos) {
+      const std::string pid = name.substr(t + kTempMarker.size());
+      if (!pid.empty() && pid.find_first_not_of("0123456789") == std::string::npos && pid.size() < 10 &&
+          ::kill(static_cast<pid_t>(std::stol(pid)), 0) != 0 && errno == ESRCH)
+        fs::remove(e.path(), ec);
+      continue;
+    }
+    std::string index_path;
+    if (name.ends_with(kTablesSuffix) && read_index_path(e.path(), index_path) && !fs::exists(index_path, ec) && !ec)
+      fs::remove(e.path(), ec);
+  }
+}
+
+}  // namespace
+
+Result<IndexIdentity> identify_index(const fs::path& index_file) {
+  const int fd = ::open(index_file.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return Error{errno, fmt::format("{}: {}", index_file.string(), std::strerror(errno))};
+  struct stat st {};
+  std::vector<uint8_t> head(kHeadHashBytes);
+  ssize_t n = -1;
+  if (::fstat(fd, &st) == 0) n = ::pread(fd, head.data(), head.size(), 0);
+  const int e = errno;
+  ::close(fd);
+  if (n < 0) return Error{e, fmt::format("{}: {}", index_file.string(), std::strerror(e))};
+  IndexIdentity id;
+  id.size = static_cast<uint64_t>(st.st_size);
+  id.mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+  id.inode = st.st_ino;
+  id.device = st.st_dev;
+  id.head_hash = XXH3_64bits(head.data(), static_cast<size_t>(n));
+  return id;
+}
+
+fs::path tables_file_for(const fs::path& dir, const fs::path& index_file) {
+  const std::string key = canonical_text(index_file);
+  return dir / fmt::format("{:016x}{}", XXH3_64bits(key.data(), key.size()), kTablesSuffix);
+}
+
+Status write_tables_file(const fs::path& file, const fs::path& index_file, const IndexIdentity& id,
+                         const TablesMeta& meta, const TableSpans& t) {
+  const std::string index_path = canonical_text(index_file);
+  if (index_path.size() > kMaxIndexPathBytes)
+    return Error{ENAMETOOLONG, fmt::format("{}: index path too long for a tables file", index_path)};
+  const std::vector<uint8_t> recs = encode_records(meta.records);
+  const std::span<const uint8_t> parts[kSections] = {
+      recs,           raw(t.files),       raw(t.dirs),         raw(t.pieces),
+      raw(t.child_dirs), raw(t.child_files), raw(t.record_begin), raw(t.record_files),
+      raw(std::span<const char>(t.names)),
+  };
+  Header h{};
+  std::memcpy(h.magic, kTablesMagic, sizeof h.magic);
+  h.layout_version = kTablesLayoutVersion;
+  h.byte_order = kByteOrderMark;
+  h.file_row_bytes = sizeof(File);
+  h.dir_row_bytes = sizeof(Dir);
+  h.piece_row_bytes = sizeof(Piece);
+  h.levels = meta.levels;
+  h.format_version = meta.format_version;
+  h.index_path_bytes = static_cast<uint32_t>(index_path.size());
+  h.seed = meta.seed;
+  h.index_size = id.size;
+  h.index_mtime_ns = id.mtime_ns;
+  h.index_inode = id.inode;
+  h.index_device = id.device;
+  h.index_head_hash = id.head_hash;
+  const uint64_t body_start = align_up(sizeof(Header) + index_path.size());
+  uint64_t pos = body_start;
+  for (size_t s = 0; s < kSections; ++s) {
+    h.section_offset[s] = pos;
+    h.section_bytes[s] = parts[s].size();
+    pos = align_up(pos + parts[s].size());
+  }
+  h.file_bytes = pos;
+
+  const fs::path tmp = file.string().substr(0, file.string().size() - kTablesSuffix.size()) +
+                       std::string(kTempMarker) + std::to_string(::getpid());
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) return Error{errno, fmt::format("{}: {}", tmp.string(), std::strerror(errno))};
+  static constexpr uint8_t kZeros[kSectionAlign] = {};
+  XXH3_state_t* st = XXH3_createState();
+  XXH3_64bits_reset(st);
+  const uint64_t path_end = sizeof(Header) + index_path.size();
+  bool ok = pwrite_all(fd, index_path.data(), index_path.size(), sizeof(Header)) &&
+            pwrite_all(fd, kZeros, body_start - path_end, path_end);
+  XXH3_64bits_update(st, kZeros, body_start - path_end);
+  for (size_t s = 0; ok && s < kSections; ++s) {
+    const uint64_t end = h.section_offset[s] + parts[s].size();
+    const uint64_t pad = (s + 1 < kSections ? h.section_offset[s + 1] : h.file_bytes) - end;
+    ok = pwrite_all(fd, parts[s].data(), parts[s].size(), h.section_offset[s]) && pwrite_all(fd, kZeros, pad, end);
+    XXH3_64bits_update(st, parts[s].data(), parts[s].size());
+    XXH3_64bits_update(st, kZeros, pad);
+  }
+  h.body_hash = XXH3_64bits_digest(st);
+  XXH3_freeState(st);
+  h.header_hash = header_hash(h, index_path);
+  ok = ok && pwrite_all(fd, &h, sizeof h, 0);
+  const int e = ok ? 0 : (errno ? errno : EIO);
+  if (::close(fd) != 0 || !ok) {
+    const int err = e ? e : errno;
+    ::unlink(tmp.c_str());
+    return Error{err, fmt::format("{}: cannot write the tables file: {}", tmp.string(), std::strerror(err))};
+  }
+  if (::rename(tmp.c_str(), file.c_str()) != 0) {
+    const int err = errno;
+    ::unlink(tmp.c_str());
+    return Error{err, fmt::format("{}: {}", file.string(), std::strerror(err))};
+  }
+  prune(file.parent_path(), file);
+  return {};
+}
+
+Result<std::unique_ptr<MappedTables>> MappedTables::map(const fs::path& file, const IndexIdentity& expect) {
+  const std::string where = file.string();
+  auto damaged = [&](const std::string& why) { return Error{EINVAL, fmt::format("{}: damaged tables file: {}", where, why)}; };
+  const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return Error{errno, fmt::format("{}: {}", where, std::strerror(errno))};
+  struct stat st {};
+  Header h{};
+  std::string index_path;
+  const bool have_header = ::fstat(fd, &st) == 0 && static_cast<uint64_t>(st.st_size) >= sizeof h && pread_all(fd, &h, sizeof h, 0);
+  if (!have_header) {
+    ::close(fd);
+    return damaged("shorter than its header");
+  }
+  if (std::memcmp(h.magic, kTablesMagic, sizeof h.magic) != 0) {
+    ::close(fd);
+    return damaged("not a tables file");
+  }
+  if (h.layout_version != kTablesLayoutVersion || h.byte_order != kByteOrderMark || h.file_row_bytes != sizeof(File) ||
+      h.dir_row_bytes != sizeof(Dir) || h.piece_row_bytes != sizeof(Piece)) {
+    ::close(fd);
+    return Error{ESTALE, fmt::format("{}: made by another build of fidelityfs", where)};
+  }
+  if (h.index_path_bytes > kMaxIndexPathBytes || !(index_path.resize(h.index_path_bytes), true) ||
+      !pread_all(fd, index_path.data(), index_path.size(), sizeof h) || header_hash(h, index_path) != h.header_hash) {
+    ::close(fd);
+    return damaged("its header fails its checksum");
+  }
+  const IndexIdentity made_from{h.index_size, h.index_mtime_ns, h.index_inode, h.index_device, h.index_head_hash};
+  if (!(made_from == expect)) {
+    ::close(fd);
+    return Error{ESTALE, fmt::format("{}: made from another {}", where, index_path)};
+  }
+  if (h.file_bytes != static_cast<uint64_t>(st.st_size)) {
+    ::close(fd);
+    return damaged(fmt::format("{} bytes, its header says {}", st.st_size, h.file_bytes));
+  }
+  uint64_t pos = align_up(sizeof(Header) + h.index_path_bytes);
+  for (size_t s = 0; s < kSections; ++s) {
+    if (h.section_offset[s] != pos || h.section_bytes[s] > h.file_bytes - pos) {
+      ::close(fd);
+      return damaged(fmt::format("section {} out of place", s));
+    }
+    pos = align_up(pos + h.section_bytes[s]);
+  }
+  if (pos != h.file_bytes || h.section_bytes[files] % sizeof(File) || h.section_bytes[dirs] % sizeof(Dir) ||
+      h.section_bytes[pieces] % sizeof(Piece) || h.section_bytes[child_dirs] % 4 || h.section_bytes[child_files] % 4 ||
+      h.section_bytes[record_begin] % 4 || h.section_bytes[record_files] % 4) {
+    ::close(fd);
+    return damaged("sections do not fill the file in whole rows");
+  }
+  void* base = ::mmap(nullptr, h.file_bytes, PROT_READ, MAP_SHARED, fd, 0);
+  const int map_errno = errno;
+  ::close(fd);
+  if (base == MAP_FAILED) return Error{map_errno, fmt::format("{}: mmap: {}", where, std::strerror(map_errno))};
+  std::unique_ptr<MappedTables> m(new MappedTables());
+  m->base_ = base;
+  m->size_ = h.file_bytes;
+  const auto* bytes = static_cast<const uint8_t*>(base);
+  // The whole file is read once here, in order; lookups then touch what they need.
+  ::madvise(base, h.file_bytes, MADV_SEQUENTIAL);
+  const uint64_t path_end = sizeof(Header) + h.index_path_bytes;
+  const uint64_t body_hash = XXH3_64bits(bytes + path_end, h.file_bytes - path_end);
+  ::madvise(base, h.file_bytes, MADV_NORMAL);
+  if (body_hash != h.body_hash) return damaged("its contents fail their checksum");
+  auto rows = [&]<typename T>(Section s, std::span<const T>& out) {
+    out = {reinterpret_cast<const T*>(bytes + h.section_offset[s]), h.section_bytes[s] / sizeof(T)};
+  };
+  TableSpans& t = m->tables_;
+  rows(files, t.files);
+  rows(dirs, t.dirs);
+  rows(pieces, t.pieces);
+  rows(child_dirs, t.child_dirs);
+  rows(child_files, t.child_files);
+  rows(record_begin, t.record_begin);
+  rows(record_files, t.record_files);
+  t.names = {reinterpret_cast<const char*>(bytes + h.section_offset[names]), h.section_bytes[names]};
+  m->meta_.levels = h.levels;
+  m->meta_.format_version = h.format_version;
+  m->meta_.seed = h.seed;
+  const uint8_t* rp = bytes + h.section_offset[records];
+  if (!decode_records(rp, rp + h.section_bytes[records], m->meta_.records)) return damaged("its records do not parse");
+  // The checksum vouches for the rest: the file holds what the loader made from a checked index.
+  if (t.record_begin.size() != m->meta_.records.size() + 1 || t.record_files.size() != t.files.size() || t.dirs.empty() ||
+      t.child_files.size() != t.files.size() || t.child_dirs.size() + 1 != t.dirs.size())
+    return damaged("its tables disagree in size");
+  return m;
+}
+
+MappedTables::~MappedTables() {
+  if (base_) ::munmap(const_cast<void*>(base_), size_);
+}
+
+}  // namespace fid::index

@@ -1,0 +1,180 @@
+// The tables file: a store opened with a tables folder maps the same tables the index loads,
+// and a tables file that is missing, stale or damaged is made again, never served.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "core/read_range.h"
+#include "index/store.h"
+#include "index/tables_file.h"
+#include "storage/local_record_source.h"
+#include "test_files.h"
+#include "test_store_fixture.h"
+
+namespace fsys = std::filesystem;
+using fid::index::Store;
+
+namespace {
+
+class TablesFile : public fid::testutil::PackedStore {
+ protected:
+  fsys::path tables_dir() const { return tables_.path(); }
+  fsys::path index_file() const { return path() / "index.sqlite"; }
+  fsys::path tables_file() const { return fid::index::tables_file_for(tables_dir(), index_file()); }
+  std::unique_ptr<Store> open_mapped() {
+    auto s = Store::open(path(), tables_dir());
+    EXPECT_TRUE(s.ok()) << s.error().message;
+    return std::move(s).value();
+  }
+  // Every table of `s` equals the loaded store's, and every file reads byte-identical.
+  void expect_same_as_loaded(const Store& s) {
+    const Store& want = store();
+    EXPECT_EQ(s.levels(), want.levels());
+    EXPECT_EQ(s.seed(), want.seed());
+    EXPECT_EQ(s.format_version(), want.format_version());
+    ASSERT_EQ(s.records().size(), want.records().size());
+    for (size_t r = 0; r < want.records().size(); ++r) {
+      EXPECT_EQ(s.records()[r].path, want.records()[r].path);
+      EXPECT_EQ(s.records()[r].size, want.records()[r].size);
+      EXPECT_EQ(s.records()[r].layout, want.records()[r].layout);
+      EXPECT_EQ(s.records()[r].region_end, want.records()[r].region_end);
+      EXPECT_TRUE(std::ranges::equal(s.record_files(static_cast<uint32_t>(r)), want.record_files(static_cast<uint32_t>(r))));
+    }
+    ASSERT_EQ(s.dirs().size(), want.dirs().size());
+    for (const auto& d : want.dirs()) {
+      const auto& m = s.dirs()[d.id];
+      EXPECT_EQ(s.relative_path(m), want.relative_path(d));
+      EXPECT_EQ(m.mtime_ns, d.mtime_ns);
+      EXPECT_EQ(m.subdir_count, d.subdir_count);
+      EXPECT_EQ(m.file_count, d.file_count);
+    }
+    EXPECT_TRUE(std::ranges::equal(s.child_dirs(), want.child_dirs()));
+    EXPECT_TRUE(std::ranges::equal(s.child_files(), want.child_files()));
+    ASSERT_EQ(s.files().size(), want.files().size());
+    fid::storage::LocalRecordSource source(s);
+    fid::core::StoredPieces stored(s, source);
+    for (const auto& f : want.files()) {
+      const auto& m = s.files()[f.id];
+      EXPECT_EQ(s.relative_path(m), want.relative_path(f));
+      EXPECT_EQ(m.kind, f.kind);
+      EXPECT_EQ(m.width, f.width);
+      EXPECT_EQ(m.source_size, f.source_size);
+      EXPECT_EQ(s.storage_position(m), want.storage_position(f));
+      ASSERT_EQ(s.pieces(m).size(), want.pieces(f).size());
+      for (size_t i = 0; i < want.pieces(f).size(); ++i) {
+        EXPECT_EQ(s.pieces(m)[i].offset, want.pieces(f)[i].offset);
+        EXPECT_EQ(s.pieces(m)[i].size, want.pieces(f)[i].size);
+        EXPECT_EQ(s.pieces(m)[i].checksum, want.pieces(f)[i].checksum);
+      }
+      std::vector<uint8_t> out;
+      ASSERT_TRUE(fid::core::read_range(s, m, s.levels(), 0, UINT64_MAX, stored, out).ok());
+      EXPECT_EQ(out, expected(f, s.levels())) << want.relative_path(f);
+    }
+  }
+  fid::testutil::TempDir tables_;
+};
+
+TEST_F(TablesFile, FirstOpenMakesTheFileAndLaterOpensMapItUnchanged) {
+  ASSERT_FALSE(fsys::exists(tables_file()));
+  auto first = open_mapped();
+  EXPECT_EQ(first->tables_file(), tables_file());
+  EXPECT_EQ(first->tables_problem(), "");
+  ASSERT_TRUE(fsys::exists(tables_file()));
+  expect_same_as_loaded(*first);
+  struct stat made {};
+  ASSERT_EQ(::stat(tables_file().c_str(), &made), 0);
+  EXPECT_EQ(made.st_mode & 0777, 0600u);
+  auto second = open_mapped();
+  struct stat again {};
+  ASSERT_EQ(::stat(tables_file().c_str(), &again), 0);
+  EXPECT_EQ(again.st_ino, made.st_ino) << "a matching tables file is mapped, not made again";
+  expect_same_as_loaded(*second);
+  // Without a tables folder, the tables stay in memory.
+  auto plain = Store::open(path());
+  ASSERT_TRUE(plain.ok());
+  EXPECT_TRUE(plain.value()->tables_file().empty());
+}
+
+TEST_F(TablesFile, DamagedOrShortFilesAreMadeAgain) {
+  open_mapped();
+  const auto size = fsys::file_size(tables_file());
+  for (uint64_t at : {uint64_t{0}, uint64_t{20}, uint64_t{300}, size / 2, size - 1}) {
+    fid::testutil::flip_byte(tables_file(), at, 0x10);
+    auto mapped = fid::index::MappedTables::map(tables_file(), fid::index::identify_index(index_file()).value());
+    ASSERT_FALSE(mapped.ok()) << "byte " << at;
+    EXPECT_NE(mapped.error().message.find(tables_file().string()), std::string::npos) << mapped.error().message;
+    auto s = open_mapped();
+    EXPECT_EQ(s->tables_file(), tables_file()) << "made again after a flip at " << at;
+    expect_same_as_loaded(*s);
+  }
+  fsys::resize_file(tables_file(), size - 64);
+  auto short_map = fid::index::MappedTables::map(tables_file(), fid::index::identify_index(index_file()).value());
+  ASSERT_FALSE(short_map.ok());
+  EXPECT_EQ(short_map.error().code, EINVAL);
+  expect_same_as_loaded(*open_mapped());
+  EXPECT_EQ(fsys::file_size(tables_file()), size);
+  std::ofstream(tables_file(), std::ios::trunc) << "junk";
+  expect_same_as_loaded(*open_mapped());
+  auto missing = fid::index::MappedTables::map(tables_dir() / "none.tables", fid::index::identify_index(index_file()).value());
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.error().code, ENOENT);
+}
+
+TEST_F(TablesFile, AFileMadeFromAnotherIndexIsStale) {
+  open_mapped();
+  auto id = fid::index::identify_index(index_file()).value();
+  id.mtime_ns += 1;
+  auto mapped = fid::index::MappedTables::map(tables_file(), id);
+  ASSERT_FALSE(mapped.ok());
+  EXPECT_EQ(mapped.error().code, ESTALE);
+  // The index replaced by another with the same name (as a new pack renames one into place):
+  // the next open makes the file again from the new index.
+  const fsys::path copy = path() / "index.copy";
+  fsys::copy_file(index_file(), copy);
+  fsys::rename(copy, index_file());
+  struct stat before {};
+  ASSERT_EQ(::stat(tables_file().c_str(), &before), 0);
+  auto s = open_mapped();
+  struct stat after {};
+  ASSERT_EQ(::stat(tables_file().c_str(), &after), 0);
+  EXPECT_NE(after.st_ino, before.st_ino);
+  expect_same_as_loaded(*s);
+}
+
+TEST_F(TablesFile, AFolderThatCannotBeWrittenLeavesTheTablesInMemory) {
+  const fsys::path missing = tables_dir() / "no" / "such";
+  auto s = Store::open(path(), missing);
+  ASSERT_TRUE(s.ok()) << s.error().message;
+  EXPECT_TRUE(s.value()->tables_file().empty());
+  EXPECT_NE(s.value()->tables_problem().find(missing.string()), std::string::npos) << s.value()->tables_problem();
+  expect_same_as_loaded(*s.value());
+}
+
+TEST_F(TablesFile, WritingPrunesFilesOfGoneIndexesAndDeadWriters) {
+  // Another store's tables file, then that store removed.
+  fid::testutil::TempDir other;
+  fsys::copy(path(), other.path() / "store", fsys::copy_options::recursive);
+  auto o = Store::open(other.path() / "store", tables_dir());
+  ASSERT_TRUE(o.ok());
+  const fsys::path other_file = o.value()->tables_file();
+  ASSERT_TRUE(fsys::exists(other_file));
+  o.value().reset();
+  fsys::remove_all(other.path() / "store");
+  // A temporary file of a process that is gone (pid 2^22 + 1 is above the kernel's maximum),
+  // and one of this process's, which stays.
+  const fsys::path dead = tables_dir() / "0123456789abcdef.tables.tmp-4194305";
+  const fsys::path alive = tables_dir() / ("0123456789abcdef.tables.tmp-" + std::to_string(::getpid()));
+  std::ofstream(dead) << "x";
+  std::ofstream(alive) << "x";
+  open_mapped();
+  EXPECT_FALSE(fsys::exists(other_file));
+  EXPECT_FALSE(fsys::exists(dead));
+  EXPECT_TRUE(fsys::exists(alive));
+  EXPECT_TRUE(fsys::exists(tables_file()));
+}
+
+}  // namespace
