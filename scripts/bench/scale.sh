@@ -13,12 +13,17 @@
 #   * the daemon's RSS and anonymous memory (RssAnon) per file after the mount, after the first
 #     listing and after the reads, and the kernel's FUSE inodes (fuse_inode slab objects);
 #   * then the time to read one published order file, /.fidelity/order/epoch-0, whole (the
-#     daemon makes it on the first read).
+#     daemon makes it on the first read), and the daemon's memory after it;
+#   * before the runs, the first mount of the store, which makes its tables file (the mount's
+#     tables, mapped; $BENCH_DIR/cache/fidelityfs/tables): its time, from dropped caches, and
+#     the file's size. The runs' mounts map that file.
 # The modes and ext4 take turns within a run (a different one first each run), so that the noise
 # of a shared machine hits them alike; figures are medians of RUNS runs, ratios medians of the
 # per-run ratios. Every step is bounded in time (LIMIT_S for the whole script). Needs root
 # (drop_caches, mounts).
-#   scripts/bench/scale.sh [COUNT=1281167]      env: RUNS=3 READS=100000 LIMIT_S=14400
+# EMPTY=1 makes empty files instead (stored as blobs, one piece each): a namespace of COUNT names
+# with the least data, on a loop-mounted ext4 with an inode per file, for the largest counts.
+#   scripts/bench/scale.sh [COUNT=1281167]      env: RUNS=3 READS=100000 LIMIT_S=14400 EMPTY=0
 source "$(dirname "$0")/common.sh"
 count=${1:-1281167}
 runs=${RUNS:-3}
@@ -38,23 +43,56 @@ bounded() {
 fuse_inodes() { awk '$1 == "fuse_inode" {print $2}' /proc/slabinfo; }
 
 bench_setup
+export XDG_CACHE_HOME=$BENCH_DIR/cache  # the mounts' tables files
+tables_dir=$XDG_CACHE_HOME/fidelityfs/tables
 rb=$root/build/scripts/bench/readbench
 lister=$root/scripts/bench/imagefolder_list.py
-src=$BENCH_DIR/small48-$count
-store=$BENCH_DIR/scale-store-$count
+empty=${EMPTY:-0}
+if ((empty)); then
+  src=$BENCH_DIR/empty-$count  # a loop-mounted ext4 image, $src.img
+  store=$BENCH_DIR/scale-store-empty-$count
+  what="empty files"
+else
+  src=$BENCH_DIR/small48-$count
+  store=$BENCH_DIR/scale-store-$count
+  what="JPEGs of 48x48"
+fi
 m=$BENCH_DIR/scale-mnt
 mkdir -p "$m" "$BENCH_DIR/results"
 daemon=''
 cleanup() {
   fusermount3 -u "$m" 2>/dev/null || true
   if [[ -n $daemon ]]; then wait_exit "$daemon"; fi
+  if ((empty)) && mountpoint -q "$src"; then umount "$src"; fi
 }
 trap cleanup EXIT
 fusermount3 -u "$m" 2>/dev/null || true
 
 # ---- the tree ------------------------------------------------------------------------------
 # The marker sits beside the tree, not in it: the store and the listings hold only the JPEGs.
-if [[ ! -f $src.done ]]; then
+if ((empty)); then
+  if [[ ! -f $src.done ]]; then
+    mountpoint -q "$src" && umount "$src"
+    rm -rf "$src" "$src.img"
+    mkdir -p "$src"
+    # 1 KiB blocks and 128-byte inodes: about 200 bytes of image a name.
+    truncate -s $((count * 400 + (1 << 30))) "$src.img"
+    mkfs.ext4 -q -F -b 1024 -I 128 -N $((count + count / 50 + 10000)) "$src.img"
+    mount -o loop,noatime "$src.img" "$src"
+    t0=$(now)
+    bounded 7200 /usr/bin/python3 -c '
+import os, sys
+out, count, classes = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+for c in range(classes):
+    d = os.path.join(out, f"n{c:08d}")
+    os.mkdir(d)
+    for j in range(count // classes + (c < count % classes)):
+        os.close(os.open(f"{d}/n{c:08d}_{j}.JPEG", os.O_CREAT | os.O_WRONLY, 0o644))' "$src" "$count" "$classes"
+    printf 'made %d empty files in %.0f s\n' "$count" "$(echo "$(now) - $t0" | bc -l)"
+    touch "$src.done"
+  fi
+  mountpoint -q "$src" || mount -o loop,noatime "$src.img" "$src"
+elif [[ ! -f $src.done ]]; then
   rm -rf "$src"
   shared=$root/../shared/datasets photos=''
   if [[ -x $shared/fetch-photos.sh ]] && photos=$("$shared/fetch-photos.sh" | tail -1) && [[ -d $photos ]]; then :; else photos=''; fi
@@ -137,12 +175,26 @@ run_mount() {  # run_mount MODE SEED
   local lines
   lines=$(bounded 600 wc -l <"$m/.fidelity/order/epoch-0")
   add "$mode" order "$(echo "$(now) - $t0" | bc -l)"
+  mem "$mode" order
   ((lines == count)) || { echo "scale.sh: epoch-0 has $lines lines, expected $count" >&2; exit 1; }
   grep -q "\"readdir\": \"$mode\"" "$m/.fidelity/config" || { echo "scale.sh: the mount does not say readdir=$mode" >&2; exit 1; }
   fusermount3 -u "$m"
   wait_exit "$daemon"
   daemon=''
 }
+
+# ---- the first mount: it makes the tables file ---------------------------------------------
+rm -rf "$tables_dir"
+cold
+t0=$(now)
+bounded 600 "$bin" mount "$store" "$m"
+first_mount_s=$(echo "$(now) - $t0" | bc -l)
+daemon=$(pgrep -f -x "$bin mount $store $m" | head -1)
+first_anon_b=$(echo "$(kb "$daemon" RssAnon) * 1024 / $files" | bc -l)
+fusermount3 -u "$m"
+wait_exit "$daemon"
+daemon=''
+tables_b=$(cat "$tables_dir"/*.tables | wc -c)
 
 names=(ext4 plus plain auto)
 for ((r = 1; r <= runs; r++)); do
@@ -169,13 +221,15 @@ for name in "${names[@]}"; do
   for i in "${!l1[@]}"; do add "$name" total "$(echo "${l1[$i]} + ${l2[$i]} + ${rd[$i]}" | bc -l)"; done
 done
 
-printf '\nscale benchmark: %d JPEGs of 48x48 (%.0f B on average) in %d class folders; %d reads a first epoch, 2 threads\n' \
-  "$files" "$(echo "$src_b / $files" | bc -l)" "$classes" "$reads"
+printf '\nscale benchmark: %d %s (%.0f B on average) in %d class folders; %d reads a first epoch, 2 threads\n' \
+  "$files" "$what" "$(echo "$src_b / $files" | bc -l)" "$classes" "$reads"
 printf 'pack --jobs 2 from a cold page cache: %.0f s, %.0f files/s, peak RSS %d MiB\n' "$pack_s" \
   "$(echo "$files / $pack_s" | bc -l)" "$((pack_kb / 1024))"
 printf 'store: %.1f MB (source %.1f MB); index.sqlite %d B, %.1f B per file\n' "$(echo "$store_b / 1000000" | bc -l)" \
   "$(echo "$src_b / 1000000" | bc -l)" "$index_b" "$(echo "$index_b / $files" | bc -l)"
-printf 'page cache dropped and a fresh daemon before every run; median of %d runs, ratios: median of per-run ratios to ext4\n\n' "$runs"
+printf 'first mount (makes the tables file, %.1f B per file): %.2f s from dropped caches, RssAnon %.1f B per file after it\n' \
+  "$(echo "$tables_b / $files" | bc -l)" "$first_mount_s" "$first_anon_b"
+printf 'page cache dropped and a fresh daemon before every run (its mount maps the tables file); median of %d runs, ratios: median of per-run ratios to ext4\n\n' "$runs"
 printf '%-6s %8s | %18s | %18s | %18s | %18s\n' mode "mount s" "first listing s" "second listing s" "first $reads reads s" "total s"
 printf '%-6s %8s | %8.2f %9s | %8.3f %9s | %8.2f %9s | %8.2f %9s\n' ext4 - "$(med ext4 list1)" "" "$(med ext4 list2)" "" \
   "$(med ext4 reads)" "" "$(med ext4 total)" ""
@@ -187,21 +241,24 @@ done
 printf '\ndaemon memory, bytes per file (RSS / RssAnon); kernel FUSE inodes (fuse_inode slab objects added, %d B each)\n' \
   "$(awk '$1 == "fuse_inode" {print $4}' /proc/slabinfo)"
 printf 'after the listing and after the reads; LOOKUPs the daemon answered by the end\n'
-printf '%-6s %18s %18s %18s %14s %14s %10s\n' mode "after mount" "after listing" "after reads" "inodes listing" "inodes reads" LOOKUPs
+printf '%-6s %18s %18s %18s %18s %14s %14s %10s\n' mode "after mount" "after listing" "after reads" "after order file" \
+  "inodes listing" "inodes reads" LOOKUPs
 for name in plus plain auto; do
-  printf '%-6s %8.1f / %7.1f %8.1f / %7.1f %8.1f / %7.1f %14.0f %14.0f %10.0f\n' "$name" \
+  printf '%-6s %8.1f / %7.1f %8.1f / %7.1f %8.1f / %7.1f %8.1f / %7.1f %14.0f %14.0f %10.0f\n' "$name" \
     "$(med "$name" rss_mount)" "$(med "$name" anon_mount)" "$(med "$name" rss_list)" "$(med "$name" anon_list)" \
-    "$(med "$name" rss_reads)" "$(med "$name" anon_reads)" "$(med "$name" inodes_list)" "$(med "$name" inodes_reads)" \
-    "$(med "$name" lookups)"
+    "$(med "$name" rss_reads)" "$(med "$name" anon_reads)" "$(med "$name" rss_order)" "$(med "$name" anon_order)" \
+    "$(med "$name" inodes_list)" "$(med "$name" inodes_reads)" "$(med "$name" lookups)"
 done
 printf 'reading /.fidelity/order/epoch-0 whole (made on that read), after the reads: %s\n' \
   "$(for n in plus plain auto; do printf '%s %.2f s; ' "$n" "$(med "$n" order)"; done)"
 printf 'per run (s): %s\n' "$(for n in "${names[@]}"; do printf '%s list1 [%s] reads [%s]; ' "$n" "${R[$n,list1]% }" "${R[$n,reads]% }"; done)"
 
 {
-  printf '{"files": %d, "reads": %d, "runs": %d, "pack_s": %s, "pack_peak_kb": %s, "index_bytes": %s, "modes": ' \
+  printf '{"files": %d, "reads": %d, "runs": %d, "pack_s": %s, "pack_peak_kb": %s, "index_bytes": %s, ' \
     "$files" "$reads" "$runs" "$pack_s" "$pack_kb" "$index_b"
+  printf '"tables_bytes": %s, "first_mount_s": %s, "first_mount_anon_b": %s, "modes": ' "$tables_b" "$first_mount_s" \
+    "$first_anon_b"
   runs_json names mount list1 list2 reads total rss_mount anon_mount rss_list anon_list rss_reads anon_reads \
-    inodes_list inodes_reads lookups order
+    inodes_list inodes_reads lookups order rss_order anon_order
   printf '}\n'
-} >"$BENCH_DIR/results/scale-$count.json"
+} >"$BENCH_DIR/results/scale-$( ((empty)) && echo empty-)$count.json"
