@@ -294,8 +294,9 @@ Result<std::unique_ptr<MappedTables>> MappedTables::map(const fs::path& file, co
     ::close(fd);
     return Error{ESTALE, fmt::format("{}: made by another build of fidelityfs", where)};
   }
-  if (h.index_path_bytes > kMaxIndexPathBytes || !(index_path.resize(h.index_path_bytes), true) ||
-      !pread_all(fd, index_path.data(), index_path.size(), sizeof h) || header_hash(h, index_path) != h.header_hash) {
+  if (h.index_path_bytes <= kMaxIndexPathBytes) index_path.resize(h.index_path_bytes);
+  if (h.index_path_bytes > kMaxIndexPathBytes || !pread_all(fd, index_path.data(), index_path.size(), sizeof h) ||
+      header_hash(h, index_path) != h.header_hash) {
     ::close(fd);
     return damaged("its header fails its checksum");
   }

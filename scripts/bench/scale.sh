@@ -79,6 +79,7 @@ if ((empty)); then
     truncate -s $((count * 400 + (1 << 30))) "$src.img"
     mkfs.ext4 -q -F -b 1024 -I 128 -N $((count + count / 50 + 10000)) "$src.img"
     mount -o loop,noatime "$src.img" "$src"
+    rmdir "$src/lost+found"  # an empty class would stop ImageFolder
     t0=$(now)
     bounded 7200 /usr/bin/python3 -c '
 import os, sys
