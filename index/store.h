@@ -1,5 +1,6 @@
-// Read side of a store: index.sqlite loaded once into compact in-memory tables. Record bytes
-// are read through a storage::RecordSource. No FUSE here; no SQLite after open().
+// Read side of a store: index.sqlite loaded once into compact tables, held in memory or mapped
+// from a tables file (tables_file.h). Record bytes are read through a storage::RecordSource. No
+// FUSE here; no SQLite after open().
 #pragma once
 
 #include <cstdint>
