@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 #include <type_traits>
 
+#include "common/fd.h"
 #include "index/format.h"
 
 namespace fid::index {
@@ -141,17 +142,13 @@ bool decode_records(const uint8_t* p, const uint8_t* end, std::vector<Record>& o
 
 // The header and index path of a tables file, for pruning; false if it is not one.
 bool read_index_path(const fs::path& file, std::string& index_path) {
-  const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
+  const Fd fd(::open(file.c_str(), O_RDONLY | O_CLOEXEC));
   Header h{};
-  bool ok = pread_all(fd, &h, sizeof h, 0) && std::memcmp(h.magic, kTablesMagic, sizeof kTablesMagic) == 0 &&
-            h.index_path_bytes <= kMaxIndexPathBytes;
-  if (ok) {
-    index_path.resize(h.index_path_bytes);
-    ok = pread_all(fd, index_path.data(), index_path.size(), sizeof h) && header_hash(h, index_path) == h.header_hash;
-  }
-  ::close(fd);
-  return ok;
+  if (fd.get() < 0 || !pread_all(fd.get(), &h, sizeof h, 0) ||
+      std::memcmp(h.magic, kTablesMagic, sizeof kTablesMagic) != 0 || h.index_path_bytes > kMaxIndexPathBytes)
+    return false;
+  index_path.resize(h.index_path_bytes);
+  return pread_all(fd.get(), index_path.data(), index_path.size(), sizeof h) && header_hash(h, index_path) == h.header_hash;
 }
 
 // Tables files whose index is gone, and temporary files of processes that are gone.
@@ -176,15 +173,12 @@ void prune(const fs::path& dir, const fs::path& keep) {
 }  // namespace
 
 Result<IndexIdentity> identify_index(const fs::path& index_file) {
-  const int fd = ::open(index_file.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return Error{errno, fmt::format("{}: {}", index_file.string(), std::strerror(errno))};
+  const Fd fd(::open(index_file.c_str(), O_RDONLY | O_CLOEXEC));
   struct stat st {};
   std::vector<uint8_t> head(kHeadHashBytes);
   ssize_t n = -1;
-  if (::fstat(fd, &st) == 0) n = ::pread(fd, head.data(), head.size(), 0);
-  const int e = errno;
-  ::close(fd);
-  if (n < 0) return Error{e, fmt::format("{}: {}", index_file.string(), std::strerror(e))};
+  if (fd.get() >= 0 && ::fstat(fd.get(), &st) == 0) n = ::pread(fd.get(), head.data(), head.size(), 0);
+  if (n < 0) return Error{errno, fmt::format("{}: {}", index_file.string(), std::strerror(errno))};
   IndexIdentity id;
   id.size = static_cast<uint64_t>(st.st_size);
   id.mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
@@ -275,58 +269,37 @@ Status write_tables_file(const fs::path& file, const fs::path& index_file, const
 Result<std::unique_ptr<MappedTables>> MappedTables::map(const fs::path& file, const IndexIdentity& expect) {
   const std::string where = file.string();
   auto damaged = [&](const std::string& why) { return Error{EINVAL, fmt::format("{}: damaged tables file: {}", where, why)}; };
-  const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return Error{errno, fmt::format("{}: {}", where, std::strerror(errno))};
+  const Fd fd(::open(file.c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.get() < 0) return Error{errno, fmt::format("{}: {}", where, std::strerror(errno))};
   struct stat st {};
   Header h{};
-  std::string index_path;
-  const bool have_header = ::fstat(fd, &st) == 0 && static_cast<uint64_t>(st.st_size) >= sizeof h && pread_all(fd, &h, sizeof h, 0);
-  if (!have_header) {
-    ::close(fd);
+  if (::fstat(fd.get(), &st) != 0 || static_cast<uint64_t>(st.st_size) < sizeof h || !pread_all(fd.get(), &h, sizeof h, 0))
     return damaged("shorter than its header");
-  }
-  if (std::memcmp(h.magic, kTablesMagic, sizeof h.magic) != 0) {
-    ::close(fd);
-    return damaged("not a tables file");
-  }
+  if (std::memcmp(h.magic, kTablesMagic, sizeof h.magic) != 0) return damaged("not a tables file");
   if (h.layout_version != kTablesLayoutVersion || h.byte_order != kByteOrderMark || h.file_row_bytes != sizeof(File) ||
-      h.dir_row_bytes != sizeof(Dir) || h.piece_row_bytes != sizeof(Piece)) {
-    ::close(fd);
+      h.dir_row_bytes != sizeof(Dir) || h.piece_row_bytes != sizeof(Piece))
     return Error{ESTALE, fmt::format("{}: made by another build of fidelityfs", where)};
-  }
+  std::string index_path;
   if (h.index_path_bytes <= kMaxIndexPathBytes) index_path.resize(h.index_path_bytes);
-  if (h.index_path_bytes > kMaxIndexPathBytes || !pread_all(fd, index_path.data(), index_path.size(), sizeof h) ||
-      header_hash(h, index_path) != h.header_hash) {
-    ::close(fd);
+  if (h.index_path_bytes > kMaxIndexPathBytes || !pread_all(fd.get(), index_path.data(), index_path.size(), sizeof h) ||
+      header_hash(h, index_path) != h.header_hash)
     return damaged("its header fails its checksum");
-  }
   const IndexIdentity made_from{h.index_size, h.index_mtime_ns, h.index_inode, h.index_device, h.index_head_hash};
-  if (!(made_from == expect)) {
-    ::close(fd);
-    return Error{ESTALE, fmt::format("{}: made from another {}", where, index_path)};
-  }
-  if (h.file_bytes != static_cast<uint64_t>(st.st_size)) {
-    ::close(fd);
+  if (!(made_from == expect)) return Error{ESTALE, fmt::format("{}: made from another {}", where, index_path)};
+  if (h.file_bytes != static_cast<uint64_t>(st.st_size))
     return damaged(fmt::format("{} bytes, its header says {}", st.st_size, h.file_bytes));
-  }
   uint64_t pos = align_up(sizeof(Header) + h.index_path_bytes);
   for (size_t s = 0; s < kSections; ++s) {
-    if (h.section_offset[s] != pos || h.section_bytes[s] > h.file_bytes - pos) {
-      ::close(fd);
+    if (h.section_offset[s] != pos || h.section_bytes[s] > h.file_bytes - pos)
       return damaged(fmt::format("section {} out of place", s));
-    }
     pos = align_up(pos + h.section_bytes[s]);
   }
   if (pos != h.file_bytes || h.section_bytes[files] % sizeof(File) || h.section_bytes[dirs] % sizeof(Dir) ||
       h.section_bytes[pieces] % sizeof(Piece) || h.section_bytes[child_dirs] % 4 || h.section_bytes[child_files] % 4 ||
-      h.section_bytes[record_begin] % 4 || h.section_bytes[record_files] % 4) {
-    ::close(fd);
+      h.section_bytes[record_begin] % 4 || h.section_bytes[record_files] % 4)
     return damaged("sections do not fill the file in whole rows");
-  }
-  void* base = ::mmap(nullptr, h.file_bytes, PROT_READ, MAP_SHARED, fd, 0);
-  const int map_errno = errno;
-  ::close(fd);
-  if (base == MAP_FAILED) return Error{map_errno, fmt::format("{}: mmap: {}", where, std::strerror(map_errno))};
+  void* base = ::mmap(nullptr, h.file_bytes, PROT_READ, MAP_SHARED, fd.get(), 0);
+  if (base == MAP_FAILED) return Error{errno, fmt::format("{}: mmap: {}", where, std::strerror(errno))};
   std::unique_ptr<MappedTables> m(new MappedTables());
   m->base_ = base;
   m->size_ = h.file_bytes;

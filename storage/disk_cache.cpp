@@ -1,5 +1,7 @@
 #include "storage/disk_cache.h"
 
+#include "common/fd.h"
+
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <signal.h>
@@ -40,30 +42,6 @@ std::string folder_name(const std::string& identity) {
   if (out.empty() || out.front() == '.') out.insert(out.begin(), '_');  // never ".", ".." or hidden
   return out;
 }
-
-// A descriptor closed when it goes out of scope.
-class Fd {
- public:
-  Fd() = default;
-  explicit Fd(int fd) : fd_(fd) {}
-  ~Fd() { reset(); }
-  Fd(Fd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
-  Fd& operator=(Fd&& o) noexcept {
-    if (this != &o) {
-      reset();
-      fd_ = std::exchange(o.fd_, -1);
-    }
-    return *this;
-  }
-  int get() const { return fd_; }
-  void reset() {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = -1;
-  }
-
- private:
-  int fd_ = -1;
-};
 
 // The pid in a temporary file's name (.tmp-<pid>-...), 0 if there is none.
 pid_t temp_pid(std::string_view name) {
