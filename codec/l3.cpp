@@ -547,121 +547,138 @@ struct PatchScratch {
   std::array<std::array<uint8_t, kMaxSegments>, 4> above;  // codes of the row above, per plane
 };
 
-// CPU unpack of a coded row (same result as l3k::unpack_row): widths are template constants
-// and full groups of 8 samples are one unaligned 8-byte load when the patch has 8 bytes left.
-#if defined(__BMI2__)
-template <unsigned W>
-constexpr uint64_t kByteMask = 0x0101010101010101ull * ((uint64_t{1} << W) - 1);
-#endif
-
-template <unsigned W>
-inline const uint8_t* unpack_segment(const uint8_t* data, const uint8_t* end, unsigned cnt,
-                                     uint8_t base, uint8_t* __restrict out) {
-  if constexpr (W == 0) {
-    const uint64_t b = uint64_t{base} * 0x0101010101010101ull;
-    unsigned g = 0;
-    for (; g + 8 <= cnt; g += 8) std::memcpy(out + g, &b, 8);
-    for (; g < cnt; ++g) out[g] = base;
-    return data;
-  } else {
-    constexpr uint64_t mask = (uint64_t{1} << W) - 1;
-    unsigned g = 0;
-    for (; g + 8 <= cnt; g += 8) {
-      uint64_t word;
-      if (end - data >= 8) {
-        std::memcpy(&word, data, 8);  // little-endian host assumed (x86-64, aarch64)
-      } else {
-        word = load_le(data, W);
-      }
-      data += W;
-      // Spread the 8 fields to 8 bytes, then add the base to every byte at once (SWAR).
-#if defined(__BMI2__)
-      uint64_t v = _pdep_u64(word, kByteMask<W>);
-#else
-      uint64_t v = 0;
-#pragma GCC unroll 8
-      for (unsigned i = 0; i < 8; ++i) v |= ((word >> (i * W)) & mask) << (8 * i);
-#endif
-      const uint64_t b = uint64_t{base} * 0x0101010101010101ull;
-      constexpr uint64_t lo7 = 0x7F7F7F7F7F7F7F7Full, hi = 0x8080808080808080ull;
-      v = ((v & lo7) + (b & lo7)) ^ ((v ^ b) & hi);
-      std::memcpy(out + g, &v, 8);
-    }
-    if (g < cnt) {
-      unsigned rest = cnt - g;
-      unsigned nb = static_cast<unsigned>(packed_bytes(rest, W));
-      uint64_t word = load_le(data, nb);
-      data += nb;
-      for (unsigned i = 0; i < rest; ++i)
-        out[g + i] = static_cast<uint8_t>(static_cast<unsigned>((word >> (i * W)) & mask) + base);
-    }
-    return data;
-  }
-}
-
-// Segments of 8 samples (one group each): the width varies from one segment to the next, so
-// a branch-free spread with a variable width beats a switch to constant-width code (whose
-// branch mispredicts about as often as widths change): +30 % decode speed on photos, where
-// most patches take S = 8. With 16 or more samples per segment the switch wins (measured).
-void unpack_row_s8(const uint8_t* body, const uint8_t* end, const uint8_t* codes, unsigned n,
-                   unsigned nbases, uint8_t* __restrict r) {
-  const unsigned nseg = row_segments(n, 3);
-  const uint8_t* bases = body;
-  const uint8_t* data = bases + nbases;
-  constexpr uint64_t lo7 = 0x7F7F7F7F7F7F7F7Full, hi = 0x8080808080808080ull;
-  const unsigned full = n >> 3;
-  for (unsigned s = 0; s < nseg; ++s) {
-    const unsigned code = codes[s];
+#if defined(L3_X86)
+// Unpacking with SSSE3, one group of 8 samples per step whatever its width: a byte shuffle
+// puts the 2 bytes holding sample i in 16-bit lane i, a multiply by 2^(16 - offset - w) moves
+// its field to the lane's top bits and a shift by 16 - w brings it down. Widths change from one
+// segment to the next, so per-width tables beat per-width code (a switch on the width
+// mispredicts about as often as widths change).
+struct UnpackCode {
+  __m128i shuffle;  // lane i <- bytes (i*w)/8 and the next one (0x80: zero)
+  __m128i mul;      // lane i: 2^(16 - (i*w)%8 - w); 0 for w = 0
+  __m128i shift;    // 16 - w, as _mm_srl_epi16 takes it
+  uint8_t width, base, has_base;
+};
+const std::array<UnpackCode, 16> kUnpackCodes = [] {
+  std::array<UnpackCode, 16> t{};
+  for (unsigned code = 0; code < 16; ++code) {
     const unsigned w = code_width(code);
-    const uint8_t base = code_has_base(code) ? *bases++ : implicit_base(w);
-    const uint64_t mask = (uint64_t{1} << w) - 1;
-    if (s < full && end - data >= 8) {
-      uint64_t word;
-      std::memcpy(&word, data, 8);
-      data += w;
-      uint64_t v = 0;
-#pragma GCC unroll 8
-      for (unsigned i = 0; i < 8; ++i) v |= ((word >> (i * w)) & mask) << (8 * i);
-      const uint64_t b = uint64_t{base} * 0x0101010101010101ull;
-      v = ((v & lo7) + (b & lo7)) ^ ((v ^ b) & hi);
-      std::memcpy(r + 8 * s, &v, 8);
-    } else {
-      const unsigned cnt = s < full ? 8 : n - 8 * s;
-      const unsigned nb = static_cast<unsigned>(packed_bytes(cnt, w));
-      const uint64_t word = load_le(data, nb);
-      data += nb;
-      for (unsigned i = 0; i < cnt; ++i)
-        r[8 * s + i] = static_cast<uint8_t>(static_cast<unsigned>((word >> (i * w)) & mask) + base);
+    alignas(16) uint8_t sh[16];
+    alignas(16) uint16_t mul[8];
+    for (unsigned i = 0; i < 8; ++i) {
+      const unsigned lo = (i * w) >> 3, off = (i * w) & 7u;
+      sh[2 * i] = w ? static_cast<uint8_t>(lo) : uint8_t{0x80};
+      sh[2 * i + 1] = w && lo + 1 < 8 ? static_cast<uint8_t>(lo + 1) : uint8_t{0x80};
+      mul[i] = w ? static_cast<uint16_t>(1u << (16 - off - w)) : uint16_t{0};
     }
+    std::memcpy(&t[code].shuffle, sh, 16);
+    std::memcpy(&t[code].mul, mul, 16);
+    t[code].shift = _mm_cvtsi32_si128(static_cast<int>(16 - w));
+    t[code].width = static_cast<uint8_t>(w);
+    t[code].base = code_has_base(code) ? uint8_t{0} : implicit_base(w);
+    t[code].has_base = code_has_base(code) ? 1 : 0;
+  }
+  return t;
+}();
+
+// One segment's `groups` groups of 8 samples from `data` (each one 8-byte load, so 8 bytes
+// must be readable from every group's start); returns the data after them.
+__attribute__((target("ssse3"))) inline const uint8_t* unpack_groups_ssse3(
+    const UnpackCode& u, __m128i vbase, const uint8_t* data, unsigned groups, uint8_t* __restrict r) {
+  for (unsigned i = 0; i < groups; ++i) {
+    __m128i v = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(data));
+    v = _mm_srl_epi16(_mm_mullo_epi16(_mm_shuffle_epi8(v, u.shuffle), u.mul), u.shift);
+    v = _mm_add_epi8(_mm_packus_epi16(v, v), vbase);
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(r + 8 * i), v);
+    data += u.width;
+  }
+  return data;
+}
+
+// A row whose body ends at least 8 bytes before the patch does, with segments of kGroups
+// groups: no bounds checks. A short last group is unpacked in full (its samples past the
+// row's end are scratch; its packed bytes are a prefix of a full group's).
+template <unsigned kGroups>
+__attribute__((target("ssse3"))) void unpack_segments_ssse3(const uint8_t* bases,
+                                                            const uint8_t* data,
+                                                            const uint8_t* codes, unsigned n,
+                                                            uint8_t* __restrict r) {
+  const __m128i zero = _mm_setzero_si128();
+  const unsigned nseg = (n + 8 * kGroups - 1) / (8 * kGroups);
+  for (unsigned s = 0; s < nseg; ++s) {
+    const UnpackCode& u = kUnpackCodes[codes[s]];
+    // Branch-free base: explicit bases come and go from one segment to the next. (*bases is
+    // readable: at worst it is the body's end, 8 bytes before the patch's.)
+    const unsigned base = (*bases & (0u - u.has_base)) | u.base;
+    bases += u.has_base;
+    const __m128i vbase = _mm_shuffle_epi8(_mm_cvtsi32_si128(static_cast<int>(base)), zero);
+    const unsigned x0 = s * 8 * kGroups;
+    if (s + 1 < nseg)
+      data = unpack_groups_ssse3(u, vbase, data, kGroups, r + x0);
+    else
+      unpack_groups_ssse3(u, vbase, data, (n - x0 + 7) >> 3, r + x0);
   }
 }
 
-void unpack_row_fast(const uint8_t* body, const uint8_t* end, const uint8_t* codes, unsigned n,
-                     unsigned seg_log2, unsigned nbases, uint8_t* __restrict r) {
-  if (seg_log2 == 3) return unpack_row_s8(body, end, codes, n, nbases, r);
+// Same result as l3k::unpack_row for a body of `body_bytes` (row_body_size) that starts
+// `nbases` base bytes before its packed data; `end` is the patch's end. r needs room for the
+// row rounded up to whole groups of 8.
+__attribute__((target("ssse3"))) void unpack_row_ssse3(const uint8_t* body, size_t body_bytes,
+                                                       const uint8_t* end, const uint8_t* codes,
+                                                       unsigned n, unsigned seg_log2,
+                                                       unsigned nbases, uint8_t* __restrict r) {
+  const uint8_t* bases = body;
+  const uint8_t* data = body + nbases;
   const unsigned nseg = row_segments(n, seg_log2);
-  const uint8_t* bases = body;
-  const uint8_t* data = bases + nbases;
-  const unsigned seg = 1u << seg_log2;
-  for (unsigned s = 0; s < nseg; ++s) {
-    const unsigned code = codes[s];
-    const unsigned w = code_width(code);
-    const uint8_t base = code_has_base(code) ? *bases++ : implicit_base(w);
-    const unsigned x0 = s * seg;
-    const unsigned cnt = (s + 1 == nseg) ? n - x0 : seg;
-    uint8_t* o = r + x0;
-    switch (w) {
-      case 0: data = unpack_segment<0>(data, end, cnt, base, o); break;
-      case 1: data = unpack_segment<1>(data, end, cnt, base, o); break;
-      case 2: data = unpack_segment<2>(data, end, cnt, base, o); break;
-      case 3: data = unpack_segment<3>(data, end, cnt, base, o); break;
-      case 4: data = unpack_segment<4>(data, end, cnt, base, o); break;
-      case 5: data = unpack_segment<5>(data, end, cnt, base, o); break;
-      case 6: data = unpack_segment<6>(data, end, cnt, base, o); break;
-      case 7: data = unpack_segment<7>(data, end, cnt, base, o); break;
-      default: data = unpack_segment<8>(data, end, cnt, base, o); break;
+  if (end - (body + body_bytes) >= 8) {
+    switch (seg_log2) {
+      case 3: return unpack_segments_ssse3<1>(bases, data, codes, n, r);
+      case 4: return unpack_segments_ssse3<2>(bases, data, codes, n, r);
+      case 5: return unpack_segments_ssse3<4>(bases, data, codes, n, r);
+      default: return unpack_segments_ssse3<8>(bases, data, codes, n, r);
     }
   }
+  // Near the patch's end: 8-byte loads while 8 bytes are left, then sample by sample.
+  const unsigned groups_per_seg = 1u << (seg_log2 - 3);
+  const unsigned full = n >> 3, groups = (n + 7) >> 3;
+  unsigned g = 0;
+  for (unsigned s = 0; s < nseg; ++s) {
+    const UnpackCode& u = kUnpackCodes[codes[s]];
+    const uint8_t base = u.has_base ? *bases : u.base;
+    bases += u.has_base;
+    const __m128i vbase = _mm_set1_epi8(static_cast<char>(base));
+    const unsigned gend = std::min(g + groups_per_seg, groups);
+    for (; g < gend; ++g) {
+      if (g < full && end - data >= 8) {
+        __m128i v = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(data));
+        v = _mm_srl_epi16(_mm_mullo_epi16(_mm_shuffle_epi8(v, u.shuffle), u.mul), u.shift);
+        v = _mm_add_epi8(_mm_packus_epi16(v, v), vbase);
+        _mm_storel_epi64(reinterpret_cast<__m128i*>(r + 8 * g), v);
+        data += u.width;
+      } else {
+        const unsigned cnt = std::min(8u, n - 8 * g);
+        const unsigned nb = static_cast<unsigned>(packed_bytes(cnt, u.width));
+        const uint64_t word = load_le(data, nb);
+        data += nb;
+        for (unsigned i = 0; i < cnt; ++i)
+          r[8 * g + i] = static_cast<uint8_t>(unpack_one(word, i, u.width) + base);
+      }
+    }
+  }
+}
+const bool kHasSsse3 = __builtin_cpu_supports("ssse3");
+#endif
+
+void unpack_row_fast(const uint8_t* body, size_t body_bytes, const uint8_t* end,
+                     const uint8_t* codes, unsigned n, unsigned seg_log2, unsigned nbases,
+                     uint8_t* __restrict r) {
+#if defined(L3_X86)
+  if (kHasSsse3) return unpack_row_ssse3(body, body_bytes, end, codes, n, seg_log2, nbases, r);
+#endif
+  (void)body_bytes;
+  (void)end;
+  (void)nbases;
+  unpack_row(body, codes, n, seg_log2, r);
 }
 
 template <unsigned P>
@@ -670,20 +687,31 @@ void recon_rows(const uint8_t* __restrict T, const uint8_t* __restrict TT,
                 unsigned n) {
   unsigned x = 0;
 #if defined(__SSE2__)
-  // Vector path for the predictors most rows use; each lane does exactly what predict() does.
-  if constexpr (P == kPredTop || P == kPredDiag || P == kPredMedian) {
+  // Vector path for all predictors but Paeth (rare); each lane does exactly what predict() does.
+  if constexpr (P != kPredPaeth) {
     for (; x + 16 <= n; x += 16) {
       __m128i t = _mm_loadu_si128(reinterpret_cast<const __m128i*>(T + x));
       __m128i pr;
       if constexpr (P == kPredTop) {
         pr = t;
+      } else if constexpr (P == kPredGrad) {  // 2T - TT in 16 bits, clamped by the pack
+        const __m128i zero = _mm_setzero_si128();
+        __m128i tt = _mm_loadu_si128(reinterpret_cast<const __m128i*>(TT + x));
+        __m128i lo = _mm_sub_epi16(_mm_slli_epi16(_mm_unpacklo_epi8(t, zero), 1), _mm_unpacklo_epi8(tt, zero));
+        __m128i hi = _mm_sub_epi16(_mm_slli_epi16(_mm_unpackhi_epi8(t, zero), 1), _mm_unpackhi_epi8(tt, zero));
+        pr = _mm_packus_epi16(lo, hi);
       } else {
         __m128i tl = _mm_loadu_si128(reinterpret_cast<const __m128i*>(T + x - 1));
         __m128i tr = _mm_loadu_si128(reinterpret_cast<const __m128i*>(T + x + 1));
-        if constexpr (P == kPredDiag)
+        if constexpr (P == kPredDiag) {
           pr = _mm_avg_epu8(tl, tr);  // (a + b + 1) >> 1
-        else
+        } else if constexpr (P == kPredSmooth) {
+          // (TL + 2T + TR + 2) >> 2 == avg(T, floor((TL + TR) / 2)), avg rounding up
+          __m128i half = _mm_sub_epi8(_mm_avg_epu8(tl, tr), _mm_and_si128(_mm_xor_si128(tl, tr), _mm_set1_epi8(1)));
+          pr = _mm_avg_epu8(t, half);
+        } else {
           pr = _mm_max_epu8(_mm_min_epu8(tl, tr), _mm_min_epu8(_mm_max_epu8(tl, tr), t));
+        }
       }
       __m128i rv = _mm_loadu_si128(reinterpret_cast<const __m128i*>(r + x));
       __m128i ev = _mm_loadu_si128(reinterpret_cast<const __m128i*>(e + x));
@@ -734,7 +762,6 @@ __attribute__((target("ssse3"))) void interleave3_ssse3(const uint8_t* a, const 
     dst[3 * x + 2] = c[x];
   }
 }
-const bool kHasSsse3 = __builtin_cpu_supports("ssse3");
 #endif
 
 template <unsigned C>
@@ -840,30 +867,48 @@ struct FastCodes {
       std::memset(codes, 0, nseg);
       return 1;
     }
-    size_t bit = 4;
-    const size_t avail_bits = avail * 8;
-    for (unsigned s = 0; s < nseg; ++s) {
-      const size_t byte = bit >> 3;
-      if (byte >= avail) return 0;
-      uint64_t w;
-      if (avail - byte >= 8) {
-        std::memcpy(&w, p + byte, 8);
+    // The next `have` bits of the header are the low bits of `buf` (bits above them are the
+    // stream's following bits or 0), so a symbol's lookup waits for no load of the input.
+    uint64_t buf = 0;
+    unsigned have = 0;
+    size_t next = 0;  // the next byte to go into buf
+    const auto refill = [&] {
+      if (avail - next >= 8) {  // a whole word: as many bytes as fit (up to 63 bits in buf)
+        uint64_t w;
+        std::memcpy(&w, p + next, 8);  // little-endian host assumed (x86-64, aarch64)
+        buf |= w << have;
+        next += (63 - have) >> 3;
+        have |= 56;
       } else {
-        w = load_le(p + byte, static_cast<unsigned>(avail - byte));
+        for (; have <= 56 && next < avail; ++next, have += 8) buf |= uint64_t{p[next]} << have;
       }
-      const unsigned peek = static_cast<unsigned>(w >> (bit & 7)) & 0xFFu;
-      const unsigned e = lut[above[s] & 15u][peek];
-      if (e >> 8) {
-        bit += e >> 8;
-        if (bit > avail_bits) return 0;
+    };
+    refill();
+    buf >>= 4;  // the mode nibble
+    have -= 4;
+    for (unsigned s = 0; s < nseg; ++s) {
+      if (have < 8) refill();
+      const unsigned e = lut[above[s] & 15u][buf & 0xFFu];
+      const unsigned len = e >> 8;
+      if (len != 0) {
+        if (len > have) return 0;  // the code runs past the patch
+        buf >>= len;
+        have -= len;
         codes[s] = static_cast<uint8_t>(e);
-      } else {
+      } else {  // a code over 8 bits or an invalid one: the kernels' reader, then reload
+        size_t bit = next * 8 - have;
         int sym = read_symbol(p, avail, &bit, &tables[above[s] & 15u]);
         if (sym < 0) return 0;
         codes[s] = static_cast<uint8_t>(sym);
+        next = bit >> 3;
+        buf = 0;
+        have = 0;
+        refill();
+        buf >>= bit & 7u;
+        have -= static_cast<unsigned>(bit & 7u);
       }
     }
-    return (bit + 7) >> 3;
+    return (next * 8 - have + 7) >> 3;
   }
 };
 
@@ -966,7 +1011,7 @@ fid::Status decode_patch(const uint8_t* p, const uint8_t* end, const L3Info& inf
           body += last_bytes[codes[nseg - 1]];
           nbases += code_has_base(codes[nseg - 1]) ? 1u : 0u;
           if (body > avail - hdr) return invalid("L3: row data runs past its patch");
-          unpack_row_fast(p + hdr, end, codes, pw, sl, nbases, r);
+          unpack_row_fast(p + hdr, body, end, codes, pw, sl, nbases, r);
           p += hdr + body;
         }
       }
