@@ -88,6 +88,45 @@ std::set<unsigned> used_codes(const std::vector<uint8_t>& enc) { return stream_u
 
 }  // namespace
 
+// The portable unpacker (the decoder's path on CPUs without SSSE3; x86-64 CPUs here take the
+// SIMD one) against the format's definition: sample i of a segment is bits [i*w, i*w + w) of
+// its bytes, LSB first, plus the base, mod 256.
+TEST(L3Codec, PortableUnpackMatchesTheFormat) {
+  std::mt19937 rng(11);
+  for (int round = 0; round < 400; ++round) {
+    const auto sl = static_cast<unsigned>(3 + rng() % 4);
+    const auto n = static_cast<unsigned>(1 + rng() % 300);
+    const unsigned nseg = fid::l3k::row_segments(n, sl);
+    std::vector<uint8_t> codes(nseg);
+    for (auto& c : codes) c = static_cast<uint8_t>(rng() % 16);
+    const size_t size = fid::l3k::row_body_size(codes.data(), n, sl);
+    std::vector<uint8_t> body(size);
+    for (auto& b : body) b = static_cast<uint8_t>(rng());
+    std::vector<uint8_t> got(n);
+    fid::l3k::unpack_row(body.data(), codes.data(), n, sl, got.data());
+
+    size_t base_at = 0, data_at = 0;
+    for (uint8_t c : codes) data_at += fid::l3k::code_has_base(c) ? 1 : 0;
+    for (unsigned s = 0; s < nseg; ++s) {
+      const unsigned w = fid::l3k::code_width(codes[s]);
+      const unsigned base =
+          fid::l3k::code_has_base(codes[s]) ? body[base_at++] : fid::l3k::implicit_base(w);
+      const unsigned x0 = s << sl, cnt = std::min(1u << sl, n - x0);
+      for (unsigned i = 0; i < cnt; ++i) {
+        unsigned v = 0;
+        for (unsigned b = 0; b < w; ++b) {
+          const size_t bit = size_t{i} * w + b;
+          v |= ((body[data_at + bit / 8] >> (bit % 8)) & 1u) << b;
+        }
+        ASSERT_EQ(got[x0 + i], static_cast<uint8_t>(v + base))
+            << "round " << round << " S=" << (1u << sl) << " segment " << s << " sample " << i;
+      }
+      data_at += fid::l3k::packed_bytes(cnt, w);
+    }
+    EXPECT_EQ(data_at, size);
+  }
+}
+
 TEST(L3Codec, RoundTripSizesAndChannels) {
   const std::pair<uint32_t, uint32_t> sizes[] = {{1, 1},   {1, 7},   {7, 1},   {1, 100}, {100, 1},
                                                  {2, 2},   {8, 8},   {9, 9},   {31, 33}, {32, 32},
