@@ -858,9 +858,10 @@ struct FastCodes {
     }
   }
 
-  // Same contract and result as l3k::read_row_header with these tables.
+  // Same contract and result as l3k::read_row_header with these tables; also adds cost[code]
+  // of every code read to *sum (in the shadow of the lookups' latency).
   size_t read_header(const uint8_t* p, size_t avail, unsigned nseg, const uint8_t* above,
-                     unsigned* mode, uint8_t* codes) const {
+                     unsigned* mode, uint8_t* codes, const uint32_t* cost, uint32_t* sum) const {
     if (avail < 1) return 0;
     *mode = p[0] & 15u;
     if ((*mode & 7u) == kPredCopy) {
@@ -884,6 +885,7 @@ struct FastCodes {
       }
     };
     refill();
+    uint32_t acc = 0;
     buf >>= 4;  // the mode nibble
     have -= 4;
     for (unsigned s = 0; s < nseg; ++s) {
@@ -895,11 +897,13 @@ struct FastCodes {
         buf >>= len;
         have -= len;
         codes[s] = static_cast<uint8_t>(e);
+        acc += cost[e & 0xFFu];
       } else {  // a code over 8 bits or an invalid one: the kernels' reader, then reload
         size_t bit = next * 8 - have;
         int sym = read_symbol(p, avail, &bit, &tables[above[s] & 15u]);
         if (sym < 0) return 0;
         codes[s] = static_cast<uint8_t>(sym);
+        acc += cost[sym];
         next = bit >> 3;
         buf = 0;
         have = 0;
@@ -908,6 +912,7 @@ struct FastCodes {
         have -= static_cast<unsigned>(bit & 7u);
       }
     }
+    *sum = acc;
     return (next * 8 - have + 7) >> 3;
   }
 };
@@ -939,13 +944,15 @@ fid::Status decode_patch(const uint8_t* p, const uint8_t* end, const L3Info& inf
   for (auto& a : s.above) std::fill(a.begin(), a.begin() + nseg, uint8_t{0});
   std::array<unsigned, 4> run{};  // v2: rows of each plane still covered by a copy run
   std::array<unsigned, 4> run_mode{};
-  // Body bytes per segment code: full segments and the (possibly shorter) last one.
-  std::array<uint8_t, 16> full_bytes{}, last_bytes{};
+  // What a segment code adds to its row's body, for full segments and the (possibly shorter)
+  // last one: body bytes in the low 16 bits, base bytes (0 or 1) from bit 16, so one sum gives
+  // both (a row's body is at most 1024 + 128 bytes).
+  std::array<uint32_t, 16> full_cost{}, last_cost{};
   const unsigned last_cnt = pw - (nseg - 1) * (1u << sl);
   for (unsigned code = 0; code < 16; ++code) {
     const unsigned extra = code_has_base(code) ? 1u : 0u;
-    full_bytes[code] = static_cast<uint8_t>(packed_bytes(1u << sl, code_width(code)) + extra);
-    last_bytes[code] = static_cast<uint8_t>(packed_bytes(last_cnt, code_width(code)) + extra);
+    full_cost[code] = static_cast<uint32_t>(packed_bytes(1u << sl, code_width(code)) + extra) | extra << 16;
+    last_cost[code] = static_cast<uint32_t>(packed_bytes(last_cnt, code_width(code)) + extra) | extra << 16;
   }
   int avail_from = 0;
   if ((info.flags & kFlagInterPatch) && y0 > 0) {
@@ -980,8 +987,14 @@ fid::Status decode_patch(const uint8_t* p, const uint8_t* end, const L3Info& inf
         // replaces it, so one array serves both.
         uint8_t* codes = s.above[k].data();
         const size_t avail = static_cast<size_t>(end - p);
-        size_t hdr = fast ? fast->read_header(p, avail, nseg, codes, &mode, codes)
-                          : read_row_header(p, avail, nseg, nullptr, codes, &mode, codes);
+        uint32_t cost = 0;
+        size_t hdr = 0;
+        if (fast) {
+          hdr = fast->read_header(p, avail, nseg, codes, &mode, codes, full_cost.data(), &cost);
+        } else {
+          hdr = read_row_header(p, avail, nseg, nullptr, codes, &mode, codes);
+          for (unsigned sg = 0; sg < nseg; ++sg) cost += full_cost[codes[sg]];
+        }
         if (hdr == 0) return invalid("L3: bad row header or row past its patch");
         const unsigned pred = mode & 7u;
         const bool copy = pred == kPredCopy;
@@ -1002,14 +1015,9 @@ fid::Status decode_patch(const uint8_t* p, const uint8_t* end, const L3Info& inf
           p += hdr;
         } else {
           if (pred >= (first ? kNumFirstPredictors : kNumPredictors)) return invalid("L3: invalid row predictor");
-          size_t body = 0;
-          unsigned nbases = 0;
-          for (unsigned sg = 0; sg + 1 < nseg; ++sg) {
-            body += full_bytes[codes[sg]];
-            nbases += code_has_base(codes[sg]) ? 1u : 0u;
-          }
-          body += last_bytes[codes[nseg - 1]];
-          nbases += code_has_base(codes[nseg - 1]) ? 1u : 0u;
+          cost += last_cost[codes[nseg - 1]] - full_cost[codes[nseg - 1]];
+          const size_t body = cost & 0xFFFFu;
+          const unsigned nbases = cost >> 16;
           if (body > avail - hdr) return invalid("L3: row data runs past its patch");
           unpack_row_fast(p + hdr, body, end, codes, pw, sl, nbases, r);
           p += hdr + body;
