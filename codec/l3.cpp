@@ -650,11 +650,7 @@ __attribute__((target("ssse3"))) void unpack_row_ssse3(const uint8_t* body, size
     const unsigned gend = std::min(g + groups_per_seg, groups);
     for (; g < gend; ++g) {
       if (g < full && end - data >= 8) {
-        __m128i v = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(data));
-        v = _mm_srl_epi16(_mm_mullo_epi16(_mm_shuffle_epi8(v, u.shuffle), u.mul), u.shift);
-        v = _mm_add_epi8(_mm_packus_epi16(v, v), vbase);
-        _mm_storel_epi64(reinterpret_cast<__m128i*>(r + 8 * g), v);
-        data += u.width;
+        data = unpack_groups_ssse3(u, vbase, data, 1, r + 8 * g);
       } else {
         const unsigned cnt = std::min(8u, n - 8 * g);
         const unsigned nb = static_cast<unsigned>(packed_bytes(cnt, u.width));
