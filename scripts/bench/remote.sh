@@ -171,15 +171,15 @@ run_fid() {  # LEVEL random|order RUN
 }
 
 # s3fs -f and rclone mount say nothing when their mount is up (unlike fidelityfs mount, which
-# returns then): a bounded poll of the mount table is the only signal they give.
+# returns then): wait for the mount table to change (findmnt --poll), checking after each change.
+# A change between the check and findmnt's start is caught by findmnt's 1 s limit.
 wait_mounted() {  # MNT PID: until MNT is a mount point (30 s), or the daemon died
-  for _ in $(seq 300); do
-    mountpoint -q "$1" && return 0
+  local deadline=$((SECONDS + 30))
+  until mountpoint -q "$1"; do
     kill -0 "$2" 2>/dev/null || { echo "remote.sh: the daemon for $1 exited" >&2; return 1; }
-    sleep 0.1
+    ((SECONDS < deadline)) || { echo "remote.sh: $1 not mounted after 30 s" >&2; return 1; }
+    findmnt --poll=mount --first-only --timeout 1000 >/dev/null || true
   done
-  echo "remote.sh: $1 not mounted after 30 s" >&2
-  return 1
 }
 
 run_peer() {  # s3fs|rclone RUN

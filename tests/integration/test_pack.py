@@ -1,9 +1,11 @@
 """pack / inspect / verify on real trees, checked through an independent reader of the format."""
+import ctypes
 import hashlib
 import io
 import json
 import os
 import re
+import select
 import signal
 import subprocess
 import time
@@ -241,6 +243,35 @@ def test_full_disk_leaves_nothing_and_a_rerun_succeeds(imagenet_tree, imagenet_s
     assert tree_digest(imagenet_tree) == before
 
 
+def wait_for_files(done, folders, proc, seconds):
+    """Waits until done() holds, waking on inotify events of `folders` (each watched once it
+    exists) or on proc's exit; True if done() held within `seconds`."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    ino = libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
+    assert ino >= 0, os.strerror(ctypes.get_errno())
+    exited = os.pidfd_open(proc.pid)
+    changes = 0x100 | 0x80 | 0x8  # IN_CREATE | IN_MOVED_TO | IN_CLOSE_WRITE
+    deadline = time.monotonic() + seconds
+    try:
+        while True:
+            for folder in folders:  # watched before done() looks, so no change is missed
+                if os.path.isdir(folder):
+                    libc.inotify_add_watch(ino, os.fsencode(folder), changes)
+            if done():
+                return True
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            ready = select.select([ino, exited], [], [], left)[0]
+            if exited in ready:
+                return done()
+            if ino in ready:
+                os.read(ino, 1 << 16)
+    finally:
+        os.close(ino)
+        os.close(exited)
+
+
 def test_killed_pack_is_refused_then_replaced(imagenet_tree, imagenet_store, tmp_path, mnt):
     """SIGKILL mid-pack: nothing cleans up, so what is left must not pass for a store (verify and
     mount refuse it, one line, exit 1), a second pack beside a running one refuses, and a rerun
@@ -253,11 +284,9 @@ def test_killed_pack_is_refused_then_replaced(imagenet_tree, imagenet_store, tmp
                              "--record-bytes", "64KiB"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     leftover = work / f".s.tmp-{proc.pid}"
     try:
-        deadline = time.monotonic() + 60
-        while not (leftover / "records").is_dir() or len(os.listdir(leftover / "records")) < 2:
-            assert proc.poll() is None, "pack ended before it wrote two records"
-            assert time.monotonic() < deadline, "pack wrote no records in 60 s"
-            time.sleep(0.002)
+        assert wait_for_files(lambda: (leftover / "records").is_dir() and len(os.listdir(leftover / "records")) >= 2,
+                              [work, leftover, leftover / "records"], proc, 60), "pack wrote no two records in 60 s"
+        assert proc.poll() is None, "pack ended before it wrote two records"
         proc.send_signal(signal.SIGSTOP)  # frozen mid-pack, its folder locked
         p = run("pack", imagenet_tree, str(store), "--progress", "off", check=False)
         assert p.returncode == 1, p.stderr
