@@ -306,7 +306,8 @@ void register_mount(CLI::App& app, int& exit_code) {
   cmd->add_option("-o", a->options,
                   "mount options: scan_group=K|full, threads=N, cache=BYTES, gpu=auto|on|off, gpu_batch=N, "
                   "gpu_deadline_us=N, gpu_memory=BYTES, raw_format=png|ppm|npy, raw_names=keep|ext, "
-                  "readdir=plus|plain|auto, allow_other, config=FILE; remote stores: endpoint=URL, region=NAME, "
+                  "readdir=plus|plain|auto, random_reads=auto|records|pieces, order_ranks=stable|per-epoch, allow_other, "
+                  "config=FILE; remote stores: endpoint=URL, region=NAME, "
                   "profile=NAME, addressing=auto|path|virtual, ca_file=PEM, disk_cache=DIR, disk_cache_size=BYTES, "
                   "remote_requests=N")
       ->allow_extra_args(false);

@@ -26,7 +26,24 @@ std::string_view readdir_name(Readdir r) {
   return r == Readdir::plus ? "plus" : r == Readdir::plain ? "plain" : "auto";
 }
 
+std::string_view random_reads_name(RandomReads r) {
+  return r == RandomReads::records ? "records" : r == RandomReads::pieces ? "pieces" : "auto";
+}
+
+std::string_view order_ranks_name(OrderRanks r) { return r == OrderRanks::per_epoch ? "per-epoch" : "stable"; }
+
 namespace {
+std::optional<RandomReads> parse_random_reads(std::string_view s) {
+  if (s == "auto") return RandomReads::auto_;
+  if (s == "records") return RandomReads::records;
+  if (s == "pieces") return RandomReads::pieces;
+  return std::nullopt;
+}
+std::optional<OrderRanks> parse_order_ranks(std::string_view s) {
+  if (s == "stable") return OrderRanks::stable;
+  if (s == "per-epoch") return OrderRanks::per_epoch;
+  return std::nullopt;
+}
 std::optional<codec::ViewFormat> parse_raw_format(std::string_view s) {
   for (codec::ViewFormat f : {codec::ViewFormat::png, codec::ViewFormat::ppm, codec::ViewFormat::npy})
     if (s == codec::view_format_name(f)) return f;
@@ -265,6 +282,10 @@ constexpr CommonKey kCommonKeys[] = {
      [](std::string_view v, CommonSettings& s) { return put(s.disk_cache_size, parse_bytes(v)); }},
     {"remote_requests", "1..1024",
      [](std::string_view v, CommonSettings& s) { return put(s.remote_requests, parse_in_range(v, 1, 1024)); }},
+    {"random_reads", "auto, records or pieces",
+     [](std::string_view v, CommonSettings& s) { return put(s.random_reads, parse_random_reads(v)); }},
+    {"order_ranks", "stable or per-epoch",
+     [](std::string_view v, CommonSettings& s) { return put(s.order_ranks, parse_order_ranks(v)); }},
 };
 
 // "a, b, c": the keys above, for messages.
@@ -460,6 +481,8 @@ Settings merge(const Config& cfg, const MountOptions& opts) {
   s.disk_cache = opts.disk_cache.value_or(cfg.disk_cache.value_or(""));
   s.disk_cache_size = opts.disk_cache_size.value_or(cfg.disk_cache_size.value_or(s.disk_cache_size));
   s.remote_requests = opts.remote_requests.value_or(cfg.remote_requests.value_or(s.remote_requests));
+  s.random_reads = opts.random_reads.value_or(cfg.random_reads.value_or(s.random_reads));
+  s.order_ranks = opts.order_ranks.value_or(cfg.order_ranks.value_or(s.order_ranks));
   s.order_seed = cfg.order_seed;
   s.order_window = cfg.order_window.value_or(s.order_window);
   s.log_level = cfg.log_level;

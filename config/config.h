@@ -16,6 +16,8 @@
 //   order_seed: 0            # seed of the published read orders (default: the store's seed)
 //   order_window: 4          # records drawn from at once in the published orders (1..4096)
 //   readdir: auto            # auto|plus|plain: listings as the kernel chooses, READDIRPLUS, or READDIR
+//   random_reads: auto       # auto|records|pieces: a read of an uncached record loads its prefix, or its pieces
+//   order_ranks: stable      # stable|per-epoch: rank orders keep each rank's records for the run, or deal anew
 //   log:
 //     level: info            # error|warn|info|debug
 //     file: /var/log/x.log   # default: stderr in the foreground, syslog when daemonised
@@ -58,6 +60,16 @@ std::string_view readdir_name(Readdir r);
 
 enum class LogLevel { error = 0, warn = 1, info = 2, debug = 3 };
 
+// How a read of a file whose record prefix is not cached is served: by loading the record's
+// prefix (records), by reading the file's own pieces (pieces), or records when the cache that
+// keeps prefixes can hold everything the mount reads (auto); core/random_reads.h decides.
+enum class RandomReads { auto_, records, pieces };
+std::string_view random_reads_name(RandomReads r);
+// How rank orders (epoch-N.rank-R-of-W) deal records to ranks: once for the whole run (stable)
+// or anew every epoch (per_epoch); docs/FORMAT.md "Published read orders".
+enum class OrderRanks { stable, per_epoch };
+std::string_view order_ranks_name(OrderRanks r);
+
 std::string_view gpu_name(Gpu g);
 enum class Addressing { auto_, path, virtual_ };
 std::string_view addressing_name(Addressing a);
@@ -91,6 +103,8 @@ struct CommonSettings {
   std::optional<std::string> disk_cache;       // folder of the disk cache of record prefixes
   std::optional<uint64_t> disk_cache_size;     // its bound in bytes
   std::optional<unsigned> remote_requests;     // requests in flight at once
+  std::optional<RandomReads> random_reads;
+  std::optional<OrderRanks> order_ranks;
 };
 
 struct Config : CommonSettings {
@@ -148,6 +162,8 @@ struct Settings {
   std::string disk_cache;                          // "": no disk cache
   uint64_t disk_cache_size = 10ull << 30;
   unsigned remote_requests = 64;
+  RandomReads random_reads = RandomReads::auto_;
+  OrderRanks order_ranks = OrderRanks::stable;
   LogLevel log_level = LogLevel::info;
   std::string log_file;
   std::string config_file;

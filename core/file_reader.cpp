@@ -15,7 +15,8 @@ FileReader::FileReader(const index::Store& store, storage::RecordSource& source,
       cache_(store, source, stats_, settings.cache_bytes),
       // Read-ahead may fill three quarters of the cache: the rest serves what readers hold.
       prefetch_(store, cache_, stats_, settings.cache_bytes / 4 * 3, settings.order_window,
-                [&source] { return source.in_flight_target(); }),
+                rank_deal(settings.order_ranks), [&source] { return source.in_flight_target(); }),
+      reader_loads_([&source] { return source.in_flight_target(); }),
       views_(std::max<uint64_t>(settings.cache_bytes / 4, 8ull << 20)),
       gpu_(gpu) {
   if (!gpu) return;
@@ -64,9 +65,32 @@ Result<FileReader::Bytes> FileReader::read(const index::File& f, int level, uint
   return f.kind == index::FileKind::l3 ? read_view(f, offset, length) : read_pieces(f, level, offset, length);
 }
 
+void FileReader::set_random_reads(bool records, bool memory_holds_all) {
+  memory_holds_all_.store(memory_holds_all, std::memory_order_relaxed);
+  random_records_.store(records, std::memory_order_relaxed);
+}
+
+bool FileReader::load_for_read(uint32_t r, int lvl) {
+  const uint64_t len = cache_.prefix_len(r, lvl);
+  if (len == 0) return false;
+  if (!memory_holds_all_.load(std::memory_order_relaxed) && source_.local_copy_len(r) >= len) {
+    stats_.local_copy_reads.fetch_add(1, std::memory_order_relaxed);
+    return false;
+  }
+  // Queued first, so that other readers of r wait for this load instead of starting their own.
+  if (!cache_.mark_queued(r, lvl)) return true;  // cached, loading or queued already
+  reader_loads_.run(len, [&] {
+    if (cache_.load(r, lvl, false)) stats_.read_loads.fetch_add(1, std::memory_order_relaxed);
+  });
+  return true;
+}
+
 Status FileReader::read_stored(const index::File& f, int level, uint64_t offset, uint64_t length,
                                std::vector<uint8_t>& out) {
-  if (std::shared_ptr<const Prefix> pre = cache_.get(f.record, cache_.prefix_level(f.record, level))) {
+  const int lvl = cache_.prefix_level(f.record, level);
+  std::shared_ptr<const Prefix> pre = cache_.get(f.record, lvl);
+  if (!pre && random_records() && load_for_read(f.record, lvl)) pre = cache_.get(f.record, lvl);
+  if (pre) {
     PrefixPieces pieces(store_, *pre);
     return read_range(store_, f, level, offset, length, pieces, out);
   }

@@ -1,6 +1,7 @@
 // The bytes a read of a store file returns. A JPEG or blob at a level is read_range over a
 // cached record prefix when there is one (loaded ahead by the prefetcher, or being loaded:
-// waited for), else over storage. An L3 file reads as its decoded view (codec::render_l3_view),
+// waited for); else, in random_reads=records mode, over the record's prefix loaded for this read
+// (core/random_reads.h); else over storage. An L3 file reads as its decoded view (codec::render_l3_view),
 // rendered once into the view cache; with a GPU decoder it is decoded in batches into pinned
 // memory. The first failure of each file is logged once, with its cause.
 #pragma once
@@ -48,6 +49,12 @@ class FileReader {
   static codec::L3Shape shape_of(const index::File& f);
   codec::ViewFormat view_format() const { return view_format_; }
 
+  // Whether reads of records with no cached prefix load the prefix (random_reads=records), and
+  // whether the memory cache holds every prefix the mount reads (then a local copy of the source,
+  // the disk cache, is read into memory too rather than piece by piece).
+  void set_random_reads(bool records, bool memory_holds_all);
+  bool random_records() const { return random_records_.load(std::memory_order_relaxed); }
+
   Prefetcher& prefetcher() { return prefetch_; }
   const Prefetcher& prefetcher() const { return prefetch_; }
   const RecordCache& cache() const { return cache_; }
@@ -61,6 +68,10 @@ class FileReader {
  private:
   // The stored bytes of f at `level` (read_range from a cached prefix, else from storage).
   Status read_stored(const index::File& f, int level, uint64_t offset, uint64_t length, std::vector<uint8_t>& out);
+  // random_reads=records: loads record r's prefix at prefix level `lvl` for a read, or waits for
+  // the load another reader started. False when the file's pieces are as cheap: the source's local
+  // copy holds them and the memory cache could not keep every record anyway.
+  bool load_for_read(uint32_t r, int lvl);
   Result<Bytes> read_pieces(const index::File& f, int level, uint64_t offset, uint64_t length);
   Result<Bytes> read_view(const index::File& f, uint64_t offset, uint64_t length);
   // Decodes an L3 file's payload into a new view.
@@ -74,6 +85,8 @@ class FileReader {
   ReadStats stats_;
   RecordCache cache_;
   Prefetcher prefetch_;
+  ReaderLoads reader_loads_;
+  std::atomic<bool> random_records_{false}, memory_holds_all_{false};
   ViewCache views_;
   codec::L3BatchDecoder* gpu_;
   std::unique_ptr<L3Batcher> batcher_;

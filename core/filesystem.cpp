@@ -1,14 +1,15 @@
 #include "core/filesystem.h"
 
-#include "storage/disk_cache.h"
-
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
+
 #include <nlohmann/json.hpp>
 
 #include "core/log.h"
+#include "index/order.h"
 #include "storage/disk_cache.h"
 
 namespace fid::core {
@@ -23,7 +24,8 @@ Filesystem::Filesystem(const index::Store& store, storage::RecordSource& source,
       policy_(make_level_policy(store, settings)),
       display_names_(make_display_names(store, settings)),
       reader_(store, source, settings, options.gpu),
-      orders_(store, settings.order_seed.value_or(store.seed()), settings.order_window, &display_names_),
+      orders_(store, settings.order_seed.value_or(store.seed()), settings.order_window, rank_deal(settings.order_ranks),
+              &display_names_),
       control_(inodes_, [this](NodeType t) { return control_text(t); }),
       names_(store, inodes_, policy_, reader_, control_, orders_, display_names_),
       changes_(store, inodes_, policy_, names_, settings.threads),
@@ -33,6 +35,7 @@ Filesystem::Filesystem(const index::Store& store, storage::RecordSource& source,
   for (const auto& r : store.records()) store_bytes_ += r.size;
   for (int k = 0; k <= store.levels(); ++k) reads_by_level_[static_cast<size_t>(k)] = 0;
   log_info("records: {}", source.describe());
+  decide_random_reads();
 }
 
 Filesystem::~Filesystem() = default;
@@ -144,6 +147,7 @@ Result<FileReader::Bytes> Filesystem::read_control(const Node& n, uint64_t offse
       auto name = orders_.name_of(n.id);
       orders_.note_open();
       if (name) reader_.prefetcher().follow(orders_.seed(), name->epoch, name->world);
+      if (name && name->world > 1) note_rank_order(*name);
     }
   } else {
     text = control_.content(n);
@@ -171,13 +175,67 @@ Result<std::string> Filesystem::listxattr(uint64_t ino) {
 Status Filesystem::setxattr(uint64_t ino, std::string_view name, std::string_view value, int flags) {
   const Node n = inodes_.decode(ino);
   if (n.type == NodeType::invalid) return Error{ENOENT, "no such inode"};
-  return xattrs_.set(n, name, value, flags);
+  Status st = xattrs_.set(n, name, value, flags);
+  if (st.ok() && name == "user.fidelity.scan_group") decide_random_reads();
+  return st;
 }
 
 Status Filesystem::removexattr(uint64_t ino, std::string_view name) {
   const Node n = inodes_.decode(ino);
   if (n.type == NodeType::invalid) return Error{ENOENT, "no such inode"};
-  return xattrs_.remove(n, name);
+  Status st = xattrs_.remove(n, name);
+  if (st.ok() && name == "user.fidelity.scan_group") decide_random_reads();
+  return st;
+}
+
+// ---- random reads ------------------------------------------------------------------------------
+
+void Filesystem::decide_random_reads() {
+  std::lock_guard lock(share_mu_);
+  const storage::DiskCache* disk = storage::as_disk_cache(source_);
+  std::optional<uint64_t> disk_bytes;
+  if (disk) disk_bytes = disk->disk_stats().max_bytes;
+  RandomReadsDecision d = core::decide_random_reads(settings_.random_reads, prefix_bytes_needed(store_, policy_, share_),
+                                                    settings_.cache_bytes, disk_bytes, share_.what);
+  const bool changed = d.records != random_reads_.records || d.text() != random_reads_.text();
+  reader_.set_random_reads(d.records, d.memory_holds_all);
+  if (changed) log_info("random reads: {}", d.text());
+  random_reads_ = std::move(d);
+}
+
+void Filesystem::note_rank_order(const OrderName& name) {
+  {
+    std::lock_guard lock(share_mu_);
+    const bool per_epoch = orders_.deal() == index::RankDeal::per_epoch;
+    if (name.world != share_world_ || (per_epoch && name.epoch != share_epoch_)) {
+      share_world_ = name.world;
+      share_ranks_.clear();
+    }
+    share_epoch_ = name.epoch;
+    if (std::find(share_ranks_.begin(), share_ranks_.end(), name.rank) != share_ranks_.end()) return;
+    share_ranks_.push_back(name.rank);
+    std::sort(share_ranks_.begin(), share_ranks_.end());
+    index::OrderParams p;
+    p.seed = orders_.seed();
+    p.epoch = name.epoch;
+    p.world = name.world;
+    p.ranks = orders_.deal();
+    const auto dealt = index::rank_records(store_, p);
+    share_.records.assign(store_.records().size(), false);
+    uint64_t count = 0;
+    for (uint32_t rank : share_ranks_) {
+      if (dealt.empty()) break;
+      for (uint32_t r : dealt[rank % dealt.size()]) {
+        if (!share_.records[r]) ++count;
+        share_.records[r] = true;
+      }
+    }
+    std::string ranks;
+    for (uint32_t rank : share_ranks_) ranks += (ranks.empty() ? "" : ",") + std::to_string(rank);
+    share_.what = fmt::format("the {} records of rank{} {} of {}", count, share_ranks_.size() > 1 ? "s" : "", ranks,
+                              name.world);
+  }
+  decide_random_reads();
 }
 
 // Order names are never cached by the kernel (entry timeout 0), but the inodes of the orders
@@ -248,6 +306,14 @@ void Filesystem::add_read_path_stats(nlohmann::ordered_json& j) const {
   j["prefetch_issued"] = io.prefetch_issued.load();
   j["prefetch_skipped"] = io.prefetch_skipped.load();
   j["prefetch_following"] = reader_.prefetcher().following();
+  {
+    std::lock_guard lock(share_mu_);
+    const RandomReadsDecision& d = random_reads_;
+    j["random_reads"] = {{"setting", config::random_reads_name(d.setting)}, {"mode", d.records ? "records" : "pieces"},
+                         {"why", d.text()}, {"needed", d.needed}, {"budget", d.budget}, {"budget_of", d.budget_name},
+                         {"share", d.share}, {"loads", io.read_loads.load()},
+                         {"local_copy_reads", io.local_copy_reads.load()}};
+  }
   const ViewCache& views = reader_.views();
   j["l3_views"] = {{"renders", views.renders()}, {"hits", views.hits()}, {"used", views.used()}, {"budget", views.budget()}};
   if (const L3Batcher* b = reader_.batcher()) {
@@ -294,6 +360,8 @@ std::string Filesystem::config_json() const {
   j["disk_cache"] = s.disk_cache;
   j["disk_cache_size"] = s.disk_cache_size;
   j["remote_requests"] = s.remote_requests;
+  j["random_reads"] = config::random_reads_name(s.random_reads);
+  j["order_ranks"] = config::order_ranks_name(s.order_ranks);
   j["allow_other"] = s.allow_other;
   j["log"] = {{"level", config::log_level_name(s.log_level)}, {"file", s.log_file}};
   return j.dump(2) + "\n";

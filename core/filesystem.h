@@ -18,9 +18,11 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -34,6 +36,7 @@
 #include "core/level_policy.h"
 #include "core/namespace.h"
 #include "core/orders.h"
+#include "core/random_reads.h"
 #include "core/xattrs.h"
 #include "index/store.h"
 #include "storage/record_source.h"
@@ -97,6 +100,11 @@ class Filesystem {
   void add_read_path_stats(nlohmann::ordered_json& j) const;
   std::string config_json() const;
   void forget_order_files();
+  // Decides random_reads anew (the mount's start, a level change, a new rank order read) and
+  // logs the decision when it changes.
+  void decide_random_reads();
+  // A reader took rank order `name`: the mount's share is the records of the ranks it served.
+  void note_rank_order(const OrderName& name);
 
   const index::Store& store_;
   storage::RecordSource& source_;
@@ -112,6 +120,13 @@ class Filesystem {
   LevelChanges changes_;
   Xattrs xattrs_;
   uint64_t store_bytes_ = 0;
+  // The ranks of one world size whose orders readers took, and their share of the records.
+  mutable std::mutex share_mu_;
+  uint32_t share_world_ = 1;
+  uint64_t share_epoch_ = 0;
+  std::vector<uint32_t> share_ranks_;
+  ReadShare share_;
+  RandomReadsDecision random_reads_;
   const std::chrono::steady_clock::time_point started_;
   std::atomic<uint64_t> lookups_{0}, reads_{0}, bytes_{0};
   std::atomic<uint64_t> reads_by_kind_[3] = {0, 0, 0};

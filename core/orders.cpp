@@ -75,9 +75,9 @@ std::optional<OrderName> OrderSlots::name_of(uint32_t slot) const {
 
 // ---- contents ---------------------------------------------------------------------------------
 
-OrderContents::OrderContents(const index::Store& store, size_t max_entries,
+OrderContents::OrderContents(const index::Store& store, size_t max_entries, index::RankDeal deal,
                              const std::unordered_map<uint32_t, std::string>* display_names)
-    : store_(store), max_(max_entries), display_names_(display_names) {
+    : store_(store), max_(max_entries), deal_(deal), display_names_(display_names) {
   for (const auto& d : store.dirs()) {
     std::string p = store.relative_path(d);
     if (!p.empty()) p.push_back('/');
@@ -102,6 +102,7 @@ std::shared_ptr<const std::string> OrderContents::get(uint64_t seed, uint32_t wi
   p.rank = name.rank;
   p.world = name.world;
   p.window = window;
+  p.ranks = deal_;
   auto ids = index::epoch_order(store_, p);
   auto text = std::make_shared<std::string>();
   size_t total = 0;
@@ -128,9 +129,14 @@ std::shared_ptr<const std::string> OrderContents::get(uint64_t seed, uint32_t wi
 
 // ---- the order files of a mount ----------------------------------------------------------------
 
-OrderFiles::OrderFiles(const index::Store& store, uint64_t seed, uint32_t window,
+OrderFiles::OrderFiles(const index::Store& store, uint64_t seed, uint32_t window, index::RankDeal deal,
                        const std::unordered_map<uint32_t, std::string>* display_names)
-    : slots_(kOrderSlots), contents_(store, 4, display_names), configured_seed_(seed), seed_(seed), window_(window) {}
+    : slots_(kOrderSlots),
+      contents_(store, 4, deal, display_names),
+      configured_seed_(seed),
+      seed_(seed),
+      window_(window),
+      deal_(deal) {}
 
 std::shared_ptr<const std::string> OrderFiles::text(uint32_t slot) {
   auto name = slots_.name_of(slot);
@@ -140,15 +146,20 @@ std::shared_ptr<const std::string> OrderFiles::text(uint32_t slot) {
 
 bool OrderFiles::set_seed(uint64_t seed) { return seed_.exchange(seed) != seed; }
 
+index::RankDeal rank_deal(config::OrderRanks ranks) {
+  return ranks == config::OrderRanks::per_epoch ? index::RankDeal::per_epoch : index::RankDeal::stable;
+}
+
 // ---- index for the prefetcher -----------------------------------------------------------------
 
 std::shared_ptr<const OrderIndex> build_order_index(const index::Store& store, uint64_t seed, uint64_t epoch,
-                                                    uint32_t window, uint32_t world) {
+                                                    uint32_t window, uint32_t world, index::RankDeal deal) {
   index::OrderParams p;
   p.seed = seed;
   p.epoch = epoch;
   p.window = window;
   p.world = std::max(1u, world);
+  p.ranks = deal;
   const auto orders = index::epoch_rank_orders(store, p);
   auto files = store.files();
   const auto nrec = static_cast<uint32_t>(store.records().size());
@@ -156,6 +167,7 @@ std::shared_ptr<const OrderIndex> build_order_index(const index::Store& store, u
   ix->seed = seed;
   ix->epoch = epoch;
   ix->world = p.world;
+  ix->deal = deal;
   ix->pos.assign(files.size(), UINT32_MAX);
   ix->rec_index.assign(nrec, UINT32_MAX);
   uint32_t i = 0;

@@ -14,6 +14,8 @@
 #include <string_view>
 #include <vector>
 
+#include "config/config.h"
+#include "index/order.h"
 #include "index/store.h"
 
 namespace fid::core {
@@ -54,7 +56,7 @@ class OrderSlots {
 class OrderContents {
  public:
   // `display_names` (may be null): names that differ from the stored ones (raw_names=ext).
-  OrderContents(const index::Store& store, size_t max_entries,
+  OrderContents(const index::Store& store, size_t max_entries, index::RankDeal deal,
                 const std::unordered_map<uint32_t, std::string>* display_names = nullptr);
   std::shared_ptr<const std::string> get(uint64_t seed, uint32_t window, const OrderName& name);
 
@@ -67,6 +69,7 @@ class OrderContents {
   };
   const index::Store& store_;
   size_t max_;
+  const index::RankDeal deal_;
   const std::unordered_map<uint32_t, std::string>* display_names_;
   std::mutex mu_;
   std::list<Entry> lru_;  // front = most recent
@@ -78,7 +81,7 @@ class OrderContents {
 // took one.
 class OrderFiles {
  public:
-  OrderFiles(const index::Store& store, uint64_t seed, uint32_t window,
+  OrderFiles(const index::Store& store, uint64_t seed, uint32_t window, index::RankDeal deal,
              const std::unordered_map<uint32_t, std::string>* display_names);
 
   uint32_t slots() const { return slots_.size(); }
@@ -94,6 +97,7 @@ class OrderFiles {
   void note_open() { opens_.fetch_add(1, std::memory_order_relaxed); }
   uint64_t opens() const { return opens_.load(); }
   uint32_t window() const { return window_; }
+  index::RankDeal deal() const { return deal_; }
 
  private:
   OrderSlots slots_;
@@ -101,6 +105,7 @@ class OrderFiles {
   const uint64_t configured_seed_;
   std::atomic<uint64_t> seed_;
   const uint32_t window_;
+  const index::RankDeal deal_;
   std::atomic<uint64_t> opens_{0};
 };
 
@@ -111,6 +116,7 @@ class OrderFiles {
 struct OrderIndex {
   uint64_t seed = 0, epoch = 0;
   uint32_t world = 1;
+  index::RankDeal deal = index::RankDeal::stable;
   std::vector<uint32_t> pos;        // file id -> position
   std::vector<uint32_t> rec_seq;    // records in order of first use
   std::vector<uint32_t> rec_index;  // record -> index in rec_seq
@@ -118,6 +124,9 @@ struct OrderIndex {
   std::vector<uint32_t> seg_end;    // by rec_seq index: one past the last index of its rank's segment
 };
 std::shared_ptr<const OrderIndex> build_order_index(const index::Store& store, uint64_t seed, uint64_t epoch,
-                                                    uint32_t window, uint32_t world);
+                                                    uint32_t window, uint32_t world,
+                                                    index::RankDeal deal = index::RankDeal::stable);
+// The index's deal of a mount's order_ranks setting.
+index::RankDeal rank_deal(config::OrderRanks ranks);
 
 }  // namespace fid::core

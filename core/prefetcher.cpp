@@ -19,12 +19,13 @@ bool OrderDetector::on_access(uint32_t p, uint32_t tolerance) {
 }
 
 Prefetcher::Prefetcher(const index::Store& store, RecordCache& cache, ReadStats& stats, uint64_t window_bytes,
-                       uint32_t order_window, std::function<uint64_t()> in_flight_target)
+                       uint32_t order_window, index::RankDeal deal, std::function<uint64_t()> in_flight_target)
     : store_(store),
       cache_(cache),
       stats_(stats),
       window_(window_bytes),
       order_window_(std::max(1u, order_window)),
+      deal_(deal),
       in_flight_target_(std::move(in_flight_target)) {
   for (unsigned i = 0; i < kMaxLoads; ++i) threads_.emplace_back([this] { worker(); });
 }
@@ -45,7 +46,7 @@ void Prefetcher::follow(uint64_t seed, uint64_t epoch, uint32_t world) {
     std::lock_guard lock(mu_);
     if (ix_ && ix_->seed == seed && ix_->epoch == epoch && ix_->world == world) return;
   }
-  auto ix = build_order_index(store_, seed, epoch, order_window_, world);  // outside the lock
+  auto ix = build_order_index(store_, seed, epoch, order_window_, world, deal_);  // outside the lock
   std::lock_guard lock(mu_);
   ix_ = std::move(ix);
   detector_.reset();
@@ -98,9 +99,7 @@ bool Prefetcher::queue_ahead_locked(uint32_t p, uint32_t i, int level) {
 }
 
 bool Prefetcher::may_load_locked() const {
-  if (loading_ < kMinLoads) return true;
-  if (loading_ >= kMaxLoads || !in_flight_target_) return false;
-  return loading_bytes_ < in_flight_target_();
+  return may_start_load(loading_, loading_bytes_, in_flight_target_ ? in_flight_target_() : 0);
 }
 
 void Prefetcher::worker() {

@@ -43,14 +43,49 @@ class OrderDetector {
   int score_ = 0;
 };
 
+// How many prefix loads run at once: at least kMinLoads, more while fewer than `target` bytes
+// are loading (bandwidth x latency of a remote store), up to kMaxLoads. The prefetcher's loads
+// and the loads readers start (random_reads=records) are each held to it.
+inline constexpr unsigned kMinLoads = 2;
+inline constexpr unsigned kMaxLoads = 16;
+inline bool may_start_load(unsigned loading, uint64_t loading_bytes, uint64_t target) {
+  return loading < kMinLoads || (loading < kMaxLoads && loading_bytes < target);
+}
+
+// The loads readers start themselves, under may_start_load.
+class ReaderLoads {
+ public:
+  explicit ReaderLoads(std::function<uint64_t()> in_flight_target) : target_(std::move(in_flight_target)) {}
+  // Runs load() once a load of `len` bytes may start (waiting for one to end if need be).
+  template <class Load>
+  void run(uint64_t len, Load&& load) {
+    {
+      std::unique_lock lock(mu_);
+      cv_.wait(lock, [&] { return may_start_load(loading_, bytes_, target_ ? target_() : 0); });
+      ++loading_;
+      bytes_ += len;
+    }
+    load();
+    {
+      std::lock_guard lock(mu_);
+      --loading_;
+      bytes_ -= len;
+    }
+    cv_.notify_one();
+  }
+
+ private:
+  const std::function<uint64_t()> target_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  unsigned loading_ = 0;
+  uint64_t bytes_ = 0;
+};
+
 class Prefetcher {
  public:
-  // At least kMinLoads prefixes load at once, more while fewer than `in_flight_target()` bytes
-  // are loading (bandwidth x latency of a remote store), up to kMaxLoads.
-  static constexpr unsigned kMinLoads = 2;
-  static constexpr unsigned kMaxLoads = 16;
   Prefetcher(const index::Store& store, RecordCache& cache, ReadStats& stats, uint64_t window_bytes,
-             uint32_t order_window, std::function<uint64_t()> in_flight_target = {});
+             uint32_t order_window, index::RankDeal deal, std::function<uint64_t()> in_flight_target = {});
   ~Prefetcher();
   Prefetcher(const Prefetcher&) = delete;
   Prefetcher& operator=(const Prefetcher&) = delete;
@@ -73,6 +108,7 @@ class Prefetcher {
   ReadStats& stats_;
   const uint64_t window_;
   const uint32_t order_window_;
+  const index::RankDeal deal_;
 
   mutable std::mutex mu_;
   std::condition_variable cv_;

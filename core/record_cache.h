@@ -29,6 +29,8 @@ struct ReadStats {
   std::atomic<uint64_t> prefetch_waits{0};    // reads that waited for a prefix being loaded
   std::atomic<uint64_t> prefetch_issued{0};   // prefixes queued by the prefetcher
   std::atomic<uint64_t> prefetch_skipped{0};  // prefixes not loaded: the budget was full
+  std::atomic<uint64_t> read_loads{0};        // prefixes loaded for a read (random_reads=records)
+  std::atomic<uint64_t> local_copy_reads{0};  // reads served piece by piece from the source's local copy
   std::atomic<uint64_t> cache_evictions{0};
 };
 

@@ -73,6 +73,7 @@ class DiskCachedSource final : public RecordSource, public DiskCache {
   uint64_t in_flight_target() const override { return inner_->in_flight_target(); }
   std::string describe() const override;
   bool drop_cached(uint32_t record) override;
+  uint64_t local_copy_len(uint32_t record) const override;
   DiskCacheStats disk_stats() const override;
   void flush() override;
 
@@ -453,6 +454,16 @@ void DiskCachedSource::clean_temp(const fs::path& p, std::string_view name) {
   const pid_t pid = temp_pid(name);
   const bool gone = pid > 0 && pid != ::getpid() && ::kill(pid, 0) != 0 && errno == ESRCH;
   if (gone || st.st_mtime + kStaleTempSeconds < ::time(nullptr)) ::unlink(p.c_str());
+}
+
+uint64_t DiskCachedSource::local_copy_len(uint32_t record) const {
+  struct stat st {};
+  if (disabled_ || record >= store_.records().size() || ::stat(entry_path(record).c_str(), &st) != 0 ||
+      !S_ISREG(st.st_mode))
+    return 0;
+  // A copy longer than the record is not ours (open_copy refuses it): none.
+  const auto size = static_cast<uint64_t>(st.st_size);
+  return size <= store_.records()[record].size ? size : 0;
 }
 
 bool DiskCachedSource::drop_cached(uint32_t record) {

@@ -65,6 +65,9 @@ class RecordSource {
   // Bytes of record r failed their checksums. A source that keeps copies (the disk cache) drops
   // its copy and returns true: reading again then fetches from the origin. Others return false.
   virtual bool drop_cached(uint32_t /*record*/) { return false; }
+  // How many leading bytes of record r this source keeps in a local copy (the disk cache) that
+  // serves any range of them without fetching; 0 for sources that keep none.
+  virtual uint64_t local_copy_len(uint32_t /*record*/) const { return 0; }
   // What this source fetched from where the records live (a cache in front reports its origin's).
   virtual const SourceCounters& counters() const { return counters_; }
 

@@ -109,3 +109,116 @@ class Store:
             return [self.piece(rel, 0)]
         pieces = [self.piece(rel, i) for i in range(self.levels + 1)]
         return [b"".join(pieces[:k + 1]) + EOI for k in range(1, self.levels + 1)]
+
+
+# ---- published read orders (docs/FORMAT.md "Published read orders"), written from the text ----
+
+M64 = (1 << 64) - 1
+GAMMA = 0x9E3779B97F4A7C15
+
+
+def mix(z):
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & M64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & M64
+    return z ^ (z >> 31)
+
+
+class SplitMix64:
+    def __init__(self, state):
+        self.state = state & M64
+
+    def next(self):
+        self.state = (self.state + GAMMA) & M64
+        return mix(self.state)
+
+    def below(self, n):
+        return (self.next() * n) >> 64
+
+
+def shuffle(v, g):
+    for i in range(len(v), 1, -1):
+        j = g.below(i)
+        v[i - 1], v[j] = v[j], v[i - 1]
+
+
+def rank_orders(store, seed, epoch, world=1, window=4, deal="stable"):
+    """Every rank's own order (file paths, no padding) and the padded length L."""
+    members = {r: [] for r in store.records}
+    for rel, f in store.files.items():
+        members[f["record"]].append((f["slot"], rel))
+    members = {r: [rel for _, rel in sorted(m)] for r, m in members.items()}
+    nrec = len(store.records)
+
+    def draw(records, g):
+        pool, out, nxt, active, left = [], [], 0, 0, {}
+
+        def admit():
+            nonlocal nxt, active
+            while active < window and nxt < len(records):
+                r = records[nxt]
+                nxt += 1
+                if members[r]:
+                    pool.extend(members[r])
+                    left[r] = len(members[r])
+                    active += 1
+        admit()
+        while pool:
+            i = g.below(len(pool))
+            rel = pool[i]
+            pool[i] = pool[-1]
+            pool.pop()
+            out.append(rel)
+            rec = store.files[rel]["record"]
+            left[rec] -= 1
+            if left[rec] == 0:
+                active -= 1
+                admit()
+        return out
+
+    def deal_to_ranks(shuffled):
+        ranks, load = [], []
+        for r in shuffled:
+            if not members[r]:
+                continue
+            if len(ranks) < world:
+                ranks.append([r])
+                load.append(len(members[r]))
+                continue
+            best = min(range(world), key=lambda k: (load[k], k))
+            ranks[best].append(r)
+            load[best] += len(members[r])
+        return ranks, max(load, default=0)
+
+    s0 = (seed ^ (0xD1B54A32D192ED03 * (epoch + 1))) & M64
+    e = SplitMix64(s0)
+    if world == 1:
+        records = list(range(nrec))
+        shuffle(records, e)
+        order = draw(records, e)
+        return [order], len(order)
+    if deal == "stable":
+        d = SplitMix64(seed ^ 0x9FB21C651E98DF25)
+        records = list(range(nrec))
+        shuffle(records, d)
+        ranks, longest = deal_to_ranks(records)
+        orders = []
+        for r, recs in enumerate(ranks):
+            g = SplitMix64(mix((s0 + (r + 1) * GAMMA) & M64))
+            recs = list(recs)
+            shuffle(recs, g)
+            orders.append(draw(recs, g))
+        return orders, longest
+    records = list(range(nrec))
+    shuffle(records, e)
+    ranks, longest = deal_to_ranks(records)
+    return [draw(recs, SplitMix64(mix((e.state + (r + 1) * GAMMA) & M64))) for r, recs in enumerate(ranks)], longest
+
+
+def epoch_order(store, seed, epoch, rank=0, world=1, window=4, deal="stable"):
+    """The lines of /.fidelity/order/epoch-N[.rank-R-of-W]: the rank's own order, padded."""
+    orders, longest = rank_orders(store, seed, epoch, world, window, deal)
+    if not orders:
+        return []
+    own = orders[rank if rank < len(orders) else rank % len(orders)]
+    n = len(own)
+    return own + [own[(j - longest) % n] for j in range(n, longest)]

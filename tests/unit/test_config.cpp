@@ -104,7 +104,7 @@ TEST(ConfigYaml, ErrorsNameKeyAndLine) {
   EXPECT_EQ(error_of("threads: 4\n\nbogus: 1\n"),
             "f.yaml:3: key 'bogus': unknown key (expected scan_group, threads, cache, gpu, gpu_batch, gpu_deadline_us, gpu_memory, "
             "raw_format, raw_names, readdir, endpoint, region, profile, addressing, ca_file, disk_cache, disk_cache_size, "
-            "remote_requests, rules, order_seed, order_window, log)");
+            "remote_requests, random_reads, order_ranks, rules, order_seed, order_window, log)");
   EXPECT_NE(error_of("rules:\n  - path: a\n    scan_group: x\n").find("f.yaml:3: key 'rules[0].scan_group'"), std::string::npos);
   EXPECT_NE(error_of("rules:\n  - path: a\n").find("key 'rules[0].scan_group': missing"), std::string::npos);
   EXPECT_NE(error_of("rules:\n  - scan_group: 2\n    colour: red\n").find("f.yaml:3: key 'rules[0].colour'"), std::string::npos);
@@ -275,4 +275,31 @@ TEST(ConfigYaml, RemoteStoreSettings) {
   EXPECT_THROW(parse_mount_options("remote_requests=0", bad), ConfigError);
   EXPECT_THROW(parse_mount_options("endpoint=", bad), ConfigError);
   EXPECT_THROW(parse_config("disk_cache_size: lots\n", "f.yaml"), ConfigError);
+}
+
+TEST(ConfigYaml, RandomReadsAndOrderRanks) {
+  Settings d = merge(parse_config("", "f.yaml"), MountOptions{});
+  EXPECT_EQ(d.random_reads, RandomReads::auto_);
+  EXPECT_EQ(d.order_ranks, OrderRanks::stable);
+  Config c = parse_config("random_reads: pieces\norder_ranks: per-epoch\n", "f.yaml");
+  Settings s = merge(c, MountOptions{});
+  EXPECT_EQ(s.random_reads, RandomReads::pieces);
+  EXPECT_EQ(s.order_ranks, OrderRanks::per_epoch);
+  MountOptions o;
+  parse_mount_options("random_reads=records,order_ranks=stable", o);
+  s = merge(c, o);  // the options win over the file
+  EXPECT_EQ(s.random_reads, RandomReads::records);
+  EXPECT_EQ(s.order_ranks, OrderRanks::stable);
+  EXPECT_EQ(random_reads_name(RandomReads::auto_), "auto");
+  EXPECT_EQ(random_reads_name(RandomReads::records), "records");
+  EXPECT_EQ(random_reads_name(RandomReads::pieces), "pieces");
+  EXPECT_EQ(order_ranks_name(OrderRanks::stable), "stable");
+  EXPECT_EQ(order_ranks_name(OrderRanks::per_epoch), "per-epoch");
+  EXPECT_EQ(opt_error("random_reads=files"),
+            "bad value for mount option random_reads: 'files' (expected auto, records or pieces)");
+  EXPECT_EQ(opt_error("order_ranks=per_epoch"),
+            "bad value for mount option order_ranks: 'per_epoch' (expected stable or per-epoch)");
+  EXPECT_EQ(opt_error("random_reads"), "mount option 'random_reads' needs a value (random_reads=...)");
+  EXPECT_EQ(error_of("random_reads: Records\n"), "f.yaml:1: key 'random_reads': expected auto, records or pieces, got 'Records'");
+  EXPECT_EQ(error_of("order_ranks: epoch\n"), "f.yaml:1: key 'order_ranks': expected stable or per-epoch, got 'epoch'");
 }
