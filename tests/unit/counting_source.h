@@ -1,9 +1,11 @@
-// A RecordSource decorator for tests that counts what is asked of the source it wraps: reads
-// and bytes, prefixes and ranges apart.
+// RecordSource decorators for tests: one counts what is asked of the source it wraps (reads and
+// bytes, prefixes and ranges apart), one holds prefix reads until the test opens a gate.
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
+#include <mutex>
 
 #include "storage/record_source.h"
 
@@ -36,6 +38,40 @@ class CountingSource final : public storage::RecordSource {
 
  private:
   storage::RecordSource& inner_;
+};
+
+// A source whose prefix reads wait until the test opens the gate (a slow remote read).
+class GatedSource final : public storage::RecordSource {
+ public:
+  explicit GatedSource(storage::RecordSource& inner) : inner_(inner) {}
+  void read_ranges(std::span<storage::RangeRead> batch, Done done) override { inner_.read_ranges(batch, std::move(done)); }
+  void read_prefixes(std::span<storage::PrefixRead> batch, Done done) override {
+    {
+      std::unique_lock lock(mu_);
+      ++waiting_;
+      cv_.notify_all();
+      cv_.wait(lock, [&] { return open_; });
+    }
+    inner_.read_prefixes(batch, std::move(done));
+  }
+  const std::vector<std::string>& problems() const override { return inner_.problems(); }
+  std::string describe() const override { return "gated"; }
+  void wait_for_reader() {
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, [&] { return waiting_ > 0; });
+  }
+  void open() {
+    std::lock_guard lock(mu_);
+    open_ = true;
+    cv_.notify_all();
+  }
+
+ private:
+  storage::RecordSource& inner_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int waiting_ = 0;
+  bool open_ = false;
 };
 
 }  // namespace fid::testutil

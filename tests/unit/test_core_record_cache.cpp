@@ -22,42 +22,9 @@ using fid::storage::LocalRecordSource;
 using fid::storage::PrefixRead;
 using fid::storage::RangeRead;
 using fid::storage::RecordSource;
+using fid::testutil::GatedSource;
 
 namespace {
-
-// A source whose prefix reads wait until the test opens the gate (a slow remote read).
-class GatedSource final : public RecordSource {
- public:
-  explicit GatedSource(RecordSource& inner) : inner_(inner) {}
-  void read_ranges(std::span<RangeRead> batch, Done done) override { inner_.read_ranges(batch, std::move(done)); }
-  void read_prefixes(std::span<PrefixRead> batch, Done done) override {
-    {
-      std::unique_lock lock(mu_);
-      ++waiting_;
-      cv_.notify_all();
-      cv_.wait(lock, [&] { return open_; });
-    }
-    inner_.read_prefixes(batch, std::move(done));
-  }
-  const std::vector<std::string>& problems() const override { return inner_.problems(); }
-  std::string describe() const override { return "gated"; }
-  void wait_for_reader() {
-    std::unique_lock lock(mu_);
-    cv_.wait(lock, [&] { return waiting_ > 0; });
-  }
-  void open() {
-    std::lock_guard lock(mu_);
-    open_ = true;
-    cv_.notify_all();
-  }
-
- private:
-  RecordSource& inner_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  int waiting_ = 0;
-  bool open_ = false;
-};
 
 class RecordCacheTest : public fid::testutil::PackedStore {};
 
