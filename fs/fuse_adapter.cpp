@@ -266,7 +266,9 @@ fuse_session* new_session(core::Filesystem& fs, const index::Store& store, const
 int loop(fuse_session* se, const config::Settings& settings) {
   fuse_loop_config* cfg = fuse_loop_cfg_create();
   fuse_loop_cfg_set_max_threads(cfg, settings.threads);
-  fuse_loop_cfg_set_idle_threads(cfg, std::max(1u, settings.threads / 2));
+  // Every worker stays: workers that exit and start again as load comes and goes (readers waiting
+  // for a record load keep workers busy) each leave their request buffer in another malloc arena.
+  fuse_loop_cfg_set_idle_threads(cfg, settings.threads);
   int rc = fuse_session_loop_mt(se, cfg);
   fuse_loop_cfg_destroy(cfg);
   return rc;

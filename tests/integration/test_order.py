@@ -142,6 +142,77 @@ def test_window_and_layout_xattrs(imagenet_store, mnt, tmp_path):
         assert e.value.errno in (errno.EROFS, errno.EPERM)
 
 
+@pytest.mark.parametrize("deal", ["stable", "per-epoch"])
+def test_orders_match_the_format_written_independently(imagenet_store, mnt, deal):
+    """The order files against fidstore.py's implementation of docs/FORMAT.md "Published read
+    orders" (world 1 and rank orders, both deals); with the stable deal a rank keeps its records
+    in every epoch, with per-epoch it does not."""
+    import fidstore
+    st = fidstore.Store(imagenet_store)
+    seed = int(st.meta["seed"])
+    with mounted(imagenet_store, mnt, "-o", f"order_ranks={deal}"):
+        for epoch in (0, 3):
+            assert lines(mnt, f"epoch-{epoch}") == fidstore.epoch_order(st, seed, epoch)
+            for w in (2, 3):
+                for r in range(w):
+                    assert lines(mnt, f"epoch-{epoch}.rank-{r}-of-{w}") == \
+                        fidstore.epoch_order(st, seed, epoch, r, w, deal=deal), (epoch, r, w)
+        rec = {rel: f["record"] for rel, f in st.files.items()}
+        shares = [{rec[p] for p in lines(mnt, f"epoch-{e}.rank-1-of-3")} for e in (0, 1, 2)]
+        if deal == "stable":
+            assert shares[0] == shares[1] == shares[2]
+            assert lines(mnt, "epoch-0.rank-1-of-3") != lines(mnt, "epoch-1.rank-1-of-3")  # reshuffled
+        else:
+            assert shares[0] != shares[1] or shares[1] != shares[2]
+
+
+def test_sampler_resumes_mid_epoch(imagenet_store, mnt):
+    torch = pytest.importorskip("torch")
+    datasets = pytest.importorskip("torchvision.datasets")
+    from fidelityfs.sampler import FidelityOrderSampler
+    with mounted(imagenet_store, mnt):
+        ds = datasets.ImageFolder(mnt)
+        for rank, world in ((0, 1), (1, 3)):
+            full = FidelityOrderSampler(ds, rank=rank, world_size=world)
+            full.set_epoch(2)
+            order = list(full)
+            s = FidelityOrderSampler(ds, rank=rank, world_size=world)
+            s.set_epoch(2)
+            it = iter(s)
+            taken = [next(it) for _ in range(37)]
+            state = s.state_dict()
+            assert state["epoch"] == 2 and state["position"] == 37
+            assert state["rank"] == rank and state["world_size"] == world
+            assert state["seed"] == int(os.getxattr(mnt, "user.fidelity.order_seed"))
+            # a fresh sampler (a restarted job) resumes with the same remaining samples
+            again = FidelityOrderSampler(ds, rank=rank, world_size=world)
+            again.load_state_dict(state)
+            again.set_epoch(2)  # the training loop's usual call keeps the resumed position
+            assert taken + list(again) == order
+            again.set_epoch(3)  # the next epoch is whole
+            nxt = FidelityOrderSampler(ds, rank=rank, world_size=world)
+            nxt.set_epoch(3)
+            assert list(again) == list(nxt)
+            # with a DataLoader (workers take indices ahead): the loop's own count
+            loader = torch.utils.data.DataLoader(list(range(len(ds))), batch_size=10, sampler=s)
+            s.set_epoch(2)
+            batches = iter(loader)
+            seen = [int(i) for _ in range(3) for i in next(batches)]
+            state = s.state_dict(samples_seen=30)
+            resumed = FidelityOrderSampler(ds, rank=rank, world_size=world)
+            resumed.load_state_dict(state)
+            assert seen + list(resumed) == order
+        s = FidelityOrderSampler(ds, rank=1, world_size=3)
+        state = s.state_dict()
+        for key, value in (("world_size", 4), ("rank", 2), ("seed", state["seed"] + 1)):
+            with pytest.raises(ValueError, match=key):
+                FidelityOrderSampler(ds, rank=1, world_size=3).load_state_dict({**state, key: value})
+        with pytest.raises(ValueError):
+            FidelityOrderSampler(ds, rank=1, world_size=3).load_state_dict({"epoch": 1})
+        with pytest.raises(ValueError):
+            s.state_dict(samples_seen=len(s) + 1)
+
+
 def test_sampler_follows_the_order(imagenet_store, mnt):
     torch = pytest.importorskip("torch")
     datasets = pytest.importorskip("torchvision.datasets")
@@ -237,8 +308,10 @@ def test_published_order_reads_whole_records_within_budget(imagenet_store, mnt, 
 
 
 def test_random_access_reads_only_own_pieces(imagenet_store, mnt):
+    """random_reads=pieces: reads that do not follow an order fetch their own pieces only (records
+    mode, the default when the cache holds the store: test_random_reads.py)."""
     import random
-    with mounted(imagenet_store, mnt, "-o", "cache=64MiB"):
+    with mounted(imagenet_store, mnt, "-o", "cache=64MiB,random_reads=pieces"):
         lines(mnt, "epoch-0")  # an order is published, but the reads do not follow it
         files = [os.path.join(mnt, p) for p in walk_files(mnt)]
         random.Random(5).shuffle(files)
@@ -251,11 +324,12 @@ def test_random_access_reads_only_own_pieces(imagenet_store, mnt):
 
 
 def test_rank_order_prefetches_only_its_own_records(imagenet_store, mnt, tmp_path):
+    """The prefetcher alone (random_reads=pieces: reads before it follows load no records)."""
     from fidstore import Store
     st = Store(imagenet_store)
     cfg = tmp_path / "c.yaml"
     cfg.write_text("order_window: 2\n")
-    with mounted(imagenet_store, mnt, "--config", str(cfg), "-o", "cache=64MiB,threads=4"):
+    with mounted(imagenet_store, mnt, "--config", str(cfg), "-o", "cache=64MiB,threads=4,random_reads=pieces"):
         rank = lines(mnt, "epoch-4.rank-1-of-3")
         own = {st.files[p]["record"] for p in rank}
         assert len(own) < len(st.records)

@@ -253,22 +253,24 @@ def read_all_or_eio(mnt, rels):
     return got, eio
 
 
+@pytest.mark.parametrize("random_reads", ["pieces", "records"])
 @pytest.mark.parametrize("fault", [
     dict(mode="status", code=503, count=40),
     dict(mode="status", code=500, p=0.3),
     dict(mode="reset", p=0.3),
     dict(mode="truncate", p=0.3),
 ])
-def test_faults_never_give_wrong_bytes(fault, nginx, remote_store, cache_home, tmp_path):
-    """503 storms, 500s, connection resets and truncated bodies between the mount and nginx:
-    every read returns the right bytes (retries), the daemon stays up, and retries are counted."""
+def test_faults_never_give_wrong_bytes(fault, random_reads, nginx, remote_store, cache_home, tmp_path):
+    """503 storms, 500s, connection resets and truncated bodies between the mount and nginx, in
+    both random_reads modes: every read returns the right bytes (retries), the daemon stays up,
+    and retries are counted."""
     store = Store(remote_store)
     rels = sorted(store.files)
     name = os.path.basename(remote_store)
     host, port = nginx.host, nginx.port
     with remote_servers.fault_proxy(host, port, seed=7) as proxy:
         mnt = str(tmp_path / "m")
-        with mounted(f"{proxy.url}/{name}", mnt, "-o", "scan_group=4"):
+        with mounted(f"{proxy.url}/{name}", mnt, "-o", f"scan_group=4,random_reads={random_reads}"):
             pid = daemon_pid(mnt)
             proxy.set(**fault)
             got, eio = read_all_or_eio(mnt, rels)
@@ -412,3 +414,133 @@ def test_four_ranks_read_the_store_once(nginx, remote_store, cache_home, tmp_pat
     assert len({len(s) for s in seen}) == 1  # equal lengths, as DistributedSampler expects
     assert prefixes <= 1.05 * total_records, (prefixes, total_records)
     assert pieces <= 4 * 9 * largest, (pieces, largest)
+
+
+def read_concurrently(mnt, rels, threads, seconds=120):
+    """Reads rels with `threads` threads taking the next file in turn; returns (bytes by file, files
+    that failed with EIO). A reader not back within `seconds` is hung: the test fails."""
+    it, lock, got, eio, other = iter(rels), threading.Lock(), {}, [], []
+
+    def work():
+        while True:
+            with lock:
+                rel = next(it, None)
+            if rel is None:
+                return
+            try:
+                with open(os.path.join(mnt, rel), "rb") as f:
+                    got[rel] = f.read()
+            except OSError as e:
+                (eio if e.errno == 5 else other).append(rel)
+
+    ts = [threading.Thread(target=work, daemon=True) for _ in range(threads)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join(timeout=seconds)
+    assert not any(t.is_alive() for t in ts), "a reader hung"
+    assert other == []
+    return got, eio
+
+
+def shuffled(rels, seed):
+    import random
+    out = list(rels)
+    random.Random(seed).shuffle(out)
+    return out
+
+
+def test_records_mode_over_s3_and_http(s3_url, nginx, remote_store, cache_home, tmp_path):
+    """random_reads=records over RGW and nginx, random order, 8 readers: every file right, one GET
+    a record (records of 512 KiB are one part each), no piece reads."""
+    store = Store(remote_store)
+    rels = shuffled(store.files, 11)
+    name = os.path.basename(remote_store)
+    for url in (s3_url, f"{nginx.url}/{name}"):
+        mnt = str(tmp_path / url.split(":")[0])
+        with mounted(url, mnt, "-o", "random_reads=records,threads=8"):
+            got, eio = read_concurrently(mnt, rels, 8)
+            assert eio == [] and [r for r in rels if got[r] != store.read(r)] == []
+            s = stats(mnt)
+        nrec = len({store.files[r]["record"] for r in rels})
+        assert s["piece_reads"] == 0 and s["records_read"] == nrec, s
+        assert s["storage_reads"] == nrec and s["storage_retries"] == 0, s
+        assert s["storage_bytes"] == sum(size for _, _, size in store.records.values()), s
+
+
+@pytest.mark.parametrize("cache", ["256MiB", "1MiB"])
+def test_random_epochs_with_a_disk_cache_fetch_the_store_once(nginx, remote_store, cache_home, tmp_path, cache):
+    """random_reads=auto with a disk cache larger than the store: a random epoch loads records
+    (their copies go to the disk cache), and a remount reading another random order fetches no
+    byte from the server. With a memory cache smaller than the store (1MiB), files of records
+    already on local disk are read piece by piece from their copies."""
+    store = Store(remote_store)
+    name = os.path.basename(remote_store)
+    url = f"{nginx.url}/{name}"
+    dc = str(tmp_path / "dc")
+    opts = ("-o", f"disk_cache={dc},disk_cache_size=1GiB,cache={cache},threads=8")
+    record_bytes = sum(size for _, _, size in store.records.values())
+    with mounted(url, str(tmp_path / "e0"), *opts) as mnt:
+        rr = stats(mnt)["random_reads"]
+        assert rr["mode"] == "records" and rr["budget_of"] == "disk_cache_size", rr
+        rels = shuffled(store.files, 1)
+        got, eio = read_concurrently(mnt, rels, 8)
+        assert eio == [] and [r for r in rels if got[r] != store.read(r)] == []
+        first = stats(mnt)
+    assert first["piece_reads"] == 0 and first["storage_bytes"] >= record_bytes
+    with mounted(url, str(tmp_path / "e1"), *opts) as mnt:
+        rels = shuffled(store.files, 2)
+        got, eio = read_concurrently(mnt, rels, 8)
+        assert eio == [] and [r for r in rels if got[r] != store.read(r)] == []
+        second = stats(mnt)
+    assert second["storage_bytes"] == 0 and second["storage_reads"] == 0, second
+    assert second["disk_cache"]["bytes_from_disk"] > 0
+    if cache == "1MiB":
+        assert second["random_reads"]["local_copy_reads"] > 0
+
+
+def test_a_disk_cache_smaller_than_the_store_keeps_pieces(nginx, remote_store, cache_home, tmp_path):
+    """auto with disk_cache_size below what the store needs: pieces, as the log line says."""
+    store = Store(remote_store)
+    name = os.path.basename(remote_store)
+    dc = str(tmp_path / "dc")
+    with mounted(f"{nginx.url}/{name}", str(tmp_path / "m"), "-o", f"disk_cache={dc},disk_cache_size=64KiB") as mnt:
+        rr = stats(mnt)["random_reads"]
+        assert rr["mode"] == "pieces" and rr["budget"] == 64 << 10 and rr["needed"] > rr["budget"], rr
+        assert "disk_cache_size holds only 65536 B" in rr["why"]
+        rels = shuffled(store.files, 3)[:40]
+        got, eio = read_concurrently(mnt, rels, 4)
+        assert eio == [] and [r for r in rels if got[r] != store.read(r)] == []
+        s = stats(mnt)
+    assert s["records_read"] == 0 and s["piece_reads"] > 0
+
+
+@pytest.mark.parametrize("fault", [
+    dict(mode="reset", p=0.3),
+    dict(mode="status", code=503, count=30),
+    dict(mode="stall", seconds=30, count=2),
+])
+def test_faults_during_record_loads_with_waiters(fault, nginx, remote_store, cache_home, tmp_path):
+    """Faults while records load for random readers, 8 of them at once in the files of few records
+    (so most wait for another's load): every reader gets the right bytes (after retries; a stalled
+    body is re-issued after the 5 s stall timeout, well before the stall ends), none hangs, the
+    daemon stays up."""
+    store = Store(remote_store)
+    by_record = {}
+    for rel, f in store.files.items():
+        by_record.setdefault(f["record"], []).append(rel)
+    rels = shuffled([r for rec in sorted(by_record)[:4] for r in by_record[rec]], 5)
+    name = os.path.basename(remote_store)
+    with remote_servers.fault_proxy(nginx.host, nginx.port, seed=3) as proxy:
+        mnt = str(tmp_path / "m")
+        with mounted(f"{proxy.url}/{name}", mnt, "-o", "random_reads=records,threads=8"):
+            pid = daemon_pid(mnt)
+            proxy.set(**fault)
+            got, eio = read_concurrently(mnt, rels, 8, seconds=60)
+            proxy.set(mode="none")
+            assert eio == []
+            assert [r for r in rels if got[r] != store.read(r)] == []
+            assert daemon_pid(mnt) == pid
+            s = stats(mnt)
+            assert proxy.stats()["faults"] > 0 and s["storage_retries"] > 0
+            assert s["piece_reads"] == 0 and s["records_read"] == 4, s

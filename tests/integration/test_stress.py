@@ -1,4 +1,4 @@
-"""Load on one mount with a small record cache: reader threads (the live tree and the
+"""Load on one mount with a small record cache, in both random_reads modes: reader threads (the live tree and the
 /.fidelity/sg/K views), DataLoader-style reader processes (published order, one rank each), level
 flips on files and folders, and readers of the control folder, all at once for a bounded time.
 
@@ -14,6 +14,7 @@ import random
 import threading
 import time
 
+import pytest
 import xxhash
 
 from conftest import report
@@ -97,7 +98,8 @@ def loader_worker(mnt, rank, world, deadline, exp, view_level, results):
     results.put((rank, t.reads, t.n_errors, t.errors, t.latencies))
 
 
-def test_stress_readers_flips_and_control_files(imagenet_store, mnt):
+@pytest.mark.parametrize("random_reads", ["pieces", "records"])
+def test_stress_readers_flips_and_control_files(imagenet_store, mnt, random_reads):
     st = Store(imagenet_store)
     exp = expected_digests(st)
     rels = sorted(exp)
@@ -110,7 +112,7 @@ def test_stress_readers_flips_and_control_files(imagenet_store, mnt):
     has_l3 = any(f["kind"] == "l3" for f in st.files.values())
     ctx = multiprocessing.get_context("fork")  # as DataLoader; forked before any thread starts
 
-    with mounted(imagenet_store, mnt, "-o", f"threads={WORKERS},cache={CACHE},scan_group=5"):
+    with mounted(imagenet_store, mnt, "-o", f"threads={WORKERS},cache={CACHE},scan_group=5,random_reads={random_reads}"):
         pid = daemon_pid(mnt)
         idle_rss = proc_status(pid, "VmRSS")
         results = ctx.Queue()
@@ -207,12 +209,12 @@ def test_stress_readers_flips_and_control_files(imagenet_store, mnt):
     views = max(CACHE // 4, 8 * MiB) if has_l3 else 0  # the l3 view cache, only used by l3 files
     per_worker = FUSE_BUF + 3 * largest  # + the reply, piece and O_DIRECT scratch buffers
     bound = FIXED + index_bytes + CACHE + views + WORKERS * per_worker + (WORKERS + OTHER_THREADS) * STACK
-    report(f"stress: {reads} file reads in {elapsed:.1f} s, {reads / elapsed:.0f} reads/s "
+    report(f"stress ({random_reads}): {reads} file reads in {elapsed:.1f} s, {reads / elapsed:.0f} reads/s "
            f"({sum(d[1] for d in done)} by {PROCESSES} processes), open+read+close p50 {p50 * 1e3:.2f} ms "
            f"p99 {p99 * 1e3:.2f} ms, {errors} errors; {flips[0]} level flips, {control_reads[0]} control-folder "
            f"reads; the daemon answered {stats['reads']} FUSE reads and {stats['lookups']} lookups (the rest hit the "
            f"page cache), cache peak {stats['cache']['peak'] / MiB:.1f} of {CACHE / MiB:.0f} MiB")
-    report(f"stress: daemon peak RSS {peak_rss / MiB:.1f} MiB (idle {idle_rss / MiB:.1f}) <= bound "
+    report(f"stress ({random_reads}): daemon peak RSS {peak_rss / MiB:.1f} MiB (idle {idle_rss / MiB:.1f}) <= bound "
            f"{bound / MiB:.1f} MiB = {FIXED / MiB:.0f} fixed + {index_bytes / MiB:.2f} index + {CACHE / MiB:.0f} "
            f"cache + {views / MiB:.0f} views + {WORKERS} workers x {per_worker / MiB:.2f} + "
            f"{WORKERS + OTHER_THREADS} stacks x {STACK / MiB:.2f}")
@@ -222,4 +224,7 @@ def test_stress_readers_flips_and_control_files(imagenet_store, mnt):
     assert stats["eio_errors"] == 0
     assert stats["cache"]["peak"] <= CACHE and stats["cache"]["budget"] == CACHE
     assert stats["cache_hits"] > 0, "the published-order readers never hit the record cache"
+    assert stats["random_reads"]["mode"] == random_reads
+    if random_reads == "records":
+        assert stats["random_reads"]["loads"] > 0, "no random reader loaded a record"
     assert peak_rss <= bound, f"daemon peak RSS {peak_rss} > bound {bound}"
