@@ -487,7 +487,9 @@ def test_random_epochs_with_a_disk_cache_fetch_the_store_once(nginx, remote_stor
         got, eio = read_concurrently(mnt, rels, 8)
         assert eio == [] and [r for r in rels if got[r] != store.read(r)] == []
         first = stats(mnt)
-    assert first["piece_reads"] == 0 and first["storage_bytes"] >= record_bytes
+    assert first["storage_bytes"] >= record_bytes
+    if cache == "256MiB":  # memory holds every record: each fetched once, whole
+        assert first["piece_reads"] == 0 and first["storage_bytes"] == record_bytes, first
     with mounted(url, str(tmp_path / "e1"), *opts) as mnt:
         rels = shuffled(store.files, 2)
         got, eio = read_concurrently(mnt, rels, 8)
@@ -543,4 +545,6 @@ def test_faults_during_record_loads_with_waiters(fault, nginx, remote_store, cac
             assert daemon_pid(mnt) == pid
             s = stats(mnt)
             assert proxy.stats()["faults"] > 0 and s["storage_retries"] > 0
-            assert s["piece_reads"] == 0 and s["records_read"] == 4, s
+            # each record loaded once (a load that failed after its retries leaves its readers to
+            # fetch their pieces, which retry again)
+            assert s["records_read"] <= 4, s
