@@ -162,6 +162,22 @@ TEST_F(DiskCacheTest, ALongerPrefixFetchesOnlyTheTail) {
   EXPECT_EQ(read_prefix(*c.source, other, other_low + straddle), file_bytes(other, 0, other_low + straddle));
 }
 
+// local_copy_len says how much of a record the folder holds (what random_reads=records reads
+// piece by piece from disk): 0 without a copy, the copy's length once written, 0 for a foreign one.
+TEST_F(DiskCacheTest, LocalCopyLenIsTheCopysLength) {
+  Cached c = cached(64 << 20);
+  const uint32_t r = scan_record();
+  const uint64_t low = store().records()[r].region_end[1];
+  EXPECT_EQ(c.source->local_copy_len(r), 0u);
+  EXPECT_EQ(read_prefix(*c.source, r, low), file_bytes(r, 0, low));
+  c.disk->flush();
+  EXPECT_EQ(c.source->local_copy_len(r), low);
+  EXPECT_EQ(c.source->local_copy_len(static_cast<uint32_t>(store().records().size())), 0u);  // no such record
+  fs::resize_file(entry(r), store().records()[r].size + 1);  // longer than its record: not ours
+  EXPECT_EQ(c.source->local_copy_len(r), 0u);
+  EXPECT_EQ(local_->local_copy_len(r), 0u);  // a local store keeps no copies
+}
+
 TEST_F(DiskCacheTest, EvictionRemovesTheLeastRecentlyUsed) {
   ASSERT_GE(store().records().size(), 4u);
   const uint64_t s0 = full_len(0), s1 = full_len(1), s2 = full_len(2), s3 = full_len(3);
