@@ -28,12 +28,14 @@
 # proxy's counts after the mount (so a peer's HEAD/LIST per lookup counts), GETs and all requests.
 # RSS: the peak (VmHWM) of the daemon (fidelityfs, s3fs, rclone).
 # Needs root (network namespace, tc, drop_caches, mounts).
-#   scripts/bench/remote.sh [COUNT=5000] [RUNS=3] [KINDS=imagenet]   (KINDS: imagenet,imagenet-sized)
+#   scripts/bench/remote.sh [COUNT=5000] [RUNS=3] [KINDS=imagenet] [PARTS=cold,epochs]
+#     (KINDS: imagenet,imagenet-sized; PARTS: cold, epochs or both)
 #   env: TBF_MBIT=800 RTT_MS=20 THREADS=8 PEER_FILES=1000 CACHE=256MiB
 source "$(dirname "$0")/common.sh"
 count=${1:-5000}
 runs=${2:-3}
 kinds=${3:-imagenet}
+parts=${4:-cold,epochs}
 tbf_mbit=${TBF_MBIT:-800}
 rtt_ms=${RTT_MS:-20}
 threads=${THREADS:-8}
@@ -137,9 +139,9 @@ print("".join(p + "\n" for p in f[:int(sys.argv[3])]), end="")' "$work/lists/all
 read_list() { timeout 600 "$rb" "$1" --threads "${2:-$threads}" --in-order; }
 pyget() { /usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$1" "$2"; }
 
-# fid_mount MNT LEVEL -> the daemon's pid
+# fid_mount MNT LEVEL [OPTIONS] -> the daemon's pid
 fid_mount() {
-  "$bin" mount "s3://$bucket/store-$kind" "$1" -o "endpoint=$purl,scan_group=$2,cache=$cache"
+  "$bin" mount "s3://$bucket/store-$kind" "$1" -o "endpoint=$purl,scan_group=$2,cache=$cache${3:+,$3}"
   local pid
   pgrep -f -x "$bin mount s3://$bucket/store-$kind $1 .*" | head -1
 }
@@ -182,12 +184,12 @@ wait_mounted() {  # MNT PID: until MNT is a mount point (30 s), or the daemon di
   done
 }
 
-run_peer() {  # s3fs|rclone RUN
-  local peer=$1 r=$2 m=$work/$1 out
+run_peer() {  # s3fs|rclone RUN [CACHE_DIR]: with CACHE_DIR, the peer's disk cache on, kept there
+  local peer=$1 r=$2 cdir=${3:-} m=$work/$1 out
   if [[ $peer == s3fs ]]; then
     printf '%s:%s\n' "$AWS_ACCESS_KEY_ID" "$AWS_SECRET_ACCESS_KEY" >"$work/s3fs.passwd"
     chmod 600 "$work/s3fs.passwd"
-    s3fs "$bucket:/raw-$kind" "$m" -f -o "ro,url=$purl,use_path_request_style,passwd_file=$work/s3fs.passwd" \
+    s3fs "$bucket:/raw-$kind" "$m" -f -o "ro,url=$purl,use_path_request_style,passwd_file=$work/s3fs.passwd${cdir:+,use_cache=$cdir}" \
       >>"$work/s3fs.log" 2>&1 &
   else
     # (AWS_CA_BUNDLE, when the environment sets one, makes rclone's S3 client fail: "unable to
@@ -195,7 +197,8 @@ run_peer() {  # s3fs|rclone RUN
     env -u AWS_CA_BUNDLE RCLONE_CONFIG_FIDRGW_TYPE=s3 RCLONE_CONFIG_FIDRGW_PROVIDER=Ceph RCLONE_CONFIG_FIDRGW_ENV_AUTH=false \
       RCLONE_CONFIG_FIDRGW_ACCESS_KEY_ID=$AWS_ACCESS_KEY_ID RCLONE_CONFIG_FIDRGW_SECRET_ACCESS_KEY=$AWS_SECRET_ACCESS_KEY \
       RCLONE_CONFIG_FIDRGW_ENDPOINT=$purl RCLONE_CONFIG_FIDRGW_REGION=us-east-1 \
-      rclone mount "fidrgw:$bucket/raw-$kind" "$m" --read-only --vfs-cache-mode off >>"$work/rclone.log" 2>&1 &
+      rclone mount "fidrgw:$bucket/raw-$kind" "$m" --read-only \
+      $([[ -n $cdir ]] && echo "--vfs-cache-mode full --cache-dir $cdir" || echo "--vfs-cache-mode off") >>"$work/rclone.log" 2>&1 &
   fi
   peer_pid=$!
   wait_mounted "$m" "$peer_pid"
@@ -268,15 +271,8 @@ printf 'measured link: %.1f MB/s (%.0f Mbit/s; median of 3 single GETs of 128 Mi
 printf '%d reader threads (readbench), cold every run (fresh mount, page cache dropped, no disk cache), median of %d runs\n' \
   "$threads" "$runs"
 
-for kind in ${kinds//,/ }; do
-  src=$(make_dataset "$kind" "$count" 20)
-  store=$BENCH_DIR/remote-store-$kind-$count
-  (cd "$src" && find . -name '*.JPEG' | sort | sed 's|^\./||') >"$work/lists/all.rel"
-  n=$(wc -l <"$work/lists/all.rel")
-  ((peer_files > n)) && peer_files=$n
-  record_bytes=$(find "$store/records" -type f -printf '%s\n' | awk '{s += $1} END {print s}')
-  nrec=$(find "$store/records" -type f | wc -l)
-
+# ---- cold: every run cold, no disk cache --------------------------------------------------------
+cold_part() {
   declare -A R=()  # R[name,metric] = "v1 v2 ..." one value a run
   names=("fid random" "fid order full" "fid order L5" "fid order L1" "s3fs random" "rclone random" "4 nodes ranks"
          "4 nodes quarters")
@@ -373,6 +369,206 @@ for kind in ${kinds//,/ }; do
     runs_json names fps served fetched proxy gets reqs rss files
     printf '}\n'
   } >"$BENCH_DIR/results/remote-$kind-$count.json"
-  unset R
+}
+
+# ---- epochs: random order with a disk cache, epoch 0 then epoch 1, against peers with caches on --
+# Per run, each contender cold at the start of each epoch (page cache dropped; epoch 1 a fresh mount
+# on the same disk cache):
+#   fid random e0/e1    fidelityfs, default random_reads (auto), disk_cache 2x the store: epoch 0 a
+#                       random order of every file (seed RUN), epoch 1 another (seed RUN+500)
+#   fid order e0        fidelityfs in its published order, epoch-RUN, on an empty disk cache
+#   ext4 random e1      the source tree on local ext4, epoch 1's random order
+#   s3fs/rclone e0/e1   s3fs use_cache=DIR, rclone --vfs-cache-mode full: the first PEER_FILES files of
+#                       epoch 0's order, then the same files again on a fresh mount with the same cache
+#   small dc auto/pieces  a disk cache of half the store: auto (which must keep pieces) against
+#                       random_reads=pieces, the same PEER_FILES files
+#   nodes stable/per-epoch e0/e1  four mounts as four nodes, each with its own disk cache of 1.2x a
+#                       quarter of the store, reading rank orders epoch-2RUN.rank-R-of-4, then on fresh
+#                       mounts epoch-(2RUN+1); order_ranks=stable (the default) or per-epoch
+# Lines: "NAME|images/s served fetched proxy GETs requests rss files mode".
+fid_read() {  # NAME MNT LIST OPTIONS  (LIST: order:N or random:SEED:COUNT)
+  local name=$1 m=$2 what=$3 opts=$4 pid out seed nfiles st rss
+  pid=$(fid_mount "$m" full "$opts")
+  case $what in
+    order:*) sed "s|^|$m/|" "$m/.fidelity/order/epoch-${what#order:}" ;;
+    random:*) IFS=: read -r _ seed nfiles <<<"$what"; shuffled "$seed" "$nfiles" | sed "s|^|$m/|" ;;
+  esac >"$work/lists/cur"
+  cold
+  preset
+  out=$(read_list "$work/lists/cur")
+  read -r pb pg pr < <(pcount)
+  st=$work/stats/$kind-${name// /_}.json
+  cp "$m/.fidelity/stats" "$st"
+  rss=$(kb "$pid" VmHWM)
+  errors "$name" "$out"
+  fid_umount "$m" "$pid"
+  echo "$name|$(field "$out" files_per_s) $(field "$out" bytes) $(pyget "$st" storage_bytes) $pb $pg $pr $rss $(field "$out" files) $(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["random_reads"]["mode"])' "$st")"
+}
+
+ext4_read() {  # NAME SEED
+  local out
+  shuffled "$2" "$count" | sed "s|^|$src/|" >"$work/lists/cur"
+  cold
+  out=$(read_list "$work/lists/cur")
+  errors "$1" "$out"
+  echo "$1|$(field "$out" files_per_s) $(field "$out" bytes) $(field "$out" read_bytes) 0 0 0 0 $(field "$out" files) -"
+}
+
+peer_epochs() {  # PEER RUN
+  local c=$work/$1-cache line
+  rm -rf "$c" && mkdir -p "$c"
+  line=$(run_peer "$1" "$2" "$c")
+  echo "$1 e0|$line -"
+  line=$(run_peer "$1" "$2" "$c")
+  echo "$1 e1|$line -"
+}
+
+# nodes_epochs DEAL RUN: four mounts, each on its own disk cache, rank orders of two epochs.
+nodes_epochs() {
+  local deal=$1 r=$2 R e pids rpids t=$(((threads + 3) / 4)) dcs=$((record_bytes * 12 / 40)) o
+  for R in 0 1 2 3; do rm -rf "$work/ndc$R"; done
+  for e in 0 1; do
+    pids=() rpids=()
+    for R in 0 1 2 3; do
+      pids+=("$(fid_mount "$work/n$R" full "disk_cache=$work/ndc$R,disk_cache_size=$dcs,order_ranks=$deal")")
+    done
+    for R in 0 1 2 3; do
+      sed "s|^|$work/n$R/|" "$work/n$R/.fidelity/order/epoch-$((2 * r + e)).rank-$R-of-4" >"$work/lists/n$R"
+    done
+    cold
+    preset
+    for R in 0 1 2 3; do
+      read_list "$work/lists/n$R" "$t" >"$work/lists/n$R.out" &
+      rpids+=($!)
+    done
+    for p in "${rpids[@]}"; do wait "$p"; done
+    read -r pb pg pr < <(pcount)
+    local files=0 served=0 storage=0 secs=0
+    for R in 0 1 2 3; do
+      o=$(cat "$work/lists/n$R.out")
+      errors "nodes $deal e$e node $R run $r" "$o"
+      files=$((files + $(field "$o" files)))
+      served=$((served + $(field "$o" bytes)))
+      secs=$(echo "s = $(field "$o" seconds); if (s > $secs) s else $secs" | bc -l)
+      cp "$work/n$R/.fidelity/stats" "$work/stats/nodes-$deal-$e-$R.json"
+      storage=$((storage + $(pyget "$work/stats/nodes-$deal-$e-$R.json" storage_bytes)))
+    done
+    for R in 0 1 2 3; do fid_umount "$work/n$R" "${pids[$R]}"; done
+    echo "nodes $deal e$e|$(echo "$files / $secs" | bc -l) $served $storage $pb $pg $pr 0 $files -"
+  done
+}
+
+epochs_part() {
+  declare -A R=()
+  local units=("fid random" "fid order" "ext4" "s3fs" "rclone" "small dc" "nodes stable" "nodes per-epoch")
+  local dc=$work/dc big=$((2 * record_bytes)) small=$((record_bytes / 2)) r i u lines name line
+  for ((r = 1; r <= runs; r++)); do
+    for ((i = 0; i < ${#units[@]}; i++)); do
+      u=${units[$(((i + r - 1) % ${#units[@]}))]}
+      case $u in
+        "fid random")
+          rm -rf "$dc"
+          lines=$(fid_read "fid random e0" "$work/mnt" "random:$r:$count" "disk_cache=$dc,disk_cache_size=$big"
+                  fid_read "fid random e1" "$work/mnt" "random:$((r + 500)):$count" "disk_cache=$dc,disk_cache_size=$big") ;;
+        "fid order")
+          rm -rf "$dc"
+          lines=$(fid_read "fid order e0" "$work/mnt" "order:$r" "disk_cache=$dc,disk_cache_size=$big") ;;
+        "ext4") lines=$(ext4_read "ext4 random e1" $((r + 500))) ;;
+        "s3fs" | "rclone") lines=$(peer_epochs "$u" "$r") ;;
+        "small dc")
+          rm -rf "$dc"
+          lines=$(fid_read "small dc auto" "$work/mnt" "random:$r:$peer_files" "disk_cache=$dc,disk_cache_size=$small")
+          rm -rf "$dc"
+          lines+=$'\n'$(fid_read "small dc pieces" "$work/mnt" "random:$r:$peer_files" \
+                          "disk_cache=$dc,disk_cache_size=$small,random_reads=pieces") ;;
+        "nodes stable") lines=$(nodes_epochs stable "$r") ;;
+        "nodes per-epoch") lines=$(nodes_epochs per-epoch "$r") ;;
+      esac
+      while IFS='|' read -r name line; do
+        [[ -n $name ]] || continue
+        read -r a b c d e f g h mode <<<"$line"
+        for kv in "fps $a" "served $b" "fetched $c" "proxy $d" "gets $e" "reqs $f" "rss $g" "files $h" "mode $mode"; do
+          R[$name,${kv%% *}]+="${kv#* } "
+        done
+        echo "$kind run $r: $name: $line" >&2
+      done <<<"$lines"
+    done
+  done
+
+  med() { tr ' ' '\n' <<<"${R[$1,$2]}" | grep . | median; }
+  per() {
+    local -a v f
+    read -ra v <<<"${R[$1,$2]}"
+    read -ra f <<<"${R[$1,files]}"
+    for i in "${!v[@]}"; do x "${v[$i]} / ${f[$i]}"; done | median
+  }
+  ratio() {
+    local -a a b
+    read -ra a <<<"${R[$1,$2]}"
+    read -ra b <<<"${R[$3,$4]}"
+    for i in "${!a[@]}"; do x "${a[$i]} / ${b[$i]}"; done | median
+  }
+  local names=("fid random e0" "fid random e1" "fid order e0" "ext4 random e1" "s3fs e0" "s3fs e1" "rclone e0" "rclone e1"
+               "small dc auto" "small dc pieces" "nodes stable e0" "nodes stable e1" "nodes per-epoch e0"
+               "nodes per-epoch e1")
+  printf '\n%s, epochs: disk caches on; every epoch cold (page cache dropped; epoch 1 a fresh mount on the same cache); store records %d B\n' \
+    "$kind" "$record_bytes"
+  printf '%-19s %9s %14s %15s %15s %10s %8s\n' config images/s "served B/img" "fetched B/img" "fetched/store" GETs/img mode
+  for name in "${names[@]}"; do
+    printf '%-19s %9.0f %14.0f %15.0f %15.4f %10.4f %8s\n' "$name" "$(med "$name" fps)" "$(per "$name" served)" \
+      "$(per "$name" fetched)" "$(x "$(med "$name" fetched) / $record_bytes")" "$(per "$name" gets)" \
+      "$(tr ' ' '\n' <<<"${R[$name,mode]}" | grep . | sort | uniq -c | awk '{printf "%s%s", (NR > 1 ? "," : ""), $2}')"
+  done
+  printf '(fetched: fidelityfs storage_bytes, the peers the proxy'"'"'s bytes_out, ext4 the reader'"'"'s read_bytes; s3fs, rclone and small dc read the first %d files of epoch 0'"'"'s order)\n' \
+    "$peer_files"
+
+  printf '\ngoals (%s, epochs):\n' "$kind"
+  local q
+  q=$(ratio "fid random e0" fps "fid order e0" fps)
+  printf 'goal: random epoch 0 >= 0.8x the published order: measured %.2fx (%.0f vs %.0f images/s) -> %s\n' "$q" \
+    "$(med "fid random e0" fps)" "$(med "fid order e0" fps)" "$(met "$q >= 0.8")"
+  q=$(per "fid random e0" gets)
+  printf 'goal: random epoch 0 <= 0.05 GETs an image: measured %.4f -> %s\n' "$q" "$(met "$q <= 0.05")"
+  q=$(x "$(med "fid random e0" fetched) / $record_bytes")
+  printf 'goal: random epoch 0 fetches <= 1.05x the store: measured %.3fx -> %s\n' "$q" "$(met "$q <= 1.05")"
+  q=$(x "$(med "fid random e1" fetched) / $record_bytes")
+  printf 'goal: random epoch 1 fetches <= 0.01x the store: measured %.4fx -> %s\n' "$q" "$(met "$q <= 0.01")"
+  q=$(ratio "fid random e1" fps "ext4 random e1" fps)
+  printf 'goal: random epoch 1 >= 0.8x ext4 in the same order: measured %.2fx (%.0f vs %.0f images/s) -> %s\n' "$q" \
+    "$(med "fid random e1" fps)" "$(med "ext4 random e1" fps)" "$(met "$q >= 0.8")"
+  for p in s3fs rclone; do
+    local want=10
+    [[ $p == rclone ]] && want=3
+    q=$(ratio "fid random e0" fps "$p e0" fps)
+    printf 'goal: epoch 0 >= %dx %s with its cache on: measured %.1fx (%.0f vs %.0f images/s) -> %s\n' "$want" "$p" "$q" \
+      "$(med "fid random e0" fps)" "$(med "$p e0" fps)" "$(met "$q >= $want")"
+    q=$(ratio "fid random e1" fps "$p e1" fps)
+    printf 'goal: epoch 1 >= 1.0x %s with its cache on: measured %.2fx (%.0f vs %.0f images/s) -> %s\n' "$p" "$q" \
+      "$(med "fid random e1" fps)" "$(med "$p e1" fps)" "$(met "$q >= 1.0")"
+  done
+  q=$(ratio "small dc auto" fps "small dc pieces" fps)
+  printf 'goal: disk cache smaller than the store: auto keeps pieces (modes: %s) within 10%% of pieces: measured %.2fx -> %s\n' \
+    "$(echo ${R["small dc auto",mode]})" "$q" "$(met "$q >= 0.9 && $q <= 1.1")"
+  q=$(x "$(med "nodes stable e1" fetched) / $record_bytes")
+  printf 'goal: four nodes on rank orders fetch <= 0.05x the store in epoch 1: measured %.4fx -> %s (order_ranks=per-epoch: %.3fx)\n' \
+    "$q" "$(met "$q <= 0.05")" "$(x "$(med "nodes per-epoch e1" fetched) / $record_bytes")"
+  {
+    printf '{"kind": "%s", "part": "epochs", "files": %d, "runs": %d, "link_bps": %s, "threads": %d, "peer_files": %d, "record_bytes": %s, "contenders": ' \
+      "$kind" "$n" "$runs" "$link_bps" "$threads" "$peer_files" "$record_bytes"
+    runs_json names fps served fetched proxy gets reqs files
+    printf '}\n'
+  } >"$BENCH_DIR/results/remote-epochs-$kind-$count.json"
+}
+
+for kind in ${kinds//,/ }; do
+  src=$(make_dataset "$kind" "$count" 20)
+  store=$BENCH_DIR/remote-store-$kind-$count
+  (cd "$src" && find . -name '*.JPEG' | sort | sed 's|^\./||') >"$work/lists/all.rel"
+  n=$(wc -l <"$work/lists/all.rel")
+  ((peer_files > n)) && peer_files=$n
+  record_bytes=$(find "$store/records" -type f -printf '%s\n' | awk '{s += $1} END {print s}')
+  nrec=$(find "$store/records" -type f | wc -l)
+  if [[ ,$parts, == *,cold,* ]]; then cold_part; fi
+  if [[ ,$parts, == *,epochs,* ]]; then epochs_part; fi
 done
 if [[ -s $work/errors ]]; then printf '\nREAD ERRORS:\n'; cat "$work/errors"; fi
