@@ -231,7 +231,10 @@ void Filesystem::note_rank_order(const OrderName& name) {
       }
     }
     std::string ranks;
-    for (uint32_t rank : share_ranks_) ranks += (ranks.empty() ? "" : ",") + std::to_string(rank);
+    for (uint32_t rank : share_ranks_) {
+      if (!ranks.empty()) ranks += ',';
+      ranks += std::to_string(rank);
+    }
     share_.what = fmt::format("the {} records of rank{} {} of {}", count, share_ranks_.size() > 1 ? "s" : "", ranks,
                               name.world);
   }
