@@ -245,6 +245,13 @@ void Filesystem::note_rank_order(const OrderName& name) {
 // already looked up keep pages and sizes: drop them so the next read sees the new orders.
 void Filesystem::forget_order_files() {
   log_info("order seed {}", orders_.seed());
+  {  // the ranks' records depend on the seed: the share counts again from the next rank order
+    std::lock_guard lock(share_mu_);
+    share_world_ = 1;
+    share_ranks_.clear();
+    share_ = ReadShare{};
+  }
+  decide_random_reads();
   KernelCache* kernel = changes_.kernel();
   if (!kernel) return;
   for (uint32_t slot = 0; slot < orders_.slots(); ++slot)

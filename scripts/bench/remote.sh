@@ -218,17 +218,14 @@ run_peer() {  # s3fs|rclone RUN [CACHE_DIR]: with CACHE_DIR, the peer's disk cac
 
 # run_nodes ranks|quarters RUN -> "images/s served storage proxy GETs requests rss_max files": four
 # mounts at full level read together; images/s: all files over the slowest node's time.
-run_nodes() {
-  local mode=$1 r=$2 R pids=() rpids=() t=$(((threads + 3) / 4))
-  for R in 0 1 2 3; do pids+=("$(fid_mount "$work/n$R" full)"); done
-  for R in 0 1 2 3; do
-    local m=$work/n$R
-    if [[ $mode == ranks ]]; then
-      sed "s|^|$m/|" "$m/.fidelity/order/epoch-$r.rank-$R-of-4" >"$work/lists/n$R"
-    else  # DistributedSampler(shuffle=True): a seeded permutation, rank R takes every 4th from R
-      shuffled "$r" "$count" | awk -v R="$R" '(NR - 1) % 4 == R' | sed "s|^|$m/|" >"$work/lists/n$R"
-    fi
-  done
+# read_nodes LABEL PID...: the four mounts n0..n3 (daemons PID...) read their lists $work/lists/nR
+# together from a dropped page cache, then are unmounted -> "images/s served storage proxy GETs
+# requests rss_max files"; images/s: all files over the slowest node's time. Each node's stats are
+# kept as $work/stats/LABEL-R.json.
+read_nodes() {
+  local label=$1 R rpids=() t=$(((threads + 3) / 4)) files=0 served=0 storage=0 secs=0 rss=0 o k
+  shift
+  local pids=("$@")
   cold
   preset
   for R in 0 1 2 3; do
@@ -237,21 +234,33 @@ run_nodes() {
   done
   for p in "${rpids[@]}"; do wait "$p"; done
   read -r pb pg pr < <(pcount)
-  local files=0 served=0 storage=0 secs=0 rss=0 o
   for R in 0 1 2 3; do
     o=$(cat "$work/lists/n$R.out")
-    errors "node $R $mode run $r" "$o"
+    errors "$label node $R" "$o"
     files=$((files + $(field "$o" files)))
     served=$((served + $(field "$o" bytes)))
     secs=$(echo "s = $(field "$o" seconds); if (s > $secs) s else $secs" | bc -l)
-    cp "$work/n$R/.fidelity/stats" "$work/stats/nodes-$mode-$r-$R.json"
-    storage=$((storage + $(pyget "$work/stats/nodes-$mode-$r-$R.json" storage_bytes)))
-    local k
+    cp "$work/n$R/.fidelity/stats" "$work/stats/$label-$R.json"
+    storage=$((storage + $(pyget "$work/stats/$label-$R.json" storage_bytes)))
     k=$(kb "${pids[$R]}" VmHWM)
     ((k > rss)) && rss=$k
   done
   for R in 0 1 2 3; do fid_umount "$work/n$R" "${pids[$R]}"; done
   echo "$(echo "$files / $secs" | bc -l) $served $storage $pb $pg $pr $rss $files"
+}
+
+run_nodes() {
+  local mode=$1 r=$2 R m pids=()
+  for R in 0 1 2 3; do pids+=("$(fid_mount "$work/n$R" full)"); done
+  for R in 0 1 2 3; do
+    m=$work/n$R
+    if [[ $mode == ranks ]]; then
+      sed "s|^|$m/|" "$m/.fidelity/order/epoch-$r.rank-$R-of-4" >"$work/lists/n$R"
+    else  # DistributedSampler(shuffle=True): a seeded permutation, rank R takes every 4th from R
+      shuffled "$r" "$count" | awk -v R="$R" '(NR - 1) % 4 == R' | sed "s|^|$m/|" >"$work/lists/n$R"
+    fi
+  done
+  read_nodes "nodes-$mode-$r" "${pids[@]}"
 }
 
 # errors WHAT JSON: notes readbench's read errors (printed after the tables)
@@ -261,6 +270,29 @@ errors() {
   [[ $e == 0 ]] || echo "$1: read errors: $e" >>"$work/errors"
 }
 x() { echo "$1" | bc -l; }
+# The runs' figures live in the calling part's associative array R: R[NAME,METRIC] = "v1 v2 ...".
+keep() {  # NAME "images/s served fetched proxy GETs requests rss files [mode]": one run's figures
+  local a b c d e f g h mode kv
+  read -r a b c d e f g h mode <<<"$2"
+  for kv in "fps $a" "served $b" "fetched $c" "proxy $d" "gets $e" "reqs $f" "rss $g" "files $h" "mode ${mode:--}"; do
+    R[$1,${kv%% *}]+="${kv#* } "
+  done
+}
+med() { tr ' ' '\n' <<<"${R[$1,$2]}" | grep . | median; }
+# per image: the median over runs of (metric / files)
+per() {
+  local -a v f
+  read -ra v <<<"${R[$1,$2]}"
+  read -ra f <<<"${R[$1,files]}"
+  for i in "${!v[@]}"; do x "${v[$i]} / ${f[$i]}"; done | median
+}
+# the median over runs of metric A / metric B
+ratio() {
+  local -a a b
+  read -ra a <<<"${R[$1,$2]}"
+  read -ra b <<<"${R[$3,$4]}"
+  for i in "${!a[@]}"; do x "${a[$i]} / ${b[$i]}"; done | median
+}
 met() { if (($(echo "$1" | bc -l))); then echo met; else echo "NOT met"; fi; }
 
 printf '\nremote benchmark: Ceph RGW (memstore) behind fault_proxy.py in a network namespace; link: tc tbf %d Mbit/s\n' \
@@ -289,29 +321,11 @@ cold_part() {
         "4 nodes ranks") line=$(run_nodes ranks "$r") ;;
         "4 nodes quarters") line=$(run_nodes quarters "$r") ;;
       esac
-      read -r a b c d e f g h <<<"$line"
-      for kv in "fps $a" "served $b" "fetched $c" "proxy $d" "gets $e" "reqs $f" "rss $g" "files $h"; do
-        R[$name,${kv%% *}]+="${kv#* } "
-      done
+      keep "$name" "$line"
       echo "$kind run $r: $name: $line" >&2
     done
   done
 
-  med() { tr ' ' '\n' <<<"${R[$1,$2]}" | grep . | median; }
-  # per image: the median over runs of (metric / files)
-  per() {
-    local -a v f
-    read -ra v <<<"${R[$1,$2]}"
-    read -ra f <<<"${R[$1,files]}"
-    for i in "${!v[@]}"; do x "${v[$i]} / ${f[$i]}"; done | median
-  }
-  # the median over runs of metric A / metric B
-  ratio() {
-    local -a a b
-    read -ra a <<<"${R[$1,$2]}"
-    read -ra b <<<"${R[$3,$4]}"
-    for i in "${!a[@]}"; do x "${a[$i]} / ${b[$i]}"; done | median
-  }
   src_b=$(find "$src" -name '*.JPEG' -printf '%s\n' | awk '{s += $1} END {print s}')
   printf '\n%s: %d JPEGs (%.0f B on average, %.1f MB) in 20 classes; store: %d records, %.1f MB; s3fs and rclone read the first %d files of each run'"'"'s random order\n' \
     "$kind" "$n" "$(x "$src_b / $n")" "$(x "$src_b / 1000000")" "$nrec" "$(x "$record_bytes / 1000000")" "$peer_files"
@@ -425,36 +439,19 @@ peer_epochs() {  # PEER RUN
 
 # nodes_epochs DEAL RUN: four mounts, each on its own disk cache, rank orders of two epochs.
 nodes_epochs() {
-  local deal=$1 r=$2 R e pids rpids t=$(((threads + 3) / 4)) dcs=$((record_bytes * 12 / 40)) o
+  local deal=$1 r=$2 R e pids dcs=$((record_bytes * 12 / 40)) line
   for R in 0 1 2 3; do rm -rf "$work/ndc$R"; done
   for e in 0 1; do
-    pids=() rpids=()
+    pids=()
     for R in 0 1 2 3; do
       pids+=("$(fid_mount "$work/n$R" full "disk_cache=$work/ndc$R,disk_cache_size=$dcs,order_ranks=$deal")")
     done
     for R in 0 1 2 3; do
       sed "s|^|$work/n$R/|" "$work/n$R/.fidelity/order/epoch-$((2 * r + e)).rank-$R-of-4" >"$work/lists/n$R"
     done
-    cold
-    preset
-    for R in 0 1 2 3; do
-      read_list "$work/lists/n$R" "$t" >"$work/lists/n$R.out" &
-      rpids+=($!)
-    done
-    for p in "${rpids[@]}"; do wait "$p"; done
-    read -r pb pg pr < <(pcount)
-    local files=0 served=0 storage=0 secs=0
-    for R in 0 1 2 3; do
-      o=$(cat "$work/lists/n$R.out")
-      errors "nodes $deal e$e node $R run $r" "$o"
-      files=$((files + $(field "$o" files)))
-      served=$((served + $(field "$o" bytes)))
-      secs=$(echo "s = $(field "$o" seconds); if (s > $secs) s else $secs" | bc -l)
-      cp "$work/n$R/.fidelity/stats" "$work/stats/nodes-$deal-$e-$R.json"
-      storage=$((storage + $(pyget "$work/stats/nodes-$deal-$e-$R.json" storage_bytes)))
-    done
-    for R in 0 1 2 3; do fid_umount "$work/n$R" "${pids[$R]}"; done
-    echo "nodes $deal e$e|$(echo "$files / $secs" | bc -l) $served $storage $pb $pg $pr 0 $files -"
+    line=$(read_nodes "nodes-$deal-e$e" "${pids[@]}")
+    read -r a b c d f g _ h <<<"$line"
+    echo "nodes $deal e$e|$a $b $c $d $f $g 0 $h -"
   done
 }
 
@@ -486,28 +483,12 @@ epochs_part() {
       esac
       while IFS='|' read -r name line; do
         [[ -n $name ]] || continue
-        read -r a b c d e f g h mode <<<"$line"
-        for kv in "fps $a" "served $b" "fetched $c" "proxy $d" "gets $e" "reqs $f" "rss $g" "files $h" "mode $mode"; do
-          R[$name,${kv%% *}]+="${kv#* } "
-        done
+        keep "$name" "$line"
         echo "$kind run $r: $name: $line" >&2
       done <<<"$lines"
     done
   done
 
-  med() { tr ' ' '\n' <<<"${R[$1,$2]}" | grep . | median; }
-  per() {
-    local -a v f
-    read -ra v <<<"${R[$1,$2]}"
-    read -ra f <<<"${R[$1,files]}"
-    for i in "${!v[@]}"; do x "${v[$i]} / ${f[$i]}"; done | median
-  }
-  ratio() {
-    local -a a b
-    read -ra a <<<"${R[$1,$2]}"
-    read -ra b <<<"${R[$3,$4]}"
-    for i in "${!a[@]}"; do x "${a[$i]} / ${b[$i]}"; done | median
-  }
   local names=("fid random e0" "fid random e1" "fid order e0" "ext4 random e1" "s3fs e0" "s3fs e1" "rclone e0" "rclone e1"
                "small dc auto" "small dc pieces" "nodes stable e0" "nodes stable e1" "nodes per-epoch e0"
                "nodes per-epoch e1")

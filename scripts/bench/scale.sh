@@ -23,7 +23,9 @@
 # (drop_caches, mounts).
 # EMPTY=1 makes empty files instead (stored as blobs, one piece each): a namespace of COUNT names
 # with the least data, on a loop-mounted ext4 with an inode per file, for the largest counts.
-#   scripts/bench/scale.sh [COUNT=1281167]      env: RUNS=3 READS=100000 LIMIT_S=14400 EMPTY=0
+# OPTS adds mount options to every run's mount (OPTS=cache=4GiB: a cache that holds the store, so
+# that random_reads=auto loads whole records; the mode in force is printed).
+#   scripts/bench/scale.sh [COUNT=1281167]      env: RUNS=3 READS=100000 LIMIT_S=14400 EMPTY=0 OPTS=
 source "$(dirname "$0")/common.sh"
 count=${1:-1281167}
 runs=${RUNS:-3}
@@ -161,7 +163,7 @@ run_mount() {  # run_mount MODE SEED
   cold
   k0=$(fuse_inodes)
   t0=$(now)
-  bounded 600 "$bin" mount "$store" "$m" -o "readdir=$mode"
+  bounded 600 "$bin" mount "$store" "$m" -o "readdir=$mode${OPTS:+,$OPTS}"
   add "$mode" mount "$(echo "$(now) - $t0" | bc -l)"
   daemon=$(pgrep -f -x "$bin mount $store $m .*" | head -1)
   mem "$mode" mount
@@ -169,6 +171,8 @@ run_mount() {  # run_mount MODE SEED
   mem "$mode" list
   add "$mode" inodes_list "$(($(fuse_inodes) - k0))"
   epoch "$m" "$mode" "$2"
+  random_mode=$(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["random_reads"]["why"])' \
+    "$m/.fidelity/stats")
   mem "$mode" reads
   add "$mode" inodes_reads "$(($(fuse_inodes) - k0))"
   add "$mode" lookups "$(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["lookups"])' "$m/.fidelity/stats")"
@@ -230,6 +234,7 @@ printf 'store: %.1f MB (source %.1f MB); index.sqlite %d B, %.1f B per file\n' "
   "$(echo "$src_b / 1000000" | bc -l)" "$index_b" "$(echo "$index_b / $files" | bc -l)"
 printf 'first mount (makes the tables file, %.1f B per file): %.2f s from dropped caches, RssAnon %.1f B per file after it\n' \
   "$(echo "$tables_b / $files" | bc -l)" "$first_mount_s" "$first_anon_b"
+printf 'mount options: readdir=MODE%s; random reads: %s\n' "${OPTS:+,$OPTS}" "$random_mode"
 printf 'page cache dropped and a fresh daemon before every run (its mount maps the tables file); median of %d runs, ratios: median of per-run ratios to ext4\n\n' "$runs"
 printf '%-6s %8s | %18s | %18s | %18s | %18s\n' mode "mount s" "first listing s" "second listing s" "first $reads reads s" "total s"
 printf '%-6s %8s | %8.2f %9s | %8.3f %9s | %8.2f %9s | %8.2f %9s\n' ext4 - "$(med ext4 list1)" "" "$(med ext4 list2)" "" \

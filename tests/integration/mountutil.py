@@ -201,3 +201,35 @@ def flip_level(mnt, rng, rels, dirs, levels):
                 raise
     else:
         os.setxattr(os.path.join(mnt, rng.choice(rels)), XA, level)
+
+
+def read_concurrently(mnt, rels, threads, seconds=120):
+    """Reads every rel (relative to mnt) whole with `threads` threads, each taking the next file of
+    the list in turn; returns (bytes by rel, rels that failed with EIO). Any other error fails the
+    test, and so does a reader not back within `seconds` (hung)."""
+    import threading
+    it, lock, got, eio, other = iter(rels), threading.Lock(), {}, [], []
+
+    def work():
+        while True:
+            with lock:
+                rel = next(it, None)
+            if rel is None:
+                return
+            try:
+                with open(os.path.join(mnt, rel), "rb") as f:
+                    got[rel] = f.read()
+            except OSError as e:
+                if e.errno == errno.EIO:
+                    eio.append(rel)
+                else:
+                    other.append(f"{rel}: {e}")
+
+    ts = [threading.Thread(target=work, daemon=True) for _ in range(threads)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join(timeout=seconds)
+    assert not any(t.is_alive() for t in ts), "a reader hung"
+    assert other == [], other[:5]
+    return got, eio

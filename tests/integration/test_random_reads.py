@@ -12,10 +12,7 @@ import threading
 
 from conftest import fid_bin
 from fidstore import Store
-from mountutil import XA, mounted, walk_files
-
-LEVELS_FULL = None
-
+from mountutil import XA, mounted, read_concurrently, walk_files
 
 def stats(mnt):
     with open(os.path.join(mnt, ".fidelity", "stats")) as f:
@@ -23,28 +20,9 @@ def stats(mnt):
 
 
 def read_in_threads(mnt, rels, threads):
-    """rel -> bytes, read by `threads` threads taking the next file of the list in turn."""
-    it, lock, got, errors = iter(rels), threading.Lock(), {}, []
-
-    def work():
-        while True:
-            with lock:
-                rel = next(it, None)
-            if rel is None:
-                return
-            try:
-                with open(os.path.join(mnt, rel), "rb") as f:
-                    got[rel] = f.read()
-            except OSError as e:
-                errors.append(f"{rel}: {e}")
-
-    ts = [threading.Thread(target=work) for _ in range(threads)]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join(timeout=300)
-    assert not any(t.is_alive() for t in ts), "a reader hung"
-    assert errors == []
+    """rel -> bytes; no read may fail."""
+    got, eio = read_concurrently(mnt, rels, threads, seconds=300)
+    assert eio == []
     return got
 
 

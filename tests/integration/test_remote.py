@@ -13,7 +13,7 @@ import pytest
 import remote_servers
 from conftest import pack, run
 from fidstore import Store
-from mountutil import daemon_pid, mounted, mount, unmount, walk_files
+from mountutil import daemon_pid, mounted, mount, read_concurrently, unmount, walk_files
 
 BUCKET = "fid-remote"
 SECRET_MARK = "s3cr3t-never-printed"
@@ -414,33 +414,6 @@ def test_four_ranks_read_the_store_once(nginx, remote_store, cache_home, tmp_pat
     assert len({len(s) for s in seen}) == 1  # equal lengths, as DistributedSampler expects
     assert prefixes <= 1.05 * total_records, (prefixes, total_records)
     assert pieces <= 4 * 9 * largest, (pieces, largest)
-
-
-def read_concurrently(mnt, rels, threads, seconds=120):
-    """Reads rels with `threads` threads taking the next file in turn; returns (bytes by file, files
-    that failed with EIO). A reader not back within `seconds` is hung: the test fails."""
-    it, lock, got, eio, other = iter(rels), threading.Lock(), {}, [], []
-
-    def work():
-        while True:
-            with lock:
-                rel = next(it, None)
-            if rel is None:
-                return
-            try:
-                with open(os.path.join(mnt, rel), "rb") as f:
-                    got[rel] = f.read()
-            except OSError as e:
-                (eio if e.errno == 5 else other).append(rel)
-
-    ts = [threading.Thread(target=work, daemon=True) for _ in range(threads)]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join(timeout=seconds)
-    assert not any(t.is_alive() for t in ts), "a reader hung"
-    assert other == []
-    return got, eio
 
 
 def shuffled(rels, seed):
