@@ -109,14 +109,20 @@ def test_auto_chooses_by_size_both_ways_and_after_a_level_change(imagenet_store,
                 assert s["piece_reads"] == 0 and s["records_read"] > 0
             else:
                 assert s["records_read"] == 0 and s["piece_reads"] > 0
-    # a level change decides again: level 2 fits, full does not, back to 2 fits
-    with mounted(imagenet_store, str(tmp_path / "flip"), "-o", f"scan_group=2,cache={low}") as mnt:
+    # a level change decides again: level 2 fits, full does not, back to 2 fits; the log says so
+    log = tmp_path / "mount.log"
+    cfg = tmp_path / "log.yaml"
+    cfg.write_text(f"log:\n  file: {log}\n")
+    with mounted(imagenet_store, str(tmp_path / "flip"), "--config", str(cfg), "-o", f"scan_group=2,cache={low}") as mnt:
         assert stats(mnt)["random_reads"]["mode"] == "records"
         os.setxattr(mnt, XA, b"full")
         rr = stats(mnt)["random_reads"]
         assert rr["mode"] == "pieces" and rr["needed"] == full, rr
         os.removexattr(mnt, XA)
         assert stats(mnt)["random_reads"]["mode"] == "records"
+    text = log.read_text()
+    assert f"random reads: records (auto: the prefixes of every record need {low} B, cache holds {low} B)" in text
+    assert f"random reads: pieces (auto: the prefixes of every record need {full} B, cache holds only {low} B)" in text
 
 
 def test_a_level_raised_mid_epoch_fetches_only_the_missing_tail(imagenet_store, mnt):
