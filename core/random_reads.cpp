@@ -1,14 +1,12 @@
 #include "core/random_reads.h"
 
+#include "core/record_cache.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
 
 namespace fid::core {
-
-namespace {
-constexpr uint64_t kPage = 4096;  // RecordCache's allocation unit
-}
 
 uint64_t prefix_bytes_needed(const index::Store& store, const LevelPolicy& policy, const ReadShare& share) {
   const auto records = store.records();
@@ -19,13 +17,8 @@ uint64_t prefix_bytes_needed(const index::Store& store, const LevelPolicy& polic
     level[f.record] = static_cast<uint8_t>(std::max<int>(level[f.record], l));
   }
   uint64_t total = 0;
-  for (size_t r = 0; r < records.size(); ++r) {
-    if (level[r] == 0 || records[r].region_end.empty()) continue;
-    const index::Record& rec = records[r];
-    const bool scan = rec.layout == index::RecordLayout::scan;
-    const uint64_t len = scan ? rec.region_end[std::min<size_t>(level[r], rec.region_end.size() - 1)] : rec.region_end.back();
-    total += (std::max<uint64_t>(len, 1) + kPage - 1) / kPage * kPage;
-  }
+  for (uint32_t r = 0; r < records.size(); ++r)
+    if (level[r] != 0 && !records[r].region_end.empty()) total += prefix_memory(record_prefix_len(store, r, level[r]));
   return total;
 }
 

@@ -31,6 +31,8 @@ std::vector<std::pair<uint32_t, uint32_t>> bad_pieces_of(const index::Store& sto
 }
 }  // namespace
 
+uint64_t prefix_memory(uint64_t len) { return round_up(std::max<uint64_t>(len, 1), kPage); }
+
 bool Prefix::is_bad(uint32_t file, uint32_t piece) const {
   return !bad_pieces.empty() && std::binary_search(bad_pieces.begin(), bad_pieces.end(), std::pair{file, piece});
 }
@@ -53,8 +55,8 @@ int RecordCache::prefix_level(uint32_t r, int level) const {
   return store_.records()[r].layout == index::RecordLayout::scan ? level : 0;
 }
 
-uint64_t RecordCache::prefix_len(uint32_t r, int level) const {
-  const index::Record& rec = store_.records()[r];
+uint64_t record_prefix_len(const index::Store& store, uint32_t r, int level) {
+  const index::Record& rec = store.records()[r];
   if (rec.region_end.empty()) return 0;
   if (rec.layout != index::RecordLayout::scan || level <= 0) return rec.region_end.back();
   return rec.region_end[std::min<size_t>(static_cast<size_t>(level), rec.region_end.size() - 1)];
@@ -198,7 +200,7 @@ bool RecordCache::load(uint32_t r, int level, bool by_prefetch) {
   if (s.loading) return true;
   s.pending_level = lvl;  // keeps the slot out of reserve_locked's reach
   const uint64_t len = prefix_len(r, lvl);
-  const uint64_t alloc = round_up(std::max<uint64_t>(len, 1), kPage);
+  const uint64_t alloc = prefix_memory(len);
   // A lower level's prefix is extended: held (and counted) until its bytes are copied, so the
   // new prefix is reserved beside it; if both do not fit, it is let go and r read from 0.
   std::shared_ptr<const Prefix> base = s.prefix && s.prefix->len < len ? s.prefix : nullptr;

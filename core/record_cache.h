@@ -48,6 +48,11 @@ struct Prefix {
   bool is_bad(uint32_t file, uint32_t piece) const;
 };
 
+// Bytes of the prefix of record r at prefix level `level` (0 = the whole record; a whole record
+// is always whole), and the memory a cached prefix of `len` bytes takes (whole pages).
+uint64_t record_prefix_len(const index::Store& store, uint32_t r, int level);
+uint64_t prefix_memory(uint64_t len);
+
 class RecordCache {
  public:
   RecordCache(const index::Store& store, storage::RecordSource& source, ReadStats& stats, uint64_t budget);
@@ -64,7 +69,7 @@ class RecordCache {
   // record, 0 (the whole record) in a whole record.
   int prefix_level(uint32_t r, int level) const;
   // Bytes of the prefix of record r at prefix level `level` (0 = whole record).
-  uint64_t prefix_len(uint32_t r, int level) const;
+  uint64_t prefix_len(uint32_t r, int level) const { return record_prefix_len(store_, r, level); }
 
   // The cached prefix of r covering `level`; waits for one being loaded or queued by the
   // prefetcher. nullptr if there is none (the caller reads the file's own pieces).
