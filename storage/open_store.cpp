@@ -1,5 +1,6 @@
 #include "storage/open_store.h"
 
+#include "common/private_dir.h"
 #include "storage/disk_cache.h"
 #include "storage/local_record_source.h"
 #include "storage/remote_store.h"
@@ -30,6 +31,11 @@ Result<OpenedStore> open_store(const std::string& location, const StoreOptions& 
     out.index_file = out.store->path() / "index.sqlite";
     // identity stays empty: it names a store in the disk cache, which only remote stores use.
     return out;
+  }
+  if (!opts.disk_cache.empty()) {
+    // Checked before anything is written there: a folder another user could write to is an error.
+    Result<Fd> disk_cache = open_private_dir(opts.disk_cache, "disk cache");
+    if (!disk_cache) return std::move(disk_cache).error();
   }
   Result<RemoteStore> remote = open_remote_store(*url, opts);
   if (!remote) return std::move(remote).error();

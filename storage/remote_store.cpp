@@ -13,6 +13,7 @@
 #include <latch>
 #include <vector>
 
+#include "common/private_dir.h"
 #include "storage/aws_config.h"
 
 namespace fid::storage {
@@ -45,11 +46,16 @@ Result<std::string> hash_file(const fs::path& file) {
   return hex64(h);
 }
 
+// Its first line (an ETag); "" if it is missing, not a regular file, or a symbolic link (never
+// followed: what it points at would be sent to the server as If-None-Match).
 std::string read_small_file(const fs::path& p) {
-  std::ifstream in(p);
-  std::string s;
-  std::getline(in, s);
-  return s;
+  const Fd fd(::open(p.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+  struct stat st {};
+  if (fd.get() < 0 || ::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) return "";
+  std::string s(4096, '\0');
+  const ssize_t n = ::pread(fd.get(), s.data(), s.size(), 0);
+  s.resize(n > 0 ? static_cast<size_t>(n) : 0);
+  return s.substr(0, s.find('\n'));
 }
 
 Status fsync_path(const fs::path& p, int flags) {
@@ -67,9 +73,11 @@ Status fsync_path(const fs::path& p, int flags) {
 Status write_atomically(const fs::path& file, std::string_view text) {
   const fs::path tmp = file.string() + ".tmp." + std::to_string(::getpid());
   {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << text;
-    if (!out) return Error{EIO, fmt::format("{}: cannot write", tmp.string())};
+    // Made anew, 0600, never through a symbolic link; whatever had the name is removed first.
+    Fd out(create_private_file(AT_FDCWD, tmp.c_str()));
+    if (out.get() < 0 && errno == EEXIST && ::unlink(tmp.c_str()) == 0) out = Fd(create_private_file(AT_FDCWD, tmp.c_str()));
+    if (out.get() < 0 || ::write(out.get(), text.data(), text.size()) != static_cast<ssize_t>(text.size()))
+      return Error{EIO, fmt::format("{}: cannot write", tmp.string())};
   }
   std::error_code ec;
   fs::rename(tmp, file, ec);
@@ -230,11 +238,8 @@ Status check_records(HttpClient& client, const RemoteLocation& where, const inde
 }  // namespace
 
 Status make_private_dir(const fs::path& dir) {
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) return Error{ec.value(), fmt::format("index cache {}: {}", dir.string(), ec.message())};
-  if (::chmod(dir.c_str(), 0700) != 0 && errno != EPERM)  // EPERM: a shared folder someone else owns
-    return Error{errno, fmt::format("index cache {}: {}", dir.string(), std::strerror(errno))};
+  Result<Fd> fd = open_private_dir(dir, "index cache");
+  if (!fd) return std::move(fd).error();
   return {};
 }
 

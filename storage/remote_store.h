@@ -39,7 +39,8 @@ Result<RemoteLocation> remote_location(const StoreUrl& url, const S3Options& s3)
 // $XDG_CACHE_HOME/fidelityfs, else $HOME/.cache/fidelityfs.
 std::filesystem::path index_cache_dir(const StoreOptions& opts);
 
-// Creates `dir` (and its parents) for this user only (0700); an "index cache" Error if not.
+// Creates `dir` (and missing parents) for this user only (0700); an "index cache" Error if not,
+// or if it exists and another user could write to it (common/private_dir.h).
 Status make_private_dir(const std::filesystem::path& dir);
 
 }  // namespace fid::storage
