@@ -1,5 +1,6 @@
 #include "index/tables_file.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -14,6 +15,7 @@
 #include <type_traits>
 
 #include "common/fd.h"
+#include "common/private_dir.h"
 #include "index/format.h"
 
 namespace fid::index {
@@ -140,34 +142,60 @@ bool decode_records(const uint8_t* p, const uint8_t* end, std::vector<Record>& o
   return true;
 }
 
+// Opens the file `name` of the tables folder for reading: never through a symbolic link, and
+// never blocking on a FIFO put in its place (the caller checks that it is a regular file).
+int open_in(int dir, const std::string& name) { return ::openat(dir, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC); }
+
+bool is_regular(int fd) {
+  struct stat st {};
+  return ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
+}
+
 // The header and index path of a tables file, for pruning; false if it is not one.
-bool read_index_path(const fs::path& file, std::string& index_path) {
-  const Fd fd(::open(file.c_str(), O_RDONLY | O_CLOEXEC));
+bool read_index_path(int dir, const std::string& name, std::string& index_path) {
+  const Fd fd(open_in(dir, name));
   Header h{};
-  if (fd.get() < 0 || !pread_all(fd.get(), &h, sizeof h, 0) ||
+  if (fd.get() < 0 || !is_regular(fd.get()) || !pread_all(fd.get(), &h, sizeof h, 0) ||
       std::memcmp(h.magic, kTablesMagic, sizeof kTablesMagic) != 0 || h.index_path_bytes > kMaxIndexPathBytes)
     return false;
   index_path.resize(h.index_path_bytes);
   return pread_all(fd.get(), index_path.data(), index_path.size(), sizeof h) && header_hash(h, index_path) == h.header_hash;
 }
 
-// Tables files whose index is gone, and temporary files of processes that are gone.
-void prune(const fs::path& dir, const fs::path& keep) {
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator(dir, ec)) {
-    const std::string name = e.path().filename().string();
-    if (e.path() == keep) continue;
+// Tables files whose index is gone, and temporary files of processes that are gone; removed
+// by name in the folder (unlinkat), so a symbolic link is removed itself, never its target.
+void prune(int dir, const std::string& keep) {
+  const int listing = ::dup(dir);
+  DIR* d = listing >= 0 ? ::fdopendir(listing) : nullptr;
+  if (!d) {
+    if (listing >= 0) ::close(listing);
+    return;
+  }
+  ::rewinddir(d);  // the descriptor is shared with the folder's own: start at the beginning
+  std::vector<std::string> gone;
+  while (const dirent* e = ::readdir(d)) {
+    const std::string name = e->d_name;
+    if (name == keep || name == "." || name == "..") continue;
     if (const size_t t = name.find(kTempMarker); t != std::string::npos) {
       const std::string pid = name.substr(t + kTempMarker.size());
       if (!pid.empty() && pid.find_first_not_of("0123456789") == std::string::npos && pid.size() < 10 &&
           ::kill(static_cast<pid_t>(std::stol(pid)), 0) != 0 && errno == ESRCH)
-        fs::remove(e.path(), ec);
+        gone.push_back(name);
       continue;
     }
     std::string index_path;
-    if (name.ends_with(kTablesSuffix) && read_index_path(e.path(), index_path) && !fs::exists(index_path, ec) && !ec)
-      fs::remove(e.path(), ec);
+    std::error_code ec;
+    if (name.ends_with(kTablesSuffix) && read_index_path(dir, name, index_path) && !fs::exists(index_path, ec) && !ec)
+      gone.push_back(name);
   }
+  ::closedir(d);
+  for (const std::string& name : gone) ::unlinkat(dir, name.c_str(), 0);
+}
+
+// The folder of a tables file, checked (storage::tables_dir makes it): a folder another user
+// could write to is refused, since a file planted there would be mapped as the store's tables.
+Result<Fd> open_tables_dir(const fs::path& file) {
+  return open_private_dir(file.parent_path(), "tables cache", /*create=*/false);
 }
 
 }  // namespace
@@ -229,9 +257,17 @@ Status write_tables_file(const fs::path& file, const fs::path& index_file, const
   }
   h.file_bytes = pos;
 
-  const fs::path tmp = file.string().substr(0, file.string().size() - kTablesSuffix.size()) +
-                       std::string(kTempMarker) + std::to_string(::getpid());
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  Result<Fd> dir = open_tables_dir(file);
+  if (!dir) return std::move(dir).error();
+  const std::string name = file.filename().string();
+  const std::string tmp_name = name.substr(0, name.size() - kTablesSuffix.size()) + std::string(kTempMarker) +
+                               std::to_string(::getpid());
+  const fs::path tmp = file.parent_path() / tmp_name;
+  // Made anew (O_EXCL): whatever has the name (a crash's leftover of a process with this pid, a
+  // symbolic link) is removed, never written through.
+  int fd = create_private_file(dir->get(), tmp_name.c_str());
+  if (fd < 0 && errno == EEXIST && ::unlinkat(dir->get(), tmp_name.c_str(), 0) == 0)
+    fd = create_private_file(dir->get(), tmp_name.c_str());
   if (fd < 0) return Error{errno, fmt::format("{}: {}", tmp.string(), std::strerror(errno))};
   static constexpr uint8_t kZeros[kSectionAlign] = {};
   XXH3_state_t* st = XXH3_createState();
@@ -254,26 +290,32 @@ Status write_tables_file(const fs::path& file, const fs::path& index_file, const
   const int e = ok ? 0 : (errno ? errno : EIO);
   if (::close(fd) != 0 || !ok) {
     const int err = e ? e : errno;
-    ::unlink(tmp.c_str());
+    ::unlinkat(dir->get(), tmp_name.c_str(), 0);
     return Error{err, fmt::format("{}: cannot write the tables file: {}", tmp.string(), std::strerror(err))};
   }
-  if (::rename(tmp.c_str(), file.c_str()) != 0) {
+  // Replaces whatever has the name, a symbolic link included (the link, not its target).
+  if (::renameat(dir->get(), tmp_name.c_str(), dir->get(), name.c_str()) != 0) {
     const int err = errno;
-    ::unlink(tmp.c_str());
+    ::unlinkat(dir->get(), tmp_name.c_str(), 0);
     return Error{err, fmt::format("{}: {}", file.string(), std::strerror(err))};
   }
-  prune(file.parent_path(), file);
+  prune(dir->get(), name);
   return {};
 }
 
 Result<std::unique_ptr<MappedTables>> MappedTables::map(const fs::path& file, const IndexIdentity& expect) {
   const std::string where = file.string();
   auto damaged = [&](const std::string& why) { return Error{EINVAL, fmt::format("{}: damaged tables file: {}", where, why)}; };
-  const Fd fd(::open(file.c_str(), O_RDONLY | O_CLOEXEC));
+  Result<Fd> dir = open_tables_dir(file);
+  if (!dir) return std::move(dir).error();
+  const Fd fd(open_in(dir->get(), file.filename().string()));
+  if (fd.get() < 0 && errno == ELOOP) return damaged("a symbolic link, not a file");
   if (fd.get() < 0) return Error{errno, fmt::format("{}: {}", where, std::strerror(errno))};
   struct stat st {};
   Header h{};
-  if (::fstat(fd.get(), &st) != 0 || static_cast<uint64_t>(st.st_size) < sizeof h || !pread_all(fd.get(), &h, sizeof h, 0))
+  if (::fstat(fd.get(), &st) != 0) return Error{errno, fmt::format("{}: {}", where, std::strerror(errno))};
+  if (!S_ISREG(st.st_mode)) return damaged("not a regular file");
+  if (static_cast<uint64_t>(st.st_size) < sizeof h || !pread_all(fd.get(), &h, sizeof h, 0))
     return damaged("shorter than its header");
   if (std::memcmp(h.magic, kTablesMagic, sizeof h.magic) != 0) return damaged("not a tables file");
   if (h.layout_version != kTablesLayoutVersion || h.byte_order != kByteOrderMark || h.file_row_bytes != sizeof(File) ||

@@ -12,6 +12,7 @@
 #include "index/store.h"
 #include "index/tables_file.h"
 #include "storage/local_record_source.h"
+#include "storage/open_store.h"
 #include "test_files.h"
 #include "test_store_fixture.h"
 
@@ -175,6 +176,92 @@ TEST_F(TablesFile, WritingPrunesFilesOfGoneIndexesAndDeadWriters) {
   EXPECT_FALSE(fsys::exists(dead));
   EXPECT_TRUE(fsys::exists(alive));
   EXPECT_TRUE(fsys::exists(tables_file()));
+}
+
+// What another local user can do to the tables folder (the mount may be root's, with
+// allow_other): the folders and the file are private whatever the umask; a folder another user
+// could write to, where a forged tables file would be mapped as the store's tables, is refused
+// (the tables stay in memory, and tables_problem says why); symbolic links planted under the
+// names the writer uses are replaced, never written through.
+mode_t mode_of(const fsys::path& p) {
+  struct stat st {};
+  EXPECT_EQ(::lstat(p.c_str(), &st), 0) << p;
+  return st.st_mode & 07777;
+}
+
+std::string contents(const fsys::path& p) {
+  std::ifstream in(p);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+TEST_F(TablesFile, FoldersAre0700AndTheFile0600WhateverTheUmask) {
+  const mode_t old = ::umask(0);
+  fid::storage::StoreOptions opts;
+  opts.index_cache = (tables_dir() / "made" / "cache").string();
+  opts.map_tables = true;
+  const fsys::path dir = fid::storage::tables_dir(opts);
+  auto s = Store::open(path(), dir);
+  ::umask(old);
+  ASSERT_TRUE(s.ok()) << s.error().message;
+  EXPECT_EQ(s.value()->tables_problem(), "");
+  EXPECT_EQ(mode_of(tables_dir() / "made"), 0700u);
+  EXPECT_EQ(mode_of(tables_dir() / "made" / "cache"), 0700u);
+  EXPECT_EQ(mode_of(dir), 0700u);
+  EXPECT_EQ(mode_of(s.value()->tables_file()), 0600u);
+}
+
+TEST_F(TablesFile, AFolderOthersCanWriteToLeavesTheTablesInMemory) {
+  open_mapped();  // a good tables file, then the folder opened to everyone: it is not mapped
+  ASSERT_EQ(::chmod(tables_dir().c_str(), 0777), 0);
+  auto s = Store::open(path(), tables_dir());
+  ASSERT_TRUE(s.ok()) << s.error().message;
+  EXPECT_TRUE(s.value()->tables_file().empty());
+  EXPECT_EQ(s.value()->tables_problem(), "tables cache " + tables_dir().string() +
+                                             ": writable by other users (mode 0777) without the sticky bit; refusing to use it");
+  expect_same_as_loaded(*s.value());
+  EXPECT_EQ(mode_of(tables_dir()), 0777u);  // left as it is
+  ASSERT_EQ(::chmod(tables_dir().c_str(), 0700), 0);
+}
+
+TEST_F(TablesFile, AFolderOwnedByAnotherUserLeavesTheTablesInMemory) {
+  if (::geteuid() != 0) GTEST_SKIP() << "giving a folder to another user needs root";
+  ASSERT_EQ(::chown(tables_dir().c_str(), 65534, 65534), 0);
+  auto s = Store::open(path(), tables_dir());
+  ASSERT_TRUE(s.ok()) << s.error().message;
+  EXPECT_TRUE(s.value()->tables_file().empty());
+  EXPECT_EQ(s.value()->tables_problem(), "tables cache " + tables_dir().string() +
+                                             ": owned by uid 65534, not by this user (uid 0) or root; refusing to use it");
+  EXPECT_TRUE(fsys::is_empty(tables_dir()));
+  expect_same_as_loaded(*s.value());
+  ASSERT_EQ(::chown(tables_dir().c_str(), 0, 0), 0);
+}
+
+TEST_F(TablesFile, SymbolicLinksInTheFolderAreNeverFollowed) {
+  fid::testutil::TempDir outside;
+  const std::string secret = "not the cache's to touch";
+  const fsys::path file = tables_file();
+  const std::string name = file.filename().string();
+  const fsys::path temp = tables_dir() / (name.substr(0, name.size() - 7) + ".tables.tmp-" + std::to_string(::getpid()));
+  const fsys::path other = tables_dir() / "0000000000000000.tables";  // pruning reads every *.tables
+  for (const char* t : {"file", "temp", "other"}) std::ofstream(outside.path() / t) << secret;
+  fsys::create_symlink(outside.path() / "file", file);
+  fsys::create_symlink(outside.path() / "temp", temp);
+  fsys::create_symlink(outside.path() / "other", other);
+  auto s = open_mapped();
+  EXPECT_EQ(s->tables_file(), file);
+  EXPECT_FALSE(fsys::is_symlink(file));
+  EXPECT_EQ(mode_of(file), 0600u);
+  expect_same_as_loaded(*s);
+  for (const char* t : {"file", "temp", "other"}) EXPECT_EQ(contents(outside.path() / t), secret) << t;
+  // A link in the file's place when a mount maps it: made again, the target untouched.
+  s.reset();
+  fsys::remove(file);
+  fsys::create_symlink(outside.path() / "file", file);
+  auto again = fid::index::MappedTables::map(file, fid::index::identify_index(index_file()).value());
+  ASSERT_FALSE(again.ok());
+  EXPECT_EQ(again.error().code, EINVAL);
+  expect_same_as_loaded(*open_mapped());
+  EXPECT_EQ(contents(outside.path() / "file"), secret);
 }
 
 }  // namespace
