@@ -1,7 +1,6 @@
 #include "storage/disk_cache.h"
 
-#include "common/fd.h"
-
+#include <dirent.h>
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <signal.h>
@@ -21,6 +20,8 @@
 #include <thread>
 #include <vector>
 
+#include "common/fd.h"
+#include "common/private_dir.h"
 #include "index/format.h"
 #include "storage/posix_io.h"
 
@@ -55,6 +56,27 @@ pid_t temp_pid(std::string_view name) {
 }
 
 bool older(const timespec& a, const timespec& b) { return a.tv_sec != b.tv_sec ? a.tv_sec < b.tv_sec : a.tv_nsec < b.tv_nsec; }
+
+// The names in the folder `dir` (".", ".." left out); empty if it cannot be listed.
+std::vector<std::string> names_in(int dir) {
+  std::vector<std::string> out;
+  const int listing = ::dup(dir);
+  DIR* d = listing >= 0 ? ::fdopendir(listing) : nullptr;
+  if (!d) {
+    if (listing >= 0) ::close(listing);
+    return out;
+  }
+  ::rewinddir(d);  // the descriptor is shared with the folder's own: start at the beginning
+  while (const dirent* e = ::readdir(d))
+    if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0) out.emplace_back(e->d_name);
+  ::closedir(d);
+  return out;
+}
+
+// The regular file `name` in `dir` (never through a symbolic link); false if it is something else.
+bool stat_file(int dir, const std::string& name, struct stat& st) {
+  return ::fstatat(dir, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode);
+}
 
 }  // namespace
 
@@ -108,14 +130,15 @@ class DiskCachedSource final : public RecordSource, public DiskCache {
     std::atomic<int> pending{2};
     Done done;
   };
-  // One cached file found by a scan.
+  // One cached file found by a scan: `name` in the folder `dir` (this store's or another's).
   struct Entry {
     timespec used{};
     uint64_t size = 0;
-    fs::path path;
+    std::shared_ptr<const Fd> dir;
+    std::string name;
   };
 
-  fs::path entry_path(uint32_t record) const { return folder_ / fmt::format("{}{}", record, kEntrySuffix); }
+  static std::string entry_name(uint32_t record) { return fmt::format("{}{}", record, kEntrySuffix); }
   Copy open_copy(uint32_t record);
   // Serves the leading bytes of [offset, offset + dst.size()) that `copy` holds; how many.
   uint64_t serve(Copy& copy, uint64_t offset, std::span<uint8_t> dst);
@@ -128,16 +151,21 @@ class DiskCachedSource final : public RecordSource, public DiskCache {
   void writer();
   void store(const Pending& p);
   // Rescans the folder and removes least recently used files until `grow` more bytes fit
-  // (with some slack, so that scans are rare); `keep` is never removed. Under disk_mu_.
-  void evict(uint64_t grow, const fs::path& keep);
+  // (with some slack, so that scans are rare); this store's entry `keep` is never removed.
+  // Under disk_mu_.
+  void evict(uint64_t grow, const std::string& keep);
   std::vector<Entry> scan();
-  void clean_temp(const fs::path& p, std::string_view name);
+  void clean_temp(int dir, const std::string& name);
 
   const index::Store& store_;
   const std::unique_ptr<RecordSource> inner_;
   const fs::path dir_, folder_;
   const uint64_t max_;
+  // Every file is opened, renamed and removed relative to these, never through a symbolic link
+  // (common/private_dir.h): DIR, and DIR/<identity>.
+  Fd dir_fd_, folder_fd_;
   bool disabled_ = false;
+  std::string problem_;  // why disabled_
 
   std::mutex disk_mu_;            // writes, evictions and drops of this mount
   std::atomic<uint64_t> used_{0};  // bytes in the folder, as last counted (written under disk_mu_)
@@ -159,13 +187,17 @@ class DiskCachedSource final : public RecordSource, public DiskCache {
 DiskCachedSource::DiskCachedSource(const index::Store& store, std::unique_ptr<RecordSource> inner, const fs::path& dir,
                                    uint64_t max_bytes, const std::string& identity)
     : store_(store), inner_(std::move(inner)), dir_(dir), folder_(dir / folder_name(identity)), max_(max_bytes) {
-  std::error_code ec;
-  fs::create_directories(folder_, ec);
-  if (ec || !fs::is_directory(folder_, ec)) {
+  Result<Fd> base = open_private_dir(dir_, "disk cache");
+  Result<Fd> folder = base ? open_private_subdir(base->get(), folder_.filename().string(), folder_, "disk cache")
+                           : std::move(base).error();
+  if (!folder) {
     disabled_ = true;
+    problem_ = folder.error().message;
     stats_.errors.fetch_add(1, std::memory_order_relaxed);
     return;
   }
+  dir_fd_ = std::move(base).value();
+  folder_fd_ = std::move(folder).value();
   std::lock_guard lock(disk_mu_);
   evict(0, {});  // counts the folder, removes crash leftovers, and trims it to a smaller max
 }
@@ -180,7 +212,7 @@ DiskCachedSource::~DiskCachedSource() {
 }
 
 std::string DiskCachedSource::describe() const {
-  if (disabled_) return fmt::format("{}; no disk cache: cannot make {}", inner_->describe(), folder_.string());
+  if (disabled_) return fmt::format("{}; no disk cache: {}", inner_->describe(), problem_);
   return fmt::format("{}; disk cache of record prefixes in {} (at most {} bytes)", inner_->describe(), folder_.string(), max_);
 }
 
@@ -193,14 +225,16 @@ DiskCacheStats DiskCachedSource::disk_stats() const {
 
 DiskCachedSource::Copy DiskCachedSource::open_copy(uint32_t record) {
   Copy c;
-  c.fd = Fd(::open(entry_path(record).c_str(), O_RDONLY | O_CLOEXEC));
+  // O_NONBLOCK: a FIFO in an entry's place must not hang the read (it is then no regular file).
+  c.fd = Fd(::openat(folder_fd_.get(), entry_name(record).c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
   if (c.fd.get() < 0) {
     if (errno != ENOENT) stats_.errors.fetch_add(1, std::memory_order_relaxed);
+    c.unusable = errno == ELOOP;  // a symbolic link: replaced by the next copy, never read through
     return c;
   }
   struct stat st {};
   uint8_t header[index::kRecordHeaderSize];
-  const uint64_t size = ::fstat(c.fd.get(), &st) == 0 ? static_cast<uint64_t>(st.st_size) : 0;
+  const uint64_t size = ::fstat(c.fd.get(), &st) == 0 && S_ISREG(st.st_mode) ? static_cast<uint64_t>(st.st_size) : 0;
   // A published copy always starts with the record's header; anything else is not ours to serve.
   if (size < sizeof header || size > store_.records()[record].size ||
       pread_loop(c.fd.get(), header, sizeof header, 0) != static_cast<int>(sizeof header) ||
@@ -363,24 +397,25 @@ void DiskCachedSource::writer() {
 // Writes the longer copy beside the entry and renames it over, so that readers in any process
 // see the old copy or the new one whole; a crash before the rename leaves a temporary file.
 void DiskCachedSource::store(const Pending& p) {
-  const fs::path entry = entry_path(p.record);
+  const std::string entry = entry_name(p.record);
+  const int folder = folder_fd_.get();
   const uint64_t total = p.from + p.len;
   struct stat st {};
-  const uint64_t old = ::stat(entry.c_str(), &st) == 0 ? static_cast<uint64_t>(st.st_size) : 0;
+  const uint64_t old = stat_file(folder, entry, st) ? static_cast<uint64_t>(st.st_size) : 0;
   if (old >= total && !p.replace) return;  // as long a copy is there already (another reader, mount)
   if (p.from > old) return;                // what it continued is gone (evicted, dropped)
   const uint64_t grow = total > old ? total - old : 0;
   if (used_.load() + grow > max_) evict(grow, entry);
 
-  const fs::path temp = folder_ / fmt::format("{}{}-{}-{}", kTempPrefix, ::getpid(), ::gettid(), temp_counter_++);
-  Fd out(::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
+  const std::string temp = fmt::format("{}{}-{}-{}", kTempPrefix, ::getpid(), ::gettid(), temp_counter_++);
+  Fd out(create_private_file(folder, temp.c_str()));
   if (out.get() < 0) {
     stats_.errors.fetch_add(1, std::memory_order_relaxed);
     return;
   }
   bool ok = true;
   if (p.from > 0) {  // the head comes from the current copy, which must still hold it
-    Fd in(::open(entry.c_str(), O_RDONLY | O_CLOEXEC));
+    Fd in(::openat(folder, entry.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
     std::vector<uint8_t> buf(std::min<uint64_t>(p.from, 1 << 20));
     for (uint64_t at = 0; ok && at < p.from;) {
       const uint64_t n = std::min<uint64_t>(buf.size(), p.from - at);
@@ -392,8 +427,9 @@ void DiskCachedSource::store(const Pending& p) {
   // Synced before the rename: after a power loss the entry is the old copy or all of the new one.
   ok = ok && write_loop(out.get(), p.bytes.get(), p.len) == 0 && ::fdatasync(out.get()) == 0;
   out.reset();
-  if (!ok || ::rename(temp.c_str(), entry.c_str()) != 0) {
-    ::unlink(temp.c_str());
+  // Replaces whatever has the entry's name, a symbolic link included (the link, not its target).
+  if (!ok || ::renameat(folder, temp.c_str(), folder, entry.c_str()) != 0) {
+    ::unlinkat(folder, temp.c_str(), 0);
     stats_.errors.fetch_add(1, std::memory_order_relaxed);
     return;
   }
@@ -401,10 +437,16 @@ void DiskCachedSource::store(const Pending& p) {
   stats_.bytes_written.fetch_add(total, std::memory_order_relaxed);
 }
 
-void DiskCachedSource::evict(uint64_t grow, const fs::path& keep) {
-  // One evicting mount at a time: another's scan would count files this one is removing.
-  Fd lock(::open((dir_ / ".lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
-  if (lock.get() >= 0) ::flock(lock.get(), LOCK_EX);  // released when closed
+void DiskCachedSource::evict(uint64_t grow, const std::string& keep) {
+  // One evicting mount at a time: another's scan would count files this one is removing. Only a
+  // lock file of this user's is waited on: another user's (in a shared sticky folder) could be
+  // held forever.
+  Fd lock(::openat(dir_fd_.get(), ".lock", O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0600));
+  struct stat lock_st {};
+  if (lock.get() >= 0 && ::fstat(lock.get(), &lock_st) == 0 && S_ISREG(lock_st.st_mode) && lock_st.st_uid == ::geteuid())
+    ::flock(lock.get(), LOCK_EX);  // released when closed
+  else
+    stats_.errors.fetch_add(1, std::memory_order_relaxed);
   std::vector<Entry> entries = scan();
   if (used_.load() + grow <= max_) return;  // others' evictions made room
   const uint64_t room = max_ - std::min(max_, grow);
@@ -412,8 +454,8 @@ void DiskCachedSource::evict(uint64_t grow, const fs::path& keep) {
   std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) { return older(a.used, b.used); });
   for (const Entry& e : entries) {
     if (used_.load() <= target) break;
-    if (e.path == keep) continue;
-    if (::unlink(e.path.c_str()) == 0) stats_.evictions.fetch_add(1, std::memory_order_relaxed);
+    if (e.dir->get() == folder_fd_.get() && e.name == keep) continue;
+    if (::unlinkat(e.dir->get(), e.name.c_str(), 0) == 0) stats_.evictions.fetch_add(1, std::memory_order_relaxed);
     else if (errno != ENOENT) {  // ENOENT: another mount removed it
       stats_.errors.fetch_add(1, std::memory_order_relaxed);
       continue;
@@ -425,20 +467,29 @@ void DiskCachedSource::evict(uint64_t grow, const fs::path& keep) {
 std::vector<DiskCachedSource::Entry> DiskCachedSource::scan() {
   std::vector<Entry> out;
   uint64_t total = 0;
-  std::error_code ec;
-  for (fs::directory_iterator d(dir_, ec), end; !ec && d != end; d.increment(ec)) {
-    std::error_code ec2;
-    if (!d->is_directory(ec2)) continue;  // e.g. .lock
-    for (fs::directory_iterator f(d->path(), ec2); !ec2 && f != end; f.increment(ec2)) {
-      const std::string name = f->path().filename().string();
+  const std::string own = folder_.filename().string();
+  for (const std::string& store_dir : names_in(dir_fd_.get())) {
+    // Each store's folder, never through a symbolic link, and only this user's: files in a
+    // folder someone else made are neither counted nor removed.
+    std::shared_ptr<const Fd> dir;
+    if (store_dir == own) {
+      dir = std::shared_ptr<const Fd>(&folder_fd_, [](const Fd*) {});
+    } else {
+      auto opened = std::make_shared<Fd>(
+          ::openat(dir_fd_.get(), store_dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+      struct stat st {};
+      if (opened->get() < 0 || ::fstat(opened->get(), &st) != 0 || st.st_uid != ::geteuid()) continue;  // e.g. .lock
+      dir = std::move(opened);
+    }
+    for (const std::string& name : names_in(dir->get())) {
       if (name.starts_with(kTempPrefix)) {
-        clean_temp(f->path(), name);
+        clean_temp(dir->get(), name);
         continue;
       }
       struct stat st {};
-      if (!name.ends_with(kEntrySuffix) || ::stat(f->path().c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+      if (!name.ends_with(kEntrySuffix) || !stat_file(dir->get(), name, st)) continue;
       total += static_cast<uint64_t>(st.st_size);
-      out.push_back({st.st_mtim, static_cast<uint64_t>(st.st_size), f->path()});
+      out.push_back({st.st_mtim, static_cast<uint64_t>(st.st_size), dir, name});
     }
   }
   used_.store(total);
@@ -448,19 +499,17 @@ std::vector<DiskCachedSource::Entry> DiskCachedSource::scan() {
 // A temporary file is removed when the process that wrote it is gone, or when it is old enough
 // that no writer can still be at it (a process in another pid namespace, a reused pid). Removing
 // one a writer still needs only makes that writer's rename fail: nothing is served from it.
-void DiskCachedSource::clean_temp(const fs::path& p, std::string_view name) {
+void DiskCachedSource::clean_temp(int dir, const std::string& name) {
   struct stat st {};
-  if (::stat(p.c_str(), &st) != 0) return;
+  if (::fstatat(dir, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return;
   const pid_t pid = temp_pid(name);
   const bool gone = pid > 0 && pid != ::getpid() && ::kill(pid, 0) != 0 && errno == ESRCH;
-  if (gone || st.st_mtime + kStaleTempSeconds < ::time(nullptr)) ::unlink(p.c_str());
+  if (gone || st.st_mtime + kStaleTempSeconds < ::time(nullptr)) ::unlinkat(dir, name.c_str(), 0);
 }
 
 uint64_t DiskCachedSource::local_copy_len(uint32_t record) const {
   struct stat st {};
-  if (disabled_ || record >= store_.records().size() || ::stat(entry_path(record).c_str(), &st) != 0 ||
-      !S_ISREG(st.st_mode))
-    return 0;
+  if (disabled_ || record >= store_.records().size() || !stat_file(folder_fd_.get(), entry_name(record), st)) return 0;
   // A copy longer than the record is not ours (open_copy refuses it): none.
   const auto size = static_cast<uint64_t>(st.st_size);
   return size <= store_.records()[record].size ? size : 0;
@@ -470,9 +519,9 @@ bool DiskCachedSource::drop_cached(uint32_t record) {
   bool dropped = false;
   if (!disabled_) {
     std::lock_guard lock(disk_mu_);
-    const fs::path entry = entry_path(record);
+    const std::string entry = entry_name(record);
     struct stat st {};
-    if (::stat(entry.c_str(), &st) == 0 && ::unlink(entry.c_str()) == 0) {
+    if (stat_file(folder_fd_.get(), entry, st) && ::unlinkat(folder_fd_.get(), entry.c_str(), 0) == 0) {
       used_.store(used_.load() - std::min<uint64_t>(used_.load(), static_cast<uint64_t>(st.st_size)));
       stats_.dropped.fetch_add(1, std::memory_order_relaxed);
       dropped = true;

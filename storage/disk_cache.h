@@ -4,7 +4,9 @@
 // serving a partial file after a crash. docs/MOUNT.md describes the folder.
 //
 // Layout: DIR/<identity>/<record id>.p holds bytes [0, n) of the record; the file's size is the
-// truth about n. A copy is written to DIR/<identity>/.tmp-<pid>-<tid>-<n>, synced and renamed
+// truth about n. Folders are 0700 and files 0600 (common/private_dir.h); every file is opened,
+// renamed and removed relative to the folder, never through a symbolic link: a link (or any
+// non-file) in an entry's place is an unusable copy, replaced by the next one written. A copy is written to DIR/<identity>/.tmp-<pid>-<tid>-<n>, synced and renamed
 // over the entry, so a reader (in any process) sees the old copy or the new one, never a part;
 // a crash leaves only temporary files, removed by the next scan when their process is gone or
 // they are older than ten minutes. A file's modification time is its last use (touched on every
@@ -60,7 +62,8 @@ class DiskCache {
 // a cached prefix that covers them, else passed to `inner` (stored only when they extend the
 // cached prefix: they start at or inside its end). `identity` names the store (a hash of its
 // index), so two stores never share entries; characters other than [A-Za-z0-9._-] become '_'.
-// A DIR that cannot be made or written leaves every read to `inner` (counted in errors).
+// A DIR that cannot be made or written, or that another user could write to (refused, as
+// open_private_dir does; describe() says why), leaves every read to `inner` (counted in errors).
 std::unique_ptr<RecordSource> make_disk_cached_source(const index::Store& store, std::unique_ptr<RecordSource> inner,
                                                       const std::filesystem::path& dir, uint64_t max_bytes,
                                                       const std::string& identity);

@@ -405,4 +405,144 @@ TEST_F(DiskCacheTest, AFolderThatCannotBeWrittenFailsNoRead) {
   fs::permissions(cache_dir() / kIdentity, fs::perms::owner_all);
 }
 
+// What another local user can do to the folder (the mount may be root's, with allow_other): the
+// folders and files the cache makes are private whatever the umask; a folder another user owns,
+// or could write to, is refused (reads go to the source); symbolic links (and a FIFO) planted
+// under every name the cache uses are never followed: their targets stay as they were and every
+// read returns the record's bytes.
+mode_t mode_of(const fs::path& p) {
+  struct stat st {};
+  EXPECT_EQ(::lstat(p.c_str(), &st), 0) << p;
+  return st.st_mode & 07777;
+}
+
+// Sets the umask for one scope.
+struct Umask {
+  explicit Umask(mode_t m) : old(::umask(m)) {}
+  ~Umask() { ::umask(old); }
+  mode_t old;
+};
+
+TEST_F(DiskCacheTest, FoldersAre0700AndFiles0600WhateverTheUmask) {
+  Umask open_umask(0);
+  Cached c = cached(64 << 20, cache_dir() / "made" / "here");
+  for (const auto& r : store().records()) read_prefix(*c.source, r.id, full_len(r.id));
+  c.disk->flush();
+  EXPECT_EQ(mode_of(cache_dir()), 0700u);
+  EXPECT_EQ(mode_of(cache_dir() / "made"), 0700u);
+  EXPECT_EQ(mode_of(cache_dir() / "made" / "here"), 0700u);
+  EXPECT_EQ(mode_of(cache_dir() / "made" / "here" / kIdentity), 0700u);
+  EXPECT_EQ(mode_of(cache_dir() / "made" / "here" / ".lock"), 0600u);
+  size_t entries = 0;
+  for (const auto& e : fs::directory_iterator(cache_dir() / "made" / "here" / kIdentity)) {
+    EXPECT_EQ(mode_of(e.path()), 0600u) << e.path();
+    ++entries;
+  }
+  EXPECT_EQ(entries, store().records().size());
+}
+
+TEST_F(DiskCacheTest, AFolderOthersCanWriteToIsRefused) {
+  fs::create_directories(cache_dir());
+  ASSERT_EQ(::chmod(cache_dir().c_str(), 0777), 0);
+  Cached c = cached(64 << 20);
+  for (const auto& r : store().records())
+    EXPECT_EQ(read_prefix(*c.source, r.id, full_len(r.id)), file_bytes(r.id, 0, full_len(r.id)));
+  c.disk->flush();
+  const std::string why = c.source->describe();
+  EXPECT_NE(why.find(cache_dir().string() + ": writable by other users (mode 0777) without the sticky bit; refusing"),
+            std::string::npos) << why;
+  EXPECT_TRUE(fs::is_empty(cache_dir()));  // nothing written into it
+  EXPECT_EQ(mode_of(cache_dir()), 0777u);  // nor changed
+  EXPECT_EQ(c.disk->disk_stats().hits, 0u);
+
+  // A store's folder inside a good one, made by someone else who could write to it, likewise.
+  ASSERT_EQ(::chmod(cache_dir().c_str(), 0700), 0);
+  fs::create_directories(cache_dir() / kIdentity);
+  ASSERT_EQ(::chmod((cache_dir() / kIdentity).c_str(), 0770), 0);
+  Cached d = cached(64 << 20);
+  EXPECT_NE(d.source->describe().find("writable by other users (mode 0770)"), std::string::npos) << d.source->describe();
+}
+
+TEST_F(DiskCacheTest, AFolderOwnedByAnotherUserIsRefused) {
+  if (::geteuid() != 0) GTEST_SKIP() << "giving a folder to another user needs root";
+  fs::create_directories(cache_dir());
+  ASSERT_EQ(::chown(cache_dir().c_str(), 65534, 65534), 0);
+  Cached c = cached(64 << 20);
+  for (const auto& r : store().records())
+    EXPECT_EQ(read_prefix(*c.source, r.id, full_len(r.id)), file_bytes(r.id, 0, full_len(r.id)));
+  c.disk->flush();
+  EXPECT_NE(c.source->describe().find(cache_dir().string() + ": owned by uid 65534, not by this user (uid 0) or root"),
+            std::string::npos) << c.source->describe();
+  EXPECT_TRUE(fs::is_empty(cache_dir()));
+  // A symbolic link to a good folder, made by that user: not followed either.
+  const fs::path link = dir_.path() / "link";
+  fs::create_directory_symlink(cache_dir(), link);
+  ASSERT_EQ(::lchown(link.c_str(), 65534, 65534), 0);
+  ASSERT_EQ(::chown(cache_dir().c_str(), 0, 0), 0);
+  Cached d = cached(64 << 20, link);
+  EXPECT_NE(d.source->describe().find(link.string() + ": a symbolic link owned by uid 65534"), std::string::npos)
+      << d.source->describe();
+}
+
+TEST_F(DiskCacheTest, AStickyFolderOthersCanWriteToIsUsed) {
+  fs::create_directories(cache_dir());
+  ASSERT_EQ(::chmod(cache_dir().c_str(), 01777), 0);  // as /tmp: others cannot remove what is ours
+  Cached c = cached(64 << 20);
+  const uint32_t r = 0;
+  read_prefix(*c.source, r, full_len(r));
+  c.disk->flush();
+  EXPECT_EQ(read_prefix(*c.source, r, full_len(r)), file_bytes(r, 0, full_len(r)));
+  EXPECT_EQ(c.disk->disk_stats().hits, 1u);
+  EXPECT_EQ(mode_of(cache_dir()), 01777u);
+  EXPECT_EQ(mode_of(cache_dir() / kIdentity), 0700u);
+}
+
+TEST_F(DiskCacheTest, SymbolicLinksInTheFolderAreNeverFollowed) {
+  // The folders, as a first mount leaves them.
+  { Cached first = cached(64 << 20); }
+  const fs::path outside = dir_.path() / "outside";
+  fs::create_directories(outside / "store-b");
+  const std::string secret = "not the cache's to touch";
+  std::ofstream(outside / "target") << secret;
+  std::ofstream(outside / "store-b" / "0.p") << secret;
+  std::ofstream(outside / "store-b" / ".tmp-4194305-1-0") << secret;  // a "dead writer's" temp file
+  const auto target_mtime = fs::last_write_time(outside / "target");
+  // Every name the cache uses: each record's entry, the lock, and a store folder.
+  for (const auto& r : store().records()) fs::create_symlink(outside / "target", entry(r.id));
+  fs::remove(cache_dir() / ".lock");
+  fs::create_symlink(outside / "lock", cache_dir() / ".lock");
+  fs::create_directory_symlink(outside / "store-b", cache_dir() / "store-b");
+  // And a FIFO in place of one entry: a read must not wait for a writer.
+  const uint32_t fifo_record = store().records().back().id;
+  fs::remove(entry(fifo_record));
+  ASSERT_EQ(::mkfifo(entry(fifo_record).c_str(), 0600), 0);
+
+  uint64_t total = 0;
+  for (const auto& r : store().records()) total += full_len(r.id);
+  Cached c = cached(total - full_len(0) / 2);  // too small for all: evicts (and so scans) too
+  for (int round = 0; round < 2; ++round)
+    for (const auto& r : store().records()) {
+      EXPECT_EQ(read_prefix(*c.source, r.id, full_len(r.id)), file_bytes(r.id, 0, full_len(r.id))) << r.path;
+      EXPECT_EQ(read_range(*c.source, r.id, 16, 32), file_bytes(r.id, 16, 32)) << r.path;
+      EXPECT_LE(c.source->local_copy_len(r.id), full_len(r.id));
+      c.disk->flush();
+    }
+  EXPECT_GE(c.disk->disk_stats().evictions, 1u);
+  // The targets are as they were; nothing was made where the links point.
+  std::ifstream in(outside / "target");
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), {}), secret);
+  EXPECT_EQ(fs::last_write_time(outside / "target"), target_mtime);  // not even touched
+  EXPECT_TRUE(fs::exists(outside / "store-b" / "0.p"));
+  EXPECT_TRUE(fs::exists(outside / "store-b" / ".tmp-4194305-1-0"));
+  EXPECT_FALSE(fs::exists(outside / "lock"));
+  EXPECT_TRUE(fs::is_symlink(cache_dir() / ".lock"));
+  // The links in entries' places were replaced by copies (files), or are gone (evicted).
+  for (const auto& r : store().records()) {
+    EXPECT_FALSE(fs::is_symlink(entry(r.id))) << entry(r.id);
+    if (fs::exists(entry(r.id))) {
+      EXPECT_EQ(mode_of(entry(r.id)), 0600u);
+    }
+  }
+}
+
 }  // namespace
