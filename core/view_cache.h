@@ -2,7 +2,9 @@
 // bytes, so that a file read in many requests (128 KiB readahead chunks of a 6 MB view) is
 // decoded once. A view being rendered is shared with concurrent readers of the same file. The
 // most recent view is kept even if it alone is over the budget (a larger view would otherwise be
-// decoded once per request).
+// decoded once per request). Each view also counts a fixed overhead, so that a reader of many
+// tiny views (any user of an allow_other mount can open every file) cannot grow the table past
+// the budget either; a view is found by a hash lookup, not a walk of the list.
 #pragma once
 
 #include <atomic>
@@ -12,6 +14,7 @@
 #include <list>
 #include <memory>
 #include <mutex>
+#include <unordered_map>
 
 #include "codec/l3_batch.h"
 
@@ -26,8 +29,12 @@ class ViewCache {
   // by `render`. A failed render (null, or an exception) is not cached: the next read tries again.
   View get(uint32_t file, const std::function<View()>& render);
 
+  // Bytes of views kept plus kEntryOverhead for each view kept or being rendered.
   uint64_t used() const;
+  size_t entries() const;
   uint64_t budget() const { return budget_; }
+  // What one view costs beyond its bytes (its list node, shared state, buffer and map slot).
+  static constexpr uint64_t kEntryOverhead = 256;
   uint64_t hits() const { return hits_.load(); }
   uint64_t renders() const { return renders_.load(); }
 
@@ -37,13 +44,15 @@ class ViewCache {
     std::shared_future<View> view;
     uint64_t bytes;  // 0 while rendering
   };
+  using Entries = std::list<Entry>;
   // Accounts the rendered view of `file` (or forgets a failed one) and evicts least recently
   // used finished views beyond the budget, never the one just rendered. Locked.
   void finish_locked(uint32_t file, const View& v);
 
   const uint64_t budget_;
   mutable std::mutex mu_;
-  std::list<Entry> entries_;  // most recently used first
+  Entries entries_;  // most recently used first
+  std::unordered_map<uint32_t, Entries::iterator> by_file_;
   uint64_t used_ = 0;
   std::atomic<uint64_t> hits_{0}, renders_{0};
 };
