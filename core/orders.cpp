@@ -127,6 +127,11 @@ std::shared_ptr<const std::string> OrderContents::get(uint64_t seed, uint32_t wi
   return text;
 }
 
+size_t OrderContents::cached() {
+  std::lock_guard lock(mu_);
+  return lru_.size();
+}
+
 // ---- the order files of a mount ----------------------------------------------------------------
 
 OrderFiles::OrderFiles(const index::Store& store, uint64_t seed, uint32_t window, index::RankDeal deal,

@@ -59,6 +59,8 @@ class OrderContents {
   OrderContents(const index::Store& store, size_t max_entries, index::RankDeal deal,
                 const std::unordered_map<uint32_t, std::string>* display_names = nullptr);
   std::shared_ptr<const std::string> get(uint64_t seed, uint32_t window, const OrderName& name);
+  // How many texts are kept (at most max_entries, however many names readers try).
+  size_t cached();
 
  private:
   struct Entry {

@@ -104,3 +104,37 @@ TEST_F(OrderIndexTest, DetectorFollowsRanksSharingAMount) {
   EXPECT_TRUE(alone_followed);
   EXPECT_TRUE(shared_followed);
 }
+
+// A reader may try any number of order names (any user of an allow_other mount can look up
+// /.fidelity/order/epoch-N.rank-R-of-W for every N, R and W): the slots and the generated texts
+// stay bounded, and a huge world costs no more than a world of as many ranks as records.
+TEST_F(OrderIndexTest, ManyOrderNamesKeepTheTablesBounded) {
+  const auto& s = store();
+  fid::core::OrderContents contents(s, 4, fid::index::RankDeal::stable);
+  OrderSlots slots(256);
+  uint32_t names = 0;
+  for (uint64_t epoch = 0; epoch < 40; ++epoch)
+    for (uint32_t world : {1u, 2u, 7u, 1000u, 4294967295u})
+      for (uint32_t rank : {0u, 1u, world / 2, world - 1}) {
+        if (rank >= world) continue;
+        const OrderName name{epoch * 1000003, rank, world};
+        slots.acquire(name, nullptr);
+        auto text = contents.get(5, 2, name);
+        ASSERT_NE(text, nullptr);
+        ASSERT_FALSE(text->empty());
+        ASSERT_LE(contents.cached(), 4u);
+        ++names;
+      }
+  EXPECT_GT(names, 500u);
+  EXPECT_EQ(slots.size(), 256u);
+  // The last rank of the largest world reads a rank's share of the store, like any other rank.
+  const OrderName huge{0, 4294967294u, 4294967295u};
+  const auto text = contents.get(5, 2, huge);
+  const size_t lines = static_cast<size_t>(std::count(text->begin(), text->end(), '\n'));
+  EXPECT_GE(lines, 1u);
+  EXPECT_LE(lines, s.files().size());
+  auto ix = fid::core::build_order_index(s, 5, 0, 2, 4294967295u);
+  EXPECT_EQ(ix->pos.size(), s.files().size());
+  EXPECT_LE(ix->rec_seq.size(), s.records().size());
+  EXPECT_LE(ix->seg_end.size(), s.records().size());
+}
