@@ -6,6 +6,7 @@
 // initialised before fork), also exit 2.
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <grp.h>
 #include <spawn.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
@@ -126,6 +127,19 @@ std::unique_ptr<codec::L3BatchDecoder> open_l3_decoder(const config::Settings& s
   return dec;
 }
 
+// The gid of level_changes=group=NAME; nullopt for other settings. A group that does not exist
+// is a usage error (`error` says which).
+std::optional<gid_t> level_change_group(const config::LevelChangers& who, std::string& error) {
+  if (who.who != config::LevelChangers::Who::group) return std::nullopt;
+  group g{};
+  group* found = nullptr;
+  std::vector<char> buf(16384);
+  int rc = ::getgrnam_r(who.group.c_str(), &g, buf.data(), buf.size(), &found);
+  if (rc == 0 && found) return found->gr_gid;
+  error = fmt::format("level_changes=group={}: {}", who.group, rc ? std::strerror(rc) : "no such group");
+  return std::nullopt;
+}
+
 int run_mount(const MountArgs& a) {
   config::MountOptions opts;
   config::Config cfg;
@@ -145,6 +159,12 @@ int run_mount(const MountArgs& a) {
     return kExitUsage;
   }
   config::Settings settings = config::merge(cfg, opts);
+  std::string group_error;
+  std::optional<gid_t> change_group = level_change_group(settings.level_changes, group_error);
+  if (!group_error.empty()) {
+    err(group_error);
+    return kExitUsage;
+  }
   std::error_code ec;
   std::string mnt = std::filesystem::absolute(a.mountpoint, ec).lexically_normal().string();
   if (mnt.size() > 1 && mnt.back() == '/') mnt.pop_back();
@@ -189,6 +209,7 @@ int run_mount(const MountArgs& a) {
   fs::ServeRequest req;
   req.mountpoint = mnt;
   req.debug = a.debug;
+  req.level_change_group = change_group;
   bool foreground = a.foreground || a.debug;
 
   if (foreground) {

@@ -32,6 +32,15 @@ std::string_view random_reads_name(RandomReads r) {
 
 std::string_view order_ranks_name(OrderRanks r) { return r == OrderRanks::per_epoch ? "per-epoch" : "stable"; }
 
+std::string level_changers_text(const LevelChangers& c) {
+  switch (c.who) {
+    case LevelChangers::Who::anyone: return "anyone";
+    case LevelChangers::Who::group: return "group=" + c.group;
+    case LevelChangers::Who::owner: break;
+  }
+  return "owner";
+}
+
 namespace {
 std::optional<RandomReads> parse_random_reads(std::string_view s) {
   if (s == "auto") return RandomReads::auto_;
@@ -210,6 +219,14 @@ std::optional<Gpu> parse_gpu(std::string_view s) {
   return std::nullopt;
 }
 
+std::optional<LevelChangers> parse_level_changers(std::string_view s) {
+  if (s == "owner") return LevelChangers{};
+  if (s == "anyone") return LevelChangers{LevelChangers::Who::anyone, ""};
+  constexpr std::string_view kGroup = "group=";
+  if (!s.starts_with(kGroup) || s.size() == kGroup.size() || s.find(',') != std::string_view::npos) return std::nullopt;
+  return LevelChangers{LevelChangers::Who::group, std::string(s.substr(kGroup.size()))};
+}
+
 std::optional<Addressing> parse_addressing(std::string_view s) {
   if (s == "auto") return Addressing::auto_;
   if (s == "path") return Addressing::path;
@@ -235,11 +252,14 @@ bool put(std::optional<T>& field, std::optional<T> value) {
   return value.has_value();
 }
 
-// A CommonSettings key: its name in YAML and in -o, what it accepts (for error messages), and
-// how a value is parsed into it (false: not a valid value).
+// A CommonSettings key: its name in YAML and in -o, what it accepts (for error messages), its
+// documentation (MountOptionDoc's values and about) and how a value is parsed into it (false: not
+// a valid value).
 struct CommonKey {
   std::string_view name;
   std::string_view expected;
+  std::string_view values;
+  std::string_view about;
   bool (*set)(std::string_view value, CommonSettings& s);
 };
 
@@ -248,44 +268,93 @@ constexpr std::string_view kLevelExpected = "a level 1..255 or 'full'";
 
 constexpr CommonKey kCommonKeys[] = {
     {"scan_group", kLevelExpected,
+     "`1`..L or `full` (`full`)",
+     "the mount's default level, see \"Levels\"",
      [](std::string_view v, CommonSettings& s) { return put(s.scan_group, parse_level(v)); }},
     {"threads", "1..1024",
+     "`1`..`1024` (`16`)",
+     "FUSE worker threads",
      [](std::string_view v, CommonSettings& s) { return put(s.threads, parse_in_range(v, 1, 1024)); }},
     {"cache", "a byte size like 256MiB",
+     "BYTES (`256MiB`)",
+     "record cache budget, a number with an optional unit `K`, `M`, `G`, `T` (also `KB`/`KiB`..., any case; "
+     "all powers of 1024)",
      [](std::string_view v, CommonSettings& s) { return put(s.cache_bytes, parse_bytes(v)); }},
-    {"gpu", "auto, on, off or emulate", [](std::string_view v, CommonSettings& s) { return put(s.gpu, parse_gpu(v)); }},
+    {"gpu", "auto, on, off or emulate",
+     "`auto`, `on`, `off`, `emulate` (`auto`)",
+     "where l3 files decode, see \"GPU decoding\"",
+     [](std::string_view v, CommonSettings& s) { return put(s.gpu, parse_gpu(v)); }},
     {"gpu_batch", "1..4096",
+     "`1`..`4096` (`64`)",
+     "L3 decodes per GPU batch",
      [](std::string_view v, CommonSettings& s) { return put(s.gpu_batch, parse_in_range(v, 1, 4096)); }},
     {"gpu_deadline_us", "0..1000000 microseconds",
+     "`0`..`1000000` (`1000`)",
+     "longest wait of a queued decode before its batch goes, in microseconds",
      [](std::string_view v, CommonSettings& s) { return put(s.gpu_deadline_us, parse_in_range(v, 0, 1000000)); }},
     {"gpu_memory", "a byte size like 1GiB",
+     "BYTES (`1GiB`)",
+     "bytes the GPU path may hold, pinned host and device",
      [](std::string_view v, CommonSettings& s) { return put(s.gpu_memory, parse_bytes(v)); }},
     {"raw_format", "png, ppm or npy",
+     "`png`, `ppm`, `npy` (`png`)",
+     "the container an l3 file reads as, see \"Lossless images\"",
      [](std::string_view v, CommonSettings& s) { return put(s.raw_format, parse_raw_format(v)); }},
     {"raw_names", "keep or ext",
+     "`keep`, `ext` (`keep`)",
+     "whether an l3 file's name gets its container's extension",
      [](std::string_view v, CommonSettings& s) { return put(s.raw_names, parse_raw_names(v)); }},
     {"readdir", "plus, plain or auto",
+     "`auto`, `plus`, `plain` (`auto`)",
+     "how listings are answered. `auto`: the kernel chooses per listing (READDIRPLUS for a folder's first chunk, "
+     "then plain); `plus`: every entry with its attributes (an inode per entry in the kernel; opening a listed file "
+     "needs no LOOKUP); `plain`: names and types only (the first open of each file costs a LOOKUP)",
      [](std::string_view v, CommonSettings& s) { return put(s.readdir, parse_readdir(v)); }},
     {"endpoint", "an http:// or https:// URL",
+     "URL (`AWS_ENDPOINT_URL`, the profile's `endpoint_url`, else AWS's for the region)",
+     "S3 endpoint",
      [](std::string_view v, CommonSettings& s) { return put(s.endpoint, parse_text(v)); }},
     {"region", "a region name like us-east-1",
+     "NAME (`AWS_REGION`, `AWS_DEFAULT_REGION`, the profile's, else `us-east-1`)",
+     "S3 region",
      [](std::string_view v, CommonSettings& s) { return put(s.region, parse_text(v)); }},
     {"profile", "a profile name of ~/.aws/config",
+     "NAME (`AWS_PROFILE`, else `default`)",
+     "profile of `~/.aws/credentials` and `~/.aws/config`",
      [](std::string_view v, CommonSettings& s) { return put(s.profile, parse_text(v)); }},
     {"addressing", "auto, path or virtual",
+     "`auto`, `path`, `virtual` (`auto`)",
+     "S3 request style; `auto`: virtual-hosted for AWS's endpoints, path style for any other",
      [](std::string_view v, CommonSettings& s) { return put(s.addressing, parse_addressing(v)); }},
     {"ca_file", "a PEM file of CA certificates",
+     "FILE (the system's CAs)",
+     "PEM file of the CAs that verify an `https://` server",
      [](std::string_view v, CommonSettings& s) { return put(s.ca_file, parse_text(v)); }},
     {"disk_cache", "a folder",
+     "DIR (none)",
+     "folder of the local disk cache of record prefixes, remote stores only",
      [](std::string_view v, CommonSettings& s) { return put(s.disk_cache, parse_text(v)); }},
     {"disk_cache_size", "a byte size like 100GiB",
+     "BYTES (`10GiB`)",
+     "the disk cache's bound",
      [](std::string_view v, CommonSettings& s) { return put(s.disk_cache_size, parse_bytes(v)); }},
     {"remote_requests", "1..1024",
+     "`1`..`1024` (`64`)",
+     "requests in flight at once to a remote store",
      [](std::string_view v, CommonSettings& s) { return put(s.remote_requests, parse_in_range(v, 1, 1024)); }},
     {"random_reads", "auto, records or pieces",
+     "`auto`, `records`, `pieces` (`auto`)",
+     "how a read of a file whose record prefix is not cached is served, see \"Random reads\"",
      [](std::string_view v, CommonSettings& s) { return put(s.random_reads, parse_random_reads(v)); }},
     {"order_ranks", "stable or per-epoch",
+     "`stable`, `per-epoch` (`stable`)",
+     "whether rank orders keep each rank's records for the whole run, see \"Published read orders\"",
      [](std::string_view v, CommonSettings& s) { return put(s.order_ranks, parse_order_ranks(v)); }},
+    {"level_changes", "owner, anyone or group=NAME",
+     "`owner`, `anyone`, `group=NAME` (`owner`)",
+     "who may set or remove `user.fidelity.*` attributes (levels, the order seed) besides the user who mounted and "
+     "root (nobody, every user, or the group's members), see \"Security\"",
+     [](std::string_view v, CommonSettings& s) { return put(s.level_changes, parse_level_changers(v)); }},
 };
 
 // "a, b, c": the keys above, for messages.
@@ -304,7 +373,28 @@ const CommonKey* find_common_key(std::string_view name) {
   return nullptr;
 }
 
+// The settings parse_config and parse_mount_options handle themselves (not CommonSettings), in
+// the order docs/MOUNT.md lists them after the common ones.
+constexpr MountOptionDoc kOtherSettingDocs[] = {
+    {"", "rules", "list of `{path: GLOB, scan_group: LEVEL}`", "per-path levels, the first match wins, see \"Levels\""},
+    {"", "order_seed", "unsigned 64-bit (the store's packing seed)", "seed of the published orders"},
+    {"", "order_window", "`1`..`4096` (`4`)", "records drawn from at once in the published orders"},
+    {"", "log.level", "`error`, `warn`, `info`, `debug` (`info`)", "what the daemon logs"},
+    {"", "log.file", "FILE (syslog, or stderr with `-f`)", "where the daemon logs"},
+    {"allow_other", "", "",
+     "every user may use the mount, not only the one who mounted (FUSE's rule: non-root users need "
+     "`user_allow_other` in `/etc/fuse.conf`)"},
+    {"config", "", "FILE", "the YAML file (the same as `--config FILE`)"},
+};
+
 }  // namespace
+
+std::vector<MountOptionDoc> mount_option_docs() {
+  std::vector<MountOptionDoc> docs;
+  for (const auto& k : kCommonKeys) docs.push_back({k.name, k.name, k.values, k.about});
+  docs.insert(docs.end(), std::begin(kOtherSettingDocs), std::end(kOtherSettingDocs));
+  return docs;
+}
 
 // ---- YAML ------------------------------------------------------------------------------------
 
@@ -483,6 +573,7 @@ Settings merge(const Config& cfg, const MountOptions& opts) {
   s.remote_requests = opts.remote_requests.value_or(cfg.remote_requests.value_or(s.remote_requests));
   s.random_reads = opts.random_reads.value_or(cfg.random_reads.value_or(s.random_reads));
   s.order_ranks = opts.order_ranks.value_or(cfg.order_ranks.value_or(s.order_ranks));
+  s.level_changes = opts.level_changes.value_or(cfg.level_changes.value_or(s.level_changes));
   s.order_seed = cfg.order_seed;
   s.order_window = cfg.order_window.value_or(s.order_window);
   s.log_level = cfg.log_level;

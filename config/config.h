@@ -18,6 +18,7 @@
 //   readdir: auto            # auto|plus|plain: listings as the kernel chooses, READDIRPLUS, or READDIR
 //   random_reads: auto       # auto|records|pieces: a read of an uncached record loads its prefix, or its pieces
 //   order_ranks: stable      # stable|per-epoch: rank orders keep each rank's records for the run, or deal anew
+//   level_changes: owner     # owner|anyone|group=NAME: who may set or remove user.fidelity.* attributes
 //   log:
 //     level: info            # error|warn|info|debug
 //     file: /var/log/x.log   # default: stderr in the foreground, syslog when daemonised
@@ -70,6 +71,17 @@ std::string_view random_reads_name(RandomReads r);
 enum class OrderRanks { stable, per_epoch };
 std::string_view order_ranks_name(OrderRanks r);
 
+// Who may set or remove user.fidelity.* attributes (levels, the order seed), which change what
+// every user of the mount reads: the user who mounted and root (owner), every user (anyone), or
+// also the members of one group (group=NAME, resolved to a gid by the mount command).
+struct LevelChangers {
+  enum class Who { owner, anyone, group };
+  Who who = Who::owner;
+  std::string group;  // who == group: the group's name
+  bool operator==(const LevelChangers&) const = default;
+};
+std::string level_changers_text(const LevelChangers& c);  // "owner", "anyone", "group=NAME"
+
 std::string_view gpu_name(Gpu g);
 enum class Addressing { auto_, path, virtual_ };
 std::string_view addressing_name(Addressing a);
@@ -105,6 +117,7 @@ struct CommonSettings {
   std::optional<unsigned> remote_requests;     // requests in flight at once
   std::optional<RandomReads> random_reads;
   std::optional<OrderRanks> order_ranks;
+  std::optional<LevelChangers> level_changes;
 };
 
 struct Config : CommonSettings {
@@ -141,6 +154,18 @@ struct MountOptions : CommonSettings {
 // offending option ("unknown mount option 'foo'", "bad value for scan_group: 'x' ...").
 void parse_mount_options(std::string_view list, MountOptions& opts);
 
+// One setting of a mount as documented: docs/MOUNT.md's options table, fidelityfs-mount(8), the
+// -o help and the shell completion are generated from these (`fidelityfs doc`), and they come
+// from the tables that parse the settings, so the documentation names exactly what is parsed.
+struct MountOptionDoc {
+  std::string_view option;    // its -o name; empty: the config file only
+  std::string_view yaml_key;  // its YAML key ("log.level": key level of the log mapping); empty: -o only
+  std::string_view values;    // what it takes and, in parentheses, its default; empty: takes no value
+  std::string_view about;     // what it does
+};
+// Markdown in `values` and `about`: `code`; "Name" names a section of docs/MOUNT.md.
+std::vector<MountOptionDoc> mount_option_docs();
+
 // The merged settings of a mount: option > config file > default.
 struct Settings {
   int scan_group = kFull;
@@ -164,6 +189,7 @@ struct Settings {
   unsigned remote_requests = 64;
   RandomReads random_reads = RandomReads::auto_;
   OrderRanks order_ranks = OrderRanks::stable;
+  LevelChangers level_changes;
   LogLevel log_level = LogLevel::info;
   std::string log_file;
   std::string config_file;

@@ -8,7 +8,7 @@ ControlFiles::ControlFiles(const InodeMap& inodes, std::function<std::string(Nod
 uint64_t ControlFiles::snapshot_inode(NodeType t) {
   auto text = std::make_shared<const std::string>(render_(t));
   std::lock_guard lock(mu_);
-  auto& [last_gen, last] = latest_[t == NodeType::ctl_config ? 1 : 0];
+  auto& [last_gen, last] = latest_[snapshot_index(t)];
   if (last && *last == *text) return inodes_.ctl_snapshot(t, last_gen);
   const uint64_t gen = next_generation_++;
   kept_.emplace_back(gen, text);

@@ -1,4 +1,4 @@
-// The files /.fidelity/stats and /.fidelity/config as immutable snapshots: each lookup of a name
+// The files /.fidelity/stats, config and metrics as immutable snapshots: each lookup of a name
 // makes a snapshot of the current content with an inode of its own, which the kernel may cache
 // like any other file. While the content does not change, lookups return the same snapshot, so
 // tools which stat a path and then open it (cp, rsync) see one file.
@@ -18,7 +18,7 @@ namespace fid::core {
 class ControlFiles {
  public:
   using Text = std::shared_ptr<const std::string>;
-  // `content(t)` renders the current text of ctl_stats or ctl_config.
+  // `content(t)` renders the current text of a snapshot type (kSnapshotTypes).
   ControlFiles(const InodeMap& inodes, std::function<std::string(NodeType)> content);
 
   // The inode of a snapshot of t's current content (a new one if it changed).
@@ -33,7 +33,7 @@ class ControlFiles {
   mutable std::mutex mu_;
   std::deque<std::pair<uint64_t, Text>> kept_;  // (generation, content), oldest first
   uint64_t next_generation_ = 0;
-  std::pair<uint64_t, Text> latest_[2];  // stats, config
+  std::pair<uint64_t, Text> latest_[std::size(kSnapshotTypes)];  // by snapshot_index
 };
 
 }  // namespace fid::core

@@ -61,6 +61,8 @@ class FileReader {
   const ReadStats& stats() const { return stats_; }
   const ViewCache& views() const { return views_; }
   const L3Batcher* batcher() const { return batcher_.get(); }
+  // Record prefixes being loaded now, by the prefetcher and by readers.
+  unsigned prefixes_loading() const { return prefetch_.loading() + reader_loads_.loading(); }
   const codec::L3BatchDecoder* gpu() const { return gpu_; }
   uint64_t failures() const { return failures_.load(); }
   size_t failed_files() const;

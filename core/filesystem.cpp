@@ -30,10 +30,12 @@ Filesystem::Filesystem(const index::Store& store, storage::RecordSource& source,
       names_(store, inodes_, policy_, reader_, control_, orders_, display_names_),
       changes_(store, inodes_, policy_, names_, settings.threads),
       xattrs_(store, policy_, reader_, orders_, changes_, [this] { forget_order_files(); }),
+      change_access_(settings.level_changes, options.owner, options.level_change_group),
       started_(std::chrono::steady_clock::now()),
-      reads_by_level_(new std::atomic<uint64_t>[static_cast<size_t>(store.levels()) + 1]) {
+      reads_by_level_(new std::atomic<uint64_t>[static_cast<size_t>(store.levels()) + 1]),
+      bytes_by_level_(new std::atomic<uint64_t>[static_cast<size_t>(store.levels()) + 1]) {
   for (const auto& r : store.records()) store_bytes_ += r.size;
-  for (int k = 0; k <= store.levels(); ++k) reads_by_level_[static_cast<size_t>(k)] = 0;
+  for (int k = 0; k <= store.levels(); ++k) reads_by_level_[static_cast<size_t>(k)] = bytes_by_level_[static_cast<size_t>(k)] = 0;
   log_info("records: {}", source.describe());
   decide_random_reads();
 }
@@ -126,15 +128,22 @@ struct statvfs Filesystem::statfs() const {
 Result<FileReader::Bytes> Filesystem::read(uint64_t ino, uint64_t offset, uint64_t size) {
   const Node n = inodes_.decode(ino);
   reads_.fetch_add(1, std::memory_order_relaxed);
-  if (n.type == NodeType::ctl_stats || n.type == NodeType::ctl_config || n.type == NodeType::order_file)
-    return read_control(n, offset, size);
+  if (is_snapshot(n.type) || n.type == NodeType::order_file) return read_control(n, offset, size);
   if (n.type != NodeType::file || n.id >= store_.files().size())
     return n.type == NodeType::invalid || n.type == NodeType::file ? Error{ENOENT, "no such file"} : Error{EISDIR, "a folder"};
+  const auto start = std::chrono::steady_clock::now();
   const index::File& f = store_.files()[n.id];
-  reads_by_kind_[static_cast<size_t>(f.kind) % 3].fetch_add(1, std::memory_order_relaxed);
-  if (f.kind == index::FileKind::jpeg) reads_by_level_[static_cast<size_t>(n.level)].fetch_add(1, std::memory_order_relaxed);
+  const size_t kind = static_cast<size_t>(f.kind) % 3;
+  const bool jpeg = f.kind == index::FileKind::jpeg;
+  reads_by_kind_[kind].fetch_add(1, std::memory_order_relaxed);
+  if (jpeg) reads_by_level_[static_cast<size_t>(n.level)].fetch_add(1, std::memory_order_relaxed);
   auto r = reader_.read(f, n.level, offset, size);
-  if (r.ok()) bytes_.fetch_add(r->data.size(), std::memory_order_relaxed);
+  if (r.ok()) {
+    const uint64_t len = r->data.size();
+    bytes_.fetch_add(len, std::memory_order_relaxed);
+    (jpeg ? bytes_by_level_[static_cast<size_t>(n.level)] : bytes_by_kind_[kind]).fetch_add(len, std::memory_order_relaxed);
+  }
+  read_latency_.observe(std::chrono::steady_clock::now() - start);
   return r;
 }
 
@@ -172,17 +181,22 @@ Result<std::string> Filesystem::listxattr(uint64_t ino) {
   return xattrs_.list(n);
 }
 
-Status Filesystem::setxattr(uint64_t ino, std::string_view name, std::string_view value, int flags) {
+Status Filesystem::setxattr(uint64_t ino, std::string_view name, std::string_view value, int flags,
+                            const Caller& caller) {
   const Node n = inodes_.decode(ino);
   if (n.type == NodeType::invalid) return Error{ENOENT, "no such inode"};
+  if (Xattrs::is_ours(name))
+    if (Status allowed = change_access_.check(caller); !allowed.ok()) return allowed;
   Status st = xattrs_.set(n, name, value, flags);
   if (st.ok() && name == "user.fidelity.scan_group") decide_random_reads();
   return st;
 }
 
-Status Filesystem::removexattr(uint64_t ino, std::string_view name) {
+Status Filesystem::removexattr(uint64_t ino, std::string_view name, const Caller& caller) {
   const Node n = inodes_.decode(ino);
   if (n.type == NodeType::invalid) return Error{ENOENT, "no such inode"};
+  if (Xattrs::is_ours(name))
+    if (Status allowed = change_access_.check(caller); !allowed.ok()) return allowed;
   Status st = xattrs_.remove(n, name);
   if (st.ok() && name == "user.fidelity.scan_group") decide_random_reads();
   return st;
@@ -212,20 +226,23 @@ void Filesystem::note_rank_order(const OrderName& name) {
       share_ranks_.clear();
     }
     share_epoch_ = name.epoch;
-    if (std::find(share_ranks_.begin(), share_ranks_.end(), name.rank) != share_ranks_.end()) return;
-    share_ranks_.push_back(name.rank);
-    std::sort(share_ranks_.begin(), share_ranks_.end());
     index::OrderParams p;
     p.seed = orders_.seed();
     p.epoch = name.epoch;
     p.world = name.world;
     p.ranks = orders_.deal();
     const auto dealt = index::rank_records(store_, p);
+    if (dealt.empty()) return;
+    // Ranks past the records share their records (rank % dealt.size()): the list stays bounded by
+    // the record count whatever rank names readers make up.
+    const uint32_t dealt_rank = static_cast<uint32_t>(name.rank % dealt.size());
+    if (std::find(share_ranks_.begin(), share_ranks_.end(), dealt_rank) != share_ranks_.end()) return;
+    share_ranks_.push_back(dealt_rank);
+    std::sort(share_ranks_.begin(), share_ranks_.end());
     share_.records.assign(store_.records().size(), false);
     uint64_t count = 0;
     for (uint32_t rank : share_ranks_) {
-      if (dealt.empty()) break;
-      for (uint32_t r : dealt[rank % dealt.size()]) {
+      for (uint32_t r : dealt[rank]) {
         if (!share_.records[r]) ++count;
         share_.records[r] = true;
       }
@@ -260,7 +277,9 @@ void Filesystem::forget_order_files() {
 
 // ---- /.fidelity/stats and /.fidelity/config ------------------------------------------------------
 
-std::string Filesystem::control_text(NodeType t) const { return t == NodeType::ctl_stats ? stats_json() : config_json(); }
+std::string Filesystem::control_text(NodeType t) const {
+  return t == NodeType::ctl_stats ? stats_json() : t == NodeType::ctl_metrics ? metrics_text() : config_json();
+}
 
 std::string Filesystem::stats_json() const {
   nlohmann::ordered_json j;
@@ -281,6 +300,7 @@ std::string Filesystem::stats_json() const {
   j["eio_errors"] = reader_.failures();
   j["eio_files"] = reader_.failed_files();
   j["level_changes"] = changes_.changes();
+  j["level_changes_refused"] = change_access_.refusals();
   j["invalidations"] = changes_.invalidations();
   j["invalidations_pending"] = changes_.pending();  // a test waits for 0 before checking the tree at rest
   j["overrides"] = policy_.override_count();
@@ -339,6 +359,57 @@ void Filesystem::add_read_path_stats(nlohmann::ordered_json& j) const {
                 {"entries", cache.entries()}, {"evictions", io.cache_evictions.load()}};
 }
 
+// The same counters as stats_json, named as Prometheus names them (docs/MOUNT.md "Metrics").
+std::string Filesystem::metrics_text() const {
+  MetricsText m({{"mountpoint", options_.mountpoint}});
+  const auto d = [](uint64_t v) { return static_cast<double>(v); };
+  m.family("fidelityfs_reads_total", "counter", "FUSE reads of tree files served (page-cache hits never reach the daemon)");
+  m.family("fidelityfs_read_bytes_total", "counter", "bytes those reads returned");
+  for (int k = 1; k <= store_.levels(); ++k) {
+    const MetricsText::Labels l{{"kind", "jpeg"}, {"level", std::to_string(k)}};
+    m.sample("fidelityfs_reads_total", d(reads_by_level_[static_cast<size_t>(k)].load()), l);
+    m.sample("fidelityfs_read_bytes_total", d(bytes_by_level_[static_cast<size_t>(k)].load()), l);
+  }
+  for (index::FileKind kind : {index::FileKind::l3, index::FileKind::blob}) {
+    const size_t i = static_cast<size_t>(kind) % 3;
+    const MetricsText::Labels l{{"kind", std::string(index::kind_name(kind))}, {"level", "1"}};
+    m.sample("fidelityfs_reads_total", d(reads_by_kind_[i].load()), l);
+    m.sample("fidelityfs_read_bytes_total", d(bytes_by_kind_[i].load()), l);
+  }
+  m.histogram("fidelityfs_read_duration_seconds", "time from a read request to its bytes, tree files", read_latency_.snapshot());
+  m.counter("fidelityfs_lookups_total", "name lookups in the tree", d(lookups_.load()));
+  m.counter("fidelityfs_eio_errors_total", "reads answered EIO (a piece failed its checksum or could not be read)", d(reader_.failures()));
+  m.counter("fidelityfs_level_changes_total", "levels and order seeds set or removed through user.fidelity.* attributes", d(changes_.changes()));
+  m.counter("fidelityfs_level_changes_refused_total", "level changes refused with EPERM (level_changes=)", d(change_access_.refusals()));
+  m.gauge("fidelityfs_level_overrides", "files and folders with a level override", d(policy_.override_count()));
+  m.counter("fidelityfs_storage_bytes_total", "bytes read from the store", d(source_.counters().bytes.load()));
+  m.counter("fidelityfs_storage_requests_total", "reads (local) or requests (remote) sent to the store", d(source_.counters().requests.load()));
+  m.counter("fidelityfs_storage_retries_total", "remote requests sent again after a failure", d(source_.counters().retries.load()));
+  const ReadStats& io = reader_.stats();
+  m.counter("fidelityfs_cache_hits_total", "file reads served from a cached record prefix", d(io.cache_hits.load()));
+  m.counter("fidelityfs_cache_misses_total", "file reads served from the file's own pieces", d(io.cache_misses.load()));
+  m.counter("fidelityfs_cache_evictions_total", "record prefixes evicted from the memory cache", d(io.cache_evictions.load()));
+  m.counter("fidelityfs_prefix_loads_total", "record prefixes loaded from the store", d(io.records_read.load()));
+  const RecordCache& cache = reader_.cache();
+  m.gauge("fidelityfs_cache_bytes", "bytes of record prefixes in the memory cache", d(cache.used()));
+  m.gauge("fidelityfs_cache_budget_bytes", "the memory cache's budget (cache=)", d(cache.budget()));
+  m.gauge("fidelityfs_prefixes_in_flight", "record prefixes being loaded now", d(reader_.prefixes_loading()));
+  if (storage::DiskCache* dc = storage::as_disk_cache(source_)) {
+    const storage::DiskCacheStats s = dc->disk_stats();
+    m.counter("fidelityfs_disk_cache_hits_total", "record prefixes read whole from the disk cache", d(s.hits));
+    m.counter("fidelityfs_disk_cache_partial_hits_total", "prefixes partly read from the disk cache", d(s.partial_hits));
+    m.counter("fidelityfs_disk_cache_misses_total", "prefixes the disk cache did not hold", d(s.misses));
+    m.counter("fidelityfs_disk_cache_evictions_total", "entries evicted from the disk cache", d(s.evictions));
+    m.gauge("fidelityfs_disk_cache_bytes", "bytes in the disk cache", d(s.used_bytes));
+    m.gauge("fidelityfs_disk_cache_max_bytes", "the disk cache's bound (disk_cache_size=)", d(s.max_bytes));
+  }
+  m.gauge("fidelityfs_default_level", "the mount's default JPEG level", d(static_cast<uint64_t>(policy_.mount_default())));
+  m.gauge("fidelityfs_levels", "levels of the store's JPEGs", d(static_cast<uint64_t>(store_.levels())));
+  m.gauge("fidelityfs_uptime_seconds", "seconds since the mount started",
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count());
+  return m.text();
+}
+
 std::string Filesystem::config_json() const {
   nlohmann::ordered_json j;
   const config::Settings& s = settings_;
@@ -373,6 +444,8 @@ std::string Filesystem::config_json() const {
   j["random_reads"] = config::random_reads_name(s.random_reads);
   j["order_ranks"] = config::order_ranks_name(s.order_ranks);
   j["allow_other"] = s.allow_other;
+  j["level_changes"] = config::level_changers_text(s.level_changes);
+  j["level_changers"] = change_access_.describe();
   j["log"] = {{"level", config::log_level_name(s.log_level)}, {"file", s.log_file}};
   return j.dump(2) + "\n";
 }

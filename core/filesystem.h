@@ -5,7 +5,7 @@
 //   namespace.h      names, inodes, attributes, listings
 //   file_reader.h    the bytes of a file at a level (read_range.h, record_cache.h, prefetcher.h,
 //                    view_cache.h and l3_batcher.h below it), over a storage::RecordSource
-//   control_files.h  /.fidelity/stats and /.fidelity/config snapshots
+//   control_files.h  /.fidelity/stats, config and metrics snapshots (metrics.h: the Prometheus text)
 //   orders.h         /.fidelity/order files
 //   xattrs.h         user.fidelity.* attributes
 //   level_changes.h  level overrides and what they make stale in the kernel (KernelCache)
@@ -29,11 +29,13 @@
 #include "codec/l3_batch.h"
 #include "common/error.h"
 #include "config/config.h"
+#include "core/change_access.h"
 #include "core/control_files.h"
 #include "core/file_reader.h"
 #include "core/inodes.h"
 #include "core/level_changes.h"
 #include "core/level_policy.h"
+#include "core/metrics.h"
 #include "core/namespace.h"
 #include "core/orders.h"
 #include "core/random_reads.h"
@@ -48,6 +50,8 @@ class Filesystem {
   struct Options {
     std::string mountpoint;                  // for /.fidelity/config and the log
     codec::L3BatchDecoder* gpu = nullptr;    // the GPU decoder of L3 files, if the mount has one
+    uid_t owner = 0;                         // the user who mounted (level_changes=owner)
+    std::optional<gid_t> level_change_group; // the gid of level_changes=group=NAME
   };
   Filesystem(const index::Store& store, storage::RecordSource& source, const config::Settings& settings,
              const Options& options);
@@ -84,8 +88,9 @@ class Filesystem {
 
   Result<std::string> getxattr(uint64_t ino, std::string_view name);
   Result<std::string> listxattr(uint64_t ino);
-  Status setxattr(uint64_t ino, std::string_view name, std::string_view value, int flags);
-  Status removexattr(uint64_t ino, std::string_view name);
+  // Setting or removing a user.fidelity.* attribute is for the callers ChangeAccess allows (EPERM).
+  Status setxattr(uint64_t ino, std::string_view name, std::string_view value, int flags, const Caller& caller);
+  Status removexattr(uint64_t ino, std::string_view name, const Caller& caller);
   // Held from the start of a setxattr/removexattr request until after its reply.
   LevelChanges::InFlight change_in_flight(uint64_t ino) { return LevelChanges::InFlight(changes_, inodes_.decode(ino)); }
 
@@ -99,6 +104,7 @@ class Filesystem {
   std::string stats_json() const;
   void add_read_path_stats(nlohmann::ordered_json& j) const;
   std::string config_json() const;
+  std::string metrics_text() const;
   void forget_order_files();
   // Decides random_reads anew (the mount's start, a level change, a new rank order read) and
   // logs the decision when it changes.
@@ -119,6 +125,7 @@ class Filesystem {
   Namespace names_;
   LevelChanges changes_;
   Xattrs xattrs_;
+  ChangeAccess change_access_;
   uint64_t store_bytes_ = 0;
   // The ranks of one world size whose orders readers took, and their share of the records.
   mutable std::mutex share_mu_;
@@ -129,8 +136,9 @@ class Filesystem {
   RandomReadsDecision random_reads_;
   const std::chrono::steady_clock::time_point started_;
   std::atomic<uint64_t> lookups_{0}, reads_{0}, bytes_{0};
-  std::atomic<uint64_t> reads_by_kind_[3] = {0, 0, 0};
-  std::unique_ptr<std::atomic<uint64_t>[]> reads_by_level_;
+  std::atomic<uint64_t> reads_by_kind_[3] = {0, 0, 0}, bytes_by_kind_[3] = {0, 0, 0};
+  std::unique_ptr<std::atomic<uint64_t>[]> reads_by_level_, bytes_by_level_;  // JPEGs, [1..L]
+  LatencyHistogram read_latency_;  // reads of tree files, from the request to its bytes
 };
 
 }  // namespace fid::core

@@ -13,11 +13,22 @@
 //   S = O + kOrderSlots ..         control-file snapshots: S + 2*generation + (0 stats | 1 config)
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <iterator>
 
 namespace fid::core {
 
-enum class NodeType : uint8_t { dir, file, ctl_root, ctl_stats, ctl_config, ctl_sg, ctl_order, order_file, invalid };
+enum class NodeType : uint8_t { dir, file, ctl_root, ctl_stats, ctl_config, ctl_metrics, ctl_sg, ctl_order, order_file, invalid };
+
+// The control files whose content is a snapshot (ControlFiles), and their index among them.
+inline constexpr NodeType kSnapshotTypes[] = {NodeType::ctl_stats, NodeType::ctl_config, NodeType::ctl_metrics};
+inline constexpr size_t snapshot_index(NodeType t) {
+  return t == NodeType::ctl_config ? 1 : t == NodeType::ctl_metrics ? 2 : 0;
+}
+inline constexpr bool is_snapshot(NodeType t) {
+  return t == NodeType::ctl_stats || t == NodeType::ctl_config || t == NodeType::ctl_metrics;
+}
 
 inline constexpr uint32_t kOrderSlots = 256;
 
@@ -26,7 +37,7 @@ struct Node {
   uint32_t id = 0;      // dir id or file id (dir/file)
   int view = 0;         // 0 = live tree, K = /.fidelity/sg/K
   int level = 0;        // file: the level this inode serves (fixed for its lifetime)
-  uint64_t snapshot = 0;  // ctl_stats/ctl_config: the snapshot generation
+  uint64_t snapshot = 0;  // snapshot control files: the snapshot generation
 };
 
 inline bool is_dir_node(NodeType t) {
@@ -50,7 +61,7 @@ class InodeMap {
   uint64_t ctl_order() const { return ctl_ + 4; }
   uint64_t order_file(uint32_t slot) const { return orders_ + slot; }
   uint64_t ctl_snapshot(NodeType t, uint64_t generation) const {
-    return snap_ + 2 * generation + (t == NodeType::ctl_config ? 1 : 0);
+    return snap_ + std::size(kSnapshotTypes) * generation + snapshot_index(t);
   }
 
   Node decode(uint64_t ino) const {
@@ -92,8 +103,8 @@ class InodeMap {
       n.id = static_cast<uint32_t>(ino - orders_);
       return n;
     }
-    n.type = (ino - snap_) % 2 ? NodeType::ctl_config : NodeType::ctl_stats;
-    n.snapshot = (ino - snap_) / 2;
+    n.type = kSnapshotTypes[(ino - snap_) % std::size(kSnapshotTypes)];
+    n.snapshot = (ino - snap_) / std::size(kSnapshotTypes);
     return n;
   }
 

@@ -23,7 +23,9 @@ std::string log_open(config::LogLevel level, LogSink sink, const std::string& fi
   if (sink == LogSink::syslog) {
     ::openlog("fidelityfs", LOG_PID, LOG_DAEMON);
   } else if (sink == LogSink::file) {
-    int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    // Never through a symbolic link: a daemon run by root must not append where another user's
+    // link in a shared folder points.
+    int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0640);
     if (fd < 0) return fmt::format("{}: cannot open log file: {}", file, std::strerror(errno));
     g_fd = fd;
   } else {

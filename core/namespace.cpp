@@ -10,7 +10,7 @@ namespace fid::core {
 namespace {
 
 constexpr std::string_view kViewExtensions[] = {".png", ".pgm", ".ppm", ".npy"};
-constexpr std::string_view kControlNames[] = {"stats", "config", "sg", "order"};
+constexpr std::string_view kControlNames[] = {"stats", "config", "metrics", "sg", "order"};
 
 // "1".."kMaxLevel": the names of /.fidelity/sg's folders.
 std::string_view level_name(int k) {
@@ -60,7 +60,7 @@ Namespace::Namespace(const index::Store& store, const InodeMap& inodes, const Le
       known_((store.files().size() + 63) / 64) {}
 
 bool Namespace::name_cacheable(NodeType t) {
-  return t != NodeType::ctl_stats && t != NodeType::ctl_config && t != NodeType::order_file;
+  return !is_snapshot(t) && t != NodeType::order_file;
 }
 
 uint64_t Namespace::live_file_ino(uint32_t f) const {
@@ -114,8 +114,9 @@ std::optional<Namespace::DirEntry> Namespace::control_entry(const Node& n, size_
     switch (i - 2) {
       case 0: return DirEntry{kControlNames[0], control_.snapshot_inode(NodeType::ctl_stats), S_IFREG};
       case 1: return DirEntry{kControlNames[1], control_.snapshot_inode(NodeType::ctl_config), S_IFREG};
-      case 2: return DirEntry{kControlNames[2], inodes_.ctl_sg(), S_IFDIR};
-      case 3: return DirEntry{kControlNames[3], inodes_.ctl_order(), S_IFDIR};
+      case 2: return DirEntry{kControlNames[2], control_.snapshot_inode(NodeType::ctl_metrics), S_IFREG};
+      case 3: return DirEntry{kControlNames[3], inodes_.ctl_sg(), S_IFDIR};
+      case 4: return DirEntry{kControlNames[4], inodes_.ctl_order(), S_IFDIR};
       default: return std::nullopt;
     }
   }
@@ -165,6 +166,7 @@ uint64_t Namespace::lookup(const Node& n, std::string_view name, uint64_t* gener
     case NodeType::ctl_root:
       if (name == "stats") return control_.snapshot_inode(NodeType::ctl_stats);
       if (name == "config") return control_.snapshot_inode(NodeType::ctl_config);
+      if (name == "metrics") return control_.snapshot_inode(NodeType::ctl_metrics);
       if (name == "sg") return inodes_.ctl_sg();
       if (name == "order") return inodes_.ctl_order();
       return 0;

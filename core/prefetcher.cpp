@@ -54,6 +54,11 @@ void Prefetcher::follow(uint64_t seed, uint64_t epoch, uint32_t world) {
   since_scan_ = 0;
 }
 
+unsigned Prefetcher::loading() const {
+  std::lock_guard lock(mu_);
+  return loading_;
+}
+
 bool Prefetcher::following() const {
   std::lock_guard lock(mu_);
   return ix_ && detector_.following();

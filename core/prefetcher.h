@@ -73,10 +73,14 @@ class ReaderLoads {
     }
     cv_.notify_one();
   }
+  unsigned loading() const {
+    std::lock_guard lock(mu_);
+    return loading_;
+  }
 
  private:
   const std::function<uint64_t()> target_;
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::condition_variable cv_;
   unsigned loading_ = 0;
   uint64_t bytes_ = 0;
@@ -96,6 +100,8 @@ class Prefetcher {
   // A reader starts reading file f at `level`.
   void on_access(uint32_t f, int level);
   bool following() const;
+  // Prefixes being loaded now.
+  unsigned loading() const;
 
  private:
   void worker();

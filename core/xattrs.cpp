@@ -40,6 +40,8 @@ Error no_data() { return Error{ENODATA, "no such attribute"}; }
 
 }  // namespace
 
+bool Xattrs::is_ours(std::string_view name) { return key_of(name).has_value(); }
+
 Xattrs::Xattrs(const index::Store& store, const LevelPolicy& policy, const FileReader& reader, OrderFiles& orders,
                LevelChanges& changes, std::function<void()> seed_changed)
     : store_(store),

@@ -25,6 +25,9 @@ class Xattrs {
   Xattrs(const index::Store& store, const LevelPolicy& policy, const FileReader& reader, OrderFiles& orders,
          LevelChanges& changes, std::function<void()> seed_changed);
 
+  // Whether `name` is one of ours (user.fidelity.*).
+  static bool is_ours(std::string_view name);
+
   // The value of attribute `name` of node n. ENODATA if n has no such attribute.
   Result<std::string> get(const Node& n, std::string_view name) const;
   // The names of n's attributes, each followed by a NUL (listxattr's format).

@@ -4,7 +4,10 @@
 // shows the layers.
 #pragma once
 
+#include <sys/types.h>
+
 #include <functional>
+#include <optional>
 #include <string>
 
 #include "codec/l3_batch.h"
@@ -18,6 +21,7 @@ struct ServeRequest {
   std::string mountpoint;
   bool debug = false;                           // FUSE request tracing on stderr
   codec::L3BatchDecoder* l3_decoder = nullptr;  // the GPU decoder (gpu=on/auto with a device), else CPU
+  std::optional<gid_t> level_change_group;      // the gid of level_changes=group=NAME
 };
 
 // Mounts `store`, whose records `source` reads, at req.mountpoint and serves until it is

@@ -167,16 +167,30 @@ void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) 
 }
 void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size) { reply_value(req, core_of(req).listxattr(ino), size); }
 
+// The requesting process's uid, gid and supplementary groups (read by libfuse from /proc).
+core::Caller caller_of(fuse_req_t req) {
+  const fuse_ctx* ctx = fuse_req_ctx(req);
+  core::Caller c{ctx->uid, ctx->gid, {}};
+  c.groups.resize(64);
+  int n = fuse_req_getgroups(req, static_cast<int>(c.groups.size()), c.groups.data());
+  if (n > static_cast<int>(c.groups.size())) {
+    c.groups.resize(static_cast<size_t>(n));
+    n = fuse_req_getgroups(req, n, c.groups.data());
+  }
+  c.groups.resize(static_cast<size_t>(std::clamp(n, 0, static_cast<int>(c.groups.size()))));
+  return c;
+}
+
 void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char* name, const char* value, size_t size, int flags) {
   core::Filesystem& fs = core_of(req);
   auto in_flight = fs.change_in_flight(ino);  // until after the reply
-  reply_status(req, fs.setxattr(ino, name, {value, size}, flags));
+  reply_status(req, fs.setxattr(ino, name, {value, size}, flags, caller_of(req)));
 }
 
 void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char* name) {
   core::Filesystem& fs = core_of(req);
   auto in_flight = fs.change_in_flight(ino);  // until after the reply
-  reply_status(req, fs.removexattr(ino, name));
+  reply_status(req, fs.removexattr(ino, name, caller_of(req)));
 }
 
 // A read-only tree: every request that would change it.
@@ -278,7 +292,7 @@ int loop(fuse_session* se, const config::Settings& settings) {
 
 int serve(const index::Store& store, storage::RecordSource& source, const config::Settings& settings,
           const ServeRequest& req, const std::function<void(const std::string&)>& ready) {
-  core::Filesystem fs(store, source, settings, {req.mountpoint, req.l3_decoder});
+  core::Filesystem fs(store, source, settings, {req.mountpoint, req.l3_decoder, ::getuid(), req.level_change_group});
   fuse_session* se = new_session(fs, store, settings, req.debug);
   if (!se) {
     ready("cannot create the FUSE session (see messages above)");

@@ -104,7 +104,7 @@ TEST(ConfigYaml, ErrorsNameKeyAndLine) {
   EXPECT_EQ(error_of("threads: 4\n\nbogus: 1\n"),
             "f.yaml:3: key 'bogus': unknown key (expected scan_group, threads, cache, gpu, gpu_batch, gpu_deadline_us, gpu_memory, "
             "raw_format, raw_names, readdir, endpoint, region, profile, addressing, ca_file, disk_cache, disk_cache_size, "
-            "remote_requests, random_reads, order_ranks, rules, order_seed, order_window, log)");
+            "remote_requests, random_reads, order_ranks, level_changes, rules, order_seed, order_window, log)");
   EXPECT_NE(error_of("rules:\n  - path: a\n    scan_group: x\n").find("f.yaml:3: key 'rules[0].scan_group'"), std::string::npos);
   EXPECT_NE(error_of("rules:\n  - path: a\n").find("key 'rules[0].scan_group': missing"), std::string::npos);
   EXPECT_NE(error_of("rules:\n  - scan_group: 2\n    colour: red\n").find("f.yaml:3: key 'rules[0].colour'"), std::string::npos);
@@ -302,4 +302,25 @@ TEST(ConfigYaml, RandomReadsAndOrderRanks) {
   EXPECT_EQ(opt_error("random_reads"), "mount option 'random_reads' needs a value (random_reads=...)");
   EXPECT_EQ(error_of("random_reads: Records\n"), "f.yaml:1: key 'random_reads': expected auto, records or pieces, got 'Records'");
   EXPECT_EQ(error_of("order_ranks: epoch\n"), "f.yaml:1: key 'order_ranks': expected stable or per-epoch, got 'epoch'");
+}
+
+TEST(ConfigYaml, LevelChanges) {
+  Settings d = merge(parse_config("", "f.yaml"), MountOptions{});
+  EXPECT_EQ(d.level_changes.who, LevelChangers::Who::owner);
+  EXPECT_EQ(level_changers_text(d.level_changes), "owner");
+  Config c = parse_config("level_changes: anyone\n", "f.yaml");
+  EXPECT_EQ(merge(c, MountOptions{}).level_changes.who, LevelChangers::Who::anyone);
+  MountOptions o;
+  parse_mount_options("level_changes=group=train", o);  // the value itself holds a '='
+  Settings s = merge(c, o);  // the option wins over the file
+  EXPECT_EQ(s.level_changes.who, LevelChangers::Who::group);
+  EXPECT_EQ(s.level_changes.group, "train");
+  EXPECT_EQ(level_changers_text(s.level_changes), "group=train");
+  EXPECT_EQ(parse_config("level_changes: group=ml-users\n", "f.yaml").level_changes->group, "ml-users");
+  EXPECT_EQ(opt_error("level_changes=group="),
+            "bad value for mount option level_changes: 'group=' (expected owner, anyone or group=NAME)");
+  EXPECT_EQ(opt_error("level_changes=root"),
+            "bad value for mount option level_changes: 'root' (expected owner, anyone or group=NAME)");
+  EXPECT_EQ(error_of("level_changes: Owner\n"),
+            "f.yaml:1: key 'level_changes': expected owner, anyone or group=NAME, got 'Owner'");
 }

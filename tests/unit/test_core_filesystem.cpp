@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "core/filesystem.h"
 #include "storage/local_record_source.h"
 #include "test_store_fixture.h"
@@ -35,13 +37,23 @@ class RecordingKernel final : public fid::core::KernelCache {
   std::set<uint64_t> inodes;
 };
 
+using fid::core::Caller;
+constexpr uid_t kOwnerUid = 1000;
+constexpr gid_t kTrainGid = 2000;
+const Caller kOwner{kOwnerUid, kOwnerUid, {}};
+
 class FilesystemTest : public fid::testutil::PackedStore {
  protected:
   void SetUp() override {
     PackedStore::SetUp();
     source_ = std::make_unique<LocalRecordSource>(store());
     settings_.scan_group = 5;
-    fs_ = std::make_unique<Filesystem>(store(), *source_, settings_, Filesystem::Options{"/mnt/test", nullptr});
+    remount();
+  }
+  void remount(std::optional<gid_t> group = std::nullopt) {
+    if (fs_) fs_->detach();
+    fs_ = std::make_unique<Filesystem>(store(), *source_, settings_,
+                                       Filesystem::Options{"/mnt/test", nullptr, kOwnerUid, group});
   }
   void TearDown() override { fs_->detach(); }
   uint64_t lookup(uint64_t parent, const std::string& name) {
@@ -101,7 +113,7 @@ TEST_F(FilesystemTest, ALevelChangeMakesNewInodesAndTellsTheKernel) {
   const auto& f = file("dog/0.JPEG");
   {
     auto in_flight = fs_->change_in_flight(dog);
-    ASSERT_TRUE(fs_->setxattr(dog, "user.fidelity.scan_group", "2\n", 0).ok());
+    ASSERT_TRUE(fs_->setxattr(dog, "user.fidelity.scan_group", "2\n", 0, kOwner).ok());
   }
   fs_->wait_invalidations();  // those of the folder in flight went to the background thread
   EXPECT_TRUE(kernel.entries.count({1, "dog"}));  // the folder's own name
@@ -113,8 +125,8 @@ TEST_F(FilesystemTest, ALevelChangeMakesNewInodesAndTellsTheKernel) {
   auto level = fs_->getxattr(dog, "user.fidelity.scan_group");
   ASSERT_TRUE(level.ok());
   EXPECT_EQ(*level, "2");
-  ASSERT_TRUE(fs_->removexattr(dog, "user.fidelity.scan_group").ok());
-  EXPECT_EQ(fs_->removexattr(dog, "user.fidelity.scan_group").error().code, ENODATA);
+  ASSERT_TRUE(fs_->removexattr(dog, "user.fidelity.scan_group", kOwner).ok());
+  EXPECT_EQ(fs_->removexattr(dog, "user.fidelity.scan_group", kOwner).error().code, ENODATA);
   EXPECT_EQ(lookup(dog, "0.JPEG"), before);  // back to the mount's level: the same inode as before
 }
 
@@ -122,11 +134,11 @@ TEST_F(FilesystemTest, RefusalsHaveTheirErrno) {
   const uint64_t dog = lookup(1, "dog");
   const uint64_t jpeg = lookup(dog, "0.JPEG");
   const uint64_t blob = lookup(1, "notes.txt");
-  EXPECT_EQ(fs_->setxattr(jpeg, "user.fidelity.scan_group", "11", 0).error().code, EINVAL);
-  EXPECT_EQ(fs_->setxattr(jpeg, "user.fidelity.scan_group", "x", 0).error().code, EINVAL);
-  EXPECT_EQ(fs_->setxattr(blob, "user.fidelity.scan_group", "3", 0).error().code, EINVAL);
-  EXPECT_EQ(fs_->setxattr(jpeg, "user.fidelity.bytes", "3", 0).error().code, EPERM);
-  EXPECT_EQ(fs_->setxattr(jpeg, "user.other", "3", 0).error().code, EROFS);
+  EXPECT_EQ(fs_->setxattr(jpeg, "user.fidelity.scan_group", "11", 0, kOwner).error().code, EINVAL);
+  EXPECT_EQ(fs_->setxattr(jpeg, "user.fidelity.scan_group", "x", 0, kOwner).error().code, EINVAL);
+  EXPECT_EQ(fs_->setxattr(blob, "user.fidelity.scan_group", "3", 0, kOwner).error().code, EINVAL);
+  EXPECT_EQ(fs_->setxattr(jpeg, "user.fidelity.bytes", "3", 0, kOwner).error().code, EPERM);
+  EXPECT_EQ(fs_->setxattr(jpeg, "user.other", "3", 0, kOwner).error().code, EROFS);
   EXPECT_EQ(fs_->getxattr(jpeg, "user.fidelity.nope").error().code, ENODATA);
   EXPECT_EQ(fs_->open(jpeg, O_WRONLY).error().code, EROFS);
   EXPECT_EQ(fs_->open(dog, O_RDONLY).error().code, EISDIR);
@@ -135,11 +147,59 @@ TEST_F(FilesystemTest, RefusalsHaveTheirErrno) {
   EXPECT_EQ(fs_->access(jpeg, W_OK).error().code, EROFS);
   EXPECT_EQ(fs_->getattr(0).error().code, ENOENT);
   EXPECT_EQ(fs_->read(dog, 0, 10).error().code, EISDIR);
-  ASSERT_TRUE(fs_->setxattr(jpeg, "user.fidelity.scan_group", "4", XATTR_CREATE).ok());
-  EXPECT_EQ(fs_->setxattr(jpeg, "user.fidelity.scan_group", "4", XATTR_CREATE).error().code, EEXIST);
+  ASSERT_TRUE(fs_->setxattr(jpeg, "user.fidelity.scan_group", "4", XATTR_CREATE, kOwner).ok());
+  EXPECT_EQ(fs_->setxattr(jpeg, "user.fidelity.scan_group", "4", XATTR_CREATE, kOwner).error().code, EEXIST);
   auto bytes = fs_->getxattr(jpeg, "user.fidelity.bytes");
   ASSERT_TRUE(bytes.ok());
   EXPECT_EQ(std::count(bytes->begin(), bytes->end(), ','), store().levels() - 1);
+}
+
+TEST_F(FilesystemTest, OnlyTheOwnerAndRootChangeLevelsByDefault) {
+  const uint64_t dog = lookup(1, "dog");
+  const uint64_t jpeg = lookup(dog, "0.JPEG");
+  const Caller root{0, 0, {}}, other{65534, 65534, {}};
+  for (uint64_t ino : {uint64_t{1}, dog, jpeg}) {
+    EXPECT_EQ(fs_->setxattr(ino, "user.fidelity.scan_group", "1", 0, other).error().code, EPERM) << ino;
+    EXPECT_EQ(fs_->removexattr(ino, "user.fidelity.scan_group", other).error().code, EPERM) << ino;
+    EXPECT_EQ(*fs_->getxattr(ino, "user.fidelity.scan_group"), "5") << ino;  // reads stay open to all
+  }
+  EXPECT_EQ(fs_->setxattr(1, "user.fidelity.order_seed", "7", 0, other).error().code, EPERM);
+  EXPECT_EQ(fs_->removexattr(1, "user.fidelity.order_seed", other).error().code, EPERM);
+  EXPECT_EQ(fs_->setxattr(jpeg, "user.fidelity.kind", "x", 0, other).error().code, EPERM);
+  EXPECT_EQ(fs_->setxattr(jpeg, "user.other", "x", 0, other).error().code, EROFS);  // not ours: the tree is read-only
+  EXPECT_EQ(*fs_->getxattr(1, "user.fidelity.order_seed"), std::to_string(store().seed()));
+  const Caller same_group_other_user{65533, kOwnerUid, {kOwnerUid}};
+  EXPECT_EQ(fs_->setxattr(jpeg, "user.fidelity.scan_group", "1", 0, same_group_other_user).error().code, EPERM);
+  ASSERT_TRUE(fs_->setxattr(jpeg, "user.fidelity.scan_group", "3", 0, kOwner).ok());
+  ASSERT_TRUE(fs_->setxattr(dog, "user.fidelity.scan_group", "2", 0, root).ok());
+  ASSERT_TRUE(fs_->setxattr(1, "user.fidelity.order_seed", "7", 0, root).ok());
+  EXPECT_EQ(*fs_->getxattr(1, "user.fidelity.order_seed"), "7");
+  ASSERT_TRUE(fs_->removexattr(dog, "user.fidelity.scan_group", kOwner).ok());
+  auto stats = nlohmann::json::parse(read_all(lookup(lookup(1, ".fidelity"), "stats")));
+  EXPECT_EQ(stats["level_changes_refused"], 10);
+  auto config = nlohmann::json::parse(read_all(lookup(lookup(1, ".fidelity"), "config")));
+  EXPECT_EQ(config["level_changes"], "owner");
+  EXPECT_EQ(config["level_changers"], "the owner (uid 1000) and root");
+}
+
+TEST_F(FilesystemTest, LevelChangesAnyoneOrAGroup) {
+  const Caller other{65534, 65534, {}}, member{3000, 3000, {100, kTrainGid}}, primary{3001, kTrainGid, {}};
+  settings_.level_changes = {fid::config::LevelChangers::Who::anyone, ""};
+  remount();
+  uint64_t jpeg = lookup(lookup(1, "dog"), "0.JPEG");
+  EXPECT_TRUE(fs_->setxattr(jpeg, "user.fidelity.scan_group", "1", 0, other).ok());
+  EXPECT_TRUE(fs_->setxattr(1, "user.fidelity.order_seed", "3", 0, other).ok());
+
+  settings_.level_changes = {fid::config::LevelChangers::Who::group, "train"};
+  remount(kTrainGid);
+  jpeg = lookup(lookup(1, "dog"), "0.JPEG");
+  EXPECT_EQ(fs_->setxattr(jpeg, "user.fidelity.scan_group", "1", 0, other).error().code, EPERM);
+  EXPECT_TRUE(fs_->setxattr(jpeg, "user.fidelity.scan_group", "2", 0, member).ok());
+  EXPECT_TRUE(fs_->removexattr(jpeg, "user.fidelity.scan_group", primary).ok());
+  EXPECT_TRUE(fs_->setxattr(jpeg, "user.fidelity.scan_group", "4", 0, kOwner).ok());
+  auto config = nlohmann::json::parse(read_all(lookup(lookup(1, ".fidelity"), "config")));
+  EXPECT_EQ(config["level_changes"], "group=train");
+  EXPECT_EQ(config["level_changers"], "the owner (uid 1000), root and group train (gid 2000)");
 }
 
 TEST_F(FilesystemTest, OrderFilesListEveryFileOnceAndDamageIsEio) {

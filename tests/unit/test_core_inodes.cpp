@@ -41,6 +41,11 @@ TEST(Inodes, RoundTripAndDisjoint) {
     auto c = m.decode(m.ctl_snapshot(NodeType::ctl_config, g));
     EXPECT_EQ(c.type, NodeType::ctl_config);
     EXPECT_EQ(c.snapshot, g);
+    auto x = m.decode(m.ctl_snapshot(NodeType::ctl_metrics, g));
+    EXPECT_EQ(x.type, NodeType::ctl_metrics);
+    EXPECT_EQ(x.snapshot, g);
+    EXPECT_TRUE(seen.insert(m.ctl_snapshot(NodeType::ctl_config, g)).second);
+    EXPECT_TRUE(seen.insert(m.ctl_snapshot(NodeType::ctl_metrics, g)).second);
     EXPECT_TRUE(seen.insert(m.ctl_snapshot(NodeType::ctl_stats, g)).second);
   }
   EXPECT_EQ(m.ctl_snapshot(NodeType::ctl_stats, 0), m.order_file(fid::core::kOrderSlots - 1) + 1);

@@ -235,7 +235,8 @@ TEST_F(RandomReadsTest, AMountDecidesAgainAfterALevelChange) {
   fid::config::Settings settings;
   settings.scan_group = 2;
   settings.cache_bytes = low;
-  fid::core::Filesystem fs(store(), local, settings, {"/mnt/t", nullptr});
+  fid::core::Filesystem fs(store(), local, settings, {"/mnt/t", nullptr, 0, std::nullopt});
+  const fid::core::Caller kOwner{};  // root, who mounted
   auto mode = [&] {
     const uint64_t ino = fs.lookup(1, ".fidelity")->ino;
     const uint64_t stats = fs.lookup(ino, "stats")->ino;
@@ -244,10 +245,10 @@ TEST_F(RandomReadsTest, AMountDecidesAgainAfterALevelChange) {
   };
   EXPECT_EQ(mode()["mode"], "records");
   EXPECT_EQ(mode()["needed"], low);
-  ASSERT_TRUE(fs.setxattr(1, "user.fidelity.scan_group", "full", 0).ok());
+  ASSERT_TRUE(fs.setxattr(1, "user.fidelity.scan_group", "full", 0, kOwner).ok());
   EXPECT_EQ(mode()["mode"], "pieces");
   EXPECT_EQ(mode()["needed"], full);
-  ASSERT_TRUE(fs.removexattr(1, "user.fidelity.scan_group").ok());
+  ASSERT_TRUE(fs.removexattr(1, "user.fidelity.scan_group", kOwner).ok());
   EXPECT_EQ(mode()["mode"], "records");
   fs.detach();
 }
