@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/doc.h"
 #include "config/config.h"
 #include "cuda/gpu.h"
 #include "fs/fs.h"
@@ -324,14 +325,7 @@ void register_mount(CLI::App& app, int& exit_code) {
   auto a = std::make_shared<MountArgs>();
   cmd->add_option("STORE", a->store, "store folder, s3://BUCKET/PREFIX or http(s)://HOST/PATH")->required();
   cmd->add_option("MOUNTPOINT", a->mountpoint, "empty directory to mount on")->required();
-  cmd->add_option("-o", a->options,
-                  "mount options: scan_group=K|full, threads=N, cache=BYTES, gpu=auto|on|off, gpu_batch=N, "
-                  "gpu_deadline_us=N, gpu_memory=BYTES, raw_format=png|ppm|npy, raw_names=keep|ext, "
-                  "readdir=plus|plain|auto, random_reads=auto|records|pieces, order_ranks=stable|per-epoch, allow_other, "
-                  "config=FILE; remote stores: endpoint=URL, region=NAME, "
-                  "profile=NAME, addressing=auto|path|virtual, ca_file=PEM, disk_cache=DIR, disk_cache_size=BYTES, "
-                  "remote_requests=N")
-      ->allow_extra_args(false);
+  cmd->add_option("-o", a->options, mount_options_help())->allow_extra_args(false);
   cmd->add_option("--config", a->config, "YAML configuration file");
   cmd->add_flag("-f", a->foreground, "stay in the foreground");
   cmd->add_flag("-d", a->debug, "FUSE debug output (implies -f)");

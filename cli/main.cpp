@@ -1,6 +1,7 @@
 #include <cstdio>
 
 #include "cli/commands.h"
+#include "cli/doc.h"
 #include "cuda/gpu.h"
 
 int main(int argc, char** argv) {
@@ -17,6 +18,8 @@ int main(int argc, char** argv) {
   fid::cli::register_quality(app, exit_code);
   fid::cli::register_mount(app, exit_code);
   fid::cli::register_l3(app, exit_code);
+  fid::cli::register_stats(app, exit_code);
+  fid::cli::register_doc(app, exit_code);  // hidden
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

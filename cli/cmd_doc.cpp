@@ -1,0 +1,330 @@
+// fidelityfs doc man1|man8|mount-options|bash-completion (hidden): prints a document made from
+// the binary's own tables: the CLI11 subcommands with their options, and
+// config::mount_option_docs(), which comes from the table that parses the mount options. The build
+// runs it for the package (packaging/CMakeLists.txt); tests/integration/test_package.py checks
+// docs/MOUNT.md's options table against `mount-options`.
+#include <fmt/format.h>
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "cli/commands.h"
+#include "cli/doc.h"
+#include "config/config.h"
+
+namespace fid::cli {
+
+namespace {
+
+constexpr std::string_view kProgram = "fidelityfs";
+
+// ---- the option docs' Markdown (`code`) as plain text, roff and a table cell ----------------
+
+std::string plain(std::string_view md) {
+  std::string out;
+  for (char c : md)
+    if (c != '`') out += c;
+  return out;
+}
+
+// man(7) text: escapes, `code` in bold, newlines as line breaks, and no line that starts with a
+// control character.
+std::string roff(std::string_view md) {
+  std::string out;
+  bool code = false;
+  bool line_start = true;
+  for (char c : md) {
+    if (line_start && (c == '.' || c == '\'')) out += "\\&";
+    line_start = false;
+    switch (c) {
+      case '`': out += code ? "\\fR" : "\\fB"; code = !code; break;
+      case '\\': out += "\\e"; break;
+      case '-': out += "\\-"; break;
+      case '\n': out += "\n.br\n"; line_start = true; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+
+// A description's first line, less the colon that introduces the rest.
+std::string first_line(std::string_view text) {
+  text = text.substr(0, text.find('\n'));
+  if (text.ends_with(':')) text.remove_suffix(1);
+  return std::string(text);
+}
+
+// "values: about", or "about" for a setting that takes no value.
+std::string values_and_about(const config::MountOptionDoc& d) {
+  return d.values.empty() ? std::string(d.about) : fmt::format("{}: {}", d.values, d.about);
+}
+
+// ---- the command line, from CLI11 ----------------------------------------------------------
+
+// The subcommands a user sees (hidden ones have no group), depth first: pack, ..., l3, l3 encode.
+void visible_commands(const CLI::App& app, std::vector<const CLI::App*>& out) {
+  for (const CLI::App* sub : app.get_subcommands([](const CLI::App* s) { return !s->get_group().empty(); })) {
+    out.push_back(sub);
+    visible_commands(*sub, out);
+  }
+}
+
+// "fidelityfs l3 encode": the root app's own name is argv[0] as typed, so not used.
+std::string command_path(const CLI::App& cmd) {
+  std::string path;
+  for (const CLI::App* a = &cmd; a->get_parent(); a = a->get_parent()) path = " " + a->get_name() + path;
+  return std::string(kProgram) + path;
+}
+
+std::vector<std::string> option_names(const CLI::Option& o) {
+  std::vector<std::string> names;
+  for (const auto& s : o.get_snames()) names.push_back("-" + s);
+  for (const auto& l : o.get_lnames()) names.push_back("--" + l);
+  return names;
+}
+
+bool takes_value(const CLI::Option& o) { return o.get_expected_min() > 0; }
+
+// A .TP paragraph for a positional or an option; `brief`: only the description's first line.
+std::string roff_option(const CLI::Option& o, bool brief) {
+  std::string tag;
+  if (o.get_positional()) {
+    tag = fmt::format("\\fI{}\\fR", roff(o.get_name(true)));
+  } else {
+    for (const auto& n : option_names(o)) tag += fmt::format("{}\\fB{}\\fR", tag.empty() ? "" : ", ", roff(n));
+    if (takes_value(o)) tag += fmt::format(" \\fI{}\\fR", roff(o.get_type_name()));
+  }
+  std::string text = brief ? first_line(o.get_description()) : o.get_description();
+  if (!o.get_default_str().empty()) text += fmt::format(" (default: {})", o.get_default_str());
+  return fmt::format(".TP\n{}\n{}\n", tag, roff(text));
+}
+
+// "\fBfidelityfs pack\fR \fISRC_DIR\fR \fISTORE_DIR\fR [\fIoptions\fR]"
+std::string roff_usage(const CLI::App& cmd) {
+  std::string usage = fmt::format("\\fB{}\\fR", roff(command_path(cmd)));
+  bool options = false;
+  for (const CLI::Option* o : cmd.get_options()) {
+    if (o->get_positional()) usage += fmt::format(" \\fI{}\\fR", roff(o->get_name(true)));
+    else options = true;
+  }
+  if (!cmd.get_subcommands([](const CLI::App* s) { return !s->get_group().empty(); }).empty())
+    usage += " \\fICOMMAND\\fR";
+  if (options) usage += " [\\fIoptions\\fR]";
+  return usage;
+}
+
+std::string roff_header(std::string_view title, int section, std::string_view volume) {
+  // .nh: no hyphenation, so that option names stay whole; .ad l: ragged right.
+  return fmt::format(".TH {} {} \"\" \"{} {}\" \"{}\"\n.nh\n.ad l\n", roff(title), section, kProgram,
+                     FIDELITYFS_VERSION, volume);
+}
+
+constexpr std::string_view kExitStatus =
+    ".SH EXIT STATUS\n"
+    ".TP\n0\nsuccess\n"
+    ".TP\n1\nruntime failure (unreadable or damaged store, a failed mount, a failed check); the message names "
+    "the file and the cause\n"
+    ".TP\n2\nusage or configuration error (unknown option, bad value, bad YAML)\n";
+static_assert(kExitOk == 0 && kExitRuntime == 1 && kExitUsage == 2, "update kExitStatus");
+
+std::string man1(const CLI::App& app) {
+  std::vector<const CLI::App*> commands;
+  visible_commands(app, commands);
+  std::string description = app.get_description();
+  if (std::string prefix = fmt::format("{}: ", kProgram); description.starts_with(prefix))
+    description.erase(0, prefix.size());
+  std::string out = roff_header("FIDELITYFS", 1, "User Commands");
+  out += fmt::format(".SH NAME\n{} \\- {}\n.SH SYNOPSIS\n", kProgram, roff(description));
+  for (const CLI::App* cmd : commands) out += roff_usage(*cmd) + "\n.br\n";
+  out += ".SH DESCRIPTION\n" +
+         roff("`fidelityfs pack` packs an image folder tree once into a store; `fidelityfs mount` mounts it, "
+              "read-only, as an ordinary directory tree whose JPEGs read at a chosen level (scan group). "
+              "STORE is a store folder, `s3://BUCKET/PREFIX` or `http(s)://HOST/PATH`. The mount options: "
+              "fidelityfs-mount(8); the whole behaviour: /usr/share/doc/fidelityfs/MOUNT.md.") +
+         "\n.SH OPTIONS\n";
+  for (const CLI::Option* o : app.get_options()) out += roff_option(*o, false);
+  out += ".SH COMMANDS\n";
+  for (const CLI::App* cmd : commands) {
+    out += fmt::format(".SS\n{}\n{}\n", roff_usage(*cmd), roff(cmd->get_description()));
+    for (const CLI::Option* o : cmd->get_options()) out += roff_option(*o, false);
+  }
+  out += kExitStatus;
+  out += ".SH SEE ALSO\n\\fBfidelityfs\\-mount\\fR(8), \\fBfusermount3\\fR(1)\n";
+  return out;
+}
+
+const CLI::App& mount_command(const CLI::App& app) { return *app.get_subcommand("mount"); }
+
+std::string man8(const CLI::App& app) {
+  const CLI::App& mount = mount_command(app);
+  std::string out = roff_header("FIDELITYFS-MOUNT", 8, "System Administration");
+  out += fmt::format(".SH NAME\nfidelityfs\\-mount, mount.fidelityfs \\- {}\n.SH SYNOPSIS\n{}\n.br\n", roff(mount.get_description()),
+                     roff_usage(mount));
+  out += "\\fBmount \\-t fuse.fidelityfs\\fR \\fISTORE\\fR \\fIMOUNTPOINT\\fR [\\fB\\-o\\fR \\fIOPT\\fR[,\\fIOPT\\fR...]]\n";
+  out += ".SH DESCRIPTION\n" +
+         roff("`fidelityfs mount` opens the store, starts a daemon and returns once the mount answers (with `-f` it "
+              "stays in the foreground). The tree is read-only; a JPEG reads at its level: its own or its nearest "
+              "folder's `user.fidelity.scan_group` xattr, else the first matching config rule, else `scan_group`. "
+              "Unmount with `fusermount3 -u MOUNTPOINT` (or `umount`).") +
+         "\n.PP\n" +
+         roff("`mount.fidelityfs` (also installed as `mount.fuse.fidelityfs`) is the helper mount(8) runs for "
+              "the type `fuse.fidelityfs`, so /etc/fstab lines and systemd .mount units work: it drops the "
+              "generic mount options (`defaults`, `auto`, `noauto`, `nofail`, `_netdev`, `rw`, `ro`, `user`, "
+              "`nosuid`, `nodev`, `noatime`, `x-*`, ...) and runs `fidelityfs mount STORE MOUNTPOINT -o` with the "
+              "rest. It runs `$FIDELITYFS_BIN`, else `fidelityfs` on PATH, else /usr/bin/fidelityfs, else "
+              "/usr/local/bin/fidelityfs.") +
+         "\n.SH COMMAND-LINE OPTIONS\n";
+  for (const CLI::Option* o : mount.get_options()) out += roff_option(*o, true);
+  out += ".SH MOUNT OPTIONS\n" +
+         roff("Given with `-o` (comma-separated, repeatable), in the options field of /etc/fstab, or under their "
+              "YAML keys in the configuration file (`--config FILE`); an `-o` value overrides the file's. Unknown "
+              "options, unknown keys and bad values are errors (exit 2). Sections named in quotes are those of "
+              "/usr/share/doc/fidelityfs/MOUNT.md.") +
+         "\n";
+  for (const auto& d : config::mount_option_docs()) {
+    std::string tag;
+    if (!d.option.empty()) tag = fmt::format("\\fB{}\\fR", roff(d.option));
+    if (d.yaml_key.empty()) tag += " (\\-o only)";
+    else if (d.option.empty()) tag += fmt::format("\\fB{}\\fR (configuration file only)", roff(d.yaml_key));
+    else if (d.yaml_key != d.option) tag += fmt::format(" (YAML \\fB{}\\fR)", roff(d.yaml_key));
+    out += fmt::format(".TP\n{}\n{}\n", tag, roff(values_and_about(d)));
+  }
+  out += ".SH EXAMPLES\n.nf\n" +
+         roff("fidelityfs mount /data/imagenet.store /mnt/imagenet -o scan_group=5\n"
+              "# /etc/fstab\n"
+              "/data/imagenet.store  /mnt/imagenet  fuse.fidelityfs  scan_group=5,allow_other,nofail  0 0") +
+         "\n.fi\n";
+  out += ".SH FILES\n.TP\n/usr/share/doc/fidelityfs/examples/mnt\\-imagenet.mount\n" +
+         roff("a systemd mount unit of a store") + "\n";
+  out += kExitStatus;
+  out += ".SH SEE ALSO\n\\fBfidelityfs\\fR(1), \\fBmount\\fR(8), \\fBfstab\\fR(5), \\fBsystemd.mount\\fR(5), "
+         "\\fBfusermount3\\fR(1)\n";
+  return out;
+}
+
+// The table of docs/MOUNT.md, "Options": one row a setting.
+std::string mount_options_markdown() {
+  auto cell = [](std::string_view s) {
+    std::string out;
+    for (char c : s) out += c == '|' ? std::string("\\|") : std::string(1, c);
+    return out;
+  };
+  std::string out = "| `-o` option | YAML key | values (default): what it does |\n| --- | --- | --- |\n";
+  for (const auto& d : config::mount_option_docs()) {
+    out += fmt::format("| {} | {} | {} |\n", d.option.empty() ? "—" : fmt::format("`{}`", d.option),
+                       d.yaml_key.empty() ? "—" : fmt::format("`{}`", d.yaml_key), cell(values_and_about(d)));
+  }
+  return out;
+}
+
+// ---- bash completion ---------------------------------------------------------------------
+
+std::string join(const std::vector<std::string>& words) {
+  std::string out;
+  for (const auto& w : words) out += (out.empty() ? "" : " ") + w;
+  return out;
+}
+
+std::string bash_completion(const CLI::App& app) {
+  std::vector<const CLI::App*> commands{&app};
+  visible_commands(app, commands);
+  std::vector<std::string> paths;  // "fidelityfs pack", ... (not the root)
+  std::string cases;
+  for (const CLI::App* cmd : commands) {
+    std::string path = cmd == &app ? std::string(kProgram) : command_path(*cmd);
+    if (cmd != &app) paths.push_back(fmt::format("\"{}\"", path));
+    std::vector<std::string> subcommands, options, valued;
+    for (const CLI::App* sub : cmd->get_subcommands([](const CLI::App* s) { return !s->get_group().empty(); }))
+      subcommands.push_back(sub->get_name());
+    for (const CLI::Option* o : cmd->get_options()) {
+      if (o->get_positional()) continue;
+      for (const auto& n : option_names(*o)) {
+        options.push_back(n);
+        if (takes_value(*o)) valued.push_back(n);
+      }
+    }
+    cases += fmt::format("    \"{}\") subcommands=\"{}\" options=\"{}\" valued=\"{}\" ;;\n", path, join(subcommands),
+                         join(options), join(valued));
+  }
+  std::vector<std::string> mount_options;
+  for (const auto& d : config::mount_option_docs())
+    if (!d.option.empty()) mount_options.push_back(std::string(d.option) + (d.values.empty() ? "" : "="));
+  std::string known_paths;
+  for (const auto& p : paths) known_paths += (known_paths.empty() ? "" : " | ") + p;
+  return fmt::format(R"(# bash completion of fidelityfs: subcommands, their options, and the mount options after -o.
+# Generated by `fidelityfs doc bash-completion` from the binary's own tables; do not edit.
+_fidelityfs() {{
+  # The words up to the cursor, split at blanks only: bash's own split (COMP_WORDBREAKS) also cuts
+  # at '=' and ':', which -o lists are full of.
+  local line=${{COMP_LINE:0:COMP_POINT}}
+  local -a words
+  read -r -a words <<<"$line"
+  [[ -z $line || $line == *[[:blank:]] ]] && words+=("")
+  local cur=${{words[-1]}} prev="" command={program} i
+  ((${{#words[@]}} > 1)) && prev=${{words[-2]}}
+  for ((i = 1; i < ${{#words[@]}} - 1; i++)); do
+    case "$command ${{words[i]}}" in
+      {known_paths}) command+=" ${{words[i]}}" ;;
+    esac
+  done
+  local subcommands="" options="" valued=""
+  case $command in
+{cases}  esac
+  local -a candidates
+  if [[ $command == "{program} mount" && $prev == -o ]]; then
+    # The list's last item: a name to complete after the items before it.
+    local item=${{cur##*,}}
+    mapfile -t candidates < <(compgen -P "${{cur%"$item"}}" -W "{mount_options}" -- "$item")
+  elif [[ " $valued " == *" $prev "* ]]; then
+    mapfile -t candidates < <(compgen -f -- "$cur")
+  elif [[ $cur == -* ]]; then
+    mapfile -t candidates < <(compgen -W "$options" -- "$cur")
+  elif [[ -n $subcommands ]]; then
+    mapfile -t candidates < <(compgen -W "$subcommands" -- "$cur")
+  else
+    mapfile -t candidates < <(compgen -f -- "$cur")
+  fi
+  # Bash replaces only its own current word, the tail of ours after its last word break.
+  local word=${{COMP_WORDS[COMP_CWORD]-}} candidate
+  local cut=$((${{#cur}} - ${{#word}}))
+  ((cut < 0)) && cut=0
+  COMPREPLY=()
+  for candidate in "${{candidates[@]}}"; do COMPREPLY+=("${{candidate:cut}}"); done
+  if [[ ${{#COMPREPLY[@]}} == 1 && ${{COMPREPLY[0]}} == *= ]]; then compopt -o nospace 2>/dev/null; fi
+  return 0
+}}
+complete -F _fidelityfs {program}
+)",
+                     fmt::arg("program", kProgram), fmt::arg("known_paths", known_paths), fmt::arg("cases", cases),
+                     fmt::arg("mount_options", join(mount_options)));
+}
+
+}  // namespace
+
+std::string mount_options_help() {
+  std::string out = "mount options, comma-separated, repeatable:";
+  for (const auto& d : config::mount_option_docs()) {
+    if (d.option.empty()) continue;
+    out += fmt::format("\n{}{}{}", d.option, d.values.empty() ? "" : "=", plain(d.values));
+  }
+  return out + "\n(what each does: fidelityfs-mount(8), docs/MOUNT.md)";
+}
+
+void register_doc(CLI::App& app, int& exit_code) {
+  auto* cmd = app.add_subcommand("doc", "Print a document made from the binary's own tables");
+  cmd->group("");  // hidden: for the build and the tests
+  auto topic = std::make_shared<std::string>();
+  cmd->add_option("TOPIC", *topic, "man1, man8, mount-options (Markdown) or bash-completion")
+      ->required()
+      ->check(CLI::IsMember({"man1", "man8", "mount-options", "bash-completion"}));
+  cmd->callback([&app, topic, &exit_code] {
+    if (*topic == "man1") fmt::print("{}", man1(app));
+    else if (*topic == "man8") fmt::print("{}", man8(app));
+    else if (*topic == "mount-options") fmt::print("{}", mount_options_markdown());
+    else fmt::print("{}", bash_completion(app));
+    exit_code = kExitOk;
+  });
+}
+
+}  // namespace fid::cli
