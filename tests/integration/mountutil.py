@@ -41,9 +41,11 @@ def daemon_pid(mnt):
     return None
 
 
-def mount(store, mnt, *args, check=True, env=None):
+def mount(store, mnt, *args, check=True, env=None, argv=None):
+    """`fidelityfs mount STORE MNT ARGS`, or `argv` when given (a mount through mount(8))."""
     os.makedirs(mnt, exist_ok=True)
-    p = subprocess.run([fid_bin(), "mount", store, mnt, *args], capture_output=True, text=True, env=env)
+    argv = argv or [fid_bin(), "mount", store, mnt, *args]
+    p = subprocess.run(argv, capture_output=True, text=True, env=env)
     if check and p.returncode != 0:
         raise AssertionError(f"mount failed ({p.returncode}): {p.stderr}")
     return p
@@ -103,8 +105,8 @@ def abort_connection(conn):
 
 
 @contextlib.contextmanager
-def mounted(store, mnt, *args):
-    mount(store, mnt, *args)
+def mounted(store, mnt, *args, **kw):
+    mount(store, mnt, *args, **kw)
     conn, pid = fuse_connection(mnt), daemon_pid(mnt)  # now, while the mount answers
     try:
         yield mnt
