@@ -17,5 +17,6 @@ void register_verify(CLI::App& app, int& exit_code);
 void register_mount(CLI::App& app, int& exit_code);
 void register_l3(CLI::App& app, int& exit_code);
 void register_quality(CLI::App& app, int& exit_code);
+void register_stats(CLI::App& app, int& exit_code);
 
 }  // namespace fid::cli
