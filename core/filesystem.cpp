@@ -363,19 +363,19 @@ void Filesystem::add_read_path_stats(nlohmann::ordered_json& j) const {
 std::string Filesystem::metrics_text() const {
   MetricsText m({{"mountpoint", options_.mountpoint}});
   const auto d = [](uint64_t v) { return static_cast<double>(v); };
-  m.family("fidelityfs_reads_total", "counter", "FUSE reads of tree files served (page-cache hits never reach the daemon)");
-  m.family("fidelityfs_read_bytes_total", "counter", "bytes those reads returned");
-  for (int k = 1; k <= store_.levels(); ++k) {
-    const MetricsText::Labels l{{"kind", "jpeg"}, {"level", std::to_string(k)}};
-    m.sample("fidelityfs_reads_total", d(reads_by_level_[static_cast<size_t>(k)].load()), l);
-    m.sample("fidelityfs_read_bytes_total", d(bytes_by_level_[static_cast<size_t>(k)].load()), l);
-  }
-  for (index::FileKind kind : {index::FileKind::l3, index::FileKind::blob}) {
-    const size_t i = static_cast<size_t>(kind) % 3;
-    const MetricsText::Labels l{{"kind", std::string(index::kind_name(kind))}, {"level", "1"}};
-    m.sample("fidelityfs_reads_total", d(reads_by_kind_[i].load()), l);
-    m.sample("fidelityfs_read_bytes_total", d(bytes_by_kind_[i].load()), l);
-  }
+  // A family's samples follow its own # TYPE line: one family, then the other.
+  const auto by_file_kind = [&](std::string_view name, std::string_view help,
+                                const std::atomic<uint64_t>* by_level, const std::atomic<uint64_t>* by_kind) {
+    m.family(name, "counter", help);
+    for (int k = 1; k <= store_.levels(); ++k)
+      m.sample(name, d(by_level[k].load()), {{"kind", "jpeg"}, {"level", std::to_string(k)}});
+    for (index::FileKind kind : {index::FileKind::l3, index::FileKind::blob})
+      m.sample(name, d(by_kind[static_cast<size_t>(kind) % 3].load()),
+               {{"kind", std::string(index::kind_name(kind))}, {"level", "1"}});
+  };
+  by_file_kind("fidelityfs_reads_total", "FUSE reads of tree files served (page-cache hits never reach the daemon)",
+               reads_by_level_.get(), reads_by_kind_);
+  by_file_kind("fidelityfs_read_bytes_total", "bytes those reads returned", bytes_by_level_.get(), bytes_by_kind_);
   m.histogram("fidelityfs_read_duration_seconds", "time from a read request to its bytes, tree files", read_latency_.snapshot());
   m.counter("fidelityfs_lookups_total", "name lookups in the tree", d(lookups_.load()));
   m.counter("fidelityfs_eio_errors_total", "reads answered EIO (a piece failed its checksum or could not be read)", d(reader_.failures()));
