@@ -3,6 +3,9 @@
 # the source on ext4, squashfuse_ll of a squashfs of the source, and the mount at full level
 # and at level 5; random order, 2 reader threads, warm (page cache) and cold (dropped caches).
 # Also the daemon's CPU time per file. Needs root (drop_caches, mounts).
+# BASELINE_BIN=PATH adds a fifth source, the same store at level 5 mounted by another build of
+# fidelityfs (scripts/bench/metrics.sh builds the one before metrics), and prints this build's
+# files/s against it: the cost of what the newer build adds to the read path.
 # A warm run reads the tree PASSES times (default 20: a warm pass of 5,000 files takes ~25 ms,
 # too short to time on a shared machine).
 # KIND: imagenet (the shared generator's ImageNet-like set: ImageNet's shapes, 25 KB per file)
@@ -23,25 +26,29 @@ sqfs=$BENCH_DIR/$kind-$count.sqfs
 [[ -f $sqfs ]] || mksquashfs "$src" "$sqfs" -noappend -quiet -no-progress >/dev/null
 
 m=$BENCH_DIR/mnt
-mkdir -p "$m/full" "$m/l5" "$m/sq"
-cleanup() { for d in full l5 sq; do fusermount3 -u "$m/$d" 2>/dev/null || true; done; }
+baseline=${BASELINE_BIN:-}
+mkdir -p "$m/full" "$m/l5" "$m/sq" "$m/base"
+cleanup() { for d in full l5 sq base; do fusermount3 -u "$m/$d" 2>/dev/null || true; done; }
 trap cleanup EXIT
 cleanup
 "$bin" mount "$store" "$m/full" -o scan_group=full
 "$bin" mount "$store" "$m/l5" -o scan_group=5
 squashfuse_ll "$sqfs" "$m/sq"
+[[ -z $baseline ]] || "$baseline" mount "$store" "$m/base" -o scan_group=5
 
 (cd "$src" && find . -name '*.JPEG' | sort) >"$BENCH_DIR/list.rel"
 n=$(wc -l <"$BENCH_DIR/list.rel")
-declare -A roots=([ext4]=$src [squashfuse_ll]=$m/sq [fidelityfs_full]=$m/full [fidelityfs_l5]=$m/l5)
+declare -A roots=([ext4]=$src [squashfuse_ll]=$m/sq [fidelityfs_full]=$m/full [fidelityfs_l5]=$m/l5 [baseline_l5]=$m/base)
 order=(ext4 squashfuse_ll fidelityfs_full fidelityfs_l5)
+[[ -z $baseline ]] || order+=(baseline_l5)
 for name in "${order[@]}"; do sed "s|^\.|${roots[$name]}|" "$BENCH_DIR/list.rel" >"$BENCH_DIR/list.$name"; done
 
-daemon_pid() { pgrep -f -x "$bin mount $store $1 .*" | head -1; }
+daemon_pid() { pgrep -f -x "${2:-$bin} mount $store $1 .*" | head -1; }
 
 declare -A fps_w mbs_w fps_c mbs_c cpu0 warm_fps warm_mbs cold_fps cold_mbs cpu_us rcpu_w reader_us
 hz=$(getconf CLK_TCK)
 declare -A pid=([fidelityfs_full]=$(daemon_pid "$m/full") [fidelityfs_l5]=$(daemon_pid "$m/l5"))
+[[ -z $baseline ]] || pid[baseline_l5]=$(daemon_pid "$m/base" "$baseline")
 # Every source's page cache filled the same way, by reading: a freshly written tree would
 # otherwise sit in the large folios of ext4's write path, which read faster than the order-0
 # folios that reading from disk leaves (as in a training epoch, and for every other source).
@@ -57,7 +64,7 @@ stats_reads() { /usr/bin/python3 -c "import json,sys; print(sum(json.load(open(s
 lists=()
 for name in "${order[@]}"; do lists+=("$BENCH_DIR/list.$name"); done
 declare -A run_fps
-ratios_ext4='' ratios_sq='' warm_ext4_storage=0 warm_ext4_bytes=0 warm_daemon_reads=0
+ratios_ext4='' ratios_sq='' ratios_base='' warm_ext4_storage=0 warm_ext4_bytes=0 warm_daemon_reads=0
 for ((r = 1; r <= runs; r++)); do
   d0=$(($(stats_reads "$m/full") + $(stats_reads "$m/l5")))
   mapfile -t outs < <("$rb" "${lists[@]}" --threads 2 --seed "$r" --passes "$passes")
@@ -74,6 +81,7 @@ for ((r = 1; r <= runs; r++)); do
   done
   ratios_ext4+="$(echo "${run_fps[fidelityfs_full]} / ${run_fps[ext4]}" | bc -l) "
   ratios_sq+="$(echo "${run_fps[fidelityfs_full]} / ${run_fps[squashfuse_ll]}" | bc -l) "
+  [[ -z $baseline ]] || ratios_base+="$(echo "${run_fps[fidelityfs_l5]} / ${run_fps[baseline_l5]}" | bc -l) "
 done
 # The daemon's CPU time per file, measured on the cold runs where it serves every read (warm
 # reads are page-cache hits that never reach it).
@@ -114,6 +122,17 @@ printf '  per run vs ext4: %s\n' "$(for x in $ratios_ext4; do printf '%.2f ' "$x
 # open/read/close on each filesystem, and is not inflated by other tenants of a shared machine.
 printf 'warm reader CPU per file (user+sys): ext4 %.2f us, mount full %.2f us (%+.2f us)\n' \
   "${reader_us[ext4]}" "${reader_us[fidelityfs_full]}" "$(echo "${reader_us[fidelityfs_full]} - ${reader_us[ext4]}" | bc -l)"
+if [[ -n $baseline ]]; then
+  cold_ratios=''
+  read -ra l5_runs <<<"${fps_c[fidelityfs_l5]}"
+  read -ra base_runs <<<"${fps_c[baseline_l5]}"
+  for i in "${!l5_runs[@]}"; do cold_ratios+="$(echo "${l5_runs[$i]} / ${base_runs[$i]}" | bc -l) "; done
+  printf 'this build against BASELINE_BIN=%s, both at level 5, median of per-run ratios: warm %.3fx files/s (goal >= 0.98), cold %.3fx; daemon CPU per cold file %.2f us vs %.2f us\n' \
+    "$baseline" "$(echo $ratios_base | tr ' ' '\n' | median)" "$(echo $cold_ratios | tr ' ' '\n' | median)" \
+    "${cpu_us[fidelityfs_l5]}" "${cpu_us[baseline_l5]}"
+  printf '  per run, warm: %s cold: %s\n' "$(for x in $ratios_base; do printf '%.3f ' "$x"; done)" \
+    "$(for x in $cold_ratios; do printf '%.3f ' "$x"; done)"
+fi
 # Under 0.1% of the bytes from storage, or of the files through the daemon, counts as warm.
 warm_files=$((n * passes * runs))
 printf 'warm check: in the timed warm runs ext4 read %d bytes from storage (%.4f%% of those it returned) and the mounts answered %d FUSE reads (%.4f%% of their file reads): %s\n' \

@@ -274,7 +274,7 @@ def test_control_folder(imagenet_store, mnt):
         ctl = os.path.join(mnt, ".fidelity")
         assert ".fidelity" not in os.listdir(mnt)
         assert os.path.isdir(ctl)
-        assert sorted(os.listdir(ctl)) == ["config", "order", "sg", "stats"]
+        assert sorted(os.listdir(ctl)) == ["config", "metrics", "order", "sg", "stats"]
         assert sorted(os.listdir(os.path.join(ctl, "sg")), key=int) == [str(k) for k in range(1, st.levels + 1)]
         assert not os.path.exists(os.path.join(ctl, "sg", "0"))
         assert not os.path.exists(os.path.join(ctl, "sg", str(st.levels + 1)))
