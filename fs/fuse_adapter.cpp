@@ -126,8 +126,13 @@ void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, bool plu
     const std::string name((*e)->name);
     size_t need;
     if (plus) {
+      // An entry without attributes ends this chunk; the next request starts at it and gets the
+      // error, so a listing is never silently short.
       auto entry = fs.listed_entry(**e);
-      if (!entry.ok()) break;
+      if (!entry.ok()) {
+        if (used == 0) return reply_status(req, entry.error());
+        break;
+      }
       fuse_entry_param p = entry_param(*entry);
       need = fuse_add_direntry_plus(req, buf.data() + used, size - used, name.c_str(), &p, static_cast<off_t>(i + 1));
     } else {

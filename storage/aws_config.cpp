@@ -8,6 +8,8 @@
 #include <sstream>
 #include <vector>
 
+#include "common/ascii.h"
+
 namespace fid::storage {
 namespace {
 
@@ -18,14 +20,6 @@ std::string_view trim(std::string_view s) {
   if (begin == std::string_view::npos) return {};
   size_t end = s.find_last_not_of(kWhitespace);
   return s.substr(begin, end - begin + 1);
-}
-
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) {
-    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-  }
-  return out;
 }
 
 // The environment, with an empty variable counting as unset (as AWS's tools treat it).
@@ -170,7 +164,7 @@ std::map<std::string, IniSection> parse_aws_ini(std::string_view text) {
     }
     size_t eq = line.find('=');
     if (current == nullptr || eq == std::string_view::npos) continue;
-    std::string name = lower(trim(line.substr(0, eq)));
+    std::string name = ascii_lower(trim(line.substr(0, eq)));
     std::string_view value = trim(line.substr(eq + 1));
     if (name.empty()) continue;
     if (indented && !parent.empty()) {
@@ -312,7 +306,7 @@ Result<S3Target> resolve_s3(const StoreUrl& url, const S3Options& opts,
   Addressing addressing = opts.addressing;
   if (addressing == Addressing::auto_) {
     if (auto style = key(config_section, "s3.addressing_style")) {
-      std::string s = lower(*style);
+      std::string s = ascii_lower(*style);
       if (s == "path") {
         addressing = Addressing::path;
       } else if (s == "virtual") {

@@ -8,6 +8,8 @@
 #include <cstdio>
 #include <stdexcept>
 
+#include "common/ascii.h"
+
 namespace fid::storage {
 namespace {
 
@@ -42,14 +44,6 @@ Digest hmac_sha256(std::string_view key, std::string_view data) {
 
 std::string_view as_view(const Digest& d) {
   return {reinterpret_cast<const char*>(d.data()), d.size()};
-}
-
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) {
-    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-  }
-  return out;
 }
 
 // SigV4 "Trimall": no leading or trailing whitespace, inner runs of spaces as one space.
@@ -98,7 +92,7 @@ std::vector<std::pair<std::string, std::string>> canonical_headers(const SignReq
   if (r.content_sha256_header) all.emplace_back("x-amz-content-sha256", payload_hash(r));
   if (!c.session_token.empty()) all.emplace_back("x-amz-security-token", c.session_token);
   for (const auto& [name, value] : r.headers) {
-    std::string lname = lower(name);
+    std::string lname = ascii_lower(name);
     if (!set_by_signer(lname)) all.emplace_back(std::move(lname), trim_all(value));
   }
   std::stable_sort(all.begin(), all.end(),

@@ -4,6 +4,8 @@
 #include <charconv>
 #include <optional>
 
+#include "common/ascii.h"
+
 namespace fid::storage {
 namespace {
 
@@ -30,14 +32,6 @@ Error url_error(std::string_view url, std::string_view what) {
 bool is_alpha(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
 bool is_digit(char c) { return c >= '0' && c <= '9'; }
 bool is_hex(char c) { return is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
-char to_lower(char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c; }
-
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = to_lower(c);
-  return out;
-}
-
 // RFC 3986: ALPHA *( ALPHA / DIGIT / "+" / "-" / "." ). Anything else before "://" (a '/', a
 // space) means the text is a path that happens to contain "://", not a URL.
 bool is_scheme(std::string_view s) {
@@ -125,7 +119,7 @@ Result<Endpoint> parse_http(std::string_view text, bool https, size_t authority_
     if (!valid_ipv6_literal(literal)) {
       return authority_error("'" + std::string(literal) + "' is not an IPv6 address");
     }
-    ep.host = lower(literal);
+    ep.host = ascii_lower(literal);
     std::string_view after = authority.substr(close + 1);
     if (!after.empty()) {
       if (after[0] != ':') return authority_error("unexpected text after the IPv6 address");
@@ -143,7 +137,7 @@ Result<Endpoint> parse_http(std::string_view text, bool https, size_t authority_
     if (!valid_host_name(host)) {
       return authority_error("'" + std::string(host) + "' is not a host name or address");
     }
-    ep.host = lower(host);
+    ep.host = ascii_lower(host);
     if (colon != std::string_view::npos) {
       has_port = true;
       port_text = authority.substr(colon + 1);
@@ -210,7 +204,7 @@ Result<StoreUrl> parse_store_url(std::string_view text) {
     url.local = std::string(text);
     return url;
   }
-  std::string scheme = lower(text.substr(0, scheme_end));
+  std::string scheme = ascii_lower(text.substr(0, scheme_end));
   if (scheme != "s3" && scheme != "http" && scheme != "https") {
     return url_error(text, "unknown scheme '" + scheme + "://'; " + std::string(kSupported));
   }
@@ -252,7 +246,7 @@ Result<Endpoint> parse_endpoint(std::string_view text) {
   if (scheme_end == std::string_view::npos || !is_scheme(text.substr(0, scheme_end))) {
     return url_error(text, "an endpoint must be http://HOST[:PORT][/PATH] or https://...");
   }
-  std::string scheme = lower(text.substr(0, scheme_end));
+  std::string scheme = ascii_lower(text.substr(0, scheme_end));
   if (scheme != "http" && scheme != "https") {
     return url_error(text, "unknown endpoint scheme '" + scheme + "://'; supported: http://, https://");
   }
