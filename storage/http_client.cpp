@@ -292,8 +292,16 @@ void HttpClient::run() {
     };
     if (t->req.ranged) add_header("Range", http::range_header(t->want_first(), t->want_len()));
     for (const auto& [name, value] : t->req.headers) add_header(name, value);
-    if (t->req.sign)
-      for (const auto& [name, value] : t->req.sign()) add_header(name, value);
+    if (t->req.sign) {
+      Result<Headers> signed_headers = t->req.sign();
+      if (!signed_headers.ok()) {
+        e.idle_handles.push_back(h);
+        t->easy = nullptr;
+        fail(std::move(t), signed_headers.error().code, signed_headers.error().message, false);
+        return;
+      }
+      for (const auto& [name, value] : *signed_headers) add_header(name, value);
+    }
     add_header("Accept-Encoding", "identity");  // the bytes as stored, never re-encoded
 
     curl_easy_setopt(h, CURLOPT_URL, t->req.url.c_str());

@@ -61,8 +61,9 @@ struct HttpRequest {
   Method method = Method::get;
   std::string url;            // absolute; messages show it without its query
   Headers headers;            // sent as given (If-None-Match, ...)
-  // Headers added to every attempt, made just before it is sent (SigV4: a fresh date).
-  std::function<Headers()> sign;
+  // Headers added to every attempt, made just before it is sent (SigV4: a fresh date). An error
+  // fails the request with it, unretried.
+  std::function<Result<Headers>()> sign;
   // The body. ranged: bytes [offset, offset + dst.size()) of the object into dst (not empty).
   // Otherwise the whole body into `sink` (streamed: offset in the body, bytes; false aborts the
   // request), or if there is no sink into dst, which it must fit.

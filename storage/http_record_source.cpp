@@ -16,7 +16,7 @@ std::string RemoteLocation::path_of(std::string_view relative) const {
 
 std::string RemoteLocation::url_of(std::string_view relative) const { return origin + path_of(relative); }
 
-std::function<Headers()> RemoteLocation::signer(HttpRequest::Method method, std::string_view relative) const {
+std::function<Result<Headers>()> RemoteLocation::signer(HttpRequest::Method method, std::string_view relative) const {
   if (!sign || credentials.anonymous()) return {};
   SignRequest r;
   r.method = method == HttpRequest::Method::head ? "HEAD" : "GET";

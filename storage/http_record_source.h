@@ -36,7 +36,7 @@ struct RemoteLocation {
   std::string url_of(std::string_view relative) const;
   // The per-attempt signer of a request for `relative` (empty when unsigned): SigV4 headers
   // for the current time and the empty payload.
-  std::function<Headers()> signer(HttpRequest::Method method, std::string_view relative) const;
+  std::function<Result<Headers>()> signer(HttpRequest::Method method, std::string_view relative) const;
 };
 
 class HttpRecordSource final : public RecordSource {

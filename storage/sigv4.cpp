@@ -3,6 +3,7 @@
 #include <openssl/evp.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <array>
 #include <chrono>
 #include <cstdio>
@@ -14,6 +15,13 @@ namespace fid::storage {
 namespace {
 
 using Digest = std::array<unsigned char, 32>;
+
+// An OpenSSL digest that failed (allocation, a missing provider). Thrown by the digest helpers
+// below and caught in sign(), the one entry the transfers use: it never leaves this file there.
+class DigestFailure : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
 
 constexpr std::string_view kAlgorithm = "AWS4-HMAC-SHA256";
 
@@ -37,7 +45,7 @@ Digest hmac_sha256(std::string_view key, std::string_view data) {
                  reinterpret_cast<const unsigned char*>(data.data()), data.size(), out.data(),
                  out.size(), &out_size) ||
       out_size != out.size()) {
-    throw std::runtime_error("OpenSSL HMAC-SHA256 failed");
+    throw DigestFailure("OpenSSL HMAC-SHA256 failed");
   }
   return out;
 }
@@ -158,7 +166,7 @@ std::string sha256_hex(std::string_view data) {
   unsigned size = 0;
   if (!EVP_Digest(data.data(), data.size(), d.data(), &size, EVP_sha256(), nullptr) ||
       size != d.size()) {
-    throw std::runtime_error("OpenSSL SHA-256 failed");
+    throw DigestFailure("OpenSSL SHA-256 failed");
   }
   return hex(d.data(), d.size());
 }
@@ -203,17 +211,20 @@ std::string signature(const SignRequest& r, const Credentials& c) {
   return hex(sig.data(), sig.size());
 }
 
-Headers sign(const SignRequest& r, const Credentials& c) {
-  if (c.anonymous()) return {};
-  Headers out;
-  out.emplace_back("x-amz-date", r.amz_date);
-  if (r.content_sha256_header) out.emplace_back("x-amz-content-sha256", payload_hash(r));
-  if (!c.session_token.empty()) out.emplace_back("x-amz-security-token", c.session_token);
-  out.emplace_back("Authorization", std::string(kAlgorithm) + " Credential=" + c.access_key_id +
-                                        "/" + scope(r) +
-                                        ", SignedHeaders=" + signed_headers(canonical_headers(r, c)) +
-                                        ", Signature=" + signature(r, c));
-  return out;
+Result<Headers> sign(const SignRequest& r, const Credentials& c) {
+  if (c.anonymous()) return Headers{};
+  try {
+    Headers out;
+    out.emplace_back("x-amz-date", r.amz_date);
+    if (r.content_sha256_header) out.emplace_back("x-amz-content-sha256", payload_hash(r));
+    if (!c.session_token.empty()) out.emplace_back("x-amz-security-token", c.session_token);
+    out.emplace_back("Authorization", std::string(kAlgorithm) + " Credential=" + c.access_key_id + "/" + scope(r) +
+                                          ", SignedHeaders=" + signed_headers(canonical_headers(r, c)) +
+                                          ", Signature=" + signature(r, c));
+    return out;
+  } catch (const DigestFailure& e) {
+    return Error{EIO, std::string("cannot sign the request: ") + e.what()};
+  }
 }
 
 }  // namespace fid::storage

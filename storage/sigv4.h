@@ -8,6 +8,8 @@
 #include <utility>
 #include <vector>
 
+#include "common/error.h"
+
 namespace fid::storage {
 
 struct Credentials {
@@ -36,14 +38,14 @@ struct SignRequest {
   bool content_sha256_header = true;
 };
 
-// The steps, exposed for the test vectors.
+// The steps, exposed for the test vectors. They throw on an OpenSSL failure; sign() returns it.
 std::string canonical_request(const SignRequest& r, const Credentials& c);
 std::string string_to_sign(const SignRequest& r, const Credentials& c);
 std::string signature(const SignRequest& r, const Credentials& c);
 // The headers to add to the request: x-amz-date, x-amz-content-sha256 (if asked),
 // x-amz-security-token (with a session token) and Authorization. Nothing for anonymous
-// credentials. The Host header is the caller's (r.host).
-Headers sign(const SignRequest& r, const Credentials& c);
+// credentials. The Host header is the caller's (r.host). EIO if OpenSSL cannot make a digest.
+Result<Headers> sign(const SignRequest& r, const Credentials& c);
 
 // RFC 3986 unreserved characters kept, everything else %XX (upper case); '/' kept when
 // keep_slash (object keys in paths).

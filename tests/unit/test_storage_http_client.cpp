@@ -189,6 +189,25 @@ TEST_F(HttpClientTest, AStoppedServerFailsWithEioAfterTheRetriesAndSignsEveryAtt
   EXPECT_LT(took, std::chrono::seconds(5));
 }
 
+TEST_F(HttpClientTest, ARequestThatCannotBeSignedFailsWithTheSignersErrorUnretried) {
+  HttpClient client(quick_options());
+  std::vector<uint8_t> buf(100);
+  int attempts = 0;
+  HttpRequest r = range_request(0, buf);
+  r.sign = [&]() -> fid::Result<fid::storage::Headers> {
+    ++attempts;
+    return fid::Error{EIO, "cannot sign the request: OpenSSL HMAC-SHA256 failed"};
+  };
+  auto [s, res] = client.perform(std::move(r));
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.error().code, EIO);
+  EXPECT_NE(s.error().message.find("cannot sign the request: OpenSSL HMAC-SHA256 failed"), std::string::npos)
+      << s.error().message;
+  EXPECT_EQ(attempts, 1);
+  auto [again, second] = client.perform(range_request(0, buf));  // the client goes on serving
+  EXPECT_TRUE(again.ok()) << again.error().message;
+}
+
 TEST_F(HttpClientTest, AClientMadeBeforeForkWorksInTheChild) {
   HttpClient client(quick_options());
   const pid_t pid = ::fork();
