@@ -4,11 +4,13 @@
 // and are removed; two caches on one folder read correctly from many threads while evicting; a
 // truncated, foreign or damaged copy never gives wrong bytes; an unusable folder fails no read.
 #include <gtest/gtest.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdlib>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -97,8 +99,11 @@ class DiskCacheTest : public fid::testutil::PackedStore {
       if (e.path().extension() == ".p") total += e.file_size();
     return total;
   }
-  // Coarse file timestamps: let the clock move between uses that eviction must tell apart.
-  static void tick() { std::this_thread::sleep_for(std::chrono::milliseconds(20)); }
+  // Sets a cached entry's last use (its mtime, what eviction orders by) `seconds` into the past.
+  void last_used(uint32_t r, int seconds) const {
+    const timespec t[2] = {{0, UTIME_OMIT}, {::time(nullptr) - seconds, 0}};
+    ASSERT_EQ(::utimensat(AT_FDCWD, entry(r).c_str(), t, 0), 0) << entry(r);
+  }
 
   std::unique_ptr<LocalRecordSource> local_;
 };
@@ -187,10 +192,9 @@ TEST_F(DiskCacheTest, EvictionRemovesTheLeastRecentlyUsed) {
   for (uint32_t r : {0u, 1u, 2u}) {
     read_prefix(*c.source, r, full_len(r));
     c.disk->flush();
-    tick();
+    last_used(r, 300 - 100 * static_cast<int>(r));  // used 300, 200 and 100 s ago
   }
-  read_prefix(*c.source, 0, full_len(0));  // record 0 used again: record 1 is now the oldest
-  tick();
+  read_prefix(*c.source, 0, full_len(0));  // record 0 used again (now): record 1 is the oldest
   EXPECT_EQ(read_prefix(*c.source, 3, s3), file_bytes(3, 0, s3));
   c.disk->flush();
   EXPECT_TRUE(fs::exists(entry(0)));
