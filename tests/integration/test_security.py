@@ -67,6 +67,17 @@ def target_untouched(path, mtime_ns):
     assert os.stat(path).st_mtime_ns == mtime_ns
 
 
+def mount_read_unmount(store_dir, mnt, env, store, rels):
+    """Mounts under umask 0 with no warning, checks the bytes of `rels`, unmounts."""
+    with umask(0):
+        p = mount(store_dir, mnt, env=env)
+    try:
+        assert "warning" not in p.stderr, p.stderr
+        expect_reads(mnt, store, rels)
+    finally:
+        unmount(mnt)
+
+
 def test_tables_cache_is_private_refuses_a_shared_folder_and_follows_no_link(edge_store, tmp_path):
     store = Store(edge_store)
     rels = sorted(store.files)[:30]
@@ -74,13 +85,7 @@ def test_tables_cache_is_private_refuses_a_shared_folder_and_follows_no_link(edg
     env = env_with_cache(xdg)
     tables = os.path.join(xdg, "fidelityfs", "tables")
     mnt = str(tmp_path / "mnt")
-    with umask(0):
-        p = mount(edge_store, mnt, env=env)
-    try:
-        assert "warning" not in p.stderr, p.stderr
-        expect_reads(mnt, store, rels)
-    finally:
-        unmount(mnt)
+    mount_read_unmount(edge_store, mnt, env, store, rels)
     for folder in (xdg, os.path.join(xdg, "fidelityfs"), tables):
         assert mode(folder) == 0o700, folder
     names = os.listdir(tables)
@@ -93,13 +98,7 @@ def test_tables_cache_is_private_refuses_a_shared_folder_and_follows_no_link(edg
     mtime = write_target(target)
     hex_name = names[0][: -len(".tables")]
     plant_links(tables, [names[0], "%s.tables.tmp-%d" % (hex_name, os.getpid())], target)
-    with umask(0):
-        p = mount(edge_store, mnt, env=env)
-    try:
-        assert "warning" not in p.stderr, p.stderr
-        expect_reads(mnt, store, rels)
-    finally:
-        unmount(mnt)
+    mount_read_unmount(edge_store, mnt, env, store, rels)
     target_untouched(target, mtime)
     assert not os.path.islink(os.path.join(tables, names[0]))
     assert mode(os.path.join(tables, names[0])) == 0o600
