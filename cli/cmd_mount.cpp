@@ -215,8 +215,8 @@ int run_mount(const MountArgs& a) {
 
   if (foreground) {
     auto sink = settings.log_file.empty() ? core::LogSink::stderr_ : core::LogSink::file;
-    if (std::string e = core::log_open(settings.log_level, sink, settings.log_file); !e.empty()) {
-      err(e);
+    if (Status logging = core::log_open(settings.log_level, sink, settings.log_file); !logging.ok()) {
+      err(logging.error().message);
       return kExitUsage;
     }
     std::string gpu_error;
@@ -227,13 +227,14 @@ int run_mount(const MountArgs& a) {
     }
     req.l3_decoder = decoder.get();
     bool failed = false;
-    int rc = fs::serve(*store, source, settings, req, [&](const std::string& error) {
+    Status served = fs::serve(*store, source, settings, req, [&](const std::string& error) {
       if (!error.empty()) {
         failed = true;
         err(error);
       }
     });
-    return rc != 0 || failed ? kExitRuntime : kExitOk;
+    if (!served.ok() && !failed) err(served.error().message);
+    return !served.ok() || failed ? kExitRuntime : kExitOk;
   }
 
   int pipefd[2];
@@ -280,8 +281,8 @@ int run_mount(const MountArgs& a) {
   if (::chdir("/") != 0) {
   }
   auto sink = settings.log_file.empty() ? core::LogSink::syslog : core::LogSink::file;
-  if (std::string e = core::log_open(settings.log_level, sink, settings.log_file); !e.empty()) {
-    std::string m = "E" + e;
+  if (Status logging = core::log_open(settings.log_level, sink, settings.log_file); !logging.ok()) {
+    std::string m = "E" + logging.error().message;
     ssize_t w = ::write(pipefd[1], m.data(), m.size());
     (void)w;
     ::_exit(kExitRuntime);
@@ -297,7 +298,7 @@ int run_mount(const MountArgs& a) {
   req.l3_decoder = decoder.get();
   std::mutex mu;
   int wfd = pipefd[1];
-  int rc = fs::serve(*store, source, settings, req, [&](const std::string& error) {
+  Status served = fs::serve(*store, source, settings, req, [&](const std::string& error) {
     std::lock_guard lock(mu);
     if (wfd < 0) return;
     std::string m = error.empty() ? std::string("OK") : "E" + error;
@@ -315,7 +316,8 @@ int run_mount(const MountArgs& a) {
       }
     }
   });
-  ::_exit(rc);
+  if (!served.ok()) core::log_error("{}", served.error().message);
+  ::_exit(served.ok() ? kExitOk : kExitRuntime);
 }
 
 }  // namespace

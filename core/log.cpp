@@ -17,7 +17,7 @@ LogSink g_sink = LogSink::stderr_;
 int g_fd = 2;
 }  // namespace
 
-std::string log_open(config::LogLevel level, LogSink sink, const std::string& file) {
+Status log_open(config::LogLevel level, LogSink sink, const std::string& file) {
   g_level = level;
   g_sink = sink;
   if (sink == LogSink::syslog) {
@@ -26,7 +26,7 @@ std::string log_open(config::LogLevel level, LogSink sink, const std::string& fi
     // Never through a symbolic link: a daemon run by root must not append where another user's
     // link in a shared folder points.
     int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0640);
-    if (fd < 0) return fmt::format("{}: cannot open log file: {}", file, std::strerror(errno));
+    if (fd < 0) return Error{errno, fmt::format("{}: cannot open log file: {}", file, std::strerror(errno))};
     g_fd = fd;
   } else {
     g_fd = 2;

@@ -6,14 +6,15 @@
 #include <string>
 #include <string_view>
 
+#include "common/error.h"
 #include "config/config.h"
 
 namespace fid::core {
 
 enum class LogSink { stderr_, syslog, file };
 
-// Not thread-safe; call once before the FUSE loop starts. Returns "" or an error message.
-std::string log_open(config::LogLevel level, LogSink sink, const std::string& file = {});
+// Not thread-safe; call once before the FUSE loop starts. The error names the file.
+Status log_open(config::LogLevel level, LogSink sink, const std::string& file = {});
 void log_write(config::LogLevel level, std::string_view msg);
 bool log_enabled(config::LogLevel level);
 

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "codec/l3_batch.h"
+#include "common/error.h"
 #include "config/config.h"
 #include "index/store.h"
 #include "storage/record_source.h"
@@ -27,8 +28,9 @@ struct ServeRequest {
 // Mounts `store`, whose records `source` reads, at req.mountpoint and serves until it is
 // unmounted or the process receives SIGTERM/SIGINT/SIGHUP (then unmounts cleanly). `ready` is
 // called exactly once, from another thread: with "" as soon as the mount answers a stat of its
-// root, or with an error message if mounting fails. Returns 0 after a clean unmount, 1 on failure.
-int serve(const index::Store& store, storage::RecordSource& source, const config::Settings& settings,
+// root, or with an error message if mounting fails. Ok after a clean unmount (a signal's too),
+// else the error (which `ready` has already been given when mounting failed).
+Status serve(const index::Store& store, storage::RecordSource& source, const config::Settings& settings,
           const ServeRequest& req, const std::function<void(const std::string& error)>& ready);
 
 }  // namespace fid::fs

@@ -295,25 +295,24 @@ int loop(fuse_session* se, const config::Settings& settings) {
 
 }  // namespace
 
-int serve(const index::Store& store, storage::RecordSource& source, const config::Settings& settings,
-          const ServeRequest& req, const std::function<void(const std::string&)>& ready) {
+Status serve(const index::Store& store, storage::RecordSource& source, const config::Settings& settings,
+             const ServeRequest& req, const std::function<void(const std::string&)>& ready) {
   core::Filesystem fs(store, source, settings, {req.mountpoint, req.l3_decoder, ::getuid(), req.level_change_group});
+  const auto failed = [&](std::string why) {
+    ready(why);
+    return Error{EIO, std::move(why)};
+  };
   fuse_session* se = new_session(fs, store, settings, req.debug);
-  if (!se) {
-    ready("cannot create the FUSE session (see messages above)");
-    return 1;
-  }
+  if (!se) return failed("cannot create the FUSE session (see messages above)");
   if (fuse_set_signal_handlers(se) != 0) {
     fuse_session_destroy(se);
-    ready("cannot install signal handlers");
-    return 1;
+    return failed("cannot install signal handlers");
   }
   if (fuse_session_mount(se, req.mountpoint.c_str()) != 0) {
     fuse_remove_signal_handlers(se);
     fuse_session_destroy(se);
-    ready(fmt::format("cannot mount at {} (is /dev/fuse available and the mount point an empty directory?)",
-                      req.mountpoint));
-    return 1;
+    return failed(fmt::format("cannot mount at {} (is /dev/fuse available and the mount point an empty directory?)",
+                              req.mountpoint));
   }
   // Ready once the kernel routes a stat of the mount point to this session (root inode 1).
   std::thread probe([mnt = req.mountpoint, ready] {
@@ -334,7 +333,8 @@ int serve(const index::Store& store, storage::RecordSource& source, const config
   fuse_remove_signal_handlers(se);
   fuse_session_destroy(se);
   log_info("unmounted {}", req.mountpoint);
-  return rc < 0 ? 1 : 0;  // > 0: ended by a signal (SIGTERM/SIGINT/SIGHUP), a clean unmount
+  if (rc < 0) return Error{-rc, fmt::format("{}: the FUSE session ended with an error: {}", req.mountpoint, std::strerror(-rc))};
+  return {};  // rc > 0: ended by a signal (SIGTERM/SIGINT/SIGHUP), a clean unmount
 }
 
 }  // namespace fid::fs

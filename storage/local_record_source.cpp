@@ -150,7 +150,7 @@ struct LocalRecordSource::Span {
   uint32_t range;
 };
 
-bool LocalRecordSource::io_uring_available(std::string* why) {
+Status LocalRecordSource::io_uring_available() {
   static const std::string reason = [] {
     ::io_uring ring{};
     int rc = io_uring_queue_init(2, &ring, 0);
@@ -162,13 +162,13 @@ bool LocalRecordSource::io_uring_available(std::string* why) {
     io_uring_queue_exit(&ring);
     return r;
   }();
-  if (why) *why = reason;
-  return reason.empty();
+  if (reason.empty()) return {};
+  return Error{ENOSYS, reason};
 }
 
 LocalRecordSource::LocalRecordSource(const index::Store& store, bool use_io_uring)
     : store_(store),
-      uring_(use_io_uring && io_uring_available()),
+      uring_(use_io_uring && io_uring_available().ok()),
       dfd_(new std::atomic<int>[store.records().size()]) {
   for (const index::Record& r : store.records()) {
     std::filesystem::path p = store.path() / r.path;
@@ -189,11 +189,10 @@ LocalRecordSource::~LocalRecordSource() {
 }
 
 std::string LocalRecordSource::describe() const {
-  std::string why;
   if (uring_) return fmt::format("{} (local; the ranges of a read are issued together through io_uring)", store_.path().string());
-  io_uring_available(&why);
+  const Status probe = io_uring_available();
   return fmt::format("{} (local; one pread after another: io_uring unavailable: {})", store_.path().string(),
-                     why.empty() ? "disabled" : why);
+                     probe.ok() ? "disabled" : probe.error().message);
 }
 
 Error LocalRecordSource::error(uint32_t r, int code, std::string_view what) const {

@@ -33,9 +33,9 @@ class LocalRecordSource final : public RecordSource {
   using RecordSource::read_ranges;
 
   bool uses_io_uring() const { return uring_; }
-  // Whether this kernel/process can set up an io_uring (probed once per process); when it
-  // cannot, `why` gets the reason (e.g. "Operation not permitted").
-  static bool io_uring_available(std::string* why = nullptr);
+  // Whether this kernel/process can set up an io_uring (probed once per process); the error
+  // says why not (e.g. "Operation not permitted").
+  static Status io_uring_available();
 
  private:
   struct Span;

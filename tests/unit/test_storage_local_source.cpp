@@ -32,7 +32,7 @@ TEST_F(LocalSourceTest, BatchesGiveTheRecordBytesWithAndWithoutIoUring) {
   ASSERT_GT(pieces.size(), 150u);  // larger than one ring (64 in flight)
   for (bool uring : {true, false}) {
     LocalRecordSource src(store(), uring);
-    EXPECT_EQ(src.uses_io_uring(), uring && LocalRecordSource::io_uring_available());
+    EXPECT_EQ(src.uses_io_uring(), uring && LocalRecordSource::io_uring_available().ok());
     EXPECT_TRUE(src.problems().empty());
     std::vector<std::vector<uint8_t>> got(pieces.size());
     std::vector<RangeRead> batch;
