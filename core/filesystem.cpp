@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <numeric>
 
 #include <nlohmann/json.hpp>
 
@@ -32,10 +33,8 @@ Filesystem::Filesystem(const index::Store& store, storage::RecordSource& source,
       xattrs_(store, policy_, reader_, orders_, changes_, [this] { forget_order_files(); }),
       change_access_(settings.level_changes, options.owner, options.level_change_group),
       started_(std::chrono::steady_clock::now()),
-      reads_by_level_(new std::atomic<uint64_t>[static_cast<size_t>(store.levels()) + 1]),
-      bytes_by_level_(new std::atomic<uint64_t>[static_cast<size_t>(store.levels()) + 1]) {
+      read_counts_(new ReadCount[static_cast<size_t>(store.levels()) + 3]) {
   for (const auto& r : store.records()) store_bytes_ += r.size;
-  for (int k = 0; k <= store.levels(); ++k) reads_by_level_[static_cast<size_t>(k)] = bytes_by_level_[static_cast<size_t>(k)] = 0;
   log_info("records: {}", source.describe());
   decide_random_reads();
 }
@@ -133,18 +132,25 @@ Result<FileReader::Bytes> Filesystem::read(uint64_t ino, uint64_t offset, uint64
     return n.type == NodeType::invalid || n.type == NodeType::file ? Error{ENOENT, "no such file"} : Error{EISDIR, "a folder"};
   const auto start = std::chrono::steady_clock::now();
   const index::File& f = store_.files()[n.id];
-  const size_t kind = static_cast<size_t>(f.kind) % 3;
-  const bool jpeg = f.kind == index::FileKind::jpeg;
-  reads_by_kind_[kind].fetch_add(1, std::memory_order_relaxed);
-  if (jpeg) reads_by_level_[static_cast<size_t>(n.level)].fetch_add(1, std::memory_order_relaxed);
+  ReadCount& count = read_counts_[read_slot(f.kind, n.level)];
+  count.reads.fetch_add(1, std::memory_order_relaxed);
   auto r = reader_.read(f, n.level, offset, size);
   if (r.ok()) {
-    const uint64_t len = r->data.size();
-    bytes_.fetch_add(len, std::memory_order_relaxed);
-    (jpeg ? bytes_by_level_[static_cast<size_t>(n.level)] : bytes_by_kind_[kind]).fetch_add(len, std::memory_order_relaxed);
+    bytes_.fetch_add(r->data.size(), std::memory_order_relaxed);
+    count.bytes.fetch_add(r->data.size(), std::memory_order_relaxed);
   }
   read_latency_.observe(std::chrono::steady_clock::now() - start);
   return r;
+}
+
+size_t Filesystem::read_slot(index::FileKind kind, int level) const {
+  const size_t levels = static_cast<size_t>(store_.levels());
+  switch (kind) {
+    case index::FileKind::jpeg: return static_cast<size_t>(level);
+    case index::FileKind::l3: return levels + 1;
+    case index::FileKind::blob: break;
+  }
+  return levels + 2;
 }
 
 Result<FileReader::Bytes> Filesystem::read_control(const Node& n, uint64_t offset, uint64_t size) {
@@ -291,9 +297,11 @@ std::string Filesystem::stats_json() const {
   j["levels"] = store_.levels();
   j["lookups"] = lookups_.load();
   // Reads the kernel sent us (page-cache hits never reach the daemon).
-  j["reads_by_kind"] = {{"jpeg", reads_by_kind_[0].load()}, {"l3", reads_by_kind_[1].load()}, {"blob", reads_by_kind_[2].load()}};
   std::vector<uint64_t> by_level;
-  for (int k = 1; k <= store_.levels(); ++k) by_level.push_back(reads_by_level_[static_cast<size_t>(k)].load());
+  for (int k = 1; k <= store_.levels(); ++k) by_level.push_back(read_counts_[read_slot(index::FileKind::jpeg, k)].reads.load());
+  j["reads_by_kind"] = {{"jpeg", std::accumulate(by_level.begin(), by_level.end(), uint64_t{0})},
+                        {"l3", read_counts_[read_slot(index::FileKind::l3, 1)].reads.load()},
+                        {"blob", read_counts_[read_slot(index::FileKind::blob, 1)].reads.load()}};
   j["jpeg_reads_by_level"] = by_level;
   j["reads"] = reads_.load();
   j["bytes_served"] = bytes_.load();
@@ -364,18 +372,18 @@ std::string Filesystem::metrics_text() const {
   MetricsText m({{"mountpoint", options_.mountpoint}});
   const auto d = [](uint64_t v) { return static_cast<double>(v); };
   // A family's samples follow its own # TYPE line: one family, then the other.
-  const auto by_file_kind = [&](std::string_view name, std::string_view help,
-                                const std::atomic<uint64_t>* by_level, const std::atomic<uint64_t>* by_kind) {
+  const auto by_read_slot = [&](std::string_view name, std::string_view help, std::atomic<uint64_t> ReadCount::*field) {
     m.family(name, "counter", help);
     for (int k = 1; k <= store_.levels(); ++k)
-      m.sample(name, d(by_level[k].load()), {{"kind", "jpeg"}, {"level", std::to_string(k)}});
+      m.sample(name, d((read_counts_[read_slot(index::FileKind::jpeg, k)].*field).load()),
+               {{"kind", "jpeg"}, {"level", std::to_string(k)}});
     for (index::FileKind kind : {index::FileKind::l3, index::FileKind::blob})
-      m.sample(name, d(by_kind[static_cast<size_t>(kind) % 3].load()),
+      m.sample(name, d((read_counts_[read_slot(kind, 1)].*field).load()),
                {{"kind", std::string(index::kind_name(kind))}, {"level", "1"}});
   };
-  by_file_kind("fidelityfs_reads_total", "FUSE reads of tree files served (page-cache hits never reach the daemon)",
-               reads_by_level_.get(), reads_by_kind_);
-  by_file_kind("fidelityfs_read_bytes_total", "bytes those reads returned", bytes_by_level_.get(), bytes_by_kind_);
+  by_read_slot("fidelityfs_reads_total", "FUSE reads of tree files served (page-cache hits never reach the daemon)",
+               &ReadCount::reads);
+  by_read_slot("fidelityfs_read_bytes_total", "bytes those reads returned", &ReadCount::bytes);
   m.histogram("fidelityfs_read_duration_seconds", "time from a read request to its bytes, tree files", read_latency_.snapshot());
   m.counter("fidelityfs_lookups_total", "name lookups in the tree", d(lookups_.load()));
   m.counter("fidelityfs_eio_errors_total", "reads answered EIO (a piece failed its checksum or could not be read)", d(reader_.failures()));

@@ -136,8 +136,13 @@ class Filesystem {
   RandomReadsDecision random_reads_;
   const std::chrono::steady_clock::time_point started_;
   std::atomic<uint64_t> lookups_{0}, reads_{0}, bytes_{0};
-  std::atomic<uint64_t> reads_by_kind_[3] = {0, 0, 0}, bytes_by_kind_[3] = {0, 0, 0};
-  std::unique_ptr<std::atomic<uint64_t>[]> reads_by_level_, bytes_by_level_;  // JPEGs, [1..L]
+  // Reads of tree files and the bytes they returned, by what was read: a JPEG at level k in slot
+  // k (1..L), an l3 file in slot L + 1, a blob in slot L + 2 (read_slot).
+  struct ReadCount {
+    std::atomic<uint64_t> reads{0}, bytes{0};
+  };
+  size_t read_slot(index::FileKind kind, int level) const;
+  std::unique_ptr<ReadCount[]> read_counts_;
   LatencyHistogram read_latency_;  // reads of tree files, from the request to its bytes
 };
 
