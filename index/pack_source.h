@@ -1,0 +1,87 @@
+// What pack reads: a source lists its files once (the tree) and then reads any file by its index,
+// from any thread. The folder source is the first kind; others (tars, object stores) plug in here.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "common/error.h"
+
+namespace fid::index {
+
+inline constexpr uint64_t kMaxSourceFileBytes = 0xFFFFFFFFull;  // a piece size is a u32
+
+struct SourceDir {
+  uint32_t parent = 0;
+  std::string name;  // raw bytes
+  std::string rel;   // relative path, for messages
+  int64_t mtime_ns = 0;
+};
+
+// The listed files, a few dozen bytes each so that ten million fit in a few hundred MiB: file i
+// is an entry of the name pool, u32 folder id, u16 name length, the name's bytes. The pool is
+// a list of fixed-size chunks, so that growing it never copies (nor doubles) what it holds.
+class SourceFiles {
+ public:
+  uint32_t size() const { return static_cast<uint32_t>(entry_.size()); }
+  void add(uint32_t dir, std::string_view name);
+  uint32_t dir(uint32_t i) const {
+    uint32_t d;
+    std::memcpy(&d, at(i), 4);
+    return d;
+  }
+  std::string_view name(uint32_t i) const {
+    const char* e = at(i);
+    uint16_t len;
+    std::memcpy(&len, e + 4, 2);
+    return {e + 6, len};
+  }
+
+ private:
+  static constexpr int kChunkBits = 20;
+  static constexpr size_t kChunkBytes = size_t{1} << kChunkBits;  // > 6 + NAME_MAX
+  const char* at(uint32_t i) const {
+    return chunks_[entry_[i] >> kChunkBits].data() + (entry_[i] & (kChunkBytes - 1));
+  }
+  std::vector<uint64_t> entry_;
+  std::vector<std::string> chunks_;
+};
+
+// A source's folders and files in the store's order: depth-first, children sorted bytewise, so
+// that a parent's id is always smaller than its children's. Folder 0 is the root.
+struct SourceTree {
+  std::vector<SourceDir> dirs;
+  SourceFiles files;
+  uint64_t bytes = 0;  // the files' sizes when listed (progress)
+  std::vector<std::pair<std::string, std::string>> skipped;  // path, why it is not in the store
+
+  std::string rel(uint32_t i) const {
+    const std::string& d = dirs[files.dir(i)].rel;
+    std::string_view n = files.name(i);
+    return d.empty() ? std::string(n) : d + "/" + std::string(n);
+  }
+};
+
+// One file's bytes as pack read them.
+struct SourceBytes {
+  std::vector<uint8_t> bytes;
+  int64_t mtime_ns = 0;
+};
+
+class PackSource {
+ public:
+  virtual ~PackSource() = default;
+  // Lists the source. Files that cannot be packed go to tree.skipped with the reason; an error
+  // here (the source itself unreadable) fails the pack.
+  virtual fid::Result<SourceTree> list(const std::atomic<bool>& cancel) = 0;
+  // Reads file `i` of the listed tree; called from several threads at once. The error's message
+  // is the reason only (the caller names the file).
+  virtual fid::Result<SourceBytes> read(const SourceTree& tree, uint32_t i) const = 0;
+};
+
+}  // namespace fid::index

@@ -1,0 +1,89 @@
+#include "index/record_builder.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fmt/format.h>
+
+#include "common/fd.h"
+
+namespace fid::index {
+
+namespace {
+
+constexpr int kLevels = codec::kJpegLevels;
+
+bool write_all(int fd, const uint8_t* p, size_t n) {
+  while (n > 0) {
+    ssize_t w = ::write(fd, p, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return false;
+    p += w;
+    n -= static_cast<size_t>(w);
+  }
+  return true;
+}
+
+}  // namespace
+
+RecordBuilder::RecordBuilder(RecordLayout layout)
+    : layout_(layout), regions_(layout == RecordLayout::scan ? kLevels + 1 : 1) {}
+
+void RecordBuilder::add(const PreparedFile& f) {
+  Member m;
+  m.file = StoredFile{f.source_index, f.kind, f.script, f.width, f.height, f.source_size, f.mtime_ns, 0, 0, {}, f.note};
+  if (layout_ == RecordLayout::scan) {
+    for (int i = 0; i <= kLevels; ++i) m.pieces.push_back(append(i, f.jpeg.piece(i)));
+  } else {
+    m.pieces.push_back(append(0, f.payload));
+  }
+  bytes_ += f.full_bytes();
+  members_.push_back(std::move(m));
+}
+
+fid::Result<RecordInfo> RecordBuilder::write(const std::filesystem::path& store_tmp, uint32_t id) {
+  RecordInfo info;
+  info.layout = layout_;
+  info.path = fmt::format("{}/{:06d}.rec", kRecordDir, id);
+  std::vector<uint64_t> region_start;
+  uint64_t pos = kRecordHeaderSize;
+  for (auto& r : regions_) {
+    region_start.push_back(pos);
+    pos += r.size();
+    info.region_ends.push_back(pos);
+  }
+  info.size = pos;
+  const std::filesystem::path p = store_tmp / info.path;
+  Fd fd(::open(p.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
+  if (fd.get() < 0) {
+    const int err = errno;
+    return fid::Error{err, fmt::format("{}: cannot create: {}", p.string(), std::strerror(err))};
+  }
+  auto header = record_header(id, layout_);
+  bool ok = write_all(fd.get(), header.data(), header.size());
+  for (auto& r : regions_) ok = ok && write_all(fd.get(), r.data(), r.size());
+  ok = ok && ::fdatasync(fd.get()) == 0;
+  if (!ok) {
+    const int err = errno;
+    return fid::Error{err, fmt::format("{}: write failed: {}", p.string(), std::strerror(err))};
+  }
+  uint32_t slot = 0;
+  for (Member& m : members_) {
+    m.file.record = id;
+    m.file.slot = slot++;
+    for (LocalPiece& lp : m.pieces)
+      m.file.pieces.push_back(Piece{region_start[lp.region] + lp.offset, lp.size, lp.checksum});
+  }
+  return info;
+}
+
+RecordBuilder::LocalPiece RecordBuilder::append(int region, std::span<const uint8_t> bytes) {
+  auto& r = regions_[static_cast<size_t>(region)];
+  LocalPiece lp{region, r.size(), static_cast<uint32_t>(bytes.size()), piece_checksum(bytes)};
+  r.insert(r.end(), bytes.begin(), bytes.end());
+  return lp;
+}
+
+}  // namespace fid::index

@@ -1,0 +1,80 @@
+// Lays prepared files out in one record (docs/FORMAT.md, PCR layout): a scan record holds one
+// region per level piece, a whole record one region of whole payloads.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "common/error.h"
+#include "index/format.h"
+#include "index/prepare_file.h"
+
+namespace fid::index {
+
+// A file's row of the index, complete once its record is written.
+struct StoredFile {
+  uint32_t source_index = 0;
+  FileKind kind = FileKind::blob;
+  uint32_t script = 0;
+  uint32_t width = 0, height = 0;
+  uint64_t source_size = 0;
+  int64_t mtime_ns = 0;
+  uint32_t record = 0, slot = 0;
+  std::vector<Piece> pieces;
+  std::string note;
+};
+
+struct RecordInfo {
+  std::string path;
+  RecordLayout layout = RecordLayout::scan;
+  uint64_t size = 0;
+  std::vector<uint64_t> region_ends;
+};
+
+class RecordBuilder {
+ public:
+  explicit RecordBuilder(RecordLayout layout);
+
+  bool empty() const { return members_.empty(); }
+  // At least `max_bytes` of payload, or `max_files` files.
+  bool full(uint64_t max_bytes, uint32_t max_files) const {
+    return bytes_ >= max_bytes || members_.size() >= max_files;
+  }
+  RecordLayout layout() const { return layout_; }
+
+  void add(const PreparedFile& f);
+
+  // Writes and flushes record `id` under `store_tmp` and completes its members' rows (record,
+  // slot, pieces).
+  fid::Result<RecordInfo> write(const std::filesystem::path& store_tmp, uint32_t id);
+
+  // The rows of the files of the record, in slot order, once write() has succeeded.
+  template <typename Fn>
+  void for_each_file(Fn&& fn) const {
+    for (const Member& m : members_) fn(m.file);
+  }
+
+ private:
+  struct LocalPiece {
+    int region;
+    uint64_t offset;
+    uint32_t size;
+    uint32_t checksum;
+  };
+  struct Member {
+    StoredFile file;
+    std::vector<LocalPiece> pieces;
+  };
+
+  LocalPiece append(int region, std::span<const uint8_t> bytes);
+
+  RecordLayout layout_;
+  std::vector<std::vector<uint8_t>> regions_;
+  std::vector<Member> members_;
+  uint64_t bytes_ = 0;
+};
+
+}  // namespace fid::index
