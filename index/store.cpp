@@ -163,9 +163,36 @@ void Store::view_vectors() {
   t_ = TableSpans{files_, dirs_, pieces_, child_dirs_, child_files_, record_begin_, record_files_, names_};
 }
 
+namespace {
+
+StoreError corrupt_index(const std::string& ip, const std::string& what) {
+  return StoreError(fmt::format("{}: corrupt index: {}", ip, what));
+}
+
+}  // namespace
+
 void Store::load_index(const std::filesystem::path& index_path, const std::string& ip) {
-  Store* s = this;
   SqliteDb db(index_path.string(), /*writable=*/false);
+  const bool offsets_stored = load_meta(db, ip) == 1;  // format 2 derives them (derive_offsets)
+  load_records(db, ip);
+  load_dirs(db, ip);
+  reserve_files(db, index_path);
+  load_files(db, ip, offsets_stored);
+  view_vectors();  // the sorts below compare names
+  link_children();
+  list_record_files();
+  view_vectors();
+  if (!offsets_stored) derive_offsets(ip);
+  pieces_.shrink_to_fit();
+  names_.shrink_to_fit();
+  files_.shrink_to_fit();
+  view_vectors();
+  // What the load freed (SQLite's cache, the sort's lists) goes back to the system.
+  ::malloc_trim(0);
+}
+
+// The meta table: checks the format version and level count; returns the version.
+int64_t Store::load_meta(SqliteDb& db, const std::string& ip) {
   try {
     db.exec("SELECT 1 FROM meta LIMIT 1");
   } catch (const StoreError&) {
@@ -178,198 +205,199 @@ void Store::load_index(const std::filesystem::path& index_path, const std::strin
   if (version < 1) throw StoreError(fmt::format("{}: corrupt index: format version {}", ip, version));
   int64_t levels = meta_int(db, "levels");
   if (levels < 1 || levels > 64) throw StoreError(fmt::format("{}: corrupt index: {} levels", ip, levels));
-  s->levels_ = static_cast<int>(levels);
-  s->seed_ = static_cast<uint64_t>(meta_int(db, "seed"));
-  s->format_version_ = static_cast<int>(version);
-  const bool offsets_stored = version == 1;  // format 2 derives them (derive_offsets)
+  levels_ = static_cast<int>(levels);
+  seed_ = static_cast<uint64_t>(meta_int(db, "seed"));
+  format_version_ = static_cast<int>(version);
+  return version;
+}
 
-  auto corrupt = [&](const std::string& what) { return StoreError(fmt::format("{}: corrupt index: {}", ip, what)); };
+void Store::load_records(SqliteDb& db, const std::string& ip) {
+  auto corrupt = [&](const std::string& what) { return corrupt_index(ip, what); };
+  auto q = db.prepare("SELECT id, path, layout, size, region_ends FROM records ORDER BY id");
+  while (q.step()) {
+    Record r;
+    r.id = static_cast<uint32_t>(q.integer(0));
+    if (r.id != records_.size()) throw corrupt("record ids are not 0..n-1");
+    r.path = q.text(1);
+    if (r.path.empty() || r.path.find("..") != std::string::npos || r.path.front() == '/')
+      throw corrupt(fmt::format("record {} has a bad path '{}'", r.id, r.path));
+    int64_t layout = q.integer(2);
+    if (layout != 0 && layout != 1) throw corrupt(fmt::format("record {} has layout {}", r.id, layout));
+    r.layout = static_cast<RecordLayout>(layout);
+    r.size = static_cast<uint64_t>(q.integer(3));
+    auto ends = q.blob(4);
+    if (ends.size() % 8 != 0) throw corrupt(fmt::format("record {} region_ends", r.id));
+    for (size_t i = 0; i < ends.size(); i += 8) r.region_end.push_back(get_le(ends.data() + i, 8));
+    records_.push_back(std::move(r));
+  }
+}
 
-  // Records.
-  {
-    auto q = db.prepare("SELECT id, path, layout, size, region_ends FROM records ORDER BY id");
-    while (q.step()) {
-      Record r;
-      r.id = static_cast<uint32_t>(q.integer(0));
-      if (r.id != s->records_.size()) throw corrupt("record ids are not 0..n-1");
-      r.path = q.text(1);
-      if (r.path.empty() || r.path.find("..") != std::string::npos || r.path.front() == '/')
-        throw corrupt(fmt::format("record {} has a bad path '{}'", r.id, r.path));
-      int64_t layout = q.integer(2);
-      if (layout != 0 && layout != 1) throw corrupt(fmt::format("record {} has layout {}", r.id, layout));
-      r.layout = static_cast<RecordLayout>(layout);
-      r.size = static_cast<uint64_t>(q.integer(3));
-      auto ends = q.blob(4);
-      if (ends.size() % 8 != 0) throw corrupt(fmt::format("record {} region_ends", r.id));
-      for (size_t i = 0; i < ends.size(); i += 8) r.region_end.push_back(get_le(ends.data() + i, 8));
-      s->records_.push_back(std::move(r));
+void Store::load_dirs(SqliteDb& db, const std::string& ip) {
+  auto corrupt = [&](const std::string& what) { return corrupt_index(ip, what); };
+  auto q = db.prepare("SELECT id, parent, name, mtime_ns FROM dirs ORDER BY id");
+  while (q.step()) {
+    Dir d;
+    d.id = static_cast<uint32_t>(q.integer(0));
+    if (d.id != dirs_.size()) throw corrupt("directory ids are not 0..n-1");
+    int64_t parent = q.integer(1);
+    auto name = q.blob(2);
+    d.name_off = static_cast<uint32_t>(names_.size());
+    d.name_len = static_cast<uint32_t>(name.size());
+    names_.append(reinterpret_cast<const char*>(name.data()), name.size());
+    d.mtime_ns = q.integer(3);
+    if (parent < 0 || (d.id != 0 && parent >= d.id) || (d.id == 0 && parent != 0))
+      throw corrupt(fmt::format("directory {} has parent {}", d.id, parent));
+    d.parent = static_cast<uint32_t>(parent);
+    dirs_.push_back(d);
+  }
+  if (dirs_.empty()) throw corrupt("no root directory");
+}
+
+// The tables are sized once (ids are 0..n-1, so max(id) gives n in one B-tree descent): growing
+// them by doubling would leave copies and slack in the daemon's memory. A corrupt max(id) must
+// not size them: a files row takes at least kMinFileRowBytes of the database, which bounds n by
+// the file's size (the rows are checked one by one in load_files).
+void Store::reserve_files(SqliteDb& db, const std::filesystem::path& index_path) {
+  constexpr int64_t kMinFileRowBytes = 16;  // 12 columns' header bytes, cell header, pointer
+  std::error_code size_ec;
+  const auto db_bytes = static_cast<int64_t>(std::filesystem::file_size(index_path, size_ec));
+  auto last = db.prepare("SELECT max(id) FROM files");
+  if (!size_ec && last.step()) {
+    const int64_t n = last.integer(0) + 1;
+    if (n > 0 && n <= db_bytes / kMinFileRowBytes) {
+      files_.reserve(static_cast<size_t>(n));
+      record_files_.reserve(static_cast<size_t>(n));
+      child_files_.reserve(static_cast<size_t>(n));
     }
   }
-  // Directories.
-  {
-    auto q = db.prepare("SELECT id, parent, name, mtime_ns FROM dirs ORDER BY id");
-    while (q.step()) {
-      Dir d;
-      d.id = static_cast<uint32_t>(q.integer(0));
-      if (d.id != s->dirs_.size()) throw corrupt("directory ids are not 0..n-1");
-      int64_t parent = q.integer(1);
-      auto name = q.blob(2);
-      d.name_off = static_cast<uint32_t>(s->names_.size());
-      d.name_len = static_cast<uint32_t>(name.size());
-      s->names_.append(reinterpret_cast<const char*>(name.data()), name.size());
-      d.mtime_ns = q.integer(3);
-      if (parent < 0 || (d.id != 0 && parent >= d.id) || (d.id == 0 && parent != 0))
-        throw corrupt(fmt::format("directory {} has parent {}", d.id, parent));
-      d.parent = static_cast<uint32_t>(parent);
-      s->dirs_.push_back(d);
+}
+
+void Store::load_files(SqliteDb& db, const std::string& ip, bool offsets_stored) {
+  auto corrupt = [&](const std::string& what) { return corrupt_index(ip, what); };
+  auto q = db.prepare(
+      "SELECT id, dir, name, kind, script, record, slot, width, height, source_size, mtime_ns, pieces "
+      "FROM files ORDER BY id");
+  while (q.step()) {
+    File f;
+    f.id = static_cast<uint32_t>(q.integer(0));
+    if (f.id != files_.size()) throw corrupt("file ids are not 0..n-1");
+    int64_t dir_id = q.integer(1);
+    if (dir_id < 0 || dir_id >= static_cast<int64_t>(dirs_.size()))
+      throw corrupt(fmt::format("file {} in unknown directory {}", f.id, dir_id));
+    f.dir = static_cast<uint32_t>(dir_id);
+    auto name = q.blob(2);
+    f.name_off = static_cast<uint32_t>(names_.size());
+    f.name_len = static_cast<uint32_t>(name.size());
+    names_.append(reinterpret_cast<const char*>(name.data()), name.size());
+    int64_t kind = q.integer(3);
+    if (kind < 0 || kind > 2) throw corrupt(fmt::format("file {} has kind {}", f.id, kind));
+    f.kind = static_cast<FileKind>(kind);
+    int64_t script = q.integer(4);
+    if (script < 0 || script > 0xFFFFFFFF) throw corrupt(fmt::format("file {} has script {}", f.id, script));
+    f.script = static_cast<uint32_t>(script);
+    int64_t rec = q.integer(5);
+    if (rec < 0 || rec >= static_cast<int64_t>(records_.size()))
+      throw corrupt(fmt::format("file {} in unknown record {}", f.id, rec));
+    f.record = static_cast<uint32_t>(rec);
+    f.slot = static_cast<uint32_t>(q.integer(6));
+    f.width = static_cast<uint32_t>(q.integer(7));
+    f.height = static_cast<uint32_t>(q.integer(8));
+    if (f.kind == FileKind::l3) {
+      codec::L3Shape shape;
+      if (!codec::shape_from_code(f.script, f.width, f.height, shape) || f.width == 0 || f.height == 0 ||
+          f.width > codec::kL3MaxDimension || f.height > codec::kL3MaxDimension)
+        throw corrupt(fmt::format("file {} (l3) has a bad shape (script {}, {}x{})", f.id, f.script, f.width, f.height));
     }
-    if (s->dirs_.empty()) throw corrupt("no root directory");
+    f.source_size = static_cast<uint64_t>(q.integer(9));
+    f.mtime_ns = q.integer(10);
+    load_pieces(f, q.blob(11), offsets_stored, ip);
+    files_.push_back(f);
   }
-  // Files. The tables are sized once (ids are 0..n-1, so max(id) gives n in one B-tree
-  // descent): growing them by doubling would leave copies and slack in the daemon's memory. A
-  // corrupt max(id) must not size them: a files row takes at least kMinFileRowBytes of the
-  // database, which bounds n by the file's size (the rows are checked one by one below).
-  {
-    constexpr int64_t kMinFileRowBytes = 16;  // 12 columns' header bytes, cell header, pointer
-    std::error_code size_ec;
-    const auto db_bytes = static_cast<int64_t>(std::filesystem::file_size(index_path, size_ec));
-    auto last = db.prepare("SELECT max(id) FROM files");
-    if (!size_ec && last.step()) {
-      const int64_t n = last.integer(0) + 1;
-      if (n > 0 && n <= db_bytes / kMinFileRowBytes) {
-        s->files_.reserve(static_cast<size_t>(n));
-        s->record_files_.reserve(static_cast<size_t>(n));
-        s->child_files_.reserve(static_cast<size_t>(n));
-      }
+}
+
+// A file's pieces from its blob: format 1 stores offsets, sizes and checksums; format 2 sizes and
+// checksums, the offsets follow in derive_offsets once the records' slot orders are known.
+void Store::load_pieces(File& f, std::span<const uint8_t> blob, bool offsets_stored, const std::string& ip) {
+  auto corrupt = [&](const std::string& what) { return corrupt_index(ip, what); };
+  size_t want = f.kind == FileKind::jpeg ? static_cast<size_t>(levels_) + 1 : 1;
+  f.first_piece = static_cast<uint32_t>(pieces_.size());
+  f.piece_count = static_cast<uint32_t>(want);
+  if (offsets_stored) {
+    if (blob.size() != want * kPieceBlobSizeV1)
+      throw corrupt(fmt::format("file {} has {} piece bytes, expected {}", f.id, blob.size(), want * kPieceBlobSizeV1));
+    const uint64_t rec_size = records_[f.record].size;
+    for (size_t i = 0; i < want; ++i) {
+      const uint8_t* p = blob.data() + i * kPieceBlobSizeV1;
+      Piece piece{get_le(p, 8), static_cast<uint32_t>(get_le(p + 8, 4)), static_cast<uint32_t>(get_le(p + 12, 4))};
+      if (piece.offset < kRecordHeaderSize || piece.offset > rec_size || piece.size > rec_size - piece.offset)
+        throw corrupt(fmt::format("file {} piece {} lies outside record {}", f.id, i, f.record));
+      pieces_.push_back(piece);
     }
+  } else {  // sizes and checksums; the offsets follow below, once the records' slot orders are known
+    const uint8_t* p = blob.data();
+    const uint8_t* end = p + blob.size();
+    for (size_t i = 0; i < want; ++i) {
+      Piece piece;
+      if (!get_varint(p, end, piece.size) || end - p < 4)
+        throw corrupt(fmt::format("file {} has a malformed pieces blob ({} pieces expected)", f.id, want));
+      piece.checksum = static_cast<uint32_t>(get_le(p, 4));
+      p += 4;
+      pieces_.push_back(piece);
+    }
+    if (p != end) throw corrupt(fmt::format("file {} has bytes after its {} pieces", f.id, want));
   }
-  {
-    auto q = db.prepare(
-        "SELECT id, dir, name, kind, script, record, slot, width, height, source_size, mtime_ns, pieces "
-        "FROM files ORDER BY id");
-    while (q.step()) {
-      File f;
-      f.id = static_cast<uint32_t>(q.integer(0));
-      if (f.id != s->files_.size()) throw corrupt("file ids are not 0..n-1");
-      int64_t dir_id = q.integer(1);
-      if (dir_id < 0 || dir_id >= static_cast<int64_t>(s->dirs_.size()))
-        throw corrupt(fmt::format("file {} in unknown directory {}", f.id, dir_id));
-      f.dir = static_cast<uint32_t>(dir_id);
-      auto name = q.blob(2);
-      f.name_off = static_cast<uint32_t>(s->names_.size());
-      f.name_len = static_cast<uint32_t>(name.size());
-      s->names_.append(reinterpret_cast<const char*>(name.data()), name.size());
-      int64_t kind = q.integer(3);
-      if (kind < 0 || kind > 2) throw corrupt(fmt::format("file {} has kind {}", f.id, kind));
-      f.kind = static_cast<FileKind>(kind);
-      int64_t script = q.integer(4);
-      if (script < 0 || script > 0xFFFFFFFF) throw corrupt(fmt::format("file {} has script {}", f.id, script));
-      f.script = static_cast<uint32_t>(script);
-      int64_t rec = q.integer(5);
-      if (rec < 0 || rec >= static_cast<int64_t>(s->records_.size()))
-        throw corrupt(fmt::format("file {} in unknown record {}", f.id, rec));
-      f.record = static_cast<uint32_t>(rec);
-      f.slot = static_cast<uint32_t>(q.integer(6));
-      f.width = static_cast<uint32_t>(q.integer(7));
-      f.height = static_cast<uint32_t>(q.integer(8));
-      if (f.kind == FileKind::l3) {
-        codec::L3Shape shape;
-        if (!codec::shape_from_code(f.script, f.width, f.height, shape) || f.width == 0 || f.height == 0 ||
-            f.width > codec::kL3MaxDimension || f.height > codec::kL3MaxDimension)
-          throw corrupt(fmt::format("file {} (l3) has a bad shape (script {}, {}x{})", f.id, f.script, f.width, f.height));
-      }
-      f.source_size = static_cast<uint64_t>(q.integer(9));
-      f.mtime_ns = q.integer(10);
-      auto blob = q.blob(11);
-      size_t want = f.kind == FileKind::jpeg ? static_cast<size_t>(s->levels_) + 1 : 1;
-      f.first_piece = static_cast<uint32_t>(s->pieces_.size());
-      f.piece_count = static_cast<uint32_t>(want);
-      if (offsets_stored) {
-        if (blob.size() != want * kPieceBlobSizeV1)
-          throw corrupt(fmt::format("file {} has {} piece bytes, expected {}", f.id, blob.size(), want * kPieceBlobSizeV1));
-        const uint64_t rec_size = s->records_[f.record].size;
-        for (size_t i = 0; i < want; ++i) {
-          const uint8_t* p = blob.data() + i * kPieceBlobSizeV1;
-          Piece piece{get_le(p, 8), static_cast<uint32_t>(get_le(p + 8, 4)), static_cast<uint32_t>(get_le(p + 12, 4))};
-          if (piece.offset < kRecordHeaderSize || piece.offset > rec_size || piece.size > rec_size - piece.offset)
-            throw corrupt(fmt::format("file {} piece {} lies outside record {}", f.id, i, f.record));
-          s->pieces_.push_back(piece);
-        }
-      } else {  // sizes and checksums; the offsets follow below, once the records' slot orders are known
-        const uint8_t* p = blob.data();
-        const uint8_t* end = p + blob.size();
-        for (size_t i = 0; i < want; ++i) {
-          Piece piece;
-          if (!get_varint(p, end, piece.size) || end - p < 4)
-            throw corrupt(fmt::format("file {} has a malformed pieces blob ({} pieces expected)", f.id, want));
-          piece.checksum = static_cast<uint32_t>(get_le(p, 4));
-          p += 4;
-          s->pieces_.push_back(piece);
-        }
-        if (p != end) throw corrupt(fmt::format("file {} has bytes after its {} pieces", f.id, want));
-      }
-      s->files_.push_back(f);
-    }
+}
+
+// Children lists, sorted bytewise by name.
+void Store::link_children() {
+  std::vector<std::vector<uint32_t>> sub(dirs_.size()), fil(dirs_.size());
+  for (const Dir& d : dirs_)
+    if (d.id != 0) sub[d.parent].push_back(d.id);
+  for (const File& f : files_) fil[f.dir].push_back(f.id);
+  for (Dir& d : dirs_) {
+    auto& sd = sub[d.id];
+    auto& sf = fil[d.id];
+    // Pack numbers files and folders in its walk's order, names sorted: the lists are usually
+    // in order already: checking takes one comparison a name, sorting about log2(n).
+    const auto dir_less = [&](uint32_t a, uint32_t b) { return name(dirs_[a]) < name(dirs_[b]); };
+    const auto file_less = [&](uint32_t a, uint32_t b) { return name(files_[a]) < name(files_[b]); };
+    if (!std::is_sorted(sd.begin(), sd.end(), dir_less)) std::sort(sd.begin(), sd.end(), dir_less);
+    if (!std::is_sorted(sf.begin(), sf.end(), file_less)) std::sort(sf.begin(), sf.end(), file_less);
+    d.subdir_begin = static_cast<uint32_t>(child_dirs_.size());
+    d.subdir_count = static_cast<uint32_t>(sd.size());
+    child_dirs_.insert(child_dirs_.end(), sd.begin(), sd.end());
+    d.file_begin = static_cast<uint32_t>(child_files_.size());
+    d.file_count = static_cast<uint32_t>(sf.size());
+    child_files_.insert(child_files_.end(), sf.begin(), sf.end());
   }
-  s->view_vectors();  // the sorts below compare names
-  // Children lists, sorted bytewise by name.
-  {
-    std::vector<std::vector<uint32_t>> sub(s->dirs_.size()), fil(s->dirs_.size());
-    for (const Dir& d : s->dirs_)
-      if (d.id != 0) sub[d.parent].push_back(d.id);
-    for (const File& f : s->files_) fil[f.dir].push_back(f.id);
-    for (Dir& d : s->dirs_) {
-      auto& sd = sub[d.id];
-      auto& sf = fil[d.id];
-      // Pack numbers files and folders in its walk's order, names sorted: the lists are usually
-      // in order already: checking takes one comparison a name, sorting about log2(n).
-      const auto dir_less = [&](uint32_t a, uint32_t b) { return s->name(s->dirs_[a]) < s->name(s->dirs_[b]); };
-      const auto file_less = [&](uint32_t a, uint32_t b) { return s->name(s->files_[a]) < s->name(s->files_[b]); };
-      if (!std::is_sorted(sd.begin(), sd.end(), dir_less)) std::sort(sd.begin(), sd.end(), dir_less);
-      if (!std::is_sorted(sf.begin(), sf.end(), file_less)) std::sort(sf.begin(), sf.end(), file_less);
-      d.subdir_begin = static_cast<uint32_t>(s->child_dirs_.size());
-      d.subdir_count = static_cast<uint32_t>(sd.size());
-      s->child_dirs_.insert(s->child_dirs_.end(), sd.begin(), sd.end());
-      d.file_begin = static_cast<uint32_t>(s->child_files_.size());
-      d.file_count = static_cast<uint32_t>(sf.size());
-      s->child_files_.insert(s->child_files_.end(), sf.begin(), sf.end());
+}
+
+// Files of each record in slot order (storage order).
+void Store::list_record_files() {
+  record_begin_.assign(records_.size() + 1, 0);
+  for (const File& f : files_) ++record_begin_[f.record + 1];
+  for (size_t r = 1; r < record_begin_.size(); ++r) record_begin_[r] += record_begin_[r - 1];
+  // Slots are 0..n-1 in every record pack writes: each file goes straight to its place. A
+  // store where they are not (an error in format 2, see derive_offsets) is sorted by slot.
+  constexpr uint32_t kEmpty = UINT32_MAX;
+  record_files_.assign(files_.size(), kEmpty);
+  bool placed = true;
+  for (const File& f : files_) {
+    const uint32_t begin = record_begin_[f.record], count = record_begin_[f.record + 1] - begin;
+    if (f.slot >= count || record_files_[begin + f.slot] != kEmpty) {
+      placed = false;
+      break;
     }
+    record_files_[begin + f.slot] = f.id;
   }
-  // Files of each record in slot order (storage order).
-  {
-    s->record_begin_.assign(s->records_.size() + 1, 0);
-    for (const File& f : s->files_) ++s->record_begin_[f.record + 1];
-    for (size_t r = 1; r < s->record_begin_.size(); ++r) s->record_begin_[r] += s->record_begin_[r - 1];
-    // Slots are 0..n-1 in every record pack writes: each file goes straight to its place. A
-    // store where they are not (an error in format 2, see derive_offsets) is sorted by slot.
-    constexpr uint32_t kEmpty = UINT32_MAX;
-    s->record_files_.assign(s->files_.size(), kEmpty);
-    bool placed = true;
-    for (const File& f : s->files_) {
-      const uint32_t begin = s->record_begin_[f.record], count = s->record_begin_[f.record + 1] - begin;
-      if (f.slot >= count || s->record_files_[begin + f.slot] != kEmpty) {
-        placed = false;
-        break;
-      }
-      s->record_files_[begin + f.slot] = f.id;
-    }
-    if (!placed) {
-      std::vector<uint32_t> fill(s->record_begin_.begin(), s->record_begin_.end() - 1);
-      for (const File& f : s->files_) s->record_files_[fill[f.record]++] = f.id;
-      const auto slot_less = [&](uint32_t a, uint32_t b) { return s->files_[a].slot < s->files_[b].slot; };
-      for (size_t r = 0; r < s->records_.size(); ++r)
-        std::sort(s->record_files_.begin() + s->record_begin_[r], s->record_files_.begin() + s->record_begin_[r + 1],
-                  slot_less);
-    }
+  if (!placed) {
+    std::vector<uint32_t> fill(record_begin_.begin(), record_begin_.end() - 1);
+    for (const File& f : files_) record_files_[fill[f.record]++] = f.id;
+    const auto slot_less = [&](uint32_t a, uint32_t b) { return files_[a].slot < files_[b].slot; };
+    for (size_t r = 0; r < records_.size(); ++r)
+      std::sort(record_files_.begin() + record_begin_[r], record_files_.begin() + record_begin_[r + 1],
+                slot_less);
   }
-  s->view_vectors();
-  if (!offsets_stored) derive_offsets(ip);
-  s->pieces_.shrink_to_fit();
-  s->names_.shrink_to_fit();
-  s->files_.shrink_to_fit();
-  s->view_vectors();
-  // What the load freed (SQLite's cache, the sort's lists) goes back to the system.
-  ::malloc_trim(0);
 }
 
 // Format 2 (docs/FORMAT.md "Piece offsets"): piece i of a file in a scan record lies in region i,

@@ -84,6 +84,7 @@ struct TableSpans {
   std::string_view names;
 };
 
+class SqliteDb;
 class MappedTables;
 
 class Store {
@@ -149,6 +150,14 @@ class Store {
                    const std::filesystem::path& tables_dir);
   // Loads the tables from an index file; messages name `display`. Throws StoreError.
   void load_index(const std::filesystem::path& index_file, const std::string& display);
+  int64_t load_meta(SqliteDb& db, const std::string& display);
+  void load_records(SqliteDb& db, const std::string& display);
+  void load_dirs(SqliteDb& db, const std::string& display);
+  void reserve_files(SqliteDb& db, const std::filesystem::path& index_file);
+  void load_files(SqliteDb& db, const std::string& display, bool offsets_stored);
+  void load_pieces(File& f, std::span<const uint8_t> blob, bool offsets_stored, const std::string& display);
+  void link_children();
+  void list_record_files();
   // Points t_ at the vectors below.
   void view_vectors();
   // Format 2: the pieces' offsets from the records' layouts and the files' slots. Throws StoreError.
