@@ -1,4 +1,8 @@
+#include <glob.h>
+
 #include <cerrno>
+#include <cstring>
+#include <fstream>
 #include <csignal>
 #include <filesystem>
 #include <fmt/format.h>
@@ -14,6 +18,33 @@ namespace {
 
 std::atomic<bool> g_cancel{false};
 extern "C" void on_pack_signal(int) { g_cancel = true; }
+
+// The sources as given, a quoted glob expanded (in sorted order), then the lines of --source-list.
+fid::Result<std::vector<std::filesystem::path>> source_paths(const std::vector<std::string>& given,
+                                                             const std::string& list_file) {
+  std::vector<std::filesystem::path> out;
+  for (const std::string& s : given) {
+    std::error_code ec;
+    if (s.find_first_of("*?[") == std::string::npos || std::filesystem::exists(s, ec)) {
+      out.emplace_back(s);
+      continue;
+    }
+    glob_t g{};
+    const int rc = ::glob(s.c_str(), GLOB_ERR, nullptr, &g);
+    if (rc == 0)
+      for (size_t i = 0; i < g.gl_pathc; ++i) out.emplace_back(g.gl_pathv[i]);
+    ::globfree(&g);
+    if (rc != 0) return fid::Error{ENOENT, fmt::format("{}: no file matches", s)};
+  }
+  if (!list_file.empty()) {
+    std::ifstream in(list_file);
+    if (!in) return fid::Error{errno, fmt::format("{}: cannot read the source list: {}", list_file, std::strerror(errno))};
+    for (std::string line; std::getline(in, line);)
+      if (!line.empty()) out.emplace_back(line);
+  }
+  if (out.empty()) return fid::Error{EINVAL, "no source given (SRC or --source-list)"};
+  return out;
+}
 
 int run_pack(const index::PackOptions& opt, const std::string& progress_mode) {
   // What the options say is wrong is the user's to fix: a usage error, reported before any work.
@@ -65,11 +96,21 @@ int run_pack(const index::PackOptions& opt, const std::string& progress_mode) {
 }  // namespace
 
 void register_pack(CLI::App& app, int& exit_code) {
-  auto* cmd = app.add_subcommand("pack", "Pack an image folder tree into a store");
+  auto* cmd = app.add_subcommand("pack", "Pack an image folder tree, or tar files, into a store");
   auto opt = std::make_shared<index::PackOptions>();
   auto progress = std::make_shared<std::string>("auto");
-  cmd->add_option("SRC_DIR", opt->source, "source folder (an ImageFolder tree)")->required();
-  cmd->add_option("STORE_DIR", opt->store, "store to create (must not exist, or be empty)")->required();
+  auto sources = std::make_shared<std::vector<std::string>>();
+  auto source_list = std::make_shared<std::string>();
+  // One list: CLI11 gives a vector positional every argument, so the store is split off its end.
+  cmd->add_option("SRC... STORE_DIR", *sources,
+                  "the sources, then the store to create (absent, or an empty folder). A source is a folder (an "
+                  "ImageFolder tree), or tar files (.tar, .tar.gz, .tar.zst; a quoted glob such as "
+                  "'shards/*.tar' is expanded)")
+      ->required()
+      ->expected(1, CLI::detail::expected_max_vector_size);
+  cmd->add_option("--source-list", *source_list, "a file naming tar files, one per line (more sources)");
+  cmd->add_flag("--expand-inner-tars", opt->expand_inner_tars,
+                "a member NAME.tar of a tar source becomes the folder NAME holding its members");
   cmd->add_option("--jobs", opt->jobs, "worker threads (default: all cores)")->check(CLI::Range(1u, 1024u));
   cmd->add_option("--record-bytes", opt->record_bytes, "target record size at full level")
       ->default_val(opt->record_bytes)
@@ -83,8 +124,17 @@ void register_pack(CLI::App& app, int& exit_code) {
       ->capture_default_str();
   cmd->add_option("--progress", *progress, "progress line: auto (on a terminal), on, off")
       ->check(CLI::IsMember({"auto", "on", "off"}));
-  cmd->callback([opt, progress, levels, &exit_code] {
+  cmd->callback([opt, progress, levels, sources, source_list, &exit_code] {
     opt->levels = *levels == "fast" ? codec::LevelScripts::fast : codec::LevelScripts::pcr;
+    opt->store = sources->back();
+    sources->pop_back();
+    fid::Result<std::vector<std::filesystem::path>> named = source_paths(*sources, *source_list);
+    if (!named) {
+      fmt::print(stderr, "fidelityfs pack: {}\n", named.error().message);
+      exit_code = kExitUsage;
+      return;
+    }
+    opt->sources = std::move(named).value();
     exit_code = run_pack(*opt, *progress);
   });
 }

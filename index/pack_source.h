@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstdint>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -82,6 +83,10 @@ class PackSource {
   // Reads file `i` of the listed tree; called from several threads at once. The error's message
   // is the reason only (the caller names the file).
   virtual fid::Result<SourceBytes> read(const SourceTree& tree, uint32_t i) const = 0;
+  // A source read at random returns nullopt, and pack reads it in the seeded storage order. A
+  // streamed source returns the only order it can be read in (file indexes of the tree); pack
+  // then calls read() in exactly that order, one call at a time, and stores files in it.
+  virtual std::optional<std::vector<uint32_t>> stream_order() const { return std::nullopt; }
 };
 
 }  // namespace fid::index

@@ -15,6 +15,7 @@
 #include "index/index_writer.h"
 #include "index/ordered_pipeline.h"
 #include "index/record_builder.h"
+#include "index/tar_source.h"
 #include "index/temp_store.h"
 
 namespace fid::index {
@@ -128,7 +129,8 @@ fid::Status write_records(const PackOptions& opt, const PackSource& source, cons
                           RecordWriter& writer, ProgressTicker& ticker, const std::atomic<bool>& cancel) {
   const uint32_t n = tree.files.size();
   const unsigned jobs = opt.jobs ? opt.jobs : std::max(1u, std::thread::hardware_concurrency());
-  std::vector<uint32_t> order = storage_permutation(n, opt.seed);
+  std::optional<std::vector<uint32_t>> streamed = source.stream_order();
+  std::vector<uint32_t> order = streamed ? std::move(*streamed) : storage_permutation(n, opt.seed);
   OrderedPipeline pipeline(source, tree, order, jobs, opt.levels, cancel);
   for (uint32_t pos = 0; pos < n; ++pos) {
     std::optional<PreparedFile> f = pipeline.next();
@@ -184,18 +186,33 @@ std::vector<uint32_t> storage_permutation(uint32_t n, uint64_t seed) {
   return p;
 }
 
+// One folder, or tar files: the source kind, or why the sources are neither.
+fid::Result<bool> sources_are_tars(const std::vector<fsys::path>& sources) {
+  std::error_code ec;
+  if (sources.empty()) return fid::Error{EINVAL, "no source given"};
+  if (sources.size() == 1 && fsys::is_directory(sources[0], ec)) return false;
+  for (const fsys::path& p : sources) {
+    if (fsys::is_directory(p, ec))
+      return fid::Error{EINVAL, fmt::format("{}: a folder source must be the only source", p.string())};
+    if (!fsys::is_regular_file(p, ec) || !is_tar_name(p))
+      return fid::Error{ENOTDIR, fmt::format("{}: source is not a folder or a tar file (.tar, .tar.gz, .tar.zst, ...)",
+                                             p.string())};
+  }
+  return true;
+}
+
 fid::Result<fsys::path> check_pack_options(const PackOptions& opt) {
   std::error_code ec;
-  if (!fsys::is_directory(opt.source, ec))
-    return fid::Error{ENOTDIR, fmt::format("{}: source is not a folder", opt.source.string())};
+  fid::Result<bool> tars = sources_are_tars(opt.sources);
+  if (!tars) return std::move(tars).error();
   if (opt.record_bytes < 4096) return fid::Error{EINVAL, "--record-bytes must be at least 4096"};
   if (opt.record_files < 1) return fid::Error{EINVAL, "a record must be allowed at least one file"};
   fsys::path store = fsys::absolute(opt.store, ec);
   if (store.filename().empty()) store = store.parent_path();
   if (fsys::exists(store, ec) && !(fsys::is_directory(store, ec) && fsys::is_empty(store, ec)))
     return fid::Error{EEXIST, fmt::format("{}: already exists and is not an empty folder", store.string())};
-  fsys::path source_abs = fsys::canonical(opt.source, ec);
-  if (!ec && (store == source_abs || store.string().rfind(source_abs.string() + "/", 0) == 0))
+  fsys::path source_abs = *tars ? fsys::path() : fsys::canonical(opt.sources[0], ec);
+  if (!*tars && !ec && (store == source_abs || store.string().rfind(source_abs.string() + "/", 0) == 0))
     return fid::Error{EINVAL, fmt::format("{}: the store must not be inside the source folder", store.string())};
   if (!fsys::is_directory(store.parent_path(), ec))
     return fid::Error{ENOENT, fmt::format("{}: parent folder does not exist", store.parent_path().string())};
@@ -212,8 +229,12 @@ fid::Result<PackReport> pack(const PackOptions& opt, const std::function<void(co
   if (!tmp) return std::move(tmp).error();
   const fsys::path& tmp_path = (*tmp)->path();
 
-  FolderSource source(opt.source);
-  fid::Result<SourceTree> listed = source.list(cancel);
+  std::unique_ptr<PackSource> source;
+  if (*sources_are_tars(opt.sources))
+    source = std::make_unique<TarSource>(TarSourceOptions{opt.sources, opt.expand_inner_tars});
+  else
+    source = std::make_unique<FolderSource>(opt.sources[0]);
+  fid::Result<SourceTree> listed = source->list(cancel);
   if (!listed) return std::move(listed).error();
   if (cancel) return interrupted();
   SourceTree& tree = *listed;
@@ -225,7 +246,7 @@ fid::Result<PackReport> pack(const PackOptions& opt, const std::function<void(co
   ProgressTicker ticker(progress, t0);
   ticker.counts().files_total = tree.files.size();
   ticker.counts().source_bytes_total = tree.bytes;
-  if (fid::Status written = write_records(opt, source, tree, writer, ticker, cancel); !written)
+  if (fid::Status written = write_records(opt, *source, tree, writer, ticker, cancel); !written)
     return std::move(written).error();
   if (cancel) return interrupted();
   if (fid::Status indexed = write_index(opt, tmp_path, std::move(index).value(), tree, writer.records()); !indexed)

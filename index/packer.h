@@ -16,7 +16,9 @@
 namespace fid::index {
 
 struct PackOptions {
-  std::filesystem::path source;
+  // One folder, or one or more tar files (docs/FORMAT.md "Sources").
+  std::vector<std::filesystem::path> sources;
+  bool expand_inner_tars = false;  // a member NAME.tar of a tar source becomes the folder NAME
   std::filesystem::path store;
   unsigned jobs = 0;                 // 0 = all cores
   uint64_t record_bytes = 8u << 20;  // target record size at full level
@@ -43,9 +45,9 @@ struct PackReport {
   double seconds = 0;
 };
 
-// Checks the options before anything is written: the source is a folder, the record size is at
-// least 4096, the store is absent or an empty folder, not inside the source, and its parent
-// folder exists. Returns the store's absolute path. Touches nothing. A failure here is the
+// Checks the options before anything is written: the sources are one folder or tar files, the
+// record size is at least 4096, the store is absent or an empty folder, not inside a source
+// folder, and its parent folder exists. Returns the store's absolute path. Touches nothing. A failure here is the
 // caller's mistake (the command line reports it as a usage error); pack() checks the same first.
 fid::Result<std::filesystem::path> check_pack_options(const PackOptions& options);
 

@@ -63,7 +63,7 @@ std::map<std::string, std::string> make_tree(const fsys::path& src) {
 
 fid::index::PackOptions pack_options(const fsys::path& src, const fsys::path& store, uint64_t record_bytes = 8192) {
   fid::index::PackOptions opt;
-  opt.source = src;
+  opt.sources = {src};
   opt.store = store;
   opt.jobs = 2;
   opt.record_bytes = record_bytes;
@@ -359,7 +359,7 @@ TEST(Pack, CancelLeavesNothing) {
   TempDir t;
   make_tree(t.path() / "src");
   fid::index::PackOptions opt;
-  opt.source = t.path() / "src";
+  opt.sources = {t.path() / "src"};
   opt.store = t.path() / "store";
   std::atomic<bool> cancel{true};
   const fid::Result<fid::index::PackReport> packed = fid::index::pack(opt, nullptr, cancel);

@@ -67,7 +67,7 @@ class PackedStore : public ::testing::Test {
     std::ofstream(src / "notes.txt") << "not an image";
     std::ofstream(src / "cat" / "labels.bin") << std::string(5000, 'x');
     index::PackOptions opt;
-    opt.source = src;
+    opt.sources = {src};
     opt.store = path();
     opt.jobs = 2;
     opt.record_bytes = 16 * 1024;

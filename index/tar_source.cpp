@@ -1,0 +1,579 @@
+#include "index/tar_source.h"
+
+#include <archive.h>
+#include <archive_entry.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <fmt/format.h>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+
+#include "common/fd.h"
+
+namespace fid::index {
+
+namespace fsys = std::filesystem;
+
+namespace {
+
+constexpr uint64_t kNoOffset = UINT64_MAX;  // a member inside a compressed stream
+
+// ---------------------------------------------------------------------------------------------
+// libarchive readers: a byte range of a file (read at random with pread), or the data of the
+// current member of another archive (a stream).
+
+struct ArchiveDeleter {
+  void operator()(archive* a) const { archive_read_free(a); }
+};
+using ArchivePtr = std::unique_ptr<archive, ArchiveDeleter>;
+
+class RangeInput {
+ public:
+  RangeInput(int fd, uint64_t begin, uint64_t end) : fd_(fd), begin_(begin), end_(end), pos_(begin), buf_(1 << 16) {}
+  uint64_t begin() const { return begin_; }
+  uint64_t end() const { return end_; }
+  int fd() const { return fd_; }
+
+  static la_ssize_t read(archive* a, void* self, const void** out) {
+    auto* r = static_cast<RangeInput*>(self);
+    const size_t want = static_cast<size_t>(std::min<uint64_t>(r->buf_.size(), r->end_ - r->pos_));
+    ssize_t n;
+    do n = ::pread(r->fd_, r->buf_.data(), want, static_cast<off_t>(r->pos_));
+    while (n < 0 && errno == EINTR);
+    if (n < 0) {
+      archive_set_error(a, errno, "read failed: %s", std::strerror(errno));
+      return -1;
+    }
+    r->pos_ += static_cast<uint64_t>(n);
+    *out = r->buf_.data();
+    return n;
+  }
+  static la_int64_t skip(archive*, void* self, la_int64_t request) {
+    auto* r = static_cast<RangeInput*>(self);
+    const auto n = static_cast<la_int64_t>(std::min<uint64_t>(static_cast<uint64_t>(request), r->end_ - r->pos_));
+    r->pos_ += static_cast<uint64_t>(n);
+    return n;
+  }
+  static la_int64_t seek(archive*, void* self, la_int64_t offset, int whence) {
+    auto* r = static_cast<RangeInput*>(self);
+    const int64_t base = whence == SEEK_SET ? 0 : whence == SEEK_CUR ? static_cast<int64_t>(r->pos_ - r->begin_)
+                                                                     : static_cast<int64_t>(r->end_ - r->begin_);
+    const int64_t to = std::clamp<int64_t>(base + offset, 0, static_cast<int64_t>(r->end_ - r->begin_));
+    r->pos_ = r->begin_ + static_cast<uint64_t>(to);
+    return to;
+  }
+
+ private:
+  int fd_;
+  uint64_t begin_, end_, pos_;
+  std::vector<uint8_t> buf_;
+};
+
+// The data of the current member of `outer`, as the input of an inner archive.
+struct MemberInput {
+  archive* outer;
+  std::vector<uint8_t> buf = std::vector<uint8_t>(1 << 16);
+
+  static la_ssize_t read(archive* a, void* self, const void** out) {
+    auto* m = static_cast<MemberInput*>(self);
+    la_ssize_t n = archive_read_data(m->outer, m->buf.data(), m->buf.size());
+    if (n < 0) archive_set_error(a, archive_errno(m->outer), "%s", archive_error_string(m->outer));
+    *out = m->buf.data();
+    return n;
+  }
+};
+
+ArchivePtr new_tar_reader() {
+  ArchivePtr a(archive_read_new());
+  archive_read_support_format_tar(a.get());
+  archive_read_support_filter_all(a.get());
+  return a;
+}
+
+fid::Error archive_error(archive* a, const std::string& where) {
+  const int code = archive_errno(a) > 0 ? archive_errno(a) : EIO;
+  const char* why = archive_error_string(a);
+  return fid::Error{code, fmt::format("{}: {}", where, why ? why : "unreadable tar")};
+}
+
+fid::Result<ArchivePtr> open_range(RangeInput& in, const std::string& where) {
+  ArchivePtr a = new_tar_reader();
+  archive_read_set_callback_data(a.get(), &in);
+  archive_read_set_read_callback(a.get(), &RangeInput::read);
+  archive_read_set_skip_callback(a.get(), &RangeInput::skip);
+  archive_read_set_seek_callback(a.get(), &RangeInput::seek);
+  if (archive_read_open1(a.get()) != ARCHIVE_OK) return archive_error(a.get(), where);
+  return a;
+}
+
+fid::Result<ArchivePtr> open_member(MemberInput& in, const std::string& where) {
+  ArchivePtr a = new_tar_reader();
+  archive_read_set_callback_data(a.get(), &in);
+  archive_read_set_read_callback(a.get(), &MemberInput::read);
+  if (archive_read_open1(a.get()) != ARCHIVE_OK) return archive_error(a.get(), where);
+  return a;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Member names
+
+// The member's path relative to the tree: "./" and "." segments and repeated slashes dropped;
+// absolute paths and ".." refused (a pack must not name anything outside its tree). "" is the root.
+fid::Result<std::string> normalize(std::string_view raw) {
+  if (!raw.empty() && raw.front() == '/') return fid::Error{EINVAL, "absolute path"};
+  std::string out;
+  size_t i = 0;
+  while (i <= raw.size()) {
+    size_t j = raw.find('/', i);
+    if (j == std::string_view::npos) j = raw.size();
+    std::string_view seg = raw.substr(i, j - i);
+    if (seg == "..") return fid::Error{EINVAL, "'..' in the path"};
+    if (!seg.empty() && seg != ".") {
+      if (!out.empty()) out += '/';
+      out += seg;
+    }
+    i = j + 1;
+  }
+  return out;
+}
+
+bool ends_with(std::string_view s, std::string_view tail) {
+  return s.size() >= tail.size() && s.substr(s.size() - tail.size()) == tail;
+}
+
+std::string join(const std::string& prefix, const std::string& path) {
+  return prefix.empty() ? path : path.empty() ? prefix : prefix + "/" + path;
+}
+
+int64_t mtime_ns(archive_entry* e) {
+  return static_cast<int64_t>(archive_entry_mtime(e)) * 1'000'000'000 + archive_entry_mtime_nsec(e);
+}
+
+// Paths in the order of a depth-first walk whose children are sorted bytewise: '/' compares
+// below every other byte, so a folder's contents directly follow it.
+bool walk_less(const std::string& a, const std::string& b) {
+  const size_t n = std::min(a.size(), b.size());
+  for (size_t i = 0; i < n; ++i) {
+    if (a[i] == b[i]) continue;
+    const auto ca = a[i] == '/' ? 0 : static_cast<unsigned char>(a[i]) + 1;
+    const auto cb = b[i] == '/' ? 0 : static_cast<unsigned char>(b[i]) + 1;
+    return ca < cb;
+  }
+  return a.size() < b.size();
+}
+
+// ---------------------------------------------------------------------------------------------
+// The walk
+
+// A member of the tars as the walk meets it.
+struct TarMember {
+  enum Kind : uint8_t { file, dir, skipped, link } kind = file;
+  std::string path;     // normalized, inner tars' folders included
+  std::string detail;   // skipped: the reason; link: the target's path
+  uint32_t tar = 0;     // index into the tar list
+  uint64_t offset = 0;  // of the data in the tar file, or kNoOffset
+  uint64_t size = 0;
+  int64_t mtime_ns = 0;
+  uint32_t seq = 0;  // file: its place in the stream of the tars' files
+};
+
+// The walk over one tar, shared by listing and by the streamed read so that both number the
+// files alike: `on_member` sees every member, and may read a file's data from the archive.
+class TarWalk {
+ public:
+  using OnMember = std::function<fid::Status(const TarMember&, archive* a)>;
+
+  TarWalk(const TarSourceOptions& opt, const std::atomic<bool>* cancel, OnMember on_member)
+      : opt_(opt), cancel_(cancel), on_member_(std::move(on_member)) {}
+
+  // Walks tar `t`. `compressed` becomes true once a filter (decompression) is met: then no
+  // member has an offset.
+  fid::Status walk(uint32_t t, bool& compressed) {
+    Fd fd(::open(opt_.tars[t].c_str(), O_RDONLY | O_CLOEXEC));
+    struct stat st {};
+    if (fd.get() < 0 || ::fstat(fd.get(), &st) != 0) {
+      const int err = errno;
+      return fid::Error{err, fmt::format("{}: {}", name(t), std::strerror(err))};
+    }
+    RangeInput in(fd.get(), 0, static_cast<uint64_t>(st.st_size));
+    fid::Result<ArchivePtr> a = open_range(in, name(t));
+    if (!a) return std::move(a).error();
+    return walk_archive(t, a->get(), "", &in, compressed);
+  }
+
+ private:
+  std::string name(uint32_t t) const { return opt_.tars[t].string(); }
+
+  // `range` is the input while the archive's members can be read at random, else null.
+  fid::Status walk_archive(uint32_t t, archive* a, const std::string& prefix, RangeInput* range, bool& compressed) {
+    archive_entry* e = nullptr;
+    std::string last;
+    while (true) {
+      if (cancel_ && *cancel_) return fid::Error{ECANCELED, "interrupted"};
+      const int r = archive_read_next_header(a, &e);
+      if (r == ARCHIVE_EOF) return {};
+      if (r < ARCHIVE_WARN)
+        return archive_error(a, last.empty() ? name(t) : fmt::format("{}: after member '{}'", name(t), last));
+      if (archive_filter_code(a, 0) != ARCHIVE_FILTER_NONE) compressed = true;
+      if (compressed) range = nullptr;
+      fid::Result<TarMember> m = classify(t, a, e, prefix, range);
+      if (!m) return std::move(m).error();
+      last = m->path;
+      if (m->kind == TarMember::file && opt_.expand_inner_tars && ends_with(m->path, ".tar")) {
+        if (fid::Status inner = walk_inner(t, a, *m, range, compressed); !inner) return inner;
+        continue;
+      }
+      if (m->kind == TarMember::file) m->seq = seq_++;
+      if (fid::Status seen = on_member_(*m, a); !seen) return seen;
+    }
+  }
+
+  // An inner tar: a folder named after it (".tar" dropped) holding its members.
+  fid::Status walk_inner(uint32_t t, archive* a, const TarMember& m, RangeInput* range, bool& compressed) {
+    TarMember folder = m;
+    folder.kind = TarMember::dir;
+    folder.path = m.path.substr(0, m.path.size() - 4);
+    if (fid::Status seen = on_member_(folder, a); !seen) return seen;
+    const std::string where = fmt::format("{}: member '{}'", name(t), m.path);
+    if (range) {
+      RangeInput in(range->fd(), m.offset, m.offset + m.size);
+      fid::Result<ArchivePtr> inner = open_range(in, where);
+      if (!inner) return std::move(inner).error();
+      bool inner_compressed = false;  // a compressed inner tar is streamed; the outer stays at random
+      return walk_archive(t, inner->get(), folder.path, &in, inner_compressed);
+    }
+    MemberInput in{a};
+    fid::Result<ArchivePtr> inner = open_member(in, where);
+    if (!inner) return std::move(inner).error();
+    return walk_archive(t, inner->get(), folder.path, nullptr, compressed);
+  }
+
+  fid::Result<TarMember> classify(uint32_t t, archive* a, archive_entry* e, const std::string& prefix,
+                                  RangeInput* range) {
+    const char* raw = archive_entry_pathname(e);
+    const std::string raw_name = raw ? raw : "";
+    fid::Result<std::string> path = normalize(raw_name);
+    if (!path) return fid::Error{EINVAL, fmt::format("{}: member '{}': {}", name(t), raw_name, path.error().message)};
+    TarMember m;
+    m.tar = t;
+    m.path = join(prefix, *path);
+    m.mtime_ns = mtime_ns(e);
+    m.size = archive_entry_size_is_set(e) ? static_cast<uint64_t>(archive_entry_size(e)) : 0;
+    m.offset = range ? range->begin() + static_cast<uint64_t>(archive_filter_bytes(a, 0)) : kNoOffset;
+    if (range && archive_entry_filetype(e) == AE_IFREG && m.offset + m.size > range->end())
+      return fid::Error{EIO, fmt::format("{}: member '{}': truncated (the tar ends inside its data)", name(t), m.path)};
+    if (const char* target = archive_entry_hardlink(e)) {
+      fid::Result<std::string> to = normalize(target);
+      if (!to) return fid::Error{EINVAL, fmt::format("{}: member '{}': hard link to '{}': {}", name(t), m.path, target,
+                                                     to.error().message)};
+      m.kind = TarMember::link;
+      m.detail = join(prefix, *to);
+      return m;
+    }
+    switch (archive_entry_filetype(e)) {
+      case AE_IFDIR:
+        m.kind = TarMember::dir;
+        break;
+      case AE_IFREG:
+        if (archive_entry_sparse_count(e) > 0) skip(m, "a sparse member (not supported)");
+        break;
+      case AE_IFLNK:
+        skip(m, "a symbolic link (links in a tar are not followed)");
+        break;
+      default:
+        return fid::Error{EINVAL, fmt::format("{}: member '{}': a device file, FIFO or socket cannot be packed",
+                                              name(t), m.path)};
+    }
+    return m;
+  }
+
+  static void skip(TarMember& m, std::string why) {
+    m.kind = TarMember::skipped;
+    m.detail = std::move(why);
+  }
+
+  const TarSourceOptions& opt_;
+  const std::atomic<bool>* cancel_;
+  OnMember on_member_;
+  uint32_t seq_ = 0;
+};
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+
+struct TarSource::Impl {
+  struct Location {
+    uint64_t offset = 0, size = 0;
+    int64_t mtime_ns = 0;
+    uint32_t tar = 0, seq = 0;
+  };
+
+  TarSourceOptions opt;
+  const std::atomic<bool>* cancel = nullptr;
+  std::vector<Location> files;  // by file index of the listed tree
+  bool streamed = false;
+  std::vector<Fd> fds;  // read at random: each tar, opened once
+
+  // Streamed: a producer thread walks the tars again and hands the wanted files' bytes over in
+  // stream order; read() waits for its file's turn.
+  struct Streamed {
+    uint32_t seq;
+    fid::Result<SourceBytes> bytes;
+  };
+  std::vector<bool> wanted;  // by seq
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<Streamed> queue;
+  std::optional<fid::Error> stream_error;
+  bool stream_started = false, stopping = false;
+  std::thread producer;
+
+  explicit Impl(TarSourceOptions o) : opt(std::move(o)) {}
+  ~Impl() {
+    {
+      std::lock_guard lock(mu);
+      stopping = true;
+    }
+    cv.notify_all();
+    if (producer.joinable()) producer.join();
+  }
+
+  fid::Result<SourceTree> list();
+  fid::Result<SourceBytes> read_at(uint32_t i) const;
+  fid::Result<SourceBytes> read_streamed(uint32_t i);
+  void produce();
+};
+
+namespace {
+
+// Builds the tree from the members sorted in walk order: folders made as paths need them,
+// duplicates and a path that is both a file and a folder refused.
+class TreeBuilder {
+ public:
+  TreeBuilder(const TarSourceOptions& opt, const std::vector<int64_t>& tar_mtime, bool streamed)
+      : opt_(opt), tar_mtime_(tar_mtime), streamed_(streamed) {
+    tree_.dirs.push_back(SourceDir{0, "", "", tar_mtime.empty() ? 0 : tar_mtime[0]});
+    stack_.push_back(0);
+  }
+
+  fid::Status add(const std::vector<TarMember>& sorted, size_t k, std::vector<TarSource::Impl::Location>& files) {
+    const TarMember& m = sorted[k];
+    if (k > 0 && sorted[k - 1].path == m.path && !(m.kind == TarMember::dir && sorted[k - 1].kind == TarMember::dir))
+      return fid::Error{EEXIST, fmt::format("duplicate path '{}' (in {} and {})", m.path, opt_.tars[sorted[k - 1].tar].string(),
+                                            opt_.tars[m.tar].string())};
+    if (m.path.empty()) {
+      if (m.kind == TarMember::dir) tree_.dirs[0].mtime_ns = m.mtime_ns;
+      return {};
+    }
+    if (m.path == ".fidelity" || m.path.rfind(".fidelity/", 0) == 0) {
+      if (!reserved_reported_) tree_.skipped.emplace_back(".fidelity", "name reserved for the mount's control folder");
+      reserved_reported_ = true;
+      return {};
+    }
+    const size_t slash = m.path.rfind('/');
+    const std::string parent = slash == std::string::npos ? "" : m.path.substr(0, slash);
+    if (fid::Status made = enter(m.kind == TarMember::dir ? m.path : parent, m); !made) return made;
+    if (m.kind == TarMember::dir) {
+      tree_.dirs[stack_.back()].mtime_ns = m.mtime_ns;
+      return {};
+    }
+    if (m.kind == TarMember::skipped) {
+      tree_.skipped.emplace_back(m.path, m.detail);
+      return {};
+    }
+    if (m.kind == TarMember::link && streamed_) {  // its data came earlier in the stream
+      tree_.skipped.emplace_back(m.path, "a hard link in a compressed tar (not supported)");
+      return {};
+    }
+    TarSource::Impl::Location loc{m.offset, m.size, m.mtime_ns, m.tar, m.seq};
+    if (m.kind == TarMember::link) {
+      fid::Result<TarSource::Impl::Location> target = link_target(sorted, m);
+      if (!target) return std::move(target).error();
+      loc = *target;
+      loc.mtime_ns = m.mtime_ns;
+    }
+    if (loc.size > kMaxSourceFileBytes) {
+      tree_.skipped.emplace_back(m.path, "larger than 4 GiB");
+      return {};
+    }
+    last_file_ = m.path;
+    tree_.files.add(stack_.back(), std::string_view(m.path).substr(slash == std::string::npos ? 0 : slash + 1));
+    tree_.bytes += loc.size;
+    files.push_back(loc);
+    return {};
+  }
+
+  SourceTree take() { return std::move(tree_); }
+
+ private:
+  // Makes `dir` (and the folders above it) the current folder.
+  fid::Status enter(const std::string& dir, const TarMember& m) {
+    auto is_within = [&](uint32_t id) {
+      const std::string& rel = tree_.dirs[id].rel;
+      return rel.empty() || dir == rel || dir.rfind(rel + "/", 0) == 0;
+    };
+    while (!is_within(stack_.back())) stack_.pop_back();
+    while (tree_.dirs[stack_.back()].rel != dir) {
+      const std::string& top = tree_.dirs[stack_.back()].rel;
+      const size_t from = top.empty() ? 0 : top.size() + 1;
+      const size_t end = dir.find('/', from);
+      const std::string rel = dir.substr(0, end);
+      if (rel == last_file_)
+        return fid::Error{EEXIST, fmt::format("{}: member '{}': path '{}' is both a file and a folder",
+                                              opt_.tars[m.tar].string(), m.path, rel)};
+      const auto id = static_cast<uint32_t>(tree_.dirs.size());
+      tree_.dirs.push_back(SourceDir{stack_.back(), rel.substr(from), rel, tar_mtime_[m.tar]});
+      stack_.push_back(id);
+    }
+    return {};
+  }
+
+  fid::Result<TarSource::Impl::Location> link_target(const std::vector<TarMember>& sorted, const TarMember& m) {
+    auto it = std::lower_bound(sorted.begin(), sorted.end(), m.detail,
+                               [](const TarMember& a, const std::string& p) { return walk_less(a.path, p); });
+    if (it == sorted.end() || it->path != m.detail || it->kind != TarMember::file || it->tar != m.tar)
+      return fid::Error{ENOENT, fmt::format("{}: member '{}': hard link to a missing member '{}'",
+                                            opt_.tars[m.tar].string(), m.path, m.detail)};
+    return TarSource::Impl::Location{it->offset, it->size, 0, m.tar, it->seq};
+  }
+
+  const TarSourceOptions& opt_;
+  const std::vector<int64_t>& tar_mtime_;
+  const bool streamed_;
+  SourceTree tree_;
+  std::vector<uint32_t> stack_;  // folder ids from the root to the current folder
+  std::string last_file_;
+  bool reserved_reported_ = false;
+};
+
+}  // namespace
+
+fid::Result<SourceTree> TarSource::Impl::list() {
+  std::vector<TarMember> members;
+  std::vector<int64_t> tar_mtime;
+  TarWalk walk(opt, cancel, [&](const TarMember& m, archive*) -> fid::Status {
+    members.push_back(m);
+    return {};
+  });
+  for (uint32_t t = 0; t < opt.tars.size(); ++t) {
+    struct stat st {};
+    tar_mtime.push_back(::stat(opt.tars[t].c_str(), &st) == 0
+                            ? static_cast<int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec
+                            : 0);
+    bool compressed = false;
+    if (fid::Status walked = walk.walk(t, compressed); !walked) return std::move(walked).error();
+  }
+  std::stable_sort(members.begin(), members.end(), [](const TarMember& a, const TarMember& b) { return walk_less(a.path, b.path); });
+  streamed = std::any_of(members.begin(), members.end(),
+                         [](const TarMember& m) { return m.kind == TarMember::file && m.offset == kNoOffset; });
+  TreeBuilder builder(opt, tar_mtime, streamed);
+  for (size_t k = 0; k < members.size(); ++k)
+    if (fid::Status added = builder.add(members, k, files); !added) return std::move(added).error();
+  if (!streamed) {
+    for (const fsys::path& p : opt.tars) {
+      fds.emplace_back(::open(p.c_str(), O_RDONLY | O_CLOEXEC));
+      if (fds.back().get() < 0) return fid::Error{errno, fmt::format("{}: {}", p.string(), std::strerror(errno))};
+    }
+  }
+  return builder.take();
+}
+
+fid::Result<SourceBytes> TarSource::Impl::read_at(uint32_t i) const {
+  const Location& loc = files[i];
+  SourceBytes out;
+  out.mtime_ns = loc.mtime_ns;
+  out.bytes.resize(static_cast<size_t>(loc.size));
+  for (size_t done = 0; done < out.bytes.size();) {
+    ssize_t n = ::pread(fds[loc.tar].get(), out.bytes.data() + done, out.bytes.size() - done,
+                        static_cast<off_t>(loc.offset + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return fid::Error{errno, fmt::format("read failed: {}", std::strerror(errno))};
+    if (n == 0) return fid::Error{EIO, "the tar ends inside the member's data (truncated since listed)"};
+    done += static_cast<size_t>(n);
+  }
+  return out;
+}
+
+void TarSource::Impl::produce() {
+  TarWalk walk(opt, cancel, [&](const TarMember& m, archive* a) -> fid::Status {
+    if (m.kind != TarMember::file || m.seq >= wanted.size() || !wanted[m.seq]) return {};
+    Streamed item{m.seq, SourceBytes{}};
+    item.bytes->mtime_ns = m.mtime_ns;
+    item.bytes->bytes.resize(static_cast<size_t>(m.size));
+    const la_ssize_t n = archive_read_data(a, item.bytes->bytes.data(), item.bytes->bytes.size());
+    if (n != static_cast<la_ssize_t>(m.size)) item.bytes = archive_error(a, "read failed");
+    std::unique_lock lock(mu);
+    cv.wait(lock, [&] { return stopping || queue.size() < 2; });
+    if (stopping) return fid::Error{ECANCELED, "interrupted"};
+    queue.push_back(std::move(item));
+    cv.notify_all();
+    return {};
+  });
+  fid::Status walked;
+  for (uint32_t t = 0; t < opt.tars.size() && walked; ++t) {
+    bool compressed = false;
+    walked = walk.walk(t, compressed);
+  }
+  std::lock_guard lock(mu);
+  stream_error = walked ? fid::Error{EIO, "the tars changed since they were listed"} : walked.error();
+  cv.notify_all();
+}
+
+fid::Result<SourceBytes> TarSource::Impl::read_streamed(uint32_t i) {
+  const uint32_t seq = files[i].seq;
+  std::unique_lock lock(mu);
+  if (!stream_started) {
+    stream_started = true;
+    wanted.assign(files.empty() ? 0 : std::max_element(files.begin(), files.end(), [](auto& a, auto& b) {
+                                        return a.seq < b.seq;
+                                      })->seq + 1,
+                  false);
+    for (const Location& l : files) wanted[l.seq] = true;
+    producer = std::thread([this] { produce(); });
+  }
+  cv.wait(lock, [&] { return (!queue.empty() && queue.front().seq == seq) || (queue.empty() && stream_error); });
+  if (queue.empty()) return *stream_error;
+  fid::Result<SourceBytes> out = std::move(queue.front().bytes);
+  queue.pop_front();
+  cv.notify_all();
+  return out;
+}
+
+TarSource::TarSource(TarSourceOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {}
+TarSource::~TarSource() = default;
+
+fid::Result<SourceTree> TarSource::list(const std::atomic<bool>& cancel) {
+  impl_->cancel = &cancel;
+  return impl_->list();
+}
+
+fid::Result<SourceBytes> TarSource::read(const SourceTree&, uint32_t i) const {
+  return impl_->streamed ? impl_->read_streamed(i) : impl_->read_at(i);
+}
+
+std::optional<std::vector<uint32_t>> TarSource::stream_order() const {
+  if (!impl_->streamed) return std::nullopt;
+  std::vector<uint32_t> order(impl_->files.size());
+  for (uint32_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) { return impl_->files[a].seq < impl_->files[b].seq; });
+  return order;
+}
+
+bool is_tar_name(const fsys::path& path) {
+  const std::string n = path.filename().string();
+  for (const char* tail : {".tar", ".tar.gz", ".tgz", ".tar.zst", ".tzst", ".tar.xz", ".txz", ".tar.bz2", ".tbz2"})
+    if (ends_with(n, tail)) return true;
+  return false;
+}
+
+}  // namespace fid::index
