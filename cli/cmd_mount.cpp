@@ -114,10 +114,11 @@ std::unique_ptr<codec::L3BatchDecoder> open_l3_decoder(const config::Settings& s
   bool has_l3 = false;
   for (const auto& f : store.files()) has_l3 = has_l3 || f.kind == index::FileKind::l3;
   if (!has_l3 && s.gpu == config::Gpu::auto_) return nullptr;  // nothing to decode: no CUDA context
-  std::string why;
   gpu::DecoderOptions o;
   o.memory_bytes = s.gpu_memory;
-  auto dec = gpu::make_gpu_decoder(o, why);
+  auto made = gpu::make_gpu_decoder(o);
+  const std::string why = made ? std::string() : made.error().message;
+  std::unique_ptr<codec::L3BatchDecoder> dec = made ? std::move(made).value() : nullptr;
   if (!dec && s.gpu == config::Gpu::on) {
     usage_error = fmt::format("gpu=on: {}; use gpu=auto or gpu=off", why);
     return nullptr;

@@ -1,6 +1,8 @@
 #include "codec/l3_batch.h"
 
+#include <cerrno>
 #include <cstring>
+#include <new>
 
 #include "codec/l3.h"
 
@@ -77,7 +79,17 @@ class EmulatedBatchDecoder final : public L3BatchDecoder {
   std::string description() const override { return "CPU emulation of the CUDA block decoder"; }
   unsigned concurrency() const override { return 2; }
   std::shared_ptr<HostBuffer> allocate(size_t bytes) override { return HostBuffer::heap(bytes); }
-  void decode(std::span<L3Job* const> jobs) override {
+  fid::Status decode(std::span<L3Job* const> jobs) override {
+    try {
+      run(jobs);
+    } catch (const std::bad_alloc&) {  // the batch's staging buffers, as the GPU's device memory
+      return fid::Error{ENOMEM, "emulated GPU decoder: out of memory for a batch"};
+    }
+    return {};
+  }
+
+ private:
+  static void run(std::span<L3Job* const> jobs) {
     L3BatchLayout b;
     l3_layout_batch(jobs, b);
     if (b.blocked.empty()) return;

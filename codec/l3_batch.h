@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "codec/l3_block_plan.h"
+#include "common/error.h"
 
 namespace fid::codec {
 
@@ -58,9 +59,12 @@ class L3BatchDecoder {
   virtual std::string description() const = 0;
   // A buffer for a decoded view. Never null: over the decoder's memory cap it is heap memory.
   virtual std::shared_ptr<HostBuffer> allocate(size_t bytes) = 0;
-  // Decodes every job and sets its ok/error. Thread-safe; up to concurrency() calls overlap
-  // (one per stream), so a batcher can fill one while another is on the device.
-  virtual void decode(std::span<L3Job* const> jobs) = 0;
+  // Decodes every job and sets its ok/error (a job's own failure, e.g. a corrupt bitstream).
+  // An Error is the decoder's own failure (EIO: a CUDA error; ENOMEM): the jobs' ok/error and
+  // pixels are then unspecified and the caller decodes them another way (core::L3Batcher: on
+  // the CPU). Thread-safe; up to concurrency() calls overlap (one per stream), so a batcher
+  // can fill one while another is on the device.
+  virtual fid::Status decode(std::span<L3Job* const> jobs) = 0;
   virtual unsigned concurrency() const = 0;
   // The most bitstream + pixel bytes one decode() call should get (0: no limit); it bounds
   // the decoder's working buffers. A job larger than this alone still goes, in a batch of one.

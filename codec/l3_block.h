@@ -139,6 +139,146 @@ L3_HD bool block_parse_row(PatchShared& sh, const PatchTask& t, const uint8_t* p
   return true;
 }
 
+// True if the task could come from a valid plan (codec/l3_block_plan.h).
+L3_HD bool block_task_valid(const PatchTask& t) {
+  const unsigned C = t.channels;
+  const bool v2 = t.version >= 2;
+  return C >= 1 && C <= 4 && t.pw >= 1 && t.pw <= kMaxPatch && t.ph >= 1 && t.version >= 1 && t.version <= 2 &&
+         (v2 ? t.seg_log2 == 0 : (t.seg_log2 >= kMinSegLog2 && t.seg_log2 <= kMaxSegLog2));
+}
+
+// One thread: the patch's initial state, with version 2's patch header byte (l3_probe made sure
+// a v2 patch has at least 1 + C bytes). False on a bad header byte.
+L3_HD bool block_start_patch(PatchShared& sh, const PatchTask& t, const uint8_t* patch) {
+  sh.pos = 0;
+  sh.error = 0;
+  sh.kind = kPatchCoded;
+  sh.seg_log2 = t.seg_log2;
+  for (unsigned k = 0; k < 4; ++k) sh.run[k] = 0;
+  if (t.version < 2) return true;
+  const unsigned kind = patch[0] & 15u, high = patch[0] >> 4;
+  if (kind == kPatchConstant ? (high != 0 || t.in_size != 1u + t.channels)
+                             : (kind != kPatchCoded || high < kMinSegLog2 || high > kMaxSegLog2))
+    return false;
+  sh.kind = kind;
+  sh.seg_log2 = high;
+  sh.pos = 1;
+  return true;
+}
+
+// The block primitives below (`Block`, see decode_patch_block) are each followed by a barrier,
+// so what a helper reads from `sh` outside them is the same on every thread.
+
+// A constant patch: every pixel is the colour after the header byte.
+template <class Block>
+L3_HD void block_fill_constant(Block& b, const PatchTask& t, const uint8_t* patch, uint8_t* dst0) {
+  const unsigned C = t.channels, pw = t.pw, ph = t.ph;
+  b.all([=](unsigned tid, unsigned n) {
+    for (unsigned i = tid; i < pw * ph; i += n) {
+      uint8_t* d = dst0 + uint64_t{i / pw} * t.out_pitch + size_t{i % pw} * C;
+      for (unsigned c = 0; c < C; ++c) d[c] = patch[1 + c];
+    }
+  });
+}
+
+// Parses the coded row of plane k (row y) into `sh`. False (status[t.image] set) on an error.
+template <class Block>
+L3_HD bool block_parse(Block& b, PatchShared& sh, const PatchTask& t, const uint8_t* patch,
+                       const HuffTable* htab, unsigned k, unsigned y, int* status) {
+  b.single([=, &sh] {
+    if (!block_parse_row(sh, t, patch, htab, k, y, y == 0)) {
+      sh.error = 1;
+      status[t.image] = 1;
+    }
+  });
+  return sh.error == 0;
+}
+
+// Row y > 0 of coded plane k, just parsed. Every sample is independent: rows above are
+// complete, e0 was written by an earlier phase. The thread that writes x = 0 / pw-1 writes the
+// edge cell next to it. With the last plane done, the pixel's other planes are final too: the
+// thread writes the pixel to dst (the row's first pixel in the output).
+template <class Block>
+L3_HD void block_plane_row(Block& b, PatchShared& sh, const PatchTask& t, const uint8_t* patch, unsigned k,
+                           unsigned y, uint8_t* dst) {
+  const unsigned C = t.channels, pw = t.pw, sl = sh.seg_log2, mode = sh.mode;
+  const unsigned c = plane_of(C, k);
+  const unsigned slot = y % 3, tslot = (y + 2) % 3, ttslot = y >= 2 ? (y + 1) % 3 : tslot;
+  const bool cross = (mode & kModeCross) != 0;
+  const bool last = k + 1 == C;
+  b.all([=, &sh](unsigned tid, unsigned n) {
+    uint8_t* o = sh.rows[c][slot] + 1;
+    const uint8_t* T = sh.rows[c][tslot] + 1;
+    const uint8_t* TT = sh.rows[c][ttslot] + 1;
+    for (unsigned x = tid; x < pw; x += n) {
+      const uint8_t r = block_residual(sh, patch, x, sl);
+      if (k == 0) sh.e0[x] = r;
+      const uint8_t v = reconstruct(mode, T, TT, x, r, cross ? sh.e0[x] : uint8_t{0});
+      o[x] = v;
+      if (x == 0) o[-1] = v;
+      if (x + 1 == pw) o[pw] = v;
+      if (last)
+        for (unsigned cc = 0; cc < C; ++cc) dst[size_t{x} * C + cc] = sh.rows[cc][slot][1 + x];
+    }
+  });
+}
+
+// Row 0 of coded plane k, just parsed: "constant" is p = 128 per sample; "left" is a prefix
+// sum, so the parallel phase stores r + e and one thread accumulates.
+template <class Block>
+L3_HD void block_first_plane_row(Block& b, PatchShared& sh, const PatchTask& t, const uint8_t* patch,
+                                 unsigned k) {
+  const unsigned pw = t.pw, sl = sh.seg_log2, mode = sh.mode;
+  const unsigned c = plane_of(t.channels, k);
+  const bool cross = (mode & kModeCross) != 0;
+  const bool left = (mode & 7u) == kFirstLeft;
+  b.all([=, &sh](unsigned tid, unsigned n) {
+    uint8_t* o = sh.rows[c][0] + 1;
+    for (unsigned x = tid; x < pw; x += n) {
+      const uint8_t r = block_residual(sh, patch, x, sl);
+      if (k == 0) sh.e0[x] = r;
+      const uint8_t v = static_cast<uint8_t>((left ? 0u : 128u) + r + (cross ? sh.e0[x] : 0u));
+      o[x] = v;
+      if (x == 0) o[-1] = v;
+      if (x + 1 == pw) o[pw] = v;
+    }
+  });
+  if (left)
+    b.single([=, &sh] {
+      uint8_t* o = sh.rows[c][0] + 1;
+      uint8_t v = 128;
+      for (unsigned x = 0; x < pw; ++x) o[x] = v = static_cast<uint8_t>(v + o[x]);
+      o[-1] = o[0];
+      o[pw] = o[pw - 1];
+    });
+}
+
+// The pixels of row 0 (ring slot 0), once all its planes are final.
+template <class Block>
+L3_HD void block_write_first_row(Block& b, PatchShared& sh, const PatchTask& t, uint8_t* dst) {
+  const unsigned C = t.channels, pw = t.pw;
+  b.all([=, &sh](unsigned tid, unsigned n) {
+    for (unsigned x = tid; x < pw; x += n)
+      for (unsigned cc = 0; cc < C; ++cc) dst[size_t{x} * C + cc] = sh.rows[cc][0][1 + x];
+  });
+}
+
+// Row y of the patch, every plane in coding order, its pixels to dst. No INTER_PATCH on this
+// path: only row 0 lacks a row above. False on a format error (status set).
+template <class Block>
+L3_HD bool block_decode_row(Block& b, PatchShared& sh, const PatchTask& t, const uint8_t* patch,
+                            const HuffTable* htab, unsigned y, uint8_t* dst, int* status) {
+  for (unsigned k = 0; k < t.channels; ++k) {
+    if (!block_parse(b, sh, t, patch, htab, k, y, status)) return false;
+    if (y > 0)
+      block_plane_row(b, sh, t, patch, k, y, dst);
+    else
+      block_first_plane_row(b, sh, t, patch, k);
+  }
+  if (y == 0) block_write_first_row(b, sh, t, dst);
+  return true;
+}
+
 // The kernel body. `Block` provides two primitives:
 //   b.single(f): f() runs on one thread, then a block barrier
 //   b.all(f):    f(tid, nthreads) runs on every thread, then a block barrier
@@ -151,114 +291,23 @@ L3_HD bool block_parse_row(PatchShared& sh, const PatchTask& t, const uint8_t* p
 template <class Block>
 L3_HD void decode_patch_block(Block& b, PatchShared& sh, const PatchTask& t, const uint8_t* in,
                               const HuffTable* tables, uint8_t* out, int* status) {
-  const unsigned C = t.channels, pw = t.pw, ph = t.ph;
-  const bool v2 = t.version >= 2;
-  if (C < 1 || C > 4 || pw < 1 || pw > kMaxPatch || ph < 1 || t.version < 1 || t.version > 2 ||
-      (v2 ? t.seg_log2 != 0 : (t.seg_log2 < kMinSegLog2 || t.seg_log2 > kMaxSegLog2))) {
+  if (!block_task_valid(t)) {
     b.single([=] { status[t.image] = 1; });  // not from a valid plan; depends on the task only
     return;
   }
   const uint8_t* patch = in + t.in_offset;
   const HuffTable* htab = t.huff == kNoHuff ? nullptr : tables + t.huff;
   uint8_t* dst0 = out + t.out_offset;
-
   b.single([=, &sh] {
-    sh.pos = 0;
-    sh.error = 0;
-    sh.kind = kPatchCoded;
-    sh.seg_log2 = t.seg_log2;
-    for (unsigned k = 0; k < 4; ++k) sh.run[k] = 0;
-    if (!v2) return;
-    // The patch header byte (l3_probe made sure a v2 patch has at least 1 + C bytes).
-    const unsigned kind = patch[0] & 15u, high = patch[0] >> 4;
-    if (kind == kPatchConstant ? (high != 0 || t.in_size != 1 + C)
-                               : (kind != kPatchCoded || high < kMinSegLog2 || high > kMaxSegLog2)) {
+    if (!block_start_patch(sh, t, patch)) {
       sh.error = 1;
       status[t.image] = 1;
-      return;
     }
-    sh.kind = kind;
-    sh.seg_log2 = high;
-    sh.pos = 1;
   });
   if (sh.error) return;
-  if (sh.kind == kPatchConstant) {  // every pixel is the colour after the header byte
-    b.all([=](unsigned tid, unsigned n) {
-      for (unsigned i = tid; i < pw * ph; i += n) {
-        uint8_t* d = dst0 + uint64_t{i / pw} * t.out_pitch + size_t{i % pw} * C;
-        for (unsigned c = 0; c < C; ++c) d[c] = patch[1 + c];
-      }
-    });
-    return;
-  }
-  const unsigned sl = sh.seg_log2;
-  for (unsigned y = 0; y < ph; ++y) {
-    const bool first = y == 0;  // no INTER_PATCH on this path: only row 0 lacks a row above
-    const unsigned slot = y % 3, tslot = (y + 2) % 3, ttslot = y >= 2 ? (y + 1) % 3 : tslot;
-    uint8_t* const dst = dst0 + uint64_t{y} * t.out_pitch;
-    for (unsigned k = 0; k < C; ++k) {
-      const unsigned c = plane_of(C, k);
-      b.single([=, &sh] {
-        if (!block_parse_row(sh, t, patch, htab, k, y, first)) {
-          sh.error = 1;
-          status[t.image] = 1;
-        }
-      });
-      if (sh.error) return;
-      const unsigned mode = sh.mode;
-      const bool cross = (mode & kModeCross) != 0;
-      const bool last = k + 1 == C;
-      if (!first) {
-        // Every sample is independent: rows above are complete, e0 was written by an earlier
-        // phase. The thread that writes x = 0 / pw-1 writes the edge cell next to it. With
-        // the last plane done, the pixel's other planes are final too: write the pixel.
-        b.all([=, &sh](unsigned tid, unsigned n) {
-          uint8_t* o = sh.rows[c][slot] + 1;
-          const uint8_t* T = sh.rows[c][tslot] + 1;
-          const uint8_t* TT = sh.rows[c][ttslot] + 1;
-          for (unsigned x = tid; x < pw; x += n) {
-            const uint8_t r = block_residual(sh, patch, x, sl);
-            if (k == 0) sh.e0[x] = r;
-            const uint8_t v = reconstruct(mode, T, TT, x, r, cross ? sh.e0[x] : uint8_t{0});
-            o[x] = v;
-            if (x == 0) o[-1] = v;
-            if (x + 1 == pw) o[pw] = v;
-            if (last)
-              for (unsigned cc = 0; cc < C; ++cc) dst[size_t{x} * C + cc] = sh.rows[cc][slot][1 + x];
-          }
-        });
-        continue;
-      }
-      // First row: "constant" is p = 128 per sample; "left" is a prefix sum, so the parallel
-      // phase stores r + e and one thread accumulates.
-      const bool left = (mode & 7u) == kFirstLeft;
-      b.all([=, &sh](unsigned tid, unsigned n) {
-        uint8_t* o = sh.rows[c][slot] + 1;
-        for (unsigned x = tid; x < pw; x += n) {
-          const uint8_t r = block_residual(sh, patch, x, sl);
-          if (k == 0) sh.e0[x] = r;
-          const uint8_t v =
-              static_cast<uint8_t>((left ? 0u : 128u) + r + (cross ? sh.e0[x] : 0u));
-          o[x] = v;
-          if (x == 0) o[-1] = v;
-          if (x + 1 == pw) o[pw] = v;
-        }
-      });
-      if (left)
-        b.single([=, &sh] {
-          uint8_t* o = sh.rows[c][slot] + 1;
-          uint8_t v = 128;
-          for (unsigned x = 0; x < pw; ++x) o[x] = v = static_cast<uint8_t>(v + o[x]);
-          o[-1] = o[0];
-          o[pw] = o[pw - 1];
-        });
-    }
-    if (first)  // the pixels of the first row, once all its planes are final
-      b.all([=, &sh](unsigned tid, unsigned n) {
-        for (unsigned x = tid; x < pw; x += n)
-          for (unsigned cc = 0; cc < C; ++cc) dst[size_t{x} * C + cc] = sh.rows[cc][slot][1 + x];
-      });
-  }
+  if (sh.kind == kPatchConstant) return block_fill_constant(b, t, patch, dst0);
+  for (unsigned y = 0; y < t.ph; ++y)
+    if (!block_decode_row(b, sh, t, patch, htab, y, dst0 + uint64_t{y} * t.out_pitch, status)) return;
   b.single([=, &sh] {  // the patch must be consumed exactly
     if (sh.pos != t.in_size) status[t.image] = 1;
   });

@@ -80,6 +80,90 @@ fid::Status decode_pixels(const L3DecodeFn& decode, std::span<const uint8_t> l3,
   return decode ? decode(l3, pixels) : l3_decode_into(l3, pixels);
 }
 
+// Mode "1": packs each row's 0/255 samples (width bytes) into MSB-first bits (row_bytes), in
+// place.
+void pack_bilevel(uint8_t* pixels, size_t width, size_t height, size_t row_bytes) {
+  for (size_t y = 0; y < height; ++y) {
+    const uint8_t* src = pixels + y * width;
+    uint8_t* dst = pixels + y * row_bytes;
+    for (size_t bx = 0; bx < row_bytes; ++bx) {
+      uint8_t b = 0;
+      for (size_t k = 0; k < 8; ++k) {
+        size_t x = bx * 8 + k;
+        if (x < width && src[x]) b = static_cast<uint8_t>(b | (0x80u >> k));
+      }
+      dst[bx] = b;  // bx <= x: never overwrites a sample not yet read
+    }
+  }
+}
+
+// The signature, IHDR, and for mode "P" PLTE and tRNS.
+void write_png_start(uint8_t*& p, const L3Payload& pl, const PngLayout& l) {
+  const L3Shape& s = pl.shape;
+  static const uint8_t sig[8] = {0x89, 'P', 'N', 'G', 0x0D, 0x0A, 0x1A, 0x0A};
+  std::memcpy(p, sig, 8);
+  p += 8;
+  chunk(p, "IHDR", 13, [&](uint8_t*& q) {
+    put_be32(q, s.width);
+    put_be32(q, s.height);
+    *q++ = l.bit_depth;
+    *q++ = l.color_type;
+    *q++ = 0;
+    *q++ = 0;
+    *q++ = 0;
+  });
+  if (s.mode != PilMode::P) return;
+  chunk(p, "PLTE", pl.palette.size(), [&](uint8_t*& q) {
+    std::memcpy(q, pl.palette.data(), pl.palette.size());
+    q += pl.palette.size();
+  });
+  if (!pl.palette_alpha.empty())
+    chunk(p, "tRNS", pl.palette_alpha.size(), [&](uint8_t*& q) {
+      std::memcpy(q, pl.palette_alpha.data(), pl.palette_alpha.size());
+      q += pl.palette_alpha.size();
+    });
+}
+
+// IDAT's body: a zlib stream of stored blocks holding `height` rows of `row` bytes, each after
+// its filter byte (0), exactly zlib_stored_size((row + 1) * height) bytes.
+void write_stored_zlib(uint8_t*& q, const uint8_t* rows, size_t row, size_t height) {
+  const size_t raw = (row + 1) * height;
+  *q++ = 0x78;
+  *q++ = 0x01;
+  uLong adler = adler32_z(0L, nullptr, 0);
+  size_t done = 0, y = 0, in_row = 0;  // in_row: bytes of the current row emitted (0 = filter)
+  do {
+    size_t n = std::min(kStoredBlock, raw - done);
+    *q++ = done + n == raw ? 1 : 0;
+    *q++ = static_cast<uint8_t>(n);
+    *q++ = static_cast<uint8_t>(n >> 8);
+    *q++ = static_cast<uint8_t>(~n);
+    *q++ = static_cast<uint8_t>(~n >> 8);
+    uint8_t* block = q;
+    size_t left = n;
+    while (left) {
+      if (in_row == 0) {
+        *q++ = 0;
+        in_row = 1;
+        --left;
+        continue;
+      }
+      size_t take = std::min(left, row + 1 - in_row);
+      std::memcpy(q, rows + y * row + (in_row - 1), take);
+      q += take;
+      in_row += take;
+      left -= take;
+      if (in_row == row + 1) {
+        in_row = 0;
+        ++y;
+      }
+    }
+    adler = adler32_z(adler, block, n);
+    done += n;
+  } while (done < raw);
+  put_be32(q, static_cast<uint32_t>(adler));
+}
+
 fid::Status render_png(const L3Payload& pl, std::span<uint8_t> out, const L3DecodeFn& decode) {
   const L3Shape& s = pl.shape;
   const PngLayout l = png_layout(s);
@@ -95,81 +179,11 @@ fid::Status render_png(const L3Payload& pl, std::span<uint8_t> out, const L3Deco
   } release{px_bytes};
   pixels.resize(px_bytes);
   if (fid::Status decoded = decode_pixels(decode, pl.l3, pixels); !decoded) return decoded;
-  if (s.mode == PilMode::bilevel) {  // pack 0/255 samples into MSB-first bits, in place
-    for (size_t y = 0; y < s.height; ++y) {
-      const uint8_t* src = pixels.data() + y * s.width;
-      uint8_t* dst = pixels.data() + y * l.row;
-      for (size_t bx = 0; bx < l.row; ++bx) {
-        uint8_t b = 0;
-        for (size_t k = 0; k < 8; ++k) {
-          size_t x = bx * 8 + k;
-          if (x < s.width && src[x]) b = static_cast<uint8_t>(b | (0x80u >> k));
-        }
-        dst[bx] = b;  // bx <= x: never overwrites a sample not yet read
-      }
-    }
-  }
+  if (s.mode == PilMode::bilevel) pack_bilevel(pixels.data(), s.width, s.height, l.row);
   uint8_t* p = out.data();
-  static const uint8_t sig[8] = {0x89, 'P', 'N', 'G', 0x0D, 0x0A, 0x1A, 0x0A};
-  std::memcpy(p, sig, 8);
-  p += 8;
-  chunk(p, "IHDR", 13, [&](uint8_t*& q) {
-    put_be32(q, s.width);
-    put_be32(q, s.height);
-    *q++ = l.bit_depth;
-    *q++ = l.color_type;
-    *q++ = 0;
-    *q++ = 0;
-    *q++ = 0;
-  });
-  if (s.mode == PilMode::P) {
-    chunk(p, "PLTE", pl.palette.size(), [&](uint8_t*& q) {
-      std::memcpy(q, pl.palette.data(), pl.palette.size());
-      q += pl.palette.size();
-    });
-    if (!pl.palette_alpha.empty())
-      chunk(p, "tRNS", pl.palette_alpha.size(), [&](uint8_t*& q) {
-        std::memcpy(q, pl.palette_alpha.data(), pl.palette_alpha.size());
-        q += pl.palette_alpha.size();
-      });
-  }
-  const size_t raw = (l.row + 1) * s.height;
-  chunk(p, "IDAT", zlib_stored_size(raw), [&](uint8_t*& q) {
-    *q++ = 0x78;
-    *q++ = 0x01;
-    uLong adler = adler32_z(0L, nullptr, 0);
-    size_t done = 0, y = 0, in_row = 0;  // in_row: bytes of the current row emitted (0 = filter)
-    do {
-      size_t n = std::min(kStoredBlock, raw - done);
-      *q++ = done + n == raw ? 1 : 0;
-      *q++ = static_cast<uint8_t>(n);
-      *q++ = static_cast<uint8_t>(n >> 8);
-      *q++ = static_cast<uint8_t>(~n);
-      *q++ = static_cast<uint8_t>(~n >> 8);
-      uint8_t* block = q;
-      size_t left = n;
-      while (left) {
-        if (in_row == 0) {
-          *q++ = 0;
-          in_row = 1;
-          --left;
-          continue;
-        }
-        size_t take = std::min(left, l.row + 1 - in_row);
-        std::memcpy(q, pixels.data() + y * l.row + (in_row - 1), take);
-        q += take;
-        in_row += take;
-        left -= take;
-        if (in_row == l.row + 1) {
-          in_row = 0;
-          ++y;
-        }
-      }
-      adler = adler32_z(adler, block, n);
-      done += n;
-    } while (done < raw);
-    put_be32(q, static_cast<uint32_t>(adler));
-  });
+  write_png_start(p, pl, l);
+  chunk(p, "IDAT", zlib_stored_size((l.row + 1) * s.height),
+        [&](uint8_t*& q) { write_stored_zlib(q, pixels.data(), l.row, s.height); });
   chunk(p, "IEND", 0, [](uint8_t*&) {});
   if (static_cast<size_t>(p - out.data()) != out.size()) return fid::Error{EIO, "internal error: PNG view size mismatch"};
   return {};

@@ -73,12 +73,10 @@ void L3Batcher::work() {
     lock.unlock();
     jobs.clear();
     for (Pending* p : batch) jobs.push_back(&p->job);
-    bool fallback = false;
-    try {
-      decoder_.decode(jobs);
-    } catch (const std::exception& e) {
-      fallback = true;
-      if (on_decoder_error_) on_decoder_error_(e.what());
+    const Status decoded = decoder_.decode(jobs);
+    const bool fallback = !decoded;
+    if (fallback) {
+      if (on_decoder_error_) on_decoder_error_(decoded.error().message);
       for (auto* j : jobs) codec::l3_decode_job_on_cpu(*j);
     }
     lock.lock();

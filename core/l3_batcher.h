@@ -2,9 +2,9 @@
 // cache queue their bitstream and wait; a batch goes to the decoder when it holds max_batch
 // jobs, or the decoder's max_batch_bytes() of bitstreams and pixels, or when its oldest job has
 // waited `deadline`. One worker per decoder stream, so one
-// batch fills while another is on the device. If the decoder itself fails (a CUDA error: it
-// throws), that batch is decoded on the CPU instead: readers get their pixels, never an error
-// for a device problem.
+// batch fills while another is on the device. If the decoder itself fails (its decode() returns
+// an Error, e.g. a CUDA error), that batch is decoded on the CPU instead: readers get their
+// pixels, never an error for a device problem.
 #pragma once
 
 #include <chrono>

@@ -1,6 +1,6 @@
 // The optional CUDA path: what the build has and what the machine has, and the GPU L3 batch
 // decoder. Plain C++ (no CUDA types), so the rest of the project builds the same with or
-// without nvcc; without it, probe() says so and make_gpu_decoder() returns null.
+// without nvcc; without it, probe() says so and make_gpu_decoder() fails.
 #pragma once
 
 #include <cstddef>
@@ -8,6 +8,7 @@
 #include <string>
 
 #include "codec/l3_batch.h"
+#include "common/error.h"
 
 namespace fid::gpu {
 
@@ -41,9 +42,11 @@ struct MemorySplit {
 };
 MemorySplit split_memory(const DecoderOptions& options);
 
-// The GPU L3 decoder on device 0, or null with `error` set (not built, no device, init failed).
-// Images the block decoder cannot take (INTER_PATCH) are decoded on the CPU inside decode().
-std::unique_ptr<codec::L3BatchDecoder> make_gpu_decoder(const DecoderOptions& options, std::string& error);
+// The GPU L3 decoder on device 0. Fails with ENOTSUP when this build has no CUDA decoder,
+// ENODEV when the machine has no usable device, EIO when the CUDA runtime fails to set it up
+// (the message names the call and the runtime's reason). Images the block decoder cannot take
+// (INTER_PATCH) are decoded on the CPU inside decode(); a CUDA error there is decode()'s EIO.
+fid::Result<std::unique_ptr<codec::L3BatchDecoder>> make_gpu_decoder(const DecoderOptions& options);
 
 // Kernel time of every batch decoded so far by a decoder from make_gpu_decoder (seconds, from
 // CUDA events), for the benchmark; 0 for any other decoder.

@@ -3,15 +3,17 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <condition_variable>
 #include <map>
 #include <mutex>
-#include <stdexcept>
+#include <new>
 #include <string>
 #include <vector>
 
 #include "codec/l3_batch.h"
 #include "codec/l3_block.h"
+#include "common/error.h"
 #include "cuda/gpu.h"
 
 namespace fid::gpu {
@@ -40,8 +42,10 @@ __global__ void __launch_bounds__(kBlockThreads)
   l3k::decode_patch_block(block, shared, tasks[blockIdx.x], in, tables, out, status);
 }
 
-void check(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) throw std::runtime_error(std::string("CUDA ") + what + ": " + cudaGetErrorString(e));
+// A CUDA runtime call's result: EIO naming the call (`what`) and the runtime's reason.
+fid::Status check(cudaError_t e, const char* what) {
+  if (e == cudaSuccess) return {};
+  return fid::Error{EIO, std::string("CUDA ") + what + ": " + cudaGetErrorString(e)};
 }
 
 size_t align_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
@@ -99,17 +103,18 @@ class PinnedPool {
 // A buffer that grows to the largest batch seen (in MiB steps) and is never shrunk: batches are
 // capped by bytes (max_batch_bytes), so this stays within the decoder's memory split.
 template <class Alloc, class Free>
-void reserve(uint8_t*& p, size_t& cap, size_t need, Alloc alloc, Free release, const char* what) {
-  if (need <= cap) return;
+fid::Status reserve(uint8_t*& p, size_t& cap, size_t need, Alloc alloc, Free release, const char* what) {
+  if (need <= cap) return {};
   constexpr size_t kStep = size_t{1} << 20;
   const size_t n = (need + kStep - 1) / kStep * kStep;
   if (p) release(p);
   p = nullptr;
   cap = 0;
   void* q = nullptr;
-  check(alloc(&q, n), what);
+  if (fid::Status allocated = check(alloc(&q, n), what); !allocated) return allocated;
   p = static_cast<uint8_t*>(q);
   cap = n;
+  return {};
 }
 
 // One batch in flight: a stream, its events, a pinned staging area holding the batch's
@@ -129,10 +134,12 @@ struct Slot {
   size_t dev_status_cap = 0;
   codec::L3BatchLayout layout;
 
-  Slot() {
-    check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "stream");
-    check(cudaEventCreate(&start), "event");
-    check(cudaEventCreate(&stop), "event");
+  Slot() = default;
+  // The stream and its events; the destructor frees what was created.
+  fid::Status init() {
+    if (fid::Status st = check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "stream"); !st) return st;
+    if (fid::Status st = check(cudaEventCreate(&start), "event"); !st) return st;
+    return check(cudaEventCreate(&stop), "event");
   }
   ~Slot() {
     if (host_in) cudaFreeHost(host_in);
@@ -140,9 +147,9 @@ struct Slot {
     if (dev_in) cudaFree(dev_in);
     if (dev_out) cudaFree(dev_out);
     if (dev_status) cudaFree(dev_status);
-    cudaEventDestroy(start);
-    cudaEventDestroy(stop);
-    cudaStreamDestroy(stream);
+    if (start) cudaEventDestroy(start);
+    if (stop) cudaEventDestroy(stop);
+    if (stream) cudaStreamDestroy(stream);
   }
   Slot(const Slot&) = delete;
   Slot& operator=(const Slot&) = delete;
@@ -156,12 +163,16 @@ auto device_free = [](uint8_t* p) { cudaFree(p); };
 class GpuDecoder final : public codec::L3BatchDecoder {
  public:
   GpuDecoder(const DecoderOptions& o, std::string name)
-      : split_(split_memory(o)), pool_(std::make_shared<PinnedPool>(split_.view_bytes)), name_(std::move(name)) {
-    const unsigned n = std::max(1u, o.streams);
-    for (unsigned i = 0; i < n; ++i) {
+      : split_(split_memory(o)), pool_(std::make_shared<PinnedPool>(split_.view_bytes)), name_(std::move(name)) {}
+
+  // One slot per stream (at least one).
+  fid::Status start(unsigned streams) {
+    for (unsigned i = 0; i < std::max(1u, streams); ++i) {
       slots_.push_back(std::make_unique<Slot>());
+      if (fid::Status st = slots_.back()->init(); !st) return st;
       idle_.push_back(slots_.back().get());
     }
+    return {};
   }
 
   std::string description() const override { return name_; }
@@ -177,15 +188,13 @@ class GpuDecoder final : public codec::L3BatchDecoder {
     return codec::HostBuffer::heap(bytes);
   }
 
-  void decode(std::span<codec::L3Job* const> jobs) override {
+  // A CUDA error fails the whole batch (EIO); the caller decodes it elsewhere. Out of host
+  // memory (the batch layout's vectors) is ENOMEM, the same way.
+  fid::Status decode(std::span<codec::L3Job* const> jobs) override {
     Slot* s = acquire();
-    try {
-      run(*s, jobs);
-    } catch (...) {
-      release(s);
-      throw;
-    }
+    fid::Status decoded = run_in_memory(*s, jobs);
     release(s);
+    return decoded;
   }
 
   double kernel_seconds() const {
@@ -209,41 +218,77 @@ class GpuDecoder final : public codec::L3BatchDecoder {
     idle_cv_.notify_one();
   }
 
-  void run(Slot& s, std::span<codec::L3Job* const> jobs) {
+  fid::Status run_in_memory(Slot& s, std::span<codec::L3Job* const> jobs) {
+    try {
+      return run(s, jobs);
+    } catch (const std::bad_alloc&) {
+      return fid::Error{ENOMEM, "GPU decoder: out of host memory for a batch"};
+    }
+  }
+
+  fid::Status run(Slot& s, std::span<codec::L3Job* const> jobs) {
     codec::L3BatchLayout& b = s.layout;
     codec::l3_layout_batch(jobs, b);  // what the block decoder cannot take is done here on the CPU
-    if (b.blocked.empty()) return;
-    const size_t status_bytes = b.blocked.size() * sizeof(int);
-    reserve(s.host_in, s.host_in_cap, b.staged_bytes, pinned_alloc, pinned_free, "pinned input");
-    reserve(s.dev_in, s.dev_in_cap, b.staged_bytes, device_alloc, device_free, "device input");
-    reserve(s.dev_out, s.dev_out_cap, b.out_bytes, device_alloc, device_free, "device output");
-    reserve(s.host_status, s.host_status_cap, status_bytes, pinned_alloc, pinned_free, "pinned status");
-    reserve(s.dev_status, s.dev_status_cap, status_bytes, device_alloc, device_free, "device status");
+    if (b.blocked.empty()) return {};
+    if (fid::Status st = reserve_buffers(s, b); !st) return st;
     b.stage(s.host_in);
-
-    check(cudaMemcpyAsync(s.dev_in, s.host_in, b.staged_bytes, cudaMemcpyHostToDevice, s.stream), "upload");
-    check(cudaMemsetAsync(s.dev_status, 0, status_bytes, s.stream), "memset");
-    check(cudaEventRecord(s.start, s.stream), "event");
-    const auto blocks = static_cast<unsigned>(b.plan.tasks.size());
-    decode_patches<<<blocks, kBlockThreads, 0, s.stream>>>(
-        reinterpret_cast<const l3k::PatchTask*>(s.dev_in), s.dev_in + b.data_at,
-        reinterpret_cast<const l3k::HuffTable*>(s.dev_in + b.tables_at), s.dev_out,
-        reinterpret_cast<int*>(s.dev_status));
-    check(cudaGetLastError(), "kernel launch");
-    check(cudaEventRecord(s.stop, s.stream), "event");
-    // Pixels go straight into the callers' buffers (pinned views: a DMA, no extra pass).
-    for (size_t i = 0; i < b.blocked.size(); ++i)
-      check(cudaMemcpyAsync(b.blocked[i]->pixels.data(), s.dev_out + b.out_base[i], b.blocked[i]->pixels.size(),
-                            cudaMemcpyDeviceToHost, s.stream),
-            "download");
-    check(cudaMemcpyAsync(s.host_status, s.dev_status, status_bytes, cudaMemcpyDeviceToHost, s.stream), "status");
-    check(cudaStreamSynchronize(s.stream), "kernel");
+    if (fid::Status st = enqueue(s, b); !st) return st;
+    if (fid::Status st = check(cudaStreamSynchronize(s.stream), "kernel"); !st) return st;
     float ms = 0;
     if (cudaEventElapsedTime(&ms, s.start, s.stop) == cudaSuccess) {
       std::lock_guard lock(mu_);
       kernel_ms_ += ms;
     }
     codec::l3_finish_batch(b, reinterpret_cast<const int*>(s.host_status));
+    return {};
+  }
+
+  // The slot's buffers, grown to the batch.
+  static fid::Status reserve_buffers(Slot& s, const codec::L3BatchLayout& b) {
+    const size_t status_bytes = b.blocked.size() * sizeof(int);
+    if (fid::Status st = reserve(s.host_in, s.host_in_cap, b.staged_bytes, pinned_alloc, pinned_free, "pinned input");
+        !st)
+      return st;
+    if (fid::Status st = reserve(s.dev_in, s.dev_in_cap, b.staged_bytes, device_alloc, device_free, "device input");
+        !st)
+      return st;
+    if (fid::Status st = reserve(s.dev_out, s.dev_out_cap, b.out_bytes, device_alloc, device_free, "device output");
+        !st)
+      return st;
+    if (fid::Status st =
+            reserve(s.host_status, s.host_status_cap, status_bytes, pinned_alloc, pinned_free, "pinned status");
+        !st)
+      return st;
+    return reserve(s.dev_status, s.dev_status_cap, status_bytes, device_alloc, device_free, "device status");
+  }
+
+  // Upload, kernel, downloads and status on the slot's stream; a failed call stops the rest.
+  static fid::Status enqueue(Slot& s, const codec::L3BatchLayout& b) {
+    const size_t status_bytes = b.blocked.size() * sizeof(int);
+    const cudaStream_t stream = s.stream;
+    if (fid::Status st = check(cudaMemcpyAsync(s.dev_in, s.host_in, b.staged_bytes, cudaMemcpyHostToDevice, stream),
+                               "upload");
+        !st)
+      return st;
+    if (fid::Status st = check(cudaMemsetAsync(s.dev_status, 0, status_bytes, stream), "memset"); !st) return st;
+    if (fid::Status st = check(cudaEventRecord(s.start, stream), "event"); !st) return st;
+    const auto blocks = static_cast<unsigned>(b.plan.tasks.size());
+    decode_patches<<<blocks, kBlockThreads, 0, stream>>>(
+        reinterpret_cast<const l3k::PatchTask*>(s.dev_in), s.dev_in + b.data_at,
+        reinterpret_cast<const l3k::HuffTable*>(s.dev_in + b.tables_at), s.dev_out,
+        reinterpret_cast<int*>(s.dev_status));
+    if (fid::Status st = check(cudaGetLastError(), "kernel launch"); !st) return st;
+    if (fid::Status st = check(cudaEventRecord(s.stop, stream), "event"); !st) return st;
+    // Pixels go straight into the callers' buffers (pinned views: a DMA, no extra pass).
+    for (size_t i = 0; i < b.blocked.size(); ++i) {
+      const std::span<uint8_t> px = b.blocked[i]->pixels;
+      if (fid::Status st = check(
+              cudaMemcpyAsync(px.data(), s.dev_out + b.out_base[i], px.size(), cudaMemcpyDeviceToHost, stream),
+              "download");
+          !st)
+        return st;
+    }
+    return check(cudaMemcpyAsync(s.host_status, s.dev_status, status_bytes, cudaMemcpyDeviceToHost, stream), "status");
   }
 
   const MemorySplit split_;
@@ -275,20 +320,14 @@ Probe probe() {
   return p;
 }
 
-std::unique_ptr<codec::L3BatchDecoder> make_gpu_decoder(const DecoderOptions& options, std::string& error) {
+fid::Result<std::unique_ptr<codec::L3BatchDecoder>> make_gpu_decoder(const DecoderOptions& options) {
   Probe p = probe();
-  if (p.devices == 0) {
-    error = "no CUDA device: " + p.why_none;
-    return nullptr;
-  }
-  try {
-    check(cudaSetDevice(0), "set device");
-    check(cudaFree(nullptr), "context");
-    return std::make_unique<GpuDecoder>(options, "CUDA device 0: " + p.device);
-  } catch (const std::exception& e) {
-    error = e.what();
-    return nullptr;
-  }
+  if (p.devices == 0) return fid::Error{ENODEV, "no CUDA device: " + p.why_none};
+  if (fid::Status st = check(cudaSetDevice(0), "set device"); !st) return std::move(st).error();
+  if (fid::Status st = check(cudaFree(nullptr), "context"); !st) return std::move(st).error();
+  auto decoder = std::make_unique<GpuDecoder>(options, "CUDA device 0: " + p.device);
+  if (fid::Status started = decoder->start(options.streams); !started) return std::move(started).error();
+  return std::unique_ptr<codec::L3BatchDecoder>(std::move(decoder));
 }
 
 double kernel_seconds(const codec::L3BatchDecoder& decoder) {

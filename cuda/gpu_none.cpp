@@ -1,13 +1,14 @@
 // The build without CUDA (no nvcc found, or FIDELITYFS_CUDA=OFF): nothing to probe.
+#include <cerrno>
+
 #include "cuda/gpu.h"
 
 namespace fid::gpu {
 
 Probe probe() { return {}; }
 
-std::unique_ptr<codec::L3BatchDecoder> make_gpu_decoder(const DecoderOptions&, std::string& error) {
-  error = "this build has no CUDA decoder (nvcc was not found when it was built)";
-  return nullptr;
+fid::Result<std::unique_ptr<codec::L3BatchDecoder>> make_gpu_decoder(const DecoderOptions&) {
+  return fid::Error{ENOTSUP, "this build has no CUDA decoder (nvcc was not found when it was built)"};
 }
 
 double kernel_seconds(const codec::L3BatchDecoder&) { return 0; }

@@ -149,17 +149,18 @@ int main(int argc, char** argv) {
   });
   print("L3 CPU decoder, 1 core", cpu, spng.images_per_s);
 
-  std::string why;
   gpu::DecoderOptions opt;
   size_t raw_total = 0;
   for (const auto& im : ims) raw_total += im.raw;
   opt.memory_bytes = 2 * (raw_total + (size_t{64} << 20));  // half of it: every view pinned
-  auto dec = gpu::make_gpu_decoder(opt, why);
-  if (!dec) {
+  auto made = gpu::make_gpu_decoder(opt);
+  if (!made) {
+    const std::string& why = made.error().message;
     std::printf("%-44s no GPU: %s\n", "L3 GPU, kernel only", why.c_str());
     std::printf("%-44s no GPU: %s\n", "L3 GPU, end to end (pinned host output)", why.c_str());
     return 0;
   }
+  std::unique_ptr<codec::L3BatchDecoder> dec = std::move(made).value();
   std::printf("device: %s\n", dec->description().c_str());
   // Views in pinned memory, as the mount has them; jobs in batches, one feeder thread per stream.
   std::vector<std::shared_ptr<codec::HostBuffer>> views;
@@ -181,8 +182,8 @@ int main(int argc, char** argv) {
           if (i0 >= jobs.size()) return;
           b.clear();
           for (size_t i = i0; i < std::min(jobs.size(), i0 + batch); ++i) b.push_back(&jobs[i]);
-          dec->decode(b);
-          for (auto* j : b) bad = bad || !j->ok;
+          const Status decoded = dec->decode(b);
+          for (auto* j : b) bad = bad || !decoded || !j->ok;
         }
       });
     for (auto& f : feeders) f.join();

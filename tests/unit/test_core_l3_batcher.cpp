@@ -2,9 +2,9 @@
 // decoder (the GPU path's code run on the CPU).
 #include <gtest/gtest.h>
 
+#include <cerrno>
 #include <chrono>
 #include <mutex>
-#include <stdexcept>
 #include <thread>
 #include <vector>
 
@@ -27,7 +27,7 @@ class FakeDecoder final : public codec::L3BatchDecoder {
   unsigned concurrency() const override { return 2; }
   size_t max_batch_bytes() const override { return byte_limit; }
   std::shared_ptr<codec::HostBuffer> allocate(size_t n) override { return codec::HostBuffer::heap(n); }
-  void decode(std::span<codec::L3Job* const> jobs) override {
+  Status decode(std::span<codec::L3Job* const> jobs) override {
     {
       std::lock_guard lock(mu);
       sizes.push_back(jobs.size());
@@ -37,6 +37,7 @@ class FakeDecoder final : public codec::L3BatchDecoder {
       if (!j->ok) j->error = "corrupt";
       std::fill(j->pixels.begin(), j->pixels.end(), j->l3[0]);
     }
+    return {};
   }
   size_t byte_limit = 0;
   std::mutex mu;
@@ -154,14 +155,14 @@ TEST(L3Batcher, ErrorsStayWithTheirJob) {
   EXPECT_EQ(b.stats().failed_jobs, 1u);
 }
 
-// A decoder that throws (a CUDA error) costs its batch a CPU decode, not the readers' data.
+// A decoder that fails (a CUDA error) costs its batch a CPU decode, not the readers' data.
 TEST(L3Batcher, ADecoderFailureFallsBackToTheCpu) {
   class Broken final : public codec::L3BatchDecoder {
    public:
     std::string description() const override { return "broken"; }
     unsigned concurrency() const override { return 1; }
     std::shared_ptr<codec::HostBuffer> allocate(size_t n) override { return codec::HostBuffer::heap(n); }
-    void decode(std::span<codec::L3Job* const>) override { throw std::runtime_error("device lost"); }
+    Status decode(std::span<codec::L3Job* const>) override { return Error{EIO, "device lost"}; }
   } dec;
   std::vector<std::string> reasons;
   std::mutex mu;
