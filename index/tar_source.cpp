@@ -95,7 +95,11 @@ struct MemberInput {
 ArchivePtr new_tar_reader() {
   ArchivePtr a(archive_read_new());
   archive_read_support_format_tar(a.get());
-  archive_read_support_filter_all(a.get());
+  // The compressions is_tar_name names, in-process; never libarchive's external programs.
+  archive_read_support_filter_gzip(a.get());
+  archive_read_support_filter_bzip2(a.get());
+  archive_read_support_filter_xz(a.get());
+  archive_read_support_filter_zstd(a.get());
   return a;
 }
 
@@ -504,14 +508,31 @@ fid::Result<SourceBytes> TarSource::Impl::read_at(uint32_t i) const {
   return out;
 }
 
+namespace {
+
+// The current member's data, grown as it arrives rather than sized by the header's claim.
+fid::Status read_member(archive* a, uint64_t size, std::vector<uint8_t>& out) {
+  constexpr size_t kChunk = size_t{1} << 20;
+  out.clear();
+  while (out.size() < size) {
+    const size_t at = out.size();
+    out.resize(at + static_cast<size_t>(std::min<uint64_t>(kChunk, size - at)));
+    const la_ssize_t n = archive_read_data(a, out.data() + at, out.size() - at);
+    if (n < 0) return archive_error(a, "read failed");
+    out.resize(at + static_cast<size_t>(n));
+    if (n == 0) return fid::Error{EIO, "the member's data ends early"};
+  }
+  return {};
+}
+
+}  // namespace
+
 void TarSource::Impl::produce() {
   TarWalk walk(opt, cancel, [&](const TarMember& m, archive* a) -> fid::Status {
     if (m.kind != TarMember::file || m.seq >= wanted.size() || !wanted[m.seq]) return {};
     Streamed item{m.seq, SourceBytes{}};
     item.bytes->mtime_ns = m.mtime_ns;
-    item.bytes->bytes.resize(static_cast<size_t>(m.size));
-    const la_ssize_t n = archive_read_data(a, item.bytes->bytes.data(), item.bytes->bytes.size());
-    if (n != static_cast<la_ssize_t>(m.size)) item.bytes = archive_error(a, "read failed");
+    if (fid::Status read = read_member(a, m.size, item.bytes->bytes); !read) item.bytes = std::move(read).error();
     std::unique_lock lock(mu);
     cv.wait(lock, [&] { return stopping || queue.size() < 2; });
     if (stopping) return fid::Error{ECANCELED, "interrupted"};
