@@ -1,5 +1,6 @@
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <string>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -16,18 +17,9 @@ namespace fid::cli {
 namespace {
 
 int run_inspect(const std::string& location, const std::vector<std::string>& options, bool json) {
-  config::Settings settings;
-  try {
-    settings = parse_store_location_options(options);
-  } catch (const config::ConfigError& e) {
-    fmt::print(stderr, "fidelityfs inspect: {}\n", e.what());
-    return kExitUsage;
-  }
-  auto opened = storage::open_store(location, store_options(settings));
-  if (!opened.ok()) {
-    fmt::print(stderr, "fidelityfs inspect: {}\n", opened.error().message);
-    return kExitRuntime;
-  }
+  int exit_code = kExitOk;
+  std::optional<storage::OpenedStore> opened = open_command_store("inspect", location, options, exit_code);
+  if (!opened) return exit_code;
   std::unique_ptr<index::Store> store = std::move(opened->store);
   const storage::RecordSource& source = *opened->source;
   const int levels = store->levels();

@@ -12,6 +12,7 @@
 #include <iterator>
 
 #include "cli/commands.h"
+#include "common/error.h"
 #include "codec/image_io.h"
 #include "codec/l3.h"
 #include "codec/l3_view.h"
@@ -20,46 +21,37 @@ namespace fid::cli {
 
 namespace {
 
-bool read_file(const std::string& path, std::vector<uint8_t>& out, std::string& error) {
+Result<std::vector<uint8_t>> read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    error = fmt::format("{}: cannot open: {}", path, std::strerror(errno));
-    return false;
-  }
-  out.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-  if (in.bad()) {
-    error = fmt::format("{}: read failed", path);
-    return false;
-  }
-  return true;
+  if (!in) return Error{errno, fmt::format("{}: cannot open: {}", path, std::strerror(errno))};
+  std::vector<uint8_t> bytes(std::istreambuf_iterator<char>(in), {});
+  if (in.bad()) return Error{EIO, fmt::format("{}: read failed", path)};
+  return bytes;
 }
 
-// Writes atomically (temporary file + rename) so a failed run leaves no partial OUT.
-bool write_file(const std::string& path, std::span<const uint8_t> data, std::string& error) {
-  std::string tmp = path + ".tmp-" + std::to_string(::getpid());
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    error = fmt::format("{}: cannot create: {}", path, std::strerror(errno));
-    return false;
-  }
+Status write_all(int fd, std::span<const uint8_t> data, const std::string& path) {
   size_t done = 0;
   while (done < data.size()) {
     ssize_t w = ::write(fd, data.data() + done, data.size() - done);
     if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) {
-      error = fmt::format("{}: write failed: {}", path, std::strerror(errno));
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      return false;
-    }
+    if (w <= 0) return Error{w < 0 ? errno : EIO, fmt::format("{}: write failed: {}", path, std::strerror(errno))};
     done += static_cast<size_t>(w);
   }
-  if (::close(fd) != 0 || ::rename(tmp.c_str(), path.c_str()) != 0) {
-    error = fmt::format("{}: cannot write: {}", path, std::strerror(errno));
-    ::unlink(tmp.c_str());
-    return false;
-  }
-  return true;
+  return {};
+}
+
+// Writes atomically (temporary file + rename) so a failed run leaves no partial OUT.
+Status write_file(const std::string& path, std::span<const uint8_t> data) {
+  std::string tmp = path + ".tmp-" + std::to_string(::getpid());
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return Error{errno, fmt::format("{}: cannot create: {}", path, std::strerror(errno))};
+  Status written = write_all(fd, data, path);
+  // Not an Fd: close's result is checked, a failed close can mean the data never reached the file.
+  const bool closed = ::close(fd) == 0;
+  if (written && (!closed || ::rename(tmp.c_str(), path.c_str()) != 0))
+    written = Error{errno, fmt::format("{}: cannot write: {}", path, std::strerror(errno))};
+  if (!written) ::unlink(tmp.c_str());
+  return written;
 }
 
 std::string extension(const std::string& path) {
@@ -69,12 +61,12 @@ std::string extension(const std::string& path) {
 }
 
 int run_encode(const std::string& in, const std::string& out) {
-  std::vector<uint8_t> bytes;
-  std::string err;
-  if (!read_file(in, bytes, err)) {
-    fmt::print(stderr, "fidelityfs l3 encode: {}\n", err);
+  Result<std::vector<uint8_t>> read = read_file(in);
+  if (!read) {
+    fmt::print(stderr, "fidelityfs l3 encode: {}\n", read.error().message);
     return kExitRuntime;
   }
+  const std::vector<uint8_t>& bytes = *read;
   fid::Result<codec::SourceImage> decoded = codec::decode_image(bytes);
   if (!decoded) {
     fmt::print(stderr, "fidelityfs l3 encode: {}: not an image L3 can store: {}\n", in, decoded.error().message);
@@ -87,8 +79,8 @@ int run_encode(const std::string& in, const std::string& out) {
     return kExitRuntime;
   }
   const std::vector<uint8_t>& payload = *encoded;
-  if (!write_file(out, payload, err)) {
-    fmt::print(stderr, "fidelityfs l3 encode: {}\n", err);
+  if (Status written = write_file(out, payload); !written) {
+    fmt::print(stderr, "fidelityfs l3 encode: {}\n", written.error().message);
     return kExitRuntime;
   }
   fmt::print("{}: {}x{} {} -> {} bytes ({:.3f} of the source, {:.3f} of raw)\n", out, img.image.width,
@@ -105,12 +97,12 @@ int run_decode(const std::string& in, const std::string& out) {
                out, ext);
     return kExitUsage;
   }
-  std::vector<uint8_t> bytes;
-  std::string err;
-  if (!read_file(in, bytes, err)) {
-    fmt::print(stderr, "fidelityfs l3 decode: {}\n", err);
+  Result<std::vector<uint8_t>> read = read_file(in);
+  if (!read) {
+    fmt::print(stderr, "fidelityfs l3 decode: {}\n", read.error().message);
     return kExitRuntime;
   }
+  const std::vector<uint8_t>& bytes = *read;
   codec::L3Payload p;
   if (codec::looks_like_l3(bytes)) {  // a bare bitstream: the mode follows from the channels
     fid::Result<codec::L3Info> info = codec::l3_probe(bytes);
@@ -154,8 +146,8 @@ int run_decode(const std::string& in, const std::string& out) {
       return kExitRuntime;
     }
   }
-  if (!write_file(out, view, err)) {
-    fmt::print(stderr, "fidelityfs l3 decode: {}\n", err);
+  if (Status written = write_file(out, view); !written) {
+    fmt::print(stderr, "fidelityfs l3 decode: {}\n", written.error().message);
     return kExitRuntime;
   }
   return kExitOk;

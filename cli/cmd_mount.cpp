@@ -24,6 +24,7 @@
 
 #include "cli/commands.h"
 #include "cli/doc.h"
+#include "common/fd.h"
 #include "config/config.h"
 #include "cuda/gpu.h"
 #include "fs/fs.h"
@@ -69,8 +70,9 @@ int run_program(const std::vector<std::string>& argv) {
 }
 
 // Checks the mount point; a stale FUSE mount left by a crashed daemon ("Transport endpoint is not
-// connected") is lazily unmounted and checked again. Returns "" or the error, and its exit code.
-std::string check_mountpoint(const std::string& mnt, int& code) {
+// connected") is lazily unmounted and checked again. ENOTCONN when that fails (a runtime failure;
+// anything else is a usage error).
+Status check_mountpoint(const std::string& mnt) {
   struct stat st {};
   struct statvfs sv {};
   // stat alone can be answered from attributes cached before the daemon died; statfs always
@@ -80,23 +82,14 @@ std::string check_mountpoint(const std::string& mnt, int& code) {
   if (stale) {
     // Lazy unmount: umount2 when privileged, else the setuid fusermount3.
     bool ok = ::umount2(mnt.c_str(), MNT_DETACH) == 0 || run_program({"fusermount3", "-u", "-z", mnt}) == 0;
-    if (!ok || ::stat(mnt.c_str(), &st) != 0 || ::statvfs(mnt.c_str(), &sv) != 0) {
-      code = kExitRuntime;
-      return fmt::format(
-          "{}: stale mount (Transport endpoint is not connected: a previous fidelityfs died) and the lazy unmount "
-          "failed; run: fusermount3 -uz {}",
-          mnt, mnt);
-    }
+    if (!ok || ::stat(mnt.c_str(), &st) != 0 || ::statvfs(mnt.c_str(), &sv) != 0)
+      return Error{ENOTCONN, fmt::format("{}: stale mount (Transport endpoint is not connected: a previous fidelityfs "
+                                         "died) and the lazy unmount failed; run: fusermount3 -uz {}",
+                                         mnt, mnt)};
     err(fmt::format("{}: recovered a stale mount (lazy unmount of a dead fidelityfs mount)", mnt));
   }
-  if (::stat(mnt.c_str(), &st) != 0) {
-    code = kExitUsage;
-    return fmt::format("{}: mount point: {}", mnt, std::strerror(errno));
-  }
-  if (!S_ISDIR(st.st_mode)) {
-    code = kExitUsage;
-    return fmt::format("{}: mount point is not a directory", mnt);
-  }
+  if (::stat(mnt.c_str(), &st) != 0) return Error{errno, fmt::format("{}: mount point: {}", mnt, std::strerror(errno))};
+  if (!S_ISDIR(st.st_mode)) return Error{ENOTDIR, fmt::format("{}: mount point is not a directory", mnt)};
   return {};
 }
 
@@ -130,195 +123,230 @@ std::unique_ptr<codec::L3BatchDecoder> open_l3_decoder(const config::Settings& s
 }
 
 // The gid of level_changes=group=NAME; nullopt for other settings. A group that does not exist
-// is a usage error (`error` says which).
-std::optional<gid_t> level_change_group(const config::LevelChangers& who, std::string& error) {
-  if (who.who != config::LevelChangers::Who::group) return std::nullopt;
+// is an error naming it.
+Result<std::optional<gid_t>> level_change_group(const config::LevelChangers& who) {
+  if (who.who != config::LevelChangers::Who::group) return std::optional<gid_t>();
   group g{};
   group* found = nullptr;
   std::vector<char> buf(16384);
   int rc = ::getgrnam_r(who.group.c_str(), &g, buf.data(), buf.size(), &found);
-  if (rc == 0 && found) return found->gr_gid;
-  error = fmt::format("level_changes=group={}: {}", who.group, rc ? std::strerror(rc) : "no such group");
-  return std::nullopt;
+  if (rc == 0 && found) return std::optional<gid_t>(found->gr_gid);
+  return Error{rc ? rc : ENOENT,
+               fmt::format("level_changes=group={}: {}", who.group, rc ? std::strerror(rc) : "no such group")};
 }
 
-int run_mount(const MountArgs& a) {
+// The settings of the mount: its -o lists, then the config file they or --config name, merged.
+Result<config::Settings> mount_settings(const MountArgs& a) {
   config::MountOptions opts;
+  for (const auto& o : a.options)
+    if (Status parsed = config::parse_mount_options(o, opts); !parsed) return std::move(parsed).error();
+  std::string cfg_file = a.config;
+  if (opts.config_file) {
+    if (!cfg_file.empty() && cfg_file != *opts.config_file)
+      return Error{EINVAL, fmt::format("both --config {} and -o config={} given; use one", cfg_file, *opts.config_file)};
+    cfg_file = *opts.config_file;
+  }
   config::Config cfg;
-  try {
-    for (const auto& o : a.options) config::parse_mount_options(o, opts);
-    std::string cfg_file = a.config;
-    if (opts.config_file) {
-      if (!cfg_file.empty() && cfg_file != *opts.config_file) {
-        err(fmt::format("both --config {} and -o config={} given; use one", cfg_file, *opts.config_file));
-        return kExitUsage;
-      }
-      cfg_file = *opts.config_file;
-    }
-    if (!cfg_file.empty()) cfg = config::load_config(cfg_file);
-  } catch (const config::ConfigError& e) {
-    err(e.what());
-    return kExitUsage;
+  if (!cfg_file.empty()) {
+    Result<config::Config> loaded = config::load_config(cfg_file);
+    if (!loaded) return std::move(loaded).error();
+    cfg = std::move(loaded).value();
   }
-  config::Settings settings = config::merge(cfg, opts);
-  std::string group_error;
-  std::optional<gid_t> change_group = level_change_group(settings.level_changes, group_error);
-  if (!group_error.empty()) {
-    err(group_error);
-    return kExitUsage;
-  }
+  return config::merge(cfg, opts);
+}
+
+// The mount point as an absolute path without a trailing slash.
+std::string absolute_mountpoint(const std::string& mountpoint) {
   std::error_code ec;
-  std::string mnt = std::filesystem::absolute(a.mountpoint, ec).lexically_normal().string();
+  std::string mnt = std::filesystem::absolute(mountpoint, ec).lexically_normal().string();
   if (mnt.size() > 1 && mnt.back() == '/') mnt.pop_back();
-  int code = 0;
-  if (std::string e = check_mountpoint(mnt, code); !e.empty()) {
-    err(e);
-    return code;
-  }
-  auto url = storage::parse_store_url(a.store);
-  if (!url.ok()) {
-    err(url.error().message);
-    return kExitUsage;
-  }
-  std::string location = a.store;
-  if (!url->remote()) {
-    if (!std::filesystem::is_directory(a.store, ec)) {
-      err(fmt::format("{}: store folder: {}", a.store, ec ? ec.message() : "not a directory"));
-      return kExitUsage;
-    }
-    location = std::filesystem::absolute(a.store, ec).string();
-  }
-  // A remote source starts its transfer thread on first use, after the fork below.
+  return mnt;
+}
+
+// STORE as the mount opens it: a URL as given, a local folder as an absolute path.
+Result<std::string> store_location(const std::string& store) {
+  auto url = storage::parse_store_url(store);
+  if (!url.ok()) return std::move(url).error();
+  if (url->remote()) return store;
+  std::error_code ec;
+  if (!std::filesystem::is_directory(store, ec))
+    return Error{ec ? ec.value() : ENOTDIR,
+                 fmt::format("{}: store folder: {}", store, ec ? ec.message() : "not a directory")};
+  return std::filesystem::absolute(store, ec).string();
+}
+
+// Opens the store and warns about what of it the mount cannot serve.
+Result<storage::OpenedStore> open_mount_store(const std::string& location, const config::Settings& settings) {
+  // A remote source starts its transfer thread on first use, after the fork of serve_daemonised.
   storage::StoreOptions open_options = store_options(settings);
   open_options.map_tables = true;
-  auto opened = storage::open_store(location, open_options);
-  if (!opened.ok()) {
-    err(opened.error().message);
-    return kExitRuntime;
-  }
-  std::unique_ptr<index::Store> store = std::move(opened->store);
-  if (!store->tables_problem().empty())
-    err(fmt::format("warning: {} (the store's tables stay in the daemon's memory)", store->tables_problem()));
-  storage::RecordSource& source = *opened->source;
-  for (const auto& p : source.problems()) err(fmt::format("warning: {} (its files will return EIO)", p));
-  try {
-    config::check_levels(settings, store->levels());
-  } catch (const config::ConfigError& e) {
-    err(e.what());
+  Result<storage::OpenedStore> opened = storage::open_store(location, open_options);
+  if (!opened) return opened;
+  if (!opened->store->tables_problem().empty())
+    err(fmt::format("warning: {} (the store's tables stay in the daemon's memory)", opened->store->tables_problem()));
+  for (const auto& p : opened->source->problems()) err(fmt::format("warning: {} (its files will return EIO)", p));
+  return opened;
+}
+
+// -f and -d: serves in this process until unmounted, logging to stderr or log.file.
+int serve_foreground(const config::Settings& settings, storage::OpenedStore& opened, fs::ServeRequest& req) {
+  const index::Store& store = *opened.store;
+  auto sink = settings.log_file.empty() ? core::LogSink::stderr_ : core::LogSink::file;
+  if (Status logging = core::log_open(settings.log_level, sink, settings.log_file); !logging.ok()) {
+    err(logging.error().message);
     return kExitUsage;
   }
-
-  fs::ServeRequest req;
-  req.mountpoint = mnt;
-  req.debug = a.debug;
-  req.level_change_group = change_group;
-  bool foreground = a.foreground || a.debug;
-
-  if (foreground) {
-    auto sink = settings.log_file.empty() ? core::LogSink::stderr_ : core::LogSink::file;
-    if (Status logging = core::log_open(settings.log_level, sink, settings.log_file); !logging.ok()) {
-      err(logging.error().message);
-      return kExitUsage;
-    }
-    std::string gpu_error;
-    auto decoder = open_l3_decoder(settings, *store, gpu_error);
-    if (!gpu_error.empty()) {
-      err(gpu_error);
-      return kExitUsage;
-    }
-    req.l3_decoder = decoder.get();
-    bool failed = false;
-    Status served = fs::serve(*store, source, settings, req, [&](const std::string& error) {
-      if (!error.empty()) {
-        failed = true;
-        err(error);
-      }
-    });
-    if (!served.ok() && !failed) err(served.error().message);
-    return !served.ok() || failed ? kExitRuntime : kExitOk;
+  std::string gpu_error;
+  auto decoder = open_l3_decoder(settings, store, gpu_error);
+  if (!gpu_error.empty()) {
+    err(gpu_error);
+    return kExitUsage;
   }
+  req.l3_decoder = decoder.get();
+  bool failed = false;
+  Status served = fs::serve(store, *opened.source, settings, req, [&](const std::string& error) {
+    if (!error.empty()) {
+      failed = true;
+      err(error);
+    }
+  });
+  if (!served.ok() && !failed) err(served.error().message);
+  return !served.ok() || failed ? kExitRuntime : kExitOk;
+}
 
+// The parent of the daemon: reads its answer from `ready` until the daemon closes it: "OK",
+// "E" + a runtime error or "U" + a usage error, and exits accordingly.
+int wait_for_daemon(pid_t pid, Fd ready) {
+  std::string msg;
+  char buf[512];
+  for (;;) {
+    ssize_t n = ::read(ready.get(), buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    msg.append(buf, static_cast<size_t>(n));
+  }
+  ready.reset();
+  if (msg == "OK") return kExitOk;
+  if (msg.size() > 1 && (msg[0] == 'E' || msg[0] == 'U')) {
+    err(msg.substr(1));
+    if (msg[0] == 'U') {
+      ::waitpid(pid, nullptr, 0);
+      return kExitUsage;
+    }
+  } else {
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    err("the mount daemon exited before the mount was ready");
+  }
+  ::waitpid(pid, nullptr, WNOHANG);
+  return kExitRuntime;
+}
+
+void tell_parent(const Fd& ready, const std::string& answer) {
+  ssize_t w = ::write(ready.get(), answer.data(), answer.size());
+  (void)w;  // a parent that is gone needs no answer
+}
+
+// Points stdin, stdout and stderr at /dev/null.
+void detach_from_terminal() {
+  int null = ::open("/dev/null", O_RDWR);
+  if (null < 0) return;
+  ::dup2(null, 0);
+  ::dup2(null, 1);
+  ::dup2(null, 2);
+  if (null > 2) ::close(null);  // not an Fd: a descriptor 0..2 is one of those it now stands for
+}
+
+// The daemon (the child of serve_daemonised): serves until unmounted, logging to syslog or
+// log.file, and answers its parent on `ready` as wait_for_daemon reads it.
+[[noreturn]] void run_daemon(const config::Settings& settings, storage::OpenedStore& opened, fs::ServeRequest& req,
+                             Fd ready) {
+  const index::Store& store = *opened.store;
+  ::setsid();
+  if (::chdir("/") != 0) {
+  }
+  auto sink = settings.log_file.empty() ? core::LogSink::syslog : core::LogSink::file;
+  if (Status logging = core::log_open(settings.log_level, sink, settings.log_file); !logging.ok()) {
+    tell_parent(ready, "E" + logging.error().message);
+    ::_exit(kExitRuntime);
+  }
+  std::string gpu_error;
+  auto decoder = open_l3_decoder(settings, store, gpu_error);
+  if (!gpu_error.empty()) {
+    tell_parent(ready, "U" + gpu_error);
+    ::_exit(kExitUsage);
+  }
+  req.l3_decoder = decoder.get();
+  std::mutex mu;
+  Status served = fs::serve(store, *opened.source, settings, req, [&](const std::string& error) {
+    std::lock_guard lock(mu);
+    if (ready.get() < 0) return;
+    tell_parent(ready, error.empty() ? std::string("OK") : "E" + error);
+    ready.reset();
+    if (error.empty()) detach_from_terminal();  // once the parent has its answer
+  });
+  if (!served.ok()) core::log_error("{}", served.error().message);
+  ::_exit(served.ok() ? kExitOk : kExitRuntime);
+}
+
+// Forks the daemon; this process returns when the daemon's mount is ready or has failed.
+int serve_daemonised(const config::Settings& settings, storage::OpenedStore& opened, fs::ServeRequest& req) {
   int pipefd[2];
   if (::pipe2(pipefd, O_CLOEXEC) != 0) {
     err(fmt::format("pipe: {}", std::strerror(errno)));
     return kExitRuntime;
   }
+  Fd ready_read(pipefd[0]), ready_write(pipefd[1]);
   std::fflush(nullptr);
   pid_t pid = ::fork();
   if (pid < 0) {
     err(fmt::format("fork: {}", std::strerror(errno)));
     return kExitRuntime;
   }
-  if (pid > 0) {  // parent: wait for "ready" or the child's error
-    ::close(pipefd[1]);
-    std::string msg;
-    char buf[512];
-    for (;;) {
-      ssize_t n = ::read(pipefd[0], buf, sizeof buf);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) break;
-      msg.append(buf, static_cast<size_t>(n));
-    }
-    ::close(pipefd[0]);
-    if (msg == "OK") return kExitOk;
-    if (msg.size() > 1 && (msg[0] == 'E' || msg[0] == 'U')) {
-      err(msg.substr(1));
-      if (msg[0] == 'U') {
-        ::waitpid(pid, nullptr, 0);
-        return kExitUsage;
-      }
-    } else {
-      int status = 0;
-      ::waitpid(pid, &status, 0);
-      err("the mount daemon exited before the mount was ready");
-    }
-    ::waitpid(pid, nullptr, WNOHANG);
+  if (pid > 0) {
+    ready_write.reset();
+    return wait_for_daemon(pid, std::move(ready_read));
+  }
+  ready_read.reset();
+  run_daemon(settings, opened, req, std::move(ready_write));
+}
+
+int run_mount(const MountArgs& a) {
+  Result<config::Settings> settings = mount_settings(a);
+  if (!settings) {
+    err(settings.error().message);
+    return kExitUsage;
+  }
+  Result<std::optional<gid_t>> change_group = level_change_group(settings->level_changes);
+  if (!change_group) {
+    err(change_group.error().message);
+    return kExitUsage;
+  }
+  const std::string mnt = absolute_mountpoint(a.mountpoint);
+  if (Status usable = check_mountpoint(mnt); !usable) {
+    err(usable.error().message);
+    return usable.error().code == ENOTCONN ? kExitRuntime : kExitUsage;
+  }
+  Result<std::string> location = store_location(a.store);
+  if (!location) {
+    err(location.error().message);
+    return kExitUsage;
+  }
+  Result<storage::OpenedStore> opened = open_mount_store(*location, *settings);
+  if (!opened) {
+    err(opened.error().message);
     return kExitRuntime;
   }
-
-  // child: the daemon
-  ::close(pipefd[0]);
-  ::setsid();
-  if (::chdir("/") != 0) {
+  if (Status levels = config::check_levels(*settings, opened->store->levels()); !levels) {
+    err(levels.error().message);
+    return kExitUsage;
   }
-  auto sink = settings.log_file.empty() ? core::LogSink::syslog : core::LogSink::file;
-  if (Status logging = core::log_open(settings.log_level, sink, settings.log_file); !logging.ok()) {
-    std::string m = "E" + logging.error().message;
-    ssize_t w = ::write(pipefd[1], m.data(), m.size());
-    (void)w;
-    ::_exit(kExitRuntime);
-  }
-  std::string gpu_error;
-  auto decoder = open_l3_decoder(settings, *store, gpu_error);
-  if (!gpu_error.empty()) {
-    std::string m = "U" + gpu_error;
-    ssize_t w = ::write(pipefd[1], m.data(), m.size());
-    (void)w;
-    ::_exit(kExitUsage);
-  }
-  req.l3_decoder = decoder.get();
-  std::mutex mu;
-  int wfd = pipefd[1];
-  Status served = fs::serve(*store, source, settings, req, [&](const std::string& error) {
-    std::lock_guard lock(mu);
-    if (wfd < 0) return;
-    std::string m = error.empty() ? std::string("OK") : "E" + error;
-    ssize_t w = ::write(wfd, m.data(), m.size());
-    (void)w;
-    ::close(wfd);
-    wfd = -1;
-    if (error.empty()) {  // detach from the terminal once the parent has its answer
-      int null = ::open("/dev/null", O_RDWR);
-      if (null >= 0) {
-        ::dup2(null, 0);
-        ::dup2(null, 1);
-        ::dup2(null, 2);
-        if (null > 2) ::close(null);
-      }
-    }
-  });
-  if (!served.ok()) core::log_error("{}", served.error().message);
-  ::_exit(served.ok() ? kExitOk : kExitRuntime);
+  fs::ServeRequest req;
+  req.mountpoint = mnt;
+  req.debug = a.debug;
+  req.level_change_group = *change_group;
+  if (a.foreground || a.debug) return serve_foreground(*settings, *opened, req);
+  return serve_daemonised(*settings, *opened, req);
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 // interval, as iostat prints them.
 #include <fmt/format.h>
 
+#include <cerrno>
 #include <chrono>
 #include <ctime>
 #include <fstream>
@@ -15,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "common/error.h"
 
 namespace fid::cli {
 
@@ -22,22 +24,29 @@ namespace {
 
 void err(const std::string& msg) { fmt::print(stderr, "fidelityfs stats: {}\n", msg); }
 
-// The JSON of MOUNT/.fidelity/NAME; an empty object (and `error` set) when it cannot be read.
-nlohmann::json read_control(const std::string& mount, const char* name, std::string& error) {
+// The JSON object of MOUNT/.fidelity/NAME.
+Result<nlohmann::json> read_control(const std::string& mount, const char* name) {
   const std::string path = mount + "/.fidelity/" + name;
   std::ifstream in(path);
-  if (!in) {
-    error = fmt::format("{}: not a fidelityfs mount (cannot read {})", mount, path);
-    return nlohmann::json::object();
-  }
+  if (!in) return Error{errno ? errno : EIO, fmt::format("{}: not a fidelityfs mount (cannot read {})", mount, path)};
   std::stringstream ss;
   ss << in.rdbuf();
   nlohmann::json j = nlohmann::json::parse(ss.str(), nullptr, false);
-  if (j.is_discarded() || !j.is_object()) {
-    error = fmt::format("{}: {} is not the JSON of a fidelityfs mount", mount, path);
-    return nlohmann::json::object();
-  }
+  if (j.is_discarded() || !j.is_object())
+    return Error{EINVAL, fmt::format("{}: {} is not the JSON of a fidelityfs mount", mount, path)};
   return j;
+}
+
+// The mount's stats and config, read one after the other.
+struct Snapshot {
+  nlohmann::json stats, config;
+};
+Result<Snapshot> read_snapshot(const std::string& mount) {
+  Result<nlohmann::json> stats = read_control(mount, "stats");
+  if (!stats) return std::move(stats).error();
+  Result<nlohmann::json> config = read_control(mount, "config");
+  if (!config) return std::move(config).error();
+  return Snapshot{std::move(stats).value(), std::move(config).value()};
 }
 
 uint64_t count(const nlohmann::json& j, const char* key) { return j.value(key, uint64_t{0}); }
@@ -118,17 +127,16 @@ std::string rates_line(const nlohmann::json& a, const nlohmann::json& b, const n
 }
 
 int run_stats(const std::string& mount, double watch, unsigned lines) {
-  std::string error;
-  nlohmann::json s = read_control(mount, "stats", error);
-  nlohmann::json c = error.empty() ? read_control(mount, "config", error) : nlohmann::json::object();
-  if (!error.empty()) {
-    err(error);
+  Result<Snapshot> first = read_snapshot(mount);
+  if (!first) {
+    err(first.error().message);
     return kExitUsage;
   }
   if (watch <= 0) {
-    print_summary(mount, s, c);
+    print_summary(mount, first->stats, first->config);
     return kExitOk;
   }
+  nlohmann::json s = std::move(first->stats);
   auto before = std::chrono::steady_clock::now();
   for (unsigned n = 0; lines == 0 || n < lines; ++n) {
     if (n % 20 == 0) {
@@ -136,16 +144,15 @@ int run_stats(const std::string& mount, double watch, unsigned lines) {
       std::fflush(stdout);  // a pipe too gets each line when it is made
     }
     std::this_thread::sleep_for(std::chrono::duration<double>(watch));
-    nlohmann::json next = read_control(mount, "stats", error);
-    if (error.empty()) c = read_control(mount, "config", error);
-    if (!error.empty()) {  // unmounted while watched
-      err(error);
+    Result<Snapshot> next = read_snapshot(mount);
+    if (!next) {  // unmounted while watched
+      err(next.error().message);
       return kExitRuntime;
     }
     const auto now = std::chrono::steady_clock::now();
-    fmt::print("{}\n", rates_line(s, next, c, std::chrono::duration<double>(now - before).count()));
+    fmt::print("{}\n", rates_line(s, next->stats, next->config, std::chrono::duration<double>(now - before).count()));
     std::fflush(stdout);
-    s = std::move(next);
+    s = std::move(next->stats);
     before = now;
   }
   return kExitOk;

@@ -1,10 +1,12 @@
-#include <atomic>
-#include <chrono>
 #include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
 #include <mutex>
-#include <thread>
+#include <optional>
 
 #include "cli/commands.h"
+#include "cli/parallel.h"
 #include "cli/progress.h"
 #include "codec/jpeg.h"
 #include "codec/l3_view.h"
@@ -55,49 +57,27 @@ std::string verify_file(const index::Store& store, storage::RecordSource& source
 
 int run_verify(const std::string& location, const std::vector<std::string>& options, unsigned jobs,
                const std::string& progress_mode) {
-  config::Settings settings;
-  try {
-    settings = parse_store_location_options(options);
-  } catch (const config::ConfigError& e) {
-    fmt::print(stderr, "fidelityfs verify: {}\n", e.what());
-    return kExitUsage;
-  }
-  auto opened = storage::open_store(location, store_options(settings));
-  if (!opened.ok()) {
-    fmt::print(stderr, "fidelityfs verify: {}\n", opened.error().message);
-    return kExitRuntime;
-  }
-  std::unique_ptr<index::Store> store = std::move(opened->store);
+  int exit_code = kExitOk;
+  std::optional<storage::OpenedStore> opened = open_command_store("verify", location, options, exit_code);
+  if (!opened) return exit_code;
+  const index::Store& store = *opened->store;
   storage::RecordSource& source = *opened->source;
-  auto files = store->files();
-  std::atomic<size_t> next{0}, done{0};
-  std::atomic<uint64_t> bytes{0};
+  auto files = store.files();
   std::mutex mu;
   std::vector<std::pair<std::string, std::string>> bad;
-  if (jobs == 0) jobs = std::max(1u, std::thread::hardware_concurrency());
-  std::vector<std::thread> workers;
-  for (unsigned t = 0; t < jobs; ++t) {
-    workers.emplace_back([&] {
-      std::vector<uint8_t> buf;
-      for (size_t i; (i = next++) < files.size();) {
-        std::string why = verify_file(*store, source, files[i], buf);
-        bytes += buf.size();
+  ProgressLine line(parse_progress_mode(progress_mode), "verify");
+  const auto t0 = std::chrono::steady_clock::now();
+  for_each_parallel(
+      files.size(), jobs,
+      [&](size_t i, std::vector<uint8_t>& buf) -> uint64_t {
+        std::string why = verify_file(store, source, files[i], buf);
         if (!why.empty()) {
           std::lock_guard lock(mu);
-          bad.emplace_back(store->relative_path(files[i]), why);
+          bad.emplace_back(store.relative_path(files[i]), why);
         }
-        done++;
-      }
-    });
-  }
-  ProgressLine line(parse_progress_mode(progress_mode), "verify");
-  auto t0 = std::chrono::steady_clock::now();
-  while (done < files.size()) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));  // progress refresh period
-    line.update(done, files.size(), bytes, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-  }
-  for (auto& w : workers) w.join();
-  line.finish();
+        return buf.size();
+      },
+      line);
   std::sort(bad.begin(), bad.end());
   for (const std::string& p : source.problems()) fmt::print(stderr, "damaged record: {}\n", p);
   for (auto& [path, why] : bad) fmt::print(stderr, "BAD {}: {}\n", path, why);

@@ -2,8 +2,11 @@
 
 #include <fmt/format.h>
 
+#include "cli/commands.h"
+
 #include <algorithm>
 #include <array>
+#include <cerrno>
 #include <string_view>
 
 namespace fid::cli {
@@ -23,7 +26,7 @@ storage::StoreOptions store_options(const config::Settings& s) {
   return o;
 }
 
-config::Settings parse_store_location_options(const std::vector<std::string>& lists) {
+Result<config::Settings> parse_store_location_options(const std::vector<std::string>& lists) {
   static constexpr std::array<std::string_view, 6> kAllowed = {"endpoint", "region",  "profile",
                                                                "addressing", "ca_file", "remote_requests"};
   config::MountOptions opts;
@@ -36,12 +39,29 @@ config::Settings parse_store_location_options(const std::vector<std::string>& li
       if (item.empty()) continue;
       std::string_view name = item.substr(0, item.find('='));
       if (std::find(kAllowed.begin(), kAllowed.end(), name) == kAllowed.end())
-        throw config::ConfigError(fmt::format("unknown option '{}' (known: endpoint, region, profile, addressing, "
-                                              "ca_file, remote_requests)", name));
+        return Error{EINVAL, fmt::format("unknown option '{}' (known: endpoint, region, profile, addressing, "
+                                         "ca_file, remote_requests)", name)};
     }
-    config::parse_mount_options(list, opts);
+    if (Status parsed = config::parse_mount_options(list, opts); !parsed) return std::move(parsed).error();
   }
   return config::merge(config::Config{}, opts);
+}
+
+std::optional<storage::OpenedStore> open_command_store(std::string_view command, const std::string& location,
+                                                       const std::vector<std::string>& options, int& exit_code) {
+  Result<config::Settings> settings = parse_store_location_options(options);
+  if (!settings) {
+    fmt::print(stderr, "fidelityfs {}: {}\n", command, settings.error().message);
+    exit_code = kExitUsage;
+    return std::nullopt;
+  }
+  Result<storage::OpenedStore> opened = storage::open_store(location, store_options(*settings));
+  if (!opened) {
+    fmt::print(stderr, "fidelityfs {}: {}\n", command, opened.error().message);
+    exit_code = kExitRuntime;
+    return std::nullopt;
+  }
+  return std::move(opened).value();
 }
 
 }  // namespace fid::cli

@@ -1,10 +1,14 @@
-// How the commands that read a store (mount, inspect, verify) turn settings into
-// storage::StoreOptions, and the -o list of inspect and verify (store-location options only).
+// How the commands that read a store (mount, inspect, verify, quality) turn settings into
+// storage::StoreOptions, and the -o list of inspect, verify and quality (store-location options
+// only).
 #pragma once
 
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "common/error.h"
 #include "config/config.h"
 #include "storage/open_store.h"
 
@@ -13,7 +17,13 @@ namespace fid::cli {
 storage::StoreOptions store_options(const config::Settings& s);
 
 // Parses -o lists that may only name where and how a store is reached (endpoint, region,
-// profile, addressing, ca_file, remote_requests). Throws config::ConfigError.
-config::Settings parse_store_location_options(const std::vector<std::string>& lists);
+// profile, addressing, ca_file, remote_requests). EINVAL naming the first bad option.
+Result<config::Settings> parse_store_location_options(const std::vector<std::string>& lists);
+
+// The preamble of inspect, verify and quality: parses their -o lists and opens STORE with them.
+// On failure it prints "fidelityfs COMMAND: message" and returns nullopt with `exit_code` set:
+// usage for a bad -o list, runtime for a store that does not open.
+std::optional<storage::OpenedStore> open_command_store(std::string_view command, const std::string& location,
+                                                       const std::vector<std::string>& options, int& exit_code);
 
 }  // namespace fid::cli

@@ -168,6 +168,10 @@ LumaPlane luma_of(const DecodedImage& image) {
   return luma_of(image.width, image.height, image.components, image.pixels);
 }
 
+double psnr_of_mse(double mse) {
+  return mse == 0 ? std::numeric_limits<double>::infinity() : 10 * std::log10(kDataRange * kDataRange / mse);
+}
+
 fid::Result<QualityScores> compare_luma(const LumaPlane& reference, const LumaPlane& test) {
   if (reference.width != test.width || reference.height != test.height)
     return fid::Error{EINVAL, "images of different sizes: " + std::to_string(reference.width) + "x" +
@@ -190,7 +194,7 @@ fid::Result<QualityScores> compare_luma(const LumaPlane& reference, const LumaPl
     squared += d * d;
   }
   s.mse = squared / static_cast<double>(reference.values.size());
-  s.psnr = s.mse == 0 ? std::numeric_limits<double>::infinity() : 10 * std::log10(kDataRange * kDataRange / s.mse);
+  s.psnr = psnr_of_mse(s.mse);
 
   double weight_sum = 0;
   for (int i = 0; i < s.msssim_scales; ++i) weight_sum += kMsSsimWeights[static_cast<size_t>(i)];

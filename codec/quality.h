@@ -49,6 +49,9 @@ struct QualityScores {
   int msssim_scales = 0;  // M, the scales MS-SSIM used
 };
 
+// PSNR in dB of a mean squared error on 8-bit samples: 10 log10(255^2 / mse); +infinity at 0.
+double psnr_of_mse(double mse);
+
 // Scores `test` against `reference`. EINVAL when their sizes differ or a plane is empty.
 fid::Result<QualityScores> compare_luma(const LumaPlane& reference, const LumaPlane& test);
 

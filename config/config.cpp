@@ -12,35 +12,6 @@
 
 namespace fid::config {
 
-std::string_view raw_names_name(RawNames n) { return n == RawNames::keep ? "keep" : "ext"; }
-std::string_view addressing_name(Addressing a) {
-  switch (a) {
-    case Addressing::path: return "path";
-    case Addressing::virtual_: return "virtual";
-    case Addressing::auto_: break;
-  }
-  return "auto";
-}
-
-std::string_view readdir_name(Readdir r) {
-  return r == Readdir::plus ? "plus" : r == Readdir::plain ? "plain" : "auto";
-}
-
-std::string_view random_reads_name(RandomReads r) {
-  return r == RandomReads::records ? "records" : r == RandomReads::pieces ? "pieces" : "auto";
-}
-
-std::string_view order_ranks_name(OrderRanks r) { return r == OrderRanks::per_epoch ? "per-epoch" : "stable"; }
-
-std::string level_changers_text(const LevelChangers& c) {
-  switch (c.who) {
-    case LevelChangers::Who::anyone: return "anyone";
-    case LevelChangers::Who::group: return "group=" + c.group;
-    case LevelChangers::Who::owner: break;
-  }
-  return "owner";
-}
-
 namespace {
 std::optional<RandomReads> parse_random_reads(std::string_view s) {
   if (s == "auto") return RandomReads::auto_;
@@ -70,26 +41,6 @@ std::optional<Readdir> parse_readdir(std::string_view s) {
   return std::nullopt;
 }
 }  // namespace
-
-std::string_view gpu_name(Gpu g) {
-  switch (g) {
-    case Gpu::auto_: return "auto";
-    case Gpu::on: return "on";
-    case Gpu::off: return "off";
-    case Gpu::emulate: return "emulate";
-  }
-  return "auto";
-}
-
-std::string_view log_level_name(LogLevel l) {
-  switch (l) {
-    case LogLevel::error: return "error";
-    case LogLevel::warn: return "warn";
-    case LogLevel::info: return "info";
-    case LogLevel::debug: return "debug";
-  }
-  return "info";
-}
 
 static std::optional<uint64_t> parse_u64(std::string_view s) {
   if (s.empty()) return std::nullopt;
@@ -126,85 +77,6 @@ std::optional<uint64_t> parse_bytes(std::string_view s) {
   else return std::nullopt;
   if (shift && (*num >> (64 - shift)) != 0) return std::nullopt;
   return *num << shift;
-}
-
-// ---- glob ------------------------------------------------------------------------------------
-
-// Matches a character class at pattern[pi] ('[' ...). Returns the index after ']' and sets ok.
-static size_t match_class(std::string_view pat, size_t pi, char c, bool& matched, bool& valid) {
-  size_t i = pi + 1;
-  bool negate = false;
-  if (i < pat.size() && (pat[i] == '!' || pat[i] == '^')) { negate = true; ++i; }
-  bool any = false;
-  bool first = true;
-  while (i < pat.size() && (pat[i] != ']' || first)) {
-    first = false;
-    char lo = pat[i];
-    char hi = lo;
-    if (i + 2 < pat.size() && pat[i + 1] == '-' && pat[i + 2] != ']') {
-      hi = pat[i + 2];
-      i += 3;
-    } else {
-      ++i;
-    }
-    if (static_cast<unsigned char>(c) >= static_cast<unsigned char>(lo) &&
-        static_cast<unsigned char>(c) <= static_cast<unsigned char>(hi))
-      any = true;
-  }
-  if (i >= pat.size()) { valid = false; return pi + 1; }  // no closing ']': literal '['
-  valid = true;
-  matched = (any != negate) && c != '/';
-  return i + 1;
-}
-
-static bool glob_rec(std::string_view pat, std::string_view path) {
-  size_t pi = 0, si = 0;
-  while (pi < pat.size()) {
-    char pc = pat[pi];
-    if (pc == '*') {
-      bool dbl = pi + 1 < pat.size() && pat[pi + 1] == '*';
-      if (dbl) {
-        size_t rest = pi + 2;
-        // "**/" also matches zero directories.
-        if (rest < pat.size() && pat[rest] == '/') {
-          if (glob_rec(pat.substr(rest + 1), path.substr(si))) return true;
-        }
-        for (size_t k = si; k <= path.size(); ++k)
-          if (glob_rec(pat.substr(rest), path.substr(k))) return true;
-        return false;
-      }
-      for (size_t k = si; k <= path.size(); ++k) {
-        if (glob_rec(pat.substr(pi + 1), path.substr(k))) return true;
-        if (k < path.size() && path[k] == '/') break;
-      }
-      return false;
-    }
-    if (si >= path.size()) return false;
-    if (pc == '?') {
-      if (path[si] == '/') return false;
-      ++pi; ++si;
-      continue;
-    }
-    if (pc == '[') {
-      bool matched = false, valid = false;
-      size_t next = match_class(pat, pi, path[si], matched, valid);
-      if (valid) {
-        if (!matched) return false;
-        pi = next; ++si;
-        continue;
-      }
-    }
-    if (pc == '\\' && pi + 1 < pat.size()) { ++pi; pc = pat[pi]; }
-    if (pc != path[si]) return false;
-    ++pi; ++si;
-  }
-  return si == path.size();
-}
-
-bool glob_match(std::string_view pattern, std::string_view path) {
-  while (!pattern.empty() && pattern.front() == '/') pattern.remove_prefix(1);
-  while (!path.empty() && path.front() == '/') path.remove_prefix(1);
-  return glob_rec(pattern, path);
 }
 
 // ---- settings common to the config file and -o ---------------------------------------------
@@ -400,153 +272,238 @@ std::vector<MountOptionDoc> mount_option_docs() {
 
 namespace {
 
+std::string key_name(const YAML::Node& key) { return key.IsScalar() ? key.Scalar() : std::string("?"); }
+
+std::optional<LogLevel> parse_log_level(std::string_view s) {
+  if (s == "error") return LogLevel::error;
+  if (s == "warn" || s == "warning") return LogLevel::warn;
+  if (s == "info") return LogLevel::info;
+  if (s == "debug") return LogLevel::debug;
+  return std::nullopt;
+}
+
+// Reads the settings of one YAML document; each failure names the file, the line and the key.
 struct Ctx {
   const std::string& source;
-  [[noreturn]] void fail(const YAML::Node& n, const std::string& key, const std::string& why) const {
+  Error fail(const YAML::Node& n, const std::string& key, const std::string& why) const {
     int line = n.Mark().line >= 0 ? n.Mark().line + 1 : 0;
-    throw ConfigError(fmt::format("{}:{}: key '{}': {}", source, line, key, why));
+    return Error{EINVAL, fmt::format("{}:{}: key '{}': {}", source, line, key, why)};
   }
-  std::string scalar(const YAML::Node& n, const std::string& key) const {
-    if (!n.IsScalar()) fail(n, key, "expected a single value");
+  Result<std::string> scalar(const YAML::Node& n, const std::string& key) const {
+    if (!n.IsScalar()) return fail(n, key, "expected a single value");
     return n.Scalar();
   }
-  int level(const YAML::Node& n, const std::string& key) const {
-    std::string s = scalar(n, key);
-    auto v = parse_level(s);
-    if (!v) fail(n, key, fmt::format("expected {}, got '{}'", kLevelExpected, s));
+  Result<int> level(const YAML::Node& n, const std::string& key) const {
+    Result<std::string> s = scalar(n, key);
+    if (!s) return std::move(s).error();
+    auto v = parse_level(*s);
+    if (!v) return fail(n, key, fmt::format("expected {}, got '{}'", kLevelExpected, *s));
     return *v;
   }
 };
 
-}  // namespace
+// A key of kCommonKeys: one scalar, parsed as -o parses it.
+Status read_common(const Ctx& ctx, const CommonKey& common, const std::string& key, const YAML::Node& val,
+                   Config& cfg) {
+  Result<std::string> s = ctx.scalar(val, key);
+  if (!s) return std::move(s).error();
+  if (!common.set(*s, cfg)) return ctx.fail(val, key, fmt::format("expected {}, got '{}'", common.expected, *s));
+  return {};
+}
 
-Config parse_config(std::string_view yaml, const std::string& source) {
-  Config cfg;
-  cfg.source = source;
-  Ctx ctx{source};
-  YAML::Node root;
-  try {
-    root = YAML::Load(std::string(yaml));
-  } catch (const YAML::ParserException& e) {
-    throw ConfigError(fmt::format("{}:{}: invalid YAML: {}", source, e.mark.line + 1, e.msg));
+// order_seed or order_window.
+Status read_order(const Ctx& ctx, const std::string& key, const YAML::Node& val, Config& cfg) {
+  Result<std::string> s = ctx.scalar(val, key);
+  if (!s) return std::move(s).error();
+  if (key == "order_seed") {
+    auto v = parse_u64(*s);
+    if (!v) return ctx.fail(val, key, fmt::format("expected an unsigned 64-bit integer, got '{}'", *s));
+    cfg.order_seed = *v;
+    return {};
   }
-  if (root.IsNull()) return cfg;  // empty file: all defaults
-  if (!root.IsMap()) {
-    int line = root.Mark().line + 1;
-    throw ConfigError(fmt::format("{}:{}: expected a mapping of settings at the top level", source, line));
+  cfg.order_window = parse_in_range(*s, 1, 4096);
+  if (!cfg.order_window) return ctx.fail(val, key, fmt::format("expected 1..4096, got '{}'", *s));
+  return {};
+}
+
+// rules[i]: {path: GLOB, scan_group: LEVEL}; `rk` is "rules[i]".
+Result<Rule> read_rule(const Ctx& ctx, const YAML::Node& r, const std::string& rk) {
+  if (!r.IsMap()) return ctx.fail(r, rk, "expected a mapping with 'path' and 'scan_group'");
+  Rule rule;
+  rule.line = r.Mark().line + 1;
+  bool have_path = false, have_level = false;
+  for (auto jt = r.begin(); jt != r.end(); ++jt) {
+    const YAML::Node k = jt->first;
+    const YAML::Node v = jt->second;
+    const std::string name = key_name(k);
+    if (name == "path") {
+      Result<std::string> glob = ctx.scalar(v, rk + ".path");
+      if (!glob) return std::move(glob).error();
+      if (glob->empty()) return ctx.fail(v, rk + ".path", "must not be empty");
+      rule.glob = std::move(glob).value();
+      have_path = true;
+    } else if (name == "scan_group") {
+      Result<int> level = ctx.level(v, rk + ".scan_group");
+      if (!level) return std::move(level).error();
+      rule.level = *level;
+      have_level = true;
+    } else {
+      return ctx.fail(k, rk + "." + name, "unknown key (expected path, scan_group)");
+    }
   }
+  if (!have_path) return ctx.fail(r, rk + ".path", "missing");
+  if (!have_level) return ctx.fail(r, rk + ".scan_group", "missing");
+  return rule;
+}
+
+Status read_rules(const Ctx& ctx, const YAML::Node& val, Config& cfg) {
+  if (!val.IsSequence()) return ctx.fail(val, "rules", "expected a list of {path, scan_group} entries");
+  size_t i = 0;
+  for (const auto& r : val) {
+    Result<Rule> rule = read_rule(ctx, r, fmt::format("rules[{}]", i++));
+    if (!rule) return std::move(rule).error();
+    cfg.rules.push_back(std::move(rule).value());
+  }
+  return {};
+}
+
+// log: {level: LEVEL, file: FILE}
+Status read_log(const Ctx& ctx, const YAML::Node& val, Config& cfg) {
+  if (!val.IsMap()) return ctx.fail(val, "log", "expected a mapping with 'level' and/or 'file'");
+  for (auto jt = val.begin(); jt != val.end(); ++jt) {
+    const YAML::Node k = jt->first;
+    const YAML::Node v = jt->second;
+    const std::string full = "log." + key_name(k);
+    if (full != "log.level" && full != "log.file") return ctx.fail(k, full, "unknown key (expected level, file)");
+    Result<std::string> s = ctx.scalar(v, full);
+    if (!s) return std::move(s).error();
+    if (full == "log.file") {
+      cfg.log_file = std::move(s).value();
+      continue;
+    }
+    std::optional<LogLevel> level = parse_log_level(*s);
+    if (!level) return ctx.fail(v, full, fmt::format("expected error, warn, info or debug, got '{}'", *s));
+    cfg.log_level = *level;
+  }
+  return {};
+}
+
+// One top-level key and its value.
+Status read_setting(const Ctx& ctx, const YAML::Node& keyn, const YAML::Node& val, Config& cfg) {
+  const std::string key = key_name(keyn);
+  if (const CommonKey* common = find_common_key(key)) return read_common(ctx, *common, key, val, cfg);
+  if (key == "order_seed" || key == "order_window") return read_order(ctx, key, val, cfg);
+  if (key == "rules") return val.IsNull() ? Status{} : read_rules(ctx, val, cfg);
+  if (key == "log") return val.IsNull() ? Status{} : read_log(ctx, val, cfg);
+  return ctx.fail(keyn, key,
+                  fmt::format("unknown key (expected {}, rules, order_seed, order_window, log)", common_key_names()));
+}
+
+Status read_settings(const Ctx& ctx, const YAML::Node& root, Config& cfg) {
+  if (root.IsNull()) return {};  // empty file: all defaults
+  if (!root.IsMap())
+    return Error{EINVAL, fmt::format("{}:{}: expected a mapping of settings at the top level", ctx.source,
+                                     root.Mark().line + 1)};
   for (auto it = root.begin(); it != root.end(); ++it) {
     // Copies: it-> yields a temporary pair, so references to its members would dangle.
-    const YAML::Node keyn = it->first;
+    const YAML::Node key = it->first;
     const YAML::Node val = it->second;
-    std::string key = keyn.IsScalar() ? keyn.Scalar() : std::string("?");
-    if (const CommonKey* common = find_common_key(key)) {
-      std::string s = ctx.scalar(val, key);
-      if (!common->set(s, cfg)) ctx.fail(val, key, fmt::format("expected {}, got '{}'", common->expected, s));
-    } else if (key == "order_seed") {
-      std::string s = ctx.scalar(val, key);
-      auto v = parse_u64(s);
-      if (!v) ctx.fail(val, key, fmt::format("expected an unsigned 64-bit integer, got '{}'", s));
-      cfg.order_seed = *v;
-    } else if (key == "order_window") {
-      std::string s = ctx.scalar(val, key);
-      cfg.order_window = parse_in_range(s, 1, 4096);
-      if (!cfg.order_window) ctx.fail(val, key, fmt::format("expected 1..4096, got '{}'", s));
-    } else if (key == "rules") {
-      if (val.IsNull()) continue;
-      if (!val.IsSequence()) ctx.fail(val, key, "expected a list of {path, scan_group} entries");
-      size_t i = 0;
-      for (const auto& r : val) {
-        std::string rk = fmt::format("rules[{}]", i++);
-        if (!r.IsMap()) ctx.fail(r, rk, "expected a mapping with 'path' and 'scan_group'");
-        Rule rule;
-        rule.line = r.Mark().line + 1;
-        bool have_path = false, have_level = false;
-        for (auto jt = r.begin(); jt != r.end(); ++jt) {
-          std::string k = jt->first.IsScalar() ? jt->first.Scalar() : std::string("?");
-          if (k == "path") {
-            rule.glob = ctx.scalar(jt->second, rk + ".path");
-            if (rule.glob.empty()) ctx.fail(jt->second, rk + ".path", "must not be empty");
-            have_path = true;
-          } else if (k == "scan_group") {
-            rule.level = ctx.level(jt->second, rk + ".scan_group");
-            have_level = true;
-          } else {
-            ctx.fail(jt->first, rk + "." + k, "unknown key (expected path, scan_group)");
-          }
-        }
-        if (!have_path) ctx.fail(r, rk + ".path", "missing");
-        if (!have_level) ctx.fail(r, rk + ".scan_group", "missing");
-        cfg.rules.push_back(std::move(rule));
-      }
-    } else if (key == "log") {
-      if (val.IsNull()) continue;
-      if (!val.IsMap()) ctx.fail(val, key, "expected a mapping with 'level' and/or 'file'");
-      for (auto jt = val.begin(); jt != val.end(); ++jt) {
-        std::string k = jt->first.IsScalar() ? jt->first.Scalar() : std::string("?");
-        std::string full = "log." + k;
-        if (k == "level") {
-          std::string s = ctx.scalar(jt->second, full);
-          if (s == "error") cfg.log_level = LogLevel::error;
-          else if (s == "warn" || s == "warning") cfg.log_level = LogLevel::warn;
-          else if (s == "info") cfg.log_level = LogLevel::info;
-          else if (s == "debug") cfg.log_level = LogLevel::debug;
-          else ctx.fail(jt->second, full, fmt::format("expected error, warn, info or debug, got '{}'", s));
-        } else if (k == "file") {
-          cfg.log_file = ctx.scalar(jt->second, full);
-        } else {
-          ctx.fail(jt->first, full, "unknown key (expected level, file)");
-        }
-      }
-    } else {
-      ctx.fail(keyn, key, fmt::format("unknown key (expected {}, rules, order_seed, order_window, log)", common_key_names()));
+    if (Status read = read_setting(ctx, key, val, cfg); !read) return read;
+  }
+  return {};
+}
+
+// A double-quoted YAML scalar.
+std::string yaml_quoted(std::string_view s) {
+  std::string quoted = "\"";
+  for (char c : s) {
+    if (static_cast<unsigned char>(c) < 0x20) {
+      quoted += fmt::format("\\x{:02x}", static_cast<unsigned char>(c));
+      continue;
     }
+    if (c == '"' || c == '\\') quoted += '\\';
+    quoted += c;
+  }
+  return quoted + "\"";
+}
+
+}  // namespace
+
+Result<Config> parse_config(std::string_view yaml, const std::string& source) {
+  Config cfg;
+  cfg.source = source;
+  // yaml-cpp reports malformed YAML (and a failed access to a node) by throwing YAML::Exception;
+  // this is the one place that catches it, so no exception leaves config/.
+  try {
+    const YAML::Node root = YAML::Load(std::string(yaml));
+    if (Status read = read_settings(Ctx{source}, root, cfg); !read) return std::move(read).error();
+  } catch (const YAML::Exception& e) {
+    int line = e.mark.line >= 0 ? e.mark.line + 1 : 0;
+    return Error{EINVAL, fmt::format("{}:{}: invalid YAML: {}", source, line, e.msg)};
   }
   return cfg;
 }
 
-Config load_config(const std::filesystem::path& file) {
+Result<Config> load_config(const std::filesystem::path& file) {
   std::ifstream in(file, std::ios::binary);
-  if (!in) throw ConfigError(fmt::format("{}: cannot read config file: {}", file.string(), std::strerror(errno)));
+  if (!in) {
+    const int code = errno ? errno : EIO;
+    return Error{code, fmt::format("{}: cannot read config file: {}", file.string(), std::strerror(code))};
+  }
   std::ostringstream ss;
   ss << in.rdbuf();
   return parse_config(ss.str(), file.string());
 }
 
+std::string rules_yaml(const std::vector<Rule>& rules) {
+  std::string y = "rules:\n";
+  for (const Rule& r : rules)
+    y += fmt::format("  - {{path: {}, scan_group: {}}}\n", yaml_quoted(r.glob), level_text(r.level));
+  return y;
+}
+
 // ---- -o options ------------------------------------------------------------------------------
 
-void parse_mount_options(std::string_view list, MountOptions& opts) {
+namespace {
+
+// One NAME or NAME=VALUE of a -o list.
+Status parse_mount_option(std::string_view item, MountOptions& opts) {
+  const size_t eq = item.find('=');
+  const std::string_view name = item.substr(0, eq);
+  const bool has_value = eq != std::string_view::npos;
+  const std::string_view value = has_value ? item.substr(eq + 1) : std::string_view();
+  const CommonKey* common = find_common_key(name);
+  if (common || name == "config") {
+    if (value.empty()) return Error{EINVAL, fmt::format("mount option '{}' needs a value ({}=...)", name, name)};
+    if (!common) {
+      opts.config_file = std::string(value);
+    } else if (!common->set(value, opts)) {
+      return Error{EINVAL,
+                   fmt::format("bad value for mount option {}: '{}' (expected {})", name, value, common->expected)};
+    }
+    return {};
+  }
+  if (name == "allow_other") {
+    if (has_value) return Error{EINVAL, fmt::format("mount option '{}' takes no value", name)};
+    opts.allow_other = true;
+    return {};
+  }
+  return Error{EINVAL,
+               fmt::format("unknown mount option '{}' (known: {}, config, allow_other)", name, common_key_names())};
+}
+
+}  // namespace
+
+Status parse_mount_options(std::string_view list, MountOptions& opts) {
   size_t start = 0;
   while (start <= list.size()) {
     size_t comma = list.find(',', start);
     std::string_view item = list.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
     start = comma == std::string_view::npos ? list.size() + 1 : comma + 1;
     if (item.empty()) continue;
-    size_t eq = item.find('=');
-    std::string_view name = item.substr(0, eq);
-    std::string_view value = eq == std::string_view::npos ? std::string_view() : item.substr(eq + 1);
-    bool has_value = eq != std::string_view::npos;
-    auto need_value = [&]() {
-      if (!has_value || value.empty())
-        throw ConfigError(fmt::format("mount option '{}' needs a value ({}=...)", name, name));
-    };
-    auto no_value = [&]() {
-      if (has_value) throw ConfigError(fmt::format("mount option '{}' takes no value", name));
-    };
-    if (const CommonKey* common = find_common_key(name)) {
-      need_value();
-      if (!common->set(value, opts))
-        throw ConfigError(fmt::format("bad value for mount option {}: '{}' (expected {})", name, value, common->expected));
-    } else if (name == "config") {
-      need_value();
-      opts.config_file = std::string(value);
-    } else if (name == "allow_other") {
-      no_value();
-      opts.allow_other = true;
-    } else {
-      throw ConfigError(fmt::format("unknown mount option '{}' (known: {}, config, allow_other)", name, common_key_names()));
-    }
+    if (Status parsed = parse_mount_option(item, opts); !parsed) return parsed;
   }
+  return {};
 }
 
 Settings merge(const Config& cfg, const MountOptions& opts) {
@@ -582,19 +539,20 @@ Settings merge(const Config& cfg, const MountOptions& opts) {
   return s;
 }
 
-void check_levels(const Settings& s, int levels) {
-  auto check = [&](int level, const std::string& what) {
-    if (level != kFull && level > levels)
-      throw ConfigError(fmt::format("{}: level {} is out of range: the store has {} levels (1..{} or full)",
-                                    what, level, levels, levels));
+Status check_levels(const Settings& s, int levels) {
+  auto out_of_range = [&](int level, const std::string& what) -> Status {
+    if (level == kFull || level <= levels) return {};
+    return Error{EINVAL, fmt::format("{}: level {} is out of range: the store has {} levels (1..{} or full)", what,
+                                     level, levels, levels)};
   };
-  check(s.scan_group, "scan_group");
+  if (Status st = out_of_range(s.scan_group, "scan_group"); !st) return st;
   for (size_t i = 0; i < s.rules.size(); ++i) {
     const Rule& r = s.rules[i];
     std::string what = r.line ? fmt::format("{}:{}: rules[{}].scan_group", s.config_file, r.line, i)
                               : fmt::format("rules[{}].scan_group", i);
-    check(r.level, what);
+    if (Status st = out_of_range(r.level, what); !st) return st;
   }
+  return {};
 }
 
 }  // namespace fid::config

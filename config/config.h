@@ -23,29 +23,25 @@
 //     level: info            # error|warn|info|debug
 //     file: /var/log/x.log   # default: stderr in the foreground, syslog when daemonised
 //
-// Errors are ConfigError with "FILE:LINE: key 'a.b': reason".
+// Errors are fid::Error (EINVAL) with "FILE:LINE: key 'a.b': reason".
 #pragma once
 
 #include <cstdint>
 #include <filesystem>
 #include <optional>
-#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "codec/l3_view.h"
+#include "common/error.h"
+#include "config/glob.h"
 
 namespace fid::config {
 
 // A level as configured: 1..kMaxLevel, or kFull (resolved to the store's L at mount).
 inline constexpr int kFull = 1 << 16;
 inline constexpr int kMaxLevel = 255;
-
-class ConfigError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
 
 // emulate: the GPU path (batches, view buffers, the block kernel) run on the CPU, for tests.
 enum class Gpu { auto_, on, off, emulate };
@@ -129,10 +125,14 @@ struct Config : CommonSettings {
   std::string log_file;
 };
 
-// Parses YAML text; `source` names the file in error messages.
-Config parse_config(std::string_view yaml, const std::string& source);
-// Reads and parses a file; a missing/unreadable file is a ConfigError naming it.
-Config load_config(const std::filesystem::path& file);
+// Parses YAML text; `source` names the file in error messages (EINVAL).
+fid::Result<Config> parse_config(std::string_view yaml, const std::string& source);
+// Reads and parses a file; a missing/unreadable file is an Error with its errno, naming it.
+fid::Result<Config> load_config(const std::filesystem::path& file);
+
+// `rules` as the rules: block of a config file, one flow mapping per rule, for the user to paste
+// into theirs; parse_config reads it back as the same rules.
+std::string rules_yaml(const std::vector<Rule>& rules);
 
 // "1".."255" or "full" (case-sensitive). nullopt if invalid.
 std::optional<int> parse_level(std::string_view s);
@@ -141,18 +141,15 @@ std::optional<uint64_t> parse_bytes(std::string_view s);
 // Level as text: "full" for kFull, else the number.
 std::string level_text(int level);
 
-// Glob match of a '/'-separated relative path (see the schema comment).
-bool glob_match(std::string_view pattern, std::string_view path);
-
 // The -o option list of `fidelityfs mount`.
 struct MountOptions : CommonSettings {
   std::optional<std::string> config_file;
   bool allow_other = false;
 };
 
-// Parses one comma-separated -o argument into `opts` (repeatable). Throws ConfigError naming the
-// offending option ("unknown mount option 'foo'", "bad value for scan_group: 'x' ...").
-void parse_mount_options(std::string_view list, MountOptions& opts);
+// Parses one comma-separated -o argument into `opts` (repeatable). EINVAL naming the offending
+// option ("unknown mount option 'foo'", "bad value for mount option scan_group: 'x' ...").
+fid::Status parse_mount_options(std::string_view list, MountOptions& opts);
 
 // One setting of a mount as documented: docs/MOUNT.md's options table, fidelityfs-mount(8), the
 // -o help and the shell completion are generated from these (`fidelityfs doc`), and they come
@@ -196,7 +193,7 @@ struct Settings {
 };
 Settings merge(const Config& cfg, const MountOptions& opts);
 
-// Checks levels against the store's level count L; throws ConfigError naming the setting.
-void check_levels(const Settings& s, int levels);
+// Checks levels against the store's level count L; EINVAL naming the setting.
+fid::Status check_levels(const Settings& s, int levels);
 
 }  // namespace fid::config
