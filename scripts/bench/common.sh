@@ -33,6 +33,22 @@ make_dataset() {
   echo "$out"
 }
 
+# baseline_tree REV: a Release build of fidelityfs at REV in a worktree under $BENCH_DIR (made
+# once); prints the worktree's folder.
+baseline_tree() {
+  local rev
+  rev=$(git -C "$root" rev-parse --verify "$1^{commit}")
+  local tree=$BENCH_DIR/baseline-$rev
+  if [[ ! -f $tree/.built ]]; then
+    rm -rf "$tree"
+    git -C "$root" worktree prune
+    git -C "$root" worktree add --detach "$tree" "$rev" >/dev/null
+    (cd "$tree" && BUILD_DIR=build BUILD_TYPE=Release scripts/build.sh >/dev/null)
+    touch "$tree/.built"
+  fi
+  echo "$tree"
+}
+
 now() { date +%s.%N; }
 median() { sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 

@@ -6,13 +6,6 @@
 #   scripts/bench/metrics.sh [COUNT=5000] [RUNS=5] [PASSES=20] [KIND=imagenet]
 source "$(dirname "$0")/common.sh"
 rev=${BASELINE_REV:-$(git -C "$root" log --diff-filter=A --format=%H -- core/metrics.cpp | tail -1)^}
-rev=$(git -C "$root" rev-parse --verify "$rev^{commit}")
-src=$BENCH_DIR/baseline-$rev
-if [[ ! -x $src/build/cli/fidelityfs ]]; then
-  rm -rf "$src"
-  git -C "$root" worktree prune
-  git -C "$root" worktree add --detach "$src" "$rev" >/dev/null
-  (cd "$src" && BUILD_DIR=build BUILD_TYPE=Release BUILD_TARGETS=fidelityfs scripts/build.sh >/dev/null)
-fi
+src=$(baseline_tree "$rev")
 echo "baseline: $rev ($(git -C "$root" log -1 --format=%s "$rev" | cut -c1-80))"
 BASELINE_BIN=$src/build/cli/fidelityfs exec "$root/scripts/bench/read.sh" "$@"
