@@ -25,14 +25,11 @@ namespace {
 
 class RecordingKernel final : public fid::core::KernelCache {
  public:
-  int forget_entry(uint64_t parent, std::string_view name) override {
+  fid::Status forget_entry(uint64_t parent, std::string_view name) override {
     entries.emplace(parent, std::string(name));
-    return 0;
+    return {};
   }
-  int forget_inode(uint64_t ino) override {
-    inodes.insert(ino);
-    return 0;
-  }
+  void forget_inode(uint64_t ino) override { inodes.insert(ino); }
   std::set<std::pair<uint64_t, std::string>> entries;
   std::set<uint64_t> inodes;
 };
