@@ -136,6 +136,7 @@ bool ends_with(std::string_view s, std::string_view suffix) {
 
 // What the settings are resolved from: the environment, the profile and the two files.
 struct Sources {
+  explicit Sources(Env e) : env(std::move(e)) {}
   Env env;
   std::string profile = "default";
   std::string profile_setting;  // what named the profile; "" for the default one nobody asked for
@@ -149,7 +150,7 @@ struct Sources {
 // The profile (-o profile= wins over AWS_PROFILE) and both files (AWS_*_FILE, else under
 // HOME). A profile someone asked for must be in one of them.
 Result<Sources> read_sources(const S3Options& opts, Env env) {
-  Sources src{std::move(env)};
+  Sources src(std::move(env));
   if (!opts.profile.empty()) {
     src.profile = opts.profile;
     src.profile_setting = "-o profile";
