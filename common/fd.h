@@ -21,6 +21,8 @@ class Fd {
     return *this;
   }
   int get() const { return fd_; }
+  // Hands the descriptor to a new owner (closed no longer here).
+  int release() { return std::exchange(fd_, -1); }
   void reset() {
     if (fd_ >= 0) ::close(fd_);
     fd_ = -1;

@@ -2,7 +2,7 @@
 
 #include <sys/xattr.h>
 
-#include <cstring>
+#include <cerrno>
 
 #include "core/log.h"
 
@@ -142,9 +142,9 @@ void LevelChanges::invalidate(const Plan& todo, bool file_change) {
 }
 
 void LevelChanges::forget_entry(uint64_t parent, std::string_view name) {
-  const int rc = kernel_->forget_entry(parent, name);
+  const Status s = kernel_->forget_entry(parent, name);
   invalidations_.fetch_add(1, std::memory_order_relaxed);
-  if (rc != 0 && rc != -ENOENT) log_warn("invalidating entry '{}' failed: {}", name, std::strerror(-rc));
+  if (!s && s.error().code != ENOENT) log_warn("{}", s.error().message);
 }
 
 void LevelChanges::background() {

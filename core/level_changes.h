@@ -44,14 +44,16 @@
 namespace fid::core {
 
 // What the kernel keeps of the tree, as far as a change can make it stale. The FUSE adapter
-// implements it with libfuse's notifications; 0 or -errno.
+// implements it with libfuse's notifications.
 class KernelCache {
  public:
   virtual ~KernelCache() = default;
-  // The name `name` in folder `parent` no longer leads to the inode the kernel knows.
-  virtual int forget_entry(uint64_t parent, std::string_view name) = 0;
-  // The content or attributes of `ino` changed.
-  virtual int forget_inode(uint64_t ino) = 0;
+  // The name `name` in folder `parent` no longer leads to the inode the kernel knows. ENOENT:
+  // the kernel has no such entry (nothing stale).
+  virtual Status forget_entry(uint64_t parent, std::string_view name) = 0;
+  // The content or attributes of `ino` changed. Best effort, so no result: the failures are the
+  // kernel not having the inode (nothing stale) or the session ending (no one to tell).
+  virtual void forget_inode(uint64_t ino) = 0;
 };
 
 class LevelChanges {

@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/fd.h"
 #include "core/filesystem.h"
 #include "core/log.h"
 
@@ -34,10 +35,12 @@ void reply_status(fuse_req_t req, const Status& s) { fuse_reply_err(req, s.ok() 
 class KernelNotifier final : public core::KernelCache {
  public:
   explicit KernelNotifier(fuse_session* se) : se_(se) {}
-  int forget_entry(uint64_t parent, std::string_view name) override {
-    return fuse_lowlevel_notify_inval_entry(se_, parent, name.data(), name.size());
+  Status forget_entry(uint64_t parent, std::string_view name) override {
+    const int rc = fuse_lowlevel_notify_inval_entry(se_, parent, name.data(), name.size());
+    if (rc == 0) return {};
+    return Error{-rc, fmt::format("invalidating entry '{}' failed: {}", name, std::strerror(-rc))};
   }
-  int forget_inode(uint64_t ino) override { return fuse_lowlevel_notify_inval_inode(se_, ino, 0, 0); }
+  void forget_inode(uint64_t ino) override { (void)fuse_lowlevel_notify_inval_inode(se_, ino, 0, 0); }
 
  private:
   fuse_session* se_;
@@ -252,11 +255,10 @@ const fuse_lowlevel_ops& operations() {
 // readahead to 1 MiB (FUSE's largest request) so most files are one request. Needs root; best effort.
 void set_readahead(dev_t dev) {
   std::string path = fmt::format("/sys/class/bdi/{}:{}/read_ahead_kb", major(dev), minor(dev));
-  int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
-  if (fd < 0) return;
-  ssize_t w = ::write(fd, "1024", 4);
+  const Fd fd(::open(path.c_str(), O_WRONLY | O_CLOEXEC));
+  if (fd.get() < 0) return;
+  ssize_t w = ::write(fd.get(), "1024", 4);
   (void)w;
-  ::close(fd);
 }
 
 std::string escape_opt(const std::string& s) {

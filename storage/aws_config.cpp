@@ -134,6 +134,156 @@ bool ends_with(std::string_view s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
 }
 
+// What the settings are resolved from: the environment, the profile and the two files.
+struct Sources {
+  explicit Sources(Env e) : env(std::move(e)) {}
+  Env env;
+  std::string profile = "default";
+  std::string profile_setting;  // what named the profile; "" for the default one nobody asked for
+  IniFile credentials, config;
+
+  const IniSection* config_section() const { return config.section(profile); }
+  // "profile NAME in FILE": where a setting came from, for messages.
+  std::string profile_in(const IniFile& f) const { return "profile " + profile + " in " + f.path; }
+};
+
+// The profile (-o profile= wins over AWS_PROFILE) and both files (AWS_*_FILE, else under
+// HOME). A profile someone asked for must be in one of them.
+Result<Sources> read_sources(const S3Options& opts, Env env) {
+  Sources src(std::move(env));
+  if (!opts.profile.empty()) {
+    src.profile = opts.profile;
+    src.profile_setting = "-o profile";
+  } else if (auto p = src.env.get("AWS_PROFILE")) {
+    src.profile = *p;
+    src.profile_setting = "AWS_PROFILE";
+  }
+  const std::optional<std::string> home = src.env.get("HOME");
+  const auto read = [&](const char* variable, const char* under_home, const char* default_setting) -> Result<IniFile> {
+    if (auto p = src.env.get(variable)) return read_ini(*p, variable);
+    if (home) return read_ini(*home + under_home, default_setting);
+    return read_ini("", variable);
+  };
+  Result<IniFile> credentials = read("AWS_SHARED_CREDENTIALS_FILE", "/.aws/credentials", "the default credentials file");
+  if (!credentials) return std::move(credentials).error();
+  Result<IniFile> config = read("AWS_CONFIG_FILE", "/.aws/config", "the default config file");
+  if (!config) return std::move(config).error();
+  src.credentials = std::move(credentials).value();
+  src.config = std::move(config).value();
+  if (src.profile_setting.empty() || src.credentials.section(src.profile) || src.config.section(src.profile)) return src;
+  std::string looked_in;
+  for (const IniFile* f : {&src.credentials, &src.config}) {
+    if (f->path.empty()) continue;
+    if (!looked_in.empty()) looked_in += " and ";
+    looked_in += f->path + (f->exists ? "" : " (missing)");
+  }
+  if (looked_in.empty()) looked_in = "no files (neither HOME nor AWS_*_FILE is set)";
+  return Error{EINVAL, "AWS settings: profile '" + src.profile + "' (" + src.profile_setting + ") is not in " + looked_in};
+}
+
+// Credentials: the environment, else the profile in the credentials file, else in the config
+// file, else none (anonymous requests, for public buckets).
+Status resolve_credentials(const Sources& src, S3Target& target) {
+  auto env_id = src.env.get("AWS_ACCESS_KEY_ID");
+  auto env_secret = src.env.get("AWS_SECRET_ACCESS_KEY");
+  if (env_id && env_secret) {
+    target.credentials.access_key_id = *env_id;
+    target.credentials.secret_access_key = *env_secret;
+    target.credentials.session_token = src.env.get("AWS_SESSION_TOKEN").value_or("");
+    target.credentials_from = "environment";
+    return {};
+  }
+  if (env_id || env_secret) {
+    return Error{EINVAL, std::string("AWS settings: ") +
+                             (env_id ? "AWS_ACCESS_KEY_ID is set but AWS_SECRET_ACCESS_KEY is not"
+                                     : "AWS_SECRET_ACCESS_KEY is set but AWS_ACCESS_KEY_ID is not") +
+                             "; set both, or neither to use ~/.aws"};
+  }
+  target.credentials_from = "none";
+  for (const IniFile* f : {&src.credentials, &src.config}) {
+    std::string where = src.profile_in(*f);
+    auto found = credentials_in(f->section(src.profile), where);
+    if (!found) return std::move(found).error();
+    if (*found) {
+      target.credentials = std::move(**found);
+      target.credentials_from = std::move(where);
+      break;
+    }
+  }
+  return {};
+}
+
+// Region: explicit option, environment, profile, us-east-1.
+Status resolve_region(const S3Options& opts, const Sources& src, S3Target& target) {
+  std::string region_setting = "the default";
+  target.region = "us-east-1";
+  if (!opts.region.empty()) {
+    target.region = opts.region;
+    region_setting = "-o region";
+  } else if (auto r = src.env.get("AWS_REGION")) {
+    target.region = *r;
+    region_setting = "AWS_REGION";
+  } else if (auto r2 = src.env.get("AWS_DEFAULT_REGION")) {
+    target.region = *r2;
+    region_setting = "AWS_DEFAULT_REGION";
+  } else if (auto r3 = key(src.config_section(), "region")) {
+    target.region = *r3;
+    region_setting = "region of " + src.profile_in(src.config);
+  }
+  // The region goes into the default endpoint's host name and into every signature.
+  if (!valid_region(target.region)) {
+    return Error{EINVAL, "AWS settings: region '" + target.region + "' (" + region_setting +
+                             ") is not letters, digits and '-'"};
+  }
+  return {};
+}
+
+// Endpoint: explicit option, environment (S3's own first), profile, AWS's regional one.
+Status resolve_endpoint(const S3Options& opts, const Sources& src, S3Target& target) {
+  std::string endpoint_text = "https://s3." + target.region + ".amazonaws.com";
+  std::string endpoint_setting = "the default endpoint";
+  if (!opts.endpoint.empty()) {
+    endpoint_text = opts.endpoint;
+    endpoint_setting = "-o endpoint";
+  } else if (auto e = src.env.get("AWS_ENDPOINT_URL_S3")) {
+    endpoint_text = *e;
+    endpoint_setting = "AWS_ENDPOINT_URL_S3";
+  } else if (auto e2 = src.env.get("AWS_ENDPOINT_URL")) {
+    endpoint_text = *e2;
+    endpoint_setting = "AWS_ENDPOINT_URL";
+  } else if (auto e3 = key(src.config_section(), "endpoint_url")) {
+    endpoint_text = *e3;
+    endpoint_setting = "endpoint_url of " + src.profile_in(src.config);
+  }
+  Result<Endpoint> endpoint = parse_endpoint(endpoint_text);
+  if (!endpoint) {
+    return Error{EINVAL, "AWS settings: " + endpoint_setting + ": " + endpoint.error().message};
+  }
+  target.endpoint = std::move(endpoint).value();
+  return {};
+}
+
+// Addressing: explicit option, the profile's s3.addressing_style, else decided here. Other
+// servers (Ceph, MinIO, ...) are usually reached by address or by a name without per-bucket
+// DNS; a bucket with dots breaks the TLS wildcard certificate of AWS's hosts.
+Result<Addressing> resolve_addressing(const S3Options& opts, const Sources& src, const std::string& bucket,
+                                      const Endpoint& endpoint) {
+  if (opts.addressing != Addressing::auto_) return opts.addressing;
+  if (auto style = key(src.config_section(), "s3.addressing_style")) {
+    std::string s = ascii_lower(*style);
+    if (s == "path") return Addressing::path;
+    if (s == "virtual") return Addressing::virtual_host;
+    if (s != "auto") {
+      return Error{EINVAL, "AWS settings: s3 addressing_style '" + *style + "' of " + src.profile_in(src.config) +
+                               " is not path, virtual or auto"};
+    }
+  }
+  const std::string& host = endpoint.host;
+  bool aws_host = host == "amazonaws.com" || ends_with(host, ".amazonaws.com");
+  bool dns_bucket = bucket.find('.') == std::string::npos;
+  return aws_host && dns_bucket ? Addressing::virtual_host : Addressing::path;
+}
+
 }  // namespace
 
 std::map<std::string, IniSection> parse_aws_ini(std::string_view text) {
@@ -182,151 +332,15 @@ Result<S3Target> resolve_s3(const StoreUrl& url, const S3Options& opts,
   if (url.kind != StoreUrl::Kind::s3) {
     return Error{EINVAL, "AWS settings: " + url.text + " is not an s3:// URL"};
   }
-  Env env(getenv);
-  std::optional<std::string> home = env.get("HOME");
-
-  // The profile: -o profile= wins over AWS_PROFILE; "default" is the one nobody asked for.
-  std::string profile = "default";
-  std::string profile_setting;
-  if (!opts.profile.empty()) {
-    profile = opts.profile;
-    profile_setting = "-o profile";
-  } else if (auto p = env.get("AWS_PROFILE")) {
-    profile = *p;
-    profile_setting = "AWS_PROFILE";
-  }
-
-  std::string credentials_path, config_path;
-  std::string credentials_setting = "AWS_SHARED_CREDENTIALS_FILE", config_setting = "AWS_CONFIG_FILE";
-  if (auto p = env.get("AWS_SHARED_CREDENTIALS_FILE")) {
-    credentials_path = *p;
-  } else if (home) {
-    credentials_path = *home + "/.aws/credentials";
-    credentials_setting = "the default credentials file";
-  }
-  if (auto p = env.get("AWS_CONFIG_FILE")) {
-    config_path = *p;
-  } else if (home) {
-    config_path = *home + "/.aws/config";
-    config_setting = "the default config file";
-  }
-  Result<IniFile> credentials_file = read_ini(credentials_path, credentials_setting);
-  if (!credentials_file) return std::move(credentials_file).error();
-  Result<IniFile> config_file = read_ini(config_path, config_setting);
-  if (!config_file) return std::move(config_file).error();
-  const IniSection* credentials_section = credentials_file->section(profile);
-  const IniSection* config_section = config_file->section(profile);
-
-  if (!profile_setting.empty() && credentials_section == nullptr && config_section == nullptr) {
-    std::string looked_in;
-    for (const IniFile* f : {&credentials_file.value(), &config_file.value()}) {
-      if (f->path.empty()) continue;
-      if (!looked_in.empty()) looked_in += " and ";
-      looked_in += f->path + (f->exists ? "" : " (missing)");
-    }
-    if (looked_in.empty()) looked_in = "no files (neither HOME nor AWS_*_FILE is set)";
-    return Error{EINVAL, "AWS settings: profile '" + profile + "' (" + profile_setting +
-                             ") is not in " + looked_in};
-  }
-
+  Result<Sources> sources = read_sources(opts, Env(getenv));
+  if (!sources) return std::move(sources).error();
   S3Target target;
-  // Credentials: the environment, else the profile in the credentials file, else in the
-  // config file, else none (anonymous requests, for public buckets).
-  auto env_id = env.get("AWS_ACCESS_KEY_ID");
-  auto env_secret = env.get("AWS_SECRET_ACCESS_KEY");
-  if (env_id && env_secret) {
-    target.credentials.access_key_id = *env_id;
-    target.credentials.secret_access_key = *env_secret;
-    target.credentials.session_token = env.get("AWS_SESSION_TOKEN").value_or("");
-    target.credentials_from = "environment";
-  } else if (env_id || env_secret) {
-    return Error{EINVAL, std::string("AWS settings: ") +
-                             (env_id ? "AWS_ACCESS_KEY_ID is set but AWS_SECRET_ACCESS_KEY is not"
-                                     : "AWS_SECRET_ACCESS_KEY is set but AWS_ACCESS_KEY_ID is not") +
-                             "; set both, or neither to use ~/.aws"};
-  } else {
-    target.credentials_from = "none";
-    for (const IniFile* f : {&credentials_file.value(), &config_file.value()}) {
-      std::string where = "profile " + profile + " in " + f->path;
-      auto found = credentials_in(f->section(profile), where);
-      if (!found) return std::move(found).error();
-      if (*found) {
-        target.credentials = std::move(**found);
-        target.credentials_from = where;
-        break;
-      }
-    }
-  }
-
-  // Region: explicit option, environment, profile, us-east-1.
-  std::string region_setting = "the default";
-  target.region = "us-east-1";
-  if (!opts.region.empty()) {
-    target.region = opts.region;
-    region_setting = "-o region";
-  } else if (auto r = env.get("AWS_REGION")) {
-    target.region = *r;
-    region_setting = "AWS_REGION";
-  } else if (auto r2 = env.get("AWS_DEFAULT_REGION")) {
-    target.region = *r2;
-    region_setting = "AWS_DEFAULT_REGION";
-  } else if (auto r3 = key(config_section, "region")) {
-    target.region = *r3;
-    region_setting = "region of profile " + profile + " in " + config_file->path;
-  }
-  // The region goes into the default endpoint's host name and into every signature.
-  if (!valid_region(target.region)) {
-    return Error{EINVAL, "AWS settings: region '" + target.region + "' (" + region_setting +
-                             ") is not letters, digits and '-'"};
-  }
-
-  // Endpoint: explicit option, environment (S3's own first), profile, AWS's regional one.
-  std::string endpoint_text = "https://s3." + target.region + ".amazonaws.com";
-  std::string endpoint_setting = "the default endpoint";
-  if (!opts.endpoint.empty()) {
-    endpoint_text = opts.endpoint;
-    endpoint_setting = "-o endpoint";
-  } else if (auto e = env.get("AWS_ENDPOINT_URL_S3")) {
-    endpoint_text = *e;
-    endpoint_setting = "AWS_ENDPOINT_URL_S3";
-  } else if (auto e2 = env.get("AWS_ENDPOINT_URL")) {
-    endpoint_text = *e2;
-    endpoint_setting = "AWS_ENDPOINT_URL";
-  } else if (auto e3 = key(config_section, "endpoint_url")) {
-    endpoint_text = *e3;
-    endpoint_setting = "endpoint_url of profile " + profile + " in " + config_file->path;
-  }
-  Result<Endpoint> endpoint = parse_endpoint(endpoint_text);
-  if (!endpoint) {
-    return Error{EINVAL, "AWS settings: " + endpoint_setting + ": " + endpoint.error().message};
-  }
-  target.endpoint = std::move(endpoint).value();
-
-  // Addressing: explicit option, the profile's s3.addressing_style, else decided here.
-  Addressing addressing = opts.addressing;
-  if (addressing == Addressing::auto_) {
-    if (auto style = key(config_section, "s3.addressing_style")) {
-      std::string s = ascii_lower(*style);
-      if (s == "path") {
-        addressing = Addressing::path;
-      } else if (s == "virtual") {
-        addressing = Addressing::virtual_host;
-      } else if (s != "auto") {
-        return Error{EINVAL, "AWS settings: s3 addressing_style '" + *style + "' of profile " +
-                                 profile + " in " + config_file->path +
-                                 " is not path, virtual or auto"};
-      }
-    }
-  }
-  if (addressing == Addressing::auto_) {
-    // Other servers (Ceph, MinIO, ...) are usually reached by address or by a name without
-    // per-bucket DNS; a bucket with dots breaks the TLS wildcard certificate of AWS's hosts.
-    const std::string& host = target.endpoint.host;
-    bool aws_host = host == "amazonaws.com" || ends_with(host, ".amazonaws.com");
-    bool dns_bucket = url.bucket.find('.') == std::string::npos;
-    addressing = aws_host && dns_bucket ? Addressing::virtual_host : Addressing::path;
-  }
-  target.path_style = addressing == Addressing::path;
+  if (Status s = resolve_credentials(*sources, target); !s) return std::move(s).error();
+  if (Status s = resolve_region(opts, *sources, target); !s) return std::move(s).error();
+  if (Status s = resolve_endpoint(opts, *sources, target); !s) return std::move(s).error();
+  Result<Addressing> addressing = resolve_addressing(opts, *sources, url.bucket, target.endpoint);
+  if (!addressing) return std::move(addressing).error();
+  target.path_style = *addressing == Addressing::path;
   return target;
 }
 

@@ -73,6 +73,13 @@ std::vector<std::string> names_in(int dir) {
   return out;
 }
 
+// Reads exactly len bytes at off. The cache only counts its read and write failures (a copy it
+// cannot read is replaced, one it cannot write is not kept): what failed does not matter here.
+bool read_exactly(int fd, uint8_t* dst, uint64_t len, uint64_t off) {
+  const Result<uint64_t> n = pread_loop(fd, dst, len, off, "disk cache");
+  return n && *n == len;
+}
+
 // The regular file `name` in `dir` (never through a symbolic link); false if it is something else.
 bool stat_file(int dir, const std::string& name, struct stat& st) {
   return ::fstatat(dir, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode);
@@ -237,7 +244,7 @@ DiskCachedSource::Copy DiskCachedSource::open_copy(uint32_t record) {
   const uint64_t size = ::fstat(c.fd.get(), &st) == 0 && S_ISREG(st.st_mode) ? static_cast<uint64_t>(st.st_size) : 0;
   // A published copy always starts with the record's header; anything else is not ours to serve.
   if (size < sizeof header || size > store_.records()[record].size ||
-      pread_loop(c.fd.get(), header, sizeof header, 0) != static_cast<int>(sizeof header) ||
+      !read_exactly(c.fd.get(), header, sizeof header, 0) ||
       std::memcmp(header, index::kRecordMagic.data(), index::kRecordMagic.size()) != 0 ||
       index::get_le(header + 8, 4) != record) {
     stats_.errors.fetch_add(1, std::memory_order_relaxed);
@@ -254,8 +261,7 @@ DiskCachedSource::Copy DiskCachedSource::open_copy(uint32_t record) {
 uint64_t DiskCachedSource::serve(Copy& copy, uint64_t offset, std::span<uint8_t> dst) {
   if (copy.size <= offset) return 0;
   const uint64_t covered = std::min<uint64_t>(copy.size - offset, dst.size());
-  const int n = pread_loop(copy.fd.get(), dst.data(), covered, offset);
-  if (n < 0 || static_cast<uint64_t>(n) < covered) {  // the file changed under us: do not trust it
+  if (!read_exactly(copy.fd.get(), dst.data(), covered, offset)) {  // the file changed under us: do not trust it
     stats_.errors.fetch_add(1, std::memory_order_relaxed);
     copy = Copy{};
     copy.unusable = true;
@@ -419,13 +425,12 @@ void DiskCachedSource::store(const Pending& p) {
     std::vector<uint8_t> buf(std::min<uint64_t>(p.from, 1 << 20));
     for (uint64_t at = 0; ok && at < p.from;) {
       const uint64_t n = std::min<uint64_t>(buf.size(), p.from - at);
-      ok = in.get() >= 0 && pread_loop(in.get(), buf.data(), n, at) == static_cast<int>(n) &&
-           write_loop(out.get(), buf.data(), n) == 0;
+      ok = in.get() >= 0 && read_exactly(in.get(), buf.data(), n, at) && write_loop(out.get(), buf.data(), n, temp).ok();
       at += n;
     }
   }
   // Synced before the rename: after a power loss the entry is the old copy or all of the new one.
-  ok = ok && write_loop(out.get(), p.bytes.get(), p.len) == 0 && ::fdatasync(out.get()) == 0;
+  ok = ok && write_loop(out.get(), p.bytes.get(), p.len, temp).ok() && ::fdatasync(out.get()) == 0;
   out.reset();
   // Replaces whatever has the entry's name, a symbolic link included (the link, not its target).
   if (!ok || ::renameat(folder, temp.c_str(), folder, entry.c_str()) != 0) {

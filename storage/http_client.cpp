@@ -104,7 +104,12 @@ struct Transfer {
   }
 };
 
+// The transfer thread's loop: take what was submitted and what is due again, start what fits,
+// drive the wire and judge the attempts that ended, sleep until there is more to do. Everything
+// here but `submitted` and `stop` is the transfer thread's own.
 struct HttpClient::Engine {
+  HttpClient& client;
+  const HttpOptions& opts;
   CURLM* multi = nullptr;
   // Shared with submitters, under the client's mutex.
   std::deque<std::unique_ptr<Transfer>> submitted;
@@ -116,16 +121,35 @@ struct HttpClient::Engine {
   std::vector<CURL*> idle_handles;
   std::mt19937_64 rng{std::random_device{}()};
 
-  explicit Engine(unsigned max_in_flight) {
+  explicit Engine(HttpClient& c) : client(c), opts(c.opts_) {
     multi = curl_multi_init();
     // Up to one connection per transfer in flight, all kept open for reuse.
-    curl_multi_setopt(multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, static_cast<long>(max_in_flight));
-    curl_multi_setopt(multi, CURLMOPT_MAXCONNECTS, static_cast<long>(max_in_flight));
+    const auto max = static_cast<long>(max_in_flight());
+    curl_multi_setopt(multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, max);
+    curl_multi_setopt(multi, CURLMOPT_MAXCONNECTS, max);
   }
   ~Engine() {
     for (CURL* e : idle_handles) curl_easy_cleanup(e);
     if (multi) curl_multi_cleanup(multi);
   }
+
+  unsigned max_in_flight() const { return std::max(1u, opts.max_in_flight); }
+  bool admit();
+  void start_waiting();
+  void drive();
+  void sleep();
+  void shut_down();
+
+  void start(std::unique_ptr<Transfer> t);
+  CURL* take_handle();
+  Status build_headers(Transfer& t);
+  void configure(CURL* h, Transfer& t);
+  void finish(std::unique_ptr<Transfer> t, CURLcode code);
+  void retry_or_fail(std::unique_ptr<Transfer> t, const http::Judgement& j);
+  void release_handle(Transfer& t);
+  void complete(std::unique_ptr<Transfer> t, Status s);
+  void fail(std::unique_ptr<Transfer> t, int code, std::string_view cause, bool retried_out);
+  void cancel(std::unique_ptr<Transfer> t);
 };
 
 namespace {
@@ -209,7 +233,7 @@ void HttpClient::submit(HttpRequest request) {
   {
     std::lock_guard lock(mu_);
     if (!engine_) {
-      engine_ = std::make_unique<Engine>(std::max(1u, opts_.max_in_flight));
+      engine_ = std::make_unique<Engine>(*this);
       thread_ = std::thread([this] { run(); });
     }
     engine_->submitted.push_back(std::move(t));
@@ -237,223 +261,257 @@ std::pair<Status, HttpResult> HttpClient::perform(HttpRequest request) {
 
 void HttpClient::run() {
   Engine& e = *engine_;
-  SourceCounters* counters = opts_.counters;
-
-  const auto result_of = [](const Transfer& t) {
-    HttpResult r;
-    r.status = t.status;
-    r.etag = t.etag;
-    r.content_length = t.content_length;
-    r.body_bytes = t.kept + t.body;
-    r.attempts = t.attempts;
-    if (!t.error_body.empty()) r.s3 = http::parse_s3_error(t.error_body);
-    return r;
-  };
-  const auto complete = [&](std::unique_ptr<Transfer> t, Status s) {
-    HttpResult r = result_of(*t);
-    if (t->req.done) t->req.done(std::move(s), r);
-  };
-  const auto fail = [&](std::unique_ptr<Transfer> t, int code, std::string_view cause, bool retried_out) {
-    std::string what(cause);
-    if (!t->error_body.empty()) {
-      const http::S3Error s3 = http::parse_s3_error(t->error_body);
-      if (!s3.code.empty()) what += " " + s3.code;
-    }
-    if (retried_out) what += fmt::format(" after {} attempts", t->attempts);
-    Error err{code, fmt::format("{}: {}", url_for_messages(t->req.url), what)};
-    complete(std::move(t), std::move(err));
-  };
-
-  const auto start = [&](std::unique_ptr<Transfer> t) {
-    if (t->attempts == 0) t->first_start = Clock::now();
-    ++t->attempts;
-    t->new_attempt();
-    if (counters) {
-      counters->requests.fetch_add(1, std::memory_order_relaxed);
-      if (t->attempts > 1) counters->retries.fetch_add(1, std::memory_order_relaxed);
-    }
-    CURL* h = nullptr;
-    if (!e.idle_handles.empty()) {
-      h = e.idle_handles.back();
-      e.idle_handles.pop_back();
-      curl_easy_reset(h);
-    } else {
-      h = curl_easy_init();
-    }
-    if (!h) {
-      fail(std::move(t), EIO, "cannot make a curl handle", false);
-      return;
-    }
-    t->easy = h;
-    curl_slist_free_all(t->header_list);
-    t->header_list = nullptr;
-    const auto add_header = [&](std::string_view name, std::string_view value) {
-      t->header_list = curl_slist_append(t->header_list, fmt::format("{}: {}", name, value).c_str());
-    };
-    if (t->req.ranged) add_header("Range", http::range_header(t->want_first(), t->want_len()));
-    for (const auto& [name, value] : t->req.headers) add_header(name, value);
-    if (t->req.sign) {
-      Result<Headers> signed_headers = t->req.sign();
-      if (!signed_headers.ok()) {
-        e.idle_handles.push_back(h);
-        t->easy = nullptr;
-        fail(std::move(t), signed_headers.error().code, signed_headers.error().message, false);
-        return;
-      }
-      for (const auto& [name, value] : *signed_headers) add_header(name, value);
-    }
-    add_header("Accept-Encoding", "identity");  // the bytes as stored, never re-encoded
-
-    curl_easy_setopt(h, CURLOPT_URL, t->req.url.c_str());
-    curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
-    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(h, CURLOPT_TCP_NODELAY, 1L);
-    curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
-    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(opts_.connect_timeout.count()));
-    // A stall: under 1 byte/s for stall_timeout ends the attempt with CURLE_OPERATION_TIMEDOUT.
-    curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);
-    curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, std::max<long>(1, static_cast<long>(opts_.stall_timeout.count())));
-    curl_easy_setopt(h, CURLOPT_USERAGENT, "fidelityfs");
-    curl_easy_setopt(h, CURLOPT_HTTPHEADER, t->header_list);
-    if (t->req.method == HttpRequest::Method::head) curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
-    if (!opts_.ca_file.empty()) curl_easy_setopt(h, CURLOPT_CAINFO, opts_.ca_file.c_str());
-    curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
-    curl_easy_setopt(h, CURLOPT_HEADERDATA, t.get());
-    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
-    curl_easy_setopt(h, CURLOPT_WRITEDATA, t.get());
-    curl_easy_setopt(h, CURLOPT_ERRORBUFFER, t->curl_error);
-    curl_easy_setopt(h, CURLOPT_PRIVATE, t.get());
-    if (curl_multi_add_handle(e.multi, h) != CURLM_OK) {
-      e.idle_handles.push_back(h);
-      t->easy = nullptr;
-      fail(std::move(t), EIO, "cannot start the transfer", false);
-      return;
-    }
-    e.active.push_back(std::move(t));
-  };
-
-  // An attempt ended: done, failed, or due again after a backoff.
-  const auto finish = [&](std::unique_ptr<Transfer> t, CURLcode code) {
-    curl_off_t pre = 0, first = 0, total = 0;  // microseconds from the attempt's start
-    curl_easy_getinfo(t->easy, CURLINFO_PRETRANSFER_TIME_T, &pre);
-    curl_easy_getinfo(t->easy, CURLINFO_STARTTRANSFER_TIME_T, &first);
-    curl_easy_getinfo(t->easy, CURLINFO_TOTAL_TIME_T, &total);
-    const curl_off_t first_byte_us = first - pre, body_us = total - first;
-    curl_multi_remove_handle(e.multi, t->easy);
-    e.idle_handles.push_back(t->easy);
-    t->easy = nullptr;
-    curl_slist_free_all(t->header_list);
-    t->header_list = nullptr;
-    if (counters) counters->bytes.fetch_add(t->body, std::memory_order_relaxed);
-
-    http::Attempt a;
-    a.transport = transport_of(code);
-    if (code == CURLE_WRITE_ERROR && t->overflow) a.transport = http::Transport::body_too_big;
-    a.transport_detail = t->curl_error[0] ? std::string_view(t->curl_error) : std::string_view(curl_easy_strerror(code));
-    if (code == CURLE_WRITE_ERROR && t->sink_refused) a.transport_detail = "the body could not be stored";
-    a.status = t->status;
-    a.ranged = t->req.ranged;
-    a.want_first = t->want_first();
-    a.want_len = t->req.ranged ? t->want_len() : t->req.dst.size();
-    a.content_range = t->content_range;
-    a.content_length = t->content_length;
-    a.head = t->req.method == HttpRequest::Method::head;
-    a.body_bytes = t->body;
-    const http::Judgement j = http::judge(a);
-    switch (j.verdict) {
-      case http::Verdict::done:
-        if (t->body >= kTimedBodyBytes && first_byte_us >= 0 && body_us > 0)
-          observe(t->body, static_cast<double>(first_byte_us) / 1e6, static_cast<double>(body_us) / 1e6);
-        complete(std::move(t), {});
-        return;
-      case http::Verdict::fail:
-        fail(std::move(t), a.transport == http::Transport::ok ? errno_for_status(t->status) : EIO, j.cause, false);
-        return;
-      case http::Verdict::retry:
-        break;
-    }
-    t->kept += j.kept;
-    const auto now = Clock::now();
-    const auto pause = opts_.retry.backoff(t->attempts, std::uniform_real_distribution<double>(0.0, 1.0)(e.rng));
-    if (t->attempts >= opts_.retry.max_attempts || now + pause - t->first_start > opts_.retry.budget) {
-      fail(std::move(t), EIO, j.cause, true);
-      return;
-    }
-    e.timers.emplace(now + pause, std::move(t));
-  };
-
-  const auto cancel = [&](std::unique_ptr<Transfer> t) {
-    Error err{ECANCELED, fmt::format("{}: cancelled: the HTTP client is shutting down", url_for_messages(t->req.url))};
-    complete(std::move(t), std::move(err));
-  };
-
-  for (;;) {
-    {
-      std::lock_guard lock(mu_);
-      while (!e.submitted.empty()) {
-        e.waiting.push_back(std::move(e.submitted.front()));
-        e.submitted.pop_front();
-      }
-      if (e.stop) break;
-    }
-    const auto now = Clock::now();
-    while (!e.timers.empty() && e.timers.begin()->first <= now) {
-      // Due retries go first: they have waited longest.
-      e.waiting.push_front(std::move(e.timers.begin()->second));
-      e.timers.erase(e.timers.begin());
-    }
-    while (e.active.size() < std::max(1u, opts_.max_in_flight) && !e.waiting.empty()) {
-      auto t = std::move(e.waiting.front());
-      e.waiting.pop_front();
-      start(std::move(t));
-    }
-
-    int running = 0;
-    curl_multi_perform(e.multi, &running);
-    int left = 0;
-    while (CURLMsg* m = curl_multi_info_read(e.multi, &left)) {
-      if (m->msg != CURLMSG_DONE) continue;
-      auto it = std::find_if(e.active.begin(), e.active.end(), [&](const auto& t) { return t->easy == m->easy_handle; });
-      if (it == e.active.end()) continue;
-      auto t = std::move(*it);
-      *it = std::move(e.active.back());
-      e.active.pop_back();
-      finish(std::move(t), m->data.result);
-    }
-
-    // Sleep until a socket is ready, curl's own timer fires, the next retry is due or a
-    // submitter wakes us; at once when something can be started.
-    int wait_ms = 1000;
-    if (!e.waiting.empty() && e.active.size() < std::max(1u, opts_.max_in_flight)) wait_ms = 0;
-    if (!e.timers.empty()) {
-      const auto until = std::chrono::ceil<std::chrono::milliseconds>(e.timers.begin()->first - Clock::now()).count();
-      wait_ms = std::clamp<int>(static_cast<int>(std::min<int64_t>(until, wait_ms)), 0, wait_ms);
-    }
-    curl_multi_poll(e.multi, nullptr, 0, wait_ms, nullptr);
+  while (e.admit()) {
+    e.start_waiting();
+    e.drive();
+    e.sleep();
   }
+  e.shut_down();
+}
 
-  // Shutting down: everything not finished is cancelled.
-  for (auto& t : e.active) {
-    curl_multi_remove_handle(e.multi, t->easy);
-    e.idle_handles.push_back(t->easy);
+// Moves what was submitted, then the retries now due, to the waiting line; false once stopping.
+bool HttpClient::Engine::admit() {
+  {
+    std::lock_guard lock(client.mu_);
+    while (!submitted.empty()) {
+      waiting.push_back(std::move(submitted.front()));
+      submitted.pop_front();
+    }
+    if (stop) return false;
+  }
+  const auto now = Clock::now();
+  while (!timers.empty() && timers.begin()->first <= now) {
+    // Due retries go first: they have waited longest.
+    waiting.push_front(std::move(timers.begin()->second));
+    timers.erase(timers.begin());
+  }
+  return true;
+}
+
+void HttpClient::Engine::start_waiting() {
+  while (active.size() < max_in_flight() && !waiting.empty()) {
+    auto t = std::move(waiting.front());
+    waiting.pop_front();
+    start(std::move(t));
+  }
+}
+
+// Lets curl move the bytes, then judges each attempt that ended.
+void HttpClient::Engine::drive() {
+  int running = 0;
+  curl_multi_perform(multi, &running);
+  int left = 0;
+  while (CURLMsg* m = curl_multi_info_read(multi, &left)) {
+    if (m->msg != CURLMSG_DONE) continue;
+    auto it = std::find_if(active.begin(), active.end(), [&](const auto& t) { return t->easy == m->easy_handle; });
+    if (it == active.end()) continue;
+    auto t = std::move(*it);
+    *it = std::move(active.back());
+    active.pop_back();
+    finish(std::move(t), m->data.result);
+  }
+}
+
+// Until a socket is ready, curl's own timer fires, the next retry is due or a submitter wakes
+// us; not at all when something can be started.
+void HttpClient::Engine::sleep() {
+  int wait_ms = 1000;
+  if (!waiting.empty() && active.size() < max_in_flight()) wait_ms = 0;
+  if (!timers.empty()) {
+    const auto until = std::chrono::ceil<std::chrono::milliseconds>(timers.begin()->first - Clock::now()).count();
+    wait_ms = std::clamp<int>(static_cast<int>(std::min<int64_t>(until, wait_ms)), 0, wait_ms);
+  }
+  curl_multi_poll(multi, nullptr, 0, wait_ms, nullptr);
+}
+
+// Shutting down: everything not finished is cancelled.
+void HttpClient::Engine::shut_down() {
+  for (auto& t : active) {
+    curl_multi_remove_handle(multi, t->easy);
+    idle_handles.push_back(t->easy);
     curl_slist_free_all(t->header_list);
     t->header_list = nullptr;
     cancel(std::move(t));
   }
-  e.active.clear();
-  for (auto& [when, t] : e.timers) cancel(std::move(t));
-  e.timers.clear();
-  for (auto& t : e.waiting) cancel(std::move(t));
-  e.waiting.clear();
+  active.clear();
+  for (auto& [when, t] : timers) cancel(std::move(t));
+  timers.clear();
+  for (auto& t : waiting) cancel(std::move(t));
+  waiting.clear();
   for (;;) {  // a cancelled request's callback may submit another
     std::deque<std::unique_ptr<Transfer>> late;
     {
-      std::lock_guard lock(mu_);
-      late.swap(e.submitted);
+      std::lock_guard lock(client.mu_);
+      late.swap(submitted);
     }
     if (late.empty()) break;
     for (auto& t : late) cancel(std::move(t));
   }
+}
+
+// A new attempt of t on the wire, or t failed.
+void HttpClient::Engine::start(std::unique_ptr<Transfer> t) {
+  if (t->attempts == 0) t->first_start = Clock::now();
+  ++t->attempts;
+  t->new_attempt();
+  if (opts.counters) {
+    opts.counters->requests.fetch_add(1, std::memory_order_relaxed);
+    if (t->attempts > 1) opts.counters->retries.fetch_add(1, std::memory_order_relaxed);
+  }
+  CURL* h = take_handle();
+  if (!h) {
+    fail(std::move(t), EIO, "cannot make a curl handle", false);
+    return;
+  }
+  t->easy = h;
+  if (Status s = build_headers(*t); !s) {
+    release_handle(*t);
+    fail(std::move(t), s.error().code, s.error().message, false);
+    return;
+  }
+  configure(h, *t);
+  if (curl_multi_add_handle(multi, h) != CURLM_OK) {
+    release_handle(*t);
+    fail(std::move(t), EIO, "cannot start the transfer", false);
+    return;
+  }
+  active.push_back(std::move(t));
+}
+
+CURL* HttpClient::Engine::take_handle() {
+  if (idle_handles.empty()) return curl_easy_init();
+  CURL* h = idle_handles.back();
+  idle_handles.pop_back();
+  curl_easy_reset(h);
+  return h;
+}
+
+// The attempt's header list: the range still wanted, the request's headers, the signer's (its
+// error fails the request).
+Status HttpClient::Engine::build_headers(Transfer& t) {
+  curl_slist_free_all(t.header_list);
+  t.header_list = nullptr;
+  const auto add_header = [&](std::string_view name, std::string_view value) {
+    t.header_list = curl_slist_append(t.header_list, fmt::format("{}: {}", name, value).c_str());
+  };
+  if (t.req.ranged) add_header("Range", http::range_header(t.want_first(), t.want_len()));
+  for (const auto& [name, value] : t.req.headers) add_header(name, value);
+  if (t.req.sign) {
+    Result<Headers> signed_headers = t.req.sign();
+    if (!signed_headers.ok()) return std::move(signed_headers).error();
+    for (const auto& [name, value] : *signed_headers) add_header(name, value);
+  }
+  add_header("Accept-Encoding", "identity");  // the bytes as stored, never re-encoded
+  return {};
+}
+
+void HttpClient::Engine::configure(CURL* h, Transfer& t) {
+  curl_easy_setopt(h, CURLOPT_URL, t.req.url.c_str());
+  curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+  curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(h, CURLOPT_TCP_NODELAY, 1L);
+  curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
+  curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(opts.connect_timeout.count()));
+  // A stall: under 1 byte/s for stall_timeout ends the attempt with CURLE_OPERATION_TIMEDOUT.
+  curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);
+  curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, std::max<long>(1, static_cast<long>(opts.stall_timeout.count())));
+  curl_easy_setopt(h, CURLOPT_USERAGENT, "fidelityfs");
+  curl_easy_setopt(h, CURLOPT_HTTPHEADER, t.header_list);
+  if (t.req.method == HttpRequest::Method::head) curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
+  if (!opts.ca_file.empty()) curl_easy_setopt(h, CURLOPT_CAINFO, opts.ca_file.c_str());
+  curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
+  curl_easy_setopt(h, CURLOPT_HEADERDATA, &t);
+  curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+  curl_easy_setopt(h, CURLOPT_WRITEDATA, &t);
+  curl_easy_setopt(h, CURLOPT_ERRORBUFFER, t.curl_error);
+  curl_easy_setopt(h, CURLOPT_PRIVATE, &t);
+}
+
+// t's handle goes back to the pool, for the next attempt of any transfer.
+void HttpClient::Engine::release_handle(Transfer& t) {
+  idle_handles.push_back(t.easy);
+  t.easy = nullptr;
+}
+
+// An attempt ended: done, failed, or due again after a backoff.
+void HttpClient::Engine::finish(std::unique_ptr<Transfer> t, CURLcode code) {
+  curl_off_t pre = 0, first = 0, total = 0;  // microseconds from the attempt's start
+  curl_easy_getinfo(t->easy, CURLINFO_PRETRANSFER_TIME_T, &pre);
+  curl_easy_getinfo(t->easy, CURLINFO_STARTTRANSFER_TIME_T, &first);
+  curl_easy_getinfo(t->easy, CURLINFO_TOTAL_TIME_T, &total);
+  const curl_off_t first_byte_us = first - pre, body_us = total - first;
+  curl_multi_remove_handle(multi, t->easy);
+  release_handle(*t);
+  curl_slist_free_all(t->header_list);
+  t->header_list = nullptr;
+  if (opts.counters) opts.counters->bytes.fetch_add(t->body, std::memory_order_relaxed);
+
+  http::Attempt a;
+  a.transport = transport_of(code);
+  if (code == CURLE_WRITE_ERROR && t->overflow) a.transport = http::Transport::body_too_big;
+  a.transport_detail = t->curl_error[0] ? std::string_view(t->curl_error) : std::string_view(curl_easy_strerror(code));
+  if (code == CURLE_WRITE_ERROR && t->sink_refused) a.transport_detail = "the body could not be stored";
+  a.status = t->status;
+  a.ranged = t->req.ranged;
+  a.want_first = t->want_first();
+  a.want_len = t->req.ranged ? t->want_len() : t->req.dst.size();
+  a.content_range = t->content_range;
+  a.content_length = t->content_length;
+  a.head = t->req.method == HttpRequest::Method::head;
+  a.body_bytes = t->body;
+  const http::Judgement j = http::judge(a);
+  switch (j.verdict) {
+    case http::Verdict::done:
+      if (t->body >= kTimedBodyBytes && first_byte_us >= 0 && body_us > 0)
+        client.observe(t->body, static_cast<double>(first_byte_us) / 1e6, static_cast<double>(body_us) / 1e6);
+      complete(std::move(t), {});
+      return;
+    case http::Verdict::fail:
+      fail(std::move(t), a.transport == http::Transport::ok ? errno_for_status(t->status) : EIO, j.cause, false);
+      return;
+    case http::Verdict::retry:
+      retry_or_fail(std::move(t), j);
+      return;
+  }
+}
+
+// Due again after a backoff, unless the attempts or the time budget are spent.
+void HttpClient::Engine::retry_or_fail(std::unique_ptr<Transfer> t, const http::Judgement& j) {
+  t->kept += j.kept;
+  const auto now = Clock::now();
+  const auto pause = opts.retry.backoff(t->attempts, std::uniform_real_distribution<double>(0.0, 1.0)(rng));
+  if (t->attempts >= opts.retry.max_attempts || now + pause - t->first_start > opts.retry.budget) {
+    fail(std::move(t), EIO, j.cause, true);
+    return;
+  }
+  timers.emplace(now + pause, std::move(t));
+}
+
+void HttpClient::Engine::complete(std::unique_ptr<Transfer> t, Status s) {
+  HttpResult r;
+  r.status = t->status;
+  r.etag = t->etag;
+  r.content_length = t->content_length;
+  r.body_bytes = t->kept + t->body;
+  r.attempts = t->attempts;
+  if (!t->error_body.empty()) r.s3 = http::parse_s3_error(t->error_body);
+  if (t->req.done) t->req.done(std::move(s), r);
+}
+
+void HttpClient::Engine::fail(std::unique_ptr<Transfer> t, int code, std::string_view cause, bool retried_out) {
+  std::string what(cause);
+  if (!t->error_body.empty()) {
+    const http::S3Error s3 = http::parse_s3_error(t->error_body);
+    if (!s3.code.empty()) what += " " + s3.code;
+  }
+  if (retried_out) what += fmt::format(" after {} attempts", t->attempts);
+  Error err{code, fmt::format("{}: {}", url_for_messages(t->req.url), what)};
+  complete(std::move(t), std::move(err));
+}
+
+void HttpClient::Engine::cancel(std::unique_ptr<Transfer> t) {
+  Error err{ECANCELED, fmt::format("{}: cancelled: the HTTP client is shutting down", url_for_messages(t->req.url))};
+  complete(std::move(t), std::move(err));
 }
 
 }  // namespace fid::storage

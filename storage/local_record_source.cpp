@@ -38,6 +38,7 @@ constexpr uint64_t kSector = 512;
 constexpr uint64_t kPage = 4096;
 constexpr unsigned kRingEntries = 64;  // reads in flight at once per thread (more are issued in turns)
 constexpr int kNotRead = INT32_MIN;    // a read the ring did not do (the thread then preads it)
+constexpr int kDirectUnopened = -2;    // an O_DIRECT slot not tried yet
 
 uint64_t round_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 
@@ -81,8 +82,8 @@ struct Ring {
 };
 
 
-// Issues the reads of `spans` together and waits for them; res[k] gets what pread_loop would
-// return, or kNotRead where the ring could not do it.
+// Issues the reads of `spans` together and waits for them; res[k] gets the read's completion as
+// io_uring reports it (bytes, or -errno), or kNotRead where the ring could not do it.
 template <typename Span>
 void ring_read(std::span<const Span> spans, std::span<int> res) {
   thread_local Ring tr;
@@ -119,25 +120,19 @@ void ring_read(std::span<const Span> spans, std::span<int> res) {
   }
 }
 
-// Opens record r and checks it is the record the index describes; "" or the problem.
-std::string open_record(const std::filesystem::path& p, const index::Record& r, int& fd) {
-  fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return std::strerror(errno);
+// Opens record r and checks it is the record the index describes.
+Result<Fd> open_record(const std::filesystem::path& p, const index::Record& r) {
+  Fd fd(::open(p.c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.get() < 0) return io_error(errno, p.string());
   uint8_t header[index::kRecordHeaderSize];
   struct stat st {};
-  std::string problem;
-  if (::fstat(fd, &st) != 0 || static_cast<uint64_t>(st.st_size) < r.size) {
-    problem = fmt::format("truncated: {} bytes, index says {}", st.st_size, r.size);
-  } else if (::pread(fd, header, sizeof header, 0) != static_cast<ssize_t>(sizeof header) ||
-             std::memcmp(header, index::kRecordMagic.data(), index::kRecordMagic.size()) != 0 ||
-             index::get_le(header + 8, 4) != r.id) {
-    problem = "not record " + std::to_string(r.id) + " of this store (bad header)";
-  }
-  if (!problem.empty()) {
-    ::close(fd);
-    fd = -1;
-  }
-  return problem;
+  if (::fstat(fd.get(), &st) != 0 || static_cast<uint64_t>(st.st_size) < r.size)
+    return Error{EIO, fmt::format("{}: truncated: {} bytes, index says {}", p.string(), st.st_size, r.size)};
+  if (::pread(fd.get(), header, sizeof header, 0) != static_cast<ssize_t>(sizeof header) ||
+      std::memcmp(header, index::kRecordMagic.data(), index::kRecordMagic.size()) != 0 ||
+      index::get_le(header + 8, 4) != r.id)
+    return Error{EIO, fmt::format("{}: not record {} of this store (bad header)", p.string(), r.id)};
+  return fd;
 }
 
 }  // namespace
@@ -171,21 +166,20 @@ LocalRecordSource::LocalRecordSource(const index::Store& store, bool use_io_urin
       uring_(use_io_uring && io_uring_available().ok()),
       dfd_(new std::atomic<int>[store.records().size()]) {
   for (const index::Record& r : store.records()) {
-    std::filesystem::path p = store.path() / r.path;
-    int fd = -1;
-    std::string problem = open_record(p, r, fd);
-    if (!problem.empty()) problems_.push_back(fmt::format("{}: {}", p.string(), problem));
-    fds_.push_back(fd);
-    dfd_[r.id].store(-2);
+    Result<Fd> fd = open_record(store.path() / r.path, r);
+    if (fd) {
+      fds_.push_back(std::move(fd).value());
+    } else {
+      problems_.push_back(std::move(fd).error().message);
+      fds_.emplace_back();
+    }
+    dfd_[r.id].store(kDirectUnopened);
   }
 }
 
 LocalRecordSource::~LocalRecordSource() {
-  for (size_t i = 0; i < fds_.size(); ++i) {
-    if (fds_[i] >= 0) ::close(fds_[i]);
-    int fd = dfd_[i].load();
-    if (fd >= 0) ::close(fd);
-  }
+  for (size_t i = 0; i < fds_.size(); ++i)
+    if (const int fd = dfd_[i].load(); fd >= 0) ::close(fd);
 }
 
 std::string LocalRecordSource::describe() const {
@@ -199,18 +193,16 @@ Error LocalRecordSource::error(uint32_t r, int code, std::string_view what) cons
   return Error{code, fmt::format("{}: {}", store_.records()[r].path, what)};
 }
 
+std::string_view LocalRecordSource::path_of(uint32_t r) const { return store_.records()[r].path; }
+
 int LocalRecordSource::direct_fd(uint32_t r) {
   int fd = dfd_[r].load(std::memory_order_acquire);
-  if (fd != -2) return fd;
-  if (fds_[r] < 0) return -1;  // damaged: the buffered path reports EIO
-  int nfd = ::open((store_.path() / store_.records()[r].path).c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT);
-  if (nfd < 0) nfd = -1;  // e.g. tmpfs: no O_DIRECT
-  int expected = -2;
-  if (!dfd_[r].compare_exchange_strong(expected, nfd)) {
-    if (nfd >= 0) ::close(nfd);
-    return expected;
-  }
-  return nfd;
+  if (fd != kDirectUnopened) return fd;
+  if (fds_[r].get() < 0) return -1;  // damaged: the buffered path reports EIO
+  Fd opened(::open((store_.path() / path_of(r)).c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT));  // -1 e.g. on tmpfs
+  int expected = kDirectUnopened;
+  if (!dfd_[r].compare_exchange_strong(expected, opened.get())) return expected;  // another thread's won
+  return opened.release();
 }
 
 // The filesystem wants another alignment (EINVAL): record r is read buffered from now on.
@@ -220,13 +212,12 @@ void LocalRecordSource::drop_direct(uint32_t r, int fd) {
 }
 
 Status LocalRecordSource::read_buffered(const RangeRead& r) {
-  if (r.record >= fds_.size() || fds_[r.record] < 0) return error(r.record, EIO, "unreadable (see the mount's warnings)");
+  if (r.record >= fds_.size() || fds_[r.record].get() < 0) return error(r.record, EIO, "unreadable (see the mount's warnings)");
   counters_.requests.fetch_add(1, std::memory_order_relaxed);
   counters_.bytes.fetch_add(r.dst.size(), std::memory_order_relaxed);
-  int n = pread_loop(fds_[r.record], r.dst.data(), r.dst.size(), r.offset);
-  if (n < 0) return error(r.record, -n, std::strerror(-n));
-  if (static_cast<uint64_t>(n) < r.dst.size() && n != INT32_MAX)
-    return error(r.record, EIO, fmt::format("short read at offset {}", r.offset));
+  Result<uint64_t> n = pread_loop(fds_[r.record].get(), r.dst.data(), r.dst.size(), r.offset, path_of(r.record));
+  if (!n) return std::move(n).error();
+  if (*n < r.dst.size()) return error(r.record, EIO, fmt::format("short read at offset {}", r.offset));
   return {};
 }
 
@@ -270,39 +261,46 @@ void LocalRecordSource::plan_direct(std::span<const RangeRead> batch, std::vecto
   }
 }
 
-bool LocalRecordSource::finish_direct(const Span& s, int res, RangeRead& r) {
-  if (res == kNotRead || res == -EINTR || res == -EAGAIN) res = pread_loop(s.fd, s.buf, s.len, s.off);
-  while (res > 0 && static_cast<uint64_t>(res) < s.len) {  // short, not at the end: read the rest
-    const int more = pread_loop(s.fd, s.buf + res, s.len - static_cast<uint64_t>(res), s.off + static_cast<uint64_t>(res));
-    if (more <= 0) break;
-    res += more;
+// The ring's completion is what io_uring reports, bytes or -errno; this is where it becomes a Result.
+Result<uint64_t> LocalRecordSource::direct_result(const Span& s, int res, uint32_t r) {
+  if (res == kNotRead || res == -EINTR || res == -EAGAIN) return pread_loop(s.fd, s.buf, s.len, s.off, path_of(r));
+  if (res < 0) return io_error(-res, path_of(r));
+  auto got = static_cast<uint64_t>(res);
+  if (got > 0 && got < s.len) {  // short, not at the end: read the rest (a failure there leaves it short)
+    Result<uint64_t> more = pread_loop(s.fd, s.buf + got, s.len - got, s.off + got, path_of(r));
+    if (more) got += *more;
   }
+  return got;
+}
+
+bool LocalRecordSource::finish_direct(const Span& s, int res, RangeRead& r) {
+  Result<uint64_t> got = direct_result(s, res, r.record);
   counters_.requests.fetch_add(1, std::memory_order_relaxed);
   counters_.bytes.fetch_add(s.len, std::memory_order_relaxed);
-  if (res == -EINVAL) {  // this alignment is not the filesystem's: buffered from now on
+  if (!got && got.error().code == EINVAL) {  // this alignment is not the filesystem's: buffered from now on
     drop_direct(r.record, s.fd);
     return false;
   }
   const uint64_t skip = r.offset - s.off;
-  if (res < 0) r.status = error(r.record, -res, std::strerror(-res));
-  else if (static_cast<uint64_t>(res) < skip + r.dst.size()) r.status = error(r.record, EIO, fmt::format("short read at offset {}", r.offset));
+  if (!got) r.status = std::move(got).error();
+  else if (*got < skip + r.dst.size()) r.status = error(r.record, EIO, fmt::format("short read at offset {}", r.offset));
   else std::memcpy(r.dst.data(), s.buf + skip, r.dst.size());
   return true;
 }
 
 Status LocalRecordSource::read_one_prefix(const PrefixRead& p) {
-  if (p.record >= fds_.size() || fds_[p.record] < 0) return error(p.record, EIO, "unreadable (see the mount's warnings)");
+  if (p.record >= fds_.size() || fds_[p.record].get() < 0) return error(p.record, EIO, "unreadable (see the mount's warnings)");
   int fd = direct_fd(p.record);
   if (fd >= 0) {
     const uint64_t len = round_up(p.len, kSector);
     counters_.requests.fetch_add(1, std::memory_order_relaxed);
     counters_.bytes.fetch_add(len, std::memory_order_relaxed);
-    int n = pread_loop(fd, p.dst, len, 0);
-    if (n >= 0) {
-      if (static_cast<uint64_t>(n) >= p.len || n == INT32_MAX) return {};
+    Result<uint64_t> n = pread_loop(fd, p.dst, len, 0, path_of(p.record));
+    if (n) {
+      if (*n >= p.len) return {};
       return error(p.record, EIO, fmt::format("short read of its first {} bytes", p.len));
     }
-    if (n != -EINVAL) return error(p.record, -n, std::strerror(-n));
+    if (n.error().code != EINVAL) return std::move(n).error();
     drop_direct(p.record, fd);
   }
   return read_buffered(RangeRead{p.record, 0, {p.dst, p.len}, {}});

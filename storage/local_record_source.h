@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "common/fd.h"
 #include "index/store.h"
 #include "storage/record_source.h"
 
@@ -43,6 +44,9 @@ class LocalRecordSource final : public RecordSource {
   void plan_direct(std::span<const RangeRead> batch, std::vector<Span>& spans);
   // Completes one O_DIRECT read; false if the range has to be read buffered instead.
   bool finish_direct(const Span& s, int res, RangeRead& r);
+  // The bytes of span s read for record r, from the ring's completion `res`.
+  Result<uint64_t> direct_result(const Span& s, int res, uint32_t r);
+  std::string_view path_of(uint32_t r) const;
   int direct_fd(uint32_t r);
   void drop_direct(uint32_t r, int fd);
   Status read_buffered(const RangeRead& r);
@@ -51,8 +55,11 @@ class LocalRecordSource final : public RecordSource {
 
   const index::Store& store_;
   const bool uring_;
-  std::vector<int> fds_;                      // buffered descriptor per record, -1: unreadable
-  std::unique_ptr<std::atomic<int>[]> dfd_;  // O_DIRECT descriptor: -2 not opened yet, -1 none
+  std::vector<Fd> fds_;  // buffered descriptor per record, -1: unreadable
+  // O_DIRECT descriptor per record, opened on first use by any thread: -2 not opened yet, -1
+  // none. The slots own them (lock-free, hence raw): drop_direct closes the one it takes out,
+  // the destructor the rest.
+  std::unique_ptr<std::atomic<int>[]> dfd_;
   std::vector<std::string> problems_;
 };
 

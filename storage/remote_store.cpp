@@ -15,6 +15,7 @@
 
 #include "common/private_dir.h"
 #include "storage/aws_config.h"
+#include "storage/posix_io.h"
 
 namespace fid::storage {
 
@@ -59,13 +60,11 @@ std::string read_small_file(const fs::path& p) {
 }
 
 Status fsync_path(const fs::path& p, int flags) {
-  const int fd = ::open(p.c_str(), flags | O_CLOEXEC);
-  if (fd < 0 || ::fsync(fd) != 0) {
+  const Fd fd(::open(p.c_str(), flags | O_CLOEXEC));
+  if (fd.get() < 0 || ::fsync(fd.get()) != 0) {
     const int e = errno;
-    if (fd >= 0) ::close(fd);
     return Error{e, fmt::format("{}: fsync: {}", p.string(), std::strerror(e))};
   }
-  ::close(fd);
   return {};
 }
 
@@ -129,32 +128,26 @@ Result<fs::path> fetch_index(HttpClient& client, const StoreUrl& url, const Remo
   if (!cached_etag.empty() && fs::exists(cached_file(cached_etag))) req.headers.emplace_back("If-None-Match", cached_etag);
 
   std::string tmp_name = (dir / (key + ".partial.XXXXXX")).string();
-  const int fd = ::mkstemp(tmp_name.data());
-  if (fd < 0) return Error{errno, fmt::format("index cache {}: {}", dir.string(), std::strerror(errno))};
+  Fd fd(::mkstemp(tmp_name.data()));
+  if (fd.get() < 0) return Error{errno, fmt::format("index cache {}: {}", dir.string(), std::strerror(errno))};
   const fs::path tmp = tmp_name;
-  int write_errno = 0;
-  req.sink = [fd, &write_errno](uint64_t offset, std::span<const uint8_t> bytes) {
-    size_t done = 0;
-    while (done < bytes.size()) {
-      const ssize_t n = ::pwrite(fd, bytes.data() + done, bytes.size() - done, static_cast<off_t>(offset + done));
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) {
-        write_errno = n < 0 ? errno : EIO;
-        return false;
-      }
-      done += static_cast<size_t>(n);
-    }
-    return true;
+  const std::string tmp_what = "index cache " + tmp.string();
+  Status written;  // the first write that failed
+  req.sink = [fd = fd.get(), &written, &tmp_what](uint64_t offset, std::span<const uint8_t> bytes) {
+    Status s = pwrite_loop(fd, bytes.data(), bytes.size(), offset, tmp_what);
+    if (s) return true;
+    if (written) written = std::move(s);
+    return false;
   };
   auto [status, result] = client.perform(std::move(req));
   const auto discard = [&] {
-    ::close(fd);
+    fd.reset();
     std::error_code ec;
     fs::remove(tmp, ec);
   };
   if (!status) {
     discard();
-    if (write_errno) return Error{write_errno, fmt::format("index cache {}: {}", tmp.string(), std::strerror(write_errno))};
+    if (!written) return std::move(written).error();
     return index_error(where, url, status.error(), result);
   }
   if (result.status == 304) {
@@ -162,12 +155,12 @@ Result<fs::path> fetch_index(HttpClient& client, const StoreUrl& url, const Remo
     return cached_file(cached_etag);
   }
   // An earlier attempt may have written more than the last one delivered.
-  if (::ftruncate(fd, static_cast<off_t>(result.body_bytes)) != 0 || ::fsync(fd) != 0) {
+  if (::ftruncate(fd.get(), static_cast<off_t>(result.body_bytes)) != 0 || ::fsync(fd.get()) != 0) {
     const int e = errno;
     discard();
-    return Error{e, fmt::format("index cache {}: {}", tmp.string(), std::strerror(e))};
+    return io_error(e, tmp_what);
   }
-  ::close(fd);
+  fd.reset();
   const fs::path final_file = cached_file(result.etag);
   std::error_code ec;
   fs::rename(tmp, final_file, ec);

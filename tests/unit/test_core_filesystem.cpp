@@ -1,8 +1,8 @@
 // core::Filesystem without a mount: what the FUSE adapter asks for, answered on inode numbers.
 // Names, attributes and bytes agree with the store; /.fidelity is reachable but not listed; a
 // level change gives files new inodes, tells the kernel (a recording KernelCache) which names
-// went stale, and leaves an inode looked up before reading its old level; errno values of the
-// refusals.
+// went stale (a kernel that fails to forget one fails no change), and leaves an inode looked up
+// before reading its old level; errno values of the refusals.
 #include <gtest/gtest.h>
 #include <sys/xattr.h>
 
@@ -25,14 +25,13 @@ namespace {
 
 class RecordingKernel final : public fid::core::KernelCache {
  public:
-  int forget_entry(uint64_t parent, std::string_view name) override {
+  fid::Status forget_entry(uint64_t parent, std::string_view name) override {
     entries.emplace(parent, std::string(name));
-    return 0;
+    if (fail) return fid::Error{fail, "invalidating entry failed"};
+    return {};
   }
-  int forget_inode(uint64_t ino) override {
-    inodes.insert(ino);
-    return 0;
-  }
+  void forget_inode(uint64_t ino) override { inodes.insert(ino); }
+  int fail = 0;  // an errno every forget_entry answers with, as a kernel that cannot do it would
   std::set<std::pair<uint64_t, std::string>> entries;
   std::set<uint64_t> inodes;
 };
@@ -128,6 +127,26 @@ TEST_F(FilesystemTest, ALevelChangeMakesNewInodesAndTellsTheKernel) {
   ASSERT_TRUE(fs_->removexattr(dog, "user.fidelity.scan_group", kOwner).ok());
   EXPECT_EQ(fs_->removexattr(dog, "user.fidelity.scan_group", kOwner).error().code, ENODATA);
   EXPECT_EQ(lookup(dog, "0.JPEG"), before);  // back to the mount's level: the same inode as before
+}
+
+TEST_F(FilesystemTest, AKernelThatCannotForgetAnEntryFailsNoChange) {
+  for (int code : {ENOENT, EIO}) {  // ENOENT: the kernel had no such entry; EIO: anything else (logged)
+    RecordingKernel kernel;
+    kernel.fail = code;
+    fs_->attach(&kernel);
+    const uint64_t dog = lookup(1, "dog");
+    const uint64_t before = lookup(dog, "0.JPEG");
+    {
+      auto in_flight = fs_->change_in_flight(dog);
+      ASSERT_TRUE(fs_->setxattr(dog, "user.fidelity.scan_group", "2\n", 0, kOwner).ok());
+    }
+    fs_->wait_invalidations();
+    EXPECT_TRUE(kernel.entries.count({1, "dog"}));
+    EXPECT_TRUE(kernel.entries.count({dog, "0.JPEG"}));  // one failure does not stop the others
+    EXPECT_NE(lookup(dog, "0.JPEG"), before);
+    ASSERT_TRUE(fs_->removexattr(dog, "user.fidelity.scan_group", kOwner).ok());
+    fs_->detach();
+  }
 }
 
 TEST_F(FilesystemTest, RefusalsHaveTheirErrno) {

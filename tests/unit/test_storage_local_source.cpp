@@ -1,8 +1,12 @@
 // LocalRecordSource: the ranges of a batch read together (io_uring where the kernel allows it)
 // give the bytes in the record files, a batch larger than the ring too, one unreadable record
-// fails only its own ranges, and the forced pread fallback behaves identically. Prefix reads.
+// fails only its own ranges, and the forced pread fallback behaves identically. A missing or
+// foreign record file is a problem naming the file. Prefix reads.
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
+
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <vector>
@@ -76,6 +80,27 @@ TEST_F(LocalSourceTest, AnUnreadableRecordFailsOnlyItsRanges) {
         EXPECT_EQ(got[k], raw_piece(*owner[k], 0));
       }
     }
+  }
+}
+
+TEST_F(LocalSourceTest, AMissingOrForeignRecordIsAProblemNamingItsFile) {
+  const auto& records = store().records();
+  ASSERT_GE(records.size(), 3u);
+  std::filesystem::remove(path() / records[0].path);
+  // In the place of record `foreign`, the largest other record: long enough, but its header names another id.
+  const auto largest = std::max_element(records.begin() + 1, records.end(), [](const auto& x, const auto& y) { return x.size < y.size; });
+  const auto& foreign = records[largest == records.begin() + 1 ? 2 : 1];
+  std::filesystem::copy_file(path() / largest->path, path() / foreign.path, std::filesystem::copy_options::overwrite_existing);
+  LocalRecordSource src(store());
+  ASSERT_EQ(src.problems().size(), 2u);
+  EXPECT_EQ(src.problems()[0], (path() / records[0].path).string() + ": No such file or directory");
+  EXPECT_EQ(src.problems()[1], fmt::format("{}: not record {} of this store (bad header)", (path() / foreign.path).string(), foreign.id));
+  std::vector<uint8_t> buf(16);
+  for (uint32_t id : {records[0].id, foreign.id}) {
+    RangeRead r{id, 0, buf, {}};
+    src.read_ranges({&r, 1});
+    ASSERT_FALSE(r.status.ok());
+    EXPECT_EQ(r.status.error().code, EIO);
   }
 }
 
