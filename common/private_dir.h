@@ -7,6 +7,7 @@
 // relative to (openat with O_NOFOLLOW), so that no path is looked up again.
 #pragma once
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -137,6 +138,21 @@ inline int create_private_file(int dir, const char* name, int flags = O_WRONLY) 
     return -1;
   }
   return fd;
+}
+
+// The names in the folder `dir` (".", ".." left out); empty if it cannot be listed. Lists a
+// duplicate of the descriptor, from the start, so `dir` itself is left as it was.
+inline std::vector<std::string> names_in(int dir) {
+  std::vector<std::string> out;
+  Fd listing(::dup(dir));
+  DIR* d = listing.get() >= 0 ? ::fdopendir(listing.get()) : nullptr;
+  if (!d) return out;
+  listing.release();  // the DIR owns it now
+  ::rewinddir(d);     // the descriptor's position is shared with `dir`'s
+  while (const dirent* e = ::readdir(d))
+    if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0) out.emplace_back(e->d_name);
+  ::closedir(d);
+  return out;
 }
 
 }  // namespace fid

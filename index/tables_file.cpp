@@ -165,17 +165,9 @@ bool read_index_path(int dir, const std::string& name, std::string& index_path) 
 // Tables files whose index is gone, and temporary files of processes that are gone; removed
 // by name in the folder (unlinkat), so a symbolic link is removed itself, never its target.
 void prune(int dir, const std::string& keep) {
-  const int listing = ::dup(dir);
-  DIR* d = listing >= 0 ? ::fdopendir(listing) : nullptr;
-  if (!d) {
-    if (listing >= 0) ::close(listing);
-    return;
-  }
-  ::rewinddir(d);  // the descriptor is shared with the folder's own: start at the beginning
   std::vector<std::string> gone;
-  while (const dirent* e = ::readdir(d)) {
-    const std::string name = e->d_name;
-    if (name == keep || name == "." || name == "..") continue;
+  for (const std::string& name : names_in(dir)) {
+    if (name == keep) continue;
     if (const size_t t = name.find(kTempMarker); t != std::string::npos) {
       const std::string pid = name.substr(t + kTempMarker.size());
       if (!pid.empty() && pid.find_first_not_of("0123456789") == std::string::npos && pid.size() < 10 &&
@@ -188,7 +180,6 @@ void prune(int dir, const std::string& keep) {
     if (name.ends_with(kTablesSuffix) && read_index_path(dir, name, index_path) && !fs::exists(index_path, ec) && !ec)
       gone.push_back(name);
   }
-  ::closedir(d);
   for (const std::string& name : gone) ::unlinkat(dir, name.c_str(), 0);
 }
 

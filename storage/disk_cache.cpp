@@ -57,22 +57,6 @@ pid_t temp_pid(std::string_view name) {
 
 bool older(const timespec& a, const timespec& b) { return a.tv_sec != b.tv_sec ? a.tv_sec < b.tv_sec : a.tv_nsec < b.tv_nsec; }
 
-// The names in the folder `dir` (".", ".." left out); empty if it cannot be listed.
-std::vector<std::string> names_in(int dir) {
-  std::vector<std::string> out;
-  const int listing = ::dup(dir);
-  DIR* d = listing >= 0 ? ::fdopendir(listing) : nullptr;
-  if (!d) {
-    if (listing >= 0) ::close(listing);
-    return out;
-  }
-  ::rewinddir(d);  // the descriptor is shared with the folder's own: start at the beginning
-  while (const dirent* e = ::readdir(d))
-    if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0) out.emplace_back(e->d_name);
-  ::closedir(d);
-  return out;
-}
-
 // Reads exactly len bytes at off. The cache only counts its read and write failures (a copy it
 // cannot read is replaced, one it cannot write is not kept): what failed does not matter here.
 bool read_exactly(int fd, uint8_t* dst, uint64_t len, uint64_t off) {
