@@ -130,7 +130,7 @@ std::string open_record(const std::filesystem::path& p, const index::Record& r, 
     problem = fmt::format("truncated: {} bytes, index says {}", st.st_size, r.size);
   } else if (::pread(fd, header, sizeof header, 0) != static_cast<ssize_t>(sizeof header) ||
              std::memcmp(header, index::kRecordMagic.data(), index::kRecordMagic.size()) != 0 ||
-             index::get_le(header + 8, 4) != r.id) {
+             index::get_le(header + 8, 4) != r.header_id) {
     problem = "not record " + std::to_string(r.id) + " of this store (bad header)";
   }
   if (!problem.empty()) {
