@@ -15,6 +15,7 @@ SEED = "7"
 
 
 def pack_part(src, parts_dir, i, n, *extra):
+    os.makedirs(parts_dir, exist_ok=True)
     return pack(src, os.path.join(parts_dir, f"part{i}"), "--shard", f"{i}/{n}", "--seed", SEED,
                 "--record-bytes", "1MiB", *extra)
 
