@@ -154,3 +154,15 @@ def test_gnu_parallel_line(stores, imagenet_tree, tmp_path):
     store = str(tmp_path / "STORE")
     assert table(store, FILES) == table(stores["single"], FILES)
     run("verify", store)
+
+
+def test_parts_of_a_compressed_tar_merge_into_the_folder_packs_files(stores, imagenet_tree, tmp_path):
+    """A streamed source (.tar.gz) decompresses every member's header but reads only its part's
+    files; the parts merge into the files of the folder's single pack."""
+    tar = str(tmp_path / "imagenet.tar.gz")
+    subprocess.run(["tar", "-czf", tar, "-C", imagenet_tree, "."], check=True)
+    parts = [pack_part(tar, str(tmp_path / "parts"), i, 3) for i in range(3)]
+    merged = str(tmp_path / "merged")
+    run("merge", *parts, merged)
+    assert table(merged, FILES) == table(stores["single"], FILES)
+    run("verify", merged)
