@@ -4,6 +4,7 @@
 
 #include "cli/commands.h"
 #include "index/merge.h"
+#include "index/temp_store.h"
 
 namespace fid::cli {
 
@@ -15,7 +16,7 @@ extern "C" void on_merge_signal(int) { g_cancel = true; }
 int run_merge(const std::vector<std::string>& args) {
   // The target is the user's to fix (a usage error, as for pack); whatever the parts say is a
   // runtime failure.
-  if (fid::Result<std::filesystem::path> checked = index::check_merge_target(args.back()); !checked) {
+  if (fid::Result<std::filesystem::path> checked = index::check_store_target(args.back()); !checked) {
     fmt::print(stderr, "fidelityfs merge: {}\n", checked.error().message);
     return kExitUsage;
   }

@@ -321,21 +321,10 @@ fid::Result<MergeReport> write_store(std::vector<Part>& parts, const fsys::path&
 
 }  // namespace
 
-fid::Result<fsys::path> check_merge_target(const fsys::path& target) {
-  std::error_code ec;
-  fsys::path store = fsys::absolute(target, ec);
-  if (store.filename().empty()) store = store.parent_path();
-  if (fsys::exists(store, ec) && !(fsys::is_directory(store, ec) && fsys::is_empty(store, ec)))
-    return fid::Error{EEXIST, fmt::format("{}: already exists and is not an empty folder", store.string())};
-  if (!fsys::is_directory(store.parent_path(), ec))
-    return fid::Error{ENOENT, fmt::format("{}: parent folder does not exist", store.parent_path().string())};
-  return store;
-}
-
 fid::Result<MergeReport> merge(const std::vector<fsys::path>& part_dirs, const fsys::path& target,
                                const std::atomic<bool>& cancel) {
   const auto t0 = std::chrono::steady_clock::now();
-  fid::Result<fsys::path> checked = check_merge_target(target);
+  fid::Result<fsys::path> checked = check_store_target(target);
   if (!checked) return std::move(checked).error();
   const fsys::path store = std::move(checked).value();
   if (part_dirs.empty()) return fid::Error{EINVAL, "no part given"};

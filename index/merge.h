@@ -19,10 +19,6 @@ struct MergeReport {
   double seconds = 0;
 };
 
-// Checks the target before anything is written: absent or an empty folder, its parent folder
-// exists. Returns its absolute path. A failure here is the caller's mistake (a usage error).
-fid::Result<std::filesystem::path> check_merge_target(const std::filesystem::path& store);
-
 // Merges `parts` (every part of one pack, any order) into `store`. Refuses parts that are not
 // stores, of different sources or packs (digest, seed, levels, level scripts, format, record
 // size, shard count), two parts with one shard number, and missing shards; the error names the

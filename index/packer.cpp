@@ -225,16 +225,13 @@ fid::Result<fsys::path> check_pack_options(const PackOptions& opt) {
   if (opt.shard.count == 0 || opt.shard.index >= opt.shard.count)
     return fid::Error{EINVAL, fmt::format("--shard '{}': expected I/N with 0 <= I < N", shard_text(opt.shard))};
   if (opt.record_files < 1) return fid::Error{EINVAL, "a record must be allowed at least one file"};
-  fsys::path store = fsys::absolute(opt.store, ec);
-  if (store.filename().empty()) store = store.parent_path();
-  if (fsys::exists(store, ec) && !(fsys::is_directory(store, ec) && fsys::is_empty(store, ec)))
-    return fid::Error{EEXIST, fmt::format("{}: already exists and is not an empty folder", store.string())};
+  fid::Result<fsys::path> target = check_store_target(opt.store);
+  if (!target) return target;
+  const fsys::path& store = *target;
   fsys::path source_abs = *tars ? fsys::path() : fsys::canonical(opt.sources[0], ec);
   if (!*tars && !ec && (store == source_abs || store.string().rfind(source_abs.string() + "/", 0) == 0))
     return fid::Error{EINVAL, fmt::format("{}: the store must not be inside the source folder", store.string())};
-  if (!fsys::is_directory(store.parent_path(), ec))
-    return fid::Error{ENOENT, fmt::format("{}: parent folder does not exist", store.parent_path().string())};
-  return store;
+  return target;
 }
 
 fid::Result<PackReport> pack(const PackOptions& opt, const std::function<void(const PackProgress&)>& progress,
