@@ -122,10 +122,22 @@ void register_pack(CLI::App& app, int& exit_code) {
                   "for the bytes at low levels) or fast (decodes faster, for loaders bound by their CPU)")
       ->check(CLI::IsMember({"pcr", "fast"}))
       ->capture_default_str();
+  auto shard = std::make_shared<std::string>("0/1");
+  cmd->add_option("--shard", *shard,
+                  "I/N: pack only part I of N of the source (the files whose path hashes to I; every folder), "
+                  "for `fidelityfs merge`")
+      ->capture_default_str();
   cmd->add_option("--progress", *progress, "progress line: auto (on a terminal), on, off")
       ->check(CLI::IsMember({"auto", "on", "off"}));
-  cmd->callback([opt, progress, levels, sources, source_list, &exit_code] {
+  cmd->callback([opt, progress, levels, shard, sources, source_list, &exit_code] {
     opt->levels = *levels == "fast" ? codec::LevelScripts::fast : codec::LevelScripts::pcr;
+    fid::Result<index::Shard> part = index::parse_shard(*shard);
+    if (!part) {
+      fmt::print(stderr, "fidelityfs pack: {}\n", part.error().message);
+      exit_code = kExitUsage;
+      return;
+    }
+    opt->shard = *part;
     opt->store = sources->back();
     sources->pop_back();
     fid::Result<std::vector<std::filesystem::path>> named = source_paths(*sources, *source_list);

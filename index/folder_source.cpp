@@ -86,7 +86,7 @@ void walk(SourceTree& tree, const fsys::path& abs, uint32_t dir_id, Ancestors& a
         tree.skipped.emplace_back(rel, "larger than 4 GiB");
         continue;
       }
-      tree.files.add(dir_id, n);
+      tree.files.add(dir_id, n, static_cast<uint32_t>(st.st_size));
       tree.bytes += static_cast<uint64_t>(st.st_size);
     } else {
       tree.skipped.emplace_back(rel, "not a regular file or folder");

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstring>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "index/store.h"
@@ -16,6 +17,13 @@ inline constexpr const char* kIndexFile = "index.sqlite";
 // The index while the packer writes it; renamed to kIndexFile once complete (docs/FORMAT.md).
 inline constexpr const char* kIndexPartialFile = "index.sqlite.partial";
 inline constexpr const char* kRecordDir = "records";
+
+// A record's file, relative to the store: records/NNNNNN.rec (six digits, the record's id).
+inline std::string record_path(uint32_t id) {
+  std::string digits = std::to_string(id);
+  if (digits.size() < 6) digits.insert(0, 6 - digits.size(), '0');
+  return std::string(kRecordDir) + "/" + digits + ".rec";
+}
 
 // Every record file starts with this 16-byte header: magic, record id, layout (all LE).
 inline constexpr std::array<uint8_t, 8> kRecordMagic{'F', 'I', 'D', 'R', 'E', 'C', '0', '1'};
@@ -33,7 +41,7 @@ CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE dirs(id INTEGER PRIMARY KEY, parent INTEGER NOT NULL, name BLOB NOT NULL,
                   mtime_ns INTEGER NOT NULL);
 CREATE TABLE records(id INTEGER PRIMARY KEY, path TEXT NOT NULL, layout INTEGER NOT NULL,
-                     size INTEGER NOT NULL, region_ends BLOB NOT NULL);
+                     size INTEGER NOT NULL, region_ends BLOB NOT NULL, header_id INTEGER NOT NULL);
 CREATE TABLE files(id INTEGER PRIMARY KEY, dir INTEGER NOT NULL, name BLOB NOT NULL,
                    kind INTEGER NOT NULL, script INTEGER NOT NULL, record INTEGER NOT NULL,
                    slot INTEGER NOT NULL, width INTEGER NOT NULL, height INTEGER NOT NULL,

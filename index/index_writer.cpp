@@ -26,6 +26,9 @@ void write_meta(SqliteDb& db, const PackMeta& meta) {
   put("levels", std::to_string(codec::kJpegLevels));
   put("seed", std::to_string(meta.seed));
   put("record_bytes", std::to_string(meta.record_bytes));
+  put("shard", meta.shard);
+  put("source_digest", meta.source_digest);
+  put("level_scripts", meta.level_scripts);
   put("created_unix", std::to_string(std::chrono::duration_cast<std::chrono::seconds>(
                                          std::chrono::system_clock::now().time_since_epoch()).count()));
 }
@@ -43,7 +46,8 @@ void write_dirs(SqliteDb& db, const SourceTree& tree) {
 }
 
 void write_records(SqliteDb& db, const std::vector<RecordInfo>& records) {
-  auto st = db.prepare("INSERT INTO records(id, path, layout, size, region_ends) VALUES (?1, ?2, ?3, ?4, ?5)");
+  auto st = db.prepare(
+      "INSERT INTO records(id, path, layout, size, region_ends, header_id) VALUES (?1, ?2, ?3, ?4, ?5, ?1)");
   for (size_t i = 0; i < records.size(); ++i) {
     const RecordInfo& r = records[i];
     st.bind(1, static_cast<int64_t>(i));

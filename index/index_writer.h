@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "common/error.h"
@@ -18,6 +19,9 @@ namespace fid::index {
 struct PackMeta {
   uint64_t seed = 0;
   uint64_t record_bytes = 0;
+  std::string shard;          // "I/N"
+  std::string source_digest;  // index/shard.h
+  std::string level_scripts;  // "pcr" or "fast"
 };
 
 class IndexWriter {

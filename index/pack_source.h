@@ -25,33 +25,41 @@ struct SourceDir {
 };
 
 // The listed files, a few dozen bytes each so that ten million fit in a few hundred MiB: file i
-// is an entry of the name pool, u32 folder id, u16 name length, the name's bytes. The pool is
+// is an entry of the name pool, u32 folder id, u32 size when listed, u16 name length, the name's
+// bytes. The pool is
 // a list of fixed-size chunks, so that growing it never copies (nor doubles) what it holds.
 class SourceFiles {
  public:
   uint32_t size() const { return static_cast<uint32_t>(entry_.size()); }
-  void add(uint32_t dir, std::string_view name);
-  uint32_t dir(uint32_t i) const {
-    uint32_t d;
-    std::memcpy(&d, at(i), 4);
-    return d;
-  }
+  void add(uint32_t dir, std::string_view name, uint32_t size);
+  uint32_t dir(uint32_t i) const { return u32_at(i, 0); }
+  uint32_t listed_size(uint32_t i) const { return u32_at(i, 4); }
   std::string_view name(uint32_t i) const {
     const char* e = at(i);
     uint16_t len;
-    std::memcpy(&len, e + 4, 2);
-    return {e + 6, len};
+    std::memcpy(&len, e + 8, 2);
+    return {e + 10, len};
   }
 
  private:
   static constexpr int kChunkBits = 20;
-  static constexpr size_t kChunkBytes = size_t{1} << kChunkBits;  // > 6 + NAME_MAX
+  static constexpr size_t kChunkBytes = size_t{1} << kChunkBits;  // > 10 + NAME_MAX
   const char* at(uint32_t i) const {
     return chunks_[entry_[i] >> kChunkBits].data() + (entry_[i] & (kChunkBytes - 1));
+  }
+  uint32_t u32_at(uint32_t i, int offset) const {
+    uint32_t v;
+    std::memcpy(&v, at(i) + offset, 4);
+    return v;
   }
   std::vector<uint64_t> entry_;
   std::vector<std::string> chunks_;
 };
+
+// Relative paths in the order of a depth-first walk whose children are sorted bytewise: '/'
+// compares below every other byte, so a folder's contents directly follow it. The order of file
+// ids in a store (and of a source's listing).
+bool walk_less(std::string_view a, std::string_view b);
 
 // A source's folders and files in the store's order: depth-first, children sorted bytewise, so
 // that a parent's id is always smaller than its children's. Folder 0 is the root.
@@ -87,6 +95,9 @@ class PackSource {
   // streamed source returns the only order it can be read in (file indexes of the tree); pack
   // then calls read() in exactly that order, one call at a time, and stores files in it.
   virtual std::optional<std::vector<uint32_t>> stream_order() const { return std::nullopt; }
+  // Pack reads only the files marked here (a shard's, by file index), before its first read();
+  // a streamed source then skips the others' bytes instead of queueing them.
+  virtual void read_only(std::vector<bool> files) { (void)files; }
 };
 
 }  // namespace fid::index

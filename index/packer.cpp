@@ -125,14 +125,18 @@ class ProgressTicker {
 };
 
 // Prepares the tree's files in parallel, in storage order, and lays them out in records.
+// The shard's files only: the storage order (or the stream's) keeps the files for which `in_shard` is
+// true.
 fid::Status write_records(const PackOptions& opt, const PackSource& source, const SourceTree& tree,
-                          RecordWriter& writer, ProgressTicker& ticker, const std::atomic<bool>& cancel) {
+                          const std::vector<bool>& in_shard, RecordWriter& writer, ProgressTicker& ticker,
+                          const std::atomic<bool>& cancel) {
   const uint32_t n = tree.files.size();
   const unsigned jobs = opt.jobs ? opt.jobs : std::max(1u, std::thread::hardware_concurrency());
   std::optional<std::vector<uint32_t>> streamed = source.stream_order();
   std::vector<uint32_t> order = streamed ? std::move(*streamed) : storage_permutation(n, opt.seed);
+  if (!in_shard.empty()) std::erase_if(order, [&](uint32_t i) { return !in_shard[i]; });
   OrderedPipeline pipeline(source, tree, order, jobs, opt.levels, cancel);
-  for (uint32_t pos = 0; pos < n; ++pos) {
+  for (size_t pos = 0; pos < order.size(); ++pos) {
     std::optional<PreparedFile> f = pipeline.next();
     if (!f) return interrupted();
     ticker.counts().files_done++;
@@ -146,9 +150,11 @@ fid::Status write_records(const PackOptions& opt, const PackSource& source, cons
 // Writes the index under another name and renames it once complete and flushed: a folder that
 // has an index.sqlite has all of it and all its (already flushed) records.
 fid::Status write_index(const PackOptions& opt, const fsys::path& tmp, std::unique_ptr<IndexWriter> index,
-                        const SourceTree& tree, const std::vector<RecordInfo>& records) {
+                        const SourceTree& tree, const std::string& digest, const std::vector<RecordInfo>& records) {
   const fsys::path partial = tmp / kIndexPartialFile;
-  if (fid::Status done = index->finish(partial, PackMeta{opt.seed, opt.record_bytes}, tree, records); !done)
+  const PackMeta meta{opt.seed, opt.record_bytes, shard_text(opt.shard), digest,
+                      opt.levels == codec::LevelScripts::fast ? "fast" : "pcr"};
+  if (fid::Status done = index->finish(partial, meta, tree, records); !done)
     return std::move(done).error();
   index.reset();
   const fsys::path scratch = tmp / kIndexScratchFile;
@@ -162,6 +168,16 @@ fid::Status write_index(const PackOptions& opt, const fsys::path& tmp, std::uniq
     return fid::Error{err, fmt::format("{}: cannot rename the index: {}", partial.string(), std::strerror(err))};
   }
   return {};
+}
+
+// The files of the shard (by file index; empty for the whole source). The listing's skipped
+// entries outside the shard are dropped, so that the parts' skipped tables add up to a whole pack's.
+std::vector<bool> select_shard(const Shard& shard, SourceTree& tree) {
+  if (shard.count == 1) return {};
+  std::erase_if(tree.skipped, [&](const auto& s) { return shard_of(s.first, shard.count) != shard.index; });
+  std::vector<bool> in(tree.files.size());
+  for (uint32_t i = 0; i < tree.files.size(); ++i) in[i] = shard_of(tree.rel(i), shard.count) == shard.index;
+  return in;
 }
 
 }  // namespace
@@ -206,17 +222,16 @@ fid::Result<fsys::path> check_pack_options(const PackOptions& opt) {
   fid::Result<bool> tars = sources_are_tars(opt.sources);
   if (!tars) return std::move(tars).error();
   if (opt.record_bytes < 4096) return fid::Error{EINVAL, "--record-bytes must be at least 4096"};
+  if (opt.shard.count == 0 || opt.shard.index >= opt.shard.count)
+    return fid::Error{EINVAL, fmt::format("--shard '{}': expected I/N with 0 <= I < N", shard_text(opt.shard))};
   if (opt.record_files < 1) return fid::Error{EINVAL, "a record must be allowed at least one file"};
-  fsys::path store = fsys::absolute(opt.store, ec);
-  if (store.filename().empty()) store = store.parent_path();
-  if (fsys::exists(store, ec) && !(fsys::is_directory(store, ec) && fsys::is_empty(store, ec)))
-    return fid::Error{EEXIST, fmt::format("{}: already exists and is not an empty folder", store.string())};
+  fid::Result<fsys::path> target = check_store_target(opt.store);
+  if (!target) return target;
+  const fsys::path& store = *target;
   fsys::path source_abs = *tars ? fsys::path() : fsys::canonical(opt.sources[0], ec);
   if (!*tars && !ec && (store == source_abs || store.string().rfind(source_abs.string() + "/", 0) == 0))
     return fid::Error{EINVAL, fmt::format("{}: the store must not be inside the source folder", store.string())};
-  if (!fsys::is_directory(store.parent_path(), ec))
-    return fid::Error{ENOENT, fmt::format("{}: parent folder does not exist", store.parent_path().string())};
-  return store;
+  return target;
 }
 
 fid::Result<PackReport> pack(const PackOptions& opt, const std::function<void(const PackProgress&)>& progress,
@@ -238,6 +253,9 @@ fid::Result<PackReport> pack(const PackOptions& opt, const std::function<void(co
   if (!listed) return std::move(listed).error();
   if (cancel) return interrupted();
   SourceTree& tree = *listed;
+  const std::string digest = source_digest(tree);
+  const std::vector<bool> in_shard = select_shard(opt.shard, tree);
+  if (!in_shard.empty()) source->read_only(in_shard);
 
   fid::Result<std::unique_ptr<IndexWriter>> index = IndexWriter::create(tmp_path / kIndexScratchFile);
   if (!index) return std::move(index).error();
@@ -246,10 +264,19 @@ fid::Result<PackReport> pack(const PackOptions& opt, const std::function<void(co
   ProgressTicker ticker(progress, t0);
   ticker.counts().files_total = tree.files.size();
   ticker.counts().source_bytes_total = tree.bytes;
-  if (fid::Status written = write_records(opt, *source, tree, writer, ticker, cancel); !written)
+  if (!in_shard.empty()) {
+    ticker.counts().files_total = ticker.counts().source_bytes_total = 0;
+    for (uint32_t i = 0; i < tree.files.size(); ++i)
+      if (in_shard[i]) {
+        ticker.counts().files_total++;
+        ticker.counts().source_bytes_total += tree.files.listed_size(i);
+      }
+  }
+  if (fid::Status written = write_records(opt, *source, tree, in_shard, writer, ticker, cancel); !written)
     return std::move(written).error();
   if (cancel) return interrupted();
-  if (fid::Status indexed = write_index(opt, tmp_path, std::move(index).value(), tree, writer.records()); !indexed)
+  if (fid::Status indexed = write_index(opt, tmp_path, std::move(index).value(), tree, digest, writer.records());
+      !indexed)
     return std::move(indexed).error();
   if (fid::Status committed = (*tmp)->commit(store); !committed) return std::move(committed).error();
 

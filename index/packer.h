@@ -12,6 +12,7 @@
 
 #include "codec/jpeg.h"
 #include "common/error.h"
+#include "index/shard.h"
 
 namespace fid::index {
 
@@ -27,6 +28,8 @@ struct PackOptions {
   uint32_t record_files = 65536;
   uint64_t seed = 0;
   codec::LevelScripts levels = codec::LevelScripts::pcr;  // scan scripts of the JPEGs
+  // The part of the source to pack (index/shard.h): every folder, and the files of this part.
+  Shard shard;
 };
 
 struct PackProgress {

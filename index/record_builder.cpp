@@ -46,7 +46,7 @@ void RecordBuilder::add(const PreparedFile& f) {
 fid::Result<RecordInfo> RecordBuilder::write(const std::filesystem::path& store_tmp, uint32_t id) {
   RecordInfo info;
   info.layout = layout_;
-  info.path = fmt::format("{}/{:06d}.rec", kRecordDir, id);
+  info.path = record_path(id);
   std::vector<uint64_t> region_start;
   uint64_t pos = kRecordHeaderSize;
   for (auto& r : regions_) {

@@ -213,11 +213,17 @@ int64_t Store::load_meta(SqliteDb& db, const std::string& ip) {
 
 void Store::load_records(SqliteDb& db, const std::string& ip) {
   auto corrupt = [&](const std::string& what) { return corrupt_index(ip, what); };
-  auto q = db.prepare("SELECT id, path, layout, size, region_ends FROM records ORDER BY id");
+  // Format 3 records the id in each record's header; before, it was always the record's id.
+  auto q = db.prepare(format_version_ >= 3
+                          ? "SELECT id, path, layout, size, region_ends, header_id FROM records ORDER BY id"
+                          : "SELECT id, path, layout, size, region_ends, id FROM records ORDER BY id");
   while (q.step()) {
     Record r;
     r.id = static_cast<uint32_t>(q.integer(0));
     if (r.id != records_.size()) throw corrupt("record ids are not 0..n-1");
+    const int64_t header_id = q.integer(5);
+    if (header_id < 0 || header_id > 0xFFFFFFFF) throw corrupt(fmt::format("record {} has header id {}", r.id, header_id));
+    r.header_id = static_cast<uint32_t>(header_id);
     r.path = q.text(1);
     if (r.path.empty() || r.path.find("..") != std::string::npos || r.path.front() == '/')
       throw corrupt(fmt::format("record {} has a bad path '{}'", r.id, r.path));

@@ -16,7 +16,7 @@
 namespace fid::index {
 
 // The version pack writes; Store loads every version from 1 up to it (docs/FORMAT.md).
-inline constexpr int kFormatVersion = 2;
+inline constexpr int kFormatVersion = 3;
 
 enum class FileKind : uint8_t { jpeg = 0, l3 = 1, blob = 2 };
 std::string_view kind_name(FileKind k);
@@ -67,6 +67,9 @@ enum class RecordLayout : uint8_t {
 
 struct Record {
   uint32_t id = 0;
+  // The id in the record file's header: the id the pack gave it, which a merge keeps (records are
+  // linked, never rewritten) while it renumbers the records.
+  uint32_t header_id = 0;
   std::string path;          // relative to the store, e.g. records/000012.rec
   uint64_t size = 0;
   RecordLayout layout = RecordLayout::scan;

@@ -26,7 +26,7 @@ namespace {
 
 // docs/FORMAT.md "The tables cache".
 constexpr char kTablesMagic[8] = {'F', 'I', 'D', 'T', 'A', 'B', 'L', 'E'};
-constexpr uint32_t kTablesLayoutVersion = 1;
+constexpr uint32_t kTablesLayoutVersion = 2;
 constexpr uint32_t kByteOrderMark = 0x01020304;
 constexpr uint64_t kSectionAlign = 64;
 constexpr uint32_t kMaxIndexPathBytes = 4096;
@@ -110,6 +110,7 @@ std::vector<uint8_t> encode_records(std::span<const Record> recs) {
   std::vector<uint8_t> out;
   for (const Record& r : recs) {
     put_le(out, static_cast<uint8_t>(r.layout), 1);
+    put_le(out, r.header_id, 4);
     put_le(out, r.size, 8);
     put_le(out, r.path.size(), 4);
     out.insert(out.end(), r.path.begin(), r.path.end());
@@ -129,9 +130,10 @@ bool decode_records(const uint8_t* p, const uint8_t* end, std::vector<Record>& o
   while (p < end) {
     Record r;
     r.id = static_cast<uint32_t>(out.size());
-    uint64_t layout = 0, n = 0;
-    if (!take(1, layout) || layout > 1 || !take(8, r.size) || !take(4, n) || static_cast<uint64_t>(end - p) < n) return false;
+    uint64_t layout = 0, header_id = 0, n = 0;
+    if (!take(1, layout) || layout > 1 || !take(4, header_id) || !take(8, r.size) || !take(4, n) || static_cast<uint64_t>(end - p) < n) return false;
     r.layout = static_cast<RecordLayout>(layout);
+    r.header_id = static_cast<uint32_t>(header_id);
     r.path.assign(reinterpret_cast<const char*>(p), n);
     p += n;
     if (!take(4, n) || static_cast<uint64_t>(end - p) / 8 < n) return false;

@@ -63,19 +63,6 @@ int64_t mtime_ns(archive_entry* e) {
   return static_cast<int64_t>(archive_entry_mtime(e)) * 1'000'000'000 + archive_entry_mtime_nsec(e);
 }
 
-// Paths in the order of a depth-first walk whose children are sorted bytewise: '/' compares
-// below every other byte, so a folder's contents directly follow it.
-bool walk_less(const std::string& a, const std::string& b) {
-  const size_t n = std::min(a.size(), b.size());
-  for (size_t i = 0; i < n; ++i) {
-    if (a[i] == b[i]) continue;
-    const auto ca = a[i] == '/' ? 0 : static_cast<unsigned char>(a[i]) + 1;
-    const auto cb = b[i] == '/' ? 0 : static_cast<unsigned char>(b[i]) + 1;
-    return ca < cb;
-  }
-  return a.size() < b.size();
-}
-
 // ---------------------------------------------------------------------------------------------
 // The walk
 
@@ -236,6 +223,7 @@ struct TarSource::Impl {
     fid::Result<SourceBytes> bytes;
   };
   std::vector<bool> wanted;  // by seq
+  std::vector<bool> only;    // by file index: the files pack reads (empty: all)
   std::mutex mu;
   std::condition_variable cv;
   std::deque<Streamed> queue;
@@ -312,7 +300,8 @@ class TreeBuilder {
       return {};
     }
     last_file_ = m.path;
-    tree_.files.add(stack_.back(), std::string_view(m.path).substr(slash == std::string::npos ? 0 : slash + 1));
+    tree_.files.add(stack_.back(), std::string_view(m.path).substr(slash == std::string::npos ? 0 : slash + 1),
+                    static_cast<uint32_t>(loc.size));
     tree_.bytes += loc.size;
     files.push_back(loc);
     return {};
@@ -441,7 +430,8 @@ fid::Result<SourceBytes> TarSource::Impl::read_streamed(uint32_t i) {
                                         return a.seq < b.seq;
                                       })->seq + 1,
                   false);
-    for (const Location& l : files) wanted[l.seq] = true;
+    for (size_t f = 0; f < files.size(); ++f)
+      if (only.empty() || only[f]) wanted[files[f].seq] = true;
     producer = std::thread([this] { produce(); });
   }
   cv.wait(lock, [&] { return (!queue.empty() && queue.front().seq == seq) || (queue.empty() && stream_error); });
@@ -471,6 +461,8 @@ std::optional<std::vector<uint32_t>> TarSource::stream_order() const {
   std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) { return impl_->files[a].seq < impl_->files[b].seq; });
   return order;
 }
+
+void TarSource::read_only(std::vector<bool> files) { impl_->only = std::move(files); }
 
 bool is_tar_name(const fsys::path& path) {
   const std::string n = path.filename().string();

@@ -30,6 +30,7 @@ class TarSource final : public PackSource {
   fid::Result<SourceTree> list(const std::atomic<bool>& cancel) override;
   fid::Result<SourceBytes> read(const SourceTree& tree, uint32_t i) const override;
   std::optional<std::vector<uint32_t>> stream_order() const override;
+  void read_only(std::vector<bool> files) override;
 
   struct Impl;
 

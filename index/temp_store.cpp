@@ -52,6 +52,17 @@ fid::Status clear_leftovers(const fsys::path& store, const std::string& tmp_pref
 
 }  // namespace
 
+fid::Result<fsys::path> check_store_target(const fsys::path& target) {
+  std::error_code ec;
+  fsys::path store = fsys::absolute(target, ec);
+  if (store.filename().empty()) store = store.parent_path();
+  if (fsys::exists(store, ec) && !(fsys::is_directory(store, ec) && fsys::is_empty(store, ec)))
+    return fid::Error{EEXIST, fmt::format("{}: already exists and is not an empty folder", store.string())};
+  if (!fsys::is_directory(store.parent_path(), ec))
+    return fid::Error{ENOENT, fmt::format("{}: parent folder does not exist", store.parent_path().string())};
+  return store;
+}
+
 fid::Status fsync_path(const fsys::path& p) {
   Fd fd(::open(p.c_str(), O_RDONLY | O_CLOEXEC));
   if (fd.get() < 0) {

@@ -33,6 +33,10 @@ class TempStore {
   bool committed_ = false;
 };
 
+// Checks where a store is to be written (pack, merge): absent or an empty folder, in a folder that
+// exists. Returns its absolute path. Touches nothing.
+fid::Result<std::filesystem::path> check_store_target(const std::filesystem::path& store);
+
 // Flushes a file or folder to storage; a failure (EIO, ENOSPC on delayed allocation) fails the
 // pack: the store must not be committed on top of data that may not be there.
 fid::Status fsync_path(const std::filesystem::path& p);

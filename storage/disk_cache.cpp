@@ -230,7 +230,7 @@ DiskCachedSource::Copy DiskCachedSource::open_copy(uint32_t record) {
   if (size < sizeof header || size > store_.records()[record].size ||
       !read_exactly(c.fd.get(), header, sizeof header, 0) ||
       std::memcmp(header, index::kRecordMagic.data(), index::kRecordMagic.size()) != 0 ||
-      index::get_le(header + 8, 4) != record) {
+      index::get_le(header + 8, 4) != store_.records()[record].header_id) {
     stats_.errors.fetch_add(1, std::memory_order_relaxed);
     c.fd.reset();
     c.unusable = true;

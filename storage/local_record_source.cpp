@@ -130,7 +130,7 @@ Result<Fd> open_record(const std::filesystem::path& p, const index::Record& r) {
     return Error{EIO, fmt::format("{}: truncated: {} bytes, index says {}", p.string(), st.st_size, r.size)};
   if (::pread(fd.get(), header, sizeof header, 0) != static_cast<ssize_t>(sizeof header) ||
       std::memcmp(header, index::kRecordMagic.data(), index::kRecordMagic.size()) != 0 ||
-      index::get_le(header + 8, 4) != r.id)
+      index::get_le(header + 8, 4) != r.header_id)
     return Error{EIO, fmt::format("{}: not record {} of this store (bad header)", p.string(), r.id)};
   return fd;
 }

@@ -19,6 +19,9 @@ class Store:
         self.dirs = {i: (parent, bytes(name)) for i, parent, name in self.db.execute("SELECT id, parent, name FROM dirs")}
         self.records = {i: (p, layout, size) for i, p, layout, size in
                         self.db.execute("SELECT id, path, layout, size FROM records")}
+        # Format 3 records the id in each record file's header (a merge keeps it); before, it was the id.
+        self.header_ids = dict(self.db.execute(
+            "SELECT id, header_id FROM records" if self.version >= 3 else "SELECT id, id FROM records"))
         region_ends = {i: struct.unpack(f"<{len(b) // 8}Q", b) for i, b in
                        self.db.execute("SELECT id, region_ends FROM records")}
         self.files = {}
@@ -72,6 +75,15 @@ class Store:
             assert pos == list(ends), f"record {rec}: pieces end at {pos}, regions at {ends}"
         for f in self.files.values():
             f["pieces"] = [tuple(p) for p in f["pieces"]]
+
+    def check_headers(self):
+        """Every record file starts with the magic, its header id and its layout."""
+        for rec, (path, layout, size) in self.records.items():
+            with open(os.path.join(self.path, path), "rb") as fh:
+                head = fh.read(16)
+            assert os.path.getsize(os.path.join(self.path, path)) == size, path
+            assert head[:8] == b"FIDREC01", path
+            assert struct.unpack_from("<IB", head, 8) == (self.header_ids[rec], layout), path
 
     def dir_path(self, d):
         parts = []
