@@ -1,8 +1,8 @@
-#include <csignal>
 #include <filesystem>
 #include <fmt/format.h>
 
 #include "cli/commands.h"
+#include "cli/interrupt.h"
 #include "index/merge.h"
 #include "index/temp_store.h"
 
@@ -10,8 +10,6 @@ namespace fid::cli {
 
 namespace {
 
-std::atomic<bool> g_cancel{false};
-extern "C" void on_merge_signal(int) { g_cancel = true; }
 
 int run_merge(const std::vector<std::string>& args) {
   // The target is the user's to fix (a usage error, as for pack); whatever the parts say is a
@@ -20,13 +18,9 @@ int run_merge(const std::vector<std::string>& args) {
     fmt::print(stderr, "fidelityfs merge: {}\n", checked.error().message);
     return kExitUsage;
   }
-  struct sigaction sa {};
-  sa.sa_handler = on_merge_signal;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
+  const std::atomic<bool>& cancel = cancel_on_interrupt();
   const std::vector<std::filesystem::path> parts(args.begin(), args.end() - 1);
-  const fid::Result<index::MergeReport> merged = index::merge(parts, args.back(), g_cancel);
+  const fid::Result<index::MergeReport> merged = index::merge(parts, args.back(), cancel);
   if (!merged) {
     fmt::print(stderr, "fidelityfs merge: {}\n", merged.error().message);
     return kExitRuntime;

@@ -3,11 +3,11 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
-#include <csignal>
 #include <filesystem>
 #include <fmt/format.h>
 
 #include "cli/commands.h"
+#include "cli/interrupt.h"
 #include "cli/progress.h"
 #include "codec/jpeg.h"
 #include "index/packer.h"
@@ -16,8 +16,6 @@ namespace fid::cli {
 
 namespace {
 
-std::atomic<bool> g_cancel{false};
-extern "C" void on_pack_signal(int) { g_cancel = true; }
 
 // The sources as given, a quoted glob expanded (in sorted order), then the lines of --source-list.
 fid::Result<std::vector<std::filesystem::path>> source_paths(const std::vector<std::string>& given,
@@ -52,17 +50,13 @@ int run_pack(const index::PackOptions& opt, const std::string& progress_mode) {
     fmt::print(stderr, "fidelityfs pack: {}\n", checked.error().message);
     return kExitUsage;
   }
-  struct sigaction sa {};
-  sa.sa_handler = on_pack_signal;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
+  const std::atomic<bool>& cancel = cancel_on_interrupt();
   ProgressLine line(parse_progress_mode(progress_mode), "pack");
   auto run = [&]() -> fid::Result<index::PackReport> {
     try {
       return index::pack(
           opt, [&](const index::PackProgress& p) { line.update(p.files_done, p.files_total, p.source_bytes_done, p.seconds); },
-          g_cancel);
+          cancel);
     } catch (const std::exception& e) {  // out of memory, ...: the store is removed all the same
       return fid::Error{EIO, e.what()};
     }
