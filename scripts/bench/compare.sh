@@ -12,6 +12,10 @@ bench_setup
 base=$(baseline_tree "$rev")
 echo "baseline: $(git -C "$root" rev-parse --short "$rev") ($(git -C "$root" log -1 --format=%s "$rev" | cut -c1-70))"
 echo "this:     $(git -C "$root" rev-parse --short HEAD) ($(git -C "$root" log -1 --format=%s HEAD | cut -c1-70))"
+# Both builds must read the store: the baseline's packs it (this build reads every older format).
+store=$BENCH_DIR/store-imagenet-$count
+rm -rf "$store"
+"$base/build/cli/fidelityfs" pack "$(make_dataset imagenet "$count" 20)" "$store" --progress off >/dev/null
 echo "== read.sh $count $runs 10 (this build and the baseline's, same store, same runs)"
 BASELINE_BIN=$base/build/cli/fidelityfs "$root/scripts/bench/read.sh" "$count" "$runs" 10 2>&1 | tail -12
 for script in cold.sh l3.sh; do
