@@ -191,6 +191,27 @@ Result<Fd> open_tables_dir(const fs::path& file) {
   return open_private_dir(file.parent_path(), "tables cache", /*create=*/false);
 }
 
+// The header's fields that describe the index and the layout (offsets and hashes come later).
+Header header_of(const std::string& index_path, const IndexIdentity& id, const TablesMeta& meta) {
+  Header h{};
+  std::memcpy(h.magic, kTablesMagic, sizeof h.magic);
+  h.layout_version = kTablesLayoutVersion;
+  h.byte_order = kByteOrderMark;
+  h.file_row_bytes = sizeof(File);
+  h.dir_row_bytes = sizeof(Dir);
+  h.piece_row_bytes = sizeof(Piece);
+  h.levels = meta.levels;
+  h.format_version = meta.format_version;
+  h.index_path_bytes = static_cast<uint32_t>(index_path.size());
+  h.seed = meta.seed;
+  h.index_size = id.size;
+  h.index_mtime_ns = id.mtime_ns;
+  h.index_inode = id.inode;
+  h.index_device = id.device;
+  h.index_head_hash = id.head_hash;
+  return h;
+}
+
 }  // namespace
 
 Result<IndexIdentity> identify_index(const fs::path& index_file) {
@@ -225,22 +246,7 @@ Status write_tables_file(const fs::path& file, const fs::path& index_file, const
       raw(t.child_dirs), raw(t.child_files), raw(t.record_begin), raw(t.record_files),
       raw(std::span<const char>(t.names)),
   };
-  Header h{};
-  std::memcpy(h.magic, kTablesMagic, sizeof h.magic);
-  h.layout_version = kTablesLayoutVersion;
-  h.byte_order = kByteOrderMark;
-  h.file_row_bytes = sizeof(File);
-  h.dir_row_bytes = sizeof(Dir);
-  h.piece_row_bytes = sizeof(Piece);
-  h.levels = meta.levels;
-  h.format_version = meta.format_version;
-  h.index_path_bytes = static_cast<uint32_t>(index_path.size());
-  h.seed = meta.seed;
-  h.index_size = id.size;
-  h.index_mtime_ns = id.mtime_ns;
-  h.index_inode = id.inode;
-  h.index_device = id.device;
-  h.index_head_hash = id.head_hash;
+  Header h = header_of(index_path, id, meta);
   const uint64_t body_start = align_up(sizeof(Header) + index_path.size());
   uint64_t pos = body_start;
   for (size_t s = 0; s < kSections; ++s) {
