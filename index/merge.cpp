@@ -296,12 +296,12 @@ void MergeWriter::copy_skipped() {
 }
 
 // Writes the merged index into `tmp` (records linked, index complete and renamed into place).
-fid::Result<MergeReport> write_store(std::vector<Part>& parts, const fsys::path& tmp, const std::atomic<bool>& cancel) {
+fid::Result<MergeReport> write_store(std::vector<Part>& parts, TempStore& tmp, const std::atomic<bool>& cancel) {
   fid::Result<std::vector<std::string>> folders = folder_paths(parts);
   if (!folders) return std::move(folders).error();
   MergeReport report;
   {
-    MergeWriter w(parts, tmp, cancel);
+    MergeWriter w(parts, tmp.path(), cancel);
     w.write_meta();
     w.copy_dirs();
     if (fid::Status linked = w.link_records(); !linked) return std::move(linked).error();
@@ -310,12 +310,7 @@ fid::Result<MergeReport> write_store(std::vector<Part>& parts, const fsys::path&
     w.finish();
     report = w.report;
   }
-  const fsys::path partial = tmp / kIndexPartialFile;
-  if (fid::Status flushed = fsync_path(partial); !flushed) return std::move(flushed).error();
-  if (::rename(partial.c_str(), (tmp / kIndexFile).c_str()) != 0) {
-    const int err = errno;
-    return fid::Error{err, fmt::format("{}: cannot rename the index: {}", partial.string(), std::strerror(err))};
-  }
+  if (fid::Status published = tmp.publish_index(); !published) return std::move(published).error();
   return report;
 }
 
@@ -339,7 +334,7 @@ fid::Result<MergeReport> merge(const std::vector<fsys::path>& part_dirs, const f
   if (!tmp) return std::move(tmp).error();
   fid::Result<MergeReport> report = [&]() -> fid::Result<MergeReport> {
     try {
-      return write_store(parts, (*tmp)->path(), cancel);
+      return write_store(parts, **tmp, cancel);
     } catch (const StoreError& e) {
       return fid::Error{EIO, fmt::format("cannot merge: {}", e.what())};
     }

@@ -149,25 +149,20 @@ fid::Status write_records(const PackOptions& opt, const PackSource& source, cons
 
 // Writes the index under another name and renames it once complete and flushed: a folder that
 // has an index.sqlite has all of it and all its (already flushed) records.
-fid::Status write_index(const PackOptions& opt, const fsys::path& tmp, std::unique_ptr<IndexWriter> index,
+fid::Status write_index(const PackOptions& opt, TempStore& tmp, std::unique_ptr<IndexWriter> index,
                         const SourceTree& tree, const std::string& digest, const std::vector<RecordInfo>& records) {
-  const fsys::path partial = tmp / kIndexPartialFile;
+  const fsys::path partial = tmp.path() / kIndexPartialFile;
   const PackMeta meta{opt.seed, opt.record_bytes, shard_text(opt.shard), digest,
                       opt.levels == codec::LevelScripts::fast ? "fast" : "pcr"};
   if (fid::Status done = index->finish(partial, meta, tree, records); !done)
     return std::move(done).error();
   index.reset();
-  const fsys::path scratch = tmp / kIndexScratchFile;
+  const fsys::path scratch = tmp.path() / kIndexScratchFile;
   if (::unlink(scratch.c_str()) != 0) {
     const int err = errno;
     return fid::Error{err, fmt::format("{}: cannot remove: {}", scratch.string(), std::strerror(err))};
   }
-  if (fid::Status flushed = fsync_path(partial); !flushed) return std::move(flushed).error();
-  if (::rename(partial.c_str(), (tmp / kIndexFile).c_str()) != 0) {
-    const int err = errno;
-    return fid::Error{err, fmt::format("{}: cannot rename the index: {}", partial.string(), std::strerror(err))};
-  }
-  return {};
+  return tmp.publish_index();
 }
 
 // The files of the shard (by file index; empty for the whole source). The listing's skipped
@@ -275,7 +270,7 @@ fid::Result<PackReport> pack(const PackOptions& opt, const std::function<void(co
   if (fid::Status written = write_records(opt, *source, tree, in_shard, writer, ticker, cancel); !written)
     return std::move(written).error();
   if (cancel) return interrupted();
-  if (fid::Status indexed = write_index(opt, tmp_path, std::move(index).value(), tree, digest, writer.records());
+  if (fid::Status indexed = write_index(opt, **tmp, std::move(index).value(), tree, digest, writer.records());
       !indexed)
     return std::move(indexed).error();
   if (fid::Status committed = (*tmp)->commit(store); !committed) return std::move(committed).error();

@@ -98,6 +98,16 @@ TempStore::~TempStore() {
   }
 }
 
+fid::Status TempStore::publish_index() {
+  const fsys::path partial = path_ / kIndexPartialFile;
+  if (fid::Status flushed = fsync_path(partial); !flushed) return std::move(flushed).error();
+  if (::rename(partial.c_str(), (path_ / kIndexFile).c_str()) != 0) {
+    const int err = errno;
+    return system_error(err, fmt::format("{}: cannot rename the index", partial.string()));
+  }
+  return {};
+}
+
 fid::Status TempStore::commit(const fsys::path& store) {
   for (const fsys::path& p : {path_ / kRecordDir, path_})
     if (fid::Status flushed = fsync_path(p); !flushed) return std::move(flushed).error();

@@ -25,6 +25,9 @@ class TempStore {
   // Flushes the records folder and the folder, then renames the folder to `store` (an empty
   // target folder is replaced atomically by rename(2)).
   fid::Status commit(const std::filesystem::path& store);
+  // Flushes the complete index written as index.sqlite.partial and renames it index.sqlite: a
+  // folder that has an index.sqlite has all of it.
+  fid::Status publish_index();
 
  private:
   TempStore() = default;
