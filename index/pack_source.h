@@ -98,6 +98,10 @@ class PackSource {
   // Pack reads only the files marked here (a shard's, by file index), before its first read();
   // a streamed source then skips the others' bytes instead of queueing them.
   virtual void read_only(std::vector<bool> files) { (void)files; }
+  // The order in which pack will call read() (file indexes), told once before the first read()
+  // of a source read at random: a remote source fetches ahead in it. Reads then come from
+  // several threads, roughly (not exactly) in this order.
+  virtual void will_read(const std::vector<uint32_t>& order) { (void)order; }
 };
 
 }  // namespace fid::index

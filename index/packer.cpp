@@ -22,6 +22,8 @@ namespace fid::index {
 
 namespace fsys = std::filesystem;
 
+fid::Result<bool> sources_are_tars(const std::vector<fsys::path>& sources);
+
 namespace {
 
 constexpr int kLevels = codec::kJpegLevels;
@@ -37,8 +39,9 @@ fid::Error interrupted() { return fid::Error{ECANCELED, "interrupted"}; }
 // when full and sends its files' rows to the index; keeps the report's counts.
 class RecordWriter {
  public:
-  RecordWriter(const PackOptions& opt, const fsys::path& tmp, SourceTree& tree, IndexWriter& index, PackReport& report)
-      : opt_(opt), tmp_(tmp), tree_(tree), index_(index), report_(report) {
+  RecordWriter(const PackOptions& opt, const fsys::path& tmp, SourceTree& tree, IndexWriter& index, PackReport& report,
+               PackDestination* destination)
+      : opt_(opt), tmp_(tmp), tree_(tree), index_(index), report_(report), destination_(destination) {
     report_.bytes_by_level.assign(kLevels, 0);
   }
 
@@ -85,6 +88,9 @@ class RecordWriter {
     fid::Result<RecordInfo> written = b.write(tmp_, static_cast<uint32_t>(records_.size()));
     if (!written) return std::move(written).error();
     records_.push_back(std::move(written).value());
+    if (destination_)
+      if (fid::Status sent = destination_->add_record(tmp_ / records_.back().path, records_.back().path); !sent)
+        return sent;
     fid::Status indexed;
     b.for_each_file([&](const StoredFile& f) {
       if (indexed) indexed = index_.add(f);
@@ -98,6 +104,7 @@ class RecordWriter {
   SourceTree& tree_;
   IndexWriter& index_;
   PackReport& report_;
+  PackDestination* const destination_;
   std::vector<RecordInfo> records_;
   RecordBuilder scan_{RecordLayout::scan}, whole_{RecordLayout::whole};
 };
@@ -127,7 +134,7 @@ class ProgressTicker {
 // Prepares the tree's files in parallel, in storage order, and lays them out in records.
 // The shard's files only: the storage order (or the stream's) keeps the files for which `in_shard` is
 // true.
-fid::Status write_records(const PackOptions& opt, const PackSource& source, const SourceTree& tree,
+fid::Status write_records(const PackOptions& opt, PackSource& source, const SourceTree& tree,
                           const std::vector<bool>& in_shard, RecordWriter& writer, ProgressTicker& ticker,
                           const std::atomic<bool>& cancel) {
   const uint32_t n = tree.files.size();
@@ -135,6 +142,7 @@ fid::Status write_records(const PackOptions& opt, const PackSource& source, cons
   std::optional<std::vector<uint32_t>> streamed = source.stream_order();
   std::vector<uint32_t> order = streamed ? std::move(*streamed) : storage_permutation(n, opt.seed);
   if (!in_shard.empty()) std::erase_if(order, [&](uint32_t i) { return !in_shard[i]; });
+  if (!streamed) source.will_read(order);
   OrderedPipeline pipeline(source, tree, order, jobs, opt.levels, cancel);
   for (size_t pos = 0; pos < order.size(); ++pos) {
     std::optional<PreparedFile> f = pipeline.next();
@@ -163,6 +171,12 @@ fid::Status write_index(const PackOptions& opt, TempStore& tmp, std::unique_ptr<
     return fid::Error{err, fmt::format("{}: cannot remove: {}", scratch.string(), std::strerror(err))};
   }
   return tmp.publish_index();
+}
+
+std::unique_ptr<PackSource> local_source(const PackOptions& opt) {
+  if (*sources_are_tars(opt.sources))
+    return std::make_unique<TarSource>(TarSourceOptions{opt.sources, opt.expand_inner_tars});
+  return std::make_unique<FolderSource>(opt.sources[0]);
 }
 
 // The files of the shard (by file index; empty for the whole source). The listing's skipped
@@ -212,9 +226,9 @@ fid::Result<bool> sources_are_tars(const std::vector<fsys::path>& sources) {
   return true;
 }
 
-fid::Result<fsys::path> check_pack_options(const PackOptions& opt) {
+fid::Result<fsys::path> check_pack_options(const PackOptions& opt, const PackIo& io) {
   std::error_code ec;
-  fid::Result<bool> tars = sources_are_tars(opt.sources);
+  fid::Result<bool> tars = io.source ? fid::Result<bool>(true) : sources_are_tars(opt.sources);
   if (!tars) return std::move(tars).error();
   if (opt.record_bytes < 4096) return fid::Error{EINVAL, "--record-bytes must be at least 4096"};
   if (opt.shard.count == 0 || opt.shard.index >= opt.shard.count)
@@ -231,19 +245,20 @@ fid::Result<fsys::path> check_pack_options(const PackOptions& opt) {
 
 fid::Result<PackReport> pack(const PackOptions& opt, const std::function<void(const PackProgress&)>& progress,
                              const std::atomic<bool>& cancel) {
+  return pack(opt, PackIo{}, progress, cancel);
+}
+
+fid::Result<PackReport> pack(const PackOptions& opt, PackIo io, const std::function<void(const PackProgress&)>& progress,
+                             const std::atomic<bool>& cancel) {
   const auto t0 = Clock::now();
-  fid::Result<fsys::path> checked = check_pack_options(opt);
+  fid::Result<fsys::path> checked = check_pack_options(opt, io);
   if (!checked) return std::move(checked).error();
   const fsys::path store = std::move(checked).value();
   fid::Result<std::unique_ptr<TempStore>> tmp = TempStore::begin(store);
   if (!tmp) return std::move(tmp).error();
   const fsys::path& tmp_path = (*tmp)->path();
 
-  std::unique_ptr<PackSource> source;
-  if (*sources_are_tars(opt.sources))
-    source = std::make_unique<TarSource>(TarSourceOptions{opt.sources, opt.expand_inner_tars});
-  else
-    source = std::make_unique<FolderSource>(opt.sources[0]);
+  std::unique_ptr<PackSource> source = io.source ? std::move(io.source) : local_source(opt);
   fid::Result<SourceTree> listed = source->list(cancel);
   if (!listed) return std::move(listed).error();
   if (cancel) return interrupted();
@@ -255,7 +270,7 @@ fid::Result<PackReport> pack(const PackOptions& opt, const std::function<void(co
   fid::Result<std::unique_ptr<IndexWriter>> index = IndexWriter::create(tmp_path / kIndexScratchFile);
   if (!index) return std::move(index).error();
   PackReport report;
-  RecordWriter writer(opt, tmp_path, tree, **index, report);
+  RecordWriter writer(opt, tmp_path, tree, **index, report, io.destination);
   ProgressTicker ticker(progress, t0);
   ticker.counts().files_total = tree.files.size();
   ticker.counts().source_bytes_total = tree.bytes;
@@ -273,14 +288,20 @@ fid::Result<PackReport> pack(const PackOptions& opt, const std::function<void(co
   if (fid::Status indexed = write_index(opt, **tmp, std::move(index).value(), tree, digest, writer.records());
       !indexed)
     return std::move(indexed).error();
-  if (fid::Status committed = (*tmp)->commit(store); !committed) return std::move(committed).error();
+  for (auto& r : writer.records()) report.store_bytes += r.size;
+  std::error_code ec;
+  if (io.destination) {
+    report.store_bytes += fsys::file_size(tmp_path / kIndexFile, ec);
+    if (fid::Status uploaded = io.destination->finish(tmp_path / kIndexFile); !uploaded)
+      return std::move(uploaded).error();
+  } else {
+    if (fid::Status committed = (*tmp)->commit(store); !committed) return std::move(committed).error();
+    report.store_bytes += fsys::file_size(store / kIndexFile, ec);
+  }
 
   report.records = writer.records().size();
   report.dirs = tree.dirs.size();
   report.skipped = tree.skipped;
-  for (auto& r : writer.records()) report.store_bytes += r.size;
-  std::error_code ec;
-  report.store_bytes += fsys::file_size(store / kIndexFile, ec);
   const auto end = Clock::now();
   report.seconds = std::chrono::duration<double>(end - t0).count();
   if (progress) ticker.report(end);

@@ -12,6 +12,7 @@
 
 #include "codec/jpeg.h"
 #include "common/error.h"
+#include "index/pack_source.h"
 #include "index/shard.h"
 
 namespace fid::index {
@@ -48,16 +49,43 @@ struct PackReport {
   double seconds = 0;
 };
 
+// Where a store goes when it is not a local folder (an object store: storage/s3_upload.h). Pack
+// still builds the store in a local temporary folder; the destination takes each record as soon as
+// it is written and may remove the local file, so that the disk holds only records in flight.
+class PackDestination {
+ public:
+  virtual ~PackDestination() = default;
+  // Record `name` ("records/000001.rec") is complete in `file`. Called from one thread, in record
+  // order; may return before the record is stored (a bounded number in flight). An error fails
+  // the pack.
+  virtual fid::Status add_record(const std::filesystem::path& file, const std::string& name) = 0;
+  // Every record has been added and the index is complete in `index_file`: returns once all the
+  // records are stored and then the index, that is once the store is whole at the destination.
+  virtual fid::Status finish(const std::filesystem::path& index_file) = 0;
+};
+
+// What a pack reads from and writes to when that is not given by the options' paths.
+struct PackIo {
+  // A source the caller made (s3://, http(s)://: storage/remote_source.h); null: options.sources.
+  std::unique_ptr<PackSource> source;
+  // A store the caller opened for writing (s3://). Then options.store is a local scratch path
+  // (absent or an empty folder): the store is built beside it and removed when pack returns.
+  PackDestination* destination = nullptr;
+};
+
 // Checks the options before anything is written: the sources are one folder or tar files, the
 // record size is at least 4096, the store is absent or an empty folder, not inside a source
 // folder, and its parent folder exists. Returns the store's absolute path. Touches nothing. A failure here is the
 // caller's mistake (the command line reports it as a usage error); pack() checks the same first.
-fid::Result<std::filesystem::path> check_pack_options(const PackOptions& options);
+// With io.source, options.sources only names it in messages.
+fid::Result<std::filesystem::path> check_pack_options(const PackOptions& options, const PackIo& io = {});
 
 // Packs options.source into options.store. On any failure, and when `cancel` becomes true
 // (ECANCELED), nothing is left at options.store. `progress` is called from one thread.
 fid::Result<PackReport> pack(const PackOptions& options, const std::function<void(const PackProgress&)>& progress,
                              const std::atomic<bool>& cancel);
+fid::Result<PackReport> pack(const PackOptions& options, PackIo io,
+                             const std::function<void(const PackProgress&)>& progress, const std::atomic<bool>& cancel);
 
 // The storage order of n files for a seed: Fisher-Yates driven by SplitMix64 (docs/FORMAT.md).
 std::vector<uint32_t> storage_permutation(uint32_t n, uint64_t seed);
