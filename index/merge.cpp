@@ -32,6 +32,8 @@ constexpr const char* kSharedKeys[] = {"source_digest", "seed",           "level
 
 struct Part {
   fsys::path dir;
+  std::string name;          // for messages: the folder, or the part's URL
+  size_t given = 0;          // its place among the parts as given
   std::unique_ptr<SqliteDb> db;
   std::map<std::string, std::string> meta;
   Shard shard;
@@ -39,38 +41,39 @@ struct Part {
   uint32_t record_base = 0;  // the merged id of its record 0
 };
 
-std::string name_of(const Part& p) { return p.dir.string(); }
+const std::string& name_of(const Part& p) { return p.name; }
 
 std::string as_string(std::span<const uint8_t> b) { return {reinterpret_cast<const char*>(b.data()), b.size()}; }
 
-fid::Error not_a_part(const fsys::path& dir, const std::string& why) {
-  return fid::Error{EINVAL, fmt::format("{}: not a part of a sharded pack: {}", dir.string(), why)};
+fid::Error not_a_part(const std::string& name, const std::string& why) {
+  return fid::Error{EINVAL, fmt::format("{}: not a part of a sharded pack: {}", name, why)};
 }
 
 // Opens a part's index and reads its meta; refuses what is not a store, or a store without the
 // keys every pack writes now (shard, source_digest, level_scripts).
-fid::Result<Part> open_part(const fsys::path& dir) {
+fid::Result<Part> open_part(const fsys::path& dir, const std::string& name) {
   Part p;
   p.dir = dir;
+  p.name = name;
   std::error_code ec;
   if (!fsys::is_regular_file(dir / kIndexFile, ec))
-    return fid::Error{ENOENT, fmt::format("{}: not a fidelityfs store (no {})", dir.string(), kIndexFile)};
+    return fid::Error{ENOENT, fmt::format("{}: not a fidelityfs store (no {})", name, kIndexFile)};
   try {
     p.db = std::make_unique<SqliteDb>((dir / kIndexFile).string(), /*writable=*/false);
     auto q = p.db->prepare("SELECT key, value FROM meta");
     while (q.step()) p.meta[q.text(0)] = q.text(1);
   } catch (const StoreError& e) {
-    return fid::Error{EINVAL, fmt::format("{}: not a fidelityfs store: {}", dir.string(), e.what())};
+    return fid::Error{EINVAL, fmt::format("{}: not a fidelityfs store: {}", name, e.what())};
   }
   for (const char* key : {"format_version", "levels", "seed", "record_bytes"})
-    if (!p.meta.count(key)) return fid::Error{EINVAL, fmt::format("{}: not a fidelityfs store (no {})", dir.string(), key)};
+    if (!p.meta.count(key)) return fid::Error{EINVAL, fmt::format("{}: not a fidelityfs store (no {})", name, key)};
   if (std::atoi(p.meta["format_version"].c_str()) > kFormatVersion)
     return fid::Error{EINVAL, fmt::format("{}: store format version {} is newer than this fidelityfs supports ({})",
-                                          dir.string(), p.meta["format_version"], kFormatVersion)};
+                                          name, p.meta["format_version"], kFormatVersion)};
   for (const char* key : {"shard", "source_digest", "level_scripts"})
-    if (!p.meta.count(key)) return not_a_part(dir, fmt::format("no {} in its meta (packed by an older fidelityfs)", key));
+    if (!p.meta.count(key)) return not_a_part(name, fmt::format("no {} in its meta (packed by an older fidelityfs)", key));
   fid::Result<Shard> shard = parse_shard(p.meta["shard"]);
-  if (!shard) return not_a_part(dir, fmt::format("corrupt meta: shard '{}'", p.meta["shard"]));
+  if (!shard) return not_a_part(name, fmt::format("corrupt meta: shard '{}'", p.meta["shard"]));
   p.shard = *shard;
   return p;
 }
@@ -134,8 +137,8 @@ fid::Result<std::vector<std::string>> folder_paths(std::vector<Part>& parts) {
 // Writes the merged index (into a TempStore folder) from the checked parts.
 class MergeWriter {
  public:
-  MergeWriter(std::vector<Part>& parts, const fsys::path& tmp, const std::atomic<bool>& cancel)
-      : parts_(parts), tmp_(tmp), cancel_(cancel), db_((tmp / kIndexPartialFile).string(), /*writable=*/true) {
+  MergeWriter(std::vector<Part>& parts, const fsys::path& tmp, const MergeIo& io, const std::atomic<bool>& cancel)
+      : parts_(parts), tmp_(tmp), io_(io), cancel_(cancel), db_((tmp / kIndexPartialFile).string(), /*writable=*/true) {
     db_.exec("PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF;");
     db_.exec(kSchema);
     db_.exec("BEGIN");
@@ -153,7 +156,11 @@ class MergeWriter {
 
  private:
   std::vector<Part>& parts_;
+  // Puts one record into the store under its merged path.
+  fid::Status place(const Part& p, const std::string& from, const std::string& to);
+
   const fsys::path& tmp_;
+  const MergeIo& io_;
   const std::atomic<bool>& cancel_;
   SqliteDb db_;
 };
@@ -184,7 +191,18 @@ void MergeWriter::copy_dirs() {
   }
 }
 
-// Links every part's records into the store under their merged ids (part 0's first), keeping
+fid::Status MergeWriter::place(const Part& p, const std::string& from_rel, const std::string& to) {
+  if (io_.place_record) return io_.place_record(p.given, from_rel, to);
+  const fsys::path from = p.dir / from_rel;
+  if (::link(from.c_str(), (tmp_ / to).c_str()) == 0) return {};
+  const int err = errno;
+  if (err == EXDEV)
+    return fid::Error{EXDEV, fmt::format("{}: cannot link into the store: the parts and the store must be on one "
+                                         "filesystem", from.string())};
+  return fid::Error{err, fmt::format("{}: cannot link into the store: {}", from.string(), std::strerror(err))};
+}
+
+// Places every part's records into the store under their merged ids (part 0's first), keeping
 // their header ids.
 fid::Status MergeWriter::link_records() {
   auto st = db_.prepare(
@@ -197,15 +215,8 @@ fid::Status MergeWriter::link_records() {
       const std::string path = q.text(1);
       if (q.integer(0) != p.records || path.empty() || path.front() == '/' || path.find("..") != std::string::npos)
         return fid::Error{EINVAL, fmt::format("{}: corrupt index: record {}", name_of(p), q.integer(0))};
-      const fsys::path from = p.dir / path;
       const std::string to = record_path(next);
-      if (::link(from.c_str(), (tmp_ / to).c_str()) != 0) {
-        const int err = errno;
-        if (err == EXDEV)
-          return fid::Error{EXDEV, fmt::format("{}: cannot link into the store: the parts and the store must be on one "
-                                               "filesystem", from.string())};
-        return fid::Error{err, fmt::format("{}: cannot link into the store: {}", from.string(), std::strerror(err))};
-      }
+      if (fid::Status placed = place(p, path, to); !placed) return placed;
       st.bind(1, static_cast<int64_t>(next));
       st.bind(2, std::string_view(to));
       for (int c = 2; c <= 3; ++c) st.bind(c + 1, q.integer(c));  // layout, size
@@ -296,12 +307,13 @@ void MergeWriter::copy_skipped() {
 }
 
 // Writes the merged index into `tmp` (records linked, index complete and renamed into place).
-fid::Result<MergeReport> write_store(std::vector<Part>& parts, TempStore& tmp, const std::atomic<bool>& cancel) {
+fid::Result<MergeReport> write_store(std::vector<Part>& parts, TempStore& tmp, const MergeIo& io,
+                                     const std::atomic<bool>& cancel) {
   fid::Result<std::vector<std::string>> folders = folder_paths(parts);
   if (!folders) return std::move(folders).error();
   MergeReport report;
   {
-    MergeWriter w(parts, tmp.path(), cancel);
+    MergeWriter w(parts, tmp.path(), io, cancel);
     w.write_meta();
     w.copy_dirs();
     if (fid::Status linked = w.link_records(); !linked) return std::move(linked).error();
@@ -317,16 +329,17 @@ fid::Result<MergeReport> write_store(std::vector<Part>& parts, TempStore& tmp, c
 }  // namespace
 
 fid::Result<MergeReport> merge(const std::vector<fsys::path>& part_dirs, const fsys::path& target,
-                               const std::atomic<bool>& cancel) {
+                               const std::atomic<bool>& cancel, const MergeIo& io) {
   const auto t0 = std::chrono::steady_clock::now();
   fid::Result<fsys::path> checked = check_store_target(target);
   if (!checked) return std::move(checked).error();
   const fsys::path store = std::move(checked).value();
   if (part_dirs.empty()) return fid::Error{EINVAL, "no part given"};
   std::vector<Part> parts;
-  for (const fsys::path& dir : part_dirs) {
-    fid::Result<Part> part = open_part(dir);
+  for (size_t i = 0; i < part_dirs.size(); ++i) {
+    fid::Result<Part> part = open_part(part_dirs[i], io.part_names.empty() ? part_dirs[i].string() : io.part_names.at(i));
     if (!part) return std::move(part).error();
+    part->given = i;
     parts.push_back(std::move(part).value());
   }
   if (fid::Status ok = check_parts(parts); !ok) return std::move(ok).error();
@@ -334,14 +347,19 @@ fid::Result<MergeReport> merge(const std::vector<fsys::path>& part_dirs, const f
   if (!tmp) return std::move(tmp).error();
   fid::Result<MergeReport> report = [&]() -> fid::Result<MergeReport> {
     try {
-      return write_store(parts, **tmp, cancel);
+      return write_store(parts, **tmp, io, cancel);
     } catch (const StoreError& e) {
       return fid::Error{EIO, fmt::format("cannot merge: {}", e.what())};
     }
   }();
   if (!report) return report;
   if (cancel) return fid::Error{ECANCELED, "interrupted"};
-  if (fid::Status committed = (*tmp)->commit(store); !committed) return std::move(committed).error();
+  if (io.destination) {
+    if (fid::Status uploaded = io.destination->finish((*tmp)->path() / kIndexFile); !uploaded)
+      return std::move(uploaded).error();
+  } else if (fid::Status committed = (*tmp)->commit(store); !committed) {
+    return std::move(committed).error();
+  }
   report->parts = static_cast<uint32_t>(parts.size());
   report->seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return report;

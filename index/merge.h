@@ -7,9 +7,12 @@
 #include <atomic>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
+#include <string>
 #include <vector>
 
 #include "common/error.h"
+#include "index/packer.h"
 
 namespace fid::index {
 
@@ -19,12 +22,23 @@ struct MergeReport {
   double seconds = 0;
 };
 
+// A merge whose parts or store are not local folders (s3://: cli/cmd_merge.cpp). The parts are then
+// local folders holding only their index.sqlite, and the store a local scratch path.
+struct MergeIo {
+  std::vector<std::string> part_names;  // for messages, one per part as given; empty: the folders
+  // Puts record `from` (relative to part `part`, as given) into the store as `to`; it may return
+  // before the record is there (the destination's finish() waits). Null: a hard link.
+  std::function<fid::Status(size_t part, const std::string& from, const std::string& to)> place_record;
+  // Takes the finished index (PackDestination::finish); null: the store is the local folder.
+  PackDestination* destination = nullptr;
+};
+
 // Merges `parts` (every part of one pack, any order) into `store`. Refuses parts that are not
 // stores, of different sources or packs (digest, seed, levels, level scripts, format, record
 // size, shard count), two parts with one shard number, and missing shards; the error names the
 // parts. The parts and the store must be on one filesystem (EXDEV otherwise). On any failure,
 // and when `cancel` becomes true (ECANCELED), nothing is left at `store`.
 fid::Result<MergeReport> merge(const std::vector<std::filesystem::path>& parts, const std::filesystem::path& store,
-                               const std::atomic<bool>& cancel);
+                               const std::atomic<bool>& cancel, const MergeIo& io = {});
 
 }  // namespace fid::index
