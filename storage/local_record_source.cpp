@@ -208,7 +208,12 @@ int LocalRecordSource::direct_fd(uint32_t r) {
 // The filesystem wants another alignment (EINVAL): record r is read buffered from now on.
 void LocalRecordSource::drop_direct(uint32_t r, int fd) {
   int expected = fd;
-  if (dfd_[r].compare_exchange_strong(expected, -1)) ::close(fd);  // reads that raced got EINVAL too
+  // Not closed here: another thread may have loaded fd and be about to read it, and a closed number
+  // can be reused by the next open(). Kept open until the destructor (one per record at most).
+  if (dfd_[r].compare_exchange_strong(expected, -1)) {
+    std::lock_guard lock(dropped_mu_);
+    dropped_.emplace_back(fd);
+  }
 }
 
 Status LocalRecordSource::read_buffered(const RangeRead& r) {

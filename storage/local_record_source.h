@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -57,9 +58,11 @@ class LocalRecordSource final : public RecordSource {
   const bool uring_;
   std::vector<Fd> fds_;  // buffered descriptor per record, -1: unreadable
   // O_DIRECT descriptor per record, opened on first use by any thread: -2 not opened yet, -1
-  // none. The slots own them (lock-free, hence raw): drop_direct closes the one it takes out,
-  // the destructor the rest.
+  // none. The slots own them (lock-free, hence raw) and the destructor closes them; one that
+  // drop_direct takes out moves to dropped_, open until then.
   std::unique_ptr<std::atomic<int>[]> dfd_;
+  std::mutex dropped_mu_;
+  std::vector<Fd> dropped_;
   std::vector<std::string> problems_;
 };
 
