@@ -136,6 +136,11 @@ class PackSource {
   // of a source read at random: a remote source fetches ahead in it. Reads then come from
   // several threads, roughly (not exactly) in this order.
   virtual void will_read(const std::vector<uint32_t>& order) { (void)order; }
+  // True when a file that cannot be read fails the pack: a remote source's reads fail for the
+  // storage's reasons (gone since listed, denied, unreachable), and a store silently without
+  // those files would be wrong. False: the file is skipped with the reason, as a local file
+  // removed or unreadable since it was listed is.
+  virtual bool read_errors_fail() const { return false; }
 };
 
 }  // namespace fid::index
