@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <array>
+#include <cstdint>
 #include <cerrno>
 #include <nlohmann/json.hpp>
 
@@ -59,6 +60,9 @@ std::optional<int64_t> to_ns(int y, int mo, int d, int h, int mi, int s, int64_t
   if (!valid_date(y, mo, d) || h > 23 || mi > 59 || s > 60) return std::nullopt;  // 60: a leap second
   const int64_t secs = days_from_civil(y, static_cast<unsigned>(mo), static_cast<unsigned>(d)) * 86400 + h * 3600 +
                        mi * 60 + s - offset_s;
+  // Nanoseconds in an int64 reach from 1677 to 2262.
+  constexpr int64_t kMaxSecs = INT64_MAX / 1'000'000'000 - 1;
+  if (secs > kMaxSecs || secs < -kMaxSecs) return std::nullopt;
   return secs * 1'000'000'000 + frac_ns;
 }
 

@@ -123,6 +123,7 @@ TEST(S3Listing, XmlTextAndTimes) {
   EXPECT_FALSE(st::parse_iso8601_ns("2001-02-29T00:00:00Z"));
   EXPECT_FALSE(st::parse_iso8601_ns("2001-01-01T24:00:00Z"));
   EXPECT_FALSE(st::parse_iso8601_ns("2001-01-01T00:00:00"));  // no zone
+  EXPECT_FALSE(st::parse_iso8601_ns("9999-01-01T00:00:00Z"));  // beyond int64 nanoseconds
   EXPECT_EQ(st::parse_http_date_ns("Thu, 01 Jan 1970 00:01:00 GMT"), 60'000'000'000);
   EXPECT_FALSE(st::parse_http_date_ns("Thu, 01 Foo 1970 00:01:00 GMT"));
 }
