@@ -11,6 +11,8 @@
 #include "cli/progress.h"
 #include "codec/jpeg.h"
 #include "index/packer.h"
+#include "storage/remote_source.h"
+#include "storage/url.h"
 
 namespace fid::cli {
 
@@ -44,9 +46,18 @@ fid::Result<std::vector<std::filesystem::path>> source_paths(const std::vector<s
   return out;
 }
 
-int run_pack(const index::PackOptions& opt, const std::string& progress_mode) {
+// A source at s3:// or http(s)://, when that is what the only SRC names; null otherwise.
+fid::Result<std::unique_ptr<index::PackSource>> remote_source(const std::vector<std::string>& given,
+                                                              const std::string& list_file) {
+  if (given.size() != 1 || !list_file.empty()) return std::unique_ptr<index::PackSource>();
+  fid::Result<storage::StoreUrl> url = storage::parse_store_url(given[0]);
+  if (!url || !url->remote()) return std::unique_ptr<index::PackSource>();
+  return storage::make_remote_source(*url, storage::StoreOptions{});
+}
+
+int run_pack(const index::PackOptions& opt, index::PackIo io, const std::string& progress_mode) {
   // What the options say is wrong is the user's to fix: a usage error, reported before any work.
-  if (fid::Result<std::filesystem::path> checked = index::check_pack_options(opt); !checked) {
+  if (fid::Result<std::filesystem::path> checked = index::check_pack_options(opt, io); !checked) {
     fmt::print(stderr, "fidelityfs pack: {}\n", checked.error().message);
     return kExitUsage;
   }
@@ -55,7 +66,7 @@ int run_pack(const index::PackOptions& opt, const std::string& progress_mode) {
   auto run = [&]() -> fid::Result<index::PackReport> {
     try {
       return index::pack(
-          opt, [&](const index::PackProgress& p) { line.update(p.files_done, p.files_total, p.source_bytes_done, p.seconds); },
+          opt, std::move(io), [&](const index::PackProgress& p) { line.update(p.files_done, p.files_total, p.source_bytes_done, p.seconds); },
           cancel);
     } catch (const std::exception& e) {  // out of memory, ...: the store is removed all the same
       return fid::Error{EIO, e.what()};
@@ -134,6 +145,17 @@ void register_pack(CLI::App& app, int& exit_code) {
     opt->shard = *part;
     opt->store = sources->back();
     sources->pop_back();
+    fid::Result<std::unique_ptr<index::PackSource>> remote = remote_source(*sources, *source_list);
+    if (!remote) {
+      fmt::print(stderr, "fidelityfs pack: {}\n", remote.error().message);
+      exit_code = kExitUsage;
+      return;
+    }
+    if (*remote) {
+      opt->sources = {sources->front()};
+      exit_code = run_pack(*opt, index::PackIo{std::move(*remote), nullptr}, *progress);
+      return;
+    }
     fid::Result<std::vector<std::filesystem::path>> named = source_paths(*sources, *source_list);
     if (!named) {
       fmt::print(stderr, "fidelityfs pack: {}\n", named.error().message);
@@ -141,7 +163,7 @@ void register_pack(CLI::App& app, int& exit_code) {
       return;
     }
     opt->sources = std::move(named).value();
-    exit_code = run_pack(*opt, *progress);
+    exit_code = run_pack(*opt, index::PackIo{}, *progress);
   });
 }
 

@@ -76,6 +76,40 @@ struct SourceTree {
   }
 };
 
+// A listed path made relative to the tree: "./" and "." segments and repeated slashes dropped;
+// absolute paths, ".." and NUL bytes refused (a pack must not name anything outside its tree).
+// "" is the root. The error's message is the reason only.
+fid::Result<std::string> normalize_source_path(std::string_view raw);
+
+// Builds a SourceTree from the paths of a listing (normalized) met in walk order (walk_less):
+// folders are made as paths need them, ".fidelity" at the root is reserved, files over 4 GiB
+// and names over 255 bytes are skipped with the reason, and a path met twice (unless both times
+// as a folder) or both as a file and as a folder is refused (EEXIST; the message is the reason,
+// the caller names where). Folders made for a path take `made_mtime_ns`.
+class SourceTreeBuilder {
+ public:
+  explicit SourceTreeBuilder(int64_t root_mtime_ns);
+  // A folder ("" is the root) and its mtime.
+  fid::Status add_dir(const std::string& path, int64_t mtime_ns, int64_t made_mtime_ns);
+  // A file: true when it is in the tree (its index is the tree's files.size() - 1), false when
+  // it is skipped (listed in the tree's skipped with the reason).
+  fid::Result<bool> add_file(const std::string& path, uint64_t size, int64_t made_mtime_ns);
+  // An entry that cannot be packed, with the reason; the folders above it are made all the same.
+  fid::Status add_skipped(const std::string& path, std::string why, int64_t made_mtime_ns);
+  SourceTree take() { return std::move(tree_); }
+
+ private:
+  // The checks every path goes through; false when the path is the root or reserved.
+  fid::Result<bool> admit(const std::string& path, bool is_dir);
+  // Makes `dir` (and the folders above it) the current folder.
+  fid::Status enter(const std::string& dir, int64_t made_mtime_ns);
+
+  SourceTree tree_;
+  std::vector<uint32_t> stack_;  // folder ids from the root to the current folder
+  std::string last_path_, last_file_;
+  bool last_was_dir_ = false, any_ = false, reserved_reported_ = false;
+};
+
 // One file's bytes as pack read them.
 struct SourceBytes {
   std::vector<uint8_t> bytes;
@@ -102,6 +136,11 @@ class PackSource {
   // of a source read at random: a remote source fetches ahead in it. Reads then come from
   // several threads, roughly (not exactly) in this order.
   virtual void will_read(const std::vector<uint32_t>& order) { (void)order; }
+  // True when a file that cannot be read fails the pack: a remote source's reads fail for the
+  // storage's reasons (gone since listed, denied, unreachable), and a store silently without
+  // those files would be wrong. False: the file is skipped with the reason, as a local file
+  // removed or unreadable since it was listed is.
+  virtual bool read_errors_fail() const { return false; }
 };
 
 }  // namespace fid::index

@@ -57,7 +57,7 @@ PreparedFile prepare_file(const PackSource& source, const SourceTree& tree, uint
   try {
     fid::Result<SourceBytes> read = source.read(tree, index);
     if (!read) {
-      out.skipped = true;
+      out.skipped = out.unread = true;
       out.note = read.error().message;
       return out;
     }

@@ -15,6 +15,7 @@ namespace fid::index {
 struct PreparedFile {
   uint32_t source_index = 0;
   bool skipped = false;
+  bool unread = false;  // skipped because the source could not read it
   std::string note;  // why skipped, or why stored as a blob
   FileKind kind = FileKind::blob;
   uint32_t script = 0;  // jpeg: scan script; l3: codec::shape_code

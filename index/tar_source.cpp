@@ -28,29 +28,6 @@ namespace {
 
 constexpr uint64_t kNoOffset = UINT64_MAX;  // a member inside a compressed stream
 
-// ---------------------------------------------------------------------------------------------
-// Member names
-
-// The member's path relative to the tree: "./" and "." segments and repeated slashes dropped;
-// absolute paths and ".." refused (a pack must not name anything outside its tree). "" is the root.
-fid::Result<std::string> normalize(std::string_view raw) {
-  if (!raw.empty() && raw.front() == '/') return fid::Error{EINVAL, "absolute path"};
-  std::string out;
-  size_t i = 0;
-  while (i <= raw.size()) {
-    size_t j = raw.find('/', i);
-    if (j == std::string_view::npos) j = raw.size();
-    std::string_view seg = raw.substr(i, j - i);
-    if (seg == "..") return fid::Error{EINVAL, "'..' in the path"};
-    if (!seg.empty() && seg != ".") {
-      if (!out.empty()) out += '/';
-      out += seg;
-    }
-    i = j + 1;
-  }
-  return out;
-}
-
 bool ends_with(std::string_view s, std::string_view tail) {
   return s.size() >= tail.size() && s.substr(s.size() - tail.size()) == tail;
 }
@@ -153,7 +130,7 @@ class TarWalk {
                                   RangeInput* range) {
     const char* raw = archive_entry_pathname(e);
     const std::string raw_name = raw ? raw : "";
-    fid::Result<std::string> path = normalize(raw_name);
+    fid::Result<std::string> path = normalize_source_path(raw_name);
     if (!path) return fid::Error{EINVAL, fmt::format("{}: member '{}': {}", name(t), raw_name, path.error().message)};
     TarMember m;
     m.tar = t;
@@ -164,7 +141,7 @@ class TarWalk {
     if (range && archive_entry_filetype(e) == AE_IFREG && m.offset + m.size > range->end())
       return fid::Error{EIO, fmt::format("{}: member '{}': truncated (the tar ends inside its data)", name(t), m.path)};
     if (const char* target = archive_entry_hardlink(e)) {
-      fid::Result<std::string> to = normalize(target);
+      fid::Result<std::string> to = normalize_source_path(target);
       if (!to) return fid::Error{EINVAL, fmt::format("{}: member '{}': hard link to '{}': {}", name(t), m.path, target,
                                                      to.error().message)};
       m.kind = TarMember::link;
@@ -249,89 +226,46 @@ struct TarSource::Impl {
 
 namespace {
 
-// Builds the tree from the members sorted in walk order: folders made as paths need them,
-// duplicates and a path that is both a file and a folder refused.
+// Builds the tree from the members sorted in walk order (SourceTreeBuilder), with what only a
+// tar has: hard links, and the tar that holds each member (errors name it).
 class TreeBuilder {
  public:
   TreeBuilder(const TarSourceOptions& opt, const std::vector<int64_t>& tar_mtime, bool streamed)
-      : opt_(opt), tar_mtime_(tar_mtime), streamed_(streamed) {
-    tree_.dirs.push_back(SourceDir{0, "", "", tar_mtime.empty() ? 0 : tar_mtime[0]});
-    stack_.push_back(0);
-  }
+      : opt_(opt), tar_mtime_(tar_mtime), streamed_(streamed), tree_(tar_mtime.empty() ? 0 : tar_mtime[0]) {}
 
   fid::Status add(const std::vector<TarMember>& sorted, size_t k, std::vector<TarSource::Impl::Location>& files) {
     const TarMember& m = sorted[k];
     if (k > 0 && sorted[k - 1].path == m.path && !(m.kind == TarMember::dir && sorted[k - 1].kind == TarMember::dir))
       return fid::Error{EEXIST, fmt::format("duplicate path '{}' (in {} and {})", m.path, opt_.tars[sorted[k - 1].tar].string(),
                                             opt_.tars[m.tar].string())};
-    if (m.path.empty()) {
-      if (m.kind == TarMember::dir) tree_.dirs[0].mtime_ns = m.mtime_ns;
-      return {};
-    }
-    if (m.path == ".fidelity" || m.path.rfind(".fidelity/", 0) == 0) {
-      if (!reserved_reported_) tree_.skipped.emplace_back(".fidelity", "name reserved for the mount's control folder");
-      reserved_reported_ = true;
-      return {};
-    }
-    const size_t slash = m.path.rfind('/');
-    const std::string parent = slash == std::string::npos ? "" : m.path.substr(0, slash);
-    if (fid::Status made = enter(m.kind == TarMember::dir ? m.path : parent, m); !made) return made;
+    const int64_t made = tar_mtime_[m.tar];
+    fid::Status added;
     if (m.kind == TarMember::dir) {
-      tree_.dirs[stack_.back()].mtime_ns = m.mtime_ns;
-      return {};
+      added = tree_.add_dir(m.path, m.mtime_ns, made);
+    } else if (m.kind == TarMember::skipped) {
+      added = tree_.add_skipped(m.path, m.detail, made);
+    } else if (m.kind == TarMember::link && streamed_) {  // its data came earlier in the stream
+      added = tree_.add_skipped(m.path, "a hard link in a compressed tar (not supported)", made);
+    } else {
+      TarSource::Impl::Location loc{m.offset, m.size, m.mtime_ns, m.tar, m.seq};
+      if (m.kind == TarMember::link) {
+        fid::Result<TarSource::Impl::Location> target = link_target(sorted, m);
+        if (!target) return std::move(target).error();
+        loc = *target;
+        loc.mtime_ns = m.mtime_ns;
+      }
+      fid::Result<bool> in_tree = tree_.add_file(m.path, loc.size, made);
+      if (in_tree && *in_tree) files.push_back(loc);
+      if (!in_tree) added = std::move(in_tree).error();
     }
-    if (m.kind == TarMember::skipped) {
-      tree_.skipped.emplace_back(m.path, m.detail);
-      return {};
-    }
-    if (m.kind == TarMember::link && streamed_) {  // its data came earlier in the stream
-      tree_.skipped.emplace_back(m.path, "a hard link in a compressed tar (not supported)");
-      return {};
-    }
-    TarSource::Impl::Location loc{m.offset, m.size, m.mtime_ns, m.tar, m.seq};
-    if (m.kind == TarMember::link) {
-      fid::Result<TarSource::Impl::Location> target = link_target(sorted, m);
-      if (!target) return std::move(target).error();
-      loc = *target;
-      loc.mtime_ns = m.mtime_ns;
-    }
-    if (loc.size > kMaxSourceFileBytes) {
-      tree_.skipped.emplace_back(m.path, "larger than 4 GiB");
-      return {};
-    }
-    last_file_ = m.path;
-    tree_.files.add(stack_.back(), std::string_view(m.path).substr(slash == std::string::npos ? 0 : slash + 1),
-                    static_cast<uint32_t>(loc.size));
-    tree_.bytes += loc.size;
-    files.push_back(loc);
+    if (!added) return fid::Error{added.error().code, fmt::format("{}: member '{}': {}", opt_.tars[m.tar].string(), m.path,
+                                                                  added.error().message)};
     return {};
   }
 
-  SourceTree take() { return std::move(tree_); }
+  SourceTree take() { return tree_.take(); }
 
  private:
-  // Makes `dir` (and the folders above it) the current folder.
-  fid::Status enter(const std::string& dir, const TarMember& m) {
-    auto is_within = [&](uint32_t id) {
-      const std::string& rel = tree_.dirs[id].rel;
-      return rel.empty() || dir == rel || dir.rfind(rel + "/", 0) == 0;
-    };
-    while (!is_within(stack_.back())) stack_.pop_back();
-    while (tree_.dirs[stack_.back()].rel != dir) {
-      const std::string& top = tree_.dirs[stack_.back()].rel;
-      const size_t from = top.empty() ? 0 : top.size() + 1;
-      const size_t end = dir.find('/', from);
-      const std::string rel = dir.substr(0, end);
-      if (rel == last_file_)
-        return fid::Error{EEXIST, fmt::format("{}: member '{}': path '{}' is both a file and a folder",
-                                              opt_.tars[m.tar].string(), m.path, rel)};
-      const auto id = static_cast<uint32_t>(tree_.dirs.size());
-      tree_.dirs.push_back(SourceDir{stack_.back(), rel.substr(from), rel, tar_mtime_[m.tar]});
-      stack_.push_back(id);
-    }
-    return {};
-  }
-
   fid::Result<TarSource::Impl::Location> link_target(const std::vector<TarMember>& sorted, const TarMember& m) {
     auto it = std::lower_bound(sorted.begin(), sorted.end(), m.detail,
                                [](const TarMember& a, const std::string& p) { return walk_less(a.path, p); });
@@ -344,10 +278,7 @@ class TreeBuilder {
   const TarSourceOptions& opt_;
   const std::vector<int64_t>& tar_mtime_;
   const bool streamed_;
-  SourceTree tree_;
-  std::vector<uint32_t> stack_;  // folder ids from the root to the current folder
-  std::string last_file_;
-  bool reserved_reported_ = false;
+  SourceTreeBuilder tree_;
 };
 
 }  // namespace

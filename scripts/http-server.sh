@@ -2,14 +2,16 @@
 # A throwaway static HTTP(S) server for integration tests and benchmarks: Debian's nginx serving
 # a folder read-only on 127.0.0.1 (range requests, ETags, keep-alive, sendfile).
 #
-#   eval "$(scripts/http-server.sh start [DIR] [--root ROOT] [--tls])"   # prints export lines
+#   eval "$(scripts/http-server.sh start [DIR] [--root ROOT] [--tls] [--json-index])"   # prints export lines
 #   scripts/http-server.sh restart [DIR]     # stops nginx and starts it again on the same port
 #   scripts/http-server.sh stop [DIR]                                    # ends it, removes DIR
 #
 # DIR (default /tmp/fidelityfs-http) holds everything: nginx.conf, pid file, logs, temp paths,
 # the export lines (DIR/env) and, with --tls, a throwaway test CA (DIR/tls/ca.pem) and a server
 # certificate for 127.0.0.1 and localhost signed by it. ROOT (default DIR/www, created empty) is
-# the folder served; it is only read. Only stdout carries the export lines:
+# the folder served; it is only read. --json-index lists folders (a GET of PATH/) as nginx's
+# JSON autoindex, what `fidelityfs pack http://...` reads; without it folders are not listed.
+# Only stdout carries the export lines:
 #   FIDELITYFS_HTTP_URL   http[s]://127.0.0.1:PORT
 #   FIDELITYFS_HTTP_ROOT  the folder served
 #   FIDELITYFS_HTTP_CA    (--tls only) the CA file that verifies the server (curl --cacert)
@@ -23,14 +25,15 @@ MARKER=.fidelityfs-http  # file in DIR that says "this directory is ours, stop m
 
 log() { printf 'http-server: %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
-usage() { echo "usage: $0 start [DIR] [--root ROOT] [--tls] | $0 restart [DIR] | $0 stop [DIR]" >&2; exit 2; }
+usage() { echo "usage: $0 start [DIR] [--root ROOT] [--tls] [--json-index] | $0 restart [DIR] | $0 stop [DIR]" >&2; exit 2; }
 
 [[ $# -ge 1 ]] || usage
 cmd=$1; shift
-dir='' root='' tls=0
+dir='' root='' tls=0 json_index=0
 while [[ $# -gt 0 ]]; do
     case $1 in
         --tls) tls=1 ;;
+        --json-index) json_index=1 ;;
         --root) [[ $# -ge 2 ]] || usage; root=$2; shift ;;
         --root=*) root=${1#--root=} ;;
         -*) usage ;;
@@ -41,7 +44,7 @@ done
 dir=${dir:-/tmp/fidelityfs-http}
 [[ $dir == /* ]] || dir=$PWD/$dir   # nginx resolves relative paths against its prefix
 if [[ -n $root && $root != /* ]]; then root=$PWD/$root; fi
-if [[ $cmd != start && ( -n $root || $tls == 1 ) ]]; then usage; fi
+if [[ $cmd != start && ( -n $root || $tls == 1 || $json_index == 1 ) ]]; then usage; fi
 
 # --- process bookkeeping (as scripts/s3-server.sh) ---------------------------------------------
 # DIR/pid holds "PID STARTTIME" of the nginx master. STARTTIME (field 22 of /proc/PID/stat)
@@ -144,6 +147,8 @@ write_config() {  # PORT
     # the invoking user (nginx warns and ignores `user` when not started as root).
     local user_line=''
     if [[ $(id -u) == 0 ]]; then user_line='user root root;'; fi
+    local autoindex='autoindex off;'
+    if ((json_index)); then autoindex='autoindex on; autoindex_format json;'; fi
     cat >"$dir/nginx.conf" <<EOF
 $user_line
 worker_processes 1;
@@ -172,7 +177,7 @@ http {
         root $root;
         location / {
             limit_except GET { deny all; }   # GET implies HEAD; nothing else: read-only
-            autoindex off;
+            $autoindex
         }
     }
 }

@@ -89,13 +89,15 @@ class HttpServer:
 
 
 @contextlib.contextmanager
-def http_server(root, tls=False, netns=None):
+def http_server(root, tls=False, netns=None, json_index=False):
     """nginx serving `root` read-only on 127.0.0.1 (https with a throwaway CA if tls); on the
-    loopback of network namespace `netns` (a Namespace) when given."""
+    loopback of network namespace `netns` (a Namespace) when given; folders listed as JSON
+    (nginx autoindex_format json) with json_index."""
     state = tempfile.mkdtemp(prefix="fid-http-")
     os.rmdir(state)  # the script creates it (and refuses a folder that is not its own)
     inside = netns.exec_prefix() if netns else []
-    args = inside + [HTTP_SERVER, "start", state, "--root", os.path.abspath(root)] + (["--tls"] if tls else [])
+    args = inside + [HTTP_SERVER, "start", state, "--root", os.path.abspath(root)] + (["--tls"] if tls else []) + \
+        (["--json-index"] if json_index else [])
     try:
         env = parse_exports(_script(args, START_TIMEOUT))
         yield HttpServer(env["FIDELITYFS_HTTP_URL"], env.get("FIDELITYFS_HTTP_CA"), env["FIDELITYFS_HTTP_ROOT"], state)

@@ -1,0 +1,408 @@
+#include "storage/remote_source.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <condition_variable>
+#include <ctime>
+#include <mutex>
+#include <unordered_map>
+
+#include "storage/http_record_source.h"
+#include "storage/remote_store.h"
+#include "storage/s3_listing.h"
+
+namespace fid::storage {
+
+namespace {
+
+constexpr size_t kListingsAtOnce = 16;   // folder listings in flight (http)
+constexpr size_t kMaxFolderDepth = 128;  // deeper is taken for a link loop on the server (http)
+
+// A listed object or folder, path relative to the source's root.
+struct Entry {
+  std::string path;  // normalized; the raw relative key when `invalid` is set
+  std::string raw;   // the relative key (s3) or path (http) when it differs from `path`
+  std::string invalid;  // why the key cannot be a path in the tree
+  bool dir = false, other = false;
+  uint64_t size = 0;
+  int64_t mtime_ns = 0;
+};
+
+struct FileRef {
+  uint64_t size = 0;
+  int64_t mtime_ns = 0;
+};
+
+// One whole-object GET: its buffer, filled by the client's transfer thread.
+struct Fetch {
+  std::vector<uint8_t> bytes;
+  Status status;
+  HttpResult result;
+  bool done = false;
+};
+
+class RemoteSource final : public index::PackSource {
+ public:
+  RemoteSource(StoreUrl url, RemoteLocation where, std::string bucket_root, HttpOptions http)
+      : url_(std::move(url)), where_(std::move(where)), bucket_root_(std::move(bucket_root)), client_(std::move(http)) {}
+
+  Result<index::SourceTree> list(const std::atomic<bool>& cancel) override;
+  Result<index::SourceBytes> read(const index::SourceTree& tree, uint32_t i) const override;
+  void will_read(const std::vector<uint32_t>& order) override;
+  bool read_errors_fail() const override { return true; }
+
+ private:
+  std::string root_text() const { return url_.text.ends_with('/') ? url_.text.substr(0, url_.text.size() - 1) : url_.text; }
+  // A GET of `path` (relative to the source's root) and what it got, waited for.
+  std::pair<Status, std::string> get_text(const std::string& url, std::function<Result<Headers>()> sign) const;
+  Error listing_error(const Status& s, const HttpResult& r, std::string_view what) const;
+  Result<std::vector<Entry>> list_s3(const std::atomic<bool>& cancel);
+  Result<std::vector<Entry>> list_http(const std::atomic<bool>& cancel);
+  Status list_http_folders(const std::vector<std::string>& folders, std::vector<Entry>& out, std::vector<std::string>& next);
+  Result<index::SourceTree> build(std::vector<Entry> entries);
+
+  std::string key_of(const index::SourceTree& tree, uint32_t i) const;
+  std::shared_ptr<Fetch> submit(const index::SourceTree& tree, uint32_t i) const;
+  void top_up(const index::SourceTree& tree) const;  // with mu_ held
+  Result<index::SourceBytes> finish(const index::SourceTree& tree, uint32_t i, Fetch& f) const;
+
+  const StoreUrl url_;
+  const RemoteLocation where_;
+  const std::string bucket_root_;  // s3: the request path of the bucket ("/bucket" or "")
+  std::vector<FileRef> files_;
+  std::unordered_map<uint32_t, std::string> odd_keys_;  // files whose key is not their path
+
+  // The prefetch window: GETs submitted in pack's order and not yet taken by a read.
+  mutable std::mutex mu_;
+  mutable std::condition_variable cv_;
+  std::vector<uint32_t> order_;
+  mutable size_t next_ = 0;           // the next position of order_ to submit
+  mutable std::vector<bool> taken_;   // by file: read already (directly or from the window)
+  mutable std::unordered_map<uint32_t, std::shared_ptr<Fetch>> window_;
+  mutable uint64_t window_bytes_ = 0;
+  // Last: destroyed first, so that its cancelled requests' callbacks find the rest alive.
+  mutable HttpClient client_;
+};
+
+std::pair<Status, std::string> RemoteSource::get_text(const std::string& url, std::function<Result<Headers>()> sign) const {
+  std::string body;
+  bool too_big = false;
+  HttpRequest req;
+  req.url = url;
+  req.sign = std::move(sign);
+  req.sink = [&body, &too_big](uint64_t offset, std::span<const uint8_t> bytes) {
+    if (offset + bytes.size() > kMaxListingBytes) {
+      too_big = true;
+      return false;
+    }
+    if (body.size() < offset + bytes.size()) body.resize(offset + bytes.size());
+    std::copy(bytes.begin(), bytes.end(), body.begin() + static_cast<std::ptrdiff_t>(offset));
+    return true;
+  };
+  auto [status, result] = client_.perform(std::move(req));
+  if (too_big) return {Error{EFBIG, fmt::format("{}: listing larger than {} MiB", url_for_messages(url), kMaxListingBytes >> 20)}, ""};
+  if (!status) return {listing_error(status, result, url), ""};
+  body.resize(result.body_bytes);
+  return {Status{}, std::move(body)};
+}
+
+Error RemoteSource::listing_error(const Status& s, const HttpResult& r, std::string_view url) const {
+  const std::string code = r.s3.code.empty() ? "" : " " + r.s3.code;
+  const std::string text = root_text();
+  if (r.status == 404 && r.s3.code == "NoSuchBucket")
+    return Error{ENOENT, fmt::format("{}: there is no bucket named '{}' at {} (NoSuchBucket)", text, url_.bucket, where_.origin)};
+  if ((r.status == 401 || r.status == 403) && where_.sign)
+    return Error{EACCES, fmt::format("{}: access denied listing {} (HTTP {}{}): check the credentials (from {}) and their "
+                                     "permission to list the bucket",
+                                     text, url_for_messages(url), r.status, code, where_.credentials_from)};
+  if (r.status == 401 || r.status == 403)
+    return Error{EACCES, fmt::format("{}: access denied listing {} (HTTP {}): the server must list folders as JSON "
+                                     "(nginx: autoindex on; autoindex_format json;)",
+                                     text, url_for_messages(url), r.status)};
+  if (r.status == 404) return Error{ENOENT, fmt::format("{}: no such folder: {} (HTTP 404)", text, url_for_messages(url))};
+  if (r.status == 0)
+    return Error{s.error().code, fmt::format("{}: cannot reach {}: {}", text, where_.origin, s.error().message)};
+  return Error{s.error().code, fmt::format("{}: cannot list: {}", text, s.error().message)};
+}
+
+Result<std::vector<Entry>> RemoteSource::list_s3(const std::atomic<bool>& cancel) {
+  const std::string prefix = url_.prefix.empty() ? "" : url_.prefix + "/";
+  std::vector<Entry> entries;
+  std::string token;
+  do {
+    if (cancel) return Error{ECANCELED, "interrupted"};
+    SignRequest sr;
+    sr.host = where_.host_header;
+    sr.path = bucket_root_ + "/";
+    sr.region = where_.region;
+    sr.query = {{"list-type", "2"}};
+    if (!prefix.empty()) sr.query.emplace_back("prefix", prefix);
+    if (!token.empty()) sr.query.emplace_back("continuation-token", token);
+    std::string url = where_.origin + sr.path;
+    for (size_t k = 0; k < sr.query.size(); ++k)
+      url += fmt::format("{}{}={}", k ? '&' : '?', sr.query[k].first, uri_encode(sr.query[k].second, false));
+    std::function<Result<Headers>()> sign;
+    if (!where_.credentials.anonymous()) {
+      sign = [sr, c = where_.credentials]() mutable {
+        sr.amz_date = amz_date(static_cast<long long>(std::time(nullptr)));  // fresh for every attempt
+        return storage::sign(sr, c);
+      };
+    }
+    auto [got, body] = get_text(url, std::move(sign));
+    if (!got) return std::move(got).error();
+    Result<ListPage> page = parse_list_objects_v2(body);
+    if (!page) return Error{EPROTO, fmt::format("{}: the listing is not understood: {}", root_text(), page.error().message)};
+    for (ListedObject& o : page->objects) {
+      if (!o.key.starts_with(prefix))
+        return Error{EPROTO, fmt::format("{}: the listing names '{}', not under '{}'", root_text(), o.key, prefix)};
+      Entry e;
+      e.raw = o.key.substr(prefix.size());
+      e.dir = e.raw.ends_with('/');
+      e.size = o.size;
+      e.mtime_ns = o.mtime_ns;
+      entries.push_back(std::move(e));
+    }
+    token = page->truncated ? page->next_token : "";
+  } while (!token.empty());
+  if (entries.empty()) return Error{ENOENT, fmt::format("no objects under {}", root_text())};
+  return entries;
+}
+
+Status RemoteSource::list_http_folders(const std::vector<std::string>& folders, std::vector<Entry>& out,
+                                       std::vector<std::string>& next) {
+  struct Answer {
+    Status status;
+    HttpResult result;
+    std::string body;
+    bool too_big = false;
+  };
+  std::vector<Answer> answers(folders.size());
+  std::mutex done_mu;
+  std::condition_variable done_cv;
+  size_t pending = folders.size();
+  for (size_t k = 0; k < folders.size(); ++k) {
+    HttpRequest req;
+    req.url = folders[k].empty() ? where_.origin + where_.base_path + "/" : where_.url_of(folders[k]) + "/";
+    Answer& a = answers[k];
+    req.sink = [&a](uint64_t offset, std::span<const uint8_t> bytes) {
+      if (offset + bytes.size() > kMaxListingBytes) {
+        a.too_big = true;
+        return false;
+      }
+      if (a.body.size() < offset + bytes.size()) a.body.resize(offset + bytes.size());
+      std::copy(bytes.begin(), bytes.end(), a.body.begin() + static_cast<std::ptrdiff_t>(offset));
+      return true;
+    };
+    req.done = [&a, &done_mu, &done_cv, &pending](Status s, const HttpResult& r) {
+      std::lock_guard lock(done_mu);
+      a.status = std::move(s);
+      a.result = r;
+      if (--pending == 0) done_cv.notify_all();
+    };
+    client_.submit(std::move(req));
+  }
+  std::unique_lock lock(done_mu);
+  done_cv.wait(lock, [&] { return pending == 0; });
+  for (size_t k = 0; k < folders.size(); ++k) {
+    Answer& a = answers[k];
+    const std::string url = folders[k].empty() ? where_.origin + where_.base_path + "/" : where_.url_of(folders[k]) + "/";
+    if (a.too_big) return Error{EFBIG, fmt::format("{}: listing larger than {} MiB", url, kMaxListingBytes >> 20)};
+    if (!a.status) return listing_error(a.status, a.result, url);
+    a.body.resize(a.result.body_bytes);
+    Result<std::vector<AutoindexEntry>> listed = parse_autoindex_json(a.body);
+    if (!listed) return Error{EPROTO, fmt::format("{}: {} (the server must list folders as JSON: nginx autoindex on; "
+                                                  "autoindex_format json;)", url, listed.error().message)};
+    for (AutoindexEntry& item : *listed) {
+      Entry e;
+      e.raw = folders[k].empty() ? item.name : folders[k] + "/" + item.name;
+      e.dir = item.type == AutoindexEntry::Type::dir;
+      e.other = item.type == AutoindexEntry::Type::other;
+      e.size = item.size;
+      e.mtime_ns = item.mtime_ns;
+      if (e.dir) {
+        if (std::count(e.raw.begin(), e.raw.end(), '/') + 1 > static_cast<std::ptrdiff_t>(kMaxFolderDepth)) {
+          e.invalid = fmt::format("more than {} folders deep (a link loop on the server?)", kMaxFolderDepth);
+        } else if (index::normalize_source_path(e.raw)) {
+          next.push_back(e.raw);
+        }
+        e.raw += '/';
+      }
+      out.push_back(std::move(e));
+    }
+  }
+  return {};
+}
+
+Result<std::vector<Entry>> RemoteSource::list_http(const std::atomic<bool>& cancel) {
+  std::vector<Entry> entries;
+  std::vector<std::string> level{""};
+  while (!level.empty()) {
+    std::vector<std::string> next;
+    for (size_t from = 0; from < level.size(); from += kListingsAtOnce) {
+      if (cancel) return Error{ECANCELED, "interrupted"};
+      const std::vector<std::string> batch(level.begin() + static_cast<std::ptrdiff_t>(from),
+                                           level.begin() + static_cast<std::ptrdiff_t>(std::min(level.size(), from + kListingsAtOnce)));
+      if (Status s = list_http_folders(batch, entries, next); !s) return std::move(s).error();
+    }
+    level = std::move(next);
+  }
+  return entries;
+}
+
+Result<index::SourceTree> RemoteSource::build(std::vector<Entry> entries) {
+  int64_t newest = 0;
+  for (Entry& e : entries) {
+    newest = std::max(newest, e.mtime_ns);
+    if (!e.invalid.empty()) continue;
+    std::string_view raw = e.raw;
+    if (e.dir) raw.remove_suffix(1);
+    Result<std::string> path = index::normalize_source_path(raw);
+    if (!path) e.invalid = path.error().message;
+    else e.path = std::move(*path);
+    if (!e.dir && e.path == e.raw) e.raw.clear();  // the common case: the key is the path
+  }
+  auto bad = std::stable_partition(entries.begin(), entries.end(), [](const Entry& e) { return e.invalid.empty(); });
+  std::stable_sort(entries.begin(), bad, [](const Entry& a, const Entry& b) { return index::walk_less(a.path, b.path); });
+  index::SourceTreeBuilder builder(newest);
+  for (auto it = entries.begin(); it != bad; ++it) {
+    const Entry& e = *it;
+    Status added;
+    if (e.dir) {
+      added = builder.add_dir(e.path, e.mtime_ns, e.mtime_ns);
+    } else if (e.other) {
+      added = builder.add_skipped(e.path, "not a regular file or folder", e.mtime_ns);
+    } else {
+      Result<bool> in_tree = builder.add_file(e.path, e.size, e.mtime_ns);
+      if (!in_tree) {
+        added = std::move(in_tree).error();
+      } else if (*in_tree) {
+        if (!e.raw.empty()) odd_keys_.emplace(static_cast<uint32_t>(files_.size()), e.raw);
+        files_.push_back(FileRef{e.size, e.mtime_ns});
+      }
+    }
+    if (!added) return Error{added.error().code, fmt::format("{}: '{}': {}", root_text(), e.raw.empty() ? e.path : e.raw,
+                                                            added.error().message)};
+  }
+  index::SourceTree tree = builder.take();
+  for (auto it = bad; it != entries.end(); ++it) tree.skipped.emplace_back(it->raw, it->invalid);
+  return tree;
+}
+
+Result<index::SourceTree> RemoteSource::list(const std::atomic<bool>& cancel) {
+  Result<std::vector<Entry>> entries = url_.kind == StoreUrl::Kind::s3 ? list_s3(cancel) : list_http(cancel);
+  if (!entries) return std::move(entries).error();
+  return build(std::move(entries).value());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reads
+
+std::string RemoteSource::key_of(const index::SourceTree& tree, uint32_t i) const {
+  auto odd = odd_keys_.find(i);
+  return odd == odd_keys_.end() ? tree.rel(i) : odd->second;
+}
+
+std::shared_ptr<Fetch> RemoteSource::submit(const index::SourceTree& tree, uint32_t i) const {
+  auto f = std::make_shared<Fetch>();
+  f->bytes.resize(files_[i].size);
+  const std::string key = key_of(tree, i);
+  HttpRequest req;
+  req.url = where_.url_of(key);
+  req.sign = where_.signer(HttpRequest::Method::get, key);
+  req.dst = f->bytes;
+  req.done = [this, f](Status s, const HttpResult& r) {
+    std::lock_guard lock(mu_);
+    f->status = std::move(s);
+    f->result = r;
+    f->done = true;
+    cv_.notify_all();
+  };
+  client_.submit(std::move(req));
+  return f;
+}
+
+void RemoteSource::top_up(const index::SourceTree& tree) const {
+  while (next_ < order_.size() && window_.size() < kPrefetchFiles) {
+    const uint32_t i = order_[next_];
+    if (taken_[i]) {
+      ++next_;
+      continue;
+    }
+    if (!window_.empty() && window_bytes_ + files_[i].size > kPrefetchBytes) return;
+    window_.emplace(i, submit(tree, i));
+    window_bytes_ += files_[i].size;
+    ++next_;
+  }
+}
+
+void RemoteSource::will_read(const std::vector<uint32_t>& order) {
+  std::lock_guard lock(mu_);
+  order_ = order;
+  next_ = 0;
+  taken_.assign(files_.size(), false);
+}
+
+Result<index::SourceBytes> RemoteSource::read(const index::SourceTree& tree, uint32_t i) const {
+  if (i >= files_.size()) return Error{EINVAL, "no such file in the listing"};
+  std::shared_ptr<Fetch> f;
+  {
+    std::unique_lock lock(mu_);
+    if (!taken_.empty()) {
+      top_up(tree);
+      taken_[i] = true;
+      if (auto it = window_.find(i); it != window_.end()) {
+        f = it->second;
+        window_.erase(it);
+        window_bytes_ -= files_[i].size;
+        top_up(tree);  // the window moves on before this read waits for its bytes
+      }
+    }
+    if (!f) f = submit(tree, i);
+    cv_.wait(lock, [&] { return f->done; });
+  }
+  return finish(tree, i, *f);
+}
+
+Result<index::SourceBytes> RemoteSource::finish(const index::SourceTree& tree, uint32_t i, Fetch& f) const {
+  const std::string object = root_text() + "/" + key_of(tree, i);
+  const uint64_t listed = files_[i].size;
+  if (!f.status) {
+    const Error& e = f.status.error();
+    if (e.code == ENOENT) return Error{ENOENT, fmt::format("{}: gone since it was listed ({})", object, e.message)};
+    if (e.code == EACCES)
+      return Error{EACCES, fmt::format("{}: access denied ({}){}", object, e.message,
+                                       where_.sign ? fmt::format("; credentials from {}", where_.credentials_from) : "")};
+    if (e.message.find("larger than the") != std::string::npos)
+      return Error{EIO, fmt::format("{}: larger than the {} bytes listed (changed since it was listed): {}", object, listed, e.message)};
+    return Error{e.code, fmt::format("{}: cannot read: {}", object, e.message)};
+  }
+  if (f.result.body_bytes != listed)
+    return Error{EIO, fmt::format("{}: {} bytes, the listing said {} (changed since it was listed)", object,
+                                  f.result.body_bytes, listed)};
+  return index::SourceBytes{std::move(f.bytes), files_[i].mtime_ns};
+}
+
+}  // namespace
+
+Result<std::unique_ptr<index::PackSource>> make_remote_source(const StoreUrl& url, const StoreOptions& opts, HttpOptions http) {
+  if (!url.remote()) return Error{EINVAL, fmt::format("{}: not an s3:// or http(s):// URL", url.text)};
+  http.max_in_flight = opts.max_requests;
+  http.ca_file = opts.ca_file;
+  Result<RemoteLocation> where = remote_location(url, opts.s3);
+  if (!where) return std::move(where).error();
+  // The bucket's own path: the location's base path without the key prefix remote_location()
+  // appended to it.
+  std::string bucket_root;
+  if (url.kind == StoreUrl::Kind::s3) {
+    const std::string prefix_path = url.prefix.empty() ? "" : "/" + uri_encode(url.prefix, /*keep_slash=*/true);
+    if (!where->base_path.ends_with(prefix_path)) return Error{EINVAL, fmt::format("{}: cannot locate the bucket", url.text)};
+    bucket_root = where->base_path.substr(0, where->base_path.size() - prefix_path.size());
+  }
+  return std::unique_ptr<index::PackSource>(
+      std::make_unique<RemoteSource>(url, std::move(where).value(), std::move(bucket_root), std::move(http)));
+}
+
+}  // namespace fid::storage
