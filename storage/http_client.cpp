@@ -69,6 +69,22 @@ std::chrono::milliseconds RetryPolicy::backoff(unsigned retry, double unit) cons
 
 std::string url_for_messages(std::string_view url) { return std::string(url.substr(0, url.find_first_of("?#"))); }
 
+const char* method_name(HttpRequest::Method method) {
+  switch (method) {
+    case HttpRequest::Method::get:
+      return "GET";
+    case HttpRequest::Method::head:
+      return "HEAD";
+    case HttpRequest::Method::put:
+      return "PUT";
+    case HttpRequest::Method::post:
+      return "POST";
+    case HttpRequest::Method::del:
+      return "DELETE";
+  }
+  return "GET";
+}
+
 // One request and the state of its current attempt.
 struct Transfer {
   HttpRequest req;
@@ -78,6 +94,8 @@ struct Transfer {
   unsigned attempts = 0;
   Clock::time_point first_start{};
   uint64_t kept = 0;  // ranged: leading bytes of dst already complete (from earlier attempts)
+  uint64_t sent = 0;  // bytes of the upload body given to curl in this attempt
+  std::optional<Error> body_error;  // the upload body could not be read: fails the request
   // The current attempt.
   long status = 0;
   std::optional<http::ContentRange> content_range;
@@ -91,6 +109,11 @@ struct Transfer {
   uint64_t want_first() const { return req.offset + kept; }
   uint64_t want_len() const { return req.dst.size() - kept; }
   bool error_status() const { return http::classify_status(status) != http::StatusClass::success; }
+  // An answer nobody asked to keep (a PUT's, a DELETE's): counted, dropped.
+  bool drops_body() const {
+    using M = HttpRequest::Method;
+    return (req.method == M::put || req.method == M::post || req.method == M::del) && !req.sink && req.dst.empty();
+  }
 
   void new_attempt() {
     status = 0;
@@ -144,6 +167,7 @@ struct HttpClient::Engine {
   CURL* take_handle();
   Status build_headers(Transfer& t);
   void configure(CURL* h, Transfer& t);
+  void configure_method(CURL* h, Transfer& t);
   void finish(std::unique_ptr<Transfer> t, CURLcode code);
   void retry_or_fail(std::unique_ptr<Transfer> t, const http::Judgement& j);
   void release_handle(Transfer& t);
@@ -182,7 +206,9 @@ size_t on_body(char* data, size_t size, size_t count, void* user) {
     return n;
   }
   const std::span<const uint8_t> bytes(reinterpret_cast<const uint8_t*>(data), n);
-  if (t->req.sink) {
+  if (t->drops_body()) {
+    // counted below, kept nowhere
+  } else if (t->req.sink) {
     if (!t->req.sink(t->body, bytes)) {
       t->sink_refused = true;
       return 0;  // aborts the transfer (CURLE_WRITE_ERROR)
@@ -197,6 +223,33 @@ size_t on_body(char* data, size_t size, size_t count, void* user) {
   }
   t->body += n;
   return n;
+}
+
+// The next bytes of the upload body; its end or error ends the attempt.
+size_t on_read(char* data, size_t size, size_t count, void* user) {
+  auto* t = static_cast<Transfer*>(user);
+  const uint64_t left = t->req.body ? t->req.body_size - t->sent : 0;
+  if (left == 0) return 0;
+  const size_t room = static_cast<size_t>(std::min<uint64_t>(left, size * count));
+  Result<size_t> got = t->req.body(t->sent, {reinterpret_cast<uint8_t*>(data), room});
+  if (!got.ok()) {
+    t->body_error = std::move(got).error();
+    return CURL_READFUNC_ABORT;
+  }
+  if (*got == 0 || *got > room) {
+    t->body_error = Error{EIO, fmt::format("the body ended at {} of its {} bytes", t->sent, t->req.body_size)};
+    return CURL_READFUNC_ABORT;
+  }
+  t->sent += *got;
+  return *got;
+}
+
+// curl rewinds the body to send it again on the same attempt (a redirect, an auth round trip).
+int on_seek(void* user, curl_off_t offset, int origin) {
+  auto* t = static_cast<Transfer*>(user);
+  if (origin != SEEK_SET || offset < 0 || static_cast<uint64_t>(offset) > t->req.body_size) return CURL_SEEKFUNC_CANTSEEK;
+  t->sent = static_cast<uint64_t>(offset);
+  return CURL_SEEKFUNC_OK;
 }
 
 }  // namespace
@@ -354,6 +407,8 @@ void HttpClient::Engine::start(std::unique_ptr<Transfer> t) {
   if (t->attempts == 0) t->first_start = Clock::now();
   ++t->attempts;
   t->new_attempt();
+  t->sent = 0;  // the upload body goes from its start again
+  t->body_error.reset();
   if (opts.counters) {
     opts.counters->requests.fetch_add(1, std::memory_order_relaxed);
     if (t->attempts > 1) opts.counters->retries.fetch_add(1, std::memory_order_relaxed);
@@ -402,6 +457,9 @@ Status HttpClient::Engine::build_headers(Transfer& t) {
     for (const auto& [name, value] : *signed_headers) add_header(name, value);
   }
   add_header("Accept-Encoding", "identity");  // the bytes as stored, never re-encoded
+  // The body follows the headers at once: waiting for "100 Continue" costs a second whenever a
+  // server does not send it.
+  if (t.req.method == HttpRequest::Method::put || t.req.method == HttpRequest::Method::post) add_header("Expect", "");
   return {};
 }
 
@@ -417,7 +475,7 @@ void HttpClient::Engine::configure(CURL* h, Transfer& t) {
   curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, std::max<long>(1, static_cast<long>(opts.stall_timeout.count())));
   curl_easy_setopt(h, CURLOPT_USERAGENT, "fidelityfs");
   curl_easy_setopt(h, CURLOPT_HTTPHEADER, t.header_list);
-  if (t.req.method == HttpRequest::Method::head) curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
+  configure_method(h, t);
   if (!opts.ca_file.empty()) curl_easy_setopt(h, CURLOPT_CAINFO, opts.ca_file.c_str());
   curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
   curl_easy_setopt(h, CURLOPT_HEADERDATA, &t);
@@ -425,6 +483,40 @@ void HttpClient::Engine::configure(CURL* h, Transfer& t) {
   curl_easy_setopt(h, CURLOPT_WRITEDATA, &t);
   curl_easy_setopt(h, CURLOPT_ERRORBUFFER, t.curl_error);
   curl_easy_setopt(h, CURLOPT_PRIVATE, &t);
+}
+
+void HttpClient::Engine::configure_method(CURL* h, Transfer& t) {
+  using M = HttpRequest::Method;
+  switch (t.req.method) {
+    case M::get:
+      break;
+    case M::head:
+      curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
+      break;
+    case M::put:
+      curl_easy_setopt(h, CURLOPT_UPLOAD, 1L);
+      curl_easy_setopt(h, CURLOPT_INFILESIZE_LARGE, static_cast<curl_off_t>(t.req.body_size));
+      break;
+    case M::post:
+      curl_easy_setopt(h, CURLOPT_POST, 1L);
+      curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(t.req.body ? t.req.body_size : 0));
+      break;
+    case M::del:
+      curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, "DELETE");
+      break;
+  }
+  if ((t.req.method == M::put || t.req.method == M::post) && t.req.body) {
+    curl_easy_setopt(h, CURLOPT_READFUNCTION, on_read);
+    curl_easy_setopt(h, CURLOPT_READDATA, &t);
+    curl_easy_setopt(h, CURLOPT_SEEKFUNCTION, on_seek);
+    curl_easy_setopt(h, CURLOPT_SEEKDATA, &t);
+  } else if (t.req.method == M::put) {  // an empty body, never curl's default (stdin)
+    curl_easy_setopt(h, CURLOPT_INFILESIZE_LARGE, static_cast<curl_off_t>(0));
+    curl_easy_setopt(h, CURLOPT_READFUNCTION, on_read);
+    curl_easy_setopt(h, CURLOPT_READDATA, &t);
+  } else if (t.req.method == M::post) {
+    curl_easy_setopt(h, CURLOPT_POSTFIELDS, "");
+  }
 }
 
 // t's handle goes back to the pool, for the next attempt of any transfer.
@@ -446,6 +538,11 @@ void HttpClient::Engine::finish(std::unique_ptr<Transfer> t, CURLcode code) {
   t->header_list = nullptr;
   if (opts.counters) opts.counters->bytes.fetch_add(t->body, std::memory_order_relaxed);
 
+  if (t->body_error) {
+    Error e = std::move(*t->body_error);
+    fail(std::move(t), e.code, e.message, false);
+    return;
+  }
   http::Attempt a;
   a.transport = transport_of(code);
   if (code == CURLE_WRITE_ERROR && t->overflow) a.transport = http::Transport::body_too_big;
