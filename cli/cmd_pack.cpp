@@ -1,6 +1,9 @@
 #include <glob.h>
 
+#include <cctype>
 #include <cerrno>
+#include <cstdlib>
+#include <optional>
 #include <cstring>
 #include <fstream>
 #include <filesystem>
@@ -11,6 +14,8 @@
 #include "cli/progress.h"
 #include "codec/jpeg.h"
 #include "index/packer.h"
+#include "storage/s3_upload.h"
+#include "storage/url.h"
 
 namespace fid::cli {
 
@@ -44,18 +49,39 @@ fid::Result<std::vector<std::filesystem::path>> source_paths(const std::vector<s
   return out;
 }
 
-int run_pack(const index::PackOptions& opt, const std::string& progress_mode) {
+// The local scratch path of a pack to `url`: the store is built beside it, under $TMPDIR, named
+// after the URL so that the next pack to the same URL clears what a killed one left there.
+std::filesystem::path scratch_store(const storage::StoreUrl& url) {
+  const char* tmp = std::getenv("TMPDIR");
+  std::string name = "fidelityfs-pack-";
+  for (char c : url.text.substr(0, 120)) name += std::isalnum(static_cast<unsigned char>(c)) || c == '-' ? c : '_';
+  return std::filesystem::path(tmp && *tmp ? tmp : "/tmp") / name;
+}
+
+int run_pack(const index::PackOptions& opt, const std::string& progress_mode, const storage::StoreUrl* s3_url) {
   // What the options say is wrong is the user's to fix: a usage error, reported before any work.
   if (fid::Result<std::filesystem::path> checked = index::check_pack_options(opt); !checked) {
     fmt::print(stderr, "fidelityfs pack: {}\n", checked.error().message);
     return kExitUsage;
   }
   const std::atomic<bool>& cancel = cancel_on_interrupt();
+  std::unique_ptr<storage::S3Upload> destination;
+  if (s3_url) {  // checked writable before any packing
+    storage::S3UploadOptions up;
+    up.cancel = &cancel;
+    fid::Result<std::unique_ptr<storage::S3Upload>> opened = storage::S3Upload::open(*s3_url, storage::StoreOptions{}, up);
+    if (!opened) {
+      fmt::print(stderr, "fidelityfs pack: {}\n", opened.error().message);
+      return kExitRuntime;
+    }
+    destination = std::move(opened).value();
+  }
   ProgressLine line(parse_progress_mode(progress_mode), "pack");
   auto run = [&]() -> fid::Result<index::PackReport> {
     try {
       return index::pack(
-          opt, [&](const index::PackProgress& p) { line.update(p.files_done, p.files_total, p.source_bytes_done, p.seconds); },
+          opt, index::PackIo{nullptr, destination.get()},
+          [&](const index::PackProgress& p) { line.update(p.files_done, p.files_total, p.source_bytes_done, p.seconds); },
           cancel);
     } catch (const std::exception& e) {  // out of memory, ...: the store is removed all the same
       return fid::Error{EIO, e.what()};
@@ -134,6 +160,17 @@ void register_pack(CLI::App& app, int& exit_code) {
     opt->shard = *part;
     opt->store = sources->back();
     sources->pop_back();
+    // s3://BUCKET/PREFIX: built in a local scratch folder, uploaded as it is made.
+    std::optional<storage::StoreUrl> s3_url;
+    if (fid::Result<storage::StoreUrl> url = storage::parse_store_url(opt->store.string()); url && url->remote()) {
+      if (url->kind != storage::StoreUrl::Kind::s3) {
+        fmt::print(stderr, "fidelityfs pack: {}: a store is written to a folder or to s3:// only\n", url->text);
+        exit_code = kExitUsage;
+        return;
+      }
+      s3_url = std::move(url).value();
+      opt->store = scratch_store(*s3_url);
+    }
     fid::Result<std::vector<std::filesystem::path>> named = source_paths(*sources, *source_list);
     if (!named) {
       fmt::print(stderr, "fidelityfs pack: {}\n", named.error().message);
@@ -141,7 +178,7 @@ void register_pack(CLI::App& app, int& exit_code) {
       return;
     }
     opt->sources = std::move(named).value();
-    exit_code = run_pack(*opt, *progress);
+    exit_code = run_pack(*opt, *progress, s3_url ? &*s3_url : nullptr);
   });
 }
 

@@ -106,6 +106,7 @@ struct Transfer {
   std::string error_body;
 
   ~Transfer() { curl_slist_free_all(header_list); }
+  bool cancelled() const { return req.cancel && req.cancel->load(std::memory_order_relaxed); }
   uint64_t want_first() const { return req.offset + kept; }
   uint64_t want_len() const { return req.dst.size() - kept; }
   bool error_status() const { return http::classify_status(status) != http::StatusClass::success; }
@@ -242,6 +243,11 @@ size_t on_read(char* data, size_t size, size_t count, void* user) {
   }
   t->sent += *got;
   return *got;
+}
+
+// curl calls this at least once a second during a transfer: non-zero aborts it.
+int on_progress(void* user, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
+  return static_cast<Transfer*>(user)->cancelled() ? 1 : 0;
 }
 
 // curl rewinds the body to send it again on the same attempt (a redirect, an auth round trip).
@@ -404,6 +410,10 @@ void HttpClient::Engine::shut_down() {
 
 // A new attempt of t on the wire, or t failed.
 void HttpClient::Engine::start(std::unique_ptr<Transfer> t) {
+  if (t->cancelled()) {
+    fail(std::move(t), ECANCELED, "cancelled", false);
+    return;
+  }
   if (t->attempts == 0) t->first_start = Clock::now();
   ++t->attempts;
   t->new_attempt();
@@ -483,6 +493,11 @@ void HttpClient::Engine::configure(CURL* h, Transfer& t) {
   curl_easy_setopt(h, CURLOPT_WRITEDATA, &t);
   curl_easy_setopt(h, CURLOPT_ERRORBUFFER, t.curl_error);
   curl_easy_setopt(h, CURLOPT_PRIVATE, &t);
+  if (t.req.cancel) {
+    curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
+    curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
+    curl_easy_setopt(h, CURLOPT_XFERINFODATA, &t);
+  }
 }
 
 void HttpClient::Engine::configure_method(CURL* h, Transfer& t) {
@@ -538,6 +553,10 @@ void HttpClient::Engine::finish(std::unique_ptr<Transfer> t, CURLcode code) {
   t->header_list = nullptr;
   if (opts.counters) opts.counters->bytes.fetch_add(t->body, std::memory_order_relaxed);
 
+  if (t->cancelled()) {
+    fail(std::move(t), ECANCELED, "cancelled", false);
+    return;
+  }
   if (t->body_error) {
     Error e = std::move(*t->body_error);
     fail(std::move(t), e.code, e.message, false);

@@ -9,6 +9,7 @@
 // the URL without its query and the cause.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -78,6 +79,8 @@ struct HttpRequest {
   // `body`: an empty body. The answer of a put, post or del with neither sink nor dst is dropped.
   uint64_t body_size = 0;
   std::function<Result<size_t>(uint64_t, std::span<uint8_t>)> body;
+  // When it becomes true the request ends (within about a second, unretried) with ECANCELED.
+  const std::atomic<bool>* cancel = nullptr;
   // Called once, on the transfer thread (do not block in it; submitting more is fine). The
   // Error's code: ENOENT for 404, EACCES for 401/403, ECANCELED when the client was destroyed
   // first, EIO otherwise.

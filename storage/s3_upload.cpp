@@ -158,12 +158,14 @@ Result<std::unique_ptr<S3Upload>> S3Upload::open(const StoreUrl& url, const Stor
   put.method = Method::put;
   put.url = w.url_of(kIndexName);
   put.sign = w.signer(Method::put, kIndexName);
+  put.cancel = up.cancel;
   auto [put_status, put_result] = out->client_.perform(std::move(put));
   if (!put_status) return setup_error(w, url, "writing index.sqlite", put_status.error(), put_result);
   HttpRequest del;
   del.method = Method::del;
   del.url = w.url_of(kIndexName);
   del.sign = w.signer(Method::del, kIndexName);
+  del.cancel = up.cancel;
   auto [del_status, del_result] = out->client_.perform(std::move(del));
   if (!del_status && del_result.status != 403)
     return setup_error(w, url, "deleting index.sqlite", del_status.error(), del_result);
@@ -186,9 +188,20 @@ Status S3Upload::finish(const std::filesystem::path& index_file) {
   return wait_all();
 }
 
+bool S3Upload::wait_until(std::unique_lock<std::mutex>& lock, const std::function<bool()>& ready) {
+  // The cancel flag is set by a signal handler, which cannot notify: it is looked at 10 times a second.
+  while (!changed_.wait_for(lock, std::chrono::milliseconds(100), ready)) {
+    if (up_.cancel && up_.cancel->load()) {
+      stopping_ = true;
+      return false;
+    }
+  }
+  return true;
+}
+
 Status S3Upload::wait_all() {
   std::unique_lock lock(mu_);
-  changed_.wait(lock, [&] { return in_flight_ == 0; });
+  if (!wait_until(lock, [&] { return in_flight_ == 0; })) return Error{ECANCELED, fmt::format("{}: interrupted", where_.text)};
   return failure_;
 }
 
@@ -204,7 +217,8 @@ Status S3Upload::start(const std::filesystem::path& file, const std::string& nam
   obj->size = static_cast<uint64_t>(st.st_size);
   {
     std::unique_lock lock(mu_);
-    changed_.wait(lock, [&] { return in_flight_ < up_.max_objects || !failure_; });
+    if (!wait_until(lock, [&] { return in_flight_ < up_.max_objects || !failure_; }))
+      return Error{ECANCELED, fmt::format("{}: interrupted", where_.text)};
     if (!failure_) return failure_;
     ++in_flight_;
   }
@@ -232,6 +246,7 @@ void S3Upload::put_whole(const std::shared_ptr<Object>& obj) {
   req.body_size = obj->size;
   req.body = body_of(obj, 0);
   req.done = [this, obj](Status s, const HttpResult&) { settle(obj, std::move(s)); };
+  req.cancel = &stopping_;
   client_.submit(std::move(req));
 }
 
@@ -254,6 +269,7 @@ void S3Upload::create_multipart(const std::shared_ptr<Object>& obj) {
     obj->parts_left = obj->parts.size();
     for (size_t k = 0; k < obj->parts.size(); ++k) put_part(obj, k);
   };
+  req.cancel = &stopping_;
   client_.submit(std::move(req));
 }
 
@@ -273,6 +289,7 @@ void S3Upload::put_part(const std::shared_ptr<Object>& obj, size_t k) {
     if (!obj->part_failure) return abort_multipart(obj, std::move(obj->part_failure));
     complete_multipart(obj);
   };
+  req.cancel = &stopping_;
   client_.submit(std::move(req));
 }
 
@@ -299,6 +316,7 @@ void S3Upload::complete_multipart(const std::shared_ptr<Object>& obj) {
                                                          e->code, e->message.empty() ? "" : " (" + e->message + ")")});
     settle(obj, {});
   };
+  req.cancel = &stopping_;
   client_.submit(std::move(req));
 }
 

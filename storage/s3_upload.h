@@ -33,6 +33,8 @@ struct S3UploadOptions {
   uint64_t multipart_threshold = 16ull << 20;  // objects larger than this go up in parts
   uint64_t part_size = 8ull << 20;             // raised to S3's 5 MiB minimum (and 10000 parts at most)
   unsigned max_objects = 8;                    // objects uploading at once; add_record waits for one more
+  // When it becomes true (an interrupt), add_record and finish stop waiting and return ECANCELED.
+  const std::atomic<bool>* cancel = nullptr;
 };
 
 class S3Upload final : public index::PackDestination {
@@ -76,6 +78,8 @@ class S3Upload final : public index::PackDestination {
   void settle(const std::shared_ptr<Object>& obj, Status s);
   // Waits until no upload is in flight; the first failure, if any.
   Status wait_all();
+  // Waits under `lock` until `ready`, or the caller cancels (then stops the uploads; false).
+  bool wait_until(std::unique_lock<std::mutex>& lock, const std::function<bool()>& ready);
   std::function<Result<size_t>(uint64_t, std::span<uint8_t>)> body_of(const std::shared_ptr<Object>& obj,
                                                                       uint64_t from) const;
 
