@@ -196,7 +196,7 @@ def wait_for_fault(proxy, seconds=60):
         time.sleep(0.05)
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL])
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL], ids=["SIGINT", "SIGKILL"])
 def test_an_interrupted_pack_leaves_no_store_that_mounts(rgw, scratch, tree, imagenet_tree, proxy, tmp_path, sig):
     url = f"s3://{BUCKET}/sets/stopped-{sig.name}"
     pack_s3(rgw, scratch, imagenet_tree, url, "--record-bytes", "1MiB")
