@@ -15,11 +15,9 @@
 namespace fid::storage {
 
 namespace {
+
 // Bodies at least this large time the link's rate (smaller ones are mostly latency).
 constexpr uint64_t kTimedBodyBytes = 256 << 10;
-}  // namespace
-
-namespace {
 
 using Clock = std::chrono::steady_clock;
 constexpr size_t kMaxErrorBody = 16 * 1024;  // of an error response, kept for its S3 code
@@ -70,19 +68,8 @@ std::chrono::milliseconds RetryPolicy::backoff(unsigned retry, double unit) cons
 std::string url_for_messages(std::string_view url) { return std::string(url.substr(0, url.find_first_of("?#"))); }
 
 const char* method_name(HttpRequest::Method method) {
-  switch (method) {
-    case HttpRequest::Method::get:
-      return "GET";
-    case HttpRequest::Method::head:
-      return "HEAD";
-    case HttpRequest::Method::put:
-      return "PUT";
-    case HttpRequest::Method::post:
-      return "POST";
-    case HttpRequest::Method::del:
-      return "DELETE";
-  }
-  return "GET";
+  static constexpr const char* kNames[] = {"GET", "HEAD", "PUT", "POST", "DELETE"};  // in Method's order
+  return kNames[static_cast<size_t>(method)];
 }
 
 // One request and the state of its current attempt.
@@ -233,16 +220,13 @@ size_t on_read(char* data, size_t size, size_t count, void* user) {
   if (left == 0) return 0;
   const size_t room = static_cast<size_t>(std::min<uint64_t>(left, size * count));
   Result<size_t> got = t->req.body(t->sent, {reinterpret_cast<uint8_t*>(data), room});
-  if (!got.ok()) {
-    t->body_error = std::move(got).error();
-    return CURL_READFUNC_ABORT;
+  if (got.ok() && *got > 0 && *got <= room) {
+    t->sent += *got;
+    return *got;
   }
-  if (*got == 0 || *got > room) {
-    t->body_error = Error{EIO, fmt::format("the body ended at {} of its {} bytes", t->sent, t->req.body_size)};
-    return CURL_READFUNC_ABORT;
-  }
-  t->sent += *got;
-  return *got;
+  t->body_error = got.ok() ? Error{EIO, fmt::format("the body ended at {} of its {} bytes", t->sent, t->req.body_size)}
+                           : std::move(got).error();
+  return CURL_READFUNC_ABORT;
 }
 
 // curl calls this at least once a second during a transfer: non-zero aborts it.
@@ -467,8 +451,7 @@ Status HttpClient::Engine::build_headers(Transfer& t) {
     for (const auto& [name, value] : *signed_headers) add_header(name, value);
   }
   add_header("Accept-Encoding", "identity");  // the bytes as stored, never re-encoded
-  // The body follows the headers at once: waiting for "100 Continue" costs a second whenever a
-  // server does not send it.
+  // The body follows the headers at once (waiting for "100 Continue" costs a second when none comes).
   if (t.req.method == HttpRequest::Method::put || t.req.method == HttpRequest::Method::post) add_header("Expect", "");
   return {};
 }
@@ -500,37 +483,27 @@ void HttpClient::Engine::configure(CURL* h, Transfer& t) {
   }
 }
 
+// The method, and where an upload body comes from (never curl's default: stdin).
 void HttpClient::Engine::configure_method(CURL* h, Transfer& t) {
   using M = HttpRequest::Method;
-  switch (t.req.method) {
-    case M::get:
-      break;
-    case M::head:
-      curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
-      break;
-    case M::put:
-      curl_easy_setopt(h, CURLOPT_UPLOAD, 1L);
-      curl_easy_setopt(h, CURLOPT_INFILESIZE_LARGE, static_cast<curl_off_t>(t.req.body_size));
-      break;
-    case M::post:
-      curl_easy_setopt(h, CURLOPT_POST, 1L);
-      curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(t.req.body ? t.req.body_size : 0));
-      break;
-    case M::del:
-      curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, "DELETE");
-      break;
+  const M m = t.req.method;
+  const auto size = static_cast<curl_off_t>(t.req.body ? t.req.body_size : 0);
+  if (m == M::head) curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
+  if (m == M::del) curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, "DELETE");
+  if (m == M::put) {
+    curl_easy_setopt(h, CURLOPT_UPLOAD, 1L);
+    curl_easy_setopt(h, CURLOPT_INFILESIZE_LARGE, size);
   }
-  if ((t.req.method == M::put || t.req.method == M::post) && t.req.body) {
+  if (m == M::post) {
+    curl_easy_setopt(h, CURLOPT_POST, 1L);
+    curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, size);
+    if (!t.req.body) curl_easy_setopt(h, CURLOPT_POSTFIELDS, "");
+  }
+  if (m == M::put || (m == M::post && t.req.body)) {
     curl_easy_setopt(h, CURLOPT_READFUNCTION, on_read);
     curl_easy_setopt(h, CURLOPT_READDATA, &t);
     curl_easy_setopt(h, CURLOPT_SEEKFUNCTION, on_seek);
     curl_easy_setopt(h, CURLOPT_SEEKDATA, &t);
-  } else if (t.req.method == M::put) {  // an empty body, never curl's default (stdin)
-    curl_easy_setopt(h, CURLOPT_INFILESIZE_LARGE, static_cast<curl_off_t>(0));
-    curl_easy_setopt(h, CURLOPT_READFUNCTION, on_read);
-    curl_easy_setopt(h, CURLOPT_READDATA, &t);
-  } else if (t.req.method == M::post) {
-    curl_easy_setopt(h, CURLOPT_POSTFIELDS, "");
   }
 }
 
@@ -553,12 +526,8 @@ void HttpClient::Engine::finish(std::unique_ptr<Transfer> t, CURLcode code) {
   t->header_list = nullptr;
   if (opts.counters) opts.counters->bytes.fetch_add(t->body, std::memory_order_relaxed);
 
-  if (t->cancelled()) {
-    fail(std::move(t), ECANCELED, "cancelled", false);
-    return;
-  }
-  if (t->body_error) {
-    Error e = std::move(*t->body_error);
+  if (t->cancelled() || t->body_error) {  // neither is retried
+    Error e = t->cancelled() ? Error{ECANCELED, "cancelled"} : std::move(*t->body_error);
     fail(std::move(t), e.code, e.message, false);
     return;
   }
