@@ -1,6 +1,9 @@
 #include <glob.h>
 
+#include <cctype>
 #include <cerrno>
+#include <cstdlib>
+#include <optional>
 #include <cstring>
 #include <fstream>
 #include <filesystem>
@@ -11,7 +14,9 @@
 #include "cli/progress.h"
 #include "codec/jpeg.h"
 #include "index/packer.h"
+#include "cli/store_options.h"
 #include "storage/remote_source.h"
+#include "storage/s3_upload.h"
 #include "storage/url.h"
 
 namespace fid::cli {
@@ -48,25 +53,56 @@ fid::Result<std::vector<std::filesystem::path>> source_paths(const std::vector<s
 
 // A source at s3:// or http(s)://, when that is what the only SRC names; null otherwise.
 fid::Result<std::unique_ptr<index::PackSource>> remote_source(const std::vector<std::string>& given,
-                                                              const std::string& list_file) {
+                                                              const std::string& list_file,
+                                                              const storage::StoreOptions& store_opts) {
   if (given.size() != 1 || !list_file.empty()) return std::unique_ptr<index::PackSource>();
   fid::Result<storage::StoreUrl> url = storage::parse_store_url(given[0]);
   if (!url || !url->remote()) return std::unique_ptr<index::PackSource>();
-  return storage::make_remote_source(*url, storage::StoreOptions{});
+  return storage::make_remote_source(*url, store_opts);
 }
 
-int run_pack(const index::PackOptions& opt, index::PackIo io, const std::string& progress_mode) {
+// The local scratch path of a pack to `url`: the store is built beside it, under $TMPDIR, named
+// after the URL so that the next pack to the same URL clears what a killed one left there.
+std::filesystem::path scratch_store(const storage::StoreUrl& url) {
+  const char* tmp = std::getenv("TMPDIR");
+  std::string name = "fidelityfs-pack-";
+  for (char c : url.text.substr(0, 120)) name += std::isalnum(static_cast<unsigned char>(c)) || c == '-' ? c : '_';
+  return std::filesystem::path(tmp && *tmp ? tmp : "/tmp") / name;
+}
+
+// Where a pack reads and writes when that is not a local path.
+struct PackRemote {
+  std::unique_ptr<index::PackSource> source;  // s3:// or http(s)://
+  std::optional<storage::StoreUrl> store;     // s3://
+  storage::StoreOptions options;              // from -o
+};
+
+int run_pack(const index::PackOptions& opt, PackRemote remote, const std::string& progress_mode) {
   // What the options say is wrong is the user's to fix: a usage error, reported before any work.
+  index::PackIo io{std::move(remote.source), nullptr};
   if (fid::Result<std::filesystem::path> checked = index::check_pack_options(opt, io); !checked) {
     fmt::print(stderr, "fidelityfs pack: {}\n", checked.error().message);
     return kExitUsage;
   }
   const std::atomic<bool>& cancel = cancel_on_interrupt();
+  std::unique_ptr<storage::S3Upload> destination;
+  if (remote.store) {  // checked writable before any packing
+    storage::S3UploadOptions up;
+    up.cancel = &cancel;
+    fid::Result<std::unique_ptr<storage::S3Upload>> opened = storage::S3Upload::open(*remote.store, remote.options, up);
+    if (!opened) {
+      fmt::print(stderr, "fidelityfs pack: {}\n", opened.error().message);
+      return kExitRuntime;
+    }
+    destination = std::move(opened).value();
+    io.destination = destination.get();
+  }
   ProgressLine line(parse_progress_mode(progress_mode), "pack");
   auto run = [&]() -> fid::Result<index::PackReport> {
     try {
       return index::pack(
-          opt, std::move(io), [&](const index::PackProgress& p) { line.update(p.files_done, p.files_total, p.source_bytes_done, p.seconds); },
+          opt, std::move(io),
+          [&](const index::PackProgress& p) { line.update(p.files_done, p.files_total, p.source_bytes_done, p.seconds); },
           cancel);
     } catch (const std::exception& e) {  // out of memory, ...: the store is removed all the same
       return fid::Error{EIO, e.what()};
@@ -101,16 +137,16 @@ int run_pack(const index::PackOptions& opt, index::PackIo io, const std::string&
 }  // namespace
 
 void register_pack(CLI::App& app, int& exit_code) {
-  auto* cmd = app.add_subcommand("pack", "Pack an image folder tree, or tar files, into a store");
+  auto* cmd = app.add_subcommand("pack", "Pack an image folder tree, tar files or objects into a store");
   auto opt = std::make_shared<index::PackOptions>();
   auto progress = std::make_shared<std::string>("auto");
   auto sources = std::make_shared<std::vector<std::string>>();
   auto source_list = std::make_shared<std::string>();
   // One list: CLI11 gives a vector positional every argument, so the store is split off its end.
   cmd->add_option("SRC... STORE_DIR", *sources,
-                  "the sources, then the store to create (absent, or an empty folder). A source is a folder (an "
-                  "ImageFolder tree), or tar files (.tar, .tar.gz, .tar.zst; a quoted glob such as "
-                  "'shards/*.tar' is expanded)")
+                  "the sources, then the store to create: a folder (absent, or empty) or s3://BUCKET/PREFIX. A "
+                  "source is a folder (an ImageFolder tree), tar files (.tar, .tar.gz, .tar.zst; a quoted glob "
+                  "such as 'shards/*.tar' is expanded), s3://BUCKET/PREFIX or an http(s):// folder")
       ->required()
       ->expected(1, CLI::detail::expected_max_vector_size);
   cmd->add_option("--source-list", *source_list, "a file naming tar files, one per line (more sources)");
@@ -132,9 +168,13 @@ void register_pack(CLI::App& app, int& exit_code) {
                   "I/N: pack only part I of N of the source (the files whose path hashes to I; every folder), "
                   "for `fidelityfs merge`")
       ->capture_default_str();
+  auto store_opts = std::make_shared<std::vector<std::string>>();
+  cmd->add_option("-o", *store_opts,
+                  "for s3:// and http(s):// sources and s3:// stores: endpoint=URL, region=, profile=, addressing=, "
+                  "ca_file=, remote_requests=");
   cmd->add_option("--progress", *progress, "progress line: auto (on a terminal), on, off")
       ->check(CLI::IsMember({"auto", "on", "off"}));
-  cmd->callback([opt, progress, levels, shard, sources, source_list, &exit_code] {
+  cmd->callback([opt, progress, levels, shard, sources, source_list, store_opts, &exit_code] {
     opt->levels = *levels == "fast" ? codec::LevelScripts::fast : codec::LevelScripts::pcr;
     fid::Result<index::Shard> part = index::parse_shard(*shard);
     if (!part) {
@@ -145,15 +185,34 @@ void register_pack(CLI::App& app, int& exit_code) {
     opt->shard = *part;
     opt->store = sources->back();
     sources->pop_back();
-    fid::Result<std::unique_ptr<index::PackSource>> remote = remote_source(*sources, *source_list);
-    if (!remote) {
-      fmt::print(stderr, "fidelityfs pack: {}\n", remote.error().message);
+    PackRemote remote;
+    fid::Result<config::Settings> settings = parse_store_location_options(*store_opts);
+    if (!settings) {
+      fmt::print(stderr, "fidelityfs pack: {}\n", settings.error().message);
       exit_code = kExitUsage;
       return;
     }
-    if (*remote) {
+    remote.options = store_options(*settings);
+    // s3://BUCKET/PREFIX: built in a local scratch folder, uploaded as it is made.
+    if (fid::Result<storage::StoreUrl> url = storage::parse_store_url(opt->store.string()); url && url->remote()) {
+      if (url->kind != storage::StoreUrl::Kind::s3) {
+        fmt::print(stderr, "fidelityfs pack: {}: a store is written to a folder or to s3:// only\n", url->text);
+        exit_code = kExitUsage;
+        return;
+      }
+      remote.store = std::move(url).value();
+      opt->store = scratch_store(*remote.store);
+    }
+    fid::Result<std::unique_ptr<index::PackSource>> source = remote_source(*sources, *source_list, remote.options);
+    if (!source) {
+      fmt::print(stderr, "fidelityfs pack: {}\n", source.error().message);
+      exit_code = kExitUsage;
+      return;
+    }
+    if (*source) {
       opt->sources = {sources->front()};
-      exit_code = run_pack(*opt, index::PackIo{std::move(*remote), nullptr}, *progress);
+      remote.source = std::move(source).value();
+      exit_code = run_pack(*opt, std::move(remote), *progress);
       return;
     }
     fid::Result<std::vector<std::filesystem::path>> named = source_paths(*sources, *source_list);
@@ -163,7 +222,7 @@ void register_pack(CLI::App& app, int& exit_code) {
       return;
     }
     opt->sources = std::move(named).value();
-    exit_code = run_pack(*opt, index::PackIo{}, *progress);
+    exit_code = run_pack(*opt, std::move(remote), *progress);
   });
 }
 

@@ -15,11 +15,9 @@
 namespace fid::storage {
 
 namespace {
+
 // Bodies at least this large time the link's rate (smaller ones are mostly latency).
 constexpr uint64_t kTimedBodyBytes = 256 << 10;
-}  // namespace
-
-namespace {
 
 using Clock = std::chrono::steady_clock;
 constexpr size_t kMaxErrorBody = 16 * 1024;  // of an error response, kept for its S3 code
@@ -69,6 +67,11 @@ std::chrono::milliseconds RetryPolicy::backoff(unsigned retry, double unit) cons
 
 std::string url_for_messages(std::string_view url) { return std::string(url.substr(0, url.find_first_of("?#"))); }
 
+const char* method_name(HttpRequest::Method method) {
+  static constexpr const char* kNames[] = {"GET", "HEAD", "PUT", "POST", "DELETE"};  // in Method's order
+  return kNames[static_cast<size_t>(method)];
+}
+
 // One request and the state of its current attempt.
 struct Transfer {
   HttpRequest req;
@@ -78,6 +81,8 @@ struct Transfer {
   unsigned attempts = 0;
   Clock::time_point first_start{};
   uint64_t kept = 0;  // ranged: leading bytes of dst already complete (from earlier attempts)
+  uint64_t sent = 0;  // bytes of the upload body given to curl in this attempt
+  std::optional<Error> body_error;  // the upload body could not be read: fails the request
   // The current attempt.
   long status = 0;
   std::optional<http::ContentRange> content_range;
@@ -88,9 +93,15 @@ struct Transfer {
   std::string error_body;
 
   ~Transfer() { curl_slist_free_all(header_list); }
+  bool cancelled() const { return req.cancel && req.cancel->load(std::memory_order_relaxed); }
   uint64_t want_first() const { return req.offset + kept; }
   uint64_t want_len() const { return req.dst.size() - kept; }
   bool error_status() const { return http::classify_status(status) != http::StatusClass::success; }
+  // An answer nobody asked to keep (a PUT's, a DELETE's): counted, dropped.
+  bool drops_body() const {
+    using M = HttpRequest::Method;
+    return (req.method == M::put || req.method == M::post || req.method == M::del) && !req.sink && req.dst.empty();
+  }
 
   void new_attempt() {
     status = 0;
@@ -144,6 +155,7 @@ struct HttpClient::Engine {
   CURL* take_handle();
   Status build_headers(Transfer& t);
   void configure(CURL* h, Transfer& t);
+  void configure_method(CURL* h, Transfer& t);
   void finish(std::unique_ptr<Transfer> t, CURLcode code);
   void retry_or_fail(std::unique_ptr<Transfer> t, const http::Judgement& j);
   void release_handle(Transfer& t);
@@ -182,7 +194,9 @@ size_t on_body(char* data, size_t size, size_t count, void* user) {
     return n;
   }
   const std::span<const uint8_t> bytes(reinterpret_cast<const uint8_t*>(data), n);
-  if (t->req.sink) {
+  if (t->drops_body()) {
+    // counted below, kept nowhere
+  } else if (t->req.sink) {
     if (!t->req.sink(t->body, bytes)) {
       t->sink_refused = true;
       return 0;  // aborts the transfer (CURLE_WRITE_ERROR)
@@ -197,6 +211,35 @@ size_t on_body(char* data, size_t size, size_t count, void* user) {
   }
   t->body += n;
   return n;
+}
+
+// The next bytes of the upload body; its end or error ends the attempt.
+size_t on_read(char* data, size_t size, size_t count, void* user) {
+  auto* t = static_cast<Transfer*>(user);
+  const uint64_t left = t->req.body ? t->req.body_size - t->sent : 0;
+  if (left == 0) return 0;
+  const size_t room = static_cast<size_t>(std::min<uint64_t>(left, size * count));
+  Result<size_t> got = t->req.body(t->sent, {reinterpret_cast<uint8_t*>(data), room});
+  if (got.ok() && *got > 0 && *got <= room) {
+    t->sent += *got;
+    return *got;
+  }
+  t->body_error = got.ok() ? Error{EIO, fmt::format("the body ended at {} of its {} bytes", t->sent, t->req.body_size)}
+                           : std::move(got).error();
+  return CURL_READFUNC_ABORT;
+}
+
+// curl calls this at least once a second during a transfer: non-zero aborts it.
+int on_progress(void* user, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
+  return static_cast<Transfer*>(user)->cancelled() ? 1 : 0;
+}
+
+// curl rewinds the body to send it again on the same attempt (a redirect, an auth round trip).
+int on_seek(void* user, curl_off_t offset, int origin) {
+  auto* t = static_cast<Transfer*>(user);
+  if (origin != SEEK_SET || offset < 0 || static_cast<uint64_t>(offset) > t->req.body_size) return CURL_SEEKFUNC_CANTSEEK;
+  t->sent = static_cast<uint64_t>(offset);
+  return CURL_SEEKFUNC_OK;
 }
 
 }  // namespace
@@ -351,9 +394,15 @@ void HttpClient::Engine::shut_down() {
 
 // A new attempt of t on the wire, or t failed.
 void HttpClient::Engine::start(std::unique_ptr<Transfer> t) {
+  if (t->cancelled()) {
+    fail(std::move(t), ECANCELED, "cancelled", false);
+    return;
+  }
   if (t->attempts == 0) t->first_start = Clock::now();
   ++t->attempts;
   t->new_attempt();
+  t->sent = 0;  // the upload body goes from its start again
+  t->body_error.reset();
   if (opts.counters) {
     opts.counters->requests.fetch_add(1, std::memory_order_relaxed);
     if (t->attempts > 1) opts.counters->retries.fetch_add(1, std::memory_order_relaxed);
@@ -402,6 +451,8 @@ Status HttpClient::Engine::build_headers(Transfer& t) {
     for (const auto& [name, value] : *signed_headers) add_header(name, value);
   }
   add_header("Accept-Encoding", "identity");  // the bytes as stored, never re-encoded
+  // The body follows the headers at once (waiting for "100 Continue" costs a second when none comes).
+  if (t.req.method == HttpRequest::Method::put || t.req.method == HttpRequest::Method::post) add_header("Expect", "");
   return {};
 }
 
@@ -417,7 +468,7 @@ void HttpClient::Engine::configure(CURL* h, Transfer& t) {
   curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, std::max<long>(1, static_cast<long>(opts.stall_timeout.count())));
   curl_easy_setopt(h, CURLOPT_USERAGENT, "fidelityfs");
   curl_easy_setopt(h, CURLOPT_HTTPHEADER, t.header_list);
-  if (t.req.method == HttpRequest::Method::head) curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
+  configure_method(h, t);
   if (!opts.ca_file.empty()) curl_easy_setopt(h, CURLOPT_CAINFO, opts.ca_file.c_str());
   curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
   curl_easy_setopt(h, CURLOPT_HEADERDATA, &t);
@@ -425,6 +476,35 @@ void HttpClient::Engine::configure(CURL* h, Transfer& t) {
   curl_easy_setopt(h, CURLOPT_WRITEDATA, &t);
   curl_easy_setopt(h, CURLOPT_ERRORBUFFER, t.curl_error);
   curl_easy_setopt(h, CURLOPT_PRIVATE, &t);
+  if (t.req.cancel) {
+    curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
+    curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
+    curl_easy_setopt(h, CURLOPT_XFERINFODATA, &t);
+  }
+}
+
+// The method, and where an upload body comes from (never curl's default: stdin).
+void HttpClient::Engine::configure_method(CURL* h, Transfer& t) {
+  using M = HttpRequest::Method;
+  const M m = t.req.method;
+  const auto size = static_cast<curl_off_t>(t.req.body ? t.req.body_size : 0);
+  if (m == M::head) curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
+  if (m == M::del) curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, "DELETE");
+  if (m == M::put) {
+    curl_easy_setopt(h, CURLOPT_UPLOAD, 1L);
+    curl_easy_setopt(h, CURLOPT_INFILESIZE_LARGE, size);
+  }
+  if (m == M::post) {
+    curl_easy_setopt(h, CURLOPT_POST, 1L);
+    curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, size);
+    if (!t.req.body) curl_easy_setopt(h, CURLOPT_POSTFIELDS, "");
+  }
+  if (m == M::put || (m == M::post && t.req.body)) {
+    curl_easy_setopt(h, CURLOPT_READFUNCTION, on_read);
+    curl_easy_setopt(h, CURLOPT_READDATA, &t);
+    curl_easy_setopt(h, CURLOPT_SEEKFUNCTION, on_seek);
+    curl_easy_setopt(h, CURLOPT_SEEKDATA, &t);
+  }
 }
 
 // t's handle goes back to the pool, for the next attempt of any transfer.
@@ -446,6 +526,11 @@ void HttpClient::Engine::finish(std::unique_ptr<Transfer> t, CURLcode code) {
   t->header_list = nullptr;
   if (opts.counters) opts.counters->bytes.fetch_add(t->body, std::memory_order_relaxed);
 
+  if (t->cancelled() || t->body_error) {  // neither is retried
+    Error e = t->cancelled() ? Error{ECANCELED, "cancelled"} : std::move(*t->body_error);
+    fail(std::move(t), e.code, e.message, false);
+    return;
+  }
   http::Attempt a;
   a.transport = transport_of(code);
   if (code == CURLE_WRITE_ERROR && t->overflow) a.transport = http::Transport::body_too_big;

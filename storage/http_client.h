@@ -1,13 +1,15 @@
-// HTTP(S) GETs and HEADs on libcurl's multi interface: one transfer thread keeps up to
+// HTTP(S) requests (GET, HEAD, PUT, POST, DELETE) on libcurl's multi interface: one transfer thread keeps up to
 // max_in_flight requests on the wire over reused keep-alive connections, queues the rest, and
 // retries what a server or network gets wrong (5xx, 429, S3 SlowDown, timeouts, stalls,
 // refused or reset connections, bodies cut short: only their missing remainder) with
-// exponential backoff and full jitter. A request's body goes straight into the caller's buffer;
-// one larger than that buffer is an error, never an overflow. The thread starts on the first
+// exponential backoff and full jitter. A response's body goes straight into the caller's buffer;
+// one larger than that buffer is an error, never an overflow. An upload body is read through a
+// callback, from its start again on every attempt, never held whole. The thread starts on the first
 // request, so a client made before fork() works in the child. No secrets in messages: they name
 // the URL without its query and the cause.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -57,7 +59,7 @@ struct HttpResult {
 };
 
 struct HttpRequest {
-  enum class Method { get, head };
+  enum class Method { get, head, put, post, del };
   Method method = Method::get;
   std::string url;            // absolute; messages show it without its query
   Headers headers;            // sent as given (If-None-Match, ...)
@@ -71,6 +73,14 @@ struct HttpRequest {
   uint64_t offset = 0;
   std::span<uint8_t> dst;
   std::function<bool(uint64_t, std::span<const uint8_t>)> sink;
+  // put, post: the request body, body_size bytes read through `body` (offset in the body, room
+  // for the next bytes) -> bytes given (more than 0 until the end), called on the transfer
+  // thread from offset 0 on every attempt. Its error fails the request with it, unretried. No
+  // `body`: an empty body. The answer of a put, post or del with neither sink nor dst is dropped.
+  uint64_t body_size = 0;
+  std::function<Result<size_t>(uint64_t, std::span<uint8_t>)> body;
+  // When it becomes true the request ends (within about a second, unretried) with ECANCELED.
+  const std::atomic<bool>* cancel = nullptr;
   // Called once, on the transfer thread (do not block in it; submitting more is fine). The
   // Error's code: ENOENT for 404, EACCES for 401/403, ECANCELED when the client was destroyed
   // first, EIO otherwise.
@@ -109,6 +119,9 @@ class HttpClient {
   double latency_s_ = 0, rate_bps_ = 0;  // moving averages; 0: no sample yet
   std::thread thread_;
 };
+
+// "GET", "HEAD", "PUT", "POST", "DELETE".
+const char* method_name(HttpRequest::Method method);
 
 // "https://h/p?x=1" -> "https://h/p": what messages show of a URL.
 std::string url_for_messages(std::string_view url);

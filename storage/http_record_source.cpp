@@ -14,14 +14,25 @@ std::string RemoteLocation::path_of(std::string_view relative) const {
   return base_path + "/" + uri_encode(relative, /*keep_slash=*/true);
 }
 
-std::string RemoteLocation::url_of(std::string_view relative) const { return origin + path_of(relative); }
+std::string RemoteLocation::url_of(std::string_view relative, const Headers& query) const {
+  std::string url = origin + path_of(relative);
+  for (size_t k = 0; k < query.size(); ++k) {
+    url += k == 0 ? '?' : '&';
+    url += uri_encode(query[k].first, false);
+    if (!query[k].second.empty()) url += "=" + uri_encode(query[k].second, false);
+  }
+  return url;
+}
 
-std::function<Result<Headers>()> RemoteLocation::signer(HttpRequest::Method method, std::string_view relative) const {
+std::function<Result<Headers>()> RemoteLocation::signer(HttpRequest::Method method, std::string_view relative,
+                                                        const Headers& query, std::string payload_sha256) const {
   if (!sign || credentials.anonymous()) return {};
   SignRequest r;
-  r.method = method == HttpRequest::Method::head ? "HEAD" : "GET";
+  r.method = method_name(method);
   r.host = host_header;
   r.path = path_of(relative);
+  r.query = query;
+  r.payload_sha256 = std::move(payload_sha256);
   r.region = region;
   return [r = std::move(r), c = credentials]() mutable {
     r.amz_date = amz_date(static_cast<long long>(std::time(nullptr)));  // fresh for every attempt

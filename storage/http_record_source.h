@@ -31,12 +31,15 @@ struct RemoteLocation {
   std::string region;
   std::string credentials_from;  // for messages ("environment", "profile x in FILE", "none")
 
-  // The request path and URL of an object of the store ("index.sqlite", "records/000001.rec").
+  // The request path and URL of an object of the store ("index.sqlite", "records/000001.rec"),
+  // with the query parameters if any (name, value: "?uploads", "?partNumber=1&uploadId=X").
   std::string path_of(std::string_view relative) const;
-  std::string url_of(std::string_view relative) const;
+  std::string url_of(std::string_view relative, const Headers& query = {}) const;
   // The per-attempt signer of a request for `relative` (empty when unsigned): SigV4 headers
-  // for the current time and the empty payload.
-  std::function<Result<Headers>()> signer(HttpRequest::Method method, std::string_view relative) const;
+  // for the current time, the method and the query parameters (as given to url_of), and the
+  // payload: the hex SHA-256 of the body, "UNSIGNED-PAYLOAD", or "" for an empty body.
+  std::function<Result<Headers>()> signer(HttpRequest::Method method, std::string_view relative,
+                                          const Headers& query = {}, std::string payload_sha256 = {}) const;
 };
 
 class HttpRecordSource final : public RecordSource {

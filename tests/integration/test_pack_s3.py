@@ -1,0 +1,229 @@
+"""`fidelityfs pack SRC s3://BUCKET/PREFIX` against a real Ceph RADOS Gateway: the store written
+to S3 mounts and gives the bytes of a local pack of the same source and seed (a record above the
+multipart threshold included), a re-run replaces it, bad credentials or buckets fail before any
+packing, and a pack that fails or is stopped mid-way leaves no store that mounts (nor multipart
+uploads). Faults come from the fault proxy in front of RGW."""
+import os
+import random
+import shutil
+import signal
+import subprocess
+import time
+
+import pytest
+
+import remote_servers
+from conftest import fid_bin, pack, run
+from fidstore import Store
+from mountutil import mount, mounted, unmount, walk_files
+
+BUCKET = "fid-pack"
+SECRET_MARK = "s3cr3t-never-printed"
+BIG = 21 << 20  # a blob whose record is above the 16 MiB multipart threshold: 3 parts of 8 MiB
+
+
+@pytest.fixture(scope="module")
+def rgw(tmp_path_factory):
+    why = remote_servers.missing_s3_server()
+    if why:
+        pytest.skip(why)
+    with remote_servers.s3_server(str(tmp_path_factory.mktemp("rgw") / "s3")) as env:
+        aws(env, "s3", "mb", f"s3://{BUCKET}")
+        yield env
+
+
+def aws(env, *args, check=True):
+    p = subprocess.run(["aws", "--endpoint-url", env["AWS_ENDPOINT_URL"], *args], capture_output=True, text=True,
+                       env={**os.environ, **env}, timeout=120)
+    if check and p.returncode != 0:
+        raise AssertionError(f"aws {' '.join(args)} -> {p.returncode}: {p.stderr}")
+    return p
+
+
+@pytest.fixture(scope="module")
+def scratch(tmp_path_factory):
+    """TMPDIR of the packs: where the stores are built before they go up."""
+    return str(tmp_path_factory.mktemp("scratch"))
+
+
+def pack_s3(env, scratch, src, url, *extra, endpoint=None, check=True):
+    run_env = {**os.environ, **env, "TMPDIR": scratch}
+    if endpoint:
+        run_env["AWS_ENDPOINT_URL"] = endpoint
+    return run("pack", src, url, "--progress", "off", *extra, check=check, env=run_env, timeout=300)
+
+
+def mount_s3(env, url, mnt, check=True):
+    return mount(url, mnt, check=check, env={**os.environ, **env})
+
+
+@pytest.fixture(scope="module")
+def tree(imagenet_tree, tmp_path_factory):
+    """The ImageNet-like tree plus a large random blob (its own multipart record)."""
+    out = str(tmp_path_factory.mktemp("src") / "tree")
+    shutil.copytree(imagenet_tree, out)
+    with open(os.path.join(out, "big.bin"), "wb") as f:
+        f.write(random.Random(7).randbytes(BIG))
+    return out
+
+
+def read_all(mnt, rels):
+    out = {}
+    for rel in rels:
+        with open(os.path.join(mnt, rel), "rb") as f:
+            out[rel] = f.read()
+    return out
+
+
+def objects(env, prefix):
+    p = aws(env, "s3api", "list-objects-v2", "--bucket", BUCKET, "--prefix", prefix + "/", "--output", "text",
+            "--query", "Contents[].[Key,Size,ETag]")
+    rows = [line.split("\t") for line in p.stdout.splitlines() if line.strip() and line.strip() != "None"]
+    return {key[len(prefix) + 1:]: (int(size), etag) for key, size, etag in rows}
+
+
+def multipart_uploads(env, prefix):
+    p = aws(env, "s3api", "list-multipart-uploads", "--bucket", BUCKET, "--prefix", prefix + "/", "--output", "text",
+            "--query", "Uploads[].Key")
+    return [k for k in p.stdout.split() if k != "None"]
+
+
+def expect_store_matches(env, url, local, tmp_path):
+    store = Store(local)
+    rels = sorted(store.files)
+    with mounted(url, str(tmp_path / "m"), env={**os.environ, **env}) as mnt:
+        assert sorted(walk_files(mnt)) == rels
+        got = read_all(mnt, rels)
+    assert [r for r in rels if got[r] != store.read(r)] == []
+
+
+def test_pack_to_s3_mounts_with_the_bytes_of_a_local_pack(rgw, scratch, tree, tmp_path):
+    url, prefix = f"s3://{BUCKET}/sets/one", "sets/one"
+    p = pack_s3(rgw, scratch, tree, url, "--seed", "5", "--record-bytes", "1MiB")
+    assert "packed" in p.stdout
+    local = pack(tree, str(tmp_path / "local"), "--seed", "5", "--record-bytes", "1MiB")
+    # The same objects as the local store's files, byte for byte.
+    stored = objects(rgw, prefix)
+    want = {os.path.relpath(os.path.join(d, f), local): os.path.getsize(os.path.join(d, f))
+            for d, _, fs in os.walk(local) for f in fs}
+    assert {k: v[0] for k, v in stored.items()} == want
+    big_record = max(stored, key=lambda k: stored[k][0])
+    assert stored[big_record][0] > BIG and "-3" in stored[big_record][1]  # went up in 3 parts
+    got = tmp_path / "got"
+    aws(rgw, "s3", "cp", "--recursive", "--only-show-errors", f"{url}/records", str(got))
+    for name in os.listdir(got):
+        with open(got / name, "rb") as a, open(os.path.join(local, "records", name), "rb") as b:
+            assert a.read() == b.read(), name
+    assert multipart_uploads(rgw, prefix) == []
+    assert os.listdir(scratch) == []  # the records went up and their local files with them
+    expect_store_matches(rgw, url, local, tmp_path)
+
+
+def test_a_rerun_replaces_the_store(rgw, scratch, tree, imagenet_tree, tmp_path):
+    url, prefix = f"s3://{BUCKET}/sets/again", "sets/again"
+    pack_s3(rgw, scratch, tree, url, "--record-bytes", "1MiB")
+    before = objects(rgw, prefix)
+    # A smaller store onto the same prefix: it mounts with its own files only. Records past its
+    # count stay as orphans (nothing lists the prefix), unread.
+    small = str(tmp_path / "small")
+    shutil.copytree(imagenet_tree, small)
+    for d in sorted(os.listdir(small))[1:]:
+        if os.path.isdir(os.path.join(small, d)):
+            shutil.rmtree(os.path.join(small, d))
+    pack_s3(rgw, scratch, small, url, "--record-bytes", "1MiB")
+    local = pack(small, str(tmp_path / "local"), "--record-bytes", "1MiB")
+    expect_store_matches(rgw, url, local, tmp_path)
+    after = objects(rgw, prefix)
+    assert set(after) == set(before)
+    assert after["index.sqlite"][0] == os.path.getsize(os.path.join(local, "index.sqlite"))
+
+
+def test_bad_credentials_buckets_and_endpoints_fail_before_packing(rgw, scratch, imagenet_tree):
+    url = f"s3://{BUCKET}/sets/denied"
+    p = pack_s3({**rgw, "AWS_SECRET_ACCESS_KEY": SECRET_MARK}, scratch, imagenet_tree, url, check=False)
+    assert p.returncode == 1, p.stderr
+    assert url in p.stderr and "denied" in p.stderr and "environment" in p.stderr
+    assert SECRET_MARK not in p.stdout + p.stderr and "packed" not in p.stdout
+    p = pack_s3(rgw, scratch, imagenet_tree, "s3://fid-no-such-bucket/x", check=False)
+    assert p.returncode == 1 and "fid-no-such-bucket" in p.stderr and "NoSuchBucket" in p.stderr
+    p = pack_s3(rgw, scratch, imagenet_tree, url, endpoint="http://127.0.0.1:9", check=False)
+    assert p.returncode == 1 and url in p.stderr and "127.0.0.1:9" in p.stderr
+    assert objects(rgw, "sets/denied") == {}
+    p = run("pack", imagenet_tree, "https://example.com/store", check=False)
+    assert p.returncode == 2 and "s3://" in p.stderr
+
+
+@pytest.fixture
+def proxy(rgw):
+    upstream = rgw["AWS_ENDPOINT_URL"].rsplit(":", 1)
+    with remote_servers.fault_proxy(upstream[0].split("//")[1], int(upstream[1])) as proxy:
+        yield proxy
+
+
+def test_retried_puts_still_give_the_exact_bytes(rgw, scratch, tree, proxy, tmp_path):
+    """503s on parts and on single PUTs: each is sent again, its body read again from the start."""
+    url = f"s3://{BUCKET}/sets/retried"
+    proxy.set("status", code=503, count=4, match="records/")
+    pack_s3(rgw, scratch, tree, url, "--seed", "5", "--record-bytes", "1MiB", endpoint=proxy.url)
+    assert proxy.stats()["faults"] == 4
+    local = pack(tree, str(tmp_path / "local"), "--seed", "5", "--record-bytes", "1MiB")
+    expect_store_matches(rgw, url, local, tmp_path)
+
+
+def test_a_failed_upload_leaves_no_store_that_mounts(rgw, scratch, tree, imagenet_tree, proxy, tmp_path):
+    url = f"s3://{BUCKET}/sets/failed"
+    pack_s3(rgw, scratch, imagenet_tree, url, "--record-bytes", "1MiB")  # a store there to replace
+    # A part of the big record refused: the pack fails naming it, its multipart upload is aborted.
+    proxy.set("status", code=403, count=1, match="partNumber=2")
+    p = pack_s3(rgw, scratch, tree, url, "--record-bytes", "1MiB", endpoint=proxy.url, check=False)
+    assert p.returncode == 1 and url in p.stderr and "records/" in p.stderr and "403" in p.stderr, p.stderr
+    assert "index.sqlite" not in objects(rgw, "sets/failed")
+    assert multipart_uploads(rgw, "sets/failed") == []
+    mnt = str(tmp_path / "m")
+    assert mount_s3(rgw, url, mnt, check=False).returncode != 0
+    unmount(mnt)
+    # A single PUT refused.
+    proxy.set("status", code=403, count=1, match="records/000001.rec")
+    p = pack_s3(rgw, scratch, imagenet_tree, url, "--record-bytes", "1MiB", endpoint=proxy.url, check=False)
+    assert p.returncode == 1 and "records/000001.rec" in p.stderr, p.stderr
+    assert "index.sqlite" not in objects(rgw, "sets/failed")
+
+
+def wait_for_fault(proxy, seconds=60):
+    deadline = time.monotonic() + seconds
+    while proxy.stats()["faults"] == 0:
+        assert time.monotonic() < deadline, "the pack never reached the delayed upload"
+        time.sleep(0.05)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL], ids=["SIGINT", "SIGKILL"])
+def test_an_interrupted_pack_leaves_no_store_that_mounts(rgw, scratch, tree, imagenet_tree, proxy, tmp_path, sig):
+    url = f"s3://{BUCKET}/sets/stopped-{sig.name}"
+    pack_s3(rgw, scratch, imagenet_tree, url, "--record-bytes", "1MiB")
+    # A part of the big record held at the proxy: the pack is mid-way when the signal comes.
+    proxy.set("delay", ms=60000, match="partNumber=2")
+    env = {**os.environ, **rgw, "TMPDIR": scratch, "AWS_ENDPOINT_URL": proxy.url}
+    proc = subprocess.Popen([fid_bin(), "pack", tree, url, "--progress", "off", "--record-bytes", "1MiB"], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for_fault(proxy)
+        t0 = time.monotonic()
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=30)
+        assert proc.returncode != 0
+        if sig == signal.SIGINT:
+            assert time.monotonic() - t0 < 10 and "interrupted" in err, err
+            assert multipart_uploads(rgw, f"sets/stopped-{sig.name}") == []
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    proxy.set("none")
+    assert "index.sqlite" not in objects(rgw, f"sets/stopped-{sig.name}")
+    mnt = str(tmp_path / "m")
+    assert mount_s3(rgw, url, mnt, check=False).returncode != 0
+    unmount(mnt)
+    # The next pack to the URL clears what a killed one left in the scratch folder.
+    pack_s3(rgw, scratch, imagenet_tree, url, "--record-bytes", "1MiB")
+    assert os.listdir(scratch) == []
+    expect_store_matches(rgw, url, pack(imagenet_tree, str(tmp_path / "local"), "--record-bytes", "1MiB"), tmp_path)

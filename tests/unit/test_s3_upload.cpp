@@ -1,0 +1,152 @@
+// The parts of writing a store to S3 that need no server: how an object is split into parts,
+// the CompleteMultipartUpload request body, the answers' UploadId and errors, and the signed
+// requests' URLs and headers (query parameters, payload hash). The uploads themselves run
+// against Ceph RGW in tests/integration/test_pack_s3.py.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "storage/http_record_source.h"
+#include "storage/s3_upload.h"
+
+namespace fid::storage {
+namespace {
+
+constexpr uint64_t MiB = 1ull << 20;
+
+void expect_valid_parts(const std::vector<std::pair<uint64_t, uint64_t>>& parts, uint64_t size) {
+  ASSERT_FALSE(parts.empty());
+  ASSERT_LE(parts.size(), S3Upload::kMaxParts);
+  uint64_t at = 0;
+  for (size_t k = 0; k < parts.size(); ++k) {
+    EXPECT_EQ(parts[k].first, at) << k;
+    if (k + 1 < parts.size()) {
+      EXPECT_GE(parts[k].second, S3Upload::kMinPartSize) << k;
+    }
+    EXPECT_GT(parts[k].second, 0u) << k;
+    at += parts[k].second;
+  }
+  EXPECT_EQ(at, size);
+}
+
+TEST(S3UploadParts, EqualPartsAndTheRestLast) {
+  const auto parts = upload_parts(21 * MiB, 8 * MiB);
+  ASSERT_EQ(parts.size(), 3u);
+  EXPECT_EQ(parts[0], std::make_pair(uint64_t{0}, 8 * MiB));
+  EXPECT_EQ(parts[1], std::make_pair(8 * MiB, 8 * MiB));
+  EXPECT_EQ(parts[2], std::make_pair(16 * MiB, 5 * MiB));
+  expect_valid_parts(parts, 21 * MiB);
+  EXPECT_EQ(upload_parts(16 * MiB, 8 * MiB).size(), 2u);  // an exact multiple: no empty last part
+  expect_valid_parts(upload_parts(16 * MiB + 1, 8 * MiB), 16 * MiB + 1);
+  expect_valid_parts(upload_parts(1, 8 * MiB), 1);
+}
+
+TEST(S3UploadParts, NeverBelowFiveMibNorAboveTenThousandParts) {
+  const auto small = upload_parts(12 * MiB, 1 * MiB);  // asked for 1 MiB parts: S3 refuses them
+  EXPECT_EQ(small.size(), 3u);
+  EXPECT_EQ(small[0].second, S3Upload::kMinPartSize);
+  expect_valid_parts(small, 12 * MiB);
+  const uint64_t huge = 200ull << 30;  // 200 GiB in 8 MiB parts would be 25600 parts
+  const auto parts = upload_parts(huge, 8 * MiB);
+  EXPECT_LE(parts.size(), S3Upload::kMaxParts);
+  expect_valid_parts(parts, huge);
+}
+
+TEST(S3UploadXml, UploadIdFromTheAnswer) {
+  const std::string rgw =
+      "<?xml version=\"1.0\" encoding=\"UTF-8\"?><InitiateMultipartUploadResult "
+      "xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\"><Bucket>b</Bucket><Key>p/records/000000.rec</Key>"
+      "<UploadId>2~ZlqVR5tNQ5H3kpR3AzW0xJq8mqQ_iRc</UploadId></InitiateMultipartUploadResult>";
+  EXPECT_EQ(parse_upload_id(rgw), "2~ZlqVR5tNQ5H3kpR3AzW0xJq8mqQ_iRc");
+  EXPECT_EQ(parse_upload_id("<UploadId>\n  abc.DEF-1\n</UploadId>"), "abc.DEF-1");  // blanks around it trimmed
+  EXPECT_EQ(parse_upload_id(""), std::nullopt);
+  EXPECT_EQ(parse_upload_id("<UploadId></UploadId>"), std::nullopt);
+  EXPECT_EQ(parse_upload_id("<UploadId>abc"), std::nullopt);                    // cut short
+  EXPECT_EQ(parse_upload_id("<UploadId>a b</UploadId>"), std::nullopt);         // a blank inside
+  EXPECT_EQ(parse_upload_id("<UploadId>a&amp;b</UploadId>"), std::nullopt);     // markup
+  EXPECT_EQ(parse_upload_id("<UploadId>a\x01</UploadId>"), std::nullopt);       // a control character
+  EXPECT_EQ(parse_upload_id("<UploadId>" + std::string(1025, 'x') + "</UploadId>"), std::nullopt);
+  EXPECT_EQ(parse_upload_id("<UploadId>" + std::string(1024, 'x') + "</UploadId>"), std::string(1024, 'x'));
+}
+
+TEST(S3UploadXml, CompleteBodyNumbersThePartsAndEscapesTheEtags) {
+  EXPECT_EQ(complete_multipart_body({"\"a1\"", "\"b&2\""}),
+            "<CompleteMultipartUpload xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">"
+            "<Part><PartNumber>1</PartNumber><ETag>&quot;a1&quot;</ETag></Part>"
+            "<Part><PartNumber>2</PartNumber><ETag>&quot;b&amp;2&quot;</ETag></Part>"
+            "</CompleteMultipartUpload>");
+}
+
+TEST(S3UploadXml, CompleteAnswerErrorsAfterA200) {
+  EXPECT_EQ(complete_multipart_error("<CompleteMultipartUploadResult><Location>x</Location><ETag>\"e-3\"</ETag>"
+                                     "</CompleteMultipartUploadResult>"),
+            std::nullopt);
+  EXPECT_EQ(complete_multipart_error(""), std::nullopt);
+  const auto e = complete_multipart_error("<?xml version=\"1.0\"?>\n<Error><Code>InternalError</Code><Message>We "
+                                          "encountered an internal error.</Message></Error>");
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->code, "InternalError");
+  EXPECT_EQ(e->message, "We encountered an internal error.");
+  EXPECT_EQ(complete_multipart_error("<Error></Error>")->code, "InternalError");  // an error without a code
+}
+
+RemoteLocation location() {
+  RemoteLocation w;
+  w.text = "s3://bkt/sets/one";
+  w.origin = "http://127.0.0.1:7480";
+  w.host_header = "127.0.0.1:7480";
+  w.base_path = "/bkt/sets/one";
+  w.sign = true;
+  w.credentials = {"AKIDEXAMPLE", "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY", ""};
+  w.region = "us-east-1";
+  return w;
+}
+
+TEST(S3UploadRequests, QueryParametersInTheUrl) {
+  const RemoteLocation w = location();
+  EXPECT_EQ(w.url_of("records/000001.rec", {{"uploads", ""}}), "http://127.0.0.1:7480/bkt/sets/one/records/000001.rec?uploads");
+  EXPECT_EQ(w.url_of("index.sqlite", {{"partNumber", "3"}, {"uploadId", "2~a/b+c"}}),
+            "http://127.0.0.1:7480/bkt/sets/one/index.sqlite?partNumber=3&uploadId=2~a%2Fb%2Bc");
+  EXPECT_EQ(w.url_of("index.sqlite"), "http://127.0.0.1:7480/bkt/sets/one/index.sqlite");
+}
+
+std::string header(const Headers& h, std::string_view name) {
+  auto it = std::find_if(h.begin(), h.end(), [&](const auto& kv) { return kv.first == name; });
+  return it == h.end() ? "" : it->second;
+}
+
+TEST(S3UploadRequests, SignedWithTheMethodQueryAndPayload) {
+  const RemoteLocation w = location();
+  const Headers query = {{"partNumber", "1"}, {"uploadId", "u1"}};
+  auto put = w.signer(HttpRequest::Method::put, "records/000000.rec", query, "UNSIGNED-PAYLOAD");
+  ASSERT_TRUE(put);
+  const Headers h = put().value();
+  EXPECT_EQ(header(h, "x-amz-content-sha256"), "UNSIGNED-PAYLOAD");
+  // The same request signed by hand at the signer's date gives the same Authorization.
+  SignRequest r;
+  r.method = "PUT";
+  r.host = w.host_header;
+  r.path = "/bkt/sets/one/records/000000.rec";
+  r.query = query;
+  r.payload_sha256 = "UNSIGNED-PAYLOAD";
+  r.amz_date = header(h, "x-amz-date");
+  r.region = w.region;
+  EXPECT_EQ(header(h, "Authorization"), header(sign(r, w.credentials).value(), "Authorization"));
+  r.method = "GET";  // another method is another signature
+  EXPECT_NE(header(h, "Authorization"), header(sign(r, w.credentials).value(), "Authorization"));
+  // An empty body is the empty string's hash.
+  const Headers d = w.signer(HttpRequest::Method::del, "index.sqlite")().value();
+  EXPECT_EQ(header(d, "x-amz-content-sha256"), sha256_hex(""));
+}
+
+TEST(S3UploadRequests, MethodNames) {
+  using M = HttpRequest::Method;
+  EXPECT_STREQ(method_name(M::get), "GET");
+  EXPECT_STREQ(method_name(M::head), "HEAD");
+  EXPECT_STREQ(method_name(M::put), "PUT");
+  EXPECT_STREQ(method_name(M::post), "POST");
+  EXPECT_STREQ(method_name(M::del), "DELETE");
+}
+
+}  // namespace
+}  // namespace fid::storage
