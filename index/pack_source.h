@@ -123,7 +123,7 @@ class PackSource {
   // here (the source itself unreadable) fails the pack.
   virtual fid::Result<SourceTree> list(const std::atomic<bool>& cancel) = 0;
   // Reads file `i` of the listed tree; called from several threads at once. The error's message
-  // is the reason only (the caller names the file).
+  // is the reason only (the caller names the file), unless read_errors_fail().
   virtual fid::Result<SourceBytes> read(const SourceTree& tree, uint32_t i) const = 0;
   // A source read at random returns nullopt, and pack reads it in the seeded storage order. A
   // streamed source returns the only order it can be read in (file indexes of the tree); pack
@@ -139,7 +139,8 @@ class PackSource {
   // True when a file that cannot be read fails the pack: a remote source's reads fail for the
   // storage's reasons (gone since listed, denied, unreachable), and a store silently without
   // those files would be wrong. False: the file is skipped with the reason, as a local file
-  // removed or unreadable since it was listed is.
+  // removed or unreadable since it was listed is. Such a source's read errors name the object
+  // (its URL: the relative path alone does not say where it is), and pack reports them as they are.
   virtual bool read_errors_fail() const { return false; }
 };
 

@@ -147,7 +147,7 @@ fid::Status write_records(const PackOptions& opt, PackSource& source, const Sour
   for (size_t pos = 0; pos < order.size(); ++pos) {
     std::optional<PreparedFile> f = pipeline.next();
     if (!f) return interrupted();
-    if (f->unread && source.read_errors_fail()) return fid::Error{EIO, fmt::format("{}: {}", tree.rel(f->source_index), f->note)};
+    if (f->unread && source.read_errors_fail()) return fid::Error{EIO, f->note};
     ticker.counts().files_done++;
     ticker.counts().source_bytes_done += f->source_size;
     if (fid::Status added = writer.add(*f); !added) return std::move(added).error();
