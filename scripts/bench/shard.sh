@@ -2,7 +2,9 @@
 # Sharded pack and merge, each figure beside its baseline from the same run:
 #  1. speed: one `pack --jobs 1` of COUNT ImageNet-like JPEGs against two `pack --shard I/2
 #     --jobs 1` run at once (2 cores) followed by `merge`, same files, source in the page cache,
-#     the two methods alternating within each of RUNS runs; the ratio of their times;
+#     the two methods alternating within each of RUNS runs; the ratio of their times. Beside
+#     them, one `pack --jobs 2`: what the 2 cores give one process (the hardware's own speed-up,
+#     which no split of the work beats);
 #  2. merge at scale: MERGE_COUNT empty files in 1,000 folders (the namespace with the least
 #     data), packed as 2 parts; the merge's seconds and peak RSS beside the parts' pack's.
 #   scripts/bench/shard.sh [COUNT=2000] [RUNS=3]      env: MERGE_COUNT=1281167 (0: skip part 2)
@@ -18,7 +20,7 @@ peak() { /usr/bin/python3 -c 'import resource, subprocess, sys
 subprocess.run(sys.argv[1:], check=True, stdout=subprocess.DEVNULL)
 print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)' "$@"; }
 warm() { find "$src" -type f -exec cat {} + >/dev/null; }
-one=() sharded=()
+one=() sharded=() two=()
 for ((r = 1; r <= runs; r++)); do
   rm -rf "$out" && mkdir -p "$out/parts"
   warm
@@ -31,17 +33,24 @@ for ((r = 1; r <= runs; r++)); do
   wait
   "$bin" merge "$out/parts/0" "$out/parts/1" "$out/merged" >/dev/null
   t3=$(now)
+  warm
+  t4=$(now)
+  "$bin" pack "$src" "$out/jobs2" --jobs 2 --progress off >/dev/null
+  t5=$(now)
   one+=("$(echo "$t1 - $t0" | bc -l)")
+  two+=("$(echo "$t5 - $t4" | bc -l)")
   sharded+=("$(echo "$t3 - $t2" | bc -l)")
 done
 n=$(find "$src" -type f ! -name .done | wc -l)
 o=$(printf '%s\n' "${one[@]}" | median)
 s=$(printf '%s\n' "${sharded[@]}" | median)
+j=$(printf '%s\n' "${two[@]}" | median)
 printf '\nsharded pack: %d ImageNet-like files (%s), median of %d runs (methods alternate)\n' "$n" "$(du -sh "$src" | cut -f1)" "$runs"
 printf '%-52s %10s %10s\n' "method" "seconds" "files/s"
 printf '%-52s %10.2f %10.1f\n' "pack --jobs 1" "$o" "$(echo "$n / $o" | bc -l)"
 printf '%-52s %10.2f %10.1f\n' "2 x pack --shard I/2 --jobs 1 at once, then merge" "$s" "$(echo "$n / $s" | bc -l)"
-printf 'speed-up (goal >= 1.8): %.2fx\n' "$(echo "$o / $s" | bc -l)"
+printf '%-52s %10.2f %10.1f\n' "pack --jobs 2 (one process on both cores)" "$j" "$(echo "$n / $j" | bc -l)"
+printf 'speed-up of the shards (goal >= 1.8): %.2fx; of --jobs 2: %.2fx\n' "$(echo "$o / $s" | bc -l)" "$(echo "$o / $j" | bc -l)"
 
 ((merge_count > 0)) || exit 0
 tree=$BENCH_DIR/empty-$merge_count
