@@ -2,7 +2,7 @@
 // the CompleteMultipartUpload request body, the answers' UploadId and errors, and the signed
 // requests' URLs and headers (query parameters, payload hash, the copy source of a server-side
 // copy). The uploads and copies themselves run against Ceph RGW in
-// tests/integration/test_pack_s3.py and test_merge_s3.py.
+// tests/integration/test_pack_s3.py (pack and merge).
 #include <gtest/gtest.h>
 
 #include <algorithm>
