@@ -3,31 +3,129 @@
 
 #include "cli/commands.h"
 #include "cli/interrupt.h"
+#include "cli/store_options.h"
 #include "index/merge.h"
 #include "index/temp_store.h"
+#include "storage/remote_store.h"
+#include "storage/s3_upload.h"
+#include "storage/url.h"
 
 namespace fid::cli {
 
 namespace {
 
+namespace fs = std::filesystem;
 
-int run_merge(const std::vector<std::string>& args) {
+int print_merged(const index::MergeReport& r) {
+  fmt::print("merged {} parts: {} files in {} folders, {} records, {} skipped, {:.1f}s\n", r.parts, r.files, r.dirs,
+             r.records, r.skipped, r.seconds);
+  return kExitOk;
+}
+
+int run_local_merge(const std::vector<std::string>& args) {
   // The target is the user's to fix (a usage error, as for pack); whatever the parts say is a
   // runtime failure.
-  if (fid::Result<std::filesystem::path> checked = index::check_store_target(args.back()); !checked) {
+  if (fid::Result<fs::path> checked = index::check_store_target(args.back()); !checked) {
     fmt::print(stderr, "fidelityfs merge: {}\n", checked.error().message);
     return kExitUsage;
   }
-  const std::atomic<bool>& cancel = cancel_on_interrupt();
-  const std::vector<std::filesystem::path> parts(args.begin(), args.end() - 1);
-  const fid::Result<index::MergeReport> merged = index::merge(parts, args.back(), cancel);
+  const std::vector<fs::path> parts(args.begin(), args.end() - 1);
+  const fid::Result<index::MergeReport> merged = index::merge(parts, args.back(), cancel_on_interrupt());
   if (!merged) {
     fmt::print(stderr, "fidelityfs merge: {}\n", merged.error().message);
     return kExitRuntime;
   }
-  fmt::print("merged {} parts: {} files in {} folders, {} records, {} skipped, {:.1f}s\n", merged->parts,
-             merged->files, merged->dirs, merged->records, merged->skipped, merged->seconds);
-  return kExitOk;
+  return print_merged(*merged);
+}
+
+// The arguments as s3:// URLs when they all are; nullopt when none is; an error when some are
+// and some not, or one is http(s):// (a server-side copy needs S3).
+fid::Result<std::optional<std::vector<storage::StoreUrl>>> s3_args(const std::vector<std::string>& args) {
+  std::vector<storage::StoreUrl> urls;
+  for (const std::string& a : args) {
+    fid::Result<storage::StoreUrl> url = storage::parse_store_url(a);
+    if (!url) return std::move(url).error();
+    if (url->kind == storage::StoreUrl::Kind::http)
+      return fid::Error{EINVAL, fmt::format("{}: parts and store must be local folders or s3:// (http(s):// cannot be written "
+                                            "or copied on the server)", a)};
+    if (url->remote()) urls.push_back(std::move(url).value());
+  }
+  if (urls.empty()) return std::optional<std::vector<storage::StoreUrl>>();
+  if (urls.size() != args.size())
+    return fid::Error{EINVAL, "parts and store must be all local folders or all s3:// (records are hard-linked "
+                              "locally, copied server-side on S3)"};
+  for (size_t k = 0; k + 1 < urls.size(); ++k)  // the copies would overwrite the part's records
+    if (urls[k].bucket == urls.back().bucket && urls[k].prefix == urls.back().prefix)
+      return fid::Error{EINVAL, fmt::format("{}: the store cannot be one of its parts", urls.back().text)};
+  return std::optional<std::vector<storage::StoreUrl>>(std::move(urls));
+}
+
+// Opens the part at `url` (its index downloaded, every record checked) and puts its index at
+// dir/index.sqlite; where its objects are, for the copies.
+fid::Result<storage::RemoteLocation> fetch_part(const storage::StoreUrl& url, const storage::StoreOptions& opts,
+                                                const fs::path& dir) {
+  fid::Result<storage::RemoteStore> part = storage::open_remote_store(url, opts);
+  if (!part) return std::move(part).error();
+  for (const index::Record& r : part->store->records())
+    if (r.size > storage::S3Upload::kMaxCopySize)
+      return fid::Error{EFBIG, fmt::format("{}: {} is {} bytes, more than one server-side copy takes (5 GiB): pack "
+                                           "with smaller --record-bytes", url.text, r.path, r.size)};
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (!ec) fs::create_hard_link(part->index_file, dir / "index.sqlite", ec);
+  if (ec) {  // the index cache on another filesystem
+    ec.clear();
+    fs::copy_file(part->index_file, dir / "index.sqlite", fs::copy_options::overwrite_existing, ec);
+  }
+  if (ec) return fid::Error{ec.value(), fmt::format("{}: {}", (dir / "index.sqlite").string(), ec.message())};
+  return storage::remote_location(url, opts.s3);
+}
+
+// Every argument s3://: the parts' indexes come down to a scratch folder, their records are
+// copied on the server into the store, its index goes up last.
+fid::Result<index::MergeReport> merge_on_s3(const std::vector<storage::StoreUrl>& urls, const storage::StoreOptions& opts,
+                                            const fs::path& scratch) {
+  const std::atomic<bool>& cancel = cancel_on_interrupt();
+  std::vector<fs::path> part_dirs;
+  std::vector<storage::RemoteLocation> parts;
+  index::MergeIo io;
+  for (size_t k = 0; k + 1 < urls.size(); ++k) {
+    part_dirs.push_back(scratch / fmt::format("part-{}", k));
+    fid::Result<storage::RemoteLocation> where = fetch_part(urls[k], opts, part_dirs.back());
+    if (!where) return std::move(where).error();
+    parts.push_back(std::move(where).value());
+    io.part_names.push_back(urls[k].text);
+    if (cancel) return fid::Error{ECANCELED, "interrupted"};
+  }
+  storage::S3UploadOptions up;
+  up.cancel = &cancel;
+  fid::Result<std::unique_ptr<storage::S3Upload>> upload = storage::S3Upload::open(urls.back(), opts, up);
+  if (!upload) return std::move(upload).error();
+  io.place_record = [&](size_t part, const std::string& from, const std::string& to) {
+    return (*upload)->copy_record(parts.at(part), from, to);
+  };
+  io.destination = upload->get();
+  return index::merge(part_dirs, scratch / "store", cancel, io);
+}
+
+int run_merge(const std::vector<std::string>& args, const std::vector<std::string>& options) {
+  fid::Result<std::optional<std::vector<storage::StoreUrl>>> urls = s3_args(args);
+  fid::Result<config::Settings> settings = parse_store_location_options(options);
+  if (!urls || !settings) {
+    fmt::print(stderr, "fidelityfs merge: {}\n", (!urls ? urls.error() : settings.error()).message);
+    return kExitUsage;
+  }
+  if (!*urls) return run_local_merge(args);
+  const fs::path scratch = scratch_store("merge", (*urls)->back());
+  std::error_code ec;
+  fs::remove_all(scratch, ec);  // what a killed merge to the same store left
+  const fid::Result<index::MergeReport> merged = merge_on_s3(**urls, store_options(*settings), scratch);
+  fs::remove_all(scratch, ec);
+  if (!merged) {
+    fmt::print(stderr, "fidelityfs merge: {}\n", merged.error().message);
+    return kExitRuntime;
+  }
+  return print_merged(*merged);
 }
 
 }  // namespace
@@ -35,12 +133,17 @@ int run_merge(const std::vector<std::string>& args) {
 void register_merge(CLI::App& app, int& exit_code) {
   auto* cmd = app.add_subcommand("merge", "Merge the parts of a sharded pack (pack --shard I/N) into one store");
   auto args = std::make_shared<std::vector<std::string>>();
-  cmd->add_option("PART... STORE_DIR", *args,
-                  "every part of one sharded pack, then the store to create (absent, or an empty folder) on the "
-                  "parts' filesystem: their records are hard-linked, not copied")
+  cmd->add_option("PART... STORE", *args,
+                  "every part of one sharded pack, then the store to create. Local: the store a folder (absent, "
+                  "or empty) on the parts' filesystem, their records hard-linked, not copied. s3://BUCKET/PREFIX "
+                  "(parts and store all on one endpoint, reached with one set of credentials): the records are "
+                  "copied on the server, the index uploaded last")
       ->required()
       ->expected(2, CLI::detail::expected_max_vector_size);
-  cmd->callback([args, &exit_code] { exit_code = run_merge(*args); });
+  auto store_opts = std::make_shared<std::vector<std::string>>();
+  cmd->add_option("-o", *store_opts, "for s3:// parts and store: endpoint=URL, region=, profile=, addressing=, ca_file=, "
+                                     "remote_requests=");
+  cmd->callback([args, store_opts, &exit_code] { exit_code = run_merge(*args, *store_opts); });
 }
 
 }  // namespace fid::cli

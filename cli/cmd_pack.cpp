@@ -61,15 +61,6 @@ fid::Result<std::unique_ptr<index::PackSource>> remote_source(const std::vector<
   return storage::make_remote_source(*url, store_opts);
 }
 
-// The local scratch path of a pack to `url`: the store is built beside it, under $TMPDIR, named
-// after the URL so that the next pack to the same URL clears what a killed one left there.
-std::filesystem::path scratch_store(const storage::StoreUrl& url) {
-  const char* tmp = std::getenv("TMPDIR");
-  std::string name = "fidelityfs-pack-";
-  for (char c : url.text.substr(0, 120)) name += std::isalnum(static_cast<unsigned char>(c)) || c == '-' ? c : '_';
-  return std::filesystem::path(tmp && *tmp ? tmp : "/tmp") / name;
-}
-
 // Where a pack reads and writes when that is not a local path.
 struct PackRemote {
   std::unique_ptr<index::PackSource> source;  // s3:// or http(s)://
@@ -201,7 +192,7 @@ void register_pack(CLI::App& app, int& exit_code) {
         return;
       }
       remote.store = std::move(url).value();
-      opt->store = scratch_store(*remote.store);
+      opt->store = scratch_store("pack", *remote.store);
     }
     fid::Result<std::unique_ptr<index::PackSource>> source = remote_source(*sources, *source_list, remote.options);
     if (!source) {

@@ -6,7 +6,9 @@
 
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <cerrno>
+#include <cstdlib>
 #include <string_view>
 
 namespace fid::cli {
@@ -24,6 +26,13 @@ storage::StoreOptions store_options(const config::Settings& s) {
   o.disk_cache_size = s.disk_cache_size;
   o.max_requests = s.remote_requests;
   return o;
+}
+
+std::filesystem::path scratch_store(std::string_view command, const storage::StoreUrl& url) {
+  const char* tmp = std::getenv("TMPDIR");
+  std::string name = fmt::format("fidelityfs-{}-", command);
+  for (char c : url.text.substr(0, 120)) name += std::isalnum(static_cast<unsigned char>(c)) || c == '-' ? c : '_';
+  return std::filesystem::path(tmp && *tmp ? tmp : "/tmp") / name;
 }
 
 Result<config::Settings> parse_store_location_options(const std::vector<std::string>& lists) {

@@ -3,6 +3,7 @@
 // only).
 #pragma once
 
+#include <filesystem>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -11,10 +12,16 @@
 #include "common/error.h"
 #include "config/config.h"
 #include "storage/open_store.h"
+#include "storage/url.h"
 
 namespace fid::cli {
 
 storage::StoreOptions store_options(const config::Settings& s);
+
+// The local scratch path where `command` (pack, merge) builds a store bound for `url`: under
+// $TMPDIR, named after the URL so that the next run for the same URL clears what a killed one
+// left there.
+std::filesystem::path scratch_store(std::string_view command, const storage::StoreUrl& url);
 
 // Parses -o lists that may only name where and how a store is reached (endpoint, region,
 // profile, addressing, ca_file, remote_requests). EINVAL naming the first bad option.

@@ -25,7 +25,8 @@ std::string RemoteLocation::url_of(std::string_view relative, const Headers& que
 }
 
 std::function<Result<Headers>()> RemoteLocation::signer(HttpRequest::Method method, std::string_view relative,
-                                                        const Headers& query, std::string payload_sha256) const {
+                                                        const Headers& query, std::string payload_sha256,
+                                                        Headers headers) const {
   if (!sign || credentials.anonymous()) return {};
   SignRequest r;
   r.method = method_name(method);
@@ -33,6 +34,7 @@ std::function<Result<Headers>()> RemoteLocation::signer(HttpRequest::Method meth
   r.path = path_of(relative);
   r.query = query;
   r.payload_sha256 = std::move(payload_sha256);
+  r.headers = std::move(headers);
   r.region = region;
   return [r = std::move(r), c = credentials]() mutable {
     r.amz_date = amz_date(static_cast<long long>(std::time(nullptr)));  // fresh for every attempt

@@ -25,6 +25,9 @@ struct RemoteLocation {
   std::string origin;       // "https://bucket.s3.eu-west-1.amazonaws.com", "http://127.0.0.1:8080"
   std::string host_header;  // the Host header (signed): origin without the scheme
   std::string base_path;    // URI-encoded, no trailing slash: "/bucket/prefix", "/data", ""
+  // s3:// only: the bucket and key prefix as raw text ("" or "a/b", no slash at either end), and
+  // the request path of the bucket itself (base_path without the prefix: "/bucket" or "").
+  std::string bucket, key_prefix, bucket_path;
   // s3:// only: requests are signed with these.
   bool sign = false;
   Credentials credentials;
@@ -37,9 +40,11 @@ struct RemoteLocation {
   std::string url_of(std::string_view relative, const Headers& query = {}) const;
   // The per-attempt signer of a request for `relative` (empty when unsigned): SigV4 headers
   // for the current time, the method and the query parameters (as given to url_of), and the
-  // payload: the hex SHA-256 of the body, "UNSIGNED-PAYLOAD", or "" for an empty body.
+  // payload: the hex SHA-256 of the body, "UNSIGNED-PAYLOAD", or "" for an empty body; and
+  // `headers`, sent with the request, signed too (S3 wants every x-amz-* header signed).
   std::function<Result<Headers>()> signer(HttpRequest::Method method, std::string_view relative,
-                                          const Headers& query = {}, std::string payload_sha256 = {}) const;
+                                          const Headers& query = {}, std::string payload_sha256 = {},
+                                          Headers headers = {}) const;
 };
 
 class HttpRecordSource final : public RecordSource {

@@ -393,14 +393,7 @@ Result<std::unique_ptr<index::PackSource>> make_remote_source(const StoreUrl& ur
   http.ca_file = opts.ca_file;
   Result<RemoteLocation> where = remote_location(url, opts.s3);
   if (!where) return std::move(where).error();
-  // The bucket's own path: the location's base path without the key prefix remote_location()
-  // appended to it.
-  std::string bucket_root;
-  if (url.kind == StoreUrl::Kind::s3) {
-    const std::string prefix_path = url.prefix.empty() ? "" : "/" + uri_encode(url.prefix, /*keep_slash=*/true);
-    if (!where->base_path.ends_with(prefix_path)) return Error{EINVAL, fmt::format("{}: cannot locate the bucket", url.text)};
-    bucket_root = where->base_path.substr(0, where->base_path.size() - prefix_path.size());
-  }
+  std::string bucket_root = where->bucket_path;  // s3: the bucket's own path; http: unused
   return std::unique_ptr<index::PackSource>(
       std::make_unique<RemoteSource>(url, std::move(where).value(), std::move(bucket_root), std::move(http)));
 }

@@ -259,11 +259,14 @@ Result<RemoteLocation> remote_location(const StoreUrl& url, const S3Options& s3)
   Endpoint endpoint = target->endpoint;
   const std::string key_prefix = url.prefix.empty() ? "" : "/" + uri_encode(url.prefix, /*keep_slash=*/true);
   if (target->path_style) {
-    where.base_path = endpoint.base_path + "/" + uri_encode(url.bucket, false) + key_prefix;
+    where.bucket_path = endpoint.base_path + "/" + uri_encode(url.bucket, false);
   } else {
     endpoint.host = url.bucket + "." + endpoint.host;
-    where.base_path = endpoint.base_path + key_prefix;
+    where.bucket_path = endpoint.base_path;
   }
+  where.base_path = where.bucket_path + key_prefix;
+  where.bucket = url.bucket;
+  where.key_prefix = url.prefix;
   where.origin = endpoint.origin();
   where.host_header = endpoint.host_header();
   where.sign = true;

@@ -104,18 +104,37 @@ std::string complete_multipart_body(const std::vector<std::string>& etags) {
   return out;
 }
 
-std::optional<http::S3Error> complete_multipart_error(std::string_view body) {
+namespace {
+
+// The error in a 200 answer whose result element is `result` ("<CompleteMultipartUploadResult").
+std::optional<http::S3Error> error_in_ok_answer(std::string_view body, std::string_view result) {
   body = body.substr(0, kMaxAnswer);
-  if (body.find("<Error>") == std::string_view::npos || body.find("<CompleteMultipartUploadResult") != std::string_view::npos)
+  if (body.find("<Error>") == std::string_view::npos || body.find(result) != std::string_view::npos)
     return std::nullopt;
   http::S3Error e = http::parse_s3_error(body);
   if (e.code.empty()) e.code = "InternalError";
   return e;
 }
 
+}  // namespace
+
+std::optional<http::S3Error> complete_multipart_error(std::string_view body) {
+  return error_in_ok_answer(body, "<CompleteMultipartUploadResult");
+}
+
+std::optional<http::S3Error> copy_object_error(std::string_view body) {
+  return error_in_ok_answer(body, "<CopyObjectResult");
+}
+
+std::string copy_source(const RemoteLocation& from, std::string_view relative) {
+  const std::string key = from.key_prefix.empty() ? std::string(relative) : from.key_prefix + "/" + std::string(relative);
+  return "/" + uri_encode(from.bucket, false) + "/" + uri_encode(key, /*keep_slash=*/true);
+}
+
 // One object on its way up. Once started, only the transfer thread touches it.
 struct S3Upload::Object {
   std::string name;  // "records/000001.rec"
+  std::string copied_from;  // a server-side copy: the source object's URL, for messages
   std::filesystem::path file;
   bool remove_file = false;
   Fd fd;
@@ -215,15 +234,43 @@ Status S3Upload::start(const std::filesystem::path& file, const std::string& nam
   if (obj->fd.get() < 0 || ::fstat(obj->fd.get(), &st) != 0)
     return io_error(errno, fmt::format("{}: cannot upload {}: {}", where_.text, name, file.string()));
   obj->size = static_cast<uint64_t>(st.st_size);
-  {
-    std::unique_lock lock(mu_);
-    if (!wait_until(lock, [&] { return in_flight_ < up_.max_objects || !failure_; }))
-      return Error{ECANCELED, fmt::format("{}: interrupted", where_.text)};
-    if (!failure_) return failure_;
-    ++in_flight_;
-  }
+  if (Status reserved = reserve(); !reserved) return reserved;
   if (obj->size > up_.multipart_threshold) create_multipart(obj);
   else put_whole(obj);
+  return {};
+}
+
+Status S3Upload::reserve() {
+  std::unique_lock lock(mu_);
+  if (!wait_until(lock, [&] { return in_flight_ < up_.max_objects || !failure_; }))
+    return Error{ECANCELED, fmt::format("{}: interrupted", where_.text)};
+  if (!failure_) return failure_;
+  ++in_flight_;
+  return {};
+}
+
+Status S3Upload::copy_record(const RemoteLocation& from, const std::string& from_relative, const std::string& name) {
+  if (!from.sign || from.bucket.empty())
+    return Error{EINVAL, fmt::format("{}: cannot copy {} from {}: not on S3", where_.text, from_relative, from.text)};
+  auto obj = std::make_shared<Object>();
+  obj->name = name;
+  obj->copied_from = from.text + "/" + from_relative;
+  if (Status reserved = reserve(); !reserved) return reserved;
+  const Headers copy = {{"x-amz-copy-source", copy_source(from, from_relative)}};
+  HttpRequest req;
+  req.method = Method::put;
+  req.url = where_.url_of(name);
+  req.sign = where_.signer(Method::put, name, {}, {}, copy);
+  req.headers = copy;
+  req.sink = answer_sink(obj->answer);
+  req.done = [this, obj](Status s, const HttpResult&) {
+    if (s)
+      if (std::optional<http::S3Error> e = copy_object_error(*obj->answer))
+        s = Error{EIO, fmt::format("CopyObject failed: {}{}", e->code, e->message.empty() ? "" : " (" + e->message + ")")};
+    settle(obj, std::move(s));
+  };
+  req.cancel = &stopping_;
+  client_.submit(std::move(req));
   return {};
 }
 
@@ -342,7 +389,9 @@ void S3Upload::settle(const std::shared_ptr<Object>& obj, Status s) {
   std::lock_guard lock(mu_);
   if (!s && failure_) {
     const Error& e = s.error();
-    failure_ = Error{e.code, fmt::format("{}: cannot upload {}: {}", where_.text, obj->name, e.message)};
+    failure_ = obj->copied_from.empty()
+                   ? Error{e.code, fmt::format("{}: cannot upload {}: {}", where_.text, obj->name, e.message)}
+                   : Error{e.code, fmt::format("{}: cannot copy {} to {}: {}", where_.text, obj->copied_from, obj->name, e.message)};
   }
   --in_flight_;
   changed_.notify_all();

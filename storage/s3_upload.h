@@ -4,6 +4,7 @@
 // removed, so the disk holds only the records in flight. index.sqlite goes up last, once every
 // record is stored: a store mounts only when it is whole. Bodies stream from the files (pread);
 // nothing holds a whole record. Requests are SigV4-signed with UNSIGNED-PAYLOAD for file bodies.
+// A record already on S3 (merge) is copied server-side instead (CopyObject): no bytes pass here.
 #pragma once
 
 #include <atomic>
@@ -41,6 +42,7 @@ class S3Upload final : public index::PackDestination {
  public:
   static constexpr uint64_t kMinPartSize = 5ull << 20;  // S3: every part but the last
   static constexpr uint64_t kMaxParts = 10000;
+  static constexpr uint64_t kMaxCopySize = 5ull << 30;  // S3: the largest object one CopyObject copies
 
   // Checks, before any packing, that the store's prefix can be written, and makes room for the
   // new store: a PUT of an empty PREFIX/index.sqlite (the one place written before the end; it
@@ -61,6 +63,12 @@ class S3Upload final : public index::PackDestination {
   // flight. The file is removed once stored. The first failure of any upload is returned here
   // (or by finish), naming the object and the cause.
   Status add_record(const std::filesystem::path& file, const std::string& name) override;
+  // Starts a server-side copy of `from`'s object `from_relative` to PREFIX/name (a PUT with
+  // x-amz-copy-source) and returns; waits first while max_objects are in flight. `from` must be
+  // on S3, reachable with this store's credentials; its object no larger than kMaxCopySize
+  // (the caller checks: larger ones would need UploadPartCopy). Failures are returned as by
+  // add_record, naming both objects.
+  Status copy_record(const RemoteLocation& from, const std::string& from_relative, const std::string& name);
   // Waits for every record, then uploads `index_file` as PREFIX/index.sqlite (kept locally).
   Status finish(const std::filesystem::path& index_file) override;
 
@@ -70,6 +78,8 @@ class S3Upload final : public index::PackDestination {
   struct Object;
   S3Upload(RemoteLocation where, S3UploadOptions up, HttpOptions http);
   Status start(const std::filesystem::path& file, const std::string& name, bool remove_file);
+  // Counts one more object in flight, waiting while max_objects are; the first failure instead.
+  Status reserve();
   void put_whole(const std::shared_ptr<Object>& obj);
   void create_multipart(const std::shared_ptr<Object>& obj);
   void put_part(const std::shared_ptr<Object>& obj, size_t k);
@@ -104,5 +114,10 @@ std::string complete_multipart_body(const std::vector<std::string>& etags);
 // S3 may fail CompleteMultipartUpload after answering 200: the error in that answer's body, or
 // nullopt when it is the result (or says nothing).
 std::optional<http::S3Error> complete_multipart_error(std::string_view body);
+// The same for CopyObject, which may fail after answering 200 too.
+std::optional<http::S3Error> copy_object_error(std::string_view body);
+// The x-amz-copy-source header's value for `from`'s object `relative`: "/BUCKET/KEY", URI-encoded
+// ('/' kept in the key).
+std::string copy_source(const RemoteLocation& from, std::string_view relative);
 
 }  // namespace fid::storage

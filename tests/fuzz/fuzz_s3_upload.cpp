@@ -1,4 +1,4 @@
-// libFuzzer target: the S3 multipart answers' parsers (UploadId, an error in a 200 answer) accept
+// libFuzzer target: the S3 multipart and copy answers' parsers (UploadId, an error in a 200 answer) accept
 // or reject any input without crashing; an UploadId they accept is one a URL query can carry
 // (1 to 1024 printable characters, no blanks or markup), and the part plan of any size covers it
 // in parts S3 takes.
@@ -19,6 +19,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (c <= 0x20 || c >= 0x7F || c == '<' || c == '>' || c == '&' || c == '"') std::abort();
   }
   if (auto e = fid::storage::complete_multipart_error(text); e && e->code.empty()) std::abort();
+  if (auto e = fid::storage::copy_object_error(text); e && e->code.empty()) std::abort();
   (void)fid::storage::complete_multipart_body({std::string(text)});
 
   if (size >= 16) {

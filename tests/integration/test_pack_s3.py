@@ -2,7 +2,11 @@
 to S3 mounts and gives the bytes of a local pack of the same source and seed (a record above the
 multipart threshold included), a re-run replaces it, bad credentials or buckets fail before any
 packing, and a pack that fails or is stopped mid-way leaves no store that mounts (nor multipart
-uploads). Faults come from the fault proxy in front of RGW."""
+uploads). Faults come from the fault proxy in front of RGW. `fidelityfs merge` of parts packed
+to S3 copies their records on the server into a store that gives the bytes of a single pack, and
+refuses missing parts and parts that are not stores, leaving no store that mounts."""
+import collections
+import hashlib
 import os
 import random
 import shutil
@@ -227,3 +231,86 @@ def test_an_interrupted_pack_leaves_no_store_that_mounts(rgw, scratch, tree, ima
     pack_s3(rgw, scratch, imagenet_tree, url, "--record-bytes", "1MiB")
     assert os.listdir(scratch) == []
     expect_store_matches(rgw, url, pack(imagenet_tree, str(tmp_path / "local"), "--record-bytes", "1MiB"), tmp_path)
+
+
+def merge_s3(env, scratch, *urls, check=True):
+    return run("merge", *urls, check=check, env={**os.environ, **env, "TMPDIR": scratch}, timeout=300)
+
+
+def record_digests(env, url, tmp_path):
+    """Counter of the sha256 of the records under url/records, downloaded."""
+    got = tmp_path / url.rsplit("/", 1)[1]
+    aws(env, "s3", "cp", "--recursive", "--only-show-errors", f"{url}/records", str(got))
+    out = collections.Counter()
+    for name in os.listdir(got):
+        with open(got / name, "rb") as f:
+            out[hashlib.sha256(f.read()).hexdigest()] += 1
+    return out
+
+
+@pytest.fixture(scope="module")
+def shards(rgw, scratch, tree):
+    """The tree packed as 2 parts straight to S3, seed 3."""
+    urls = [f"s3://{BUCKET}/merge/p{i}" for i in range(2)]
+    for i, url in enumerate(urls):
+        pack_s3(rgw, scratch, tree, url, "--shard", f"{i}/2", "--seed", "3", "--record-bytes", "1MiB")
+    return urls
+
+
+def test_merge_on_s3_copies_the_records_on_the_server(rgw, scratch, tree, shards, tmp_path):
+    url = f"s3://{BUCKET}/merge/all"
+    p = merge_s3(rgw, scratch, *shards, url)
+    assert "merged 2 parts" in p.stdout
+    # The files of a single pack with the same seed, byte for byte.
+    local = pack(tree, str(tmp_path / "local"), "--seed", "3", "--record-bytes", "1MiB")
+    expect_store_matches(rgw, url, local, tmp_path)
+    # Its records are objects of its own under merge/all/records: the parts' records, copied.
+    merged = objects(rgw, "merge/all")
+    parts = [objects(rgw, f"merge/p{i}") for i in range(2)]
+    records = sorted(k for k in merged if k.startswith("records/"))
+    assert len(records) == sum(1 for part in parts for k in part if k.startswith("records/")) and set(merged) == {
+        "index.sqlite", *records}
+    want = record_digests(rgw, shards[0], tmp_path) + record_digests(rgw, shards[1], tmp_path)
+    assert record_digests(rgw, url, tmp_path) == want
+    assert multipart_uploads(rgw, "merge/all") == []
+    assert os.listdir(scratch) == []  # the parts' indexes and the merged one, gone
+
+
+def test_merge_on_s3_refuses_missing_parts_and_non_stores(rgw, scratch, shards, tmp_path):
+    url = f"s3://{BUCKET}/merge/refused"
+    p = merge_s3(rgw, scratch, shards[0], url, check=False)
+    assert p.returncode == 1 and "shard 1 of 2 missing" in p.stderr and shards[0] in p.stderr, p.stderr
+    assert "index.sqlite" not in objects(rgw, "merge/refused")
+    mnt = str(tmp_path / "m")
+    assert mount_s3(rgw, url, mnt, check=False).returncode != 0
+    unmount(mnt)
+    nothing = f"s3://{BUCKET}/merge/nothing"
+    p = merge_s3(rgw, scratch, nothing, shards[1], url, check=False)
+    assert p.returncode == 1 and nothing in p.stderr and "not a fidelityfs store" in p.stderr, p.stderr
+    assert objects(rgw, "merge/refused") == {} and os.listdir(scratch) == []
+
+
+def test_merge_arguments_all_local_or_all_s3(tmp_path):
+    for args in ([f"s3://{BUCKET}/merge/p0", str(tmp_path / "p1"), f"s3://{BUCKET}/x"],
+                 [str(tmp_path / "p0"), str(tmp_path / "p1"), f"s3://{BUCKET}/x"]):
+        p = run("merge", *args, check=False)
+        assert p.returncode == 2 and "all local folders or all s3://" in p.stderr, p.stderr
+    p = run("merge", "http://127.0.0.1:9/p0", "http://127.0.0.1:9/p1", "http://127.0.0.1:9/x", check=False)
+    assert p.returncode == 2 and "http://127.0.0.1:9/p0" in p.stderr, p.stderr
+    p = run("merge", f"s3://{BUCKET}/merge/p0", f"s3://{BUCKET}/merge/p1", f"s3://{BUCKET}/merge/p1", check=False)
+    assert p.returncode == 2 and "cannot be one of its parts" in p.stderr, p.stderr
+
+
+def test_a_failed_copy_leaves_no_store_that_mounts(rgw, scratch, shards, proxy, tmp_path):
+    url = f"s3://{BUCKET}/merge/faulted"
+    proxy.set("status", code=403, count=1, match="merge/faulted/records/000002.rec")
+    p = run("merge", *shards, url, check=False, timeout=300,
+            env={**os.environ, **rgw, "TMPDIR": scratch, "AWS_ENDPOINT_URL": proxy.url})
+    assert p.returncode == 1 and "cannot copy s3://" in p.stderr and "to records/000002.rec" in p.stderr, p.stderr
+    assert "403" in p.stderr, p.stderr
+    # Only the parts' indexes came down: the records were copied without passing through.
+    assert proxy.stats()["by_method"].get("GET", 0) == 2
+    assert "index.sqlite" not in objects(rgw, "merge/faulted") and os.listdir(scratch) == []
+    mnt = str(tmp_path / "m")
+    assert mount_s3(rgw, url, mnt, check=False).returncode != 0
+    unmount(mnt)

@@ -1,12 +1,14 @@
 // The parts of writing a store to S3 that need no server: how an object is split into parts,
 // the CompleteMultipartUpload request body, the answers' UploadId and errors, and the signed
-// requests' URLs and headers (query parameters, payload hash). The uploads themselves run
-// against Ceph RGW in tests/integration/test_pack_s3.py.
+// requests' URLs and headers (query parameters, payload hash, the copy source of a server-side
+// copy). The uploads and copies themselves run against Ceph RGW in
+// tests/integration/test_pack_s3.py (pack and merge).
 #include <gtest/gtest.h>
 
 #include <algorithm>
 
 #include "storage/http_record_source.h"
+#include "storage/remote_store.h"
 #include "storage/s3_upload.h"
 
 namespace fid::storage {
@@ -96,6 +98,9 @@ RemoteLocation location() {
   w.origin = "http://127.0.0.1:7480";
   w.host_header = "127.0.0.1:7480";
   w.base_path = "/bkt/sets/one";
+  w.bucket = "bkt";
+  w.key_prefix = "sets/one";
+  w.bucket_path = "/bkt";
   w.sign = true;
   w.credentials = {"AKIDEXAMPLE", "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY", ""};
   w.region = "us-east-1";
@@ -146,6 +151,71 @@ TEST(S3UploadRequests, MethodNames) {
   EXPECT_STREQ(method_name(M::put), "PUT");
   EXPECT_STREQ(method_name(M::post), "POST");
   EXPECT_STREQ(method_name(M::del), "DELETE");
+}
+
+TEST(S3UploadXml, CopyAnswerErrorsAfterA200) {
+  EXPECT_EQ(copy_object_error("<?xml version=\"1.0\"?><CopyObjectResult><LastModified>2024-01-01T00:00:00.000Z"
+                              "</LastModified><ETag>\"abc\"</ETag></CopyObjectResult>"),
+            std::nullopt);
+  EXPECT_EQ(copy_object_error(""), std::nullopt);
+  const auto e = copy_object_error("<Error><Code>SlowDown</Code><Message>Reduce your request rate.</Message></Error>");
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->code, "SlowDown");
+  EXPECT_EQ(e->message, "Reduce your request rate.");
+  // A multipart result is not a copy result: its error is not taken for success.
+  EXPECT_TRUE(copy_object_error("<CompleteMultipartUploadResult/><Error><Code>X</Code></Error>").has_value());
+}
+
+TEST(S3UploadRequests, CopySourceIsBucketAndEncodedKey) {
+  RemoteLocation from = location();
+  EXPECT_EQ(copy_source(from, "records/000001.rec"), "/bkt/sets/one/records/000001.rec");
+  from.key_prefix = "";
+  EXPECT_EQ(copy_source(from, "records/000001.rec"), "/bkt/records/000001.rec");
+  from.key_prefix = "a b/c+d/\xc3\xa9t\xc3\xa9";
+  EXPECT_EQ(copy_source(from, "records/000001.rec"), "/bkt/a%20b/c%2Bd/%C3%A9t%C3%A9/records/000001.rec");
+}
+
+TEST(S3UploadRequests, CopySourceHeaderIsSigned) {
+  const RemoteLocation w = location();
+  const Headers copy = {{"x-amz-copy-source", "/bkt/sets/two/records/000001.rec"}};
+  const Headers h = w.signer(HttpRequest::Method::put, "records/000003.rec", {}, {}, copy)().value();
+  EXPECT_NE(header(h, "Authorization").find("SignedHeaders=host;x-amz-content-sha256;x-amz-copy-source;x-amz-date"),
+            std::string::npos)
+      << header(h, "Authorization");
+  SignRequest r;
+  r.method = "PUT";
+  r.host = w.host_header;
+  r.path = "/bkt/sets/one/records/000003.rec";
+  r.headers = copy;
+  r.amz_date = header(h, "x-amz-date");
+  r.region = w.region;
+  EXPECT_EQ(header(h, "Authorization"), header(sign(r, w.credentials).value(), "Authorization"));
+  r.headers[0].second = "/bkt/sets/two/records/000002.rec";  // another source is another signature
+  EXPECT_NE(header(h, "Authorization"), header(sign(r, w.credentials).value(), "Authorization"));
+}
+
+TEST(S3UploadRequests, LocationKnowsBucketAndPrefix) {
+  S3Options path_style;
+  path_style.endpoint = "http://127.0.0.1:7480/base";
+  path_style.region = "us-east-1";
+  path_style.addressing = Addressing::path;
+  const StoreUrl url = parse_store_url("s3://bkt/sets/a b").value();
+  const RemoteLocation p = remote_location(url, path_style).value();
+  EXPECT_EQ(p.bucket, "bkt");
+  EXPECT_EQ(p.key_prefix, "sets/a b");
+  EXPECT_EQ(p.bucket_path, "/base/bkt");
+  EXPECT_EQ(p.base_path, "/base/bkt/sets/a%20b");
+  S3Options virtual_host = path_style;
+  virtual_host.addressing = Addressing::virtual_host;
+  const RemoteLocation v = remote_location(url, virtual_host).value();
+  EXPECT_EQ(v.bucket, "bkt");
+  EXPECT_EQ(v.key_prefix, "sets/a b");
+  EXPECT_EQ(v.bucket_path, "/base");
+  EXPECT_EQ(v.base_path, "/base/sets/a%20b");
+  EXPECT_EQ(copy_source(v, "index.sqlite"), "/bkt/sets/a%20b/index.sqlite");
+  const RemoteLocation root = remote_location(parse_store_url("s3://bkt").value(), path_style).value();
+  EXPECT_EQ(root.key_prefix, "");
+  EXPECT_EQ(root.base_path, "/base/bkt");
 }
 
 }  // namespace
