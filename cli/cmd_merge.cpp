@@ -97,6 +97,8 @@ fid::Result<index::MergeReport> merge_on_s3(const std::vector<storage::StoreUrl>
     io.part_names.push_back(urls[k].text);
     if (cancel) return fid::Error{ECANCELED, "interrupted"};
   }
+  // Refused parts must leave the target as it is: opening the upload clears it.
+  if (fid::Status fit = index::check_merge_parts(part_dirs, io); !fit) return std::move(fit).error();
   storage::S3UploadOptions up;
   up.cancel = &cancel;
   fid::Result<std::unique_ptr<storage::S3Upload>> upload = storage::S3Upload::open(urls.back(), opts, up);

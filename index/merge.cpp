@@ -328,12 +328,10 @@ fid::Result<MergeReport> write_store(std::vector<Part>& parts, TempStore& tmp, c
 
 }  // namespace
 
-fid::Result<MergeReport> merge(const std::vector<fsys::path>& part_dirs, const fsys::path& target,
-                               const std::atomic<bool>& cancel, const MergeIo& io) {
-  const auto t0 = std::chrono::steady_clock::now();
-  fid::Result<fsys::path> checked = check_store_target(target);
-  if (!checked) return std::move(checked).error();
-  const fsys::path store = std::move(checked).value();
+namespace {
+
+// Opens the parts and checks that they fit together (sorted by shard number).
+fid::Result<std::vector<Part>> open_parts(const std::vector<fsys::path>& part_dirs, const MergeIo& io) {
   if (part_dirs.empty()) return fid::Error{EINVAL, "no part given"};
   std::vector<Part> parts;
   for (size_t i = 0; i < part_dirs.size(); ++i) {
@@ -343,6 +341,30 @@ fid::Result<MergeReport> merge(const std::vector<fsys::path>& part_dirs, const f
     parts.push_back(std::move(part).value());
   }
   if (fid::Status ok = check_parts(parts); !ok) return std::move(ok).error();
+  return parts;
+}
+
+}  // namespace
+
+fid::Status check_merge_parts(const std::vector<fsys::path>& part_dirs, const MergeIo& io) {
+  try {
+    fid::Result<std::vector<Part>> opened = open_parts(part_dirs, io);
+    if (!opened) return std::move(opened).error();
+    return {};
+  } catch (const StoreError& e) {
+    return fid::Error{EIO, fmt::format("cannot merge: {}", e.what())};
+  }
+}
+
+fid::Result<MergeReport> merge(const std::vector<fsys::path>& part_dirs, const fsys::path& target,
+                               const std::atomic<bool>& cancel, const MergeIo& io) {
+  const auto t0 = std::chrono::steady_clock::now();
+  fid::Result<fsys::path> checked = check_store_target(target);
+  if (!checked) return std::move(checked).error();
+  const fsys::path store = std::move(checked).value();
+  fid::Result<std::vector<Part>> opened = open_parts(part_dirs, io);
+  if (!opened) return std::move(opened).error();
+  std::vector<Part>& parts = *opened;
   fid::Result<std::unique_ptr<TempStore>> tmp = TempStore::begin(store);
   if (!tmp) return std::move(tmp).error();
   fid::Result<MergeReport> report = [&]() -> fid::Result<MergeReport> {

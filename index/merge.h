@@ -38,6 +38,10 @@ struct MergeIo {
 // size, shard count), two parts with one shard number, and missing shards; the error names the
 // parts. The parts and the store must be on one filesystem (EXDEV otherwise). On any failure,
 // and when `cancel` becomes true (ECANCELED), nothing is left at `store`.
+// The checks merge() makes of its parts before it writes anything, with the same errors: for a
+// caller that must know before it prepares the store (opening an s3:// store clears the target).
+fid::Status check_merge_parts(const std::vector<std::filesystem::path>& parts, const MergeIo& io = {});
+
 fid::Result<MergeReport> merge(const std::vector<std::filesystem::path>& parts, const std::filesystem::path& store,
                                const std::atomic<bool>& cancel, const MergeIo& io = {});
 

@@ -290,6 +290,22 @@ def test_merge_on_s3_refuses_missing_parts_and_non_stores(rgw, scratch, shards, 
     assert objects(rgw, "merge/refused") == {} and os.listdir(scratch) == []
 
 
+def test_a_refused_merge_leaves_the_store_at_its_target(rgw, scratch, shards, tmp_path):
+    """The parts are checked before the target is touched: a store already there keeps mounting."""
+    url = f"s3://{BUCKET}/merge/kept"
+    merge_s3(rgw, scratch, *shards, url)
+    before = objects(rgw, "merge/kept")
+    p = merge_s3(rgw, scratch, shards[0], url, check=False)
+    assert p.returncode == 1 and "shard 1 of 2 missing" in p.stderr, p.stderr
+    assert objects(rgw, "merge/kept") == before and "index.sqlite" in before
+    mnt = str(tmp_path / "m")
+    try:
+        mount_s3(rgw, url, mnt)
+        assert len(os.listdir(mnt)) > 0
+    finally:
+        unmount(mnt)
+
+
 def test_merge_arguments_all_local_or_all_s3(tmp_path):
     for args in ([f"s3://{BUCKET}/merge/p0", str(tmp_path / "p1"), f"s3://{BUCKET}/x"],
                  [str(tmp_path / "p0"), str(tmp_path / "p1"), f"s3://{BUCKET}/x"]):
