@@ -68,6 +68,37 @@ struct PackRemote {
   storage::StoreOptions options;              // from -o
 };
 
+// What the command line names, the store last: s3:// and http(s):// sources and an s3:// store
+// (reached with the -o options), else local paths; sets opt.sources and opt.store (a scratch
+// path for an s3:// store). An error is the user's to fix.
+fid::Result<PackRemote> resolve_locations(index::PackOptions& opt, std::vector<std::string> args,
+                                          const std::string& source_list, const std::vector<std::string>& store_opts) {
+  PackRemote remote;
+  fid::Result<config::Settings> settings = parse_store_location_options(store_opts);
+  if (!settings) return std::move(settings).error();
+  remote.options = store_options(*settings);
+  opt.store = args.back();
+  args.pop_back();
+  // s3://BUCKET/PREFIX: built in a local scratch folder, uploaded as it is made.
+  if (fid::Result<storage::StoreUrl> url = storage::parse_store_url(opt.store.string()); url && url->remote()) {
+    if (url->kind != storage::StoreUrl::Kind::s3)
+      return fid::Error{EINVAL, fmt::format("{}: a store is written to a folder or to s3:// only", url->text)};
+    remote.store = std::move(url).value();
+    opt.store = scratch_store("pack", *remote.store);
+  }
+  fid::Result<std::unique_ptr<index::PackSource>> source = remote_source(args, source_list, remote.options);
+  if (!source) return std::move(source).error();
+  if (*source) {
+    opt.sources = {args.front()};
+    remote.source = std::move(source).value();
+    return remote;
+  }
+  fid::Result<std::vector<std::filesystem::path>> named = source_paths(args, source_list);
+  if (!named) return std::move(named).error();
+  opt.sources = std::move(named).value();
+  return remote;
+}
+
 int run_pack(const index::PackOptions& opt, PackRemote remote, const std::string& progress_mode) {
   // What the options say is wrong is the user's to fix: a usage error, reported before any work.
   index::PackIo io{std::move(remote.source), nullptr};
@@ -174,46 +205,13 @@ void register_pack(CLI::App& app, int& exit_code) {
       return;
     }
     opt->shard = *part;
-    opt->store = sources->back();
-    sources->pop_back();
-    PackRemote remote;
-    fid::Result<config::Settings> settings = parse_store_location_options(*store_opts);
-    if (!settings) {
-      fmt::print(stderr, "fidelityfs pack: {}\n", settings.error().message);
+    fid::Result<PackRemote> remote = resolve_locations(*opt, *sources, *source_list, *store_opts);
+    if (!remote) {
+      fmt::print(stderr, "fidelityfs pack: {}\n", remote.error().message);
       exit_code = kExitUsage;
       return;
     }
-    remote.options = store_options(*settings);
-    // s3://BUCKET/PREFIX: built in a local scratch folder, uploaded as it is made.
-    if (fid::Result<storage::StoreUrl> url = storage::parse_store_url(opt->store.string()); url && url->remote()) {
-      if (url->kind != storage::StoreUrl::Kind::s3) {
-        fmt::print(stderr, "fidelityfs pack: {}: a store is written to a folder or to s3:// only\n", url->text);
-        exit_code = kExitUsage;
-        return;
-      }
-      remote.store = std::move(url).value();
-      opt->store = scratch_store("pack", *remote.store);
-    }
-    fid::Result<std::unique_ptr<index::PackSource>> source = remote_source(*sources, *source_list, remote.options);
-    if (!source) {
-      fmt::print(stderr, "fidelityfs pack: {}\n", source.error().message);
-      exit_code = kExitUsage;
-      return;
-    }
-    if (*source) {
-      opt->sources = {sources->front()};
-      remote.source = std::move(source).value();
-      exit_code = run_pack(*opt, std::move(remote), *progress);
-      return;
-    }
-    fid::Result<std::vector<std::filesystem::path>> named = source_paths(*sources, *source_list);
-    if (!named) {
-      fmt::print(stderr, "fidelityfs pack: {}\n", named.error().message);
-      exit_code = kExitUsage;
-      return;
-    }
-    opt->sources = std::move(named).value();
-    exit_code = run_pack(*opt, std::move(remote), *progress);
+    exit_code = run_pack(*opt, std::move(remote).value(), *progress);
   });
 }
 

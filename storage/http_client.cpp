@@ -508,10 +508,7 @@ void HttpClient::Engine::configure_method(CURL* h, Transfer& t) {
 }
 
 // t's handle goes back to the pool, for the next attempt of any transfer.
-void HttpClient::Engine::release_handle(Transfer& t) {
-  idle_handles.push_back(t.easy);
-  t.easy = nullptr;
-}
+void HttpClient::Engine::release_handle(Transfer& t) { idle_handles.push_back(std::exchange(t.easy, nullptr)); }
 
 // An attempt ended: done, failed, or due again after a backoff.
 void HttpClient::Engine::finish(std::unique_ptr<Transfer> t, CURLcode code) {

@@ -173,19 +173,17 @@ Result<std::unique_ptr<S3Upload>> S3Upload::open(const StoreUrl& url, const Stor
   // An empty index.sqlite proves the prefix writable and stops an earlier store there from
   // mounting; deleting it leaves the prefix without a store until finish(). A DELETE that is
   // not allowed leaves the empty index, which no mount takes either.
-  HttpRequest put;
-  put.method = Method::put;
-  put.url = w.url_of(kIndexName);
-  put.sign = w.signer(Method::put, kIndexName);
-  put.cancel = up.cancel;
-  auto [put_status, put_result] = out->client_.perform(std::move(put));
+  auto index_request = [&](Method method) {
+    HttpRequest r;
+    r.method = method;
+    r.url = w.url_of(kIndexName);
+    r.sign = w.signer(method, kIndexName);
+    r.cancel = up.cancel;
+    return out->client_.perform(std::move(r));
+  };
+  auto [put_status, put_result] = index_request(Method::put);
   if (!put_status) return setup_error(w, url, "writing index.sqlite", put_status.error(), put_result);
-  HttpRequest del;
-  del.method = Method::del;
-  del.url = w.url_of(kIndexName);
-  del.sign = w.signer(Method::del, kIndexName);
-  del.cancel = up.cancel;
-  auto [del_status, del_result] = out->client_.perform(std::move(del));
+  auto [del_status, del_result] = index_request(Method::del);
   if (!del_status && del_result.status != 403)
     return setup_error(w, url, "deleting index.sqlite", del_status.error(), del_result);
   return out;

@@ -16,6 +16,8 @@ Control, answered by the proxy itself on the same port (never forwarded):
     GET  /__fault__/stats                        {"requests", "by_method", "bytes_out", "faults",
                                                   "by_mode", "mode", ...}
     POST /__fault__/reset-stats                  zero the counters
+    GET  /__fault__/wait-fault?seconds=S         answers the stats once a fault has been
+                                                  counted since the last reset (at most S s)
 
 Modes (each applies to the requests it selects: every one, or a fraction `p` of them drawn from
 the seeded generator, at most `count` of them (then none any more); `match`
@@ -184,6 +186,7 @@ class Proxy:
         self.rng = random.Random(seed)
         self.fault = Fault()
         self.stats = self.zero_stats()
+        self.fault_seen = asyncio.Event()  # set on the first fault after a reset
 
     @staticmethod
     def zero_stats():
@@ -200,6 +203,7 @@ class Proxy:
         if f.count is not None:
             f.count -= 1
         self.stats["faults"] += 1
+        self.fault_seen.set()
         self.stats["by_mode"][f.mode] = self.stats["by_mode"].get(f.mode, 0) + 1
         return f
 
@@ -217,7 +221,15 @@ class Proxy:
                 body = dict(self.stats, mode=self.fault.state())
             elif url.path == CONTROL + "/reset-stats" and method == "POST":
                 self.stats = self.zero_stats()
+                self.fault_seen.clear()
                 body = self.stats
+            elif url.path == CONTROL + "/wait-fault" and method == "GET":
+                seconds = float(dict(urllib.parse.parse_qsl(url.query)).get("seconds", "60"))
+                try:
+                    await asyncio.wait_for(self.fault_seen.wait(), seconds)
+                except asyncio.TimeoutError:
+                    pass
+                body = dict(self.stats, mode=self.fault.state())
             elif url.path == CONTROL and method == "POST":
                 params = dict(urllib.parse.parse_qsl(url.query, keep_blank_values=True))
                 self.fault = Fault(params.pop("mode", "none"), params)

@@ -130,6 +130,15 @@ def walk_files(root):
     return out
 
 
+def read_all(mnt, rels):
+    """{rel: bytes} of the files `rels` under mnt, read whole."""
+    out = {}
+    for rel in rels:
+        with open(os.path.join(mnt, rel), "rb") as f:
+            out[rel] = f.read()
+    return out
+
+
 def walk_dirs(root):
     out = []
     for d, dirs, _ in os.walk(root):

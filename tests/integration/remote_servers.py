@@ -160,10 +160,10 @@ class FaultProxy:
         self.upstream = upstream  # (host, port)
         self.url = f"http://{listen}:{port}"
 
-    def _control(self, method, path, query=None):
+    def _control(self, method, path, query=None, timeout=10):
         url = self.url + path + ("?" + urllib.parse.urlencode(query) if query else "")
         req = urllib.request.Request(url, method=method, data=b"" if method == "POST" else None)
-        with urllib.request.urlopen(req, timeout=10) as r:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
             return json.loads(r.read())
 
     def set(self, mode, **params):
@@ -175,6 +175,11 @@ class FaultProxy:
 
     def reset_stats(self):
         return self._control("POST", "/__fault__/reset-stats")
+
+    def wait_fault(self, seconds=60):
+        """True once the proxy has injected a fault since its last reset (the proxy answers when
+        it does), False after `seconds`."""
+        return self._control("GET", "/__fault__/wait-fault", {"seconds": seconds}, timeout=seconds + 10)["faults"] > 0
 
 
 @contextlib.contextmanager

@@ -8,7 +8,7 @@ import subprocess
 import pytest
 
 from conftest import fid_bin, manifest
-from mountutil import mounted
+from mountutil import mounted, read_all
 
 
 def version():
@@ -21,10 +21,6 @@ def has_device():
 
 def lossless_files(tree):
     return [r["path"] for r in manifest(tree) if r["expectation"] == "lossless"]
-
-
-def read_all(mnt, rels):
-    return {rel: open(os.path.join(mnt, rel), "rb").read() for rel in rels}
 
 
 def test_version_says_what_was_built_and_found():

@@ -8,7 +8,6 @@ import os
 import shutil
 import sqlite3
 import subprocess
-import time
 
 import pytest
 
@@ -150,10 +149,7 @@ def vanishing_pack(env, proxy, url, store, delete):
     proc = subprocess.Popen([fid_bin(), "pack", url, store, "--progress", "off"], env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     try:
-        deadline = time.monotonic() + 60
-        while proxy.stats()["faults"] == 0:
-            assert proc.poll() is None and time.monotonic() < deadline, "the object's GET never came"
-            time.sleep(0.05)
+        assert proxy.wait_fault(60) and proc.poll() is None, "the object's GET never came"
         delete()
         _, err = proc.communicate(timeout=120)
     finally:

@@ -19,7 +19,7 @@ import pytest
 import remote_servers
 from conftest import fid_bin, pack, run
 from fidstore import Store
-from mountutil import mount, mounted, unmount, walk_files
+from mountutil import mount, mounted, read_all, unmount, walk_files
 
 BUCKET = "fid-pack"
 SECRET_MARK = "s3cr3t-never-printed"
@@ -68,14 +68,6 @@ def tree(imagenet_tree, tmp_path_factory):
     shutil.copytree(imagenet_tree, out)
     with open(os.path.join(out, "big.bin"), "wb") as f:
         f.write(random.Random(7).randbytes(BIG))
-    return out
-
-
-def read_all(mnt, rels):
-    out = {}
-    for rel in rels:
-        with open(os.path.join(mnt, rel), "rb") as f:
-            out[rel] = f.read()
     return out
 
 
@@ -194,10 +186,7 @@ def test_a_failed_upload_leaves_no_store_that_mounts(rgw, scratch, tree, imagene
 
 
 def wait_for_fault(proxy, seconds=60):
-    deadline = time.monotonic() + seconds
-    while proxy.stats()["faults"] == 0:
-        assert time.monotonic() < deadline, "the pack never reached the delayed upload"
-        time.sleep(0.05)
+    assert proxy.wait_fault(seconds), "the pack never reached the delayed upload"
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL], ids=["SIGINT", "SIGKILL"])

@@ -13,7 +13,7 @@ import pytest
 import remote_servers
 from conftest import pack, run
 from fidstore import Store
-from mountutil import daemon_pid, mounted, mount, read_concurrently, unmount, walk_files
+from mountutil import daemon_pid, mounted, mount, read_all, read_concurrently, unmount, walk_files
 
 BUCKET = "fid-remote"
 SECRET_MARK = "s3cr3t-never-printed"
@@ -22,14 +22,6 @@ SECRET_MARK = "s3cr3t-never-printed"
 def stats(mnt):
     with open(os.path.join(mnt, ".fidelity", "stats")) as f:
         return json.load(f)
-
-
-def read_all(mnt, rels):
-    out = {}
-    for rel in rels:
-        with open(os.path.join(mnt, rel), "rb") as f:
-            out[rel] = f.read()
-    return out
 
 
 def expect_bytes(store, rels, level=None):
