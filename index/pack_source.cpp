@@ -17,21 +17,26 @@ bool walk_less(std::string_view a, std::string_view b) {
   return a.size() < b.size();
 }
 
-void SourceFiles::add(uint32_t dir, std::string_view name, uint32_t size) {
-  const size_t need = 10 + name.size();
-  if (chunks_.empty() || chunks_.back().size() + need > kChunkBytes) {
+uint64_t ChunkedPool::add(std::initializer_list<std::string_view> parts) {
+  size_t need = 0;
+  for (std::string_view p : parts) need += p.size();
+  if (chunks_.empty() || chunks_.back().size() + need > kMaxEntryBytes) {
     chunks_.emplace_back();
-    chunks_.back().reserve(kChunkBytes);
+    chunks_.back().reserve(kMaxEntryBytes);
   }
   std::string& c = chunks_.back();
-  entry_.push_back((static_cast<uint64_t>(chunks_.size() - 1) << kChunkBits) | c.size());
+  const uint64_t handle = (static_cast<uint64_t>(chunks_.size() - 1) << kChunkBits) | c.size();
+  for (std::string_view p : parts) c.append(p);
+  return handle;
+}
+
+void SourceFiles::add(uint32_t dir, std::string_view name, uint32_t size) {
   char head[10];
   std::memcpy(head, &dir, 4);
   std::memcpy(head + 4, &size, 4);
   const auto len = static_cast<uint16_t>(name.size());
   std::memcpy(head + 8, &len, 2);
-  c.append(head, 10);
-  c.append(name);
+  entry_.push_back(pool_.add({std::string_view(head, 10), name}));
 }
 
 fid::Result<std::string> normalize_source_path(std::string_view raw) {

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstdint>
 #include <cstring>
+#include <initializer_list>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -24,10 +25,25 @@ struct SourceDir {
   int64_t mtime_ns = 0;
 };
 
+// Byte strings appended to fixed-size chunks, each found again by the handle add() returned:
+// growing the pool never copies (nor doubles) what it holds, and an entry costs its bytes plus
+// the caller's 8-byte handle. Listings of millions of names live here.
+class ChunkedPool {
+ public:
+  static constexpr int kChunkBits = 20;
+  static constexpr size_t kMaxEntryBytes = size_t{1} << kChunkBits;
+  // The parts, stored one after the other, are at most kMaxEntryBytes long together.
+  uint64_t add(std::initializer_list<std::string_view> parts);
+  const char* at(uint64_t handle) const {
+    return chunks_[handle >> kChunkBits].data() + (handle & (kMaxEntryBytes - 1));
+  }
+
+ private:
+  std::vector<std::string> chunks_;
+};
+
 // The listed files, a few dozen bytes each so that ten million fit in a few hundred MiB: file i
-// is an entry of the name pool, u32 folder id, u32 size when listed, u16 name length, the name's
-// bytes. The pool is
-// a list of fixed-size chunks, so that growing it never copies (nor doubles) what it holds.
+// is an entry of the pool: u32 folder id, u32 size when listed, u16 name length, the name's bytes.
 class SourceFiles {
  public:
   uint32_t size() const { return static_cast<uint32_t>(entry_.size()); }
@@ -35,25 +51,20 @@ class SourceFiles {
   uint32_t dir(uint32_t i) const { return u32_at(i, 0); }
   uint32_t listed_size(uint32_t i) const { return u32_at(i, 4); }
   std::string_view name(uint32_t i) const {
-    const char* e = at(i);
+    const char* e = pool_.at(entry_[i]);
     uint16_t len;
     std::memcpy(&len, e + 8, 2);
     return {e + 10, len};
   }
 
  private:
-  static constexpr int kChunkBits = 20;
-  static constexpr size_t kChunkBytes = size_t{1} << kChunkBits;  // > 10 + NAME_MAX
-  const char* at(uint32_t i) const {
-    return chunks_[entry_[i] >> kChunkBits].data() + (entry_[i] & (kChunkBytes - 1));
-  }
   uint32_t u32_at(uint32_t i, int offset) const {
     uint32_t v;
-    std::memcpy(&v, at(i) + offset, 4);
+    std::memcpy(&v, pool_.at(entry_[i]) + offset, 4);
     return v;
   }
   std::vector<uint64_t> entry_;
-  std::vector<std::string> chunks_;
+  ChunkedPool pool_;
 };
 
 // Relative paths in the order of a depth-first walk whose children are sorted bytewise: '/'

@@ -6,7 +6,6 @@
 #include <atomic>
 #include <cerrno>
 #include <condition_variable>
-#include <ctime>
 #include <mutex>
 #include <unordered_map>
 
@@ -21,15 +20,90 @@ namespace {
 constexpr size_t kListingsAtOnce = 16;   // folder listings in flight (http)
 constexpr size_t kMaxFolderDepth = 128;  // deeper is taken for a link loop on the server (http)
 
-// A listed object or folder, path relative to the source's root.
-struct Entry {
-  std::string path;  // normalized; the raw relative key when `invalid` is set
-  std::string raw;   // the relative key (s3) or path (http) when it differs from `path`
-  std::string invalid;  // why the key cannot be a path in the tree
-  bool dir = false, other = false;
-  uint64_t size = 0;
-  int64_t mtime_ns = 0;
+// The listing, kept compact until it is sorted into the tree, so that ten million objects fit:
+// each listed object or folder is one pool entry, [kind u8][size u64][mtime i64][path length
+// u16][key length u16][path][key], the key (relative to the source's root) only when it is
+// not the path. Entries that cannot be paths go straight to `skipped`.
+class Listing {
+ public:
+  enum Kind : uint8_t { file, dir, other };
+  struct Entry {
+    Kind kind;
+    uint64_t size;
+    int64_t mtime_ns;
+    std::string_view path, key;  // key: "" when it is the path
+  };
+
+  // `key` relative to the root, without a folder's trailing '/'; `invalid`: why it cannot be a
+  // path, if known. True when the entry is kept (a folder then may be listed).
+  bool add(Kind kind, std::string_view key, uint64_t size, int64_t mtime_ns, std::string_view invalid = {});
+  bool empty() const { return entries_.empty() && skipped_.empty(); }
+  int64_t newest() const { return newest_; }
+  // Sorts the entries in walk order of their paths (listing order among equal paths).
+  void sort();
+  size_t size() const { return entries_.size(); }
+  Entry operator[](size_t k) const;
+  std::vector<std::pair<std::string, std::string>> take_skipped() { return std::move(skipped_); }
+
+ private:
+  static constexpr size_t kHead = 1 + 8 + 8 + 2 + 2;
+  static constexpr size_t kMaxKeyBytes = 4096;  // PATH_MAX; S3 keys are at most 1024
+  index::ChunkedPool pool_;
+  std::vector<uint64_t> entries_;  // pool handles, in listing order until sort()
+  std::vector<std::pair<std::string, std::string>> skipped_;  // key, why
+  int64_t newest_ = 0;
 };
+
+bool Listing::add(Kind kind, std::string_view key, uint64_t size, int64_t mtime_ns, std::string_view invalid) {
+  newest_ = std::max(newest_, mtime_ns);
+  auto skip = [&](std::string why) {
+    skipped_.emplace_back(std::string(key) + (kind == dir ? "/" : ""), std::move(why));
+    return false;
+  };
+  if (!invalid.empty()) return skip(std::string(invalid));
+  if (key.size() > kMaxKeyBytes) return skip(fmt::format("a path longer than {} bytes", kMaxKeyBytes));
+  Result<std::string> path = index::normalize_source_path(key);
+  if (!path) return skip(path.error().message);
+  const std::string_view odd_key = *path == key ? std::string_view{} : key;
+  char head[kHead];
+  head[0] = static_cast<char>(kind);
+  std::memcpy(head + 1, &size, 8);
+  std::memcpy(head + 9, &mtime_ns, 8);
+  const auto path_len = static_cast<uint16_t>(path->size()), key_len = static_cast<uint16_t>(odd_key.size());
+  std::memcpy(head + 17, &path_len, 2);
+  std::memcpy(head + 19, &key_len, 2);
+  entries_.push_back(pool_.add({std::string_view(head, kHead), *path, odd_key}));
+  return true;
+}
+
+Listing::Entry Listing::operator[](size_t k) const {
+  const char* e = pool_.at(entries_[k]);
+  Entry out;
+  out.kind = static_cast<Kind>(e[0]);
+  std::memcpy(&out.size, e + 1, 8);
+  std::memcpy(&out.mtime_ns, e + 9, 8);
+  uint16_t path_len, key_len;
+  std::memcpy(&path_len, e + 17, 2);
+  std::memcpy(&key_len, e + 19, 2);
+  out.path = {e + kHead, path_len};
+  out.key = {e + kHead + path_len, key_len};
+  return out;
+}
+
+void Listing::sort() {
+  auto path_of = [this](uint64_t handle) {
+    const char* e = pool_.at(handle);
+    uint16_t len;
+    std::memcpy(&len, e + 17, 2);
+    return std::string_view(e + kHead, len);
+  };
+  // Handles grow in listing order: ties broken by them keep the sort stable without the extra
+  // buffer std::stable_sort takes.
+  std::sort(entries_.begin(), entries_.end(), [&](uint64_t a, uint64_t b) {
+    const std::string_view pa = path_of(a), pb = path_of(b);
+    return pa == pb ? a < b : index::walk_less(pa, pb);
+  });
+}
 
 struct FileRef {
   uint64_t size = 0;
@@ -46,8 +120,8 @@ struct Fetch {
 
 class RemoteSource final : public index::PackSource {
  public:
-  RemoteSource(StoreUrl url, RemoteLocation where, std::string bucket_root, HttpOptions http)
-      : url_(std::move(url)), where_(std::move(where)), bucket_root_(std::move(bucket_root)), client_(std::move(http)) {}
+  RemoteSource(StoreUrl url, RemoteLocation where, HttpOptions http)
+      : url_(std::move(url)), where_(std::move(where)), bucket_(bucket_of(where_)), client_(std::move(http)) {}
 
   Result<index::SourceTree> list(const std::atomic<bool>& cancel) override;
   Result<index::SourceBytes> read(const index::SourceTree& tree, uint32_t i) const override;
@@ -55,14 +129,18 @@ class RemoteSource final : public index::PackSource {
   bool read_errors_fail() const override { return true; }
 
  private:
+  static RemoteLocation bucket_of(RemoteLocation where) {
+    where.base_path = where.bucket_path;
+    return where;
+  }
   std::string root_text() const { return url_.text.ends_with('/') ? url_.text.substr(0, url_.text.size() - 1) : url_.text; }
   // A GET of `path` (relative to the source's root) and what it got, waited for.
   std::pair<Status, std::string> get_text(const std::string& url, std::function<Result<Headers>()> sign) const;
   Error listing_error(const Status& s, const HttpResult& r, std::string_view what) const;
-  Result<std::vector<Entry>> list_s3(const std::atomic<bool>& cancel);
-  Result<std::vector<Entry>> list_http(const std::atomic<bool>& cancel);
-  Status list_http_folders(const std::vector<std::string>& folders, std::vector<Entry>& out, std::vector<std::string>& next);
-  Result<index::SourceTree> build(std::vector<Entry> entries);
+  Status list_s3(Listing& out, const std::atomic<bool>& cancel);
+  Status list_http(Listing& out, const std::atomic<bool>& cancel);
+  Status list_http_folders(const std::vector<std::string>& folders, Listing& out, std::vector<std::string>& next);
+  Result<index::SourceTree> build(Listing& listing);
 
   std::string key_of(const index::SourceTree& tree, uint32_t i) const;
   std::shared_ptr<Fetch> submit(const index::SourceTree& tree, uint32_t i) const;
@@ -71,7 +149,7 @@ class RemoteSource final : public index::PackSource {
 
   const StoreUrl url_;
   const RemoteLocation where_;
-  const std::string bucket_root_;  // s3: the request path of the bucket ("/bucket" or "")
+  const RemoteLocation bucket_;  // s3: the bucket itself, whose listing is requested
   std::vector<FileRef> files_;
   std::unordered_map<uint32_t, std::string> odd_keys_;  // files whose key is not their path
 
@@ -128,50 +206,33 @@ Error RemoteSource::listing_error(const Status& s, const HttpResult& r, std::str
   return Error{s.error().code, fmt::format("{}: cannot list: {}", text, s.error().message)};
 }
 
-Result<std::vector<Entry>> RemoteSource::list_s3(const std::atomic<bool>& cancel) {
+Status RemoteSource::list_s3(Listing& out, const std::atomic<bool>& cancel) {
   const std::string prefix = url_.prefix.empty() ? "" : url_.prefix + "/";
-  std::vector<Entry> entries;
   std::string token;
   do {
     if (cancel) return Error{ECANCELED, "interrupted"};
-    SignRequest sr;
-    sr.host = where_.host_header;
-    sr.path = bucket_root_ + "/";
-    sr.region = where_.region;
-    sr.query = {{"list-type", "2"}};
-    if (!prefix.empty()) sr.query.emplace_back("prefix", prefix);
-    if (!token.empty()) sr.query.emplace_back("continuation-token", token);
-    std::string url = where_.origin + sr.path;
-    for (size_t k = 0; k < sr.query.size(); ++k)
-      url += fmt::format("{}{}={}", k ? '&' : '?', sr.query[k].first, uri_encode(sr.query[k].second, false));
-    std::function<Result<Headers>()> sign;
-    if (!where_.credentials.anonymous()) {
-      sign = [sr, c = where_.credentials]() mutable {
-        sr.amz_date = amz_date(static_cast<long long>(std::time(nullptr)));  // fresh for every attempt
-        return storage::sign(sr, c);
-      };
-    }
-    auto [got, body] = get_text(url, std::move(sign));
+    Headers query = {{"list-type", "2"}};
+    if (!prefix.empty()) query.emplace_back("prefix", prefix);
+    if (!token.empty()) query.emplace_back("continuation-token", token);
+    auto [got, body] = get_text(bucket_.url_of("", query), bucket_.signer(HttpRequest::Method::get, "", query));
     if (!got) return std::move(got).error();
     Result<ListPage> page = parse_list_objects_v2(body);
     if (!page) return Error{EPROTO, fmt::format("{}: the listing is not understood: {}", root_text(), page.error().message)};
-    for (ListedObject& o : page->objects) {
+    for (const ListedObject& o : page->objects) {
       if (!o.key.starts_with(prefix))
         return Error{EPROTO, fmt::format("{}: the listing names '{}', not under '{}'", root_text(), o.key, prefix)};
-      Entry e;
-      e.raw = o.key.substr(prefix.size());
-      e.dir = e.raw.ends_with('/');
-      e.size = o.size;
-      e.mtime_ns = o.mtime_ns;
-      entries.push_back(std::move(e));
+      std::string_view key = std::string_view(o.key).substr(prefix.size());
+      const bool folder = key.ends_with('/');
+      if (folder) key.remove_suffix(1);
+      out.add(folder ? Listing::dir : Listing::file, key, o.size, o.mtime_ns);
     }
     token = page->truncated ? page->next_token : "";
   } while (!token.empty());
-  if (entries.empty()) return Error{ENOENT, fmt::format("no objects under {}", root_text())};
-  return entries;
+  if (out.empty()) return Error{ENOENT, fmt::format("no objects under {}", root_text())};
+  return {};
 }
 
-Status RemoteSource::list_http_folders(const std::vector<std::string>& folders, std::vector<Entry>& out,
+Status RemoteSource::list_http_folders(const std::vector<std::string>& folders, Listing& out,
                                        std::vector<std::string>& next) {
   struct Answer {
     Status status;
@@ -215,29 +276,22 @@ Status RemoteSource::list_http_folders(const std::vector<std::string>& folders, 
     Result<std::vector<AutoindexEntry>> listed = parse_autoindex_json(a.body);
     if (!listed) return Error{EPROTO, fmt::format("{}: {} (the server must list folders as JSON: nginx autoindex on; "
                                                   "autoindex_format json;)", url, listed.error().message)};
-    for (AutoindexEntry& item : *listed) {
-      Entry e;
-      e.raw = folders[k].empty() ? item.name : folders[k] + "/" + item.name;
-      e.dir = item.type == AutoindexEntry::Type::dir;
-      e.other = item.type == AutoindexEntry::Type::other;
-      e.size = item.size;
-      e.mtime_ns = item.mtime_ns;
-      if (e.dir) {
-        if (std::count(e.raw.begin(), e.raw.end(), '/') + 1 > static_cast<std::ptrdiff_t>(kMaxFolderDepth)) {
-          e.invalid = fmt::format("more than {} folders deep (a link loop on the server?)", kMaxFolderDepth);
-        } else if (index::normalize_source_path(e.raw)) {
-          next.push_back(e.raw);
-        }
-        e.raw += '/';
+    for (const AutoindexEntry& item : *listed) {
+      const std::string key = folders[k].empty() ? item.name : folders[k] + "/" + item.name;
+      if (item.type != AutoindexEntry::Type::dir) {
+        out.add(item.type == AutoindexEntry::Type::other ? Listing::other : Listing::file, key, item.size, item.mtime_ns);
+        continue;
       }
-      out.push_back(std::move(e));
+      std::string too_deep;
+      if (std::count(key.begin(), key.end(), '/') + 1 > static_cast<std::ptrdiff_t>(kMaxFolderDepth))
+        too_deep = fmt::format("more than {} folders deep (a link loop on the server?)", kMaxFolderDepth);
+      if (out.add(Listing::dir, key, item.size, item.mtime_ns, too_deep)) next.push_back(key);
     }
   }
   return {};
 }
 
-Result<std::vector<Entry>> RemoteSource::list_http(const std::atomic<bool>& cancel) {
-  std::vector<Entry> entries;
+Status RemoteSource::list_http(Listing& out, const std::atomic<bool>& cancel) {
   std::vector<std::string> level{""};
   while (!level.empty()) {
     std::vector<std::string> next;
@@ -245,56 +299,46 @@ Result<std::vector<Entry>> RemoteSource::list_http(const std::atomic<bool>& canc
       if (cancel) return Error{ECANCELED, "interrupted"};
       const std::vector<std::string> batch(level.begin() + static_cast<std::ptrdiff_t>(from),
                                            level.begin() + static_cast<std::ptrdiff_t>(std::min(level.size(), from + kListingsAtOnce)));
-      if (Status s = list_http_folders(batch, entries, next); !s) return std::move(s).error();
+      if (Status s = list_http_folders(batch, out, next); !s) return s;
     }
     level = std::move(next);
   }
-  return entries;
+  return {};
 }
 
-Result<index::SourceTree> RemoteSource::build(std::vector<Entry> entries) {
-  int64_t newest = 0;
-  for (Entry& e : entries) {
-    newest = std::max(newest, e.mtime_ns);
-    if (!e.invalid.empty()) continue;
-    std::string_view raw = e.raw;
-    if (e.dir) raw.remove_suffix(1);
-    Result<std::string> path = index::normalize_source_path(raw);
-    if (!path) e.invalid = path.error().message;
-    else e.path = std::move(*path);
-    if (!e.dir && e.path == e.raw) e.raw.clear();  // the common case: the key is the path
-  }
-  auto bad = std::stable_partition(entries.begin(), entries.end(), [](const Entry& e) { return e.invalid.empty(); });
-  std::stable_sort(entries.begin(), bad, [](const Entry& a, const Entry& b) { return index::walk_less(a.path, b.path); });
-  index::SourceTreeBuilder builder(newest);
-  for (auto it = entries.begin(); it != bad; ++it) {
-    const Entry& e = *it;
+Result<index::SourceTree> RemoteSource::build(Listing& listing) {
+  listing.sort();
+  index::SourceTreeBuilder builder(listing.newest());
+  for (size_t k = 0; k < listing.size(); ++k) {
+    const Listing::Entry e = listing[k];
+    const std::string path(e.path);
     Status added;
-    if (e.dir) {
-      added = builder.add_dir(e.path, e.mtime_ns, e.mtime_ns);
-    } else if (e.other) {
-      added = builder.add_skipped(e.path, "not a regular file or folder", e.mtime_ns);
+    if (e.kind == Listing::dir) {
+      added = builder.add_dir(path, e.mtime_ns, e.mtime_ns);
+    } else if (e.kind == Listing::other) {
+      added = builder.add_skipped(path, "not a regular file or folder", e.mtime_ns);
     } else {
-      Result<bool> in_tree = builder.add_file(e.path, e.size, e.mtime_ns);
+      Result<bool> in_tree = builder.add_file(path, e.size, e.mtime_ns);
       if (!in_tree) {
         added = std::move(in_tree).error();
       } else if (*in_tree) {
-        if (!e.raw.empty()) odd_keys_.emplace(static_cast<uint32_t>(files_.size()), e.raw);
+        if (!e.key.empty()) odd_keys_.emplace(static_cast<uint32_t>(files_.size()), e.key);
         files_.push_back(FileRef{e.size, e.mtime_ns});
       }
     }
-    if (!added) return Error{added.error().code, fmt::format("{}: '{}': {}", root_text(), e.raw.empty() ? e.path : e.raw,
+    if (!added) return Error{added.error().code, fmt::format("{}: '{}': {}", root_text(), e.key.empty() ? e.path : e.key,
                                                             added.error().message)};
   }
   index::SourceTree tree = builder.take();
-  for (auto it = bad; it != entries.end(); ++it) tree.skipped.emplace_back(it->raw, it->invalid);
+  for (auto& skipped : listing.take_skipped()) tree.skipped.push_back(std::move(skipped));
   return tree;
 }
 
 Result<index::SourceTree> RemoteSource::list(const std::atomic<bool>& cancel) {
-  Result<std::vector<Entry>> entries = url_.kind == StoreUrl::Kind::s3 ? list_s3(cancel) : list_http(cancel);
-  if (!entries) return std::move(entries).error();
-  return build(std::move(entries).value());
+  Listing listing;
+  Status listed = url_.kind == StoreUrl::Kind::s3 ? list_s3(listing, cancel) : list_http(listing, cancel);
+  if (!listed) return std::move(listed).error();
+  return build(listing);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -393,9 +437,7 @@ Result<std::unique_ptr<index::PackSource>> make_remote_source(const StoreUrl& ur
   http.ca_file = opts.ca_file;
   Result<RemoteLocation> where = remote_location(url, opts.s3);
   if (!where) return std::move(where).error();
-  std::string bucket_root = where->bucket_path;  // s3: the bucket's own path; http: unused
-  return std::unique_ptr<index::PackSource>(
-      std::make_unique<RemoteSource>(url, std::move(where).value(), std::move(bucket_root), std::move(http)));
+  return std::unique_ptr<index::PackSource>(std::make_unique<RemoteSource>(url, std::move(where).value(), std::move(http)));
 }
 
 }  // namespace fid::storage
