@@ -2,6 +2,7 @@
 // from any thread. The folder source is the first kind; others (tars, object stores) plug in here.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <cstring>
@@ -9,6 +10,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -71,6 +73,68 @@ class SourceFiles {
 // compares below every other byte, so a folder's contents directly follow it. The order of file
 // ids in a store (and of a source's listing).
 bool walk_less(std::string_view a, std::string_view b);
+
+// Listed paths kept compact until they are sorted into a tree, so that ten million fit: each
+// is one pool entry, the caller's fixed-size Info (trivially copyable), then u16 path length,
+// u16 extra length, the path, and an extra string (a key, a link's target, a reason; often
+// empty). Costs sizeof(Info) + 12 bytes + the strings a path.
+template <class Info>
+class PathListing {
+ public:
+  static_assert(std::is_trivially_copyable_v<Info>);
+  static constexpr size_t kMaxBytes = 4096;  // PATH_MAX, for the path and for the extra
+  struct Entry {
+    Info info;
+    std::string_view path, extra;
+  };
+
+  // False (nothing added) when the path or the extra is longer than kMaxBytes.
+  bool add(const Info& info, std::string_view path, std::string_view extra = {}) {
+    if (path.size() > kMaxBytes || extra.size() > kMaxBytes) return false;
+    char head[sizeof(Info) + 4];
+    std::memcpy(head, &info, sizeof(Info));
+    const auto path_len = static_cast<uint16_t>(path.size()), extra_len = static_cast<uint16_t>(extra.size());
+    std::memcpy(head + sizeof(Info), &path_len, 2);
+    std::memcpy(head + sizeof(Info) + 2, &extra_len, 2);
+    entries_.push_back(pool_.add({std::string_view(head, sizeof head), path, extra}));
+    return true;
+  }
+  size_t size() const { return entries_.size(); }
+  Entry operator[](size_t k) const {
+    const char* e = pool_.at(entries_[k]);
+    Entry out;
+    std::memcpy(&out.info, e, sizeof(Info));
+    out.path = path_at(e);
+    out.extra = {out.path.data() + out.path.size(), u16_at(e + sizeof(Info) + 2)};
+    return out;
+  }
+  // Walk order of the paths (walk_less), listing order among equal paths.
+  void sort() {
+    // Handles grow in listing order: ties broken by them keep the sort stable without the
+    // buffer std::stable_sort takes.
+    std::sort(entries_.begin(), entries_.end(), [this](uint64_t a, uint64_t b) {
+      const std::string_view pa = path_at(pool_.at(a)), pb = path_at(pool_.at(b));
+      return pa == pb ? a < b : walk_less(pa, pb);
+    });
+  }
+  // After sort(): the first entry whose path is not before `path` in walk order.
+  size_t lower_bound(std::string_view path) const {
+    auto it = std::lower_bound(entries_.begin(), entries_.end(), path,
+                               [this](uint64_t e, std::string_view p) { return walk_less(path_at(pool_.at(e)), p); });
+    return static_cast<size_t>(it - entries_.begin());
+  }
+
+ private:
+  static uint16_t u16_at(const char* p) {
+    uint16_t v;
+    std::memcpy(&v, p, 2);
+    return v;
+  }
+  static std::string_view path_at(const char* e) { return {e + sizeof(Info) + 4, u16_at(e + sizeof(Info))}; }
+
+  ChunkedPool pool_;
+  std::vector<uint64_t> entries_;  // pool handles, in listing order until sort()
+};
 
 // A source's folders and files in the store's order: depth-first, children sorted bytewise, so
 // that a parent's id is always smaller than its children's. Folder 0 is the root.

@@ -55,6 +55,16 @@ struct TarMember {
   uint32_t seq = 0;  // file: its place in the stream of the tars' files
 };
 
+// A member as the listing keeps it, until the tree is built: TarMember's fixed part, in a
+// PathListing whose extra is the detail.
+struct MemberInfo {
+  uint64_t offset, size;
+  int64_t mtime_ns;
+  uint32_t tar, seq;
+  TarMember::Kind kind;
+};
+using MemberListing = PathListing<MemberInfo>;
+
 // The walk over one tar, shared by listing and by the streamed read so that both number the
 // files alike: `on_member` sees every member, and may read a file's data from the archive.
 class TarWalk {
@@ -233,32 +243,36 @@ class TreeBuilder {
   TreeBuilder(const TarSourceOptions& opt, const std::vector<int64_t>& tar_mtime, bool streamed)
       : opt_(opt), tar_mtime_(tar_mtime), streamed_(streamed), tree_(tar_mtime.empty() ? 0 : tar_mtime[0]) {}
 
-  fid::Status add(const std::vector<TarMember>& sorted, size_t k, std::vector<TarSource::Impl::Location>& files) {
-    const TarMember& m = sorted[k];
-    if (k > 0 && sorted[k - 1].path == m.path && !(m.kind == TarMember::dir && sorted[k - 1].kind == TarMember::dir))
-      return fid::Error{EEXIST, fmt::format("duplicate path '{}' (in {} and {})", m.path, opt_.tars[sorted[k - 1].tar].string(),
-                                            opt_.tars[m.tar].string())};
+  fid::Status add(const MemberListing& sorted, size_t k, std::vector<TarSource::Impl::Location>& files) {
+    const auto [m, path_view, detail] = sorted[k];
+    const std::string path(path_view);
+    if (k > 0) {
+      const MemberListing::Entry before = sorted[k - 1];
+      if (before.path == path && !(m.kind == TarMember::dir && before.info.kind == TarMember::dir))
+        return fid::Error{EEXIST, fmt::format("duplicate path '{}' (in {} and {})", path, opt_.tars[before.info.tar].string(),
+                                              opt_.tars[m.tar].string())};
+    }
     const int64_t made = tar_mtime_[m.tar];
     fid::Status added;
     if (m.kind == TarMember::dir) {
-      added = tree_.add_dir(m.path, m.mtime_ns, made);
+      added = tree_.add_dir(path, m.mtime_ns, made);
     } else if (m.kind == TarMember::skipped) {
-      added = tree_.add_skipped(m.path, m.detail, made);
+      added = tree_.add_skipped(path, std::string(detail), made);
     } else if (m.kind == TarMember::link && streamed_) {  // its data came earlier in the stream
-      added = tree_.add_skipped(m.path, "a hard link in a compressed tar (not supported)", made);
+      added = tree_.add_skipped(path, "a hard link in a compressed tar (not supported)", made);
     } else {
       TarSource::Impl::Location loc{m.offset, m.size, m.mtime_ns, m.tar, m.seq};
       if (m.kind == TarMember::link) {
-        fid::Result<TarSource::Impl::Location> target = link_target(sorted, m);
+        fid::Result<TarSource::Impl::Location> target = link_target(sorted, m, path, detail);
         if (!target) return std::move(target).error();
         loc = *target;
         loc.mtime_ns = m.mtime_ns;
       }
-      fid::Result<bool> in_tree = tree_.add_file(m.path, loc.size, made);
+      fid::Result<bool> in_tree = tree_.add_file(path, loc.size, made);
       if (in_tree && *in_tree) files.push_back(loc);
       if (!in_tree) added = std::move(in_tree).error();
     }
-    if (!added) return fid::Error{added.error().code, fmt::format("{}: member '{}': {}", opt_.tars[m.tar].string(), m.path,
+    if (!added) return fid::Error{added.error().code, fmt::format("{}: member '{}': {}", opt_.tars[m.tar].string(), path,
                                                                   added.error().message)};
     return {};
   }
@@ -266,13 +280,16 @@ class TreeBuilder {
   SourceTree take() { return tree_.take(); }
 
  private:
-  fid::Result<TarSource::Impl::Location> link_target(const std::vector<TarMember>& sorted, const TarMember& m) {
-    auto it = std::lower_bound(sorted.begin(), sorted.end(), m.detail,
-                               [](const TarMember& a, const std::string& p) { return walk_less(a.path, p); });
-    if (it == sorted.end() || it->path != m.detail || it->kind != TarMember::file || it->tar != m.tar)
-      return fid::Error{ENOENT, fmt::format("{}: member '{}': hard link to a missing member '{}'",
-                                            opt_.tars[m.tar].string(), m.path, m.detail)};
-    return TarSource::Impl::Location{it->offset, it->size, 0, m.tar, it->seq};
+  fid::Result<TarSource::Impl::Location> link_target(const MemberListing& sorted, const MemberInfo& m, std::string_view path,
+                                                    std::string_view target) {
+    const size_t k = sorted.lower_bound(target);
+    if (k < sorted.size()) {
+      const MemberListing::Entry t = sorted[k];
+      if (t.path == target && t.info.kind == TarMember::file && t.info.tar == m.tar)
+        return TarSource::Impl::Location{t.info.offset, t.info.size, 0, m.tar, t.info.seq};
+    }
+    return fid::Error{ENOENT, fmt::format("{}: member '{}': hard link to a missing member '{}'", opt_.tars[m.tar].string(),
+                                          path, target)};
   }
 
   const TarSourceOptions& opt_;
@@ -284,10 +301,12 @@ class TreeBuilder {
 }  // namespace
 
 fid::Result<SourceTree> TarSource::Impl::list() {
-  std::vector<TarMember> members;
+  MemberListing members;
+  std::vector<std::pair<std::string, std::string>> too_long;  // path, why
   std::vector<int64_t> tar_mtime;
   TarWalk walk(opt, cancel, [&](const TarMember& m, archive*) -> fid::Status {
-    members.push_back(m);
+    if (!members.add(MemberInfo{m.offset, m.size, m.mtime_ns, m.tar, m.seq, m.kind}, m.path, m.detail))
+      too_long.emplace_back(m.path, fmt::format("a path longer than {} bytes", MemberListing::kMaxBytes));
     return {};
   });
   for (uint32_t t = 0; t < opt.tars.size(); ++t) {
@@ -298,9 +317,11 @@ fid::Result<SourceTree> TarSource::Impl::list() {
     bool compressed = false;
     if (fid::Status walked = walk.walk(t, compressed); !walked) return std::move(walked).error();
   }
-  std::stable_sort(members.begin(), members.end(), [](const TarMember& a, const TarMember& b) { return walk_less(a.path, b.path); });
-  streamed = std::any_of(members.begin(), members.end(),
-                         [](const TarMember& m) { return m.kind == TarMember::file && m.offset == kNoOffset; });
+  members.sort();
+  for (size_t k = 0; k < members.size() && !streamed; ++k) {
+    const MemberInfo m = members[k].info;
+    streamed = m.kind == TarMember::file && m.offset == kNoOffset;
+  }
   TreeBuilder builder(opt, tar_mtime, streamed);
   for (size_t k = 0; k < members.size(); ++k)
     if (fid::Status added = builder.add(members, k, files); !added) return std::move(added).error();
@@ -310,7 +331,9 @@ fid::Result<SourceTree> TarSource::Impl::list() {
       if (fds.back().get() < 0) return fid::Error{errno, fmt::format("{}: {}", p.string(), std::strerror(errno))};
     }
   }
-  return builder.take();
+  SourceTree tree = builder.take();
+  for (auto& skipped : too_long) tree.skipped.push_back(std::move(skipped));
+  return tree;
 }
 
 fid::Result<SourceBytes> TarSource::Impl::read_at(uint32_t i) const {

@@ -20,90 +20,43 @@ namespace {
 constexpr size_t kListingsAtOnce = 16;   // folder listings in flight (http)
 constexpr size_t kMaxFolderDepth = 128;  // deeper is taken for a link loop on the server (http)
 
-// The listing, kept compact until it is sorted into the tree, so that ten million objects fit:
-// each listed object or folder is one pool entry, [kind u8][size u64][mtime i64][path length
-// u16][key length u16][path][key], the key (relative to the source's root) only when it is
-// not the path. Entries that cannot be paths go straight to `skipped`.
+// The listing: objects and folders (key relative to the root, without a folder's trailing
+// '/'), by normalized path, the key kept only when it is not the path. Entries that cannot be
+// paths go straight to `skipped`.
 class Listing {
  public:
   enum Kind : uint8_t { file, dir, other };
-  struct Entry {
-    Kind kind;
+  struct Info {
     uint64_t size;
     int64_t mtime_ns;
-    std::string_view path, key;  // key: "" when it is the path
+    Kind kind;
   };
 
-  // `key` relative to the root, without a folder's trailing '/'; `invalid`: why it cannot be a
-  // path, if known. True when the entry is kept (a folder then may be listed).
-  bool add(Kind kind, std::string_view key, uint64_t size, int64_t mtime_ns, std::string_view invalid = {});
-  bool empty() const { return entries_.empty() && skipped_.empty(); }
+  // `invalid`: why the key cannot be a path, if known. True when the entry is kept (a folder
+  // then may be listed).
+  bool add(Kind kind, std::string_view key, uint64_t size, int64_t mtime_ns, std::string_view invalid = {}) {
+    newest_ = std::max(newest_, mtime_ns);
+    auto skip = [&](std::string why) {
+      skipped_.emplace_back(std::string(key) + (kind == dir ? "/" : ""), std::move(why));
+      return false;
+    };
+    if (!invalid.empty()) return skip(std::string(invalid));
+    Result<std::string> path = index::normalize_source_path(key);
+    if (!path) return skip(path.error().message);
+    if (!paths_.add(Info{size, mtime_ns, kind}, *path, *path == key ? std::string_view{} : key))
+      return skip(fmt::format("a path longer than {} bytes", paths_.kMaxBytes));
+    return true;
+  }
+  bool empty() const { return paths_.size() == 0 && skipped_.empty(); }
   int64_t newest() const { return newest_; }
-  // Sorts the entries in walk order of their paths (listing order among equal paths).
-  void sort();
-  size_t size() const { return entries_.size(); }
-  Entry operator[](size_t k) const;
+  index::PathListing<Info>& paths() { return paths_; }  // extra: the key, when not the path
   std::vector<std::pair<std::string, std::string>> take_skipped() { return std::move(skipped_); }
 
  private:
-  static constexpr size_t kHead = 1 + 8 + 8 + 2 + 2;
-  static constexpr size_t kMaxKeyBytes = 4096;  // PATH_MAX; S3 keys are at most 1024
-  index::ChunkedPool pool_;
-  std::vector<uint64_t> entries_;  // pool handles, in listing order until sort()
+  index::PathListing<Info> paths_;
   std::vector<std::pair<std::string, std::string>> skipped_;  // key, why
   int64_t newest_ = 0;
 };
-
-bool Listing::add(Kind kind, std::string_view key, uint64_t size, int64_t mtime_ns, std::string_view invalid) {
-  newest_ = std::max(newest_, mtime_ns);
-  auto skip = [&](std::string why) {
-    skipped_.emplace_back(std::string(key) + (kind == dir ? "/" : ""), std::move(why));
-    return false;
-  };
-  if (!invalid.empty()) return skip(std::string(invalid));
-  if (key.size() > kMaxKeyBytes) return skip(fmt::format("a path longer than {} bytes", kMaxKeyBytes));
-  Result<std::string> path = index::normalize_source_path(key);
-  if (!path) return skip(path.error().message);
-  const std::string_view odd_key = *path == key ? std::string_view{} : key;
-  char head[kHead];
-  head[0] = static_cast<char>(kind);
-  std::memcpy(head + 1, &size, 8);
-  std::memcpy(head + 9, &mtime_ns, 8);
-  const auto path_len = static_cast<uint16_t>(path->size()), key_len = static_cast<uint16_t>(odd_key.size());
-  std::memcpy(head + 17, &path_len, 2);
-  std::memcpy(head + 19, &key_len, 2);
-  entries_.push_back(pool_.add({std::string_view(head, kHead), *path, odd_key}));
-  return true;
-}
-
-Listing::Entry Listing::operator[](size_t k) const {
-  const char* e = pool_.at(entries_[k]);
-  Entry out;
-  out.kind = static_cast<Kind>(e[0]);
-  std::memcpy(&out.size, e + 1, 8);
-  std::memcpy(&out.mtime_ns, e + 9, 8);
-  uint16_t path_len, key_len;
-  std::memcpy(&path_len, e + 17, 2);
-  std::memcpy(&key_len, e + 19, 2);
-  out.path = {e + kHead, path_len};
-  out.key = {e + kHead + path_len, key_len};
-  return out;
-}
-
-void Listing::sort() {
-  auto path_of = [this](uint64_t handle) {
-    const char* e = pool_.at(handle);
-    uint16_t len;
-    std::memcpy(&len, e + 17, 2);
-    return std::string_view(e + kHead, len);
-  };
-  // Handles grow in listing order: ties broken by them keep the sort stable without the extra
-  // buffer std::stable_sort takes.
-  std::sort(entries_.begin(), entries_.end(), [&](uint64_t a, uint64_t b) {
-    const std::string_view pa = path_of(a), pb = path_of(b);
-    return pa == pb ? a < b : index::walk_less(pa, pb);
-  });
-}
 
 struct FileRef {
   uint64_t size = 0;
@@ -307,26 +260,27 @@ Status RemoteSource::list_http(Listing& out, const std::atomic<bool>& cancel) {
 }
 
 Result<index::SourceTree> RemoteSource::build(Listing& listing) {
-  listing.sort();
+  index::PathListing<Listing::Info>& paths = listing.paths();
+  paths.sort();
   index::SourceTreeBuilder builder(listing.newest());
-  for (size_t k = 0; k < listing.size(); ++k) {
-    const Listing::Entry e = listing[k];
-    const std::string path(e.path);
+  for (size_t k = 0; k < paths.size(); ++k) {
+    const auto [info, path_view, key] = paths[k];
+    const std::string path(path_view);
     Status added;
-    if (e.kind == Listing::dir) {
-      added = builder.add_dir(path, e.mtime_ns, e.mtime_ns);
-    } else if (e.kind == Listing::other) {
-      added = builder.add_skipped(path, "not a regular file or folder", e.mtime_ns);
+    if (info.kind == Listing::dir) {
+      added = builder.add_dir(path, info.mtime_ns, info.mtime_ns);
+    } else if (info.kind == Listing::other) {
+      added = builder.add_skipped(path, "not a regular file or folder", info.mtime_ns);
     } else {
-      Result<bool> in_tree = builder.add_file(path, e.size, e.mtime_ns);
+      Result<bool> in_tree = builder.add_file(path, info.size, info.mtime_ns);
       if (!in_tree) {
         added = std::move(in_tree).error();
       } else if (*in_tree) {
-        if (!e.key.empty()) odd_keys_.emplace(static_cast<uint32_t>(files_.size()), e.key);
-        files_.push_back(FileRef{e.size, e.mtime_ns});
+        if (!key.empty()) odd_keys_.emplace(static_cast<uint32_t>(files_.size()), key);
+        files_.push_back(FileRef{info.size, info.mtime_ns});
       }
     }
-    if (!added) return Error{added.error().code, fmt::format("{}: '{}': {}", root_text(), e.key.empty() ? e.path : e.key,
+    if (!added) return Error{added.error().code, fmt::format("{}: '{}': {}", root_text(), key.empty() ? std::string_view(path) : key,
                                                             added.error().message)};
   }
   index::SourceTree tree = builder.take();

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
 #include "index/pack_source.h"
 #include "storage/s3_listing.h"
@@ -178,4 +179,40 @@ TEST(SourceTreeBuilder, FoldersBeforeChildrenAndRefusals) {
   EXPECT_EQ(*fid::index::normalize_source_path("./a//b/."), "a/b");
   EXPECT_FALSE(fid::index::normalize_source_path("a/../b"));
   EXPECT_FALSE(fid::index::normalize_source_path("/a"));
+}
+
+TEST(PathListing, SortsInWalkOrderStablyAndFindsPaths) {
+  struct Info {
+    uint32_t n;
+  };
+  fid::index::PathListing<Info> l;
+  // "a/b" sorts before "a-b" in walk order ('/' below every byte), after it bytewise.
+  ASSERT_TRUE(l.add({0}, "a-b"));
+  ASSERT_TRUE(l.add({1}, "a/b", "key of a/b"));
+  ASSERT_TRUE(l.add({2}, "a-b", "second a-b"));
+  ASSERT_TRUE(l.add({3}, "a"));
+  EXPECT_FALSE(l.add({4}, std::string(4097, 'x')));
+  EXPECT_FALSE(l.add({5}, "ok", std::string(4097, 'x')));
+  ASSERT_EQ(l.size(), 4u);
+  l.sort();
+  std::vector<uint32_t> order;
+  for (size_t k = 0; k < l.size(); ++k) order.push_back(l[k].info.n);
+  EXPECT_EQ(order, (std::vector<uint32_t>{3, 1, 0, 2}));
+  EXPECT_EQ(l[1].path, "a/b");
+  EXPECT_EQ(l[1].extra, "key of a/b");
+  EXPECT_EQ(l[2].extra, "");
+  EXPECT_EQ(l[3].extra, "second a-b");
+  EXPECT_EQ(l.lower_bound("a-b"), 2u);
+  EXPECT_EQ(l.lower_bound("a/a"), 1u);
+  EXPECT_EQ(l.lower_bound("b"), 4u);
+
+  // Entries span many pool chunks (1 MiB each) and stay intact.
+  fid::index::PathListing<Info> big;
+  const std::string name(3000, 'n');
+  for (uint32_t i = 0; i < 1000; ++i) ASSERT_TRUE(big.add({i}, name + std::to_string(1000 + 999 - i), name));
+  big.sort();
+  for (size_t k = 0; k < big.size(); ++k) {
+    EXPECT_EQ(big[k].info.n, 999 - k);
+    EXPECT_EQ(big[k].extra, name);
+  }
 }
