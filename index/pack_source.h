@@ -37,8 +37,12 @@ class ChunkedPool {
   // The parts, stored one after the other, are at most kMaxEntryBytes long together.
   uint64_t add(std::initializer_list<std::string_view> parts);
   const char* at(uint64_t handle) const {
-    return chunks_[handle >> kChunkBits].data() + (handle & (kMaxEntryBytes - 1));
+    return chunks_[chunk_of(handle)].data() + (handle & (kMaxEntryBytes - 1));
   }
+  static size_t chunk_of(uint64_t handle) { return static_cast<size_t>(handle >> kChunkBits); }
+  size_t chunks() const { return chunks_.size(); }
+  // Gives chunk c's memory back; its handles must not be used again.
+  void release(size_t c) { std::string().swap(chunks_[c]); }
 
  private:
   std::vector<std::string> chunks_;
@@ -100,14 +104,7 @@ class PathListing {
     return true;
   }
   size_t size() const { return entries_.size(); }
-  Entry operator[](size_t k) const {
-    const char* e = pool_.at(entries_[k]);
-    Entry out;
-    std::memcpy(&out.info, e, sizeof(Info));
-    out.path = path_at(e);
-    out.extra = {out.path.data() + out.path.size(), u16_at(e + sizeof(Info) + 2)};
-    return out;
-  }
+  Entry operator[](size_t k) const { return entry_at(entries_[k]); }
   // Walk order of the paths (walk_less), listing order among equal paths.
   void sort() {
     // Handles grow in listing order: ties broken by them keep the sort stable without the
@@ -117,6 +114,24 @@ class PathListing {
       return pa == pb ? a < b : walk_less(pa, pb);
     });
   }
+  // After sort(): calls fn(entry) for every entry in order until one returns an error, giving
+  // each pool chunk back once its last entry has been passed, and leaves the listing empty. A
+  // tree built from a listing thus grows as the listing shrinks. Listings usually come near
+  // walk order (S3 keys are sorted bytewise, nginx sorts each folder's listing, a tar holds a
+  // folder's members together), so chunks go back early.
+  template <class Fn>
+  fid::Status drain(Fn&& fn) {
+    std::vector<uint32_t> left(pool_.chunks());
+    for (uint64_t e : entries_) ++left[ChunkedPool::chunk_of(e)];
+    fid::Status status;
+    for (uint64_t e : entries_) {
+      if (!(status = fn(entry_at(e)))) break;
+      if (--left[ChunkedPool::chunk_of(e)] == 0) pool_.release(ChunkedPool::chunk_of(e));
+    }
+    entries_ = {};
+    pool_ = {};
+    return status;
+  }
   // After sort(): the first entry whose path is not before `path` in walk order.
   size_t lower_bound(std::string_view path) const {
     auto it = std::lower_bound(entries_.begin(), entries_.end(), path,
@@ -125,6 +140,14 @@ class PathListing {
   }
 
  private:
+  Entry entry_at(uint64_t handle) const {
+    const char* e = pool_.at(handle);
+    Entry out;
+    std::memcpy(&out.info, e, sizeof(Info));
+    out.path = path_at(e);
+    out.extra = {out.path.data() + out.path.size(), u16_at(e + sizeof(Info) + 2)};
+    return out;
+  }
   static uint16_t u16_at(const char* p) {
     uint16_t v;
     std::memcpy(&v, p, 2);

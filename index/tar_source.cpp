@@ -243,15 +243,35 @@ class TreeBuilder {
   TreeBuilder(const TarSourceOptions& opt, const std::vector<int64_t>& tar_mtime, bool streamed)
       : opt_(opt), tar_mtime_(tar_mtime), streamed_(streamed), tree_(tar_mtime.empty() ? 0 : tar_mtime[0]) {}
 
-  fid::Status add(const MemberListing& sorted, size_t k, std::vector<TarSource::Impl::Location>& files) {
-    const auto [m, path_view, detail] = sorted[k];
-    const std::string path(path_view);
-    if (k > 0) {
-      const MemberListing::Entry before = sorted[k - 1];
-      if (before.path == path && !(m.kind == TarMember::dir && before.info.kind == TarMember::dir))
-        return fid::Error{EEXIST, fmt::format("duplicate path '{}' (in {} and {})", path, opt_.tars[before.info.tar].string(),
-                                              opt_.tars[m.tar].string())};
+  // Finds every hard link's target, before the sorted listing is drained (a link may name a
+  // member anywhere in it).
+  fid::Status resolve_links(const MemberListing& sorted) {
+    if (streamed_) return {};  // links are skipped: their data came earlier in the stream
+    for (size_t k = 0; k < sorted.size(); ++k) {
+      const auto [m, path, target] = sorted[k];
+      if (m.kind != TarMember::link) continue;
+      const size_t found = sorted.lower_bound(target);
+      const MemberListing::Entry t = found < sorted.size() ? sorted[found] : MemberListing::Entry{};
+      if (found == sorted.size() || t.path != target || t.info.kind != TarMember::file || t.info.tar != m.tar)
+        return fid::Error{ENOENT, fmt::format("{}: member '{}': hard link to a missing member '{}'",
+                                              opt_.tars[m.tar].string(), path, target)};
+      link_targets_.emplace(std::string(path), TarSource::Impl::Location{t.info.offset, t.info.size, m.mtime_ns, m.tar,
+                                                                          t.info.seq});
     }
+    return {};
+  }
+
+  // The next member in walk order.
+  fid::Status add(const MemberListing::Entry& e, std::vector<TarSource::Impl::Location>& files) {
+    const auto& [m, path_view, detail] = e;
+    const std::string path(path_view);
+    if (any_ && path == last_path_ && !(m.kind == TarMember::dir && last_kind_ == TarMember::dir))
+      return fid::Error{EEXIST, fmt::format("duplicate path '{}' (in {} and {})", path, opt_.tars[last_tar_].string(),
+                                            opt_.tars[m.tar].string())};
+    any_ = true;
+    last_path_ = path;
+    last_kind_ = m.kind;
+    last_tar_ = m.tar;
     const int64_t made = tar_mtime_[m.tar];
     fid::Status added;
     if (m.kind == TarMember::dir) {
@@ -261,13 +281,9 @@ class TreeBuilder {
     } else if (m.kind == TarMember::link && streamed_) {  // its data came earlier in the stream
       added = tree_.add_skipped(path, "a hard link in a compressed tar (not supported)", made);
     } else {
-      TarSource::Impl::Location loc{m.offset, m.size, m.mtime_ns, m.tar, m.seq};
-      if (m.kind == TarMember::link) {
-        fid::Result<TarSource::Impl::Location> target = link_target(sorted, m, path, detail);
-        if (!target) return std::move(target).error();
-        loc = *target;
-        loc.mtime_ns = m.mtime_ns;
-      }
+      const TarSource::Impl::Location loc = m.kind == TarMember::link
+                                                ? link_targets_.at(path)
+                                                : TarSource::Impl::Location{m.offset, m.size, m.mtime_ns, m.tar, m.seq};
       fid::Result<bool> in_tree = tree_.add_file(path, loc.size, made);
       if (in_tree && *in_tree) files.push_back(loc);
       if (!in_tree) added = std::move(in_tree).error();
@@ -280,22 +296,15 @@ class TreeBuilder {
   SourceTree take() { return tree_.take(); }
 
  private:
-  fid::Result<TarSource::Impl::Location> link_target(const MemberListing& sorted, const MemberInfo& m, std::string_view path,
-                                                    std::string_view target) {
-    const size_t k = sorted.lower_bound(target);
-    if (k < sorted.size()) {
-      const MemberListing::Entry t = sorted[k];
-      if (t.path == target && t.info.kind == TarMember::file && t.info.tar == m.tar)
-        return TarSource::Impl::Location{t.info.offset, t.info.size, 0, m.tar, t.info.seq};
-    }
-    return fid::Error{ENOENT, fmt::format("{}: member '{}': hard link to a missing member '{}'", opt_.tars[m.tar].string(),
-                                          path, target)};
-  }
-
   const TarSourceOptions& opt_;
   const std::vector<int64_t>& tar_mtime_;
   const bool streamed_;
   SourceTreeBuilder tree_;
+  std::unordered_map<std::string, TarSource::Impl::Location> link_targets_;  // by the link's path
+  std::string last_path_;
+  TarMember::Kind last_kind_ = TarMember::dir;
+  uint32_t last_tar_ = 0;
+  bool any_ = false;
 };
 
 }  // namespace
@@ -323,8 +332,9 @@ fid::Result<SourceTree> TarSource::Impl::list() {
     streamed = m.kind == TarMember::file && m.offset == kNoOffset;
   }
   TreeBuilder builder(opt, tar_mtime, streamed);
-  for (size_t k = 0; k < members.size(); ++k)
-    if (fid::Status added = builder.add(members, k, files); !added) return std::move(added).error();
+  if (fid::Status linked = builder.resolve_links(members); !linked) return std::move(linked).error();
+  fid::Status built = members.drain([&](const MemberListing::Entry& e) { return builder.add(e, files); });
+  if (!built) return std::move(built).error();
   if (!streamed) {
     for (const fsys::path& p : opt.tars) {
       fds.emplace_back(::open(p.c_str(), O_RDONLY | O_CLOEXEC));

@@ -263,8 +263,8 @@ Result<index::SourceTree> RemoteSource::build(Listing& listing) {
   index::PathListing<Listing::Info>& paths = listing.paths();
   paths.sort();
   index::SourceTreeBuilder builder(listing.newest());
-  for (size_t k = 0; k < paths.size(); ++k) {
-    const auto [info, path_view, key] = paths[k];
+  Status built = paths.drain([&](const index::PathListing<Listing::Info>::Entry& e) -> Status {
+    const auto& [info, path_view, key] = e;
     const std::string path(path_view);
     Status added;
     if (info.kind == Listing::dir) {
@@ -280,9 +280,11 @@ Result<index::SourceTree> RemoteSource::build(Listing& listing) {
         files_.push_back(FileRef{info.size, info.mtime_ns});
       }
     }
-    if (!added) return Error{added.error().code, fmt::format("{}: '{}': {}", root_text(), key.empty() ? std::string_view(path) : key,
+    if (!added) return Error{added.error().code, fmt::format("{}: '{}': {}", root_text(), key.empty() ? path_view : key,
                                                             added.error().message)};
-  }
+    return {};
+  });
+  if (!built) return std::move(built).error();
   index::SourceTree tree = builder.take();
   for (auto& skipped : listing.take_skipped()) tree.skipped.push_back(std::move(skipped));
   return tree;

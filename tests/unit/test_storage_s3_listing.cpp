@@ -213,6 +213,25 @@ TEST(PathListing, SortsInWalkOrderStablyAndFindsPaths) {
   big.sort();
   for (size_t k = 0; k < big.size(); ++k) {
     EXPECT_EQ(big[k].info.n, 999 - k);
-    EXPECT_EQ(big[k].extra, name);
+    EXPECT_TRUE(big[k].extra == name) << k;
   }
+  // drain() hands out every entry in order (chunks are given back behind it), stops at the
+  // first error, and leaves the listing empty.
+  uint32_t next = 999;
+  EXPECT_TRUE(big.drain([&](const fid::index::PathListing<Info>::Entry& e) -> fid::Status {
+    EXPECT_EQ(e.info.n, next--);
+    EXPECT_TRUE(e.path == name + std::to_string(1999 - e.info.n)) << e.info.n;
+    return {};
+  }));
+  EXPECT_EQ(next, UINT32_MAX);
+  EXPECT_EQ(big.size(), 0u);
+  int seen = 0;
+  fid::Status stopped = l.drain([&](const fid::index::PathListing<Info>::Entry& e) -> fid::Status {
+    ++seen;
+    if (e.path == "a/b") return fid::Error{EEXIST, "stop"};
+    return {};
+  });
+  EXPECT_EQ(stopped.error().code, EEXIST);
+  EXPECT_EQ(seen, 2);
+  EXPECT_EQ(l.size(), 0u);
 }
