@@ -5,6 +5,9 @@
 // record is stored: a store mounts only when it is whole. Bodies stream from the files (pread);
 // nothing holds a whole record. Requests are SigV4-signed with UNSIGNED-PAYLOAD for file bodies.
 // A record already on S3 (merge) is copied server-side instead (CopyObject): no bytes pass here.
+// A CompleteMultipartUpload whose answer never arrives (the server may have completed it: a retry
+// then gets NoSuchUpload) is settled by a HEAD of the object: the size and multipart ETag of
+// these parts, or the upload fails.
 #pragma once
 
 #include <atomic>
@@ -84,6 +87,9 @@ class S3Upload final : public index::PackDestination {
   void create_multipart(const std::shared_ptr<Object>& obj);
   void put_part(const std::shared_ptr<Object>& obj, size_t k);
   void complete_multipart(const std::shared_ptr<Object>& obj);
+  // CompleteMultipartUpload failed with `failure` and no answer saying the server did not
+  // complete it: the object stands if a HEAD shows it is this upload's; aborted otherwise.
+  void confirm_completed(const std::shared_ptr<Object>& obj, Error failure);
   void abort_multipart(const std::shared_ptr<Object>& obj, Status failure);
   void settle(const std::shared_ptr<Object>& obj, Status s);
   // Waits until no upload is in flight; the first failure, if any.
@@ -116,6 +122,18 @@ std::string complete_multipart_body(const std::vector<std::string>& etags);
 std::optional<http::S3Error> complete_multipart_error(std::string_view body);
 // The same for CopyObject, which may fail after answering 200 too.
 std::optional<http::S3Error> copy_object_error(std::string_view body);
+// The ETag S3 gives an object completed from parts with these ETags: "MD5-N", the MD5 of the
+// parts' binary MD5s and the count of parts, quoted as S3 sends it. Empty when a part's ETag
+// is not an MD5 (SSE-KMS, some other servers): then it cannot be known here.
+std::string multipart_etag(const std::vector<std::string>& part_etags);
+// Whether the answer to a HEAD of an object (`status`, its ETag and Content-Length) shows the
+// object made by completing a multipart upload of `size` bytes from parts with `part_etags`:
+// nullopt when it does (the size matches and the ETag, when there is one, is that of these
+// parts, exactly when multipart_etag knows it, else its "-N" count); otherwise what it shows
+// instead, for a message. For a CompleteMultipartUpload whose answer was lost.
+std::optional<std::string> completed_object_mismatch(long status, std::string_view etag,
+                                                     std::optional<uint64_t> content_length, uint64_t size,
+                                                     const std::vector<std::string>& part_etags);
 // The x-amz-copy-source header's value for `from`'s object `relative`: "/BUCKET/KEY", URI-encoded
 // ('/' kept in the key).
 std::string copy_source(const RemoteLocation& from, std::string_view relative);

@@ -185,6 +185,39 @@ def test_a_failed_upload_leaves_no_store_that_mounts(rgw, scratch, tree, imagene
     assert "index.sqlite" not in objects(rgw, "sets/failed")
 
 
+@pytest.mark.parametrize("lost", [1, 100], ids=["once", "every-retry"])
+def test_a_lost_complete_answer_keeps_the_completed_object(rgw, scratch, tree, proxy, tmp_path, lost):
+    """RGW completes the multipart upload but its answer never arrives. Once: RGW answers the
+    client's retry of Complete as done. Every retry: the client gives up, then a HEAD shows the
+    object with these parts' size and ETag, and the pack goes on."""
+    url, prefix = f"s3://{BUCKET}/sets/lost-{lost}", f"sets/lost-{lost}"
+    proxy.set("reset", at="response", method="POST", match="uploadId=", count=lost)
+    p = pack_s3(rgw, scratch, tree, url, "--seed", "5", "--record-bytes", "1MiB", endpoint=proxy.url, check=False)
+    assert p.returncode == 0, p.stderr
+    faults = proxy.stats()["faults"]
+    assert (faults == 1) if lost == 1 else (faults >= 8)  # every attempt of the client (curl may add some)
+    stored = objects(rgw, prefix)
+    big_record = max(stored, key=lambda k: stored[k][0])
+    assert stored[big_record][0] > BIG and stored[big_record][1].endswith('-3"')
+    assert multipart_uploads(rgw, prefix) == []
+    expect_store_matches(rgw, url, pack(tree, str(tmp_path / "local"), "--seed", "5", "--record-bytes", "1MiB"),
+                         tmp_path)
+
+
+def test_a_complete_that_never_arrives_fails_naming_the_object(rgw, scratch, tree, proxy, tmp_path):
+    url, prefix = f"s3://{BUCKET}/sets/never-completed", "sets/never-completed"
+    proxy.set("reset", at="request", method="POST", match="uploadId=")
+    p = pack_s3(rgw, scratch, tree, url, "--record-bytes", "1MiB", endpoint=proxy.url, check=False)
+    assert p.returncode == 1, p.stderr
+    assert url in p.stderr and "records/" in p.stderr and "CompleteMultipartUpload failed" in p.stderr, p.stderr
+    assert "there is no such object" in p.stderr, p.stderr
+    assert "index.sqlite" not in objects(rgw, prefix)
+    assert multipart_uploads(rgw, prefix) == []  # aborted (its DELETE is not faulted)
+    mnt = str(tmp_path / "m")
+    assert mount_s3(rgw, url, mnt, check=False).returncode != 0
+    unmount(mnt)
+
+
 def wait_for_fault(proxy, seconds=60):
     assert proxy.wait_fault(seconds), "the pack never reached the delayed upload"
 
