@@ -215,11 +215,19 @@ struct S3Upload::Object {
   }
 };
 
-S3Upload::S3Upload(RemoteLocation where, S3UploadOptions up, HttpOptions http)
-    : where_(std::move(where)), up_(up), client_(std::move(http)) {}
+S3Upload::S3Upload(RemoteLocation where, StoreUrl url, S3UploadOptions up, HttpOptions http)
+    : where_(std::move(where)), url_(std::move(url)), up_(up), client_(std::move(http)) {}
 
 Result<std::unique_ptr<S3Upload>> S3Upload::open(const StoreUrl& url, const StoreOptions& opts, S3UploadOptions up,
                                                  HttpOptions http) {
+  Result<std::unique_ptr<S3Upload>> out = create(url, opts, up, std::move(http));
+  if (!out) return out;
+  if (Status ready = (*out)->prepare_target(); !ready) return std::move(ready).error();
+  return out;
+}
+
+Result<std::unique_ptr<S3Upload>> S3Upload::create(const StoreUrl& url, const StoreOptions& opts, S3UploadOptions up,
+                                                   HttpOptions http) {
   if (url.kind != StoreUrl::Kind::s3)
     return Error{EINVAL, fmt::format("{}: a store can be written to a folder or to s3:// only", url.text)};
   Result<RemoteLocation> where = remote_location(url, opts.s3);
@@ -231,26 +239,27 @@ Result<std::unique_ptr<S3Upload>> S3Upload::open(const StoreUrl& url, const Stor
   http.max_in_flight = opts.max_requests;
   http.ca_file = opts.ca_file;
   up.max_objects = std::max(1u, up.max_objects);
-  std::unique_ptr<S3Upload> out(new S3Upload(std::move(where).value(), up, std::move(http)));
-  const RemoteLocation& w = out->where_;
+  return std::unique_ptr<S3Upload>(new S3Upload(std::move(where).value(), url, up, std::move(http)));
+}
 
+Status S3Upload::prepare_target() {
   // An empty index.sqlite proves the prefix writable and stops an earlier store there from
   // mounting; deleting it leaves the prefix without a store until finish(). A DELETE that is
   // not allowed leaves the empty index, which no mount takes either.
   auto index_request = [&](Method method) {
     HttpRequest r;
     r.method = method;
-    r.url = w.url_of(kIndexName);
-    r.sign = w.signer(method, kIndexName);
-    r.cancel = up.cancel;
-    return out->client_.perform(std::move(r));
+    r.url = where_.url_of(kIndexName);
+    r.sign = where_.signer(method, kIndexName);
+    r.cancel = up_.cancel;
+    return client_.perform(std::move(r));
   };
   auto [put_status, put_result] = index_request(Method::put);
-  if (!put_status) return setup_error(w, url, "writing index.sqlite", put_status.error(), put_result);
+  if (!put_status) return setup_error(where_, url_, "writing index.sqlite", put_status.error(), put_result);
   auto [del_status, del_result] = index_request(Method::del);
   if (!del_status && del_result.status != 403)
-    return setup_error(w, url, "deleting index.sqlite", del_status.error(), del_result);
-  return out;
+    return setup_error(where_, url_, "deleting index.sqlite", del_status.error(), del_result);
+  return {};
 }
 
 S3Upload::~S3Upload() {

@@ -47,15 +47,22 @@ class S3Upload final : public index::PackDestination {
   static constexpr uint64_t kMaxParts = 10000;
   static constexpr uint64_t kMaxCopySize = 5ull << 30;  // S3: the largest object one CopyObject copies
 
-  // Checks, before any packing, that the store's prefix can be written, and makes room for the
-  // new store: a PUT of an empty PREFIX/index.sqlite (the one place written before the end; it
-  // replaces a store already there, which then no longer mounts), then a DELETE of it. Errors
-  // name the URL and the cause (no such bucket, access denied and where the credentials came
-  // from, an endpoint that cannot be reached), never a secret. Records of an earlier, larger
-  // store under the prefix are left where they are (nothing lists them).
-  // max_requests and ca_file come from `opts`.
+  // create() and prepare_target(): for a caller that has nothing to do between them.
   static Result<std::unique_ptr<S3Upload>> open(const StoreUrl& url, const StoreOptions& opts, S3UploadOptions up = {},
                                                 HttpOptions http = {});
+  // The upload to `url`, made without any request: EINVAL for a URL not s3://, EACCES without
+  // credentials (anonymous). max_requests and ca_file come from `opts`.
+  static Result<std::unique_ptr<S3Upload>> create(const StoreUrl& url, const StoreOptions& opts,
+                                                  S3UploadOptions up = {}, HttpOptions http = {});
+  // Checks, before any packing, that the store's prefix can be written, and makes room for the
+  // new store: a PUT of an empty PREFIX/index.sqlite (the one place written before the end; it
+  // replaces a store already there, which then no longer mounts), then a DELETE of it. So the
+  // caller calls it once it knows the pack or merge can go ahead (its source listed, its parts
+  // checked), before the first record. Errors name the URL and the cause (no such bucket, access
+  // denied and where the credentials came from, an endpoint that cannot be reached), never a
+  // secret. Records of an earlier, larger store under the prefix are left where they are
+  // (nothing lists them).
+  Status prepare_target();
   // Stops: uploads in flight end (their bodies stop being read), multipart uploads begun are
   // aborted. Without a successful finish() there is no index.sqlite under the prefix.
   ~S3Upload() override;
@@ -79,7 +86,7 @@ class S3Upload final : public index::PackDestination {
 
  private:
   struct Object;
-  S3Upload(RemoteLocation where, S3UploadOptions up, HttpOptions http);
+  S3Upload(RemoteLocation where, StoreUrl url, S3UploadOptions up, HttpOptions http);
   Status start(const std::filesystem::path& file, const std::string& name, bool remove_file);
   // Counts one more object in flight, waiting while max_objects are; the first failure instead.
   Status reserve();
@@ -100,6 +107,7 @@ class S3Upload final : public index::PackDestination {
                                                                       uint64_t from) const;
 
   const RemoteLocation where_;
+  const StoreUrl url_;
   const S3UploadOptions up_;
   std::mutex mu_;
   std::condition_variable changed_;
