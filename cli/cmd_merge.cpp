@@ -118,6 +118,11 @@ int run_merge(const std::vector<std::string>& args, const std::vector<std::strin
     return kExitUsage;
   }
   if (!*urls) return run_local_merge(args);
+  fid::Result<ScratchLock> lock = ScratchLock::take((*urls)->back());
+  if (!lock) {
+    fmt::print(stderr, "fidelityfs merge: {}\n", lock.error().message);
+    return kExitRuntime;
+  }
   const fs::path scratch = scratch_store("merge", (*urls)->back());
   std::error_code ec;
   fs::remove_all(scratch, ec);  // what a killed merge to the same store left

@@ -13,7 +13,9 @@
 #include "cli/interrupt.h"
 #include "cli/progress.h"
 #include "codec/jpeg.h"
+#include "index/folder_source.h"
 #include "index/packer.h"
+#include "index/tar_source.h"
 #include "cli/store_options.h"
 #include "storage/remote_source.h"
 #include "storage/s3_upload.h"
@@ -99,6 +101,42 @@ fid::Result<PackRemote> resolve_locations(index::PackOptions& opt, std::vector<s
   return remote;
 }
 
+// A source whose listing, once it succeeds, prepares the s3:// store (S3Upload::prepare_target,
+// which clears a store there): a source that cannot be listed leaves that store as it was, and
+// the store is still checked writable before any file is packed.
+class PrepareTargetAfterListing final : public index::PackSource {
+ public:
+  PrepareTargetAfterListing(std::unique_ptr<index::PackSource> source, storage::S3Upload& target)
+      : source_(std::move(source)), target_(target) {}
+  fid::Result<index::SourceTree> list(const std::atomic<bool>& cancel) override {
+    fid::Result<index::SourceTree> listed = source_->list(cancel);
+    if (!listed || cancel) return listed;
+    if (fid::Status ready = target_.prepare_target(); !ready) return std::move(ready).error();
+    return listed;
+  }
+  fid::Result<index::SourceBytes> read(const index::SourceTree& tree, uint32_t i) const override {
+    return source_->read(tree, i);
+  }
+  std::optional<std::vector<uint32_t>> stream_order() const override { return source_->stream_order(); }
+  void read_only(std::vector<bool> files) override { source_->read_only(std::move(files)); }
+  void will_read(const std::vector<uint32_t>& order) override { source_->will_read(order); }
+  bool read_errors_fail() const override { return source_->read_errors_fail(); }
+
+ private:
+  std::unique_ptr<index::PackSource> source_;
+  storage::S3Upload& target_;
+};
+
+// The source pack reads: the remote one made, else the local folder or tar files (as pack
+// would make it), which check_pack_options accepted.
+std::unique_ptr<index::PackSource> source_of(const index::PackOptions& opt, std::unique_ptr<index::PackSource> remote) {
+  if (remote) return remote;
+  std::error_code ec;
+  if (opt.sources.size() == 1 && std::filesystem::is_directory(opt.sources[0], ec))
+    return std::make_unique<index::FolderSource>(opt.sources[0]);
+  return std::make_unique<index::TarSource>(index::TarSourceOptions{opt.sources, opt.expand_inner_tars});
+}
+
 int run_pack(const index::PackOptions& opt, PackRemote remote, const std::string& progress_mode) {
   // What the options say is wrong is the user's to fix: a usage error, reported before any work.
   index::PackIo io{std::move(remote.source), nullptr};
@@ -107,16 +145,21 @@ int run_pack(const index::PackOptions& opt, PackRemote remote, const std::string
     return kExitUsage;
   }
   const std::atomic<bool>& cancel = cancel_on_interrupt();
+  std::optional<ScratchLock> lock;
   std::unique_ptr<storage::S3Upload> destination;
-  if (remote.store) {  // checked writable before any packing
+  if (remote.store) {
     storage::S3UploadOptions up;
     up.cancel = &cancel;
-    fid::Result<std::unique_ptr<storage::S3Upload>> opened = storage::S3Upload::open(*remote.store, remote.options, up);
-    if (!opened) {
-      fmt::print(stderr, "fidelityfs pack: {}\n", opened.error().message);
+    fid::Result<ScratchLock> locked = ScratchLock::take(*remote.store);
+    fid::Result<std::unique_ptr<storage::S3Upload>> made =
+        locked ? storage::S3Upload::create(*remote.store, remote.options, up) : locked.error();
+    if (!made) {
+      fmt::print(stderr, "fidelityfs pack: {}\n", made.error().message);
       return kExitRuntime;
     }
-    destination = std::move(opened).value();
+    lock.emplace(std::move(locked).value());
+    destination = std::move(made).value();
+    io.source = std::make_unique<PrepareTargetAfterListing>(source_of(opt, std::move(io.source)), *destination);
     io.destination = destination.get();
   }
   ProgressLine line(parse_progress_mode(progress_mode), "pack");

@@ -1,6 +1,10 @@
 #include "cli/store_options.h"
 
+#include <fcntl.h>
 #include <fmt/format.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "cli/commands.h"
 
@@ -9,6 +13,7 @@
 #include <cctype>
 #include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <string_view>
 
 namespace fid::cli {
@@ -28,11 +33,52 @@ storage::StoreOptions store_options(const config::Settings& s) {
   return o;
 }
 
-std::filesystem::path scratch_store(std::string_view command, const storage::StoreUrl& url) {
+namespace {
+
+std::filesystem::path temp_dir() {
   const char* tmp = std::getenv("TMPDIR");
-  std::string name = fmt::format("fidelityfs-{}-", command);
-  for (char c : url.text.substr(0, 120)) name += std::isalnum(static_cast<unsigned char>(c)) || c == '-' ? c : '_';
-  return std::filesystem::path(tmp && *tmp ? tmp : "/tmp") / name;
+  return tmp && *tmp ? tmp : "/tmp";
+}
+
+// A file name part for `url`: its characters that are safe in one, then a hash of the whole, so
+// that URLs differing only in what is replaced or cut get names of their own.
+std::string url_tag(const storage::StoreUrl& url) {
+  std::string tag;
+  for (char c : url.text.substr(0, 120)) tag += std::isalnum(static_cast<unsigned char>(c)) || c == '-' ? c : '_';
+  uint64_t fnv = 0xcbf29ce484222325ull;  // FNV-1a: stable from one build to the next
+  for (unsigned char c : url.text) fnv = (fnv ^ c) * 0x100000001b3ull;
+  return fmt::format("{}-{:08x}", tag, static_cast<uint32_t>(fnv ^ (fnv >> 32)));
+}
+
+}  // namespace
+
+std::filesystem::path scratch_store(std::string_view command, const storage::StoreUrl& url) {
+  return temp_dir() / fmt::format("fidelityfs-{}-{}", command, url_tag(url));
+}
+
+Result<ScratchLock> ScratchLock::take(const storage::StoreUrl& url) {
+  const std::filesystem::path file = temp_dir() / fmt::format("fidelityfs-{}.lock", url_tag(url));
+  // The holder removes the file before it lets go: a lock taken on a file no longer at the path
+  // (or another file there now) is taken again on the one there.
+  for (;;) {
+    Fd fd(::open(file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
+    if (fd.get() < 0)
+      return Error{errno, fmt::format("{}: cannot create the lock file {}: {}", url.text, file.string(), std::strerror(errno))};
+    if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
+      if (errno == EWOULDBLOCK)
+        return Error{EBUSY, fmt::format("{}: another pack or merge to this store is running (it holds {})", url.text,
+                                        file.string())};
+      return Error{errno, fmt::format("{}: cannot lock {}: {}", url.text, file.string(), std::strerror(errno))};
+    }
+    struct stat held {}, there {};
+    if (::fstat(fd.get(), &held) == 0 && ::stat(file.c_str(), &there) == 0 && held.st_dev == there.st_dev &&
+        held.st_ino == there.st_ino)
+      return ScratchLock(file, std::move(fd));
+  }
+}
+
+ScratchLock::~ScratchLock() {
+  if (fd_.get() >= 0) (void)::unlink(file_.c_str());  // before the close lets go of the lock
 }
 
 Result<config::Settings> parse_store_location_options(const std::vector<std::string>& lists) {

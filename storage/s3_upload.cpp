@@ -2,10 +2,12 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <openssl/evp.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 
@@ -126,6 +128,68 @@ std::optional<http::S3Error> copy_object_error(std::string_view body) {
   return error_in_ok_answer(body, "<CopyObjectResult");
 }
 
+namespace {
+
+std::string_view unquoted(std::string_view etag) {
+  if (etag.size() >= 2 && etag.front() == '"' && etag.back() == '"') return etag.substr(1, etag.size() - 2);
+  return etag;
+}
+
+int hex_digit(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+// The 16 bytes of an MD5 written as 32 hex digits; false for anything else.
+bool md5_bytes(std::string_view hex, std::string& out) {
+  if (hex.size() != 32) return false;
+  for (size_t k = 0; k < 32; k += 2) {
+    const int hi = hex_digit(hex[k]), lo = hex_digit(hex[k + 1]);
+    if (hi < 0 || lo < 0) return false;
+    out += static_cast<char>(hi * 16 + lo);
+  }
+  return true;
+}
+
+}  // namespace
+
+std::string multipart_etag(const std::vector<std::string>& part_etags) {
+  std::string digests;
+  for (const std::string& e : part_etags)
+    if (!md5_bytes(unquoted(e), digests)) return {};
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  if (!EVP_Digest(digests.data(), digests.size(), md, &len, EVP_md5(), nullptr)) return {};
+  std::string out = "\"";
+  for (unsigned k = 0; k < len; ++k) out += fmt::format("{:02x}", md[k]);
+  return out + fmt::format("-{}\"", part_etags.size());
+}
+
+std::optional<std::string> completed_object_mismatch(long status, std::string_view etag,
+                                                     std::optional<uint64_t> content_length, uint64_t size,
+                                                     const std::vector<std::string>& part_etags) {
+  if (status == 404) return std::string("there is no such object");
+  if (status == 0) return std::string("a HEAD of the object got no answer");
+  if (status != 200) return fmt::format("a HEAD of the object got HTTP {}", status);
+  if (!content_length) return std::string("a HEAD of the object did not say its size");
+  if (*content_length != size) return fmt::format("the object holds {} bytes, not {}", *content_length, size);
+  if (etag.empty()) return std::nullopt;  // the server gives none: the size is all there is to check
+  const std::string want = multipart_etag(part_etags);
+  if (!want.empty()) {
+    if (unquoted(etag).size() == unquoted(want).size() &&
+        std::equal(unquoted(etag).begin(), unquoted(etag).end(), unquoted(want).begin(),
+                   [](char a, char b) { return std::tolower(static_cast<unsigned char>(a)) == b; }))
+      return std::nullopt;
+    return fmt::format("the object's ETag {} is not that of these parts ({})", etag, want);
+  }
+  const std::string_view bare = unquoted(etag);
+  const size_t dash = bare.rfind('-');
+  if (dash != std::string_view::npos && bare.substr(dash + 1) == std::to_string(part_etags.size())) return std::nullopt;
+  return fmt::format("the object's ETag {} is not that of an object of {} parts", etag, part_etags.size());
+}
+
 std::string copy_source(const RemoteLocation& from, std::string_view relative) {
   const std::string key = from.key_prefix.empty() ? std::string(relative) : from.key_prefix + "/" + std::string(relative);
   return "/" + uri_encode(from.bucket, false) + "/" + uri_encode(key, /*keep_slash=*/true);
@@ -151,11 +215,19 @@ struct S3Upload::Object {
   }
 };
 
-S3Upload::S3Upload(RemoteLocation where, S3UploadOptions up, HttpOptions http)
-    : where_(std::move(where)), up_(up), client_(std::move(http)) {}
+S3Upload::S3Upload(RemoteLocation where, StoreUrl url, S3UploadOptions up, HttpOptions http)
+    : where_(std::move(where)), url_(std::move(url)), up_(up), client_(std::move(http)) {}
 
 Result<std::unique_ptr<S3Upload>> S3Upload::open(const StoreUrl& url, const StoreOptions& opts, S3UploadOptions up,
                                                  HttpOptions http) {
+  Result<std::unique_ptr<S3Upload>> out = create(url, opts, up, std::move(http));
+  if (!out) return out;
+  if (Status ready = (*out)->prepare_target(); !ready) return std::move(ready).error();
+  return out;
+}
+
+Result<std::unique_ptr<S3Upload>> S3Upload::create(const StoreUrl& url, const StoreOptions& opts, S3UploadOptions up,
+                                                   HttpOptions http) {
   if (url.kind != StoreUrl::Kind::s3)
     return Error{EINVAL, fmt::format("{}: a store can be written to a folder or to s3:// only", url.text)};
   Result<RemoteLocation> where = remote_location(url, opts.s3);
@@ -167,26 +239,27 @@ Result<std::unique_ptr<S3Upload>> S3Upload::open(const StoreUrl& url, const Stor
   http.max_in_flight = opts.max_requests;
   http.ca_file = opts.ca_file;
   up.max_objects = std::max(1u, up.max_objects);
-  std::unique_ptr<S3Upload> out(new S3Upload(std::move(where).value(), up, std::move(http)));
-  const RemoteLocation& w = out->where_;
+  return std::unique_ptr<S3Upload>(new S3Upload(std::move(where).value(), url, up, std::move(http)));
+}
 
+Status S3Upload::prepare_target() {
   // An empty index.sqlite proves the prefix writable and stops an earlier store there from
   // mounting; deleting it leaves the prefix without a store until finish(). A DELETE that is
   // not allowed leaves the empty index, which no mount takes either.
   auto index_request = [&](Method method) {
     HttpRequest r;
     r.method = method;
-    r.url = w.url_of(kIndexName);
-    r.sign = w.signer(method, kIndexName);
-    r.cancel = up.cancel;
-    return out->client_.perform(std::move(r));
+    r.url = where_.url_of(kIndexName);
+    r.sign = where_.signer(method, kIndexName);
+    r.cancel = up_.cancel;
+    return client_.perform(std::move(r));
   };
   auto [put_status, put_result] = index_request(Method::put);
-  if (!put_status) return setup_error(w, url, "writing index.sqlite", put_status.error(), put_result);
+  if (!put_status) return setup_error(where_, url_, "writing index.sqlite", put_status.error(), put_result);
   auto [del_status, del_result] = index_request(Method::del);
   if (!del_status && del_result.status != 403)
-    return setup_error(w, url, "deleting index.sqlite", del_status.error(), del_result);
-  return out;
+    return setup_error(where_, url_, "deleting index.sqlite", del_status.error(), del_result);
+  return {};
 }
 
 S3Upload::~S3Upload() {
@@ -355,11 +428,28 @@ void S3Upload::complete_multipart(const std::shared_ptr<Object>& obj) {
   obj->answer->clear();
   req.sink = answer_sink(obj->answer);
   req.done = [this, obj](Status s, const HttpResult&) {
-    if (!s) return abort_multipart(obj, std::move(s));
+    if (!s && (stopping_ || s.error().code == ECANCELED)) return abort_multipart(obj, std::move(s));
+    if (!s) return confirm_completed(obj, std::move(s).error());
     if (std::optional<http::S3Error> e = complete_multipart_error(*obj->answer))
       return abort_multipart(obj, Error{EIO, fmt::format("{}: CompleteMultipartUpload failed: {}{}", url_for_messages(where_.url_of(obj->name)),
                                                          e->code, e->message.empty() ? "" : " (" + e->message + ")")});
     settle(obj, {});
+  };
+  req.cancel = &stopping_;
+  client_.submit(std::move(req));
+}
+
+void S3Upload::confirm_completed(const std::shared_ptr<Object>& obj, Error failure) {
+  HttpRequest req;
+  req.method = Method::head;
+  req.url = where_.url_of(obj->name);
+  req.sign = where_.signer(Method::head, obj->name);
+  req.done = [this, obj, failure = std::move(failure)](Status, const HttpResult& r) {
+    const std::optional<std::string> mismatch =
+        completed_object_mismatch(r.status, r.etag, r.content_length, obj->size, obj->etags);
+    if (!mismatch) return settle(obj, {});
+    abort_multipart(obj, Error{failure.code, fmt::format("CompleteMultipartUpload failed: {}; and it was not completed "
+                                                         "unanswered: {}", failure.message, *mismatch)});
   };
   req.cancel = &stopping_;
   client_.submit(std::move(req));

@@ -5,6 +5,9 @@
 // record is stored: a store mounts only when it is whole. Bodies stream from the files (pread);
 // nothing holds a whole record. Requests are SigV4-signed with UNSIGNED-PAYLOAD for file bodies.
 // A record already on S3 (merge) is copied server-side instead (CopyObject): no bytes pass here.
+// A CompleteMultipartUpload whose answer never arrives (the server may have completed it: a retry
+// then gets NoSuchUpload) is settled by a HEAD of the object: the size and multipart ETag of
+// these parts, or the upload fails.
 #pragma once
 
 #include <atomic>
@@ -44,15 +47,22 @@ class S3Upload final : public index::PackDestination {
   static constexpr uint64_t kMaxParts = 10000;
   static constexpr uint64_t kMaxCopySize = 5ull << 30;  // S3: the largest object one CopyObject copies
 
-  // Checks, before any packing, that the store's prefix can be written, and makes room for the
-  // new store: a PUT of an empty PREFIX/index.sqlite (the one place written before the end; it
-  // replaces a store already there, which then no longer mounts), then a DELETE of it. Errors
-  // name the URL and the cause (no such bucket, access denied and where the credentials came
-  // from, an endpoint that cannot be reached), never a secret. Records of an earlier, larger
-  // store under the prefix are left where they are (nothing lists them).
-  // max_requests and ca_file come from `opts`.
+  // create() and prepare_target(): for a caller that has nothing to do between them.
   static Result<std::unique_ptr<S3Upload>> open(const StoreUrl& url, const StoreOptions& opts, S3UploadOptions up = {},
                                                 HttpOptions http = {});
+  // The upload to `url`, made without any request: EINVAL for a URL not s3://, EACCES without
+  // credentials (anonymous). max_requests and ca_file come from `opts`.
+  static Result<std::unique_ptr<S3Upload>> create(const StoreUrl& url, const StoreOptions& opts,
+                                                  S3UploadOptions up = {}, HttpOptions http = {});
+  // Checks, before any packing, that the store's prefix can be written, and makes room for the
+  // new store: a PUT of an empty PREFIX/index.sqlite (the one place written before the end; it
+  // replaces a store already there, which then no longer mounts), then a DELETE of it. So the
+  // caller calls it once it knows the pack or merge can go ahead (its source listed, its parts
+  // checked), before the first record. Errors name the URL and the cause (no such bucket, access
+  // denied and where the credentials came from, an endpoint that cannot be reached), never a
+  // secret. Records of an earlier, larger store under the prefix are left where they are
+  // (nothing lists them).
+  Status prepare_target();
   // Stops: uploads in flight end (their bodies stop being read), multipart uploads begun are
   // aborted. Without a successful finish() there is no index.sqlite under the prefix.
   ~S3Upload() override;
@@ -76,7 +86,7 @@ class S3Upload final : public index::PackDestination {
 
  private:
   struct Object;
-  S3Upload(RemoteLocation where, S3UploadOptions up, HttpOptions http);
+  S3Upload(RemoteLocation where, StoreUrl url, S3UploadOptions up, HttpOptions http);
   Status start(const std::filesystem::path& file, const std::string& name, bool remove_file);
   // Counts one more object in flight, waiting while max_objects are; the first failure instead.
   Status reserve();
@@ -84,6 +94,9 @@ class S3Upload final : public index::PackDestination {
   void create_multipart(const std::shared_ptr<Object>& obj);
   void put_part(const std::shared_ptr<Object>& obj, size_t k);
   void complete_multipart(const std::shared_ptr<Object>& obj);
+  // CompleteMultipartUpload failed with `failure` and no answer saying the server did not
+  // complete it: the object stands if a HEAD shows it is this upload's; aborted otherwise.
+  void confirm_completed(const std::shared_ptr<Object>& obj, Error failure);
   void abort_multipart(const std::shared_ptr<Object>& obj, Status failure);
   void settle(const std::shared_ptr<Object>& obj, Status s);
   // Waits until no upload is in flight; the first failure, if any.
@@ -94,6 +107,7 @@ class S3Upload final : public index::PackDestination {
                                                                       uint64_t from) const;
 
   const RemoteLocation where_;
+  const StoreUrl url_;
   const S3UploadOptions up_;
   std::mutex mu_;
   std::condition_variable changed_;
@@ -116,6 +130,18 @@ std::string complete_multipart_body(const std::vector<std::string>& etags);
 std::optional<http::S3Error> complete_multipart_error(std::string_view body);
 // The same for CopyObject, which may fail after answering 200 too.
 std::optional<http::S3Error> copy_object_error(std::string_view body);
+// The ETag S3 gives an object completed from parts with these ETags: "MD5-N", the MD5 of the
+// parts' binary MD5s and the count of parts, quoted as S3 sends it. Empty when a part's ETag
+// is not an MD5 (SSE-KMS, some other servers): then it cannot be known here.
+std::string multipart_etag(const std::vector<std::string>& part_etags);
+// Whether the answer to a HEAD of an object (`status`, its ETag and Content-Length) shows the
+// object made by completing a multipart upload of `size` bytes from parts with `part_etags`:
+// nullopt when it does (the size matches and the ETag, when there is one, is that of these
+// parts, exactly when multipart_etag knows it, else its "-N" count); otherwise what it shows
+// instead, for a message. For a CompleteMultipartUpload whose answer was lost.
+std::optional<std::string> completed_object_mismatch(long status, std::string_view etag,
+                                                     std::optional<uint64_t> content_length, uint64_t size,
+                                                     const std::vector<std::string>& part_etags);
 // The x-amz-copy-source header's value for `from`'s object `relative`: "/BUCKET/KEY", URI-encoded
 // ('/' kept in the key).
 std::string copy_source(const RemoteLocation& from, std::string_view relative);

@@ -1,11 +1,14 @@
 // libFuzzer target: the S3 multipart and copy answers' parsers (UploadId, an error in a 200 answer) accept
 // or reject any input without crashing; an UploadId they accept is one a URL query can carry
 // (1 to 1024 printable characters, no blanks or markup), and the part plan of any size covers it
-// in parts S3 takes.
+// in parts S3 takes. Lines read as part ETags: their multipart ETag is empty or "MD5-N" for N
+// lines, and the HEAD of an object of that ETag and size settles a lost CompleteMultipartUpload.
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include "storage/s3_upload.h"
 
@@ -21,6 +24,22 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (auto e = fid::storage::complete_multipart_error(text); e && e->code.empty()) std::abort();
   if (auto e = fid::storage::copy_object_error(text); e && e->code.empty()) std::abort();
   (void)fid::storage::complete_multipart_body({std::string(text)});
+
+  std::vector<std::string> etags;
+  for (size_t at = 0; at <= text.size();) {
+    const size_t end = std::min(text.find('\n', at), text.size());
+    etags.emplace_back(text.substr(at, end - at));
+    at = end + 1;
+  }
+  const std::string object_etag = fid::storage::multipart_etag(etags);
+  if (!object_etag.empty()) {
+    const std::string tail = "-" + std::to_string(etags.size()) + "\"";
+    if (object_etag.size() != 33 + tail.size() || object_etag.front() != '"' ||
+        object_etag.compare(33, std::string::npos, tail) != 0)
+      std::abort();
+    if (fid::storage::completed_object_mismatch(200, object_etag, size, size, etags)) std::abort();
+  }
+  if (!fid::storage::completed_object_mismatch(200, text, size, size + 1, etags)) std::abort();
 
   if (size >= 16) {
     uint64_t object = 0, part = 0;

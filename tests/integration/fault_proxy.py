@@ -21,12 +21,14 @@ Control, answered by the proxy itself on the same port (never forwarded):
 
 Modes (each applies to the requests it selects: every one, or a fraction `p` of them drawn from
 the seeded generator, at most `count` of them (then none any more); `match`
-restricts it to requests whose target contains that text):
+restricts it to requests whose target contains that text, `method` to those of that method):
     none                          forward untouched
     status   code=503|500|...     answer that status without forwarding (S3-style XML body:
                                   SlowDown for 503, InternalError otherwise)
     reset    at=request|body      close with a TCP reset right after reading the request, or
-             bytes=N              after forwarding the response headers and N body bytes
+             bytes=N              after forwarding the response headers and N body bytes, or
+             at=response          after the upstream answered in full, none of it forwarded
+                                  (the server did the work; the client never hears of it)
     truncate bytes=N              forward the headers (full Content-Length) and N body bytes, then
                                   close the connection cleanly
     stall    seconds=S bytes=N    forward the headers and N body bytes, pause S seconds, then
@@ -164,14 +166,15 @@ class Fault:
         self.count = int(params["count"]) if "count" in params else None
         self.p = float(params.get("p", 1.0))
         self.match = params.get("match")
+        self.method = params.get("method")
         self.latency_ms = float(params.get("latency_ms", 0))
         if not 0.0 <= self.p <= 1.0 or (self.count is not None and self.count < 0):
             raise ValueError("p must be in [0, 1] and count >= 0")
         # Validate the mode's own parameters now, not on the first request.
         self.code = int(params.get("code", 503))
         self.at = params.get("at", "request")
-        if self.at not in ("request", "body"):
-            raise ValueError("at must be request or body")
+        if self.at not in ("request", "body", "response"):
+            raise ValueError("at must be request, body or response")
         self.bytes = int(params["bytes"]) if "bytes" in params else None
         self.seconds = float(params.get("seconds", 1.0))
         self.ms = float(params.get("ms", 0))
@@ -193,10 +196,11 @@ class Proxy:
         return {"requests": 0, "by_method": {}, "bytes_out": 0, "faults": 0, "by_mode": {}, "connections": 0,
                 "upstream_connections": 0, "client_disconnects": 0}
 
-    def choose(self, target):
+    def choose(self, method, target):
         """The fault to apply to this request, or None; counts it."""
         f = self.fault
-        if f.mode == "none" or (f.match and f.match not in target) or f.count == 0:
+        if f.mode == "none" or (f.match and f.match not in target) or (f.method and f.method != method) or \
+                f.count == 0:
             return None
         if f.p < 1.0 and self.rng.random() >= f.p:
             return None
@@ -260,7 +264,7 @@ class Proxy:
                 self.stats["requests"] += 1
                 method = head.first.split(" ")[0]
                 self.stats["by_method"][method] = self.stats["by_method"].get(method, 0) + 1
-                fault = self.choose(target)
+                fault = self.choose(method, target)
                 if fault and fault.mode == "status":
                     await self.discard_body(head, client_reader)
                     client_writer.write(s3_error(fault.code))
@@ -362,6 +366,8 @@ class Proxy:
 
     async def respond(self, req, resp, ureader, uwriter, cwriter, fault, up):
         n = self.body_length(req, resp)
+        if fault and fault.mode == "reset" and fault.at == "response":
+            return await self.drop_response(req, resp, ureader, uwriter, cwriter)
         cwriter.write(resp.raw)
         await cwriter.drain()
         body = _Counted(cwriter, self)  # the body goes through it: bytes_out
@@ -388,6 +394,14 @@ class Proxy:
             uwriter.close()
             up = None
         return up, keep
+
+    async def drop_response(self, req, resp, ureader, uwriter, cwriter):
+        """Reads the upstream's whole answer (its work done), then resets the client before any
+        byte of it."""
+        await self.relay_body(req, resp, ureader, _Sink())
+        uwriter.close()
+        reset_connection(cwriter)
+        return None, False
 
 
 class _Counted:

@@ -149,6 +149,23 @@ def test_bad_credentials_buckets_and_endpoints_fail_before_packing(rgw, scratch,
     assert p.returncode == 2 and "s3://" in p.stderr
 
 
+def test_a_source_that_cannot_be_listed_leaves_the_store_at_the_target(rgw, scratch, imagenet_tree, tmp_path):
+    """The source is listed before the target is touched: a store already there keeps mounting."""
+    url, prefix = f"s3://{BUCKET}/sets/kept", "sets/kept"
+    pack_s3(rgw, scratch, imagenet_tree, url, "--record-bytes", "1MiB")
+    before = objects(rgw, prefix)
+    assert "index.sqlite" in before
+    bad_tar = tmp_path / "bad.tar"
+    bad_tar.write_bytes(random.Random(3).randbytes(64 << 10))
+    for src, says in ((f"s3://{BUCKET}/sets/nothing-here", "no objects under"),
+                      ("s3://fid-no-such-bucket/x", "fid-no-such-bucket"), (str(bad_tar), "bad.tar")):
+        p = pack_s3(rgw, scratch, src, url, "--record-bytes", "1MiB", check=False)
+        assert p.returncode == 1 and says in p.stderr and "packed" not in p.stdout, p.stderr
+        assert objects(rgw, prefix) == before  # index.sqlite's ETag (its MD5) too: the same bytes
+    assert os.listdir(scratch) == []
+    expect_store_matches(rgw, url, pack(imagenet_tree, str(tmp_path / "local"), "--record-bytes", "1MiB"), tmp_path)
+
+
 @pytest.fixture
 def proxy(rgw):
     upstream = rgw["AWS_ENDPOINT_URL"].rsplit(":", 1)
@@ -183,6 +200,39 @@ def test_a_failed_upload_leaves_no_store_that_mounts(rgw, scratch, tree, imagene
     p = pack_s3(rgw, scratch, imagenet_tree, url, "--record-bytes", "1MiB", endpoint=proxy.url, check=False)
     assert p.returncode == 1 and "records/000001.rec" in p.stderr, p.stderr
     assert "index.sqlite" not in objects(rgw, "sets/failed")
+
+
+@pytest.mark.parametrize("lost", [1, 100], ids=["once", "every-retry"])
+def test_a_lost_complete_answer_keeps_the_completed_object(rgw, scratch, tree, proxy, tmp_path, lost):
+    """RGW completes the multipart upload but its answer never arrives. Once: RGW answers the
+    client's retry of Complete as done. Every retry: the client gives up, then a HEAD shows the
+    object with these parts' size and ETag, and the pack goes on."""
+    url, prefix = f"s3://{BUCKET}/sets/lost-{lost}", f"sets/lost-{lost}"
+    proxy.set("reset", at="response", method="POST", match="uploadId=", count=lost)
+    p = pack_s3(rgw, scratch, tree, url, "--seed", "5", "--record-bytes", "1MiB", endpoint=proxy.url, check=False)
+    assert p.returncode == 0, p.stderr
+    faults = proxy.stats()["faults"]
+    assert (faults == 1) if lost == 1 else (faults >= 8)  # every attempt of the client (curl may add some)
+    stored = objects(rgw, prefix)
+    big_record = max(stored, key=lambda k: stored[k][0])
+    assert stored[big_record][0] > BIG and stored[big_record][1].endswith('-3"')
+    assert multipart_uploads(rgw, prefix) == []
+    expect_store_matches(rgw, url, pack(tree, str(tmp_path / "local"), "--seed", "5", "--record-bytes", "1MiB"),
+                         tmp_path)
+
+
+def test_a_complete_that_never_arrives_fails_naming_the_object(rgw, scratch, tree, proxy, tmp_path):
+    url, prefix = f"s3://{BUCKET}/sets/never-completed", "sets/never-completed"
+    proxy.set("reset", at="request", method="POST", match="uploadId=")
+    p = pack_s3(rgw, scratch, tree, url, "--record-bytes", "1MiB", endpoint=proxy.url, check=False)
+    assert p.returncode == 1, p.stderr
+    assert url in p.stderr and "records/" in p.stderr and "CompleteMultipartUpload failed" in p.stderr, p.stderr
+    assert "there is no such object" in p.stderr, p.stderr
+    assert "index.sqlite" not in objects(rgw, prefix)
+    assert multipart_uploads(rgw, prefix) == []  # aborted (its DELETE is not faulted)
+    mnt = str(tmp_path / "m")
+    assert mount_s3(rgw, url, mnt, check=False).returncode != 0
+    unmount(mnt)
 
 
 def wait_for_fault(proxy, seconds=60):
@@ -319,3 +369,32 @@ def test_a_failed_copy_leaves_no_store_that_mounts(rgw, scratch, shards, proxy, 
     mnt = str(tmp_path / "m")
     assert mount_s3(rgw, url, mnt, check=False).returncode != 0
     unmount(mnt)
+
+
+def test_a_second_pack_or_merge_to_the_same_store_is_refused(rgw, scratch, tree, imagenet_tree, shards, proxy,
+                                                             tmp_path):
+    """Runs to one URL share its scratch folder (and clear it, and the store, as they start): while
+    one runs, another pack or merge there stops at once, and the first goes on unharmed."""
+    url = f"s3://{BUCKET}/sets/busy"
+    proxy.set("delay", ms=100, count=1, match="partNumber=2")  # marks when the first pack is mid-way
+    env = {**os.environ, **rgw, "TMPDIR": scratch, "AWS_ENDPOINT_URL": proxy.url}
+    first = subprocess.Popen([fid_bin(), "pack", tree, url, "--progress", "off", "--seed", "5", "--record-bytes",
+                              "1MiB"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for_fault(proxy)
+        first.send_signal(signal.SIGSTOP)  # held there, its lock with it
+        p = pack_s3(rgw, scratch, imagenet_tree, url, "--record-bytes", "1MiB", check=False)
+        assert p.returncode == 1 and url in p.stderr and "another pack or merge" in p.stderr, p.stderr
+        p = merge_s3(rgw, scratch, *shards, url, check=False)
+        assert p.returncode == 1 and url in p.stderr and "another pack or merge" in p.stderr, p.stderr
+        first.send_signal(signal.SIGCONT)
+        out, err = first.communicate(timeout=120)
+        assert first.returncode == 0 and "packed" in out, err
+    finally:
+        if first.poll() is None:
+            first.kill()
+            first.wait()
+    assert os.listdir(scratch) == []  # the lock file goes with the run
+    expect_store_matches(rgw, url, pack(tree, str(tmp_path / "local"), "--seed", "5", "--record-bytes", "1MiB"),
+                         tmp_path)
+    merge_s3(rgw, scratch, *shards, url)  # free again

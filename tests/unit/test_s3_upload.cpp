@@ -1,9 +1,11 @@
 // The parts of writing a store to S3 that need no server: how an object is split into parts,
 // the CompleteMultipartUpload request body, the answers' UploadId and errors, and the signed
 // requests' URLs and headers (query parameters, payload hash, the copy source of a server-side
-// copy). The uploads and copies themselves run against Ceph RGW in
+// copy), and the HEAD's answer that settles a CompleteMultipartUpload whose answer was lost. The uploads and copies themselves run against Ceph RGW in
 // tests/integration/test_pack_s3.py (pack and merge).
 #include <gtest/gtest.h>
+
+#include <fmt/format.h>
 
 #include <algorithm>
 
@@ -216,6 +218,50 @@ TEST(S3UploadRequests, LocationKnowsBucketAndPrefix) {
   const RemoteLocation root = remote_location(parse_store_url("s3://bkt").value(), path_style).value();
   EXPECT_EQ(root.key_prefix, "");
   EXPECT_EQ(root.base_path, "/base/bkt");
+}
+
+// md5("part one"), md5("part two") and the MD5 of their 32 bytes (Python's hashlib).
+const std::vector<std::string> kPartEtags = {"\"3303e12af474ca11d85ed2966a932992\"",
+                                             "\"3ea4e15b91a17dc76052c56cfcdf67a2\""};
+constexpr std::string_view kObjectEtag = "\"0732917abc3288784e318ac0aab1757a-2\"";
+
+TEST(S3UploadLostComplete, MultipartEtagIsTheMd5OfThePartsMd5s) {
+  EXPECT_EQ(multipart_etag(kPartEtags), kObjectEtag);
+  EXPECT_EQ(multipart_etag({"3303e12af474ca11d85ed2966a932992", "3EA4E15B91A17DC76052C56CFCDF67A2"}), kObjectEtag);
+  EXPECT_EQ(multipart_etag({"\"3303e12af474ca11d85ed2966a932992\"", "\"kms-not-an-md5\""}), "");
+  EXPECT_EQ(multipart_etag({"3303e12af474ca11d85ed2966a93299"}), "");  // 31 digits
+}
+
+TEST(S3UploadLostComplete, TheUploadsObjectIsAccepted) {
+  const uint64_t size = 13 * MiB;
+  EXPECT_EQ(completed_object_mismatch(200, kObjectEtag, size, size, kPartEtags), std::nullopt);
+  EXPECT_EQ(completed_object_mismatch(200, "\"0732917ABC3288784E318AC0AAB1757A-2\"", size, size, kPartEtags),
+            std::nullopt);
+  EXPECT_EQ(completed_object_mismatch(200, "", size, size, kPartEtags), std::nullopt);  // no ETag: the size
+  // Parts whose ETags are not MD5s: the object's "-N" must count them.
+  const std::vector<std::string> opaque = {"\"x1\"", "\"x2\""};
+  EXPECT_EQ(completed_object_mismatch(200, "\"abc-2\"", size, size, opaque), std::nullopt);
+}
+
+TEST(S3UploadLostComplete, AnythingElseIsRefusedAndSaid) {
+  const uint64_t size = 13 * MiB;
+  EXPECT_EQ(completed_object_mismatch(404, "", std::nullopt, size, kPartEtags), "there is no such object");
+  EXPECT_EQ(completed_object_mismatch(0, "", std::nullopt, size, kPartEtags), "a HEAD of the object got no answer");
+  EXPECT_EQ(completed_object_mismatch(403, "", std::nullopt, size, kPartEtags), "a HEAD of the object got HTTP 403");
+  EXPECT_EQ(completed_object_mismatch(200, kObjectEtag, std::nullopt, size, kPartEtags),
+            "a HEAD of the object did not say its size");
+  EXPECT_EQ(completed_object_mismatch(200, kObjectEtag, size - 1, size, kPartEtags),
+            fmt::format("the object holds {} bytes, not {}", size - 1, size));
+  // An earlier object of the same size: one PUT, or other parts.
+  const auto single = completed_object_mismatch(200, "\"3303e12af474ca11d85ed2966a932992\"", size, size, kPartEtags);
+  ASSERT_TRUE(single);
+  EXPECT_NE(single->find("is not that of these parts (\"0732917abc3288784e318ac0aab1757a-2\")"), std::string::npos);
+  EXPECT_TRUE(completed_object_mismatch(200, "\"0732917abc3288784e318ac0aab1757b-2\"", size, size, kPartEtags));
+  const std::vector<std::string> opaque = {"\"x1\"", "\"x2\""};
+  EXPECT_EQ(completed_object_mismatch(200, "\"abc-3\"", size, size, opaque),
+            "the object's ETag \"abc-3\" is not that of an object of 2 parts");
+  EXPECT_TRUE(completed_object_mismatch(200, "\"abc\"", size, size, opaque));
+  EXPECT_TRUE(completed_object_mismatch(200, "\"abc-12\"", size, size, opaque));
 }
 
 }  // namespace
