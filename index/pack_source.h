@@ -32,7 +32,7 @@ struct SourceDir {
 // the caller's 8-byte handle. Listings of millions of names live here.
 class ChunkedPool {
  public:
-  static constexpr int kChunkBits = 20;
+  static constexpr int kChunkBits = 16;  // small enough that a drained listing gives chunks back soon
   static constexpr size_t kMaxEntryBytes = size_t{1} << kChunkBits;
   // The parts, stored one after the other, are at most kMaxEntryBytes long together.
   uint64_t add(std::initializer_list<std::string_view> parts);

@@ -4,9 +4,10 @@
 #   tar      pack TREE.tar STORE
 #   http     pack http://127.0.0.1:PORT/ STORE   (nginx's JSON autoindex, scripts/http-server.sh)
 # Every pack is `--shard 0/1000 --jobs 1`: it lists every file and reads one in a thousand, so
-# its peak RSS is its listing plus a constant. Two trees of ImageNet-shaped names (1,000 class
-# folders "n01440764", files "n01440764_000123.JPEG" of 1 byte): SMALL files and COUNT files;
-# per file = (peak RSS with COUNT - peak RSS with SMALL) / (COUNT - SMALL). Medians of RUNS runs.
+# its peak RSS is its listing plus a constant. Two trees shaped as ImageNet's (1,281 files a
+# class folder, names "n00000007/n00000007_000123.JPEG", files of 1 byte): SMALL files and
+# COUNT files; per file = (peak RSS with COUNT - peak RSS with SMALL) / (COUNT - SMALL). The tars
+# are made by GNU tar, members in the folder's directory order. Medians of RUNS runs.
 #   scripts/bench/pack_listing.sh [COUNT=200000] [RUNS=3]
 source "$(dirname "$0")/common.sh"
 count=${1:-200000}
@@ -17,17 +18,17 @@ work=$BENCH_DIR/pack-listing
 BUILD_TARGETS="fidelityfs" bench_setup
 command -v nginx >/dev/null || { echo "pack_listing.sh: needs nginx (scripts/deps.sh test)" >&2; exit 2; }
 
-make_names_tree() {  # OUT N: 1,000 folders, N files of 1 byte in all
-  [[ -f $1/.done ]] && return
+make_names_tree() {  # OUT N: N files of 1 byte, 1,281 a folder
+  [[ -f $1/.done && -f $1.tar ]] && return
   rm -rf "$1"
   /usr/bin/python3 - "$1" "$2" <<'EOF'
 import os, sys
 out, n = sys.argv[1], int(sys.argv[2])
 for i in range(n):
-    d = os.path.join(out, f"n{i % 1000:08d}")
-    if i < 1000:
-        os.makedirs(d)
-    with open(os.path.join(d, f"n{i % 1000:08d}_{i // 1000:06d}.JPEG"), "wb") as f:
+    c = f"n{i // 1281:08d}"
+    if i % 1281 == 0:
+        os.makedirs(os.path.join(out, c))
+    with open(os.path.join(out, c, f"{c}_{i % 1281:06d}.JPEG"), "wb") as f:
         f.write(b"x")
 EOF
   tar -cf "$1.tar" -C "$1" .

@@ -206,7 +206,7 @@ TEST(PathListing, SortsInWalkOrderStablyAndFindsPaths) {
   EXPECT_EQ(l.lower_bound("a/a"), 1u);
   EXPECT_EQ(l.lower_bound("b"), 4u);
 
-  // Entries span many pool chunks (1 MiB each) and stay intact.
+  // Entries span many pool chunks (64 KiB each) and stay intact.
   fid::index::PathListing<Info> big;
   const std::string name(3000, 'n');
   for (uint32_t i = 0; i < 1000; ++i) ASSERT_TRUE(big.add({i}, name + std::to_string(1000 + 999 - i), name));
