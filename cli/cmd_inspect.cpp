@@ -51,6 +51,10 @@ int run_inspect(const std::string& location, const std::vector<std::string>& opt
     j["store_bytes"] = store_bytes;
     j["records"] = store->records().size();
     j["seed"] = store->seed();
+    const index::Store::Provenance& from = store->provenance();
+    j["shard"] = from.shard;
+    j["source_digest"] = from.source_digest;
+    j["level_scripts"] = from.level_scripts;
     j["problems"] = source.problems();
     fmt::print("{}\n", j.dump(2));
     return kExitOk;
@@ -60,6 +64,10 @@ int run_inspect(const std::string& location, const std::vector<std::string>& opt
   fmt::print("files           {} (jpeg {}, l3 {}, blob {}) in {} folders\n", store->files().size(), by_kind[0],
              by_kind[1], by_kind[2], store->dirs().size());
   fmt::print("records         {}\n", store->records().size());
+  const index::Store::Provenance& from = store->provenance();
+  if (!from.shard.empty())
+    fmt::print("packed          shard {}, source digest {}, levels {}, seed {}\n", from.shard, from.source_digest,
+               from.level_scripts, store->seed());
   fmt::print("source bytes    {}\n", source_bytes);
   fmt::print("store bytes     {}\n", store_bytes);
   if (by_kind[0] > 0) {

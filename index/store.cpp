@@ -34,11 +34,17 @@ uint32_t piece_checksum(std::span<const uint8_t> bytes) {
 
 namespace {
 
-std::string meta_value(SqliteDb& db, const char* key) {
+std::optional<std::string> meta_optional(SqliteDb& db, const char* key) {
   auto st = db.prepare("SELECT value FROM meta WHERE key = ?1");
   st.bind(1, std::string_view(key));
-  if (!st.step()) throw StoreError(fmt::format("{}: corrupt index: meta key '{}' missing", db.path(), key));
+  if (!st.step()) return std::nullopt;
   return st.text(0);
+}
+
+std::string meta_value(SqliteDb& db, const char* key) {
+  std::optional<std::string> v = meta_optional(db, key);
+  if (!v) throw StoreError(fmt::format("{}: corrupt index: meta key '{}' missing", db.path(), key));
+  return std::move(*v);
 }
 
 int64_t meta_int(SqliteDb& db, const char* key) {
@@ -207,6 +213,10 @@ int64_t Store::load_meta(SqliteDb& db, const std::string& ip) {
   if (levels < 1 || levels > 64) throw StoreError(fmt::format("{}: corrupt index: {} levels", ip, levels));
   levels_ = static_cast<int>(levels);
   seed_ = static_cast<uint64_t>(meta_int(db, "seed"));
+  // Packs of an older format lack these: "" then.
+  provenance_.shard = meta_optional(db, "shard").value_or("");
+  provenance_.source_digest = meta_optional(db, "source_digest").value_or("");
+  provenance_.level_scripts = meta_optional(db, "level_scripts").value_or("");
   format_version_ = static_cast<int>(version);
   return version;
 }

@@ -114,6 +114,13 @@ class Store {
   // The store's format version (1 .. kFormatVersion).
   int format_version() const { return format_version_; }
   uint64_t seed() const { return seed_; }
+  // Where the store came from (meta keys; "" in stores packed before they existed).
+  struct Provenance {
+    std::string shard;          // "I/N"
+    std::string source_digest;  // 16 hex digits
+    std::string level_scripts;  // "pcr" or "fast"
+  };
+  const Provenance& provenance() const { return provenance_; }
   // The mapped tables file, or empty when the tables are in this process's memory.
   const std::filesystem::path& tables_file() const { return tables_file_; }
   // Why a tables file was not used although a tables_dir was given ("" otherwise).
@@ -170,6 +177,7 @@ class Store {
   int levels_ = 0;
   int format_version_ = 0;
   uint64_t seed_ = 0;
+  Provenance provenance_;
   std::vector<Record> records_;
   TableSpans t_;
   std::filesystem::path tables_file_;

@@ -55,9 +55,9 @@ struct TarMember {
   uint32_t seq = 0;  // file: its place in the stream of the tars' files
 };
 
-// A member as the listing keeps it, until the tree is built: TarMember's fixed part, in a
-// PathListing whose extra is the detail.
-struct MemberInfo {
+// A member as the listing keeps it, until the tree is built: TarMember's fixed part (packed: 33
+// bytes), in a PathListing whose extra is the detail.
+struct [[gnu::packed]] MemberInfo {
   uint64_t offset, size;
   int64_t mtime_ns;
   uint32_t tar, seq;
@@ -333,6 +333,7 @@ fid::Result<SourceTree> TarSource::Impl::list() {
   }
   TreeBuilder builder(opt, tar_mtime, streamed);
   if (fid::Status linked = builder.resolve_links(members); !linked) return std::move(linked).error();
+  files.reserve(members.size());  // pages are touched only as files are added: no growth copies
   fid::Status built = members.drain([&](const MemberListing::Entry& e) { return builder.add(e, files); });
   if (!built) return std::move(built).error();
   if (!streamed) {

@@ -1,5 +1,6 @@
 """pack --shard I/N and merge: the parts of a source merge into the store a single pack makes (same
 files, folders and bytes through real mounts); bad sets of parts are refused and leave no store."""
+import json
 import os
 import shutil
 import sqlite3
@@ -59,6 +60,15 @@ def test_parts_split_the_files_and_keep_every_folder(stores):
     m = meta(stores["single"])
     assert m["shard"] == "0/1" and m["level_scripts"] == "pcr" and m["format_version"] == "3"
     assert len(m["source_digest"]) == 16
+
+
+def test_inspect_shows_where_a_store_came_from(stores):
+    part = json.loads(run("inspect", stores["parts"][1], "--json").stdout)
+    single = meta(stores["single"])
+    assert (part["shard"], part["source_digest"], part["level_scripts"], part["seed"]) == \
+        ("1/3", single["source_digest"], "pcr", int(SEED))
+    text = run("inspect", stores["merged"]).stdout
+    assert f"shard 0/1, source digest {single['source_digest']}, levels pcr, seed {SEED}" in text
 
 
 def test_merged_index_equals_single_pack(stores):
