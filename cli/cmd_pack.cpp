@@ -13,9 +13,7 @@
 #include "cli/interrupt.h"
 #include "cli/progress.h"
 #include "codec/jpeg.h"
-#include "index/folder_source.h"
 #include "index/packer.h"
-#include "index/tar_source.h"
 #include "cli/store_options.h"
 #include "storage/remote_source.h"
 #include "storage/s3_upload.h"
@@ -127,16 +125,6 @@ class PrepareTargetAfterListing final : public index::PackSource {
   storage::S3Upload& target_;
 };
 
-// The source pack reads: the remote one made, else the local folder or tar files (as pack
-// would make it), which check_pack_options accepted.
-std::unique_ptr<index::PackSource> source_of(const index::PackOptions& opt, std::unique_ptr<index::PackSource> remote) {
-  if (remote) return remote;
-  std::error_code ec;
-  if (opt.sources.size() == 1 && std::filesystem::is_directory(opt.sources[0], ec))
-    return std::make_unique<index::FolderSource>(opt.sources[0]);
-  return std::make_unique<index::TarSource>(index::TarSourceOptions{opt.sources, opt.expand_inner_tars});
-}
-
 int run_pack(const index::PackOptions& opt, PackRemote remote, const std::string& progress_mode) {
   // What the options say is wrong is the user's to fix: a usage error, reported before any work.
   index::PackIo io{std::move(remote.source), nullptr};
@@ -159,7 +147,8 @@ int run_pack(const index::PackOptions& opt, PackRemote remote, const std::string
     }
     lock.emplace(std::move(locked).value());
     destination = std::move(made).value();
-    io.source = std::make_unique<PrepareTargetAfterListing>(source_of(opt, std::move(io.source)), *destination);
+    io.source = std::make_unique<PrepareTargetAfterListing>(io.source ? std::move(io.source) : index::local_source(opt),
+                                                             *destination);
     io.destination = destination.get();
   }
   ProgressLine line(parse_progress_mode(progress_mode), "pack");

@@ -174,11 +174,6 @@ fid::Status write_index(const PackOptions& opt, TempStore& tmp, std::unique_ptr<
   return tmp.publish_index();
 }
 
-std::unique_ptr<PackSource> local_source(const PackOptions& opt) {
-  if (*sources_are_tars(opt.sources))
-    return std::make_unique<TarSource>(TarSourceOptions{opt.sources, opt.expand_inner_tars});
-  return std::make_unique<FolderSource>(opt.sources[0]);
-}
 
 // The files of the shard (by file index; empty for the whole source). The listing's skipped
 // entries outside the shard are dropped, so that the parts' skipped tables add up to a whole pack's.
@@ -191,6 +186,12 @@ std::vector<bool> select_shard(const Shard& shard, SourceTree& tree) {
 }
 
 }  // namespace
+
+std::unique_ptr<PackSource> local_source(const PackOptions& opt) {
+  if (fid::Result<bool> tars = sources_are_tars(opt.sources); tars && *tars)
+    return std::make_unique<TarSource>(TarSourceOptions{opt.sources, opt.expand_inner_tars});
+  return std::make_unique<FolderSource>(opt.sources[0]);
+}
 
 __extension__ typedef unsigned __int128 uint128;
 

@@ -80,6 +80,10 @@ struct PackIo {
 // With io.source, options.sources only names it in messages.
 fid::Result<std::filesystem::path> check_pack_options(const PackOptions& options, const PackIo& io = {});
 
+// The source pack reads when the caller gives none: the folder, or the tar files, that
+// options.sources names (as check_pack_options accepted them).
+std::unique_ptr<PackSource> local_source(const PackOptions& options);
+
 // Packs options.source into options.store. On any failure, and when `cancel` becomes true
 // (ECANCELED), nothing is left at options.store. `progress` is called from one thread.
 fid::Result<PackReport> pack(const PackOptions& options, const std::function<void(const PackProgress&)>& progress,
