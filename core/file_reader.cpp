@@ -80,7 +80,7 @@ bool FileReader::load_for_read(uint32_t r, int lvl) {
   // Queued first, so that other readers of r wait for this load instead of starting their own.
   if (!cache_.mark_queued(r, lvl)) return true;  // cached, loading or queued already
   reader_loads_.run(len, [&] {
-    if (cache_.load(r, lvl, false)) stats_.read_loads.fetch_add(1, std::memory_order_relaxed);
+    if (cache_.load(r, lvl, false, WhenFull::wait)) stats_.read_loads.fetch_add(1, std::memory_order_relaxed);
   });
   return true;
 }

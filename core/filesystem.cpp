@@ -349,7 +349,7 @@ void Filesystem::add_read_path_stats(nlohmann::ordered_json& j) const {
     const RandomReadsDecision& d = random_reads_;
     j["random_reads"] = {{"setting", config::random_reads_name(d.setting)}, {"mode", d.records ? "records" : "pieces"},
                          {"why", d.text()}, {"needed", d.needed}, {"budget", d.budget}, {"budget_of", d.budget_name},
-                         {"share", d.share}, {"loads", io.read_loads.load()},
+                         {"share", d.share}, {"loads", io.read_loads.load()}, {"room_waits", io.room_waits.load()},
                          {"local_copy_reads", io.local_copy_reads.load()}};
   }
   const ViewCache& views = reader_.views();

@@ -121,6 +121,38 @@ bool RecordCache::reserve_locked(uint64_t len) {
   return true;
 }
 
+bool RecordCache::wait_for_room(std::unique_lock<std::mutex>& lock, uint64_t len) {
+  if (len > budget_) return false;
+  stats_.room_waits.fetch_add(1, std::memory_order_relaxed);
+  for (;;) {
+    uint64_t seen;
+    {
+      std::lock_guard room(room_mu_);
+      seen = room_made_;  // room made after this ends the wait below; before it, reserve_locked sees it
+    }
+    if (reserve_locked(len)) return true;
+    lock.unlock();
+    {
+      std::unique_lock room(room_mu_);
+      room_cv_.wait(room, [&] { return room_made_ != seen; });
+    }
+    lock.lock();
+  }
+}
+
+void RecordCache::release(uint64_t len) {
+  used_.fetch_sub(len, std::memory_order_acq_rel);
+  room_made();
+}
+
+void RecordCache::room_made() {
+  {
+    std::lock_guard room(room_mu_);
+    ++room_made_;
+  }
+  room_cv_.notify_all();
+}
+
 Status RecordCache::fetch(uint32_t r, uint8_t* data, uint64_t from, uint64_t len) {
   if (from == 0) return source_.read_prefix(r, len, data);
   storage::RangeRead tail{r, from, {data + from, len - from}, {}};
@@ -166,7 +198,7 @@ void RecordCache::finish_locked(uint32_t r, std::unique_ptr<Prefix> p, uint64_t 
   t.pending_level = -1;
   cv_.notify_all();
   if (!p) {
-    used_.fetch_sub(alloc, std::memory_order_acq_rel);
+    release(alloc);
     if (!t.prefix) slots_.erase(r);
     return;
   }
@@ -176,8 +208,8 @@ void RecordCache::finish_locked(uint32_t r, std::unique_ptr<Prefix> p, uint64_t 
   if (fetched < p->len) stats_.prefix_extensions.fetch_add(1, std::memory_order_relaxed);
   t.prefix = std::shared_ptr<const Prefix>(p.release(), [this, alloc](const Prefix* q) {
     ::munmap(q->data, alloc);
-    used_.fetch_sub(alloc, std::memory_order_acq_rel);
     delete q;
+    release(alloc);
   });
   if (t.in_lru) {
     lru_.splice(lru_.begin(), lru_, t.lru);
@@ -186,9 +218,10 @@ void RecordCache::finish_locked(uint32_t r, std::unique_ptr<Prefix> p, uint64_t 
     t.lru = lru_.begin();
     t.in_lru = true;
   }
+  room_made();  // evictable now
 }
 
-bool RecordCache::load(uint32_t r, int level, bool by_prefetch) {
+bool RecordCache::load(uint32_t r, int level, bool by_prefetch, WhenFull when_full) {
   std::unique_lock lock(mu_);
   Slot& s = slots_[r];
   const int lvl = std::max(level, s.pending_level);
@@ -208,6 +241,11 @@ bool RecordCache::load(uint32_t r, int level, bool by_prefetch) {
   if (!reserved && len > 0 && base) {
     base.reset();  // the failed reserve evicted all it could, the slot's reference too: this frees it
     reserved = reserve_locked(alloc);
+  }
+  if (!reserved && len > 0 && when_full == WhenFull::wait) {
+    s.loading = true;  // while mu_ is let go: keeps the slot (unqueue, eviction) and its waiters
+    reserved = wait_for_room(lock, alloc);
+    s.loading = false;
   }
   if (!reserved) {
     stats_.prefetch_skipped.fetch_add(1, std::memory_order_relaxed);

@@ -28,7 +28,8 @@ struct ReadStats {
   std::atomic<uint64_t> prefetch_hits{0};     // cache hits on prefixes loaded ahead by the prefetcher
   std::atomic<uint64_t> prefetch_waits{0};    // reads that waited for a prefix being loaded
   std::atomic<uint64_t> prefetch_issued{0};   // prefixes queued by the prefetcher
-  std::atomic<uint64_t> prefetch_skipped{0};  // prefixes not loaded: the budget was full
+  std::atomic<uint64_t> prefetch_skipped{0};  // prefixes not loaded: the budget was full (or too small)
+  std::atomic<uint64_t> room_waits{0};        // reader loads that waited for room in the budget
   std::atomic<uint64_t> read_loads{0};        // prefixes loaded for a read (random_reads=records)
   std::atomic<uint64_t> local_copy_reads{0};  // reads served piece by piece from the source's local copy
   std::atomic<uint64_t> cache_evictions{0};
@@ -52,6 +53,13 @@ struct Prefix {
 // is always whole), and the memory a cached prefix of `len` bytes takes (whole pages).
 uint64_t record_prefix_len(const index::Store& store, uint32_t r, int level);
 uint64_t prefix_memory(uint64_t len);
+
+// What a load does when the budget cannot hold its prefix now. The prefetcher's loads are
+// skipped. A reader's load waits until loads in flight end and readers let go of the prefixes
+// they copy from (every other cached prefix is evicted), so that a record read once is loaded
+// once, and reaches the disk cache if the source has one; a prefix larger than the whole budget
+// is never loaded. A caller that waits must hold no prefix.
+enum class WhenFull { skip, wait };
 
 class RecordCache {
  public:
@@ -79,8 +87,8 @@ class RecordCache {
   bool mark_queued(uint32_t r, int level);
   // Loads the prefix with one read (the queued mark, if any, is cleared): a prefix of r cached at
   // a lower level is extended, fetching only the bytes it lacks. Returns false if the budget
-  // cannot hold it now or the read failed.
-  bool load(uint32_t r, int level, bool by_prefetch);
+  // cannot hold it (now, with WhenFull::skip) or the read failed.
+  bool load(uint32_t r, int level, bool by_prefetch, WhenFull when_full = WhenFull::skip);
   // Drops a queued mark that will not be loaded (readers waiting on it read their pieces).
   void unqueue(uint32_t r);
 
@@ -94,6 +102,13 @@ class RecordCache {
   };
   // Reserves `len` bytes, evicting least recently used prefixes. Locked.
   bool reserve_locked(uint64_t len);
+  // reserve_locked, retried whenever room may have been made, until it succeeds; false if `len`
+  // exceeds the budget. `lock` holds mu_; it is let go while waiting.
+  bool wait_for_room(std::unique_lock<std::mutex>& lock, uint64_t len);
+  // Returns `len` reserved bytes to the budget.
+  void release(uint64_t len);
+  // Wakes loads waiting for room: bytes were released, or a loaded prefix may now be evicted.
+  void room_made();
   // Reads the prefix into fresh memory and checks its pieces; nullptr if the read failed. With
   // `base` (a shorter prefix of r), its bytes and checked pieces are copied and only the rest is
   // read.
@@ -112,6 +127,12 @@ class RecordCache {
   std::condition_variable cv_;
   std::unordered_map<uint32_t, Slot> slots_;
   std::list<uint32_t> lru_;  // front = most recently used
+  // Counts room_made calls, so that a load waiting for room misses none. Taken after mu_, never
+  // before: bytes are released under mu_ (an evicted prefix freed) and outside it (a reader
+  // letting go of an evicted prefix).
+  std::mutex room_mu_;
+  std::condition_variable room_cv_;
+  uint64_t room_made_ = 0;
 };
 
 }  // namespace fid::core

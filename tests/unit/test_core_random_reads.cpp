@@ -17,6 +17,7 @@
 #include "core/filesystem.h"
 #include "core/random_reads.h"
 #include "counting_source.h"
+#include "storage/disk_cache.h"
 #include "storage/local_record_source.h"
 #include "test_store_fixture.h"
 
@@ -167,6 +168,51 @@ TEST_F(RandomReadsTest, ALocalCopyIsReadPieceByPieceUnlessMemoryHoldsEveryRecord
   reader.set_random_reads(true, true);
   EXPECT_EQ(read_whole(reader, f, L), expected(f, L));
   EXPECT_EQ(counting.prefixes.load(), 1u);
+}
+
+// With a disk cache and a memory cache that holds one record at a time, a reader whose record
+// cannot be given room while another record loads waits for that room (rather than reading its
+// pieces, which would leave its record off the disk): every record reaches the disk cache, so a
+// later pass over the same records fetches nothing from the store.
+TEST_F(RandomReadsTest, WithADiskCacheEachRecordIsFetchedOnceWhenMemoryIsShort) {
+  LocalRecordSource local(store());
+  CountingSource counting(local);
+  auto gated_owned = std::make_unique<GatedSource>(counting);
+  GatedSource& gated = *gated_owned;
+  auto disk = fid::storage::make_disk_cached_source(store(), std::move(gated_owned), dir_.path() / "dc", 64 << 20, "s");
+  const int L = store().levels();
+  const fid::index::File& a = jpeg_with(static_cast<uint32_t>(L + 1));
+  const fid::index::File* b = nullptr;
+  for (const auto& f : store().files())
+    if (f.kind == fid::index::FileKind::jpeg && f.record != a.record) b = &f;
+  ASSERT_NE(b, nullptr);
+  auto memory = [&](const fid::index::File& f) {
+    const int lvl = store().records()[f.record].layout == fid::index::RecordLayout::scan ? L : 0;
+    return fid::core::prefix_memory(fid::core::record_prefix_len(store(), f.record, lvl));
+  };
+  fid::config::Settings settings;
+  settings.cache_bytes = std::max(memory(a), memory(*b));  // one prefix at a time
+  ASSERT_LT(settings.cache_bytes, memory(a) + memory(*b));
+  {
+    FileReader reader(store(), *disk, settings, nullptr);
+    reader.set_random_reads(true, false);
+    auto first = std::async(std::launch::async, [&] { return read_whole(reader, a, L); });
+    gated.wait_for_reader();  // a's record is loading (its memory reserved), held in storage
+    auto second = std::async(std::launch::async, [&] { return read_whole(reader, *b, L); });
+    EXPECT_EQ(second.wait_for(std::chrono::milliseconds(50)), std::future_status::timeout) << "it waits for room";
+    gated.open();
+    EXPECT_EQ(first.get(), expected(a, L));
+    EXPECT_EQ(second.get(), expected(*b, L));
+    EXPECT_LE(reader.cache().peak(), settings.cache_bytes);
+  }
+  fid::storage::as_disk_cache(*disk)->flush();
+  const uint64_t fetched = counting.bytes();
+  FileReader again(store(), *disk, settings, nullptr);
+  again.set_random_reads(true, false);
+  EXPECT_EQ(read_whole(again, a, L), expected(a, L));
+  EXPECT_EQ(read_whole(again, *b, L), expected(*b, L));
+  EXPECT_EQ(counting.bytes(), fetched) << "both records are on local disk";
+  EXPECT_EQ(again.stats().local_copy_reads.load(), 2u);
 }
 
 TEST_F(RandomReadsTest, PrefixBytesFollowLevelsAndTheShare) {
