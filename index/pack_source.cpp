@@ -1,8 +1,11 @@
 #include "index/pack_source.h"
 
+#include <fmt/format.h>
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <cerrno>
-#include <fmt/format.h>
+#include <new>
 
 namespace fid::index {
 
@@ -17,16 +20,35 @@ bool walk_less(std::string_view a, std::string_view b) {
   return a.size() < b.size();
 }
 
+void ChunkedPool::Unmap::operator()(char* p) const { ::munmap(p, kMaxEntryBytes); }
+
+char* ChunkedPool::map_chunk() {
+  void* m = ::mmap(nullptr, kMaxEntryBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (m == MAP_FAILED) throw std::bad_alloc();
+  return static_cast<char*>(m);
+}
+
+ChunkedPool::ChunkedPool(const ChunkedPool& other) : used_(other.used_) {
+  chunks_.reserve(other.chunks_.size());
+  for (const auto& c : other.chunks_) {
+    chunks_.emplace_back(c ? map_chunk() : nullptr);
+    if (c) std::memcpy(chunks_.back().get(), c.get(), kMaxEntryBytes);
+  }
+}
+
 uint64_t ChunkedPool::add(std::initializer_list<std::string_view> parts) {
   size_t need = 0;
   for (std::string_view p : parts) need += p.size();
-  if (chunks_.empty() || chunks_.back().size() + need > kMaxEntryBytes) {
-    chunks_.emplace_back();
-    chunks_.back().reserve(kMaxEntryBytes);
+  if (chunks_.empty() || used_ + need > kMaxEntryBytes) {
+    chunks_.emplace_back(map_chunk());
+    used_ = 0;
   }
-  std::string& c = chunks_.back();
-  const uint64_t handle = (static_cast<uint64_t>(chunks_.size() - 1) << kChunkBits) | c.size();
-  for (std::string_view p : parts) c.append(p);
+  const uint64_t handle = (static_cast<uint64_t>(chunks_.size() - 1) << kChunkBits) | used_;
+  for (std::string_view p : parts) {
+    if (p.empty()) continue;  // an empty view's data() may be null
+    std::memcpy(chunks_.back().get() + used_, p.data(), p.size());
+    used_ += p.size();
+  }
   return handle;
 }
 

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstring>
 #include <initializer_list>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -29,23 +30,36 @@ struct SourceDir {
 
 // Byte strings appended to fixed-size chunks, each found again by the handle add() returned:
 // growing the pool never copies (nor doubles) what it holds, and an entry costs its bytes plus
-// the caller's 8-byte handle. Listings of millions of names live here.
+// the caller's 8-byte handle. Listings of millions of names live here. Chunks are mapped
+// memory of their own, so a released chunk goes back to the system at once (freed heap memory
+// would stay resident while a tree is built from a listing).
 class ChunkedPool {
  public:
   static constexpr int kChunkBits = 16;  // small enough that a drained listing gives chunks back soon
   static constexpr size_t kMaxEntryBytes = size_t{1} << kChunkBits;
-  // The parts, stored one after the other, are at most kMaxEntryBytes long together.
+  ChunkedPool() = default;
+  ChunkedPool(ChunkedPool&&) noexcept = default;
+  ChunkedPool& operator=(ChunkedPool&&) noexcept = default;
+  ChunkedPool(const ChunkedPool& other);  // copies the chunks still held
+  ChunkedPool& operator=(const ChunkedPool& other) { return *this = ChunkedPool(other); }
+  // The parts, stored one after the other, are at most kMaxEntryBytes long together. Throws
+  // std::bad_alloc when no memory can be mapped.
   uint64_t add(std::initializer_list<std::string_view> parts);
   const char* at(uint64_t handle) const {
-    return chunks_[chunk_of(handle)].data() + (handle & (kMaxEntryBytes - 1));
+    return chunks_[chunk_of(handle)].get() + (handle & (kMaxEntryBytes - 1));
   }
   static size_t chunk_of(uint64_t handle) { return static_cast<size_t>(handle >> kChunkBits); }
   size_t chunks() const { return chunks_.size(); }
   // Gives chunk c's memory back; its handles must not be used again.
-  void release(size_t c) { std::string().swap(chunks_[c]); }
+  void release(size_t c) { chunks_[c].reset(); }
 
  private:
-  std::vector<std::string> chunks_;
+  struct Unmap {
+    void operator()(char* p) const;
+  };
+  static char* map_chunk();
+  std::vector<std::unique_ptr<char, Unmap>> chunks_;
+  size_t used_ = 0;  // bytes used in the last chunk
 };
 
 // The listed files, a few dozen bytes each so that ten million fit in a few hundred MiB: file i
