@@ -8,9 +8,9 @@
 # class folder, names "n00000007/n00000007_000123.JPEG", files of 1 byte): SMALL files and
 # COUNT files; per file = (peak RSS with COUNT - peak RSS with SMALL) / (COUNT - SMALL). The tars
 # are made by GNU tar, members in the folder's directory order. Medians of RUNS runs.
-#   scripts/bench/pack_listing.sh [COUNT=200000] [RUNS=3]
+#   scripts/bench/pack_listing.sh [COUNT=1000000] [RUNS=3]
 source "$(dirname "$0")/common.sh"
-count=${1:-200000}
+count=${1:-1000000}
 runs=${2:-3}
 small=1000
 work=$BENCH_DIR/pack-listing
