@@ -5,6 +5,7 @@
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 #include "cli/commands.h"
 
@@ -45,9 +46,7 @@ std::filesystem::path temp_dir() {
 std::string url_tag(const storage::StoreUrl& url) {
   std::string tag;
   for (char c : url.text.substr(0, 120)) tag += std::isalnum(static_cast<unsigned char>(c)) || c == '-' ? c : '_';
-  uint64_t fnv = 0xcbf29ce484222325ull;  // FNV-1a: stable from one build to the next
-  for (unsigned char c : url.text) fnv = (fnv ^ c) * 0x100000001b3ull;
-  return fmt::format("{}-{:08x}", tag, static_cast<uint32_t>(fnv ^ (fnv >> 32)));
+  return fmt::format("{}-{:016x}", tag, XXH3_64bits(url.text.data(), url.text.size()));  // stable across builds
 }
 
 }  // namespace
