@@ -41,6 +41,7 @@ int run_inspect(const std::string& location, const std::vector<std::string>& opt
   if (json) {
     nlohmann::json j;
     j["format_version"] = store->format_version();
+    j["layout"] = index::layout_name(store->layout());
     j["files"] = store->files().size();
     j["dirs"] = store->dirs().size();
     j["by_kind"] = {{"jpeg", by_kind[0]}, {"l3", by_kind[1]}, {"blob", by_kind[2]}};
@@ -61,6 +62,7 @@ int run_inspect(const std::string& location, const std::vector<std::string>& opt
   }
   fmt::print("store           {}\n", store->location());
   fmt::print("format version  {}\n", store->format_version());
+  fmt::print("layout          {}\n", index::layout_name(store->layout()));
   fmt::print("files           {} (jpeg {}, l3 {}, blob {}) in {} folders\n", store->files().size(), by_kind[0],
              by_kind[1], by_kind[2], store->dirs().size());
   fmt::print("records         {}\n", store->records().size());

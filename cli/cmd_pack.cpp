@@ -217,6 +217,14 @@ void register_pack(CLI::App& app, int& exit_code) {
                   "for the bytes at low levels) or fast (decodes faster, for loaders bound by their CPU)")
       ->check(CLI::IsMember({"pcr", "fast"}))
       ->capture_default_str();
+  auto layout = std::make_shared<std::string>("scan");
+  cmd->add_option("--layout", *layout,
+                  "where a JPEG's levels lie: scan (each record's files level by level: a record up to level k "
+                  "is one read of its prefix, best for published orders) or file (each file's levels back "
+                  "to back: a file at any level is one read, best for shuffled reads of a store larger than "
+                  "the cache)")
+      ->check(CLI::IsMember({"scan", "file"}))
+      ->capture_default_str();
   auto shard = std::make_shared<std::string>("0/1");
   cmd->add_option("--shard", *shard,
                   "I/N: pack only part I of N of the source (the files whose path hashes to I; every folder), "
@@ -228,8 +236,9 @@ void register_pack(CLI::App& app, int& exit_code) {
                   "ca_file=, remote_requests=");
   cmd->add_option("--progress", *progress, "progress line: auto (on a terminal), on, off")
       ->check(CLI::IsMember({"auto", "on", "off"}));
-  cmd->callback([opt, progress, levels, shard, sources, source_list, store_opts, &exit_code] {
+  cmd->callback([opt, progress, levels, layout, shard, sources, source_list, store_opts, &exit_code] {
     opt->levels = *levels == "fast" ? codec::LevelScripts::fast : codec::LevelScripts::pcr;
+    (void)index::parse_layout(*layout, opt->layout);  // checked by IsMember
     fid::Result<index::Shard> part = index::parse_shard(*shard);
     if (!part) {
       fmt::print(stderr, "fidelityfs pack: {}\n", part.error().message);

@@ -45,9 +45,9 @@ void Filesystem::attach(KernelCache* kernel) { changes_.attach(kernel); }
 void Filesystem::detach() { changes_.detach(); }
 
 std::string Filesystem::describe() const {
-  return fmt::format("mounted {} at {} ({} files, {} dirs, {} levels, default level {})", store_.location(),
-                     options_.mountpoint, store_.files().size(), store_.dirs().size(), store_.levels(),
-                     policy_.mount_default());
+  return fmt::format("mounted {} at {} ({} files, {} dirs, {} levels, {} layout, default level {})",
+                     store_.location(), options_.mountpoint, store_.files().size(), store_.dirs().size(),
+                     store_.levels(), index::layout_name(store_.layout()), policy_.mount_default());
 }
 
 // ---- names and attributes ----------------------------------------------------------------------
@@ -291,6 +291,7 @@ std::string Filesystem::stats_json() const {
   nlohmann::ordered_json j;
   const double up = std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
   j["store"] = store_.location();
+  j["layout"] = index::layout_name(store_.layout());
   j["uptime_s"] = static_cast<uint64_t>(up);  // whole seconds: an idle mount's stats stay one file
   j["files"] = store_.files().size();
   j["dirs"] = store_.dirs().size();

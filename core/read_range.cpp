@@ -27,40 +27,71 @@ Status PrefixPieces::read(const index::File& f, std::span<const PieceSlice> slic
 Status StoredPieces::read(const index::File& f, std::span<const PieceSlice> slices) {
   auto pieces = store_.pieces(f);
   auto whole = [&](const PieceSlice& s) { return s.from == 0 && s.dst.size() == pieces[s.piece].size; };
-  // Whole pieces go straight to their destination; the (at most two) partly wanted ones to tmp.
+  // Slices whose pieces lie back to back in the record (every piece of a file in a file record)
+  // form one group, read as one range: a file at any level is one storage read. A group of whole
+  // pieces goes straight to its destination (read_range's slices are consecutive in its output);
+  // one with a partly wanted piece goes to tmp.
+  struct Group {
+    size_t first = 0, count = 0;
+    uint64_t offset = 0, bytes = 0;
+    bool direct = true;
+  };
+  thread_local std::vector<Group> groups;
   thread_local std::vector<uint8_t> tmp;
   thread_local std::vector<storage::RangeRead> reads;
+  groups.clear();
+  for (size_t k = 0; k < slices.size(); ++k) {
+    const index::Piece& p = pieces[slices[k].piece];
+    Group* g = groups.empty() ? nullptr : &groups.back();
+    if (g && g->offset + g->bytes == p.offset) {
+      const PieceSlice& prev = slices[k - 1];
+      g->direct = g->direct && whole(slices[k]) && prev.dst.data() + prev.dst.size() == slices[k].dst.data();
+    } else {
+      groups.push_back({k, 0, p.offset, 0, whole(slices[k])});
+      g = &groups.back();
+    }
+    g->count++;
+    g->bytes += p.size;
+  }
   uint64_t tmp_len = 0;
-  for (const PieceSlice& s : slices)
-    if (!whole(s)) tmp_len += pieces[s.piece].size;
+  for (const Group& g : groups)
+    if (!g.direct) tmp_len += g.bytes;
   tmp.resize(tmp_len);
   reads.clear();
   uint8_t* at = tmp.data();
-  for (const PieceSlice& s : slices) {
-    const index::Piece& p = pieces[s.piece];
-    std::span<uint8_t> dst = whole(s) ? s.dst : std::span<uint8_t>(at, p.size);
-    if (!whole(s)) at += p.size;
-    reads.push_back({f.record, p.offset, dst, {}});
+  for (const Group& g : groups) {
+    std::span<uint8_t> dst = g.direct ? std::span<uint8_t>(slices[g.first].dst.data(), g.bytes) : std::span<uint8_t>(at, g.bytes);
+    if (!g.direct) at += g.bytes;
+    reads.push_back({f.record, g.offset, dst, {}});
   }
   source_.read_ranges(reads);
   if (stats_) stats_->piece_reads.fetch_add(reads.size(), std::memory_order_relaxed);
-  // The first read piece that fails its checksum (every one before it passed).
+  auto bytes_of = [&](size_t group, size_t k) {
+    const index::Piece& p = pieces[slices[k].piece];
+    return reads[group].dst.subspan(p.offset - groups[group].offset, p.size);
+  };
+  // The first slice, in order, whose piece was read but fails its checksum (every one before it passed).
   auto first_damaged = [&] {
-    for (size_t k = 0; k < reads.size(); ++k)
-      if (reads[k].status.ok() && index::piece_checksum(reads[k].dst) != pieces[slices[k].piece].checksum) return k;
-    return reads.size();
+    for (size_t g = 0; g < groups.size(); ++g)
+      if (reads[g].status.ok())
+        for (size_t k = groups[g].first; k < groups[g].first + groups[g].count; ++k)
+          if (index::piece_checksum(bytes_of(g, k)) != pieces[slices[k].piece].checksum) return k;
+    return slices.size();
   };
   size_t damaged = first_damaged();
-  if (damaged < reads.size() && source_.drop_cached(f.record)) {  // a damaged cached copy: read again
+  if (damaged < slices.size() && source_.drop_cached(f.record)) {  // a damaged cached copy: read again
     for (storage::RangeRead& r : reads) r.status = {};
     source_.read_ranges(reads);
     damaged = first_damaged();
   }
-  for (size_t k = 0; k < reads.size(); ++k) {
-    const PieceSlice& s = slices[k];
-    if (!reads[k].status.ok()) return Error{reads[k].status.error().code, fmt::format("piece {} in {}", s.piece, reads[k].status.error().message)};
-    if (k == damaged) return bad_piece(store_, f, s.piece, "checksum mismatch");
-    if (!whole(s)) std::memcpy(s.dst.data(), reads[k].dst.data() + s.from, s.dst.size());
+  for (size_t g = 0; g < groups.size(); ++g) {
+    for (size_t k = groups[g].first; k < groups[g].first + groups[g].count; ++k) {
+      const PieceSlice& s = slices[k];
+      if (!reads[g].status.ok())
+        return Error{reads[g].status.error().code, fmt::format("piece {} in {}", s.piece, reads[g].status.error().message)};
+      if (k == damaged) return bad_piece(store_, f, s.piece, "checksum mismatch");
+      if (!groups[g].direct) std::memcpy(s.dst.data(), bytes_of(g, k).data() + s.from, s.dst.size());
+    }
   }
   return {};
 }

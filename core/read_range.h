@@ -42,7 +42,8 @@ class PrefixPieces final : public PieceSource {
 };
 
 // Pieces from storage: the whole pieces the slices touch, read together through the record
-// source, each checked against its checksum before any byte of it is copied out.
+// source (pieces that lie back to back as one range), each checked against its checksum before
+// any byte of it is copied out.
 class StoredPieces final : public PieceSource {
  public:
   StoredPieces(const index::Store& store, storage::RecordSource& source, ReadStats* stats = nullptr)

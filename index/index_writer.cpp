@@ -22,7 +22,9 @@ void write_meta(SqliteDb& db, const PackMeta& meta) {
     st.bind(2, std::string_view(v));
     st.run();
   };
-  put("format_version", std::to_string(kFormatVersion));
+  put("format_version",
+      std::to_string(meta.layout == StoreLayout::file ? kFormatVersion : kScanLayoutFormatVersion));
+  put("layout", std::string(layout_name(meta.layout)));
   put("levels", std::to_string(codec::kJpegLevels));
   put("seed", std::to_string(meta.seed));
   put("record_bytes", std::to_string(meta.record_bytes));

@@ -22,6 +22,7 @@ struct PackMeta {
   std::string shard;          // "I/N"
   std::string source_digest;  // index/shard.h
   std::string level_scripts;  // "pcr" or "fast"
+  StoreLayout layout = StoreLayout::scan;
 };
 
 class IndexWriter {

@@ -72,6 +72,7 @@ fid::Result<Part> open_part(const fsys::path& dir, const std::string& name) {
                                           name, p.meta["format_version"], kFormatVersion)};
   for (const char* key : {"shard", "source_digest", "level_scripts"})
     if (!p.meta.count(key)) return not_a_part(name, fmt::format("no {} in its meta (packed by an older fidelityfs)", key));
+  p.meta.try_emplace("layout", "scan");  // stores of format 3 and older
   fid::Result<Shard> shard = parse_shard(p.meta["shard"]);
   if (!shard) return not_a_part(name, fmt::format("corrupt meta: shard '{}'", p.meta["shard"]));
   p.shard = *shard;
@@ -83,6 +84,10 @@ fid::Status check_parts(std::vector<Part>& parts) {
   std::stable_sort(parts.begin(), parts.end(), [](const Part& a, const Part& b) { return a.shard.index < b.shard.index; });
   const Part& first = parts[0];
   for (const Part& p : parts) {
+    if (p.meta.at("layout") != first.meta.at("layout"))
+      return fid::Error{EINVAL, fmt::format("{} and {}: parts of different layouts ({} and {}); make one layout of "
+                                            "both with fidelityfs relayout first", name_of(first), name_of(p),
+                                            first.meta.at("layout"), p.meta.at("layout"))};
     for (const char* key : kSharedKeys) {
       const std::string &a = first.meta.at(key), &b = p.meta.at(key);
       if (a != b)

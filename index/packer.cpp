@@ -51,14 +51,14 @@ class RecordWriter {
       return {};
     }
     count(f);
-    RecordBuilder& b = f.kind == FileKind::jpeg ? scan_ : whole_;
+    RecordBuilder& b = f.kind == FileKind::jpeg ? jpeg_ : whole_;
     b.add(f);
     return b.full(opt_.record_bytes, opt_.record_files) ? flush(b) : fid::Status{};
   }
 
   // Writes the records still open.
   fid::Status finish() {
-    for (RecordBuilder* b : {&scan_, &whole_})
+    for (RecordBuilder* b : {&jpeg_, &whole_})
       if (fid::Status flushed = flush(*b); !flushed) return std::move(flushed).error();
     return {};
   }
@@ -106,7 +106,7 @@ class RecordWriter {
   PackReport& report_;
   PackDestination* const destination_;
   std::vector<RecordInfo> records_;
-  RecordBuilder scan_{RecordLayout::scan}, whole_{RecordLayout::whole};
+  RecordBuilder jpeg_{jpeg_record_layout(opt_.layout)}, whole_{RecordLayout::whole};
 };
 
 // Calls `progress` at most every 200 ms, and once more at the end.
@@ -162,7 +162,7 @@ fid::Status write_index(const PackOptions& opt, TempStore& tmp, std::unique_ptr<
                         const SourceTree& tree, const std::string& digest, const std::vector<RecordInfo>& records) {
   const fsys::path partial = tmp.path() / kIndexPartialFile;
   const PackMeta meta{opt.seed, opt.record_bytes, shard_text(opt.shard), digest,
-                      opt.levels == codec::LevelScripts::fast ? "fast" : "pcr"};
+                      opt.levels == codec::LevelScripts::fast ? "fast" : "pcr", opt.layout};
   if (fid::Status done = index->finish(partial, meta, tree, records); !done)
     return std::move(done).error();
   index.reset();

@@ -14,6 +14,7 @@
 #include "common/error.h"
 #include "index/pack_source.h"
 #include "index/shard.h"
+#include "index/store.h"
 
 namespace fid::index {
 
@@ -29,6 +30,7 @@ struct PackOptions {
   uint32_t record_files = 65536;
   uint64_t seed = 0;
   codec::LevelScripts levels = codec::LevelScripts::pcr;  // scan scripts of the JPEGs
+  StoreLayout layout = StoreLayout::scan;                  // where the JPEGs' pieces lie
   // The part of the source to pack (index/shard.h): every folder, and the files of this part.
   Shard shard;
 };

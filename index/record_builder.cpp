@@ -36,6 +36,8 @@ void RecordBuilder::add(const PreparedFile& f) {
   m.file = StoredFile{f.source_index, f.kind, f.script, f.width, f.height, f.source_size, f.mtime_ns, 0, 0, {}, f.note};
   if (layout_ == RecordLayout::scan) {
     for (int i = 0; i <= kLevels; ++i) m.pieces.push_back(append(i, f.jpeg.piece(i)));
+  } else if (layout_ == RecordLayout::file) {
+    for (int i = 0; i <= kLevels; ++i) m.pieces.push_back(append(0, f.jpeg.piece(i)));
   } else {
     m.pieces.push_back(append(0, f.payload));
   }

@@ -1,5 +1,6 @@
-// Lays prepared files out in one record (docs/FORMAT.md, PCR layout): a scan record holds one
-// region per level piece, a whole record one region of whole payloads.
+// Lays prepared files out in one record (docs/FORMAT.md "Record files"): a scan record holds one
+// region per level piece, a file record one region of JPEGs with their pieces back to back, a
+// whole record one region of whole payloads.
 #pragma once
 
 #include <cstdint>

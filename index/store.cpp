@@ -28,6 +28,15 @@ std::string_view kind_name(FileKind k) {
   return "unknown";
 }
 
+std::string_view layout_name(StoreLayout l) { return l == StoreLayout::file ? "file" : "scan"; }
+
+bool parse_layout(std::string_view text, StoreLayout& out) {
+  if (text == "scan") out = StoreLayout::scan;
+  else if (text == "file") out = StoreLayout::file;
+  else return false;
+  return true;
+}
+
 uint32_t piece_checksum(std::span<const uint8_t> bytes) {
   return static_cast<uint32_t>(XXH3_64bits(bytes.data(), bytes.size()));
 }
@@ -132,6 +141,7 @@ void Store::load_tables(const std::filesystem::path& index_path, const std::stri
   auto adopt = [&](std::unique_ptr<MappedTables> m) {
     levels_ = m->meta().levels;
     format_version_ = m->meta().format_version;
+    layout_ = m->meta().layout;
     seed_ = m->meta().seed;
     records_ = std::move(m->meta().records);
     t_ = m->tables();
@@ -142,7 +152,7 @@ void Store::load_tables(const std::filesystem::path& index_path, const std::stri
   if (mapped) return adopt(std::move(mapped).value());
   // No file yet, or one made from another index or damaged: made (again) from the index.
   load_index(index_path, display);
-  TablesMeta meta{levels_, format_version_, seed_, records_};
+  TablesMeta meta{levels_, format_version_, layout_, seed_, records_};
   if (Status w = write_tables_file(file, index_path, *identity, meta, t_); !w) {
     tables_problem_ = w.error().message;
     return;
@@ -217,6 +227,13 @@ int64_t Store::load_meta(SqliteDb& db, const std::string& ip) {
   provenance_.shard = meta_optional(db, "shard").value_or("");
   provenance_.source_digest = meta_optional(db, "source_digest").value_or("");
   provenance_.level_scripts = meta_optional(db, "level_scripts").value_or("");
+  // Stores of format 3 and older have scan records only and no `layout` key.
+  const std::string layout = meta_optional(db, "layout").value_or("scan");
+  if (!parse_layout(layout, layout_))
+    throw StoreError(fmt::format("{}: corrupt index: meta 'layout' is '{}' (scan or file)", ip, layout));
+  if (layout_ == StoreLayout::file && version < 4)
+    throw StoreError(fmt::format("{}: corrupt index: a file-layout store of format version {} (file records "
+                                 "came with version 4)", ip, version));
   format_version_ = static_cast<int>(version);
   return version;
 }
@@ -238,7 +255,11 @@ void Store::load_records(SqliteDb& db, const std::string& ip) {
     if (r.path.empty() || r.path.find("..") != std::string::npos || r.path.front() == '/')
       throw corrupt(fmt::format("record {} has a bad path '{}'", r.id, r.path));
     int64_t layout = q.integer(2);
-    if (layout != 0 && layout != 1) throw corrupt(fmt::format("record {} has layout {}", r.id, layout));
+    if (layout < 0 || layout > 2) throw corrupt(fmt::format("record {} has layout {}", r.id, layout));
+    const bool jpeg_records = layout != static_cast<int64_t>(RecordLayout::whole);
+    if (jpeg_records && layout != static_cast<int64_t>(jpeg_record_layout(layout_)))
+      throw corrupt(fmt::format("record {} has layout {}, which a {}-layout store does not have", r.id, layout,
+                                layout_name(layout_)));
     r.layout = static_cast<RecordLayout>(layout);
     r.size = static_cast<uint64_t>(q.integer(3));
     auto ends = q.blob(4);
@@ -416,9 +437,10 @@ void Store::list_record_files() {
   }
 }
 
-// Format 2 (docs/FORMAT.md "Piece offsets"): piece i of a file in a scan record lies in region i,
-// the one piece of a file in a whole record in region 0; within a region, the pieces follow each
-// other in slot order from the region's start, and fill it exactly.
+// Format 2 and later (docs/FORMAT.md "Piece offsets"): piece i of a file in a scan record lies in
+// region i; every piece of a file in a whole or file record lies in region 0, the file's pieces
+// back to back; within a region, the pieces follow each other in slot order from the region's
+// start, and fill it exactly.
 void Store::derive_offsets(const std::string& ip) {
   auto corrupt = [&](const std::string& what) { return StoreError(fmt::format("{}: corrupt index: {}", ip, what)); };
   std::vector<uint64_t> pos;
@@ -449,7 +471,7 @@ void Store::derive_offsets(const std::string& ip) {
       }
       const File& f = files_[members[k]];
       if (f.slot != k) throw corrupt(fmt::format("record {}: its slots are not 0..{}", rec.id, members.size() - 1));
-      if ((f.kind == FileKind::jpeg) != scan)
+      if ((f.kind == FileKind::jpeg) != (rec.layout != RecordLayout::whole))
         throw corrupt(fmt::format("file {} ({}) in record {} of the other layout", f.id, kind_name(f.kind), rec.id));
       for (uint32_t i = 0; i < f.piece_count; ++i) {
         Piece& p = pieces_[f.first_piece + i];

@@ -15,8 +15,11 @@
 
 namespace fid::index {
 
-// The version pack writes; Store loads every version from 1 up to it (docs/FORMAT.md).
-inline constexpr int kFormatVersion = 3;
+// The newest version Store loads (every version from 1 up to it, docs/FORMAT.md). Pack writes 3
+// for a scan-layout store and 4, the first version with file records, for a file-layout store,
+// so that a reader of format 3 still reads every scan-layout store.
+inline constexpr int kFormatVersion = 4;
+inline constexpr int kScanLayoutFormatVersion = 3;
 
 enum class FileKind : uint8_t { jpeg = 0, l3 = 1, blob = 2 };
 std::string_view kind_name(FileKind k);
@@ -63,7 +66,20 @@ struct Dir {
 enum class RecordLayout : uint8_t {
   scan = 0,   // region 0: JPEG headers of all files in slot order; region k: their level-k pieces
   whole = 1,  // region 0: whole payloads (blobs, L3) in slot order
+  file = 2,   // region 0: each JPEG's pieces 0..L back to back, files in slot order
 };
+
+// Where a store keeps its JPEGs (meta `layout`): scan records, so that reading a record up to
+// level k is one read of its prefix, or file records, so that reading one file at any level is
+// one read of a contiguous range. Blobs and L3 files are in whole records either way.
+enum class StoreLayout : uint8_t { scan = 0, file = 1 };
+std::string_view layout_name(StoreLayout l);
+// "scan" or "file"; false for anything else.
+bool parse_layout(std::string_view text, StoreLayout& out);
+// The record layout that holds a store's JPEGs.
+inline RecordLayout jpeg_record_layout(StoreLayout l) {
+  return l == StoreLayout::file ? RecordLayout::file : RecordLayout::scan;
+}
 
 struct Record {
   uint32_t id = 0;
@@ -73,7 +89,7 @@ struct Record {
   std::string path;          // relative to the store, e.g. records/000012.rec
   uint64_t size = 0;
   RecordLayout layout = RecordLayout::scan;
-  std::vector<uint64_t> region_end;  // scan: end offset of region 0 (headers), 1..L; whole: 1 entry
+  std::vector<uint64_t> region_end;  // scan: end offset of region 0 (headers), 1..L; whole, file: 1 entry
 };
 
 // The tables lookups read: the Store's own vectors, or a mapped tables file (tables_file.h).
@@ -114,6 +130,7 @@ class Store {
   // The store's format version (1 .. kFormatVersion).
   int format_version() const { return format_version_; }
   uint64_t seed() const { return seed_; }
+  StoreLayout layout() const { return layout_; }
   // Where the store came from (meta keys; "" in stores packed before they existed).
   struct Provenance {
     std::string shard;          // "I/N"
@@ -177,6 +194,7 @@ class Store {
   int levels_ = 0;
   int format_version_ = 0;
   uint64_t seed_ = 0;
+  StoreLayout layout_ = StoreLayout::scan;
   Provenance provenance_;
   std::vector<Record> records_;
   TableSpans t_;

@@ -26,7 +26,7 @@ namespace {
 
 // docs/FORMAT.md "The tables cache".
 constexpr char kTablesMagic[8] = {'F', 'I', 'D', 'T', 'A', 'B', 'L', 'E'};
-constexpr uint32_t kTablesLayoutVersion = 2;
+constexpr uint32_t kTablesLayoutVersion = 3;
 constexpr uint32_t kByteOrderMark = 0x01020304;
 constexpr uint64_t kSectionAlign = 64;
 constexpr uint32_t kMaxIndexPathBytes = 4096;
@@ -41,7 +41,9 @@ struct Header {
   uint32_t layout_version;
   uint32_t byte_order;
   uint32_t file_row_bytes, dir_row_bytes, piece_row_bytes;  // sizeof(File), sizeof(Dir), sizeof(Piece)
-  int32_t levels;
+  uint16_t levels;
+  uint8_t store_layout;  // StoreLayout
+  uint8_t zero;
   int32_t format_version;
   uint32_t index_path_bytes;  // the index's canonical path follows the header
   uint64_t seed;
@@ -131,7 +133,7 @@ bool decode_records(const uint8_t* p, const uint8_t* end, std::vector<Record>& o
     Record r;
     r.id = static_cast<uint32_t>(out.size());
     uint64_t layout = 0, header_id = 0, n = 0;
-    if (!take(1, layout) || layout > 1 || !take(4, header_id) || !take(8, r.size) || !take(4, n) || static_cast<uint64_t>(end - p) < n) return false;
+    if (!take(1, layout) || layout > 2 || !take(4, header_id) || !take(8, r.size) || !take(4, n) || static_cast<uint64_t>(end - p) < n) return false;
     r.layout = static_cast<RecordLayout>(layout);
     r.header_id = static_cast<uint32_t>(header_id);
     r.path.assign(reinterpret_cast<const char*>(p), n);
@@ -200,7 +202,8 @@ Header header_of(const std::string& index_path, const IndexIdentity& id, const T
   h.file_row_bytes = sizeof(File);
   h.dir_row_bytes = sizeof(Dir);
   h.piece_row_bytes = sizeof(Piece);
-  h.levels = meta.levels;
+  h.levels = static_cast<uint16_t>(meta.levels);
+  h.store_layout = static_cast<uint8_t>(meta.layout);
   h.format_version = meta.format_version;
   h.index_path_bytes = static_cast<uint32_t>(index_path.size());
   h.seed = meta.seed;
@@ -317,7 +320,7 @@ Result<std::unique_ptr<MappedTables>> MappedTables::map(const fs::path& file, co
   if (static_cast<uint64_t>(st.st_size) < sizeof h || !pread_all(fd.get(), &h, sizeof h, 0))
     return damaged("shorter than its header");
   if (std::memcmp(h.magic, kTablesMagic, sizeof h.magic) != 0) return damaged("not a tables file");
-  if (h.layout_version != kTablesLayoutVersion || h.byte_order != kByteOrderMark || h.file_row_bytes != sizeof(File) ||
+  if (h.layout_version != kTablesLayoutVersion || h.store_layout > 1 || h.byte_order != kByteOrderMark || h.file_row_bytes != sizeof(File) ||
       h.dir_row_bytes != sizeof(Dir) || h.piece_row_bytes != sizeof(Piece))
     return Error{ESTALE, fmt::format("{}: made by another build of fidelityfs", where)};
   std::string index_path;
@@ -364,6 +367,7 @@ Result<std::unique_ptr<MappedTables>> MappedTables::map(const fs::path& file, co
   rows(record_files, t.record_files);
   t.names = {reinterpret_cast<const char*>(bytes + h.section_offset[names]), h.section_bytes[names]};
   m->meta_.levels = h.levels;
+  m->meta_.layout = static_cast<StoreLayout>(h.store_layout);
   m->meta_.format_version = h.format_version;
   m->meta_.seed = h.seed;
   const uint8_t* rp = bytes + h.section_offset[records];

@@ -36,6 +36,7 @@ std::filesystem::path tables_file_for(const std::filesystem::path& dir, const st
 struct TablesMeta {
   int levels = 0;
   int format_version = 0;
+  StoreLayout layout = StoreLayout::scan;
   uint64_t seed = 0;
   std::vector<Record> records;
 };

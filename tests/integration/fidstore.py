@@ -16,6 +16,9 @@ class Store:
         self.meta = dict(self.db.execute("SELECT key, value FROM meta"))
         self.levels = int(self.meta["levels"])
         self.version = int(self.meta["format_version"])
+        # Format 4 may have file records (layout 2); older stores have scan records only.
+        self.layout = self.meta.get("layout", "scan")
+        assert self.layout in ("scan", "file") and (self.layout == "scan" or self.version >= 4), self.meta
         self.dirs = {i: (parent, bytes(name)) for i, parent, name in self.db.execute("SELECT id, parent, name FROM dirs")}
         self.records = {i: (p, layout, size) for i, p, layout, size in
                         self.db.execute("SELECT id, path, layout, size FROM records")}
@@ -69,6 +72,8 @@ class Store:
             pos = [16] + list(ends[:-1])
             for f in sorted(members, key=lambda f: f["slot"]):
                 for k, piece in enumerate(f["pieces"]):
+                    # scan records: piece k in region k; whole and file records: every piece in
+                    # region 0, a file's pieces back to back
                     region = k if self.records[rec][1] == 0 else 0
                     piece[0] = pos[region]
                     pos[region] += piece[1]

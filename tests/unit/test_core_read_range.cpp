@@ -1,7 +1,8 @@
 // read_range, the one definition of a file's bytes at a level: every boundary (a read ending
 // inside a piece, one crossing pieces, the trailer alone, past the end, empty) gives exactly the
-// bytes the format defines, from storage, from a cached prefix and from memory alike; a damaged
-// piece fails only the reads that touch it.
+// bytes the format defines, from storage, from a cached prefix and from memory alike, in both
+// layouts; a damaged piece fails only the reads that touch it; in the file layout a file at any
+// level is one storage read.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -10,6 +11,7 @@
 #include "core/read_range.h"
 #include "core/record_cache.h"
 #include "storage/local_record_source.h"
+#include "counting_source.h"
 #include "test_store_fixture.h"
 
 using fid::Status;
@@ -20,12 +22,14 @@ using fid::core::RecordCache;
 using fid::core::StoredPieces;
 using fid::core::read_range;
 using fid::index::File;
+using fid::index::StoreLayout;
 using fid::storage::LocalRecordSource;
 
 namespace {
 
-class ReadRangeTest : public fid::testutil::PackedStore {
+class ReadRangeTest : public fid::testutil::PackedStore, public ::testing::WithParamInterface<StoreLayout> {
  protected:
+  StoreLayout layout() const override { return GetParam(); }
   // (offset, length) pairs at every boundary of f at `level`.
   std::vector<std::pair<uint64_t, uint64_t>> boundaries(const File& f, int level) const {
     const auto pieces = store().pieces(f);
@@ -51,7 +55,7 @@ class ReadRangeTest : public fid::testutil::PackedStore {
   }
 };
 
-TEST_F(ReadRangeTest, EveryBoundaryFromStoragePrefixAndMemory) {
+TEST_P(ReadRangeTest, EveryBoundaryFromStoragePrefixAndMemory) {
   LocalRecordSource source(store());
   ReadStats stats;
   RecordCache cache(store(), source, stats, 64 << 20);
@@ -88,7 +92,7 @@ TEST_F(ReadRangeTest, EveryBoundaryFromStoragePrefixAndMemory) {
   EXPECT_GT(checked, 3000u);
 }
 
-TEST_F(ReadRangeTest, ADamagedPieceFailsOnlyTheReadsThatTouchIt) {
+TEST_P(ReadRangeTest, ADamagedPieceFailsOnlyTheReadsThatTouchIt) {
   const File& victim = jpeg_with(6);
   const uint32_t bad = 3;
   const auto pieces = store().pieces(victim);
@@ -100,7 +104,7 @@ TEST_F(ReadRangeTest, ADamagedPieceFailsOnlyTheReadsThatTouchIt) {
   ReadStats stats;
   RecordCache cache(store(), source, stats, 64 << 20);
   ASSERT_TRUE(cache.load(victim.record, cache.prefix_level(victim.record, store().levels()), false));
-  auto prefix = cache.get(victim.record, store().levels());
+  auto prefix = cache.get(victim.record, cache.prefix_level(victim.record, store().levels()));
   ASSERT_NE(prefix, nullptr);
   StoredPieces stored(store(), source);
   PrefixPieces cached(store(), *prefix);
@@ -129,5 +133,46 @@ TEST_F(ReadRangeTest, ADamagedPieceFailsOnlyTheReadsThatTouchIt) {
     EXPECT_EQ(got, expected(f, store().levels()));
   }
 }
+
+TEST_P(ReadRangeTest, StoredPiecesReadAFileInOneRangeInTheFileLayout) {
+  LocalRecordSource local(store());
+  fid::testutil::CountingSource source(local);
+  StoredPieces stored(store(), source);
+  size_t jpegs = 0;
+  for (const File& f : store().files()) {
+    if (f.kind != fid::index::FileKind::jpeg) continue;
+    ++jpegs;
+    for (int k = 1; k <= store().levels(); ++k) {
+      const uint64_t before = source.ranges.load();
+      std::vector<uint8_t> got;
+      ASSERT_TRUE(read_range(store(), f, k, 0, 1 << 20, stored, got).ok());
+      ASSERT_EQ(got, expected(f, k));
+      // One range for each run of pieces that lie back to back: in a scan record the header and
+      // the k level pieces are in k + 1 regions (back to back only where the record holds one file).
+      const auto pieces = store().pieces(f);
+      uint64_t want = 1;
+      for (int i = 1; i <= k; ++i)
+        want += pieces[i].offset != pieces[i - 1].offset + pieces[i - 1].size;
+      if (GetParam() == StoreLayout::file) {
+        ASSERT_EQ(want, 1u);
+      } else if (store().record_files(f.record).size() > 1) {
+        ASSERT_EQ(want, static_cast<uint64_t>(k) + 1);
+      }
+      EXPECT_EQ(source.ranges.load() - before, want) << store().relative_path(f) << " level " << k;
+      // A range inside the file reads only the pieces it touches, still as one range.
+      const uint64_t mid = before + want;
+      ASSERT_TRUE(read_range(store(), f, k, got.size() / 3, got.size() / 3, stored, got).ok());
+      if (GetParam() == StoreLayout::file) {
+        EXPECT_EQ(source.ranges.load() - mid, 1u);
+      }
+    }
+  }
+  EXPECT_EQ(jpegs, 16u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Layouts, ReadRangeTest, ::testing::Values(StoreLayout::scan, StoreLayout::file),
+                         [](const ::testing::TestParamInfo<StoreLayout>& p) {
+                           return std::string(fid::index::layout_name(p.param));
+                         });
 
 }  // namespace

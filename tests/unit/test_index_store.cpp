@@ -295,7 +295,7 @@ TEST_F(PackedStore, LoadsFormatOneAndDerivesTheOffsetsFormatOneStored) {
   bool scan = false, whole = false;
   for (const auto& r : store().records()) (r.layout == fid::index::RecordLayout::scan ? scan : whole) = true;
   EXPECT_TRUE(scan && whole);
-  EXPECT_EQ(store().format_version(), fid::index::kFormatVersion);
+  EXPECT_EQ(store().format_version(), fid::index::kScanLayoutFormatVersion);
   rewrite_as_format_one(path());
   reopen();
   EXPECT_EQ(store().format_version(), 1);
@@ -315,6 +315,75 @@ TEST_F(PackedStore, LoadsFormatOneAndDerivesTheOffsetsFormatOneStored) {
     std::vector<uint8_t> out;
     ASSERT_TRUE(fid::core::read_range(store(), f, store().levels(), 0, UINT64_MAX, pieces, out).ok());
     EXPECT_EQ(out, expected(f, store().levels())) << store().relative_path(f);
+  }
+}
+
+// The file layout holds the same records as the scan layout (same files, slots and sizes; each
+// JPEG's pieces back to back instead of level by level), is format 4 and says so in its meta, and
+// a loader refuses an index whose records and meta disagree about the layout.
+class FileLayoutStore : public PackedStore {
+ protected:
+  fid::index::StoreLayout layout() const override { return fid::index::StoreLayout::file; }
+};
+
+TEST_F(FileLayoutStore, HoldsTheScanLayoutsRecordsWithEachFilesPiecesBackToBack) {
+  EXPECT_EQ(store().layout(), fid::index::StoreLayout::file);
+  EXPECT_EQ(store().format_version(), 4);
+  auto opt = pack_options(path().parent_path() / "src", path().parent_path() / "scan", 16 * 1024);
+  std::atomic<bool> cancel{false};
+  ASSERT_TRUE(fid::index::pack(opt, nullptr, cancel).ok());
+  const std::unique_ptr<Store> scan = open_store(path().parent_path() / "scan");
+  EXPECT_EQ(scan->layout(), fid::index::StoreLayout::scan);
+  ASSERT_EQ(scan->records().size(), store().records().size());
+  bool file_records = false;
+  for (size_t r = 0; r < scan->records().size(); ++r) {
+    const auto &a = scan->records()[r], &b = store().records()[r];
+    EXPECT_EQ(a.size, b.size);
+    EXPECT_EQ(b.region_end.size(), 1u);
+    EXPECT_EQ(a.layout == fid::index::RecordLayout::scan, b.layout == fid::index::RecordLayout::file);
+    file_records |= b.layout == fid::index::RecordLayout::file;
+  }
+  EXPECT_TRUE(file_records);
+  ASSERT_EQ(scan->files().size(), store().files().size());
+  for (const auto& f : store().files()) {
+    const auto& g = scan->files()[f.id];
+    EXPECT_EQ(f.record, g.record);
+    EXPECT_EQ(f.slot, g.slot);
+    const auto pf = store().pieces(f), pg = scan->pieces(g);
+    ASSERT_EQ(pf.size(), pg.size());
+    for (size_t i = 0; i < pf.size(); ++i) {
+      EXPECT_EQ(pf[i].checksum, pg[i].checksum);
+      if (i > 0) {
+        EXPECT_EQ(pf[i].offset, pf[i - 1].offset + pf[i - 1].size) << "pieces back to back";
+      }
+      EXPECT_EQ(fid::index::piece_checksum(raw_piece(f, static_cast<uint32_t>(i))), pf[i].checksum);
+    }
+  }
+}
+
+TEST_F(FileLayoutStore, LoaderRefusesALayoutItsRecordsDoNotHave) {
+  const fsys::path db = path() / "index.sqlite";
+  sql(db, "UPDATE meta SET value = 'scan' WHERE key = 'layout'");
+  EXPECT_NE(open_error(path()).find("which a scan-layout store does not have"), std::string::npos) << open_error(path());
+  sql(db, "UPDATE meta SET value = 'zip' WHERE key = 'layout'");
+  EXPECT_NE(open_error(path()).find("meta 'layout' is 'zip'"), std::string::npos) << open_error(path());
+  sql(db, "UPDATE meta SET value = 'file' WHERE key = 'layout'; UPDATE meta SET value = '3' WHERE key = 'format_version'");
+  EXPECT_NE(open_error(path()).find("a file-layout store of format version 3"), std::string::npos) << open_error(path());
+  sql(db, "UPDATE meta SET value = '4' WHERE key = 'format_version'; UPDATE records SET layout = 0 WHERE layout = 2");
+  EXPECT_NE(open_error(path()).find("which a file-layout store does not have"), std::string::npos) << open_error(path());
+  sql(db, "UPDATE records SET layout = 3 WHERE layout = 0");
+  EXPECT_NE(open_error(path()).find("has layout 3"), std::string::npos) << open_error(path());
+}
+
+TEST_F(FileLayoutStore, TheTablesFileKeepsTheLayout) {
+  TempDir tables;
+  for (int open = 0; open < 2; ++open) {  // made from the index, then mapped
+    auto s = fid::testutil::value_or_throw(Store::open(path(), tables.path()));
+    EXPECT_FALSE(s->tables_file().empty()) << s->tables_problem();
+    EXPECT_EQ(s->layout(), fid::index::StoreLayout::file);
+    for (const auto& f : s->files())
+      for (uint32_t i = 0; i < f.piece_count; ++i)
+        EXPECT_EQ(s->pieces(f)[i].offset, store().pieces(store().files()[f.id])[i].offset);
   }
 }
 

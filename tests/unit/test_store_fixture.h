@@ -1,6 +1,7 @@
 // A small packed store for unit tests of the read path: 16 JPEGs of different sizes in two
-// folders, spread over several 16 KiB records (scan layout: a file's pieces lie in different
-// level regions of its record), plus two blobs in a whole record.
+// folders, spread over several 16 KiB records (scan layout by default: a file's pieces lie in
+// different level regions of its record; a fixture may override layout()), plus two blobs in a
+// whole record.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -71,11 +72,13 @@ class PackedStore : public ::testing::Test {
     opt.store = path();
     opt.jobs = 2;
     opt.record_bytes = 16 * 1024;
+    opt.layout = layout();
     std::atomic<bool> cancel{false};
     auto packed = index::pack(opt, nullptr, cancel);
     ASSERT_TRUE(packed.ok()) << packed.error().message;
     reopen();
   }
+  virtual index::StoreLayout layout() const { return index::StoreLayout::scan; }
   void reopen() { store_ = std::move(index::Store::open(path())).value(); }
   std::filesystem::path path() const { return dir_.path() / "store"; }
   const index::Store& store() const { return *store_; }
