@@ -13,6 +13,7 @@ inline constexpr int kExitUsage = 2;
 
 void register_pack(CLI::App& app, int& exit_code);
 void register_merge(CLI::App& app, int& exit_code);
+void register_relayout(CLI::App& app, int& exit_code);
 void register_inspect(CLI::App& app, int& exit_code);
 void register_verify(CLI::App& app, int& exit_code);
 void register_mount(CLI::App& app, int& exit_code);

@@ -14,6 +14,7 @@ int main(int argc, char** argv) {
   int exit_code = fid::cli::kExitOk;
   fid::cli::register_pack(app, exit_code);
   fid::cli::register_merge(app, exit_code);
+  fid::cli::register_relayout(app, exit_code);
   fid::cli::register_inspect(app, exit_code);
   fid::cli::register_verify(app, exit_code);
   fid::cli::register_quality(app, exit_code);

@@ -23,7 +23,7 @@
 #include "common/fd.h"
 #include "common/private_dir.h"
 #include "index/format.h"
-#include "storage/posix_io.h"
+#include "common/posix_io.h"
 
 namespace fid::storage {
 

@@ -14,7 +14,7 @@
 #include <latch>
 
 #include "index/format.h"
-#include "storage/posix_io.h"
+#include "common/posix_io.h"
 
 namespace fid::storage {
 

@@ -15,7 +15,7 @@
 
 #include "common/private_dir.h"
 #include "storage/aws_config.h"
-#include "storage/posix_io.h"
+#include "common/posix_io.h"
 
 namespace fid::storage {
 

@@ -12,7 +12,7 @@
 #include <cstring>
 
 #include "common/fd.h"
-#include "storage/posix_io.h"
+#include "common/posix_io.h"
 #include "storage/remote_store.h"
 
 namespace fid::storage {

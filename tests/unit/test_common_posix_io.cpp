@@ -1,4 +1,4 @@
-// storage/posix_io.h: pread_loop reads what is asked for and stops only at end of file;
+// common/posix_io.h: pread_loop reads what is asked for and stops only at end of file;
 // write_loop and pwrite_loop write everything (pwrite_loop at its offset); a failure is an
 // Error with the errno and a message "<what>: <cause>".
 #include <gtest/gtest.h>
@@ -14,12 +14,12 @@
 #include <vector>
 
 #include "common/fd.h"
-#include "storage/posix_io.h"
+#include "common/posix_io.h"
 
 using fid::Fd;
-using fid::storage::pread_loop;
-using fid::storage::pwrite_loop;
-using fid::storage::write_loop;
+using fid::pread_loop;
+using fid::pwrite_loop;
+using fid::write_loop;
 
 namespace {
 

@@ -1,5 +1,5 @@
 // Whole reads and writes over pread(2)/write(2)/pwrite(2), retrying short transfers and EINTR: the record
-// sources, the disk cache and the index cache read and write files through these. They do not know what the
+// sources, the disk cache, the index cache and relayout read and write files through these. They do not know what the
 // descriptor is: `what` (a file's name, a record's path) starts the message of an Error,
 // "<what>: <strerror>".
 #pragma once
@@ -14,7 +14,7 @@
 
 #include "common/error.h"
 
-namespace fid::storage {
+namespace fid {
 
 inline Error io_error(int code, std::string_view what) { return Error{code, fmt::format("{}: {}", what, std::strerror(code))}; }
 
@@ -57,4 +57,4 @@ inline Status pwrite_loop(int fd, const uint8_t* src, uint64_t len, uint64_t off
   return {};
 }
 
-}  // namespace fid::storage
+}  // namespace fid

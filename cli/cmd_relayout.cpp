@@ -1,0 +1,137 @@
+// `fidelityfs relayout STORE OUT --layout scan|file`: the same store in the other record layout
+// (index/relayout.h), from a folder, s3:// or http(s):// to a folder or s3://.
+#include <fmt/format.h>
+
+#include <condition_variable>
+#include <mutex>
+#include <optional>
+
+#include "cli/commands.h"
+#include "cli/interrupt.h"
+#include "cli/progress.h"
+#include "cli/store_options.h"
+#include "index/relayout.h"
+#include "storage/open_store.h"
+#include "storage/s3_upload.h"
+#include "storage/url.h"
+
+namespace fid::cli {
+
+namespace {
+
+// Reads records whole through the store's source, all of a batch at once.
+Status read_records(const index::Store& store, storage::RecordSource& source, std::span<const uint32_t> ids,
+                    std::span<uint8_t* const> buffers) {
+  std::vector<storage::PrefixRead> reads;
+  for (size_t k = 0; k < ids.size(); ++k) reads.push_back({ids[k], store.records()[ids[k]].size, buffers[k], {}});
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  source.read_prefixes(reads, [&] {
+    std::lock_guard lock(mu);
+    done = true;
+    cv.notify_all();
+  });
+  std::unique_lock lock(mu);
+  cv.wait(lock, [&] { return done; });
+  for (const storage::PrefixRead& r : reads)
+    if (!r.status.ok()) return r.status;
+  return {};
+}
+
+int run_relayout(const std::string& location, const std::string& out, index::StoreLayout layout,
+                 const std::vector<std::string>& options, const std::string& progress_mode) {
+  int exit_code = kExitOk;
+  std::optional<storage::StoreUrl> target;
+  if (Result<storage::StoreUrl> url = storage::parse_store_url(out); url && url->remote()) {
+    if (url->kind != storage::StoreUrl::Kind::s3) {
+      fmt::print(stderr, "fidelityfs relayout: {}: a store is written to a folder or to s3:// only\n", url->text);
+      return kExitUsage;
+    }
+    target = std::move(url).value();
+  }
+  std::optional<storage::OpenedStore> opened = open_command_store("relayout", location, options, exit_code);
+  if (!opened) return exit_code;
+  const index::Store& store = *opened->store;
+  if (!opened->source->problems().empty()) {
+    for (const std::string& p : opened->source->problems()) fmt::print(stderr, "damaged record: {}\n", p);
+    fmt::print(stderr, "fidelityfs relayout: {}: the store has damaged records; nothing was written\n", location);
+    return kExitRuntime;
+  }
+  const std::atomic<bool>& cancel = cancel_on_interrupt();
+  index::RelayoutIo io;
+  io.index_file = opened->index_file;
+  io.read_records = [&](std::span<const uint32_t> ids, std::span<uint8_t* const> buffers) {
+    return read_records(store, *opened->source, ids, buffers);
+  };
+  std::filesystem::path dir = out;
+  std::optional<ScratchLock> lock;
+  std::unique_ptr<storage::S3Upload> upload;
+  if (target) {
+    Result<config::Settings> settings = parse_store_location_options(options);
+    if (!settings) {  // open_command_store parsed the same list: not reached
+      fmt::print(stderr, "fidelityfs relayout: {}\n", settings.error().message);
+      return kExitUsage;
+    }
+    storage::S3UploadOptions up;
+    up.cancel = &cancel;
+    Result<ScratchLock> locked = ScratchLock::take(*target);
+    Result<std::unique_ptr<storage::S3Upload>> made =
+        !locked ? Result<std::unique_ptr<storage::S3Upload>>(locked.error())
+                : storage::S3Upload::create(*target, store_options(*settings), up);
+    Status ready = made ? (*made)->prepare_target() : Status(made.error());
+    if (!ready) {
+      fmt::print(stderr, "fidelityfs relayout: {}\n", ready.error().message);
+      return kExitRuntime;
+    }
+    lock.emplace(std::move(locked).value());
+    upload = std::move(made).value();
+    io.destination = upload.get();
+    dir = scratch_store("relayout", *target);
+  }
+  ProgressLine line(parse_progress_mode(progress_mode), "relayout");
+  const auto t0 = std::chrono::steady_clock::now();
+  uint64_t bytes = 0;
+  Result<index::RelayoutReport> done = index::relayout(
+      store, layout, dir, io,
+      [&](uint64_t n, uint64_t total) {
+        bytes += store.records()[n - 1].size;
+        line.update(n, total, bytes, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      },
+      cancel);
+  line.finish();
+  if (!done) {
+    fmt::print(stderr, "fidelityfs relayout: {}\n", done.error().message);
+    return kExitRuntime;
+  }
+  const index::RelayoutReport& r = *done;
+  fmt::print("relayout {} -> {} ({} layout): {} records ({} re-laid out), {:.1f} MB in {:.1f}s ({:.0f} MB/s)\n",
+             store.location(), out, index::layout_name(layout), r.records, r.rewritten,
+             static_cast<double>(r.bytes) / 1e6, r.seconds, r.seconds > 0 ? static_cast<double>(r.bytes) / 1e6 / r.seconds : 0.0);
+  return kExitOk;
+}
+
+}  // namespace
+
+void register_relayout(CLI::App& app, int& exit_code) {
+  auto* cmd = app.add_subcommand("relayout", "Copy a store into the other record layout, without transcoding");
+  auto location = std::make_shared<std::string>();
+  auto out = std::make_shared<std::string>();
+  auto layout = std::make_shared<std::string>();
+  auto options = std::make_shared<std::vector<std::string>>();
+  auto progress = std::make_shared<std::string>("auto");
+  cmd->add_option("STORE", *location, "store folder, s3://BUCKET/PREFIX or http(s)://HOST/PATH")->required();
+  cmd->add_option("OUT", *out, "the new store: a folder (absent, or empty) or s3://BUCKET/PREFIX")->required();
+  cmd->add_option("--layout", *layout, "the new store's layout: scan or file (docs/MOUNT.md, \"Which layout\")")
+      ->required()
+      ->check(CLI::IsMember({"scan", "file"}));
+  cmd->add_option("-o", *options, "remote store options: endpoint=URL, region=, profile=, addressing=, ca_file=");
+  cmd->add_option("--progress", *progress, "progress line: auto, on, off")->check(CLI::IsMember({"auto", "on", "off"}));
+  cmd->callback([location, out, layout, options, progress, &exit_code] {
+    index::StoreLayout l = index::StoreLayout::scan;
+    (void)index::parse_layout(*layout, l);  // checked by IsMember
+    exit_code = run_relayout(*location, *out, l, *options, *progress);
+  });
+}
+
+}  // namespace fid::cli

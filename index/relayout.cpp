@@ -1,0 +1,216 @@
+#include "index/relayout.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <fmt/format.h>
+#include <memory>
+
+#include "common/fd.h"
+#include "common/posix_io.h"
+#include "index/format.h"
+#include "index/sqlite_db.h"
+#include "index/temp_store.h"
+
+namespace fid::index {
+
+namespace fsys = std::filesystem;
+
+namespace {
+
+// Records read at once: many reads in flight (io_uring, parallel GETs), memory bounded.
+constexpr uint64_t kBatchBytes = 64ull << 20;
+constexpr size_t kBatchRecords = 64;
+
+Error damaged(const Store& store, uint32_t r, const std::string& why) {
+  return Error{EIO, fmt::format("{}: {}", store.records()[r].path, why)};
+}
+
+struct FreeDeleter {
+  void operator()(uint8_t* p) const { std::free(p); }
+};
+using AlignedBuffer = std::unique_ptr<uint8_t, FreeDeleter>;
+
+AlignedBuffer aligned_buffer(uint64_t len) {
+  const uint64_t rounded = (len + 4095) / 4096 * 4096;
+  return AlignedBuffer(static_cast<uint8_t*>(std::aligned_alloc(4096, rounded == 0 ? 4096 : rounded)));
+}
+
+// The index of the new store: the source's, with the layout, the format version and the JPEG
+// records' rows of `layout`.
+Status write_index(const Store& store, StoreLayout layout, const fsys::path& from, const fsys::path& to,
+                   const std::vector<std::vector<uint64_t>>& region_ends) {
+  std::error_code ec;
+  if (!fsys::copy_file(from, to, fsys::copy_options::overwrite_existing, ec))
+    return Error{ec.value(), fmt::format("{}: cannot copy the index to {}: {}", from.string(), to.string(), ec.message())};
+  try {
+    SqliteDb db(to.string(), /*writable=*/true);
+    db.exec("BEGIN");
+    auto meta = db.prepare("INSERT OR REPLACE INTO meta(key, value) VALUES (?1, ?2)");
+    auto put = [&](std::string_view key, const std::string& value) {
+      meta.bind(1, key);
+      meta.bind(2, std::string_view(value));
+      meta.run();
+      meta.reset();
+    };
+    put("layout", std::string(layout_name(layout)));
+    put("format_version", std::to_string(layout == StoreLayout::file ? kFormatVersion : kScanLayoutFormatVersion));
+    auto rec = db.prepare("UPDATE records SET layout = ?1, region_ends = ?2 WHERE id = ?3");
+    const RecordLayout jpeg = jpeg_record_layout(layout);
+    for (const Record& r : store.records()) {
+      if (r.layout == RecordLayout::whole) continue;
+      rec.bind(1, static_cast<int64_t>(jpeg));
+      rec.bind_blob(2, encode_u64s(region_ends[r.id]));
+      rec.bind(3, static_cast<int64_t>(r.id));
+      rec.run();
+      rec.reset();
+    }
+    db.exec("COMMIT");
+  } catch (const StoreError& e) {
+    return Error{EIO, fmt::format("cannot write the index: {}", e.what())};
+  }
+  return {};
+}
+
+// Writes one record file under `dir` (created; flushed later, before the index is published).
+Status write_record(const fsys::path& file, std::span<const uint8_t> bytes) {
+  std::error_code ec;
+  fsys::create_directories(file.parent_path(), ec);
+  Fd fd(::open(file.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
+  if (fd.get() < 0) return io_error(errno, file.string());
+  return write_loop(fd.get(), bytes.data(), bytes.size(), file.string());
+}
+
+}  // namespace
+
+Status relayout_record(const Store& store, uint32_t r, std::span<const uint8_t> in, RecordLayout to,
+                       std::vector<uint8_t>& out) {
+  const Record& rec = store.records()[r];
+  if (in.size() != rec.size) return damaged(store, r, fmt::format("{} bytes, the index says {}", in.size(), rec.size));
+  if (in.size() < kRecordHeaderSize || std::memcmp(in.data(), kRecordMagic.data(), kRecordMagic.size()) != 0 ||
+      get_le(in.data() + 8, 4) != rec.header_id || in[12] != static_cast<uint8_t>(rec.layout))
+    return damaged(store, r, "its header is not the one the index names");
+  if (rec.layout == RecordLayout::whole) to = RecordLayout::whole;
+  const std::span<const uint32_t> members = store.record_files(r);
+  // Checked before anything is copied: a damaged piece is never carried into the new store.
+  for (uint32_t id : members) {
+    const File& f = store.files()[id];
+    const auto pieces = store.pieces(f);
+    for (uint32_t i = 0; i < f.piece_count; ++i)
+      if (piece_checksum(in.subspan(pieces[i].offset, pieces[i].size)) != pieces[i].checksum)
+        return damaged(store, r, fmt::format("piece {} of {} fails its checksum", i, store.relative_path(f)));
+  }
+  out.resize(in.size());
+  const auto header = record_header(rec.header_id, to);
+  std::memcpy(out.data(), header.data(), header.size());
+  if (to == rec.layout) {
+    std::memcpy(out.data() + kRecordHeaderSize, in.data() + kRecordHeaderSize, in.size() - kRecordHeaderSize);
+    return {};
+  }
+  // Region starts in the target layout: scan puts piece i of every file in region i, file puts
+  // each file's pieces back to back in one region.
+  const size_t pieces_per_file = static_cast<size_t>(store.levels()) + 1;
+  std::vector<uint64_t> at(to == RecordLayout::scan ? pieces_per_file : 1, kRecordHeaderSize);
+  if (to == RecordLayout::scan) {
+    std::vector<uint64_t> region_bytes(pieces_per_file, 0);
+    for (uint32_t id : members) {
+      const auto pieces = store.pieces(store.files()[id]);
+      for (size_t i = 0; i < pieces_per_file; ++i) region_bytes[i] += pieces[i].size;
+    }
+    for (size_t i = 1; i < pieces_per_file; ++i) at[i] = at[i - 1] + region_bytes[i - 1];
+  }
+  for (uint32_t id : members) {
+    const auto pieces = store.pieces(store.files()[id]);
+    for (size_t i = 0; i < pieces.size(); ++i) {
+      uint64_t& pos = at[to == RecordLayout::scan ? i : 0];
+      std::memcpy(out.data() + pos, in.data() + pieces[i].offset, pieces[i].size);
+      pos += pieces[i].size;
+    }
+  }
+  return {};
+}
+
+Result<RelayoutReport> relayout(const Store& store, StoreLayout layout, const fsys::path& out, const RelayoutIo& io,
+                                const std::function<void(uint64_t, uint64_t)>& progress,
+                                const std::atomic<bool>& cancel) {
+  const auto t0 = std::chrono::steady_clock::now();
+  Result<fsys::path> target = check_store_target(out);
+  if (!target) return std::move(target).error();
+  Result<std::unique_ptr<TempStore>> tmp = TempStore::begin(*target);
+  if (!tmp) return std::move(tmp).error();
+  const fsys::path& dir = (*tmp)->path();
+  const RecordLayout jpeg = jpeg_record_layout(layout);
+  const auto records = store.records();
+  RelayoutReport report;
+  std::vector<std::vector<uint64_t>> region_ends(records.size());
+  std::vector<uint8_t> laid_out;
+  std::vector<uint32_t> batch;
+  std::vector<AlignedBuffer> owned;
+  std::vector<uint8_t*> buffers;
+  for (uint32_t next = 0; next < records.size();) {
+    if (cancel) return Error{ECANCELED, "interrupted"};
+    batch.clear();
+    owned.clear();
+    buffers.clear();
+    uint64_t bytes = 0;
+    for (; next < records.size() && batch.size() < kBatchRecords && (batch.empty() || bytes + records[next].size <= kBatchBytes);
+         ++next) {
+      batch.push_back(next);
+      bytes += records[next].size;
+      owned.push_back(aligned_buffer(records[next].size));
+      if (!owned.back()) return Error{ENOMEM, fmt::format("{}: no memory for a record", records[next].path)};
+      buffers.push_back(owned.back().get());
+    }
+    if (Status read = io.read_records(batch, buffers); !read) return std::move(read).error();
+    for (size_t k = 0; k < batch.size(); ++k) {
+      const Record& rec = records[batch[k]];
+      if (Status moved = relayout_record(store, rec.id, {buffers[k], rec.size}, jpeg, laid_out); !moved)
+        return std::move(moved).error();
+      if (rec.layout != RecordLayout::whole) {
+        // The region ends the new layout's index row names.
+        std::vector<uint64_t>& ends = region_ends[rec.id];
+        if (jpeg == RecordLayout::file) {
+          ends = {rec.size};
+        } else {
+          ends.assign(static_cast<size_t>(store.levels()) + 1, 0);
+          uint64_t pos = kRecordHeaderSize;
+          for (size_t i = 0; i < ends.size(); ++i) {
+            for (uint32_t id : store.record_files(rec.id)) pos += store.pieces(store.files()[id])[i].size;
+            ends[i] = pos;
+          }
+        }
+        report.rewritten += rec.layout != jpeg;
+      }
+      const fsys::path file = dir / rec.path;
+      if (Status written = write_record(file, laid_out); !written) return std::move(written).error();
+      if (io.destination) {
+        if (Status sent = io.destination->add_record(file, rec.path); !sent) return std::move(sent).error();
+      }
+      report.records++;
+      report.bytes += rec.size;
+      if (progress) progress(report.records, records.size());
+    }
+  }
+  // Every record reaches the disk before the index that names them exists (written without a
+  // flush each, so that the kernel writes them back while later ones are read).
+  if (!io.destination) {
+    for (const Record& rec : records)
+      if (Status flushed = fsync_path(dir / rec.path); !flushed) return std::move(flushed).error();
+  }
+  if (cancel) return Error{ECANCELED, "interrupted"};
+  if (Status indexed = write_index(store, layout, io.index_file, dir / kIndexPartialFile, region_ends); !indexed)
+    return std::move(indexed).error();
+  if (Status published = (*tmp)->publish_index(); !published) return std::move(published).error();
+  if (io.destination) {
+    if (Status uploaded = io.destination->finish(dir / kIndexFile); !uploaded) return std::move(uploaded).error();
+  } else if (Status committed = (*tmp)->commit(*target); !committed) {
+    return std::move(committed).error();
+  }
+  report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return report;
+}
+
+}  // namespace fid::index
