@@ -215,8 +215,9 @@ void Filesystem::decide_random_reads() {
   const storage::DiskCache* disk = storage::as_disk_cache(source_);
   std::optional<uint64_t> disk_bytes;
   if (disk) disk_bytes = disk->disk_stats().max_bytes;
-  RandomReadsDecision d = core::decide_random_reads(settings_.random_reads, prefix_bytes_needed(store_, policy_, share_),
-                                                    settings_.cache_bytes, disk_bytes, share_.what);
+  const uint64_t needed = prefix_bytes_needed(store_, policy_, share_, !source_.keeps_copies());
+  RandomReadsDecision d =
+      core::decide_random_reads(settings_.random_reads, needed, settings_.cache_bytes, disk_bytes, share_.what);
   const bool changed = d.records != random_reads_.records || d.text() != random_reads_.text();
   reader_.set_random_reads(d.records, d.memory_holds_all);
   if (changed) log_info("random reads: {}", d.text());

@@ -8,7 +8,8 @@
 
 namespace fid::core {
 
-uint64_t prefix_bytes_needed(const index::Store& store, const LevelPolicy& policy, const ReadShare& share) {
+uint64_t prefix_bytes_needed(const index::Store& store, const LevelPolicy& policy, const ReadShare& share,
+                             bool gather) {
   const auto records = store.records();
   std::vector<uint8_t> level(records.size(), 0);  // highest level a file of the record reads at
   for (const index::File& f : store.files()) {
@@ -18,7 +19,8 @@ uint64_t prefix_bytes_needed(const index::Store& store, const LevelPolicy& polic
   }
   uint64_t total = 0;
   for (uint32_t r = 0; r < records.size(); ++r)
-    if (level[r] != 0 && !records[r].region_end.empty()) total += prefix_memory(record_prefix_len(store, r, level[r]));
+    if (level[r] != 0 && !records[r].region_end.empty())
+      total += prefix_memory(record_prefix_len(store, r, record_prefix_level(store, r, level[r], gather)));
   return total;
 }
 

@@ -27,8 +27,10 @@ struct ReadShare {
 
 // Bytes of the record prefixes that reading the share at the files' current levels keeps
 // cached: each record's prefix at the highest level any of its files reads at, in the memory
-// cache's allocation unit (4 KiB pages).
-uint64_t prefix_bytes_needed(const index::Store& store, const LevelPolicy& policy, const ReadShare& share);
+// cache's allocation unit (4 KiB pages). `gather`: file records may be read as gathered
+// prefixes (record_prefix_level).
+uint64_t prefix_bytes_needed(const index::Store& store, const LevelPolicy& policy, const ReadShare& share,
+                             bool gather = true);
 
 struct RandomReadsDecision {
   config::RandomReads setting = config::RandomReads::auto_;

@@ -15,11 +15,15 @@ Error bad_piece(const index::Store& store, const index::File& f, uint32_t piece,
 
 Status PrefixPieces::read(const index::File& f, std::span<const PieceSlice> slices) {
   auto pieces = store_.pieces(f);
+  const bool gathered = prefix_.gathered();
+  if (gathered && f.slot >= prefix_.shift.size()) return bad_piece(store_, f, 0, "not in the record's prefix");
+  const uint64_t shift = gathered ? prefix_.shift[f.slot] : 0;
   for (const PieceSlice& s : slices) {
     const index::Piece& p = pieces[s.piece];
     if (prefix_.is_bad(f.id, s.piece)) return bad_piece(store_, f, s.piece, "checksum mismatch");
-    if (p.offset + p.size > prefix_.len) return bad_piece(store_, f, s.piece, "outside the record's prefix");
-    std::memcpy(s.dst.data(), prefix_.data + p.offset + s.from, s.dst.size());
+    if ((gathered && s.piece > static_cast<uint32_t>(prefix_.level)) || p.offset - shift + p.size > prefix_.len)
+      return bad_piece(store_, f, s.piece, "outside the record's prefix");
+    std::memcpy(s.dst.data(), prefix_.data + (p.offset - shift) + s.from, s.dst.size());
   }
   return {};
 }

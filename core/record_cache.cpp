@@ -14,20 +14,33 @@ constexpr uint64_t kPage = 4096;
 uint64_t round_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 
 // The pieces of record r's files that end inside (from, len) and whose bytes fail their
-// checksums, sorted. Pieces ending at or before `from` were checked when that prefix loaded.
-std::vector<std::pair<uint32_t, uint32_t>> bad_pieces_of(const index::Store& store, uint32_t r, const uint8_t* data,
-                                                          uint64_t from, uint64_t len) {
+// checksums, sorted. Pieces ending at or before `from` were checked when that prefix loaded. A
+// gathered prefix holds pieces 0..level of each file, at their offsets less the slot's shift.
+std::vector<std::pair<uint32_t, uint32_t>> bad_pieces_of(const index::Store& store, const Prefix& pre, uint64_t from) {
   std::vector<std::pair<uint32_t, uint32_t>> bad;
-  for (uint32_t id : store.record_files(r)) {
-    auto pieces = store.pieces(store.files()[id]);
-    for (uint32_t i = 0; i < pieces.size(); ++i) {
-      const index::Piece& p = pieces[i];
-      if (p.offset + p.size > len || p.offset + p.size <= from) continue;  // above the level, or checked
-      if (index::piece_checksum({data + p.offset, p.size}) != p.checksum) bad.emplace_back(id, i);
+  for (uint32_t id : store.record_files(pre.record)) {
+    const index::File& f = store.files()[id];
+    auto pieces = store.pieces(f);
+    const uint64_t shift = pre.gathered() ? pre.shift[f.slot] : 0;
+    const uint32_t count = pre.gathered() ? std::min<uint32_t>(f.piece_count, static_cast<uint32_t>(pre.level) + 1) : f.piece_count;
+    for (uint32_t i = 0; i < count; ++i) {
+      const uint64_t at = pieces[i].offset - shift, size = pieces[i].size;
+      if (at + size > pre.len || at + size <= from) continue;  // above the level, or checked
+      if (index::piece_checksum({pre.data + at, size}) != pieces[i].checksum) bad.emplace_back(id, i);
     }
   }
   std::sort(bad.begin(), bad.end());
   return bad;
+}
+
+// Bytes of pieces 0..level of every file of a file record, the length of its gathered prefix.
+uint64_t gathered_len(const index::Store& store, uint32_t r, int level) {
+  uint64_t total = 0;
+  for (uint32_t id : store.record_files(r)) {
+    auto pieces = store.pieces(store.files()[id]);
+    for (size_t i = 0; i < pieces.size() && i <= static_cast<size_t>(level); ++i) total += pieces[i].size;
+  }
+  return total;
 }
 }  // namespace
 
@@ -51,13 +64,29 @@ size_t RecordCache::entries() const {
   return lru_.size();
 }
 
+int record_prefix_level(const index::Store& store, uint32_t r, int level, bool gather) {
+  const index::Record& rec = store.records()[r];
+  switch (rec.layout) {
+    case index::RecordLayout::scan: return level;
+    case index::RecordLayout::whole: return 0;
+    case index::RecordLayout::file: break;
+  }
+  const int whole = store.levels();
+  // One read of the whole record against a read a file: reading a little over half the bytes in
+  // many ranges is no gain on a disk whose reads are few (docs/BENCHMARKS.md, "Beyond RAM").
+  if (!gather || level >= whole || level <= 0 || gathered_len(store, r, level) * 2 > rec.size) return whole;
+  return level;
+}
+
 int RecordCache::prefix_level(uint32_t r, int level) const {
-  return store_.records()[r].layout == index::RecordLayout::scan ? level : 0;
+  return record_prefix_level(store_, r, level, !source_.keeps_copies());
 }
 
 uint64_t record_prefix_len(const index::Store& store, uint32_t r, int level) {
   const index::Record& rec = store.records()[r];
   if (rec.region_end.empty()) return 0;
+  if (rec.layout == index::RecordLayout::file && level > 0 && level < store.levels())
+    return gathered_len(store, r, level);
   if (rec.layout != index::RecordLayout::scan || level <= 0) return rec.region_end.back();
   return rec.region_end[std::min<size_t>(static_cast<size_t>(level), rec.region_end.size() - 1)];
 }
@@ -160,6 +189,28 @@ Status RecordCache::fetch(uint32_t r, uint8_t* data, uint64_t from, uint64_t len
   return tail.status;
 }
 
+Status RecordCache::gather(uint32_t r, Prefix& p) {
+  const auto files = store_.record_files(r);
+  p.shift.resize(files.size());
+  thread_local std::vector<storage::RangeRead> reads;
+  reads.clear();
+  uint64_t at = 0;
+  for (uint32_t id : files) {
+    const index::File& f = store_.files()[id];
+    auto pieces = store_.pieces(f);
+    uint64_t bytes = 0;
+    for (size_t i = 0; i < pieces.size() && i <= static_cast<size_t>(p.level); ++i) bytes += pieces[i].size;
+    if (f.slot >= p.shift.size() || at + bytes > p.len || pieces.empty()) return Error{EIO, "record " + store_.records()[r].path + ": its files do not fit its prefix"};
+    p.shift[f.slot] = pieces[0].offset - at;
+    if (bytes > 0) reads.push_back({r, pieces[0].offset, {p.data + at, bytes}, {}});
+    at += bytes;
+  }
+  source_.read_ranges(reads);
+  for (const storage::RangeRead& rr : reads)
+    if (!rr.status.ok()) return rr.status;
+  return {};
+}
+
 std::unique_ptr<Prefix> RecordCache::read(uint32_t r, int level, uint64_t len, uint64_t alloc, const Prefix* base) {
   void* mem = ::mmap(nullptr, alloc, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (mem == MAP_FAILED) {
@@ -173,12 +224,14 @@ std::unique_ptr<Prefix> RecordCache::read(uint32_t r, int level, uint64_t len, u
   p->data = static_cast<uint8_t*>(mem);
   const uint64_t from = base ? base->len : 0;
   if (base) std::memcpy(p->data, base->data, from);
-  Status st = fetch(r, p->data, from, len);
+  const bool gathered = store_.records()[r].layout == index::RecordLayout::file && level < store_.levels();
+  auto fetch_all = [&] { return gathered ? gather(r, *p) : fetch(r, p->data, from, len); };
+  Status st = fetch_all();
   std::vector<std::pair<uint32_t, uint32_t>> bad;
-  if (st.ok()) bad = bad_pieces_of(store_, r, p->data, from, len);
+  if (st.ok()) bad = bad_pieces_of(store_, *p, from);
   if (!bad.empty() && source_.drop_cached(r)) {  // damage in a cached copy (disk cache): once more from the origin
-    st = fetch(r, p->data, from, len);
-    if (st.ok()) bad = bad_pieces_of(store_, r, p->data, from, len);
+    st = fetch_all();
+    if (st.ok()) bad = bad_pieces_of(store_, *p, from);
   }
   if (!st.ok()) {
     ::munmap(mem, alloc);
@@ -236,7 +289,9 @@ bool RecordCache::load(uint32_t r, int level, bool by_prefetch, WhenFull when_fu
   const uint64_t alloc = prefix_memory(len);
   // A lower level's prefix is extended: held (and counted) until its bytes are copied, so the
   // new prefix is reserved beside it; if both do not fit, it is let go and r read from 0.
-  std::shared_ptr<const Prefix> base = s.prefix && s.prefix->len < len ? s.prefix : nullptr;
+  // (A gathered prefix is not a prefix of the next level's: that is read anew.)
+  const bool extensible = store_.records()[r].layout == index::RecordLayout::scan;
+  std::shared_ptr<const Prefix> base = extensible && s.prefix && s.prefix->len < len ? s.prefix : nullptr;
   bool reserved = len > 0 && reserve_locked(alloc);
   if (!reserved && len > 0 && base) {
     base.reset();  // the failed reserve evicted all it could, the slot's reference too: this frees it

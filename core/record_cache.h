@@ -36,21 +36,32 @@ struct ReadStats {
 };
 
 // A loaded prefix of a record: bytes [0, len) hold every piece its files need up to `level`
-// (scan records) or everything (whole records, level 0).
+// (scan records: the record's first bytes), everything (whole records, level 0; file records
+// read whole, level L), or each file's pieces 0..level gathered back to back in slot order (file
+// records below L: `shift`).
 struct Prefix {
   uint32_t record = 0;
   int level = 0;
   uint64_t len = 0;
   uint8_t* data = nullptr;
   bool by_prefetch = false;
+  // Gathered prefixes: by slot, a piece's offset in the record minus its offset in `data`; empty
+  // where the two are equal.
+  std::vector<uint64_t> shift;
   // Pieces inside [0, len) that fail their checksums, as (file, piece), sorted.
   std::vector<std::pair<uint32_t, uint32_t>> bad_pieces;
 
   bool is_bad(uint32_t file, uint32_t piece) const;
+  bool gathered() const { return !shift.empty(); }
 };
 
-// Bytes of the prefix of record r at prefix level `level` (0 = the whole record; a whole record
-// is always whole), and the memory a cached prefix of `len` bytes takes (whole pages).
+// The prefix level that serves a file of record r read at `level`: the level in a scan record;
+// 0, the whole record, in a whole record; in a file record, the level where gathering its files'
+// pieces up to it reads at most half the record and `gather` allows it (a source that keeps local
+// copies of what it reads, the disk cache, needs whole records), else L, the whole record.
+int record_prefix_level(const index::Store& store, uint32_t r, int level, bool gather);
+// Bytes of the prefix of record r at prefix level `level`, and the memory a cached prefix of
+// `len` bytes takes (whole pages).
 uint64_t record_prefix_len(const index::Store& store, uint32_t r, int level);
 uint64_t prefix_memory(uint64_t len);
 
@@ -73,8 +84,7 @@ class RecordCache {
   uint64_t peak() const { return peak_.load(); }
   size_t entries() const;
 
-  // The prefix level that serves a file of record r read at `level`: the level itself in a scan
-  // record, 0 (the whole record) in a whole record.
+  // The prefix level that serves a file of record r read at `level` (record_prefix_level).
   int prefix_level(uint32_t r, int level) const;
   // Bytes of the prefix of record r at prefix level `level` (0 = whole record).
   uint64_t prefix_len(uint32_t r, int level) const { return record_prefix_len(store_, r, level); }
@@ -115,6 +125,9 @@ class RecordCache {
   std::unique_ptr<Prefix> read(uint32_t r, int level, uint64_t len, uint64_t alloc, const Prefix* base);
   // Reads bytes [from, len) of record r into data + from: a prefix read from 0, else one range.
   Status fetch(uint32_t r, uint8_t* data, uint64_t from, uint64_t len);
+  // Reads each file's pieces 0..level of file record r back to back into p's data (one range a
+  // file, all in one batch) and sets p's shift.
+  Status gather(uint32_t r, Prefix& p);
   // Installs a loaded prefix (or clears a failed load). Locked.
   void finish_locked(uint32_t r, std::unique_ptr<Prefix> p, uint64_t alloc, uint64_t fetched, bool by_prefetch);
 

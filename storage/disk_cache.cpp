@@ -87,6 +87,7 @@ class DiskCachedSource final : public RecordSource, public DiskCache {
   std::string describe() const override;
   bool drop_cached(uint32_t record) override;
   uint64_t local_copy_len(uint32_t record) const override;
+  bool keeps_copies() const override { return true; }
   DiskCacheStats disk_stats() const override;
   void flush() override;
 

@@ -65,6 +65,9 @@ class RecordSource {
   // Bytes of record r failed their checksums. A source that keeps copies (the disk cache) drops
   // its copy and returns true: reading again then fetches from the origin. Others return false.
   virtual bool drop_cached(uint32_t /*record*/) { return false; }
+  // Whether this source keeps local copies of the record prefixes it reads (the disk cache): then
+  // the read path loads whole prefixes, which it can keep, rather than ranges gathered from them.
+  virtual bool keeps_copies() const { return false; }
   // How many leading bytes of record r this source keeps in a local copy (the disk cache) that
   // serves any range of them without fetching; 0 for sources that keep none.
   virtual uint64_t local_copy_len(uint32_t /*record*/) const { return 0; }

@@ -170,6 +170,96 @@ TEST_P(ReadRangeTest, StoredPiecesReadAFileInOneRangeInTheFileLayout) {
   EXPECT_EQ(jpegs, 16u);
 }
 
+// A file record's prefix below the level where that would read over half the record is each
+// file's pieces 0..k gathered, one range a file in one batch; it serves every file up to k, and a
+// damaged piece in it fails only the reads that touch it. A source that keeps local copies (the
+// disk cache) gets whole records instead.
+class GatheredPrefixTest : public fid::testutil::PackedStore {
+ protected:
+  StoreLayout layout() const override { return StoreLayout::file; }
+  // A file record of several files, and the highest level it is gathered at.
+  std::pair<uint32_t, int> gathered_record() const {
+    for (const auto& r : store().records()) {
+      if (r.layout != fid::index::RecordLayout::file || store().record_files(r.id).size() < 2) continue;
+      int top = 0;
+      for (int k = 1; k < store().levels(); ++k)
+        if (fid::core::record_prefix_level(store(), r.id, k, true) == k) top = k;
+      if (top >= 2) return {r.id, top};
+    }
+    throw std::runtime_error("no gathered record");
+  }
+};
+
+TEST_F(GatheredPrefixTest, GathersEachFilesLevelsInOneBatchAndServesThem) {
+  const auto [r, top] = gathered_record();
+  const auto files = store().record_files(r);
+  LocalRecordSource local(store());
+  fid::testutil::CountingSource source(local);
+  ReadStats stats;
+  RecordCache cache(store(), source, stats, 64 << 20);
+  for (int k = 1; k <= store().levels(); ++k) {
+    const int lvl = cache.prefix_level(r, k);
+    EXPECT_EQ(lvl, k <= top ? k : store().levels());
+    EXPECT_EQ(fid::core::record_prefix_level(store(), r, k, /*gather=*/false), store().levels());
+  }
+  const uint64_t ranges = source.ranges.load(), prefixes = source.prefixes.load();
+  ASSERT_TRUE(cache.load(r, top, false));
+  EXPECT_EQ(source.ranges.load() - ranges, files.size());
+  EXPECT_EQ(source.prefixes.load() - prefixes, 0u);
+  auto prefix = cache.get(r, top);
+  ASSERT_NE(prefix, nullptr);
+  EXPECT_TRUE(prefix->gathered());
+  EXPECT_EQ(cache.get(r, top + 1), nullptr);  // a higher level is not in it
+  uint64_t want_len = 0;
+  for (uint32_t id : files)
+    for (int i = 0; i <= top; ++i) want_len += store().pieces(store().files()[id])[static_cast<size_t>(i)].size;
+  EXPECT_EQ(prefix->len, want_len);
+  PrefixPieces cached(store(), *prefix);
+  for (uint32_t id : files) {
+    const File& f = store().files()[id];
+    for (int k = 1; k <= top; ++k) {
+      std::vector<uint8_t> got;
+      ASSERT_TRUE(read_range(store(), f, k, 0, 1 << 20, cached, got).ok());
+      EXPECT_EQ(got, expected(f, k)) << store().relative_path(f) << " level " << k;
+    }
+    std::vector<uint8_t> got;
+    Status above = read_range(store(), f, top + 1, 0, 1 << 20, cached, got);
+    ASSERT_FALSE(above.ok());
+    EXPECT_EQ(above.error().code, EIO);
+  }
+  // The whole record, for a level above the line: one prefix read.
+  ASSERT_TRUE(cache.load(r, store().levels(), false));
+  EXPECT_EQ(source.prefixes.load() - prefixes, 1u);
+  EXPECT_FALSE(cache.get(r, store().levels())->gathered());
+}
+
+TEST_F(GatheredPrefixTest, ADamagedPieceFailsOnlyTheReadsThatTouchIt) {
+  const auto [r, top] = gathered_record();
+  const File& victim = store().files()[store().record_files(r)[1]];
+  const fid::index::Piece& bad = store().pieces(victim)[1];
+  fid::testutil::flip_byte(path() / store().records()[r].path, bad.offset + bad.size / 2);
+  LocalRecordSource source(store());
+  ReadStats stats;
+  RecordCache cache(store(), source, stats, 64 << 20);
+  ASSERT_TRUE(cache.load(r, top, false));
+  auto prefix = cache.get(r, top);
+  ASSERT_NE(prefix, nullptr);
+  EXPECT_TRUE(prefix->is_bad(victim.id, 1));
+  PrefixPieces cached(store(), *prefix);
+  std::vector<uint8_t> got;
+  // Level 1 reads piece 1 too; a range inside the header piece alone is fine.
+  ASSERT_TRUE(read_range(store(), victim, 1, 0, store().pieces(victim)[0].size, cached, got).ok());
+  Status st = read_range(store(), victim, 1, 0, 1 << 20, cached, got);
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.error().code, EIO);
+  for (uint32_t id : store().record_files(r)) {
+    if (id == victim.id) continue;
+    const File& f = store().files()[id];
+    ASSERT_TRUE(read_range(store(), f, top, 0, 1 << 20, cached, got).ok());
+    EXPECT_EQ(got, expected(f, top));
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Layouts, ReadRangeTest, ::testing::Values(StoreLayout::scan, StoreLayout::file),
                          [](const ::testing::TestParamInfo<StoreLayout>& p) {
                            return std::string(fid::index::layout_name(p.param));
