@@ -6,8 +6,15 @@ BENCH_DIR=${BENCH_DIR:-/tmp/fidelityfs-bench}
 bin=$root/build/cli/fidelityfs
 mkdir -p "$BENCH_DIR"
 
+# bench_setup: installs what the benchmarks need and builds build/ (Release; BUILD_TARGETS: only
+# those). BENCH_NO_BUILD=1 skips the build and uses build/ as it is (while it is being built
+# elsewhere, or is a build of another type); it must hold the fidelityfs binary.
 bench_setup() {
   "$root/scripts/deps.sh" bench
+  if [[ ${BENCH_NO_BUILD:-0} == 1 ]]; then
+    [[ -x $bin ]] || { echo "BENCH_NO_BUILD=1 but $bin is missing: build it first (scripts/build.sh)" >&2; exit 1; }
+    return 0
+  fi
   (cd "$root" && BUILD_DIR=build BUILD_TYPE=Release scripts/build.sh >/dev/null)
 }
 
@@ -61,12 +68,44 @@ kb() { awk -v k="$2" '$1 == k":" {print $2}' "/proc/$1/status"; }
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 # cold: drops the page cache (after writing back what is dirty).
 cold() { sync; echo 3 >/proc/sys/vm/drop_caches; }
+# read_bytes PID: the bytes a process has made storage deliver so far (/proc/PID/io read_bytes,
+# counted when the block layer is asked, O_DIRECT and io_uring workers included).
+read_bytes() { awk '/^read_bytes/ {print $2}' "/proc/$1/io"; }
+# json_get FILE KEY[.KEY...]: one value of a JSON file (a mount's /.fidelity/stats).
+json_get() {
+  /usr/bin/python3 -c 'import functools,json,sys; print(functools.reduce(lambda o, k: o[k], sys.argv[2].split("."), json.load(open(sys.argv[1]))))' "$1" "$2"
+}
+# x EXPR: EXPR evaluated by bc -l.
+x() { echo "$1" | bc -l; }
+# disk_of PATH: MAJ:MIN of the disk holding PATH (a partition's whole disk), as blkio's throttle
+# files take it.
+disk_of() {
+  local d
+  d=$(findmnt -no MAJ:MIN -T "$1" | tr -d ' ')
+  if [[ -f /sys/dev/block/$d/partition ]]; then cat "/sys/dev/block/$d/../dev"; else echo "$d"; fi
+}
+# in_cgroup CGROUP CMD...: runs CMD in a cgroup-v1 group (its folder): the shell joins the group,
+# then execs CMD, so that CMD and whatever it forks (a mount's daemon, its io_uring workers) are
+# in it from their start.
+in_cgroup() { bash -c 'echo $BASHPID >"$1/cgroup.procs" && shift && exec "$@"' _ "$@"; }
 # wait_exit PID: waits (30 s at most) for a process to exit, on a pidfd; at once if it has.
 wait_exit() { /usr/bin/python3 -c "import os,select,sys; select.select([os.pidfd_open(int(sys.argv[1]))], [], [], 30)" "$1" 2>/dev/null || true; }
 
+# med NAME KEY: the median of the runs' values R[NAME,KEY] (the caller's associative array R, as
+# below).
+med() { tr ' ' '\n' <<<"${R[$1,$2]}" | grep . | median; }
+# ratio A B [KEY=fps]: the median over the runs of R[A,KEY] / R[B,KEY], run by run.
+ratio() {
+  local -a a_ b_
+  local i_
+  read -ra a_ <<<"${R[$1,${3:-fps}]}"
+  read -ra b_ <<<"${R[$2,${3:-fps}]}"
+  for i_ in "${!a_[@]}"; do x "${a_[$i_]} / ${b_[$i_]}"; done | median
+}
+
 # The runs kept in the caller's associative array R (R[name,key] = "v1 v2 ...", one value a run) as
 # JSON: {"name": {"key": [v1, v2, ...], ...}, ...} for the names in the array named $1 and the keys
-# after it; a key without values is left out.
+# after it; a key without values is left out, a value that is not a number is a JSON string.
 runs_json() {  # NAMES_ARRAY KEY...
   local -n names_=$1
   shift
@@ -77,7 +116,11 @@ runs_json() {  # NAMES_ARRAY KEY...
     s2=''
     for k in "$@"; do
       [[ -n ${R[$name,$k]:-} ]] || continue
-      printf '%s"%s": [%s]' "$s2" "$k" "$(echo ${R[$name,$k]} | tr ' ' ',')"
+      printf '%s"%s": [%s]' "$s2" "$k" "$(for v_ in ${R[$name,$k]}; do
+        if [[ $v_ =~ ^(-?)([0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)?$ && -n ${BASH_REMATCH[2]}${BASH_REMATCH[3]} ]]; then
+          echo "${BASH_REMATCH[1]}${BASH_REMATCH[2]:-0}${BASH_REMATCH[3]}${BASH_REMATCH[4]}"  # bc's .5 is 0.5
+        else echo "\"$v_\""; fi
+      done | paste -sd,)"
       s2=', '
     done
     printf '}'
