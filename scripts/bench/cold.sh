@@ -8,7 +8,7 @@
 #   mount random     the mount at full level, random order (an ImageFolder shuffle)
 #   order L1/L5/full the mount at level 1, 5, full, in its published order (.fidelity/order/epoch-N)
 # Needs root (drop_caches, cgroups, mounts).
-#   scripts/bench/cold.sh [COUNT=5000] [RUNS=3] [LIMIT=100000000] [THREADS=8]
+#   scripts/bench/cold.sh [COUNT=5000] [RUNS=3] [LIMIT=100000000] [THREADS=8]   env: CACHE=256MiB FILE=0|1
 source "$(dirname "$0")/common.sh"
 count=${1:-5000}
 runs=${2:-3}
@@ -20,6 +20,12 @@ rb=$root/build/scripts/bench/readbench
 src=$(make_dataset imagenet "$count" 20)
 store=$BENCH_DIR/cold-store-$count
 [[ -f $store/index.sqlite ]] || "$bin" pack "$src" "$store" --progress off --jobs 2 >/dev/null
+# FILE=1: the same source in the file layout too (same seed, so the same records), its published
+# order at level 5 and full level beside the scan layout's.
+file_store=$BENCH_DIR/cold-store-file-$count
+if [[ ${FILE:-0} == 1 && ! -f $file_store/index.sqlite ]]; then
+  "$bin" pack "$src" "$file_store" --layout file --progress off --jobs 2 >/dev/null
+fi
 
 dev=$(findmnt -no MAJ:MIN -T "$store" | tr -d ' ')
 [[ $(findmnt -no MAJ:MIN -T "$src" | tr -d ' ') == "$dev" ]] || { echo "source and store must be on one disk" >&2; exit 1; }
@@ -54,9 +60,9 @@ run_ext4() {
 
 hz=$(getconf CLK_TCK)
 
-# run_mount LEVEL MODE(random|order) EPOCH -> "files_per_s served_bytes storage_bytes rss_kb index_rss_kb cpu_us_per_image"
+# run_mount LEVEL MODE(random|order) EPOCH [STORE] -> "files_per_s served_bytes storage_bytes rss_kb index_rss_kb cpu_us_per_image"
 run_mount() {
-  local level=$1 mode=$2 epoch=$3 pid list=$BENCH_DIR/cold.list.mount
+  local level=$1 mode=$2 epoch=$3 store=${4:-$store} pid list=$BENCH_DIR/cold.list.mount
   "$bin" mount "$store" "$m" -o "scan_group=$level,cache=$cache"
   pid=$(pgrep -f -x "$bin mount $store $m .*" | head -1)
   echo "$pid" >"$cg/cgroup.procs"
@@ -84,6 +90,7 @@ run_mount() {
 
 declare -A fps served storage rss rss0 cpu
 names=("ext4 random" "mount random" "order L1" "order L5" "order full")
+[[ ${FILE:-0} == 1 ]] && names+=("file order L5" "file order full")
 for name in "${names[@]}"; do
   f=() s=() t=() r=() r0=() u=()
   for ((i = 1; i <= runs; i++)); do
@@ -93,6 +100,8 @@ for name in "${names[@]}"; do
       "order L1") line=$(run_mount 1 order "$i") ;;
       "order L5") line=$(run_mount 5 order "$i") ;;
       "order full") line=$(run_mount full order "$i") ;;
+      "file order L5") line=$(run_mount 5 order "$i" "$file_store") ;;
+      "file order full") line=$(run_mount full order "$i" "$file_store") ;;
     esac
     read -r a b c d e g <<<"$line"
     f+=("$a") s+=("$b") t+=("$c") r+=("$d") r0+=("${e:--}") u+=("${g:--}")
@@ -130,6 +139,12 @@ for k in L1 L5; do
   printf '  order %s over full: %.2fx images/s, bytes ratio %.2fx -> %.2f of ideal (goal >= 0.9)\n' \
     "$k" "$sp" "$ratio" "$(x "$sp / $ratio")"
 done
+if [[ ${FILE:-0} == 1 ]]; then
+  for k in L5 full; do
+    printf '  file layout, order %s over the scan layout: %.2fx images/s (goal >= 0.9)\n' "$k" \
+      "$(x "${fps[file order $k]} / ${fps[order $k]}")"
+  done
+fi
 printf '  mount random: storage %.2fx the served (level) bytes per image (goal <= 1.3)\n' \
   "$(x "${storage[mount random]} / ${served[mount random]}")"
 for name in "mount random" "order L1" "order L5" "order full"; do
