@@ -217,7 +217,7 @@ void register_pack(CLI::App& app, int& exit_code) {
                   "for the bytes at low levels) or fast (decodes faster, for loaders bound by their CPU)")
       ->check(CLI::IsMember({"pcr", "fast"}))
       ->capture_default_str();
-  auto layout = std::make_shared<std::string>("scan");
+  auto layout = std::make_shared<std::string>("file");
   cmd->add_option("--layout", *layout,
                   "where a JPEG's levels lie: scan (each record's files level by level: a record up to level k "
                   "is one read of its prefix, best for published orders) or file (each file's levels back "

@@ -30,7 +30,7 @@ struct PackOptions {
   uint32_t record_files = 65536;
   uint64_t seed = 0;
   codec::LevelScripts levels = codec::LevelScripts::pcr;  // scan scripts of the JPEGs
-  StoreLayout layout = StoreLayout::scan;                  // where the JPEGs' pieces lie
+  StoreLayout layout = StoreLayout::file;                  // where the JPEGs' pieces lie (docs/MOUNT.md, "Which layout")
   // The part of the source to pack (index/shard.h): every folder, and the files of this part.
   Shard shard;
 };

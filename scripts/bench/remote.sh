@@ -30,7 +30,7 @@
 # Needs root (network namespace, tc, drop_caches, mounts).
 #   scripts/bench/remote.sh [COUNT=5000] [RUNS=3] [KINDS=imagenet] [PARTS=cold,epochs]
 #     (KINDS: imagenet,imagenet-sized; PARTS: cold, epochs or both)
-#   env: TBF_MBIT=800 RTT_MS=20 THREADS=8 PEER_FILES=1000 CACHE=256MiB
+#   env: TBF_MBIT=800 RTT_MS=20 THREADS=8 PEER_FILES=1000 CACHE=256MiB LAYOUT=scan|file
 source "$(dirname "$0")/common.sh"
 count=${1:-5000}
 runs=${2:-3}
@@ -45,14 +45,19 @@ cache=${CACHE:-256MiB}
 rb=$root/build/scripts/bench/readbench
 proxy_py=$root/tests/integration/fault_proxy.py
 work=$BENCH_DIR/remote
+# LAYOUT=file: the store packed with --layout file (the same files and records, each JPEG's levels
+# back to back); the peers read the same raw tree either way.
+layout=${LAYOUT:-scan}
+layout_suffix=${layout/#scan/}
+[[ -z $layout_suffix ]] || layout_suffix=-$layout_suffix
 
 # ---- outside the namespace: build, datasets, stores; then the namespace ------------------------
 if [[ -z ${FIDBENCH_INNER:-} ]]; then
   BUILD_TARGETS="fidelityfs readbench" bench_setup
   for kind in ${kinds//,/ }; do
     src=$(make_dataset "$kind" "$count" 20)
-    store=$BENCH_DIR/remote-store-$kind-$count
-    [[ -f $store/index.sqlite ]] || "$bin" pack "$src" "$store" --progress off --jobs 2 >/dev/null
+    store=$BENCH_DIR/remote-store-$kind-$count$layout_suffix
+    [[ -f $store/index.sqlite ]] || "$bin" pack "$src" "$store" --layout "$layout" --progress off --jobs 2 >/dev/null
   done
   ns=fidbench-$$
   ip netns add "$ns"
@@ -94,7 +99,7 @@ s3 mb "s3://$bucket" >&2
 t0=$(now)
 for kind in ${kinds//,/ }; do
   src=$(make_dataset "$kind" "$count" 20)
-  store=$BENCH_DIR/remote-store-$kind-$count
+  store=$BENCH_DIR/remote-store-$kind-$count$layout_suffix
   s3 cp --only-show-errors --recursive --exclude .done "$src" "s3://$bucket/raw-$kind"
   s3 cp --only-show-errors --recursive "$store/records" "s3://$bucket/store-$kind/records"
   s3 cp --only-show-errors "$store/index.sqlite" "s3://$bucket/store-$kind/index.sqlite"
@@ -300,8 +305,8 @@ printf '\nremote benchmark: Ceph RGW (memstore) behind fault_proxy.py in a netwo
 printf 'on its loopback (crossed twice by every body byte through the proxy) + %d ms per request at the proxy\n' "$rtt_ms"
 printf 'measured link: %.1f MB/s (%.0f Mbit/s; median of 3 single GETs of 128 MiB through the proxy, curl), request RTT %.1f ms\n' \
   "$(x "$link_bps / 1000000")" "$(x "$link_bps * 8 / 1000000")" "$(x "$rtt_seen * 1000")"
-printf '%d reader threads (readbench), cold every run (fresh mount, page cache dropped, no disk cache), median of %d runs\n' \
-  "$threads" "$runs"
+printf '%d reader threads (readbench), cold every run (fresh mount, page cache dropped, no disk cache), median of %d runs; %s layout\n' \
+  "$threads" "$runs" "$layout"
 
 # ---- cold: every run cold, no disk cache --------------------------------------------------------
 cold_part() {
@@ -543,7 +548,7 @@ epochs_part() {
 
 for kind in ${kinds//,/ }; do
   src=$(make_dataset "$kind" "$count" 20)
-  store=$BENCH_DIR/remote-store-$kind-$count
+  store=$BENCH_DIR/remote-store-$kind-$count$layout_suffix
   (cd "$src" && find . -name '*.JPEG' | sort | sed 's|^\./||') >"$work/lists/all.rel"
   n=$(wc -l <"$work/lists/all.rel")
   ((peer_files > n)) && peer_files=$n

@@ -25,7 +25,7 @@
 # with the least data, on a loop-mounted ext4 with an inode per file, for the largest counts.
 # OPTS adds mount options to every run's mount (OPTS=cache=4GiB: a cache that holds the store, so
 # that random_reads=auto loads whole records; the mode in force is printed).
-#   scripts/bench/scale.sh [COUNT=1281167]      env: RUNS=3 READS=100000 LIMIT_S=14400 EMPTY=0 OPTS=
+#   scripts/bench/scale.sh [COUNT=1281167]      env: RUNS=3 READS=100000 LIMIT_S=14400 EMPTY=0 OPTS= LAYOUT=scan|file
 source "$(dirname "$0")/common.sh"
 count=${1:-1281167}
 runs=${RUNS:-3}
@@ -59,6 +59,9 @@ else
   store=$BENCH_DIR/scale-store-$count
   what="JPEGs of 48x48"
 fi
+# LAYOUT=file: the store packed with --layout file (its own store folder).
+layout=${LAYOUT:-scan}
+[[ $layout == scan ]] || store=$store-$layout
 m=$BENCH_DIR/scale-mnt
 mkdir -p "$m" "$BENCH_DIR/results"
 daemon=''
@@ -113,7 +116,7 @@ if [[ ! -f $store/index.sqlite || ! -f $packed ]]; then
   rm -rf "$store"
   cold
   t0=$(now)
-  bounded 7200 /usr/bin/time -v -o "$BENCH_DIR/scale-pack.time" nice -n 10 "$bin" pack "$src" "$store" --jobs 2 --progress off >/dev/null
+  bounded 7200 /usr/bin/time -v -o "$BENCH_DIR/scale-pack.time" nice -n 10 "$bin" pack "$src" "$store" --layout "$layout" --jobs 2 --progress off >/dev/null
   secs=$(echo "$(now) - $t0" | bc -l)
   peak=$(awk -F': ' '/Maximum resident set size/ {print $2}' "$BENCH_DIR/scale-pack.time")
   echo "$secs $peak" >"$packed"
@@ -228,7 +231,7 @@ done
 
 printf '\nscale benchmark: %d %s (%.0f B on average) in %d class folders; %d reads a first epoch, 2 threads\n' \
   "$files" "$what" "$(echo "$src_b / $files" | bc -l)" "$classes" "$reads"
-printf 'pack --jobs 2 from a cold page cache: %.0f s, %.0f files/s, peak RSS %d MiB\n' "$pack_s" \
+printf '%s layout; pack --jobs 2 from a cold page cache: %.0f s, %.0f files/s, peak RSS %d MiB\n' "$layout" "$pack_s" \
   "$(echo "$files / $pack_s" | bc -l)" "$((pack_kb / 1024))"
 printf 'store: %.1f MB (source %.1f MB); index.sqlite %d B, %.1f B per file\n' "$(echo "$store_b / 1000000" | bc -l)" \
   "$(echo "$src_b / 1000000" | bc -l)" "$index_b" "$(echo "$index_b / $files" | bc -l)"

@@ -106,7 +106,10 @@ def edge_store(edge_tree, tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def imagenet_store(imagenet_tree, tmp_path_factory):
-    return pack(imagenet_tree, str(tmp_path_factory.mktemp("stores") / "imagenet"), "--record-bytes", "1MiB")
+    """The ImageNet-like tree in the scan layout, whose record prefixes the read-path tests measure
+    (test_layout.py and the stress test's file variants cover the file layout, pack's default)."""
+    return pack(imagenet_tree, str(tmp_path_factory.mktemp("stores") / "imagenet"), "--record-bytes", "1MiB",
+                "--layout", "scan")
 
 
 @pytest.fixture

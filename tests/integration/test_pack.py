@@ -211,7 +211,7 @@ def test_full_disk_leaves_nothing_and_a_rerun_succeeds(imagenet_tree, imagenet_s
     spare = 4 * page  # what is left once every record is written: less than the index needs
     assert os.path.getsize(os.path.join(imagenet_store, "index.sqlite")) > 2 * spare
     before = tree_digest(imagenet_tree)
-    args = ("--progress", "off", "--record-bytes", "1MiB", "--jobs", "2")  # as imagenet_store
+    args = ("--progress", "off", "--record-bytes", "1MiB", "--jobs", "2", "--layout", "scan")  # as imagenet_store
     with tmpfs(str(tmp_path / "small"), "2m") as fs:
         store = os.path.join(fs, "store")
         p = run("pack", imagenet_tree, store, *args, check=False)

@@ -58,7 +58,8 @@ def test_parts_split_the_files_and_keep_every_folder(stores):
         assert m["source_digest"] == meta(stores["single"])["source_digest"]
         assert table(p, DIRS) == table(stores["single"], DIRS)
     m = meta(stores["single"])
-    assert m["shard"] == "0/1" and m["level_scripts"] == "pcr" and m["format_version"] == "3"
+    assert m["shard"] == "0/1" and m["level_scripts"] == "pcr"
+    assert m["layout"] == "file" and m["format_version"] == "4"  # pack's default layout
     assert len(m["source_digest"]) == 16
 
 

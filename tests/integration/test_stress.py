@@ -1,4 +1,5 @@
-"""Load on one mount with a small record cache, in both random_reads modes: reader threads (the live tree and the
+"""Load on one mount with a small record cache, in both random_reads modes and both record layouts
+(a file-layout store for a shorter time): reader threads (the live tree and the
 /.fidelity/sg/K views), DataLoader-style reader processes (published order, one rank each), level
 flips on files and folders, and readers of the control folder, all at once for a bounded time.
 
@@ -17,11 +18,12 @@ import time
 import pytest
 import xxhash
 
-from conftest import report
+from conftest import pack, report
 from fidstore import Store
 from mountutil import daemon_pid, flip_level, mounted, proc_status, read_file
 
 SECONDS = float(os.environ.get("FIDELITYFS_STRESS_SECONDS", "15"))  # bounded load phase
+FILE_SECONDS = min(SECONDS, 5.0)  # the same load on a file-layout store: shorter, both modes
 GRACE = 30  # seconds past the load phase after which a reader that has not returned is hung
 MiB = 1 << 20
 WORKERS = 8  # -o threads: FUSE worker threads
@@ -98,9 +100,24 @@ def loader_worker(mnt, rank, world, deadline, exp, view_level, results):
     results.put((rank, t.reads, t.n_errors, t.errors, t.latencies))
 
 
-@pytest.mark.parametrize("random_reads", ["pieces", "records"])
-def test_stress_readers_flips_and_control_files(imagenet_store, mnt, random_reads):
-    st = Store(imagenet_store)
+@pytest.fixture(scope="module")
+def imagenet_file_store(imagenet_tree, tmp_path_factory):
+    """imagenet_store in the file layout (docs/FORMAT.md "Record files"): same source, records size."""
+    return pack(imagenet_tree, str(tmp_path_factory.mktemp("stores") / "imagenet-file"), "--record-bytes", "1MiB",
+                "--layout", "file")
+
+
+@pytest.mark.parametrize("random_reads,layout", [
+    pytest.param("pieces", "scan", id="pieces"),
+    pytest.param("records", "scan", id="records"),
+    pytest.param("pieces", "file", id="file-pieces"),
+    pytest.param("records", "file", id="file-records"),
+])
+def test_stress_readers_flips_and_control_files(request, mnt, random_reads, layout):
+    store = request.getfixturevalue("imagenet_store" if layout == "scan" else "imagenet_file_store")
+    seconds = SECONDS if layout == "scan" else FILE_SECONDS
+    st = Store(store)
+    assert st.layout == layout
     exp = expected_digests(st)
     rels = sorted(exp)
     jpegs = [r for r in rels if st.files[r]["kind"] == "jpeg"]
@@ -112,12 +129,12 @@ def test_stress_readers_flips_and_control_files(imagenet_store, mnt, random_read
     has_l3 = any(f["kind"] == "l3" for f in st.files.values())
     ctx = multiprocessing.get_context("fork")  # as DataLoader; forked before any thread starts
 
-    with mounted(imagenet_store, mnt, "-o", f"threads={WORKERS},cache={CACHE},scan_group=5,random_reads={random_reads}"):
+    with mounted(store, mnt, "-o", f"threads={WORKERS},cache={CACHE},scan_group=5,random_reads={random_reads}"):
         pid = daemon_pid(mnt)
         idle_rss = proc_status(pid, "VmRSS")
         results = ctx.Queue()
         t_start = time.monotonic()
-        deadline = t_start + SECONDS
+        deadline = t_start + seconds
         procs = [ctx.Process(target=loader_worker, daemon=True,
                              args=(mnt, r, PROCESSES, deadline, exp, 3 if r == 1 else 0, results))
                  for r in range(PROCESSES)]
@@ -205,26 +222,27 @@ def test_stress_readers_flips_and_control_files(imagenet_store, mnt, random_read
     messages = [m for t in tallies for m in t.errors] + [m for d in done for m in d[3]]
     lat = sorted([x for t in tallies for x in t.latencies] + [x for d in done for x in d[4]])
     p50, p99 = lat[(len(lat) - 1) // 2], lat[int(0.99 * (len(lat) - 1))]
-    index_bytes = os.path.getsize(os.path.join(imagenet_store, "index.sqlite"))
+    index_bytes = os.path.getsize(os.path.join(store, "index.sqlite"))
     views = max(CACHE // 4, 8 * MiB) if has_l3 else 0  # the l3 view cache, only used by l3 files
     per_worker = FUSE_BUF + 3 * largest  # + the reply, piece and O_DIRECT scratch buffers
     bound = FIXED + index_bytes + CACHE + views + WORKERS * per_worker + (WORKERS + OTHER_THREADS) * STACK
-    report(f"stress ({random_reads}): {reads} file reads in {elapsed:.1f} s, {reads / elapsed:.0f} reads/s "
-           f"({sum(d[1] for d in done)} by {PROCESSES} processes), open+read+close p50 {p50 * 1e3:.2f} ms "
-           f"p99 {p99 * 1e3:.2f} ms, {errors} errors; {flips[0]} level flips, {control_reads[0]} control-folder "
-           f"reads; the daemon answered {stats['reads']} FUSE reads and {stats['lookups']} lookups (the rest hit the "
-           f"page cache), cache peak {stats['cache']['peak'] / MiB:.1f} of {CACHE / MiB:.0f} MiB")
-    report(f"stress ({random_reads}): daemon peak RSS {peak_rss / MiB:.1f} MiB (idle {idle_rss / MiB:.1f}) <= bound "
-           f"{bound / MiB:.1f} MiB = {FIXED / MiB:.0f} fixed + {index_bytes / MiB:.2f} index + {CACHE / MiB:.0f} "
-           f"cache + {views / MiB:.0f} views + {WORKERS} workers x {per_worker / MiB:.2f} + "
-           f"{WORKERS + OTHER_THREADS} stacks x {STACK / MiB:.2f}")
+    report(f"stress ({random_reads}, {layout} layout): {reads} file reads in {elapsed:.1f} s, "
+           f"{reads / elapsed:.0f} reads/s ({sum(d[1] for d in done)} by {PROCESSES} processes), open+read+close "
+           f"p50 {p50 * 1e3:.2f} ms p99 {p99 * 1e3:.2f} ms, {errors} errors; {flips[0]} level flips, "
+           f"{control_reads[0]} control-folder reads; the daemon answered {stats['reads']} FUSE reads and "
+           f"{stats['lookups']} lookups (the rest hit the page cache), cache peak "
+           f"{stats['cache']['peak'] / MiB:.1f} of {CACHE / MiB:.0f} MiB")
+    report(f"stress ({random_reads}, {layout} layout): daemon peak RSS {peak_rss / MiB:.1f} MiB "
+           f"(idle {idle_rss / MiB:.1f}) <= bound {bound / MiB:.1f} MiB = {FIXED / MiB:.0f} fixed + "
+           f"{index_bytes / MiB:.2f} index + {CACHE / MiB:.0f} cache + {views / MiB:.0f} views + {WORKERS} workers x "
+           f"{per_worker / MiB:.2f} + {WORKERS + OTHER_THREADS} stacks x {STACK / MiB:.2f}")
     assert errors == 0, messages[:10]
     assert all(d[1] > 0 for d in done), "a reader process read nothing"
     assert reads > 1000 and flips[0] > 100 and control_reads[0] > 0
     assert stats["eio_errors"] == 0
     assert stats["cache"]["peak"] <= CACHE and stats["cache"]["budget"] == CACHE
     assert stats["cache_hits"] > 0, "the published-order readers never hit the record cache"
-    assert stats["random_reads"]["mode"] == random_reads
+    assert stats["random_reads"]["mode"] == random_reads and stats["layout"] == layout
     if random_reads == "records":
         assert stats["random_reads"]["loads"] > 0, "no random reader loaded a record"
     assert peak_rss <= bound, f"daemon peak RSS {peak_rss} > bound {bound}"

@@ -196,7 +196,9 @@ namespace {
 TEST(HeaderId, FormatTwoTakesTheRecordId) {
   TempDir tmp;
   make_tree(tmp.path() / "src");
-  pack(options(tmp.path() / "src", tmp.path() / "store", Shard{}));
+  fid::index::PackOptions opt = options(tmp.path() / "src", tmp.path() / "store", Shard{});
+  opt.layout = fid::index::StoreLayout::scan;  // format 2 had no other
+  pack(opt);
   const std::string db = (tmp.path() / "store/index.sqlite").string();
   sqlite3* h = nullptr;
   ASSERT_EQ(sqlite3_open(db.c_str(), &h), SQLITE_OK);

@@ -67,6 +67,8 @@ fid::index::PackOptions pack_options(const fsys::path& src, const fsys::path& st
   opt.store = store;
   opt.jobs = 2;
   opt.record_bytes = record_bytes;
+  // The scan layout: these tests rewrite stores as formats 1 and 2, which had no other.
+  opt.layout = fid::index::StoreLayout::scan;
   return opt;
 }
 
