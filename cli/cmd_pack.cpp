@@ -210,7 +210,7 @@ void register_pack(CLI::App& app, int& exit_code) {
   cmd->add_option("--record-bytes", opt->record_bytes, "target record size at full level")
       ->default_val(opt->record_bytes)
       ->transform(CLI::AsSizeValue(false));
-  cmd->add_option("--seed", opt->seed, "seed of the storage order")->default_val(0);
+  add_u64_option(cmd, "--seed", opt->seed, "seed of the storage order (default 0)");
   auto levels = std::make_shared<std::string>("pcr");
   cmd->add_option("--levels", *levels,
                   "scan scripts of the JPEG levels: pcr (libjpeg's standard progression, the best quality "

@@ -275,7 +275,7 @@ void register_quality(CLI::App& app, int& exit_code) {
   cmd->add_option("STORE", a->location, "store folder, s3://BUCKET/PREFIX or http(s)://HOST/PATH")->required();
   cmd->add_option("--sample", a->sample, "JPEG files to measure, drawn at random (default 500; all if fewer)")
       ->check(CLI::PositiveNumber);
-  cmd->add_option("--seed", a->seed, "seed of the sample (default 0)");
+  add_u64_option(cmd, "--seed", a->seed, "seed of the sample (default 0)");
   cmd->add_flag("--by-class", a->by_class, "also per class (top-level folder), with a rules: block for the config");
   cmd->add_option("--target", a->target, "msssim=X, 0 < X <= 1 (default msssim=0.95)")
       ->check([](const std::string& s) { return parse_target(s) ? std::string() : "expected msssim=X with 0 < X <= 1"; });

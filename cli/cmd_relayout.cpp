@@ -50,7 +50,9 @@ int run_relayout(const std::string& location, const std::string& out, index::Sto
     }
     target = std::move(url).value();
   }
-  std::optional<storage::OpenedStore> opened = open_command_store("relayout", location, options, exit_code);
+  // Whole records, once each, in order: through the page cache and its readahead.
+  std::optional<storage::OpenedStore> opened =
+      open_command_store("relayout", location, options, exit_code, /*direct_io=*/false);
   if (!opened) return exit_code;
   const index::Store& store = *opened->store;
   if (!opened->source->problems().empty()) {

@@ -4,12 +4,30 @@
 
 #include <CLI/CLI.hpp>
 
+#include <cstdint>
+#include <string>
+
+#include "common/numbers.h"
+
 namespace fid::cli {
 
 // Exit codes of the command-line contract (README.md, "Commands").
 inline constexpr int kExitOk = 0;
 inline constexpr int kExitRuntime = 1;
 inline constexpr int kExitUsage = 2;
+
+// An option holding a u64 (a seed): a whole number from 0 to 2^64 - 1, refused otherwise as a
+// usage error naming the value (CLI11's own conversion wraps -1 and clamps larger numbers).
+inline CLI::Option* add_u64_option(CLI::App* cmd, const std::string& name, uint64_t& target, const std::string& what) {
+  return cmd
+      ->add_option_function<std::string>(name, [&target](const std::string& s) { target = fid::parse_u64(s).value_or(0); },
+                                         what)
+      ->check(CLI::Validator(
+          [](std::string& s) -> std::string {
+            return fid::parse_u64(s) ? "" : "'" + s + "': expected a whole number from 0 to 18446744073709551615";
+          },
+          "UINT64"));
+}
 
 void register_pack(CLI::App& app, int& exit_code);
 void register_merge(CLI::App& app, int& exit_code);

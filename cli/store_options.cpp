@@ -102,14 +102,17 @@ Result<config::Settings> parse_store_location_options(const std::vector<std::str
 }
 
 std::optional<storage::OpenedStore> open_command_store(std::string_view command, const std::string& location,
-                                                       const std::vector<std::string>& options, int& exit_code) {
+                                                       const std::vector<std::string>& options, int& exit_code,
+                                                       bool direct_io) {
   Result<config::Settings> settings = parse_store_location_options(options);
   if (!settings) {
     fmt::print(stderr, "fidelityfs {}: {}\n", command, settings.error().message);
     exit_code = kExitUsage;
     return std::nullopt;
   }
-  Result<storage::OpenedStore> opened = storage::open_store(location, store_options(*settings));
+  storage::StoreOptions opts = store_options(*settings);
+  opts.direct_io = direct_io;
+  Result<storage::OpenedStore> opened = storage::open_store(location, opts);
   if (!opened) {
     fmt::print(stderr, "fidelityfs {}: {}\n", command, opened.error().message);
     exit_code = kExitRuntime;

@@ -50,8 +50,9 @@ Result<config::Settings> parse_store_location_options(const std::vector<std::str
 
 // The preamble of inspect, verify and quality: parses their -o lists and opens STORE with them.
 // On failure it prints "fidelityfs COMMAND: message" and returns nullopt with `exit_code` set:
-// usage for a bad -o list, runtime for a store that does not open.
+// usage for a bad -o list, runtime for a store that does not open. direct_io: StoreOptions's.
 std::optional<storage::OpenedStore> open_command_store(std::string_view command, const std::string& location,
-                                                       const std::vector<std::string>& options, int& exit_code);
+                                                       const std::vector<std::string>& options, int& exit_code,
+                                                       bool direct_io = true);
 
 }  // namespace fid::cli

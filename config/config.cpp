@@ -10,6 +10,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "common/numbers.h"
+
 namespace fid::config {
 
 namespace {
@@ -41,14 +43,6 @@ std::optional<Readdir> parse_readdir(std::string_view s) {
   return std::nullopt;
 }
 }  // namespace
-
-static std::optional<uint64_t> parse_u64(std::string_view s) {
-  if (s.empty()) return std::nullopt;
-  uint64_t v = 0;
-  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (ec != std::errc() || p != s.data() + s.size()) return std::nullopt;
-  return v;
-}
 
 std::optional<int> parse_level(std::string_view s) {
   if (s == "full") return kFull;

@@ -1,10 +1,16 @@
 #include "index/relayout.h"
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdlib>
+#include <deque>
+#include <mutex>
+#include <optional>
+#include <thread>
 #include <cstring>
 #include <fmt/format.h>
 #include <memory>
@@ -22,22 +28,40 @@ namespace fsys = std::filesystem;
 namespace {
 
 // Records read at once: many reads in flight (io_uring, parallel GETs), memory bounded.
-constexpr uint64_t kBatchBytes = 64ull << 20;
+constexpr uint64_t kBatchBytes = 32ull << 20;
 constexpr size_t kBatchRecords = 64;
 
 Error damaged(const Store& store, uint32_t r, const std::string& why) {
   return Error{EIO, fmt::format("{}: {}", store.records()[r].path, why)};
 }
 
-struct FreeDeleter {
-  void operator()(uint8_t* p) const { std::free(p); }
-};
-using AlignedBuffer = std::unique_ptr<uint8_t, FreeDeleter>;
+uint64_t page_round(uint64_t len) { return (len + 4095) / 4096 * 4096; }
 
-AlignedBuffer aligned_buffer(uint64_t len) {
-  const uint64_t rounded = (len + 4095) / 4096 * 4096;
-  return AlignedBuffer(static_cast<uint8_t*>(std::aligned_alloc(4096, rounded == 0 ? 4096 : rounded)));
-}
+// Page-aligned memory for a batch of records, mapped with its pages present (one fault-in, not
+// one a page) and reused from batch to batch.
+class Arena {
+ public:
+  Arena() = default;
+  explicit Arena(uint64_t size) : size_(size) {
+    void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+    data_ = p == MAP_FAILED ? nullptr : static_cast<uint8_t*>(p);
+  }
+  Arena(Arena&& o) noexcept : data_(std::exchange(o.data_, nullptr)), size_(std::exchange(o.size_, 0)) {}
+  Arena& operator=(Arena&& o) noexcept {
+    std::swap(data_, o.data_);
+    std::swap(size_, o.size_);
+    return *this;
+  }
+  ~Arena() {
+    if (data_) ::munmap(data_, size_);
+  }
+  uint8_t* data() const { return data_; }
+  uint64_t size() const { return data_ ? size_ : 0; }
+
+ private:
+  uint8_t* data_ = nullptr;
+  uint64_t size_ = 0;
+};
 
 // The index of the new store: the source's, with the layout, the format version and the JPEG
 // records' rows of `layout`.
@@ -81,19 +105,112 @@ Status write_record(const fsys::path& file, std::span<const uint8_t> bytes) {
   fsys::create_directories(file.parent_path(), ec);
   Fd fd(::open(file.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
   if (fd.get() < 0) return io_error(errno, file.string());
-  return write_loop(fd.get(), bytes.data(), bytes.size(), file.string());
+  if (Status written = write_loop(fd.get(), bytes.data(), bytes.size(), file.string()); !written) return written;
+  // Writeback starts now, while later records are read, rather than at the fsync before the index.
+  (void)::sync_file_range(fd.get(), 0, 0, SYNC_FILE_RANGE_WRITE);
+  return {};
 }
+
+// Records read in batches (many reads in flight: io_uring, parallel GETs) by a thread of its own,
+// one batch ahead of the one being moved and written, so that reading and writing overlap.
+struct Batch {
+  std::vector<uint32_t> ids;
+  std::vector<uint8_t*> buffers;  // into arena, one a record
+  Arena arena;
+  Status status;
+};
+
+class BatchReader {
+ public:
+  BatchReader(const Store& store, const RelayoutIo& io, const std::atomic<bool>& cancel)
+      : store_(store), io_(io), cancel_(cancel), thread_([this] { run(); }) {}
+  ~BatchReader() {
+    {
+      std::lock_guard lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+  BatchReader(const BatchReader&) = delete;
+  BatchReader& operator=(const BatchReader&) = delete;
+
+  // A batch the caller is done with: its memory serves a later batch.
+  void recycle(Batch&& b) {
+    std::lock_guard lock(mu_);
+    if (b.arena.size() > spare_.size()) spare_ = std::move(b.arena);
+  }
+
+  // The next batch in record order (its status says whether it was read); nullopt after the last.
+  std::optional<Batch> next() {
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, [&] { return !ready_.empty() || finished_; });
+    if (ready_.empty()) return std::nullopt;
+    Batch b = std::move(ready_.front());
+    ready_.pop_front();
+    cv_.notify_all();
+    return b;
+  }
+
+ private:
+  void run() {
+    const auto records = store_.records();
+    for (uint32_t next = 0; next < records.size() && !cancel_;) {
+      Batch b;
+      uint64_t bytes = 0;  // the records' sizes, each rounded up to pages (O_DIRECT reads)
+      for (; next < records.size() && b.ids.size() < kBatchRecords &&
+             (b.ids.empty() || bytes + page_round(records[next].size) <= kBatchBytes);
+           ++next) {
+        b.ids.push_back(next);
+        bytes += page_round(records[next].size);
+      }
+      {
+        std::lock_guard lock(mu_);
+        if (spare_.size() >= bytes) b.arena = std::move(spare_);
+      }
+      if (b.arena.size() < bytes) b.arena = Arena(std::max(bytes, kBatchBytes));
+      if (!b.arena.data()) {
+        b.status = Error{ENOMEM, fmt::format("{}: no memory for {} bytes of records", records[b.ids[0]].path, bytes)};
+      } else {
+        uint64_t at = 0;
+        for (uint32_t id : b.ids) {
+          b.buffers.push_back(b.arena.data() + at);
+          at += page_round(records[id].size);
+        }
+        b.status = io_.read_records(b.ids, b.buffers);
+      }
+      const bool failed = !b.status;
+      std::unique_lock lock(mu_);
+      cv_.wait(lock, [&] { return stop_ || ready_.empty(); });  // one batch waits at most
+      if (stop_) return;
+      ready_.push_back(std::move(b));
+      cv_.notify_all();
+      if (failed) break;
+    }
+    std::lock_guard lock(mu_);
+    finished_ = true;
+    cv_.notify_all();
+  }
+
+  const Store& store_;
+  const RelayoutIo& io_;
+  const std::atomic<bool>& cancel_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Batch> ready_;
+  Arena spare_;  // the memory of a batch done with
+  bool stop_ = false, finished_ = false;
+  std::thread thread_;  // last: starts once the members above exist
+};
 
 }  // namespace
 
-Status relayout_record(const Store& store, uint32_t r, std::span<const uint8_t> in, RecordLayout to,
-                       std::vector<uint8_t>& out) {
+Status check_record(const Store& store, uint32_t r, std::span<const uint8_t> in) {
   const Record& rec = store.records()[r];
   if (in.size() != rec.size) return damaged(store, r, fmt::format("{} bytes, the index says {}", in.size(), rec.size));
   if (in.size() < kRecordHeaderSize || std::memcmp(in.data(), kRecordMagic.data(), kRecordMagic.size()) != 0 ||
       get_le(in.data() + 8, 4) != rec.header_id || in[12] != static_cast<uint8_t>(rec.layout))
     return damaged(store, r, "its header is not the one the index names");
-  if (rec.layout == RecordLayout::whole) to = RecordLayout::whole;
   const std::span<const uint32_t> members = store.record_files(r);
   // Checked before anything is copied: a damaged piece is never carried into the new store.
   for (uint32_t id : members) {
@@ -103,6 +220,15 @@ Status relayout_record(const Store& store, uint32_t r, std::span<const uint8_t> 
       if (piece_checksum(in.subspan(pieces[i].offset, pieces[i].size)) != pieces[i].checksum)
         return damaged(store, r, fmt::format("piece {} of {} fails its checksum", i, store.relative_path(f)));
   }
+  return {};
+}
+
+Status relayout_record(const Store& store, uint32_t r, std::span<const uint8_t> in, RecordLayout to,
+                       std::vector<uint8_t>& out) {
+  if (Status checked = check_record(store, r, in); !checked) return checked;
+  const Record& rec = store.records()[r];
+  const std::span<const uint32_t> members = store.record_files(r);
+  if (rec.layout == RecordLayout::whole) to = RecordLayout::whole;
   out.resize(in.size());
   const auto header = record_header(rec.header_id, to);
   std::memcpy(out.data(), header.data(), header.size());
@@ -147,28 +273,18 @@ Result<RelayoutReport> relayout(const Store& store, StoreLayout layout, const fs
   RelayoutReport report;
   std::vector<std::vector<uint64_t>> region_ends(records.size());
   std::vector<uint8_t> laid_out;
-  std::vector<uint32_t> batch;
-  std::vector<AlignedBuffer> owned;
-  std::vector<uint8_t*> buffers;
-  for (uint32_t next = 0; next < records.size();) {
+  BatchReader reader(store, io, cancel);
+  while (std::optional<Batch> got = reader.next()) {
     if (cancel) return Error{ECANCELED, "interrupted"};
-    batch.clear();
-    owned.clear();
-    buffers.clear();
-    uint64_t bytes = 0;
-    for (; next < records.size() && batch.size() < kBatchRecords && (batch.empty() || bytes + records[next].size <= kBatchBytes);
-         ++next) {
-      batch.push_back(next);
-      bytes += records[next].size;
-      owned.push_back(aligned_buffer(records[next].size));
-      if (!owned.back()) return Error{ENOMEM, fmt::format("{}: no memory for a record", records[next].path)};
-      buffers.push_back(owned.back().get());
-    }
-    if (Status read = io.read_records(batch, buffers); !read) return std::move(read).error();
-    for (size_t k = 0; k < batch.size(); ++k) {
-      const Record& rec = records[batch[k]];
-      if (Status moved = relayout_record(store, rec.id, {buffers[k], rec.size}, jpeg, laid_out); !moved)
-        return std::move(moved).error();
+    Batch& b = *got;
+    if (!b.status) return std::move(b.status).error();
+    for (size_t k = 0; k < b.ids.size(); ++k) {
+      const Record& rec = records[b.ids[k]];
+      const std::span<const uint8_t> in(b.buffers[k], rec.size);
+      // A record whose layout stays is written as read, once checked.
+      const bool same = rec.layout == RecordLayout::whole || rec.layout == jpeg;
+      Status moved = same ? check_record(store, rec.id, in) : relayout_record(store, rec.id, in, jpeg, laid_out);
+      if (!moved) return std::move(moved).error();
       if (rec.layout != RecordLayout::whole) {
         // The region ends the new layout's index row names.
         std::vector<uint64_t>& ends = region_ends[rec.id];
@@ -185,7 +301,8 @@ Result<RelayoutReport> relayout(const Store& store, StoreLayout layout, const fs
         report.rewritten += rec.layout != jpeg;
       }
       const fsys::path file = dir / rec.path;
-      if (Status written = write_record(file, laid_out); !written) return std::move(written).error();
+      if (Status written = write_record(file, same ? in : std::span<const uint8_t>(laid_out)); !written)
+        return std::move(written).error();
       if (io.destination) {
         if (Status sent = io.destination->add_record(file, rec.path); !sent) return std::move(sent).error();
       }
@@ -193,7 +310,9 @@ Result<RelayoutReport> relayout(const Store& store, StoreLayout layout, const fs
       report.bytes += rec.size;
       if (progress) progress(report.records, records.size());
     }
+    reader.recycle(std::move(b));
   }
+  if (cancel) return Error{ECANCELED, "interrupted"};
   // Every record reaches the disk before the index that names them exists (written without a
   // flush each, so that the kernel writes them back while later ones are read).
   if (!io.destination) {

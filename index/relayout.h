@@ -23,6 +23,9 @@ namespace fid::index {
 // The bytes of record r of `store` (as stored: `in`, its whole file) in the layout `to` (scan or
 // file for a JPEG record; a whole record stays whole) into `out`. Checks the record's header and
 // every piece's checksum first: a damaged record is an error naming it, never copied.
+// Checks record r's bytes as stored (`in`, its whole file): its header is the one the index
+// names and every piece's checksum holds; EIO naming the record and the piece otherwise.
+Status check_record(const Store& store, uint32_t r, std::span<const uint8_t> in);
 Status relayout_record(const Store& store, uint32_t r, std::span<const uint8_t> in, RecordLayout to,
                        std::vector<uint8_t>& out);
 

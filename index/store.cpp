@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <fmt/format.h>
 
+#include "common/numbers.h"
 #include "index/format.h"
 #include "index/sqlite_db.h"
 #include "index/tables_file.h"
@@ -54,6 +55,13 @@ std::string meta_value(SqliteDb& db, const char* key) {
   std::optional<std::string> v = meta_optional(db, key);
   if (!v) throw StoreError(fmt::format("{}: corrupt index: meta key '{}' missing", db.path(), key));
   return std::move(*v);
+}
+
+uint64_t meta_u64(SqliteDb& db, const char* key) {
+  const std::string v = meta_value(db, key);
+  const std::optional<uint64_t> n = parse_u64(v);
+  if (!n) throw StoreError(fmt::format("{}: corrupt index: meta '{}' is not a number from 0 to 2^64 - 1: '{}'", db.path(), key, v));
+  return *n;
 }
 
 int64_t meta_int(SqliteDb& db, const char* key) {
@@ -222,7 +230,7 @@ int64_t Store::load_meta(SqliteDb& db, const std::string& ip) {
   int64_t levels = meta_int(db, "levels");
   if (levels < 1 || levels > 64) throw StoreError(fmt::format("{}: corrupt index: {} levels", ip, levels));
   levels_ = static_cast<int>(levels);
-  seed_ = static_cast<uint64_t>(meta_int(db, "seed"));
+  seed_ = meta_u64(db, "seed");
   // Packs of an older format lack these: "" then.
   provenance_.shard = meta_optional(db, "shard").value_or("");
   provenance_.source_digest = meta_optional(db, "source_digest").value_or("");

@@ -161,7 +161,7 @@ Status LocalRecordSource::io_uring_available() {
   return Error{ENOSYS, reason};
 }
 
-LocalRecordSource::LocalRecordSource(const index::Store& store, bool use_io_uring)
+LocalRecordSource::LocalRecordSource(const index::Store& store, bool use_io_uring, bool direct)
     : store_(store),
       uring_(use_io_uring && io_uring_available().ok()),
       dfd_(new std::atomic<int>[store.records().size()]) {
@@ -173,7 +173,7 @@ LocalRecordSource::LocalRecordSource(const index::Store& store, bool use_io_urin
       problems_.push_back(std::move(fd).error().message);
       fds_.emplace_back();
     }
-    dfd_[r.id].store(kDirectUnopened);
+    dfd_[r.id].store(direct ? kDirectUnopened : -1);
   }
 }
 

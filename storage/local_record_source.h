@@ -21,8 +21,10 @@ namespace fid::storage {
 class LocalRecordSource final : public RecordSource {
  public:
   // Opens every record file of `store` and checks its size and header; a record that fails goes
-  // to problems() and its reads fail with EIO. use_io_uring = false forces sequential preads.
-  explicit LocalRecordSource(const index::Store& store, bool use_io_uring = true);
+  // to problems() and its reads fail with EIO. use_io_uring = false forces sequential preads;
+  // direct = false reads through the page cache (whole records read once in order, as relayout
+  // does, go faster with its readahead than with O_DIRECT).
+  explicit LocalRecordSource(const index::Store& store, bool use_io_uring = true, bool direct = true);
   ~LocalRecordSource() override;
   LocalRecordSource(const LocalRecordSource&) = delete;
   LocalRecordSource& operator=(const LocalRecordSource&) = delete;

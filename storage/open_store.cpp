@@ -27,7 +27,7 @@ Result<OpenedStore> open_store(const std::string& location, const StoreOptions& 
     auto store = index::Store::open(url->local, tables_dir(opts));
     if (!store) return std::move(store).error();
     out.store = std::move(store).value();
-    out.source = std::make_unique<LocalRecordSource>(*out.store);
+    out.source = std::make_unique<LocalRecordSource>(*out.store, /*use_io_uring=*/true, opts.direct_io);
     out.index_file = out.store->path() / "index.sqlite";
     // identity stays empty: it names a store in the disk cache, which only remote stores use.
     return out;

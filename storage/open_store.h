@@ -27,6 +27,9 @@ struct StoreOptions {
   // (index/tables_file.h), instead of holding them in memory. The mount does.
   bool map_tables = false;
   unsigned max_requests = 64;      // remote requests in flight at once
+  // Local stores: O_DIRECT reads (the page cache is left to the loader's own data); false reads
+  // through the page cache, for a reader of whole records in order (relayout).
+  bool direct_io = true;
 };
 
 struct OpenedStore {

@@ -356,3 +356,22 @@ def test_fast_levels(edge_tree, tmp_path, mnt):
     p = run("pack", edge_tree, str(tmp_path / "bad"), "--levels", "slow", check=False)
     assert p.returncode == 2 and "--levels" in p.stderr and "slow" in p.stderr, p.stderr
     assert not os.path.exists(tmp_path / "bad")
+
+
+def test_seeds_take_the_whole_u64_range_and_nothing_else(tmp_path):
+    """--seed is any whole number from 0 to 2^64 - 1, kept exactly and read back by inspect and
+    mount; a sign, an overflow or text is a usage error naming the value, and writes nothing."""
+    src = tmp_path / "src" / "a"
+    src.mkdir(parents=True)
+    (src / "x.bin").write_bytes(b"x" * 100)
+    for seed in ("0", "9223372036854775808", "18446744073709551615"):
+        store = str(tmp_path / f"s{seed}")
+        pack(str(tmp_path / "src"), store, "--seed", seed)
+        assert json.loads(run("inspect", store, "--json").stdout)["seed"] == int(seed)
+        assert "0 bad" in run("verify", store, "--progress", "off").stdout
+    for seed in ("-1", "18446744073709551616", "+5", "0x10", ""):
+        store = str(tmp_path / "bad")
+        p = run("pack", str(tmp_path / "src"), store, "--seed", seed, "--progress", "off", check=False)
+        assert p.returncode == 2, (seed, p.stderr)
+        assert f"'{seed}': expected a whole number from 0 to 18446744073709551615" in p.stderr, p.stderr
+        assert not os.path.exists(store)
