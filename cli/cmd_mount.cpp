@@ -6,6 +6,7 @@
 // initialised before fork), also exit 2.
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <grp.h>
 #include <spawn.h>
 #include <sys/mount.h>
@@ -17,6 +18,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -69,6 +71,64 @@ int run_program(const std::vector<std::string>& argv) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
+// /proc/self/mountinfo's text for a path: space, tab, newline and backslash as \ooo.
+std::string unescape_mountinfo(std::string_view s) {
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    const auto octal = [&](size_t k) { return k < s.size() && s[k] >= '0' && s[k] <= '7'; };
+    if (s[i] == '\\' && octal(i + 1) && octal(i + 2) && octal(i + 3)) {
+      out.push_back(static_cast<char>((s[i + 1] - '0') * 64 + (s[i + 2] - '0') * 8 + (s[i + 3] - '0')));
+      i += 3;
+    } else {
+      out.push_back(s[i]);
+    }
+  }
+  return out;
+}
+
+// The pids of fidelityfs processes whose command line names `mnt` (the mount and its daemon).
+std::vector<std::string> fidelityfs_pids_at(const std::string& mnt) {
+  std::vector<std::string> pids;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator("/proc", ec)) {
+    const std::string pid = e.path().filename().string();
+    if (pid.find_first_not_of("0123456789") != std::string::npos || pid == std::to_string(::getpid())) continue;
+    std::ifstream in(e.path() / "cmdline", std::ios::binary);
+    std::vector<std::string> argv;
+    for (std::string arg; std::getline(in, arg, '\0');) argv.push_back(arg);
+    if (argv.size() < 3 || std::filesystem::path(argv[0]).filename() != "fidelityfs" || argv[1] != "mount") continue;
+    for (size_t i = 2; i < argv.size(); ++i)
+      if (std::filesystem::weakly_canonical(argv[i], ec).string() == mnt) {
+        pids.push_back(pid);
+        break;
+      }
+  }
+  return pids;
+}
+
+// A fidelityfs mount already at `mnt`: mounting another on top would hide it (and take two
+// unmounts). EBUSY naming what is mounted there and its daemon.
+Status refuse_existing_mount(const std::string& mnt) {
+  std::ifstream in("/proc/self/mountinfo");
+  for (std::string line; std::getline(in, line);) {
+    std::vector<std::string_view> f;
+    for (size_t a = 0, b; a <= line.size(); a = b + 1) {
+      b = line.find(' ', a);
+      if (b == std::string::npos) b = line.size();
+      f.emplace_back(line.data() + a, b - a);
+    }
+    size_t dash = 6;
+    while (dash < f.size() && f[dash] != "-") ++dash;
+    if (f.size() < 5 || dash + 2 >= f.size() || unescape_mountinfo(f[4]) != mnt || f[dash + 1] != "fuse.fidelityfs")
+      continue;
+    const std::vector<std::string> pids = fidelityfs_pids_at(mnt);
+    return Error{EBUSY, fmt::format("{}: already a fidelityfs mount of {}{}; unmount it first (fusermount3 -u {})", mnt,
+                                    unescape_mountinfo(f[dash + 2]),
+                                    pids.empty() ? "" : fmt::format(" (daemon pid {})", fmt::join(pids, ", ")), mnt)};
+  }
+  return {};
+}
+
 // Checks the mount point; a stale FUSE mount left by a crashed daemon ("Transport endpoint is not
 // connected") is lazily unmounted and checked again. ENOTCONN when that fails (a runtime failure;
 // anything else is a usage error).
@@ -90,7 +150,7 @@ Status check_mountpoint(const std::string& mnt) {
   }
   if (::stat(mnt.c_str(), &st) != 0) return Error{errno, fmt::format("{}: mount point: {}", mnt, std::strerror(errno))};
   if (!S_ISDIR(st.st_mode)) return Error{ENOTDIR, fmt::format("{}: mount point is not a directory", mnt)};
-  return {};
+  return refuse_existing_mount(mnt);
 }
 
 // The L3 decoder of the mount, from gpu=auto|on|off. Called in the process that serves (after

@@ -62,9 +62,20 @@ Result<Filesystem::Entry> Filesystem::lookup(uint64_t parent, std::string_view n
   e.ino = names_.lookup(pn, name, &e.generation);
   if (e.ino == 0) return e;
   if (!names_.attributes(e.ino, e.attr)) return Error{EIO, fmt::format("'{}' has no attributes", name)};
-  const Node cn = inodes_.decode(e.ino);
+  Node cn = inodes_.decode(e.ino);
   e.name_cacheable = Namespace::name_cacheable(cn.type);
+  if (options_.after_level_read_for_tests) options_.after_level_read_for_tests(e.ino);
   names_.note_known(cn);
+  // The level again, now that the name is known: a change that set it after the first reading
+  // either is seen here or sees the name known and invalidates it (after this reply, as the
+  // kernel holds the folder's lock until then). Either way no old-level inode stays cached.
+  if (cn.type == NodeType::file && cn.view == 0) {
+    const uint64_t now = names_.live_file_ino(cn.id);
+    if (now != e.ino) {
+      e.ino = now;
+      if (!names_.attributes(e.ino, e.attr)) return Error{EIO, fmt::format("'{}' has no attributes", name)};
+    }
+  }
   return e;
 }
 
@@ -107,7 +118,12 @@ Result<Filesystem::Entry> Filesystem::listed_entry(const Namespace::DirEntry& d)
   if (!names_.attributes(d.ino, e.attr)) return Error{EIO, fmt::format("'{}' has no attributes", d.name)};
   const Node n = inodes_.decode(d.ino);
   e.name_cacheable = Namespace::name_cacheable(n.type);
-  if (d.name != "." && d.name != "..") names_.note_known(n);
+  if (d.name == "." || d.name == "..") return e;
+  names_.note_known(n);
+  if (n.type == NodeType::file && n.view == 0) {  // the level again, as in lookup
+    const uint64_t now = names_.live_file_ino(n.id);
+    if (now != e.ino && names_.attributes(now, e.attr)) e.ino = now;
+  }
   return e;
 }
 

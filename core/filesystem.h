@@ -17,6 +17,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -52,6 +53,9 @@ class Filesystem {
     codec::L3BatchDecoder* gpu = nullptr;    // the GPU decoder of L3 files, if the mount has one
     uid_t owner = 0;                         // the user who mounted (level_changes=owner)
     std::optional<gid_t> level_change_group; // the gid of level_changes=group=NAME
+    // Tests only: called in lookup between the first reading of a live file's level and its name
+    // being marked known (a level change there is the race the second reading closes).
+    std::function<void(uint64_t ino)> after_level_read_for_tests;
   };
   Filesystem(const index::Store& store, storage::RecordSource& source, const config::Settings& settings,
              const Options& options);

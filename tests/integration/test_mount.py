@@ -568,3 +568,23 @@ def test_file_level_change_right_after_its_folders(imagenet_store, mnt):
             os.removexattr(f, XA)
             os.removexattr(folder, XA)
         assert stale == 0
+
+
+def test_a_second_mount_on_a_fidelityfs_mount_is_refused(edge_store, imagenet_store, mnt):
+    """Mounting over a fidelityfs mount would hide it (and take two unmounts): refused, naming the
+    store mounted there and its daemon; the first mount goes on serving, mounted once."""
+    st = Store(edge_store)
+    rel = sorted(r for r, f in st.files.items() if f["kind"] == "blob")[0]
+    with mounted(edge_store, mnt):
+        pid = daemon_pid(mnt)
+        p = mount(imagenet_store, mnt, check=False)
+        assert p.returncode == 2, p.stderr
+        real = os.path.realpath(mnt)
+        with open("/proc/self/mountinfo") as f:
+            here = [line.split() for line in f if line.split()[4] == real]
+        assert len(here) == 1
+        source = here[0][here[0].index("-") + 2]  # fidelityfs:STORE
+        assert source.startswith("fidelityfs:") and os.path.basename(edge_store) in source
+        assert f"{real}: already a fidelityfs mount of {source} (daemon pid {pid})" in p.stderr, p.stderr
+        assert f"fusermount3 -u {real}" in p.stderr, p.stderr
+        assert read(os.path.join(mnt, rel)) == st.read(rel)

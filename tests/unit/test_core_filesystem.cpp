@@ -4,6 +4,7 @@
 // went stale (a kernel that fails to forget one fails no change), and leaves an inode looked up
 // before reading its old level; errno values of the refusals.
 #include <gtest/gtest.h>
+#include <functional>
 #include <sys/xattr.h>
 
 #include <fcntl.h>
@@ -49,10 +50,10 @@ class FilesystemTest : public fid::testutil::PackedStore {
     settings_.scan_group = 5;
     remount();
   }
-  void remount(std::optional<gid_t> group = std::nullopt) {
+  void remount(std::optional<gid_t> group = std::nullopt, std::function<void(uint64_t)> after_level_read = {}) {
     if (fs_) fs_->detach();
     fs_ = std::make_unique<Filesystem>(store(), *source_, settings_,
-                                       Filesystem::Options{"/mnt/test", nullptr, kOwnerUid, group});
+                                       Filesystem::Options{"/mnt/test", nullptr, kOwnerUid, group, after_level_read});
   }
   void TearDown() override { fs_->detach(); }
   uint64_t lookup(uint64_t parent, const std::string& name) {
@@ -127,6 +128,30 @@ TEST_F(FilesystemTest, ALevelChangeMakesNewInodesAndTellsTheKernel) {
   ASSERT_TRUE(fs_->removexattr(dog, "user.fidelity.scan_group", kOwner).ok());
   EXPECT_EQ(fs_->removexattr(dog, "user.fidelity.scan_group", kOwner).error().code, ENODATA);
   EXPECT_EQ(lookup(dog, "0.JPEG"), before);  // back to the mount's level: the same inode as before
+}
+
+// A folder's level changed between a lookup's reading of a file's level and the reply: the reply
+// has the new level, or the kernel is told to forget the name (never an old-level inode cached
+// for the entry timeout, a day).
+TEST_F(FilesystemTest, ALevelChangeDuringALookupLeavesNoOldLevelCached) {
+  RecordingKernel kernel;
+  const auto& f = file("dog/0.JPEG");
+  uint64_t dog = 0;
+  bool changed = false;
+  remount(std::nullopt, [&](uint64_t ino) {
+    if (changed || ino == dog || dog == 0) return;
+    changed = true;
+    auto in_flight = fs_->change_in_flight(dog);
+    ASSERT_TRUE(fs_->setxattr(dog, "user.fidelity.scan_group", "2", 0, kOwner).ok());
+  });
+  fs_->attach(&kernel);
+  dog = lookup(1, "dog");
+  const uint64_t got = lookup(dog, "0.JPEG");
+  ASSERT_TRUE(changed);
+  fs_->wait_invalidations();
+  const bool new_level = read_all(got) == expected(f, 2);
+  EXPECT_TRUE(new_level || kernel.entries.count({dog, "0.JPEG"})) << "the old level stays cached";
+  EXPECT_EQ(got, lookup(dog, "0.JPEG"));
 }
 
 TEST_F(FilesystemTest, AKernelThatCannotForgetAnEntryFailsNoChange) {

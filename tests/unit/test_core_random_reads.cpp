@@ -281,7 +281,7 @@ TEST_F(RandomReadsTest, AMountDecidesAgainAfterALevelChange) {
   fid::config::Settings settings;
   settings.scan_group = 2;
   settings.cache_bytes = low;
-  fid::core::Filesystem fs(store(), local, settings, {"/mnt/t", nullptr, 0, std::nullopt});
+  fid::core::Filesystem fs(store(), local, settings, {"/mnt/t", nullptr, 0, std::nullopt, {}});
   const fid::core::Caller kOwner{};  // root, who mounted
   auto mode = [&] {
     const uint64_t ino = fs.lookup(1, ".fidelity")->ino;
