@@ -95,7 +95,7 @@ class RecordWriter {
     b.for_each_file([&](const StoredFile& f) {
       if (indexed) indexed = index_.add(f);
     });
-    b = RecordBuilder(b.layout());
+    b.clear();
     return indexed;
   }
 
@@ -106,7 +106,8 @@ class RecordWriter {
   PackReport& report_;
   PackDestination* const destination_;
   std::vector<RecordInfo> records_;
-  RecordBuilder jpeg_{jpeg_record_layout(opt_.layout)}, whole_{RecordLayout::whole};
+  RecordBuilder jpeg_{jpeg_record_layout(opt_.layout), opt_.record_bytes};
+  RecordBuilder whole_{RecordLayout::whole, opt_.record_bytes};
 };
 
 // Calls `progress` at most every 200 ms, and once more at the end.

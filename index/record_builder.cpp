@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fmt/format.h>
@@ -28,10 +29,23 @@ bool write_all(int fd, const uint8_t* p, size_t n) {
 
 }  // namespace
 
-RecordBuilder::RecordBuilder(RecordLayout layout)
-    : layout_(layout), regions_(layout == RecordLayout::scan ? kLevels + 1 : 1) {}
+RecordBuilder::RecordBuilder(RecordLayout layout, uint64_t record_bytes)
+    : layout_(layout),
+      record_bytes_(record_bytes),
+      reserve_(layout == RecordLayout::scan ? 0 : record_bytes + record_bytes / 4),
+      regions_(layout == RecordLayout::scan ? kLevels + 1 : 1) {}
+
+void RecordBuilder::clear() {
+  for (auto& r : regions_) {
+    r.clear();
+    if (r.capacity() > 2 * std::max(record_bytes_, reserve_)) std::vector<uint8_t>().swap(r);
+  }
+  members_.clear();
+  bytes_ = 0;
+}
 
 void RecordBuilder::add(const PreparedFile& f) {
+  if (reserve_ && regions_[0].capacity() == 0) regions_[0].reserve(reserve_);
   Member m;
   m.file = StoredFile{f.source_index, f.kind, f.script, f.width, f.height, f.source_size, f.mtime_ns, 0, 0, {}, f.note};
   if (layout_ == RecordLayout::scan) {

@@ -37,7 +37,10 @@ struct RecordInfo {
 
 class RecordBuilder {
  public:
-  explicit RecordBuilder(RecordLayout layout);
+  // `record_bytes`: the size at which the record closes; a one-region layout reserves a little more
+  // at its first file, so that the region is not copied as it doubles (a doubling past the size
+  // would hold both copies, three times the record, at the pack's peak).
+  RecordBuilder(RecordLayout layout, uint64_t record_bytes);
 
   bool empty() const { return members_.empty(); }
   // At least `max_bytes` of payload, or `max_files` files.
@@ -47,6 +50,10 @@ class RecordBuilder {
   RecordLayout layout() const { return layout_; }
 
   void add(const PreparedFile& f);
+
+  // Empties the builder for the next record, keeping its regions' memory (not that of a region a
+  // large file grew past twice the record size).
+  void clear();
 
   // Writes and flushes record `id` under `store_tmp` and completes its members' rows (record,
   // slot, pieces).
@@ -73,6 +80,8 @@ class RecordBuilder {
   LocalPiece append(int region, std::span<const uint8_t> bytes);
 
   RecordLayout layout_;
+  uint64_t record_bytes_ = 0;
+  uint64_t reserve_ = 0;  // bytes a one-region layout reserves at its first file
   std::vector<std::vector<uint8_t>> regions_;
   std::vector<Member> members_;
   uint64_t bytes_ = 0;

@@ -17,6 +17,15 @@ SqliteDb::SqliteDb(const std::string& path, bool writable) : path_(path) {
     throw StoreError(fmt::format("{}: cannot open index: {}", path, msg));
   }
   sqlite3_extended_result_codes(db_, 1);
+  // An index comes from strangers (a bucket someone else writes): its schema may hold views
+  // (a recursive one never ends), triggers or functions with side effects. None of it runs.
+  // (Read-only opens only: defensive mode also refuses journal_mode=OFF, which the packer's own
+  // scratch databases use.)
+  if (!writable) sqlite3_db_config(db_, SQLITE_DBCONFIG_DEFENSIVE, 1, nullptr);
+  sqlite3_db_config(db_, SQLITE_DBCONFIG_TRUSTED_SCHEMA, 0, nullptr);
+  sqlite3_db_config(db_, SQLITE_DBCONFIG_ENABLE_VIEW, 0, nullptr);
+  sqlite3_db_config(db_, SQLITE_DBCONFIG_ENABLE_TRIGGER, 0, nullptr);
+  sqlite3_db_config(db_, SQLITE_DBCONFIG_ENABLE_LOAD_EXTENSION, 0, nullptr);
 }
 
 SqliteDb::~SqliteDb() { sqlite3_close(db_); }

@@ -193,6 +193,24 @@ StoreError corrupt_index(const std::string& ip, const std::string& what) {
   return StoreError(fmt::format("{}: corrupt index: {}", ip, what));
 }
 
+// A name as a message shows it: bytes below 0x20 and 0x7f escaped, at most 64 of them.
+std::string shown(std::string_view name) {
+  std::string out;
+  for (unsigned char c : name.substr(0, 64)) out += c < 0x20 || c == 0x7f ? fmt::format("\\x{:02x}", c) : std::string(1, static_cast<char>(c));
+  return name.size() > 64 ? out + "..." : out;
+}
+
+// Why `name` cannot be one component of a path in the mount (a name of the store's tree), or
+// nullptr if it can.
+const char* bad_component(std::string_view name) {
+  if (name.empty()) return "an empty name";
+  if (name == "." || name == "..") return "a name the kernel reserves";
+  if (name.find('/') != std::string_view::npos) return "a name holding '/'";
+  if (name.find('\0') != std::string_view::npos) return "a name holding a NUL byte";
+  if (name.size() > 255) return "a name over 255 bytes";
+  return nullptr;
+}
+
 }  // namespace
 
 void Store::load_index(const std::filesystem::path& index_path, const std::string& ip) {
@@ -204,6 +222,7 @@ void Store::load_index(const std::filesystem::path& index_path, const std::strin
   load_files(db, ip, offsets_stored);
   view_vectors();  // the sorts below compare names
   link_children();
+  check_unique_names(ip);
   list_record_files();
   view_vectors();
   if (!offsets_stored) derive_offsets(ip);
@@ -292,6 +311,10 @@ void Store::load_dirs(SqliteDb& db, const std::string& ip) {
     d.mtime_ns = q.integer(3);
     if (parent < 0 || (d.id != 0 && parent >= d.id) || (d.id == 0 && parent != 0))
       throw corrupt(fmt::format("directory {} has parent {}", d.id, parent));
+    const std::string_view n(reinterpret_cast<const char*>(name.data()), name.size());
+    if (d.id == 0 && !n.empty()) throw corrupt(fmt::format("the root directory has the name '{}'", shown(n)));
+    if (const char* why = d.id == 0 ? nullptr : bad_component(n))
+      throw corrupt(fmt::format("directory {} has {}: '{}'", d.id, why, shown(n)));
     d.parent = static_cast<uint32_t>(parent);
     dirs_.push_back(d);
   }
@@ -334,6 +357,9 @@ void Store::load_files(SqliteDb& db, const std::string& ip, bool offsets_stored)
     f.name_off = static_cast<uint32_t>(names_.size());
     f.name_len = static_cast<uint32_t>(name.size());
     names_.append(reinterpret_cast<const char*>(name.data()), name.size());
+    if (const char* why = bad_component({reinterpret_cast<const char*>(name.data()), name.size()}))
+      throw corrupt(fmt::format("file {} has {}: '{}'", f.id, why,
+                                shown({reinterpret_cast<const char*>(name.data()), name.size()})));
     int64_t kind = q.integer(3);
     if (kind < 0 || kind > 2) throw corrupt(fmt::format("file {} has kind {}", f.id, kind));
     f.kind = static_cast<FileKind>(kind);
@@ -414,6 +440,34 @@ void Store::link_children() {
     d.file_begin = static_cast<uint32_t>(child_files_.size());
     d.file_count = static_cast<uint32_t>(sf.size());
     child_files_.insert(child_files_.end(), sf.begin(), sf.end());
+  }
+}
+
+// No two entries of one folder share a name (folders and files alike), and the root holds no
+// entry named like the mount's control folder. Children lists are sorted (link_children).
+void Store::check_unique_names(const std::string& ip) const {
+  for (const Dir& d : dirs_) {
+    const auto sd = std::span(child_dirs_).subspan(d.subdir_begin, d.subdir_count);
+    const auto sf = std::span(child_files_).subspan(d.file_begin, d.file_count);
+    auto twice = [&](std::string_view n) {
+      return corrupt_index(ip, fmt::format("directory {} ('{}') holds two entries named '{}'", d.id,
+                                           shown(relative_path(d)), shown(n)));
+    };
+    for (size_t i = 1; i < sd.size(); ++i)
+      if (name(dirs_[sd[i]]) == name(dirs_[sd[i - 1]])) throw twice(name(dirs_[sd[i]]));
+    for (size_t i = 1; i < sf.size(); ++i)
+      if (name(files_[sf[i]]) == name(files_[sf[i - 1]])) throw twice(name(files_[sf[i]]));
+    for (size_t i = 0, j = 0; i < sd.size() && j < sf.size();) {  // a folder and a file of one name
+      const std::string_view a = name(dirs_[sd[i]]), b = name(files_[sf[j]]);
+      if (a == b) throw twice(a);
+      a < b ? ++i : ++j;
+    }
+    if (d.id == 0) {
+      for (uint32_t c : sd)
+        if (name(dirs_[c]) == ".fidelity") throw corrupt_index(ip, "the root holds '.fidelity', the mount's control folder");
+      for (uint32_t c : sf)
+        if (name(files_[c]) == ".fidelity") throw corrupt_index(ip, "the root holds '.fidelity', the mount's control folder");
+    }
   }
 }
 

@@ -184,6 +184,8 @@ class Store {
   void load_files(SqliteDb& db, const std::string& display, bool offsets_stored);
   void load_pieces(File& f, std::span<const uint8_t> blob, bool offsets_stored, const std::string& display);
   void link_children();
+  // Throws StoreError naming the folder and the name that two of its entries share.
+  void check_unique_names(const std::string& display) const;
   void list_record_files();
   // Points t_ at the vectors below.
   void view_vectors();

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cerrno>
 #include <filesystem>
 #include <fstream>
@@ -318,6 +319,65 @@ TEST_F(PackedStore, LoadsFormatOneAndDerivesTheOffsetsFormatOneStored) {
     ASSERT_TRUE(fid::core::read_range(store(), f, store().levels(), 0, UINT64_MAX, pieces, out).ok());
     EXPECT_EQ(out, expected(f, store().levels())) << store().relative_path(f);
   }
+}
+
+// A store's names become paths in the mount: a name that cannot be one path component, two
+// entries of one name in a folder, or '.fidelity' in the root is refused, naming the row; an
+// index whose tables are views (a recursive view never ends) or has triggers is refused, and
+// quickly.
+TEST(Store, RefusesNamesThatAreNotPathComponentsAndSchemaThatRuns) {
+  TempDir t;
+  make_tree(t.path() / "src");
+  pack(t.path() / "src", t.path() / "store");
+  const fsys::path db = t.path() / "store/index.sqlite";
+  sql(db, "CREATE TABLE saved AS SELECT * FROM files; CREATE TABLE saved_dirs AS SELECT * FROM dirs");
+  auto restore = [&] {
+    sql(db, "DELETE FROM files; INSERT INTO files SELECT * FROM saved; DELETE FROM dirs; INSERT INTO dirs SELECT * FROM saved_dirs");
+  };
+  auto expect_error = [&](const std::string& fragment) {
+    const std::string e = open_error(t.path() / "store");
+    EXPECT_NE(e.find(fragment), std::string::npos) << e;
+  };
+  sql(db, "UPDATE files SET name = CAST('a/b' AS BLOB) WHERE id = 3");
+  expect_error("file 3 has a name holding '/': 'a/b'");
+  restore();
+  sql(db, "UPDATE files SET name = CAST('..' AS BLOB) WHERE id = 3");
+  expect_error("file 3 has a name the kernel reserves: '..'");
+  restore();
+  sql(db, "UPDATE files SET name = x'' WHERE id = 3");
+  expect_error("file 3 has an empty name");
+  restore();
+  sql(db, "UPDATE files SET name = x'610062' WHERE id = 3");
+  expect_error("file 3 has a name holding a NUL byte: 'a\\x00b'");
+  restore();
+  sql(db, "UPDATE files SET name = CAST(replace(hex(zeroblob(256)), '00', 'a') AS BLOB) WHERE id = 3");
+  expect_error("file 3 has a name over 255 bytes");
+  restore();
+  sql(db, "UPDATE dirs SET name = CAST('.' AS BLOB) WHERE id = 1");
+  expect_error("directory 1 has a name the kernel reserves: '.'");
+  restore();
+  // Two files of one folder with one name; a folder and a file of one name.
+  sql(db, "UPDATE files SET name = (SELECT f.name FROM files f WHERE f.dir = files.dir AND f.id <> files.id "
+          "ORDER BY f.id LIMIT 1) WHERE id = (SELECT min(id) FROM files WHERE dir = 1)");
+  expect_error("holds two entries named");
+  restore();
+  sql(db, "UPDATE files SET dir = 0, name = (SELECT name FROM dirs WHERE id = 1) WHERE id = 3");
+  expect_error("directory 0 ('') holds two entries named");
+  restore();
+  sql(db, "UPDATE files SET dir = 0, name = CAST('.fidelity' AS BLOB) WHERE id = 3");
+  expect_error("the root holds '.fidelity'");
+  restore();
+  ASSERT_NE(open_store(t.path() / "store"), nullptr);
+  // A view in the place of a table is never evaluated: a plain one, and one over a recursive
+  // query that never ends.
+  sql(db, "ALTER TABLE records RENAME TO real_records; CREATE VIEW records AS SELECT * FROM real_records");
+  expect_error("view");
+  sql(db, "DROP VIEW records; CREATE VIEW records AS WITH RECURSIVE c(x) AS "
+          "(SELECT 0 UNION ALL SELECT x + 1 FROM c) SELECT x AS id, 'records/000000.rec' AS path, 1 AS layout, "
+          "0 AS size, x'' AS region_ends, x AS header_id FROM c");
+  const auto t0 = std::chrono::steady_clock::now();
+  expect_error("bad index schema");
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
 }
 
 // The file layout holds the same records as the scan layout (same files, slots and sizes; each
