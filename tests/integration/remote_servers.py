@@ -89,6 +89,32 @@ class HttpServer:
 
 
 @contextlib.contextmanager
+def exported(env):
+    """env's variables set in os.environ (for the mounts and commands a test runs), put back as they
+    were afterwards."""
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        yield env
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def aws(env, *args, check=True, timeout=300):
+    """The aws command against env's endpoint (bounded in time); a failure raises AssertionError
+    naming the call, unless check=False."""
+    p = subprocess.run(["aws", "--endpoint-url", env["AWS_ENDPOINT_URL"], *args], capture_output=True, text=True,
+                       env={**os.environ, **env}, timeout=timeout)
+    if check and p.returncode != 0:
+        raise AssertionError(f"aws {' '.join(args)} -> {p.returncode}: {p.stderr}")
+    return p
+
+
+@contextlib.contextmanager
 def http_server(root, tls=False, netns=None, json_index=False):
     """nginx serving `root` read-only on 127.0.0.1 (https with a throwaway CA if tls); on the
     loopback of network namespace `netns` (a Namespace) when given; folders listed as JSON

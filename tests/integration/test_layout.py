@@ -16,6 +16,7 @@ from types import SimpleNamespace
 import pytest
 
 import remote_servers
+from remote_servers import aws
 from conftest import fid_bin, pack, run
 from fidstore import Store
 from mountutil import XA, mounted, wait_invalidations, walk_files
@@ -241,25 +242,9 @@ def rgw(tmp_path_factory):
     why = remote_servers.missing_s3_server() or (None if shutil.which("aws") else "the aws command is not installed")
     if why:
         pytest.skip(why)
-    with remote_servers.s3_server(str(tmp_path_factory.mktemp("rgw") / "s3")) as env:
-        saved = {k: os.environ.get(k) for k in env}
-        os.environ.update(env)  # for the mounts and the commands this module runs
-        try:
-            aws(env, "s3", "mb", f"s3://{BUCKET}")
-            yield env
-        finally:
-            for k, v in saved.items():
-                if v is None:
-                    os.environ.pop(k, None)
-                else:
-                    os.environ[k] = v
-
-
-def aws(env, *args):
-    p = subprocess.run(["aws", "--endpoint-url", env["AWS_ENDPOINT_URL"], *args], capture_output=True, text=True,
-                       env={**os.environ, **env}, timeout=120)
-    assert p.returncode == 0, f"aws {' '.join(args)} -> {p.returncode}: {p.stderr}"
-    return p
+    with remote_servers.s3_server(str(tmp_path_factory.mktemp("rgw") / "s3")) as env, remote_servers.exported(env):
+        aws(env, "s3", "mb", f"s3://{BUCKET}")
+        yield env
 
 
 @pytest.fixture(scope="module")

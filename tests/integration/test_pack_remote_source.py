@@ -12,17 +12,11 @@ import subprocess
 import pytest
 
 import remote_servers
+from remote_servers import aws
 from conftest import fid_bin, pack, run
 
 BUCKET = "fid-src"
 SEED = "11"
-
-
-def aws(env, *args):
-    p = subprocess.run(["aws", "--endpoint-url", env["AWS_ENDPOINT_URL"], *args], capture_output=True, text=True,
-                       env={**os.environ, **env}, timeout=300)
-    assert p.returncode == 0, f"aws {' '.join(args)} -> {p.returncode}: {p.stderr}"
-    return p
 
 
 @pytest.fixture(scope="module")

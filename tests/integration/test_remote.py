@@ -4,13 +4,12 @@ Every byte a reader gets is compared with the packed store read by fidstore.py (
 reader of the format)."""
 import json
 import os
-import shutil
-import subprocess
 import threading
 
 import pytest
 
 import remote_servers
+from remote_servers import aws
 from conftest import pack, run
 from fidstore import Store
 from mountutil import daemon_pid, mounted, mount, read_all, read_concurrently, unmount, walk_files
@@ -62,25 +61,8 @@ def rgw(tmp_path_factory, cache_home):
     why = remote_servers.missing_s3_server()
     if why:
         pytest.skip(why)
-    with remote_servers.s3_server(str(tmp_path_factory.mktemp("rgw") / "s3")) as env:
-        saved = {k: os.environ.get(k) for k in env}
-        os.environ.update(env)
-        try:
-            yield env
-        finally:
-            for k, v in saved.items():
-                if v is None:
-                    os.environ.pop(k, None)
-                else:
-                    os.environ[k] = v
-
-
-def aws(env, *args, check=True):
-    p = subprocess.run(["aws", "--endpoint-url", env["AWS_ENDPOINT_URL"], *args], capture_output=True, text=True,
-                       env={**os.environ, **env})
-    if check and p.returncode != 0:
-        raise AssertionError(f"aws {' '.join(args)} -> {p.returncode}: {p.stderr}")
-    return p
+    with remote_servers.s3_server(str(tmp_path_factory.mktemp("rgw") / "s3")) as env, remote_servers.exported(env):
+        yield env
 
 
 def upload(env, store_dir, url, index=True):
