@@ -105,10 +105,7 @@ Status write_record(const fsys::path& file, std::span<const uint8_t> bytes) {
   fsys::create_directories(file.parent_path(), ec);
   Fd fd(::open(file.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
   if (fd.get() < 0) return io_error(errno, file.string());
-  if (Status written = write_loop(fd.get(), bytes.data(), bytes.size(), file.string()); !written) return written;
-  // Writeback starts now, while later records are read, rather than at the fsync before the index.
-  (void)::sync_file_range(fd.get(), 0, 0, SYNC_FILE_RANGE_WRITE);
-  return {};
+  return write_loop(fd.get(), bytes.data(), bytes.size(), file.string());
 }
 
 // Records read in batches (many reads in flight: io_uring, parallel GETs) by a thread of its own,

@@ -84,7 +84,9 @@ cleanup() {
   [[ -d $cg ]] || return 0
   limits 0 0 2>/dev/null || true
   # The group can be removed once the daemon, which exits after the unmount, has been reaped too
-  # (by init: it was reparented when `mount` returned).
+  # (by init: it was reparented when `mount` returned): wait for its exit, then for the reaping,
+  # which nothing announces (bounded).
+  for p in $(cat "$cg/cgroup.procs" 2>/dev/null); do wait_exit "$p"; done
   for ((i = 0; i < 150; i++)); do
     rmdir "$cg" 2>/dev/null && return 0
     sleep 0.2

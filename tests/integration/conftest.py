@@ -4,6 +4,7 @@ Source trees use real photographs from ../shared/datasets when that folder exist
 workplace and its CI), and synthetic photo-like images from tests/fixtures otherwise."""
 import csv
 import os
+import sqlite3
 import subprocess
 import sys
 
@@ -92,6 +93,19 @@ def imagenet_tree(tmp_path_factory):
 def manifest(tree):
     with open(os.path.join(tree, "MANIFEST.tsv")) as f:
         return list(csv.DictReader(f, delimiter="\t"))
+
+
+def index_rows(store, sql):
+    """The rows a query of a store's index.sqlite gives (read-only)."""
+    db = sqlite3.connect(f"file:{os.path.join(store, 'index.sqlite')}?mode=ro", uri=True)
+    try:
+        return db.execute(sql).fetchall()
+    finally:
+        db.close()
+
+
+def index_meta(store):
+    return dict(index_rows(store, "SELECT key, value FROM meta"))
 
 
 def pack(src, store, *extra):

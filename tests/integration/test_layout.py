@@ -9,7 +9,6 @@ import json
 import os
 import shutil
 import signal
-import sqlite3
 import subprocess
 from types import SimpleNamespace
 
@@ -17,7 +16,7 @@ import pytest
 
 import remote_servers
 from remote_servers import aws
-from conftest import fid_bin, pack, run
+from conftest import fid_bin, index_meta, index_rows, pack, run
 from fidstore import Store
 from mountutil import XA, mounted, wait_invalidations, walk_files
 from mountutil import read_file as read
@@ -51,18 +50,6 @@ def pair(edge_tree, imagenet_tree, tmp_path_factory):
                            st_scan=Store(scan), st_file=Store(file))
 
 
-def rows(store, query):
-    db = sqlite3.connect(f"file:{os.path.join(store, 'index.sqlite')}?mode=ro", uri=True)
-    try:
-        return db.execute(query).fetchall()
-    finally:
-        db.close()
-
-
-def meta(store):
-    return dict(rows(store, "SELECT key, value FROM meta"))
-
-
 def stats(mnt):
     return json.loads(read(os.path.join(mnt, ".fidelity", "stats")))
 
@@ -85,9 +72,9 @@ def test_the_pair_has_the_same_files_and_records_in_two_layouts(pair):
     assert sum(rel.startswith("imagenet/") for rel in s.files) == 40
     q = ("SELECT id, dir, name, kind, script, record, slot, width, height, source_size, pieces, note FROM files "
          "ORDER BY id")
-    assert rows(pair.scan, q) == rows(pair.file, q)
+    assert index_rows(pair.scan, q) == index_rows(pair.file, q)
     for t in ("SELECT * FROM dirs ORDER BY id", "SELECT * FROM skipped ORDER BY 1, 2"):
-        assert rows(pair.scan, t) == rows(pair.file, t)
+        assert index_rows(pair.scan, t) == index_rows(pair.file, t)
     layouts = {}
     for rec, (path, layout, size) in f.records.items():
         assert s.records[rec][0] == path and s.records[rec][2] == size, rec  # same bytes, reordered
@@ -106,7 +93,7 @@ def test_inspect_stats_and_log_name_the_layout(pair, tmp_path):
         assert (info["layout"], info["format_version"], info["problems"]) == (layout, version, []), info
         text = run("inspect", store).stdout
         assert any(line.split() == ["layout", layout] for line in text.splitlines()), text
-        m = meta(store)
+        m = index_meta(store)
         assert (m["layout"], m["format_version"]) == (layout, str(version))
         log = tmp_path / f"{layout}.log"
         cfg = tmp_path / f"{layout}.yaml"
@@ -288,8 +275,8 @@ def same_store(got, want):
             assert a.read() == b.read(), name
     for q in ("SELECT * FROM records ORDER BY id", "SELECT * FROM files ORDER BY id", "SELECT * FROM dirs ORDER BY id",
               "SELECT * FROM skipped ORDER BY 1, 2"):
-        assert rows(got, q) == rows(want, q), q
-    a, b = meta(got), meta(want)
+        assert index_rows(got, q) == index_rows(want, q), q
+    a, b = index_meta(got), index_meta(want)
     a.pop("created_unix")
     b.pop("created_unix")
     assert a == b
@@ -391,8 +378,8 @@ def test_parts_of_different_layouts_do_not_merge(pair, tmp_path):
     single = pack(pair.small, os.path.join(root, "single"), "--layout", "file", *common)
     run("merge", f0, f1, target)
     q = "SELECT id, dir, name, kind, script, width, height, source_size, pieces, note FROM files ORDER BY id"
-    assert rows(target, q) == rows(single, q)  # records and slots are the parts' (docs/FORMAT.md)
-    assert meta(target)["layout"] == "file"
+    assert index_rows(target, q) == index_rows(single, q)  # records and slots are the parts' (docs/FORMAT.md)
+    assert index_meta(target)["layout"] == "file"
     m, ref = Store(target), Store(single)
     for rel in ref.files:
         assert m.all_levels(rel) == ref.all_levels(rel), rel

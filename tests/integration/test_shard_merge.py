@@ -3,13 +3,12 @@ files, folders and bytes through real mounts); bad sets of parts are refused and
 import json
 import os
 import shutil
-import sqlite3
 import subprocess
 
 import pytest
 
 import fidstore
-from conftest import fid_bin, pack, run
+from conftest import fid_bin, index_meta, index_rows, pack, run
 from mountutil import mounted, walk_files
 
 SEED = "7"
@@ -32,32 +31,20 @@ def stores(imagenet_tree, tmp_path_factory):
     return dict(root=root, single=single, parts=parts, merged=merged)
 
 
-def table(store, sql):
-    db = sqlite3.connect(f"file:{os.path.join(store, 'index.sqlite')}?mode=ro", uri=True)
-    try:
-        return db.execute(sql).fetchall()
-    finally:
-        db.close()
-
-
-def meta(store):
-    return dict(table(store, "SELECT key, value FROM meta"))
-
-
 FILES = "SELECT id, dir, name, kind, source_size, pieces FROM files ORDER BY id"
 DIRS = "SELECT id, parent, name, mtime_ns FROM dirs ORDER BY id"
 
 
 def test_parts_split_the_files_and_keep_every_folder(stores):
-    single_files = table(stores["single"], FILES)
-    counts = [len(table(p, FILES)) for p in stores["parts"]]
+    single_files = index_rows(stores["single"], FILES)
+    counts = [len(index_rows(p, FILES)) for p in stores["parts"]]
     assert sum(counts) == len(single_files) and all(c > 0 for c in counts), counts
     for i, p in enumerate(stores["parts"]):
-        m = meta(p)
+        m = index_meta(p)
         assert m["shard"] == f"{i}/3"
-        assert m["source_digest"] == meta(stores["single"])["source_digest"]
-        assert table(p, DIRS) == table(stores["single"], DIRS)
-    m = meta(stores["single"])
+        assert m["source_digest"] == index_meta(stores["single"])["source_digest"]
+        assert index_rows(p, DIRS) == index_rows(stores["single"], DIRS)
+    m = index_meta(stores["single"])
     assert m["shard"] == "0/1" and m["level_scripts"] == "pcr"
     assert m["layout"] == "file" and m["format_version"] == "4"  # pack's default layout
     assert len(m["source_digest"]) == 16
@@ -65,7 +52,7 @@ def test_parts_split_the_files_and_keep_every_folder(stores):
 
 def test_inspect_shows_where_a_store_came_from(stores):
     part = json.loads(run("inspect", stores["parts"][1], "--json").stdout)
-    single = meta(stores["single"])
+    single = index_meta(stores["single"])
     assert (part["shard"], part["source_digest"], part["level_scripts"], part["seed"]) == \
         ("1/3", single["source_digest"], "pcr", int(SEED))
     text = run("inspect", stores["merged"]).stdout
@@ -74,15 +61,15 @@ def test_inspect_shows_where_a_store_came_from(stores):
 
 def test_merged_index_equals_single_pack(stores):
     single, merged = stores["single"], stores["merged"]
-    assert table(merged, FILES) == table(single, FILES)
-    assert table(merged, DIRS) == table(single, DIRS)
-    m, s = meta(merged), meta(single)
+    assert index_rows(merged, FILES) == index_rows(single, FILES)
+    assert index_rows(merged, DIRS) == index_rows(single, DIRS)
+    m, s = index_meta(merged), index_meta(single)
     for key in ("shard", "source_digest", "seed", "levels", "level_scripts", "format_version", "record_bytes"):
         assert m[key] == s[key], key
     # Records are the parts' files, linked: same inodes, headers keeping the parts' ids.
     part_inodes = {os.stat(os.path.join(p, path)).st_ino
-                   for p in stores["parts"] for (path,) in table(p, "SELECT path FROM records")}
-    merged_paths = [path for (path,) in table(merged, "SELECT path FROM records ORDER BY id")]
+                   for p in stores["parts"] for (path,) in index_rows(p, "SELECT path FROM records")}
+    merged_paths = [path for (path,) in index_rows(merged, "SELECT path FROM records ORDER BY id")]
     assert merged_paths == [f"records/{i:06d}.rec" for i in range(len(merged_paths))]
     assert {os.stat(os.path.join(merged, p)).st_ino for p in merged_paths} == part_inodes
     st, ref = fidstore.Store(merged), fidstore.Store(single)
@@ -163,7 +150,7 @@ def test_gnu_parallel_line(stores, imagenet_tree, tmp_path):
             f"::: 0 1 2 && fidelityfs merge parts/* STORE")
     subprocess.run(["bash", "-c", line], cwd=tmp_path, env=env, check=True, capture_output=True)
     store = str(tmp_path / "STORE")
-    assert table(store, FILES) == table(stores["single"], FILES)
+    assert index_rows(store, FILES) == index_rows(stores["single"], FILES)
     run("verify", store)
 
 
@@ -175,5 +162,5 @@ def test_parts_of_a_compressed_tar_merge_into_the_folder_packs_files(stores, ima
     parts = [pack_part(tar, str(tmp_path / "parts"), i, 3) for i in range(3)]
     merged = str(tmp_path / "merged")
     run("merge", *parts, merged)
-    assert table(merged, FILES) == table(stores["single"], FILES)
+    assert index_rows(merged, FILES) == index_rows(stores["single"], FILES)
     run("verify", merged)
