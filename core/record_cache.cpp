@@ -51,7 +51,20 @@ bool Prefix::is_bad(uint32_t file, uint32_t piece) const {
 }
 
 RecordCache::RecordCache(const index::Store& store, storage::RecordSource& source, ReadStats& stats, uint64_t budget)
-    : store_(store), source_(source), stats_(stats), budget_(budget) {}
+    : store_(store), source_(source), stats_(stats), budget_(budget) {
+  // Every read asks which prefix serves it: a file record's gathered lengths are summed once here,
+  // not over its files' pieces at each read.
+  if (store.layout() != index::StoreLayout::file) return;
+  const size_t per = static_cast<size_t>(store.levels()) + 1;
+  gathered_.assign(store.records().size() * per, 0);
+  for (const index::Record& rec : store.records())
+    if (rec.layout == index::RecordLayout::file)
+      for (size_t k = 1; k < per; ++k) gathered_[rec.id * per + k] = gathered_len(store, rec.id, static_cast<int>(k));
+}
+
+uint64_t RecordCache::gathered(uint32_t r, int level) const {
+  return gathered_[r * (static_cast<size_t>(store_.levels()) + 1) + static_cast<size_t>(level)];
+}
 
 RecordCache::~RecordCache() {
   std::lock_guard lock(mu_);
@@ -64,22 +77,36 @@ size_t RecordCache::entries() const {
   return lru_.size();
 }
 
+namespace {
+// The prefix level of a file record read at `level`, given a function of the gathered length at a
+// level. One read of the whole record against a read a file: reading a little over half the
+// bytes in many ranges is no gain on a disk whose reads are few (docs/BENCHMARKS.md, "Beyond RAM").
+template <typename GatheredLen>
+int file_prefix_level(const index::Store& store, uint32_t r, int level, bool gather, GatheredLen len) {
+  const int whole = store.levels();
+  if (!gather || level >= whole || level <= 0 || len(level) * 2 > store.records()[r].size) return whole;
+  return level;
+}
+}  // namespace
+
 int record_prefix_level(const index::Store& store, uint32_t r, int level, bool gather) {
-  const index::Record& rec = store.records()[r];
-  switch (rec.layout) {
+  switch (store.records()[r].layout) {
     case index::RecordLayout::scan: return level;
     case index::RecordLayout::whole: return 0;
     case index::RecordLayout::file: break;
   }
-  const int whole = store.levels();
-  // One read of the whole record against a read a file: reading a little over half the bytes in
-  // many ranges is no gain on a disk whose reads are few (docs/BENCHMARKS.md, "Beyond RAM").
-  if (!gather || level >= whole || level <= 0 || gathered_len(store, r, level) * 2 > rec.size) return whole;
-  return level;
+  return file_prefix_level(store, r, level, gather, [&](int k) { return gathered_len(store, r, k); });
 }
 
 int RecordCache::prefix_level(uint32_t r, int level) const {
-  return record_prefix_level(store_, r, level, !source_.keeps_copies());
+  if (store_.records()[r].layout != index::RecordLayout::file) return record_prefix_level(store_, r, level, false);
+  return file_prefix_level(store_, r, level, !source_.keeps_copies(), [&](int k) { return gathered(r, k); });
+}
+
+uint64_t RecordCache::prefix_len(uint32_t r, int level) const {
+  if (store_.records()[r].layout == index::RecordLayout::file && level > 0 && level < store_.levels())
+    return gathered(r, level);
+  return record_prefix_len(store_, r, level);
 }
 
 uint64_t record_prefix_len(const index::Store& store, uint32_t r, int level) {

@@ -87,7 +87,7 @@ class RecordCache {
   // The prefix level that serves a file of record r read at `level` (record_prefix_level).
   int prefix_level(uint32_t r, int level) const;
   // Bytes of the prefix of record r at prefix level `level` (0 = whole record).
-  uint64_t prefix_len(uint32_t r, int level) const { return record_prefix_len(store_, r, level); }
+  uint64_t prefix_len(uint32_t r, int level) const;
 
   // The cached prefix of r covering `level`; waits for one being loaded or queued by the
   // prefetcher. nullptr if there is none (the caller reads the file's own pieces).
@@ -135,6 +135,9 @@ class RecordCache {
   storage::RecordSource& source_;
   ReadStats& stats_;
   const uint64_t budget_;
+  // File records' gathered prefix lengths, [r * (L + 1) + k] for level k (empty in scan stores).
+  std::vector<uint64_t> gathered_;
+  uint64_t gathered(uint32_t r, int level) const;
   std::atomic<uint64_t> used_{0}, peak_{0};
   mutable std::mutex mu_;
   std::condition_variable cv_;
