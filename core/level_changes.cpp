@@ -8,6 +8,10 @@
 
 namespace fid::core {
 
+namespace {
+constexpr std::chrono::milliseconds kOwnEntryWait{200};
+}  // namespace
+
 LevelChanges::LevelChanges(const index::Store& store, const InodeMap& inodes, LevelPolicy& policy,
                            const Namespace& names, unsigned workers)
     : store_(store), inodes_(inodes), policy_(policy), names_(names), workers_(workers) {}
@@ -18,7 +22,10 @@ void LevelChanges::attach(KernelCache* kernel) {
   detach();
   kernel_ = kernel;
   stopping_ = false;
-  if (kernel) thread_ = std::thread([this] { background(); });
+  if (kernel) {
+    thread_ = std::thread([this] { background(); });
+    own_thread_ = std::thread([this] { own_entries(); });
+  }
 }
 
 void LevelChanges::detach() {
@@ -29,9 +36,13 @@ void LevelChanges::detach() {
     // request nobody will answer holds. What is still queued no longer matters.
     deferred_pending_ -= deferred_.size();
     deferred_.clear();
+    own_pending_ -= own_.size();
+    own_.clear();
   }
   deferred_cv_.notify_all();
+  own_cv_.notify_all();
   if (thread_.joinable()) thread_.join();
+  if (own_thread_.joinable()) own_thread_.join();
   kernel_ = nullptr;
 }
 
@@ -79,7 +90,7 @@ Status LevelChanges::change(const Node& n, std::optional<int> level, int flags) 
     return level ? Error{EINVAL, "bad level"} : Error{ENODATA, "no level is set"};
   changes_.fetch_add(1, std::memory_order_relaxed);
   std::atomic_thread_fence(std::memory_order_seq_cst);  // pairs with Namespace::note_known's
-  if (kernel_) invalidate(plan(n), file);
+  if (kernel_) invalidate(plan(n), file, file || n.id != 0);
   log_info("{}{}: scan_group {}", file ? "" : "directory ",
            file ? store_.relative_path(store_.files()[n.id]) : store_.relative_path(store_.dirs()[n.id]),
            level ? std::to_string(*level) : std::string("override removed"));
@@ -117,7 +128,7 @@ LevelChanges::Plan LevelChanges::plan(const Node& n) const {
   return todo;
 }
 
-void LevelChanges::invalidate(const Plan& todo, bool file_change) {
+void LevelChanges::invalidate(const Plan& todo, bool file_change, bool own) {
   // A file's change holds no folder lock of its own: when its folder's change is still in flight
   // (usually just answered: the InFlight ends right after the reply), wait for it briefly and
   // invalidate before this reply, so the caller's next stat sees the new level; defer only if it
@@ -130,8 +141,9 @@ void LevelChanges::invalidate(const Plan& todo, bool file_change) {
     const bool now = sync && !in_flight(dir);
     if (!now) later.emplace_back(inodes_.dir(dir), std::vector<std::string>{});
     for (; i < todo.size() && todo[i].first == dir; ++i) {
-      if (now) forget_entry(inodes_.dir(dir), todo[i].second);
-      else later.back().second.emplace_back(todo[i].second);
+      if (!now) later.back().second.emplace_back(todo[i].second);
+      else if (i == 0 && own) forget_own_entry(inodes_.dir(dir), todo[i].second);
+      else forget_entry(inodes_.dir(dir), todo[i].second);
     }
   }
   sync_invalidators_.fetch_sub(1);
@@ -146,6 +158,32 @@ void LevelChanges::forget_entry(uint64_t parent, std::string_view name) {
   const Status s = kernel_->forget_entry(parent, name);
   invalidations_.fetch_add(1, std::memory_order_relaxed);
   if (!s && s.error().code != ENOENT) log_warn("{}", s.error().message);
+}
+
+void LevelChanges::forget_own_entry(uint64_t parent, std::string_view name) {
+  auto job = std::make_shared<OwnEntry>(OwnEntry{parent, std::string(name)});
+  std::unique_lock lock(deferred_mu_);
+  own_.push_back(job);
+  ++own_pending_;
+  own_cv_.notify_all();
+  (void)own_cv_.wait_for(lock, kOwnEntryWait, [&] { return job->done || stopping_; });
+}
+
+void LevelChanges::own_entries() {
+  std::unique_lock lock(deferred_mu_);
+  for (;;) {
+    own_cv_.wait(lock, [&] { return stopping_ || !own_.empty(); });
+    if (stopping_) return;
+    std::shared_ptr<OwnEntry> job = std::move(own_.front());
+    own_.pop_front();
+    lock.unlock();
+    forget_entry(job->parent, job->name);
+    lock.lock();
+    job->done = true;
+    --own_pending_;
+    own_cv_.notify_all();
+    idle_cv_.notify_all();
+  }
 }
 
 void LevelChanges::background() {
@@ -165,7 +203,7 @@ void LevelChanges::background() {
 
 void LevelChanges::wait_idle() {
   std::unique_lock lock(deferred_mu_);
-  idle_cv_.wait(lock, [&] { return deferred_pending_ == 0 || stopping_; });
+  idle_cv_.wait(lock, [&] { return (deferred_pending_ == 0 && own_pending_ == 0) || stopping_; });
 }
 
 }  // namespace fid::core

@@ -11,7 +11,13 @@
 // own change first waits up to a second for a change of its folder to end (one just answered
 // ends at once), so that its name is invalidated before its reply. A changed
 // folder's own dentry goes first, which already drops every unused dentry below it: only files
-// open at that moment wait for the background pass. At most half the worker threads invalidate
+// open at that moment wait for the background pass.
+//
+// The changed node's own name is the one entry whose parent's lock another process may hold
+// while it waits for this change: rm, mv and rmdir lock the parent folder, then the node, whose
+// lock the kernel holds until this change is answered. So that name is invalidated on a thread of
+// its own, and the change waits for it at most kOwnEntryWait: normally it is done before the
+// reply (the caller's next stat sees the new level); behind such a process it finishes after it. At most half the worker threads invalidate
 // at once (the rest answer the lookups that hold folder locks shared); beyond that a change
 // defers all its entries.
 //
@@ -26,6 +32,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -101,12 +108,16 @@ class LevelChanges {
   using Plan = std::vector<std::pair<uint32_t, std::string_view>>;  // (parent folder, name), in order
   Plan plan(const Node& n) const;
   // `file_change`: todo is a file's own name (its parent folder's lock is not held for it).
-  void invalidate(const Plan& todo, bool file_change);
+  // `own`: todo starts with the changed node's own name (all but the root's changes).
+  void invalidate(const Plan& todo, bool file_change, bool own);
   bool in_flight(uint32_t dir);
   // Waits up to `limit` for no change of `dir` to be in flight; whether none is.
   bool wait_not_in_flight(uint32_t dir, std::chrono::milliseconds limit);
   void forget_entry(uint64_t parent, std::string_view name);
+  // The changed node's own name (see above): on own_thread_, waiting for it at most kOwnEntryWait.
+  void forget_own_entry(uint64_t parent, std::string_view name);
   void background();
+  void own_entries();
 
   const index::Store& store_;
   const InodeMap& inodes_;
@@ -124,8 +135,16 @@ class LevelChanges {
   std::condition_variable idle_cv_;      // wait_idle: the queue is done
   std::deque<std::pair<uint64_t, std::vector<std::string>>> deferred_;
   size_t deferred_pending_ = 0;  // folders queued or being invalidated by the background thread
+  struct OwnEntry {
+    uint64_t parent;
+    std::string name;
+    bool done = false;
+  };
+  std::condition_variable own_cv_;  // own_thread_: work queued, or stop; a change: its entry done
+  std::deque<std::shared_ptr<OwnEntry>> own_;
+  size_t own_pending_ = 0;  // own entries queued or being invalidated
   bool stopping_ = false;
-  std::thread thread_;
+  std::thread thread_, own_thread_;
 };
 
 }  // namespace fid::core

@@ -445,6 +445,55 @@ def test_nested_folder_flips_never_deadlock(imagenet_store, mnt):
         assert flips[0] > 100 and reads[0] > 10
 
 
+def test_level_changes_against_rm_mv_rmdir_never_deadlock(imagenet_store, mnt):
+    """rm, mv and rmdir lock the parent folder and then the node, which the kernel holds while a
+    level change of that node is answered; the change's invalidation of the node's own name needs
+    the parent's lock (tests/unit FilesystemTest.AChangeAnswersWhileItsOwnNameWaitsForItsParentsLock
+    makes that interleaving certain). Here: both in loops, bounded, and every call must return,
+    the changes ok, the removals EROFS."""
+    st = Store(imagenet_store)
+    cls = sorted({r.split("/")[0] for r in st.files})[0]
+    rel = sorted(r for r in st.files if r.startswith(cls + "/") and st.files[r]["kind"] == "jpeg")[0]
+    errors, changes, refusals = [], [0], [0]
+    with mounted(imagenet_store, mnt):
+        folder, f = os.path.join(mnt, cls), os.path.join(mnt, rel)
+        deadline = time.monotonic() + 3
+
+        def changer(path):
+            while time.monotonic() < deadline:
+                try:
+                    os.setxattr(path, XA, b"2")
+                    os.removexattr(path, XA)
+                    changes[0] += 2
+                except OSError as e:
+                    errors.append(f"change {path}: {e}")
+
+        def remover():
+            attempts = [lambda: os.unlink(f), lambda: os.rename(f, f + ".moved"), lambda: os.rmdir(folder),
+                        lambda: os.rename(folder, folder + ".moved")]
+            while time.monotonic() < deadline:
+                for act in attempts:
+                    try:
+                        act()
+                        errors.append("a removal succeeded")
+                    except OSError as e:
+                        if e.errno != errno.EROFS:
+                            errors.append(f"removal: {e}")
+                    refusals[0] += 1
+
+        threads = [threading.Thread(target=changer, args=(p,), daemon=True) for p in (f, folder)]
+        threads += [threading.Thread(target=remover, daemon=True) for _ in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=max(0.0, deadline + 20 - time.monotonic()))  # hard limit: hung means deadlock
+        hung = [t.name for t in threads if t.is_alive()]
+        assert not hung, f"deadlocked after {changes[0]} changes, {refusals[0]} refusals"
+        assert not errors, errors[:5]
+        assert changes[0] > 10 and refusals[0] > 10  # a change behind a removal answers in 0.2 s
+        assert read(f) in set(st.all_levels(rel)) and cls in os.listdir(mnt)  # the mount still answers
+
+
 def test_usage_and_runtime_errors(edge_store, tmp_path, mnt):
     def run(*args):
         return subprocess.run([fid_bin(), "mount", *map(str, args)], capture_output=True, text=True)

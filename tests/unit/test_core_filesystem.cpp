@@ -9,8 +9,13 @@
 
 #include <fcntl.h>
 
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <optional>
 #include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -27,14 +32,40 @@ namespace {
 class RecordingKernel final : public fid::core::KernelCache {
  public:
   fid::Status forget_entry(uint64_t parent, std::string_view name) override {
+    std::unique_lock lock(mu_);
+    if (locked_parent && *locked_parent == parent) {
+      // The folder's lock is held by a process that waits for the changed node's lock, which
+      // the kernel gives back only after the change is answered.
+      if (!cv_.wait_for(lock, std::chrono::seconds(3), [&] { return !locked_parent; })) waited_for_ever = true;
+    }
     entries.emplace(parent, std::string(name));
     if (fail) return fid::Error{fail, "invalidating entry failed"};
     return {};
   }
-  void forget_inode(uint64_t ino) override { inodes.insert(ino); }
+  void forget_inode(uint64_t ino) override {
+    std::lock_guard lock(mu_);
+    inodes.insert(ino);
+  }
+  void unlock_parent() {
+    {
+      std::lock_guard lock(mu_);
+      locked_parent.reset();
+    }
+    cv_.notify_all();
+  }
+  bool has_entry(uint64_t parent, const std::string& name) {
+    std::lock_guard lock(mu_);
+    return entries.count({parent, name}) != 0;
+  }
   int fail = 0;  // an errno every forget_entry answers with, as a kernel that cannot do it would
+  std::optional<uint64_t> locked_parent;  // forget_entry under it waits for unlock_parent()
+  bool waited_for_ever = false;           // ... and it did not come (a deadlock in a real kernel)
   std::set<std::pair<uint64_t, std::string>> entries;
   std::set<uint64_t> inodes;
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
 };
 
 using fid::core::Caller;
@@ -116,8 +147,8 @@ TEST_F(FilesystemTest, ALevelChangeMakesNewInodesAndTellsTheKernel) {
     ASSERT_TRUE(fs_->setxattr(dog, "user.fidelity.scan_group", "2\n", 0, kOwner).ok());
   }
   fs_->wait_invalidations();  // those of the folder in flight went to the background thread
-  EXPECT_TRUE(kernel.entries.count({1, "dog"}));  // the folder's own name
-  EXPECT_TRUE(kernel.entries.count({dog, "0.JPEG"}));  // a file the kernel was told about
+  EXPECT_TRUE(kernel.has_entry(1, "dog"));  // the folder's own name
+  EXPECT_TRUE(kernel.has_entry(dog, "0.JPEG"));  // a file the kernel was told about
   const uint64_t after = lookup(dog, "0.JPEG");
   EXPECT_NE(after, before);
   EXPECT_EQ(read_all(after), expected(f, 2));
@@ -150,8 +181,31 @@ TEST_F(FilesystemTest, ALevelChangeDuringALookupLeavesNoOldLevelCached) {
   ASSERT_TRUE(changed);
   fs_->wait_invalidations();
   const bool new_level = read_all(got) == expected(f, 2);
-  EXPECT_TRUE(new_level || kernel.entries.count({dog, "0.JPEG"})) << "the old level stays cached";
+  EXPECT_TRUE(new_level || kernel.has_entry(dog, "0.JPEG")) << "the old level stays cached";
   EXPECT_EQ(got, lookup(dog, "0.JPEG"));
+}
+
+// `setfattr P/F` against `rm P/F`: rm holds P's lock and waits for F's, which the kernel holds
+// until the change of F is answered. Invalidating F's name needs P's lock, so the change must
+// answer without waiting for it (a real kernel deadlocks there); the name goes stale after.
+// Folders alike (rmdir P/D holds P; the kernel holds D during D's change).
+TEST_F(FilesystemTest, AChangeAnswersWhileItsOwnNameWaitsForItsParentsLock) {
+  RecordingKernel kernel;
+  fs_->attach(&kernel);
+  const uint64_t dog = lookup(1, "dog");
+  const uint64_t file = lookup(dog, "0.JPEG");
+  for (auto [node, parent, name] : {std::tuple{file, dog, "0.JPEG"}, std::tuple{dog, uint64_t{1}, "dog"}}) {
+    kernel.locked_parent = parent;
+    {
+      auto in_flight = fs_->change_in_flight(node);
+      ASSERT_TRUE(fs_->setxattr(node, "user.fidelity.scan_group", "2", 0, kOwner).ok());
+    }  // the reply: the kernel gives the node's lock back, rm goes on and unlocks the parent
+    kernel.unlock_parent();
+    fs_->wait_invalidations();
+    EXPECT_FALSE(kernel.waited_for_ever) << name << ": the change waited for its own name's parent";
+    EXPECT_TRUE(kernel.has_entry(parent, name)) << name;
+    ASSERT_TRUE(fs_->removexattr(node, "user.fidelity.scan_group", kOwner).ok());
+  }
 }
 
 TEST_F(FilesystemTest, AKernelThatCannotForgetAnEntryFailsNoChange) {
@@ -166,8 +220,8 @@ TEST_F(FilesystemTest, AKernelThatCannotForgetAnEntryFailsNoChange) {
       ASSERT_TRUE(fs_->setxattr(dog, "user.fidelity.scan_group", "2\n", 0, kOwner).ok());
     }
     fs_->wait_invalidations();
-    EXPECT_TRUE(kernel.entries.count({1, "dog"}));
-    EXPECT_TRUE(kernel.entries.count({dog, "0.JPEG"}));  // one failure does not stop the others
+    EXPECT_TRUE(kernel.has_entry(1, "dog"));
+    EXPECT_TRUE(kernel.has_entry(dog, "0.JPEG"));  // one failure does not stop the others
     EXPECT_NE(lookup(dog, "0.JPEG"), before);
     ASSERT_TRUE(fs_->removexattr(dog, "user.fidelity.scan_group", kOwner).ok());
     fs_->detach();
