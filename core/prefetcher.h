@@ -65,13 +65,19 @@ class ReaderLoads {
       ++loading_;
       bytes_ += len;
     }
+    struct Slot {  // given back however load() ends
+      ReaderLoads& loads;
+      uint64_t len;
+      ~Slot() {
+        {
+          std::lock_guard lock(loads.mu_);
+          --loads.loading_;
+          loads.bytes_ -= len;
+        }
+        loads.cv_.notify_one();
+      }
+    } slot{*this, len};
     load();
-    {
-      std::lock_guard lock(mu_);
-      --loading_;
-      bytes_ -= len;
-    }
-    cv_.notify_one();
   }
   unsigned loading() const {
     std::lock_guard lock(mu_);

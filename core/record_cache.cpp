@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <exception>
+#include <memory>
 
 #include "core/log.h"
 
@@ -244,6 +246,8 @@ std::unique_ptr<Prefix> RecordCache::read(uint32_t r, int level, uint64_t len, u
     log_warn("{}: no memory for a {} byte prefix", store_.records()[r].path, alloc);
     return nullptr;
   }
+  const auto unmap = [alloc](void* m) { ::munmap(m, alloc); };
+  std::unique_ptr<void, decltype(unmap)> mapping(mem, unmap);  // given to the prefix on success
   auto p = std::make_unique<Prefix>();
   p->record = r;
   p->level = level;
@@ -261,13 +265,13 @@ std::unique_ptr<Prefix> RecordCache::read(uint32_t r, int level, uint64_t len, u
     if (st.ok()) bad = bad_pieces_of(store_, *p, from);
   }
   if (!st.ok()) {
-    ::munmap(mem, alloc);
     if (st.error().code != EIO) log_warn("reading {}", st.error().message);
     return nullptr;
   }
   p->bad_pieces = base ? base->bad_pieces : decltype(bad){};
   p->bad_pieces.insert(p->bad_pieces.end(), bad.begin(), bad.end());
   std::sort(p->bad_pieces.begin(), p->bad_pieces.end());
+  (void)mapping.release();
   return p;
 }
 
@@ -339,7 +343,12 @@ bool RecordCache::load(uint32_t r, int level, bool by_prefetch, WhenFull when_fu
   }
   s.loading = true;
   lock.unlock();
-  std::unique_ptr<Prefix> p = read(r, lvl, len, alloc, base.get());
+  std::unique_ptr<Prefix> p;
+  try {
+    p = read(r, lvl, len, alloc, base.get());
+  } catch (const std::exception& e) {  // out of memory: a failed load, so waiters wake and the budget returns
+    log_warn("{}: loading a prefix failed: {}", store_.records()[r].path, e.what());
+  }
   const uint64_t fetched = len - (base ? base->len : 0);
   base.reset();
   const bool ok = p != nullptr;

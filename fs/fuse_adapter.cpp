@@ -12,6 +12,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <exception>
+#include <new>
 #include <thread>
 #include <vector>
 
@@ -215,37 +217,55 @@ void op_create(fuse_req_t req, fuse_ino_t, const char*, mode_t, fuse_file_info*)
 void op_fallocate(fuse_req_t req, fuse_ino_t, int, off_t, off_t, fuse_file_info*) { op_erofs(req); }
 void op_readlink(fuse_req_t req, fuse_ino_t) { fuse_reply_err(req, EINVAL); }  // there are no links
 
+// A handler that throws (out of memory, the one exception the core lets through) answers the
+// request with an error instead of ending the daemon: an exception must not cross libfuse's C.
+template <auto Handler>
+struct Answered;
+template <class... Args, void (*Handler)(fuse_req_t, Args...)>
+struct Answered<Handler> {
+  static void op(fuse_req_t req, Args... args) {
+    try {
+      Handler(req, args...);
+    } catch (const std::bad_alloc&) {
+      fuse_reply_err(req, ENOMEM);
+    } catch (const std::exception& e) {
+      core::log_warn("a request failed: {}", e.what());
+      fuse_reply_err(req, EIO);
+    }
+  }
+};
+
 const fuse_lowlevel_ops& operations() {
   static const fuse_lowlevel_ops o = [] {
     fuse_lowlevel_ops x{};
     x.init = op_init;
-    x.lookup = op_lookup;
+    x.lookup = Answered<op_lookup>::op;
     x.forget = op_forget;
     x.forget_multi = op_forget_multi;
-    x.getattr = op_getattr;
-    x.setattr = op_setattr;
-    x.readlink = op_readlink;
-    x.mknod = op_mknod;
-    x.mkdir = op_mkdir;
-    x.unlink = op_unlink;
-    x.rmdir = op_unlink;
-    x.symlink = op_symlink;
-    x.rename = op_rename;
-    x.link = op_link;
-    x.open = op_open;
-    x.read = op_read;
-    x.write = op_write;
-    x.opendir = op_opendir;
-    x.readdir = op_readdir;
-    x.readdirplus = op_readdirplus;
-    x.statfs = op_statfs;
-    x.setxattr = op_setxattr;
-    x.getxattr = op_getxattr;
-    x.listxattr = op_listxattr;
-    x.removexattr = op_removexattr;
-    x.access = op_access;
-    x.create = op_create;
-    x.fallocate = op_fallocate;
+    x.getattr = Answered<op_getattr>::op;
+    x.setattr = Answered<op_setattr>::op;
+    x.readlink = Answered<op_readlink>::op;
+    x.mknod = Answered<op_mknod>::op;
+    x.mkdir = Answered<op_mkdir>::op;
+    x.unlink = Answered<op_unlink>::op;
+    x.rmdir = Answered<op_unlink>::op;
+    x.symlink = Answered<op_symlink>::op;
+    x.rename = Answered<op_rename>::op;
+    x.link = Answered<op_link>::op;
+    x.open = Answered<op_open>::op;
+    x.read = Answered<op_read>::op;
+    x.write = Answered<op_write>::op;
+    x.opendir = Answered<op_opendir>::op;
+    x.readdir = Answered<op_readdir>::op;
+    x.readdirplus = Answered<op_readdirplus>::op;
+    x.statfs = Answered<op_statfs>::op;
+    x.setxattr = Answered<op_setxattr>::op;
+    x.getxattr = Answered<op_getxattr>::op;
+    x.listxattr = Answered<op_listxattr>::op;
+    x.removexattr = Answered<op_removexattr>::op;
+    x.access = Answered<op_access>::op;
+    x.create = Answered<op_create>::op;
+    x.fallocate = Answered<op_fallocate>::op;
     return x;
   }();
   return o;

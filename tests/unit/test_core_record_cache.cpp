@@ -4,12 +4,14 @@
 // level raised on a cached prefix fetches only the missing tail.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <future>
 #include <mutex>
 #include <thread>
 #include <vector>
 
+#include "core/prefetcher.h"
 #include "core/record_cache.h"
 #include "counting_source.h"
 #include "storage/local_record_source.h"
@@ -198,3 +200,58 @@ TEST_F(RecordCacheTest, ARaisedLevelThatDoesNotFitBesideTheLowerIsReadWhole) {
 }
 
 }  // namespace
+
+namespace {
+
+// A source that runs out of memory on its first read, as a bad_alloc anywhere in a load would.
+class OutOfMemoryOnceSource final : public RecordSource {
+ public:
+  explicit OutOfMemoryOnceSource(RecordSource& inner) : inner_(inner) {}
+  void read_ranges(std::span<RangeRead> batch, Done done) override {
+    fail_once();
+    inner_.read_ranges(batch, std::move(done));
+  }
+  void read_prefixes(std::span<PrefixRead> batch, Done done) override {
+    fail_once();
+    inner_.read_prefixes(batch, std::move(done));
+  }
+  const std::vector<std::string>& problems() const override { return inner_.problems(); }
+  std::string describe() const override { return "out of memory once"; }
+
+ private:
+  void fail_once() {
+    if (!failed_.exchange(true)) throw std::bad_alloc();
+  }
+  RecordSource& inner_;
+  std::atomic<bool> failed_{false};
+};
+
+}  // namespace
+
+// An exception in a load is a failed load: the reservation returns, readers waiting for it wake
+// and read for themselves, and the record loads next time.
+TEST_F(RecordCacheTest, ALoadThatThrowsWakesItsWaitersAndReturnsItsBudget) {
+  LocalRecordSource local(store());
+  OutOfMemoryOnceSource source(local);
+  ReadStats stats;
+  RecordCache cache(store(), source, stats, 16 << 20);
+  const uint32_t r = 0;
+  const int level = cache.prefix_level(r, 5);
+  ASSERT_TRUE(cache.mark_queued(r, level));
+  auto waiter = std::async(std::launch::async, [&] { return cache.get(r, level); });
+  EXPECT_FALSE(cache.load(r, level, true));
+  ASSERT_EQ(waiter.wait_for(std::chrono::seconds(5)), std::future_status::ready) << "a waiter never woke";
+  EXPECT_EQ(waiter.get(), nullptr);
+  EXPECT_EQ(cache.used(), 0u);
+  EXPECT_TRUE(cache.load(r, level, true));
+  EXPECT_NE(cache.get(r, level), nullptr);
+}
+
+TEST(ReaderLoadsTest, ALoadThatThrowsGivesItsSlotBack) {
+  fid::core::ReaderLoads loads(nullptr);
+  EXPECT_THROW(loads.run(1 << 20, [] { throw std::bad_alloc(); }), std::bad_alloc);
+  EXPECT_EQ(loads.loading(), 0u);
+  bool ran = false;
+  loads.run(1 << 20, [&] { ran = true; });
+  EXPECT_TRUE(ran);
+}
