@@ -42,6 +42,24 @@ uint32_t piece_checksum(std::span<const uint8_t> bytes) {
   return static_cast<uint32_t>(XXH3_64bits(bytes.data(), bytes.size()));
 }
 
+uint64_t checked_len(const Store& store, uint32_t r, uint64_t from, std::span<const uint8_t> bytes) {
+  const uint64_t to = from + bytes.size();
+  uint64_t end = to;
+  for (uint32_t id : store.record_files(r)) {
+    for (const Piece& p : store.pieces(store.files()[id])) {
+      const uint64_t p_end = p.offset + p.size;
+      if (p_end <= from || p.offset >= to || p.size == 0) continue;
+      if (p.offset < from) return 0;  // its start is not here to check
+      if (p_end > to) {
+        end = std::min(end, p.offset);
+        continue;
+      }
+      if (piece_checksum(bytes.subspan(p.offset - from, p.size)) != p.checksum) return 0;
+    }
+  }
+  return end - from;
+}
+
 namespace {
 
 std::optional<std::string> meta_optional(SqliteDb& db, const char* key) {

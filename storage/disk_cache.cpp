@@ -139,6 +139,8 @@ class DiskCachedSource final : public RecordSource, public DiskCache {
   Keep plan(const Copy& copy, uint64_t offset, uint64_t covered);
   void issue(std::shared_ptr<Job> job, Done done);
   void complete(Job& job);
+  // Queues what of `bytes` index::checked_len vouches for: a damaged transfer is never kept.
+  void keep_checked(uint32_t record, uint64_t from, std::span<const uint8_t> bytes, bool replace);
   void enqueue(uint32_t record, uint64_t from, std::span<const uint8_t> bytes, bool replace);
   void writer();
   void store(const Pending& p);
@@ -331,17 +333,23 @@ void DiskCachedSource::complete(Job& job) {
   // The bytes are copied out for the writer before `done` hands the buffers back.
   for (size_t k = 0; k < job.whole.size(); ++k) {
     PrefixRead& p = job.whole[k];
-    if (p.status.ok() && job.whole_keep[k].keep) enqueue(p.record, 0, {p.dst, p.len}, job.whole_keep[k].replace);
+    if (p.status.ok() && job.whole_keep[k].keep) keep_checked(p.record, 0, {p.dst, p.len}, job.whole_keep[k].replace);
     *job.whole_status[k] = std::move(p.status);
   }
   for (size_t k = 0; k < job.parts.size(); ++k) {
     RangeRead& r = job.parts[k];
     const Keep& keep = job.part_keep[k];
-    if (r.status.ok() && keep.keep) enqueue(r.record, keep.from, r.dst, keep.replace);
+    if (r.status.ok() && keep.keep) keep_checked(r.record, keep.from, r.dst, keep.replace);
     *job.part_status[k] = std::move(r.status);
   }
   Done done = std::move(job.done);
   done();
+}
+
+void DiskCachedSource::keep_checked(uint32_t record, uint64_t from, std::span<const uint8_t> bytes, bool replace) {
+  const uint64_t checked = index::checked_len(store_, record, from, bytes);
+  if (checked == 0 && !bytes.empty()) stats_.dropped.fetch_add(1, std::memory_order_relaxed);
+  enqueue(record, from, bytes.first(checked), replace);
 }
 
 void DiskCachedSource::enqueue(uint32_t record, uint64_t from, std::span<const uint8_t> bytes, bool replace) {

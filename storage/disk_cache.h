@@ -18,9 +18,10 @@
 // The cache never fails a read: a missing, short, foreign (bad header) or unreadable copy, and
 // any error writing one, send the read to the inner source instead and are counted. Copies are
 // written by a background thread (started on first use, so the source may be made before the
-// mount forks) from a bounded queue; a copy that does not fit the queue is not kept.
-// Bytes are checked by the reader (piece checksums), not here: a copy whose bytes fail them is
-// dropped through drop_cached, and the reader fetches them again from the inner source.
+// mount forks) from a bounded queue; a copy that does not fit the queue is not kept. Only
+// checked bytes are kept: every piece a copy holds matched its checksum when it was fetched, and
+// a copy ends at a piece's end (index::checked_len). The reader checks what it is served too: a
+// copy damaged on disk since is dropped through drop_cached and fetched again from the inner source.
 #pragma once
 
 #include <cstdint>
@@ -42,7 +43,7 @@ struct DiskCacheStats {
   uint64_t bytes_written = 0;    // bytes of copies written to the folder
   uint64_t not_kept = 0;         // copies not written: the write queue was full
   uint64_t evictions = 0;        // files removed to stay under max_bytes
-  uint64_t dropped = 0;          // copies removed because their bytes failed checksums
+  uint64_t dropped = 0;          // copies removed, or fetched bytes not kept, for failing checksums
   uint64_t errors = 0;           // disk errors and unusable copies (the inner source served instead)
   uint64_t used_bytes = 0;       // bytes in the folder, as this mount last counted them
   uint64_t max_bytes = 0;

@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <ctime>
 #include <filesystem>
@@ -85,6 +86,13 @@ class DiskCacheTest : public fid::testutil::PackedStore {
     return out;
   }
   uint64_t full_len(uint32_t r) const { return store().records()[r].region_end.back(); }
+  // Where a copy of record r's bytes up to `end` stops: at the start of a piece running past it.
+  uint64_t kept_end(uint32_t r, uint64_t end) const {
+    for (uint32_t id : store().record_files(r))
+      for (const auto& p : store().pieces(store().files()[id]))
+        if (p.offset < end && p.offset + p.size > end) return p.offset;
+    return end;
+  }
   // A scan record with at least two levels above its headers (the n-th of them).
   uint32_t scan_record(int n = 0) const {
     for (const auto& r : store().records())
@@ -163,7 +171,7 @@ TEST_F(DiskCacheTest, ALongerPrefixFetchesOnlyTheTail) {
   EXPECT_EQ(read_range(*c.source, other, other_low - 10, straddle + 10), file_bytes(other, other_low - 10, straddle + 10));
   EXPECT_EQ(c.counting->bytes(), at + len + straddle);  // only the part past the copy
   c.disk->flush();
-  EXPECT_EQ(fs::file_size(entry(other)), other_low + straddle);
+  EXPECT_EQ(fs::file_size(entry(other)), kept_end(other, other_low + straddle));  // whole pieces only
   EXPECT_EQ(read_prefix(*c.source, other, other_low + straddle), file_bytes(other, 0, other_low + straddle));
 }
 
@@ -382,6 +390,56 @@ TEST_F(DiskCacheTest, ADamagedCopyIsDroppedAndReadAgain) {
   EXPECT_EQ(c.disk->disk_stats().dropped, 1u);
   c.disk->flush();
   EXPECT_EQ(read_prefix(*c.source, victim.record, len), file_bytes(victim.record, 0, len));  // a good copy again
+}
+
+// A source whose first read gives one byte wrong (a transfer damaged on the way).
+class DamagedOnceSource final : public RecordSource {
+ public:
+  DamagedOnceSource(RecordSource& inner, uint64_t at) : inner_(inner), at_(at) {}
+  void read_ranges(std::span<RangeRead> batch, Done done) override {
+    inner_.read_ranges(batch);
+    for (RangeRead& r : batch)
+      if (r.offset <= at_ && at_ < r.offset + r.dst.size() && !damaged_.exchange(true)) r.dst[at_ - r.offset] ^= 0x40;
+    done();
+  }
+  void read_prefixes(std::span<fid::storage::PrefixRead> batch, Done done) override {
+    for (auto& p : batch) {
+      p.status = inner_.read_prefix(p.record, p.len, p.dst);
+      if (at_ < p.len && !damaged_.exchange(true)) p.dst[at_] ^= 0x40;
+    }
+    done();
+  }
+  const std::vector<std::string>& problems() const override { return inner_.problems(); }
+  std::string describe() const override { return "damaged once"; }
+
+ private:
+  RecordSource& inner_;
+  const uint64_t at_;
+  std::atomic<bool> damaged_{false};
+};
+
+// What the cache keeps is what the store's checksums vouch for: a damaged transfer is served
+// (the reader finds the damage) but never written to the folder, and a copy ends at a piece's end.
+TEST_F(DiskCacheTest, ADamagedTransferIsNeverKept) {
+  const auto& victim = jpeg_with(3);
+  const auto& piece = store().pieces(victim)[2];
+  const uint32_t r = victim.record;
+  const uint64_t len = full_len(r);
+  auto source = fid::storage::make_disk_cached_source(
+      store(), std::make_unique<DamagedOnceSource>(*local_, piece.offset + 1), cache_dir(), 64 << 20, kIdentity);
+  DiskCache* disk = fid::storage::as_disk_cache(*source);
+  EXPECT_NE(read_prefix(*source, r, len), file_bytes(r, 0, len));
+  disk->flush();
+  EXPECT_FALSE(fs::exists(entry(r)));
+  EXPECT_EQ(disk->disk_stats().dropped, 1u);
+  // Up to the middle of the piece: kept up to its start.
+  EXPECT_EQ(read_prefix(*source, r, piece.offset + 5), file_bytes(r, 0, piece.offset + 5));
+  disk->flush();
+  ASSERT_TRUE(fs::exists(entry(r)));
+  EXPECT_EQ(fs::file_size(entry(r)), piece.offset);
+  EXPECT_EQ(read_prefix(*source, r, len), file_bytes(r, 0, len));
+  disk->flush();
+  EXPECT_EQ(fs::file_size(entry(r)), len);
 }
 
 TEST_F(DiskCacheTest, AnUnusableFolderFailsNoRead) {
