@@ -175,10 +175,10 @@ Result<FileReader::Bytes> Filesystem::read_control(const Node& n, uint64_t offse
     text = orders_.text(n.id);
     if (!text) return Error{ENOENT, "the order file's slot was reused"};
     if (offset == 0) {  // a reader took an order: the prefetcher follows it from now on
-      auto name = orders_.name_of(n.id);
+      auto held = orders_.held(n.id);
       orders_.note_open();
-      if (name) reader_.prefetcher().follow(orders_.seed(), name->epoch, name->world);
-      if (name && name->world > 1) note_rank_order(*name);
+      if (held) reader_.prefetcher().follow(held->seed, held->name.epoch, held->name.world);
+      if (held && held->name.world > 1) note_rank_order(*held);
     }
   } else {
     text = control_.content(n);
@@ -240,7 +240,8 @@ void Filesystem::decide_random_reads() {
   random_reads_ = std::move(d);
 }
 
-void Filesystem::note_rank_order(const OrderName& name) {
+void Filesystem::note_rank_order(const OrderSlots::Held& held) {
+  const OrderName& name = held.name;
   {
     std::lock_guard lock(share_mu_);
     const bool per_epoch = orders_.deal() == index::RankDeal::per_epoch;
@@ -250,7 +251,7 @@ void Filesystem::note_rank_order(const OrderName& name) {
     }
     share_epoch_ = name.epoch;
     index::OrderParams p;
-    p.seed = orders_.seed();
+    p.seed = held.seed;
     p.epoch = name.epoch;
     p.world = name.world;
     p.ranks = orders_.deal();
@@ -281,8 +282,8 @@ void Filesystem::note_rank_order(const OrderName& name) {
   decide_random_reads();
 }
 
-// Order names are never cached by the kernel (entry timeout 0), but the inodes of the orders
-// already looked up keep pages and sizes: drop them so the next read sees the new orders.
+// Order names are never cached by the kernel (entry timeout 0): the next lookup of a name gets
+// the new seed's order in a slot of its own, while inodes looked up before keep their orders.
 void Filesystem::forget_order_files() {
   log_info("order seed {}", orders_.seed());
   {  // the ranks' records depend on the seed: the share counts again from the next rank order
@@ -292,10 +293,6 @@ void Filesystem::forget_order_files() {
     share_ = ReadShare{};
   }
   decide_random_reads();
-  KernelCache* kernel = changes_.kernel();
-  if (!kernel) return;
-  for (uint32_t slot = 0; slot < orders_.slots(); ++slot)
-    if (orders_.name_of(slot)) kernel->forget_inode(inodes_.order_file(slot));
 }
 
 // ---- /.fidelity/stats and /.fidelity/config ------------------------------------------------------

@@ -113,8 +113,8 @@ class Filesystem {
   // Decides random_reads anew (the mount's start, a level change, a new rank order read) and
   // logs the decision when it changes.
   void decide_random_reads();
-  // A reader took rank order `name`: the mount's share is the records of the ranks it served.
-  void note_rank_order(const OrderName& name);
+  // A reader took rank order `held`: the mount's share is the records of the ranks it served.
+  void note_rank_order(const OrderSlots::Held& held);
 
   const index::Store& store_;
   storage::RecordSource& source_;

@@ -50,7 +50,7 @@ std::string order_file_name(const OrderName& n) {
 
 OrderSlots::OrderSlots(uint32_t slots) : names_(slots), generation_(slots, 1), last_use_(slots, 0) {}
 
-uint32_t OrderSlots::acquire(const OrderName& name, uint64_t* generation) {
+uint32_t OrderSlots::acquire(const Held& name, uint64_t* generation) {
   std::lock_guard lock(mu_);
   uint32_t victim = 0;
   for (uint32_t i = 0; i < names_.size(); ++i) {
@@ -68,7 +68,7 @@ uint32_t OrderSlots::acquire(const OrderName& name, uint64_t* generation) {
   return victim;
 }
 
-std::optional<OrderName> OrderSlots::name_of(uint32_t slot) const {
+std::optional<OrderSlots::Held> OrderSlots::held(uint32_t slot) const {
   std::lock_guard lock(mu_);
   return slot < names_.size() ? names_[slot] : std::nullopt;
 }
@@ -144,9 +144,9 @@ OrderFiles::OrderFiles(const index::Store& store, uint64_t seed, uint32_t window
       deal_(deal) {}
 
 std::shared_ptr<const std::string> OrderFiles::text(uint32_t slot) {
-  auto name = slots_.name_of(slot);
-  if (!name) return nullptr;
-  return contents_.get(seed_.load(), window_, *name);
+  auto held = slots_.held(slot);
+  if (!held) return nullptr;
+  return contents_.get(held->seed, window_, held->name);
 }
 
 bool OrderFiles::set_seed(uint64_t seed) { return seed_.exchange(seed) != seed; }

@@ -32,21 +32,28 @@ struct OrderName {
 std::optional<OrderName> parse_order_name(std::string_view name);
 std::string order_file_name(const OrderName& n);
 
-// A bounded table of inode slots for order files. A name keeps its slot while it is in the table;
-// when the table is full the least recently used slot is reused and its generation bumped, so the
-// kernel sees a new inode (order entries are looked up with timeout 0).
+// A bounded table of inode slots for order files. A slot holds one name under one seed, so its
+// content never changes: after a seed change the name gets another slot (a new inode) while a
+// reader of the old one goes on reading the order it started. A (name, seed) keeps its slot
+// while it is in the table; when the table is full the least recently used slot is reused and its
+// generation bumped, so the kernel sees a new inode (order entries are looked up with timeout 0).
 class OrderSlots {
  public:
+  struct Held {
+    OrderName name;
+    uint64_t seed;
+    bool operator==(const Held&) const = default;
+  };
   explicit OrderSlots(uint32_t slots);
   uint32_t size() const { return static_cast<uint32_t>(names_.size()); }
-  // Slot of `name` (an existing one or a fresh/reused one) and its generation.
-  uint32_t acquire(const OrderName& name, uint64_t* generation);
-  // Name currently held by `slot`, nullopt if unused or out of range.
-  std::optional<OrderName> name_of(uint32_t slot) const;
+  // Slot of `held` (an existing one or a fresh/reused one) and its generation.
+  uint32_t acquire(const Held& held, uint64_t* generation);
+  // What `slot` holds, nullopt if unused or out of range.
+  std::optional<Held> held(uint32_t slot) const;
 
  private:
   mutable std::mutex mu_;
-  std::vector<std::optional<OrderName>> names_;
+  std::vector<std::optional<Held>> names_;
   std::vector<uint64_t> generation_, last_use_;
   uint64_t clock_ = 0;
 };
@@ -87,9 +94,10 @@ class OrderFiles {
              const std::unordered_map<uint32_t, std::string>* display_names);
 
   uint32_t slots() const { return slots_.size(); }
-  uint32_t acquire(const OrderName& name, uint64_t* generation) { return slots_.acquire(name, generation); }
-  std::optional<OrderName> name_of(uint32_t slot) const { return slots_.name_of(slot); }
-  // The text of the order in `slot` under the current seed; null if the slot is unused.
+  // The slot of `name` under the current seed.
+  uint32_t acquire(const OrderName& name, uint64_t* generation) { return slots_.acquire({name, seed_.load()}, generation); }
+  std::optional<OrderSlots::Held> held(uint32_t slot) const { return slots_.held(slot); }
+  // The text of the order in `slot` (under the seed it was looked up with); null if unused.
   std::shared_ptr<const std::string> text(uint32_t slot);
   uint64_t seed() const { return seed_.load(); }
   // Returns false if the seed was already `seed`.

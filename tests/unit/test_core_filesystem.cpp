@@ -300,6 +300,23 @@ TEST_F(FilesystemTest, LevelChangesAnyoneOrAGroup) {
   EXPECT_EQ(config["level_changers"], "the owner (uid 1000), root and group train (gid 2000)");
 }
 
+// An order file read while the seed changes is one order, never a mix of two: a looked-up order
+// file keeps its content, and the name's next lookup is the new seed's order under a new inode.
+TEST_F(FilesystemTest, AnOrderFileKeepsItsOrderWhenTheSeedChanges) {
+  const uint64_t order = lookup(lookup(1, ".fidelity"), "order");
+  const uint64_t before = lookup(order, "epoch-0");
+  auto head = fs_->read(before, 0, 64);
+  ASSERT_TRUE(head.ok());
+  const std::string first(head->data.begin(), head->data.end());
+  const auto old_text = read_all(before);
+  ASSERT_TRUE(fs_->setxattr(1, "user.fidelity.order_seed", "12345", 0, kOwner).ok());
+  EXPECT_EQ(read_all(before), old_text);  // the rest of a read started before the change
+  const uint64_t after = lookup(order, "epoch-0");
+  EXPECT_NE(after, before);
+  EXPECT_NE(read_all(after), old_text);
+  EXPECT_EQ(std::string(old_text.begin(), old_text.begin() + static_cast<long>(first.size())), first);
+}
+
 TEST_F(FilesystemTest, OrderFilesListEveryFileOnceAndDamageIsEio) {
   const uint64_t order = lookup(lookup(1, ".fidelity"), "order");
   auto text = read_all(lookup(order, "epoch-0"));

@@ -33,21 +33,22 @@ TEST(OrderNames, ParseAndFormat) {
 TEST(OrderSlots, KeepsNamesAndReusesLeastRecent) {
   OrderSlots slots(3);
   uint64_t g0 = 0, g = 0;
-  uint32_t a = slots.acquire({0, 0, 1}, &g0);
-  EXPECT_EQ(slots.acquire({0, 0, 1}, &g), a);
+  uint32_t a = slots.acquire({{0, 0, 1}, 7}, &g0);
+  EXPECT_EQ(slots.acquire({{0, 0, 1}, 7}, &g), a);
   EXPECT_EQ(g, g0);
-  uint32_t b = slots.acquire({1, 0, 1}, nullptr);
-  uint32_t c = slots.acquire({2, 0, 1}, nullptr);
+  uint32_t b = slots.acquire({{1, 0, 1}, 7}, nullptr);
+  uint32_t c = slots.acquire({{0, 0, 1}, 8}, nullptr);  // the same name under another seed: its own slot
   EXPECT_NE(a, b);
   EXPECT_NE(b, c);
   EXPECT_NE(a, c);
-  slots.acquire({0, 0, 1}, nullptr);         // a is now the most recent; b the least
-  uint32_t d = slots.acquire({3, 0, 1}, &g);  // reuses b's slot with a new generation
+  slots.acquire({{0, 0, 1}, 7}, nullptr);            // a is now the most recent; b the least
+  uint32_t d = slots.acquire({{3, 0, 1}, 7}, &g);  // reuses b's slot with a new generation
   EXPECT_EQ(d, b);
   EXPECT_GT(g, g0);
-  EXPECT_EQ(*slots.name_of(d), (OrderName{3, 0, 1}));
-  EXPECT_EQ(*slots.name_of(a), (OrderName{0, 0, 1}));
-  EXPECT_FALSE(slots.name_of(99));
+  EXPECT_EQ(*slots.held(d), (OrderSlots::Held{{3, 0, 1}, 7}));
+  EXPECT_EQ(*slots.held(a), (OrderSlots::Held{{0, 0, 1}, 7}));
+  EXPECT_EQ(*slots.held(c), (OrderSlots::Held{{0, 0, 1}, 8}));
+  EXPECT_FALSE(slots.held(99));
 }
 
 // The prefetcher's index of an epoch's rank orders: the ranks' orders end to end, each rank's
@@ -118,7 +119,7 @@ TEST_F(OrderIndexTest, ManyOrderNamesKeepTheTablesBounded) {
       for (uint32_t rank : {0u, 1u, world / 2, world - 1}) {
         if (rank >= world) continue;
         const OrderName name{epoch * 1000003, rank, world};
-        slots.acquire(name, nullptr);
+        slots.acquire({name, 5}, nullptr);
         auto text = contents.get(5, 2, name);
         ASSERT_NE(text, nullptr);
         ASSERT_FALSE(text->empty());
