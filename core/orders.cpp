@@ -75,11 +75,33 @@ std::optional<OrderSlots::Held> OrderSlots::held(uint32_t slot) const {
 
 // ---- contents ---------------------------------------------------------------------------------
 
+namespace {
+
+// A path as one line of an order file (docs/FORMAT.md): backslash, newline and carriage return
+// escaped, so that every file is exactly one line.
+void append_escaped(std::string& out, std::string_view path) {
+  for (char c : path) {
+    if (c == '\\') out += "\\\\";
+    else if (c == '\n') out += "\\n";
+    else if (c == '\r') out += "\\r";
+    else out.push_back(c);
+  }
+}
+
+size_t escaped_size(std::string_view path) {
+  size_t n = path.size();
+  for (char c : path) n += c == '\\' || c == '\n' || c == '\r';
+  return n;
+}
+
+}  // namespace
+
 OrderContents::OrderContents(const index::Store& store, size_t max_entries, index::RankDeal deal,
                              const std::unordered_map<uint32_t, std::string>* display_names)
     : store_(store), max_(max_entries), deal_(deal), display_names_(display_names) {
   for (const auto& d : store.dirs()) {
-    std::string p = store.relative_path(d);
+    std::string p;
+    append_escaped(p, store.relative_path(d));
     if (!p.empty()) p.push_back('/');
     dir_path_.push_back(std::move(p));
   }
@@ -114,11 +136,11 @@ std::shared_ptr<const std::string> OrderContents::get(uint64_t seed, uint32_t wi
     }
     return store_.name(files[id]);
   };
-  for (uint32_t id : ids) total += dir_path_[files[id].dir].size() + name_of(id).size() + 1;
+  for (uint32_t id : ids) total += dir_path_[files[id].dir].size() + escaped_size(name_of(id)) + 1;
   text->reserve(total);
   for (uint32_t id : ids) {
     text->append(dir_path_[files[id].dir]);
-    text->append(name_of(id));
+    append_escaped(*text, name_of(id));
     text->push_back('\n');
   }
   std::lock_guard lock(mu_);

@@ -58,7 +58,7 @@ class OrderSlots {
   uint64_t clock_ = 0;
 };
 
-// Generated order contents (one relative path per line), keyed by (seed, window, name). Keeps the
+// Generated order contents (one relative path per line, escaped as docs/FORMAT.md says), keyed by (seed, window, name). Keeps the
 // last `max_entries` (a getattr needs the size, an open the bytes: both hit the same entry).
 class OrderContents {
  public:
@@ -82,7 +82,7 @@ class OrderContents {
   const std::unordered_map<uint32_t, std::string>* display_names_;
   std::mutex mu_;
   std::list<Entry> lru_;  // front = most recent
-  std::vector<std::string> dir_path_;  // "cls/" per directory ("" for the root)
+  std::vector<std::string> dir_path_;  // "cls/" per directory, escaped ("" for the root)
 };
 
 // The order files of a mount: their slots, their contents under the current seed (the store's,

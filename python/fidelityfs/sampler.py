@@ -28,12 +28,24 @@ with workers runs ahead of the batches it returned; pass `state_dict(samples_see
 count the training loop consumed to resume exactly there.
 """
 import os
+import re
 
 import torch.utils.data
 
 from .stats import find_mount_root
 
-__all__ = ["FidelityOrderSampler", "find_mount_root"]
+__all__ = ["FidelityOrderSampler", "find_mount_root", "order_line_path"]
+
+
+_ESCAPES = {"\\": "\\", "n": "\n", "r": "\r"}
+
+
+def order_line_path(line):
+    """The relative path one line of an order file names: the file escapes backslash, newline and
+    carriage return in paths as \\\\, \\n and \\r (docs/FORMAT.md, "Published read orders")."""
+    if "\\" not in line:
+        return line
+    return re.sub(r"\\(.)", lambda m: _ESCAPES.get(m.group(1), m.group(0)), line)
 
 
 class FidelityOrderSampler(torch.utils.data.Sampler):
@@ -99,8 +111,9 @@ class FidelityOrderSampler(torch.utils.data.Sampler):
 
     def _indices(self):
         if self._cache is None or self._cache[0] != self.epoch:
-            with open(self.order_path(), encoding="utf-8", errors="surrogateescape") as f:
-                idx = [self.index_of[line] for line in f.read().split("\n") if line in self.index_of]
+            with open(self.order_path(), encoding="utf-8", errors="surrogateescape", newline="") as f:
+                paths = (order_line_path(line) for line in f.read().split("\n"))
+                idx = [self.index_of[p] for p in paths if p in self.index_of]
             self._cache = (self.epoch, idx)
         return self._cache[1]
 

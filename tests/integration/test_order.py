@@ -4,9 +4,11 @@ rank's own files), the quasi-random window, the order seed (config and root xatt
 xattrs, and the torch sampler that follows them."""
 import errno
 import os
+import shutil
 
 import pytest
 
+from conftest import pack
 from mountutil import mounted, walk_files
 
 ORDER = os.path.join(".fidelity", "order")
@@ -340,3 +342,29 @@ def test_rank_order_prefetches_only_its_own_records(imagenet_store, mnt, tmp_pat
         # whole records, each once, and none of the other ranks' records
         assert 0 < s["records_read"] <= len(own)
         assert s["storage_bytes"] <= 1.5 * sum(st.records[r][2] for r in own)
+
+
+def test_names_with_newlines_are_one_line_each(imagenet_tree, tmp_path, mnt):
+    """A newline, carriage return or backslash in a file or folder name is escaped in the order
+    files (docs/FORMAT.md), so every file is one line, and the sampler yields every sample."""
+    torch = pytest.importorskip("torch")
+    datasets = pytest.importorskip("torchvision.datasets")
+    from fidelityfs.sampler import FidelityOrderSampler, order_line_path
+    src = tmp_path / "odd"
+    jpegs = [os.path.join(d, f) for d, _, fs in os.walk(imagenet_tree) for f in sorted(fs) if f.lower().endswith(".jpeg")]
+    names = {"plain/a.jpg", "plain/new\nline.jpg", "plain/back\\slash.jpg", "plain/cr\r.jpg",
+             "two\nlines/b.jpg", "two\nlines/\\n.jpg"}
+    for rel, jpeg in zip(sorted(names), jpegs):
+        os.makedirs(src / os.path.dirname(rel), exist_ok=True)
+        shutil.copyfile(jpeg, src / rel)
+    store = pack(str(src), str(tmp_path / "store"))
+    with mounted(store, mnt):
+        got = lines(mnt, "epoch-0")
+        assert len(got) == len(names)
+        assert sorted(order_line_path(l) for l in got) == sorted(names)
+        assert "plain/new\\nline.jpg" in got and "plain/back\\\\slash.jpg" in got
+        ds = datasets.ImageFolder(mnt)
+        assert len(ds) == len(names)
+        sampler = FidelityOrderSampler(ds)
+        assert sorted(sampler) == list(range(len(names)))
+        assert [os.path.relpath(ds.samples[i][0], mnt) for i in sampler] == [order_line_path(l) for l in got]
