@@ -34,6 +34,12 @@ int run_inspect(const std::string& location, const std::vector<std::string>& opt
     if (f.kind == index::FileKind::jpeg)
       for (int k = 1; k <= levels; ++k) bytes_by_level[static_cast<size_t>(k - 1)] += store->size_at_level(f, k);
   }
+  constexpr size_t kNotesShown = 1000;
+  fid::Result<index::Store::PackNotes> notes = store->pack_notes(opened->index_file, kNotesShown);
+  if (!notes) {
+    fmt::print(stderr, "fidelityfs inspect: {}\n", notes.error().message);
+    return kExitRuntime;
+  }
   std::error_code ec;
   uint64_t store_bytes = std::filesystem::file_size(opened->index_file, ec);
   for (const index::Record& r : store->records()) store_bytes += r.size;
@@ -57,7 +63,16 @@ int run_inspect(const std::string& location, const std::vector<std::string>& opt
     j["source_digest"] = from.source_digest;
     j["level_scripts"] = from.level_scripts;
     j["problems"] = source.problems();
-    fmt::print("{}\n", j.dump(2));
+    auto listed = [](const std::vector<std::pair<std::string, std::string>>& rows) {
+      nlohmann::json a = nlohmann::json::array();
+      for (const auto& [path, reason] : rows) a.push_back({{"path", path}, {"reason", reason}});
+      return a;
+    };
+    j["blobs"] = listed(notes->blobs);  // at most kNotesShown; *_count: all of them
+    j["blob_count"] = notes->blob_count;
+    j["skipped"] = listed(notes->skipped);
+    j["skipped_count"] = notes->skipped_count;
+    fmt::print("{}\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
     return kExitOk;
   }
   fmt::print("store           {}\n", store->location());
@@ -85,6 +100,11 @@ int run_inspect(const std::string& location, const std::vector<std::string>& opt
     }
   }
   for (const std::string& p : source.problems()) fmt::print("problem: {}\n", p);
+  for (const auto& [path, reason] : notes->blobs) fmt::print("blob: {}: {}\n", path, reason);
+  if (notes->blob_count > notes->blobs.size()) fmt::print("blob: ... and {} more\n", notes->blob_count - notes->blobs.size());
+  for (const auto& [path, reason] : notes->skipped) fmt::print("skipped: {}: {}\n", path, reason);
+  if (notes->skipped_count > notes->skipped.size())
+    fmt::print("skipped: ... and {} more\n", notes->skipped_count - notes->skipped.size());
   return kExitOk;
 }
 

@@ -125,7 +125,15 @@ class PrepareTargetAfterListing final : public index::PackSource {
   storage::S3Upload& target_;
 };
 
-int run_pack(const index::PackOptions& opt, PackRemote remote, const std::string& progress_mode) {
+// Up to kNotesShown lines of "KIND: PATH: REASON", then how many more (inspect lists them all).
+void print_notes(const char* kind, const std::vector<std::pair<std::string, std::string>>& rows) {
+  constexpr size_t kNotesShown = 20;
+  for (size_t i = 0; i < rows.size() && i < kNotesShown; ++i) fmt::print("{}: {}: {}\n", kind, rows[i].first, rows[i].second);
+  if (rows.size() > kNotesShown)
+    fmt::print("{}: ... and {} more (`fidelityfs inspect STORE` lists them)\n", kind, rows.size() - kNotesShown);
+}
+
+int run_pack(const index::PackOptions& opt, PackRemote remote, const std::string& progress_mode, bool allow_skipped) {
   // What the options say is wrong is the user's to fix: a usage error, reported before any work.
   index::PackIo io{std::move(remote.source), nullptr};
   if (fid::Result<std::filesystem::path> checked = index::check_pack_options(opt, io); !checked) {
@@ -183,8 +191,15 @@ int run_pack(const index::PackOptions& opt, PackRemote remote, const std::string
     fmt::print("l3: {:.1f} MB from {:.1f} MB of lossless sources ({:.3f} of the sources)\n",
                static_cast<double>(r.l3_bytes) / 1e6, static_cast<double>(r.l3_source_bytes) / 1e6,
                r.l3_source_bytes ? static_cast<double>(r.l3_bytes) / static_cast<double>(r.l3_source_bytes) : 0.0);
-  for (auto& [path, why] : r.blobbed) fmt::print("blob: {}: {}\n", path, why);
-  for (auto& [path, why] : r.skipped) fmt::print("skipped: {}: {}\n", path, why);
+  print_notes("blob", r.blobbed);
+  print_notes("skipped", r.skipped);
+  if (!r.skipped.empty() && !allow_skipped) {
+    fmt::print(stderr,
+               "fidelityfs pack: {} source entr{} skipped (listed above), the store holds the rest; "
+               "--allow-skipped accepts that with exit 0\n",
+               r.skipped.size(), r.skipped.size() == 1 ? "y was" : "ies were");
+    return kExitRuntime;
+  }
   return kExitOk;
 }
 
@@ -236,7 +251,11 @@ void register_pack(CLI::App& app, int& exit_code) {
                   "ca_file=, remote_requests=");
   cmd->add_option("--progress", *progress, "progress line: auto (on a terminal), on, off")
       ->check(CLI::IsMember({"auto", "on", "off"}));
-  cmd->callback([opt, progress, levels, layout, shard, sources, source_list, store_opts, &exit_code] {
+  auto allow_skipped = std::make_shared<bool>(false);
+  cmd->add_flag("--allow-skipped", *allow_skipped,
+                "exit 0 although source entries were skipped (unreadable, links, ...; else exit 1, the store "
+                "written without them)");
+  cmd->callback([opt, progress, levels, layout, shard, sources, source_list, store_opts, allow_skipped, &exit_code] {
     opt->levels = *levels == "fast" ? codec::LevelScripts::fast : codec::LevelScripts::pcr;
     (void)index::parse_layout(*layout, opt->layout);  // checked by IsMember
     fid::Result<index::Shard> part = index::parse_shard(*shard);
@@ -252,7 +271,7 @@ void register_pack(CLI::App& app, int& exit_code) {
       exit_code = kExitUsage;
       return;
     }
-    exit_code = run_pack(*opt, std::move(remote).value(), *progress);
+    exit_code = run_pack(*opt, std::move(remote).value(), *progress, *allow_skipped);
   });
 }
 

@@ -43,6 +43,8 @@ void prepare_bytes(std::vector<uint8_t>&& bytes, codec::LevelScripts levels, Pre
     fid::Status stored = prepare_l3(bytes, out);
     if (stored) return;
     out.note = "lossless image not storable as L3, stored byte-identical: " + stored.error().message;
+  } else {
+    out.note = bytes.empty() ? "empty file" : "not a JPEG or a lossless image: stored byte-identical";
   }
   out.kind = FileKind::blob;
   out.payload = std::move(bytes);

@@ -120,6 +120,28 @@ Result<std::unique_ptr<Store>> Store::open_index(const std::filesystem::path& in
   }
 }
 
+Result<Store::PackNotes> Store::pack_notes(const std::filesystem::path& index_file, size_t limit) const {
+  try {
+    SqliteDb db(index_file.string(), /*writable=*/false);
+    PackNotes notes;
+    SqliteStatement blobs(db, "SELECT id, note FROM files WHERE kind = 2 ORDER BY id");
+    while (blobs.step()) {
+      const int64_t id = blobs.integer(0);
+      if (id < 0 || static_cast<uint64_t>(id) >= files().size()) continue;  // not a file this store loaded
+      if (++notes.blob_count <= limit) notes.blobs.emplace_back(relative_path(files()[static_cast<size_t>(id)]), blobs.text(1));
+    }
+    SqliteStatement skipped(db, "SELECT path, reason FROM skipped");
+    while (skipped.step()) {
+      if (++notes.skipped_count > limit) continue;
+      const auto path = skipped.blob(0);
+      notes.skipped.emplace_back(std::string(path.begin(), path.end()), skipped.text(1));
+    }
+    return notes;
+  } catch (const StoreError& e) {
+    return Error{EINVAL, e.what()};
+  }
+}
+
 std::unique_ptr<Store> Store::load(const std::filesystem::path& dir, const std::filesystem::path& tables_dir) {
   std::unique_ptr<Store> s(new Store());
   s->dir_ = dir;

@@ -121,6 +121,15 @@ class Store {
                                                    const std::filesystem::path& tables_dir = {});
   ~Store();
   Store(const Store&) = delete;
+
+  // What pack said about the source, read from `index_file` on demand (a mount never needs it):
+  // each blob's reason (files.note) and each skipped entry's (the skipped table), as (relative
+  // path, reason), at most `limit` of each; the counts are of all of them.
+  struct PackNotes {
+    std::vector<std::pair<std::string, std::string>> blobs, skipped;
+    uint64_t blob_count = 0, skipped_count = 0;
+  };
+  Result<PackNotes> pack_notes(const std::filesystem::path& index_file, size_t limit) const;
   Store& operator=(const Store&) = delete;
 
   const std::filesystem::path& path() const { return dir_; }

@@ -375,3 +375,38 @@ def test_seeds_take_the_whole_u64_range_and_nothing_else(tmp_path):
         assert p.returncode == 2, (seed, p.stderr)
         assert f"'{seed}': expected a whole number from 0 to 18446744073709551615" in p.stderr, p.stderr
         assert not os.path.exists(store)
+
+
+def test_skips_fail_the_pack_and_every_skip_and_blob_has_a_reason(imagenet_tree, tmp_path):
+    """An entry pack cannot store (a FIFO, a symbolic link loop) makes it exit 1 unless
+    --allow-skipped, the store written with the rest; every skipped entry and every blob (an empty
+    .jpg, a text file, a .jpg that is no JPEG) has a reason, printed by pack and by inspect."""
+    src = tmp_path / "src" / "a"
+    src.mkdir(parents=True)
+    jpeg = next(os.path.join(d, f) for d, _, fs in os.walk(imagenet_tree) for f in sorted(fs) if f.endswith(".JPEG"))
+    with open(jpeg, "rb") as f:
+        (src / "good.jpg").write_bytes(f.read())
+    (src / "empty.jpg").write_bytes(b"")
+    (src / "notes.txt").write_text("labels\n")
+    (src / "fake.jpg").write_bytes(b"GIF89a not a jpeg")
+    os.mkfifo(src / "pipe.jpg")
+    os.symlink("loop", src / "loop")
+    store = str(tmp_path / "store")
+    p = run("pack", str(tmp_path / "src"), store, "--progress", "off", check=False)
+    assert p.returncode == 1 and "2 source entries were skipped" in p.stderr, (p.returncode, p.stderr)
+    blob_lines = {l for l in p.stdout.splitlines() if l.startswith("blob: ")}
+    skip_lines = {l for l in p.stdout.splitlines() if l.startswith("skipped: ")}
+    assert "blob: a/empty.jpg: empty file" in blob_lines, p.stdout
+    assert {l.split(": ")[1] for l in blob_lines} == {"a/empty.jpg", "a/notes.txt", "a/fake.jpg"}, p.stdout
+    assert all(len(l.split(": ", 2)[2]) > 5 for l in blob_lines | skip_lines), p.stdout
+    assert {l.split(": ")[1] for l in skip_lines} == {"a/pipe.jpg", "a/loop"}, p.stdout
+    assert "0 bad" in run("verify", store, "--progress", "off").stdout  # the rest is a whole store
+    shown = run("inspect", store).stdout
+    assert blob_lines | skip_lines <= set(shown.splitlines()), shown
+    info = json.loads(run("inspect", store, "--json").stdout)
+    assert info["blob_count"] == 3 and info["skipped_count"] == 2
+    assert {b["path"]: b["reason"] for b in info["blobs"]}["a/empty.jpg"] == "empty file"
+    assert {s["path"] for s in info["skipped"]} == {"a/pipe.jpg", "a/loop"}
+    assert all(s["reason"] for s in info["skipped"])
+    p = run("pack", str(tmp_path / "src"), str(tmp_path / "accepted"), "--progress", "off", "--allow-skipped")
+    assert p.returncode == 0 and "skipped: a/pipe.jpg" in p.stdout
