@@ -548,9 +548,11 @@ void HttpClient::Engine::finish(std::unique_ptr<Transfer> t, CURLcode code) {
         client.observe(t->body, static_cast<double>(first_byte_us) / 1e6, static_cast<double>(body_us) / 1e6);
       complete(std::move(t), {});
       return;
-    case http::Verdict::fail:
-      fail(std::move(t), a.transport == http::Transport::ok ? errno_for_status(t->status) : EIO, j.cause, false);
+    case http::Verdict::fail: {
+      const int err = a.transport == http::Transport::ok ? errno_for_status(t->status) : EIO;  // before t moves
+      fail(std::move(t), err, j.cause, false);
       return;
+    }
     case http::Verdict::retry:
       retry_or_fail(std::move(t), j);
       return;
