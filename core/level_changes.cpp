@@ -89,7 +89,7 @@ Status LevelChanges::change(const Node& n, std::optional<int> level, int flags) 
   if (!(file ? policy_.set_file(n.id, level) : policy_.set_dir(n.id, level)))
     return level ? Error{EINVAL, "bad level"} : Error{ENODATA, "no level is set"};
   changes_.fetch_add(1, std::memory_order_relaxed);
-  std::atomic_thread_fence(std::memory_order_seq_cst);  // pairs with Namespace::note_known's
+  names_.order_with_lookups();  // before reading is_known (see Namespace::order_with_lookups)
   if (kernel_) invalidate(plan(n), file, file || n.id != 0);
   log_info("{}{}: scan_group {}", file ? "" : "directory ",
            file ? store_.relative_path(store_.files()[n.id]) : store_.relative_path(store_.dirs()[n.id]),

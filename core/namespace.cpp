@@ -79,10 +79,7 @@ std::string_view Namespace::display_name(const index::File& f) const {
 void Namespace::note_known(const Node& n) {
   if (n.type == NodeType::file && n.view == 0)
     known_[n.id / 64].fetch_or(uint64_t{1} << (n.id % 64), std::memory_order_relaxed);
-  // Pairs with the fence in LevelChanges::change between setting a level and reading is_known:
-  // of a lookup that reads the level after this and a change that reads the mark after its
-  // own, one sees the other's write.
-  std::atomic_thread_fence(std::memory_order_seq_cst);
+  order_with_lookups();  // before the lookup reads the level (see namespace.h)
 }
 
 bool Namespace::is_known(uint32_t f) const {

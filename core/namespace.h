@@ -55,6 +55,12 @@ class Namespace {
   // then has to invalidate it.
   void note_known(const Node& n);
   bool is_known(uint32_t file) const;
+  // Called by a level change between setting the level and reading is_known; note_known does
+  // the same between its mark and the lookup's reading of the level. Both are read-modify-writes
+  // of one atomic, so the later of the two acquires the earlier's writes: of a lookup and a
+  // change, one sees the other's (the mark, or the new level). (ThreadSanitizer models this;
+  // it does not model fences.)
+  void order_with_lookups() const { order_point_.fetch_add(1, std::memory_order_acq_rel); }
 
  private:
   std::optional<DirEntry> tree_entry(const Node& n, size_t i) const;
@@ -75,6 +81,7 @@ class Namespace {
   const uid_t uid_;
   const gid_t gid_;
   std::vector<std::atomic<uint64_t>> known_;  // bit per file
+  mutable std::atomic<uint64_t> order_point_{0};
 };
 
 }  // namespace fid::core

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The whole test suite on a fresh Debian machine: installs what it needs, builds (normal,
-# ASan/UBSan, libFuzzer), runs the unit tests, the fuzz targets for a bounded time and the
+# ASan/UBSan with libFuzzer, ThreadSanitizer), runs the unit tests, the fuzz targets for a bounded time and the
 # real-mount integration tests. Exits non-zero on any failure.
 #   FUZZ_SECONDS=N  seconds per fuzz target (default 20)
 set -euo pipefail
@@ -46,17 +46,26 @@ without_fuse() {
 step "unit tests (without /dev/fuse)"
 (cd build && without_fuse ctest --output-on-failure -j "$jobs")
 
-step "build (ASan/UBSan) and unit tests under sanitizers"
-# -O1: a Debug build (assertions on) that runs the pixel loops of the L3 tests several times
-# faster than -O0, with every sanitizer check kept.
-BUILD_DIR=build-asan BUILD_TYPE=Debug scripts/build.sh -DFIDELITYFS_SANITIZE=ON -DCMAKE_C_FLAGS_DEBUG="-g -O1" \
+step "build (ASan/UBSan and libFuzzer, clang) and unit tests under sanitizers"
+# One clang build serves both: the unit tests under ASan/UBSan and the fuzz targets (which add
+# libFuzzer's coverage to the same sanitizers). -O1: a Debug build (assertions on) that runs the
+# pixel loops of the L3 tests several times faster than -O0, with every sanitizer check kept.
+CC=clang CXX=clang++ BUILD_DIR=build-asan BUILD_TYPE=Debug BUILD_TARGETS="fid_unit_tests fuzzers" scripts/build.sh \
+  -DFIDELITYFS_SANITIZE=ON -DFIDELITYFS_FUZZ=ON -DFIDELITYFS_TESTS=ON -DCMAKE_C_FLAGS_DEBUG="-g -O1" \
   -DCMAKE_CXX_FLAGS_DEBUG="-g -O1"
 (cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 without_fuse ctest --output-on-failure -j "$jobs")
 
+step "build (ThreadSanitizer) and unit tests under it"
+# The daemon too: the integration tests run their stress test once against it
+# (tests/integration/test_stress.py, FIDELITYFS_TSAN_BIN). The codec tests are left out here:
+# codec/ runs no threads, and they are the slowest under TSan.
+BUILD_DIR=build-tsan BUILD_TYPE=Debug BUILD_TARGETS="fid_unit_tests fidelityfs" scripts/build.sh -DFIDELITYFS_TSAN=ON \
+  -DFIDELITYFS_TESTS=ON -DCMAKE_C_FLAGS_DEBUG="-g -O1" -DCMAKE_CXX_FLAGS_DEBUG="-g -O1"
+(cd build-tsan && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" without_fuse \
+  ctest --output-on-failure -j "$jobs" -E '^(L3Codec|L3Block|L3View|Jpeg[A-Za-z]*|ImageIo|EdgeZoo|Transcode[A-Za-z]*|CodecQuality[A-Za-z]*)\.')
+
 step "fuzz targets (${FUZZ_SECONDS:-20}s each)"
-CC=clang CXX=clang++ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFIDELITYFS_FUZZ=ON >/dev/null
-cmake --build build-fuzz -j "$jobs" --target fuzzers
-seeds=build-fuzz/seeds
+seeds=build-asan/seeds
 if [[ ! -d $seeds/tree ]]; then
   /usr/bin/python3 tests/fixtures/make_tree.py --kind edge --out "$seeds/tree"
 fi
@@ -84,8 +93,8 @@ if [[ ! -d $seeds/index ]]; then
 fi
 shopt -s nullglob
 # One fuzzer per core at a time, each for FUZZ_SECONDS; results are checked in name order.
-run_fuzzer() {  # NAME: runs build-fuzz/tests/NAME, exit status in build-fuzz/NAME.rc
-  local name=$1 corpus=build-fuzz/corpus/$1 seed_dirs=() rc=0
+run_fuzzer() {  # NAME: runs build-asan/tests/NAME, exit status in build-asan/NAME.rc
+  local name=$1 corpus=build-asan/corpus/$1 seed_dirs=() rc=0
   mkdir -p "$corpus"
   [[ -d tests/fuzz/seeds/$name ]] && seed_dirs+=("tests/fuzz/seeds/$name")
   case $name in
@@ -94,12 +103,12 @@ run_fuzzer() {  # NAME: runs build-fuzz/tests/NAME, exit status in build-fuzz/NA
     fuzz_l3) seed_dirs+=("$seeds/l3") ;;
     fuzz_image_io) seed_dirs+=("$seeds/tree/png" "$seeds/tree/other") ;;
   esac
-  "build-fuzz/tests/$name" -max_total_time="${FUZZ_SECONDS:-20}" -timeout=10 -rss_limit_mb=2048 \
-    -print_final_stats=1 "$corpus" "${seed_dirs[@]}" >"build-fuzz/$name.log" 2>&1 || rc=$?
-  echo "$rc" >"build-fuzz/$name.rc"
+  "build-asan/tests/$name" -max_total_time="${FUZZ_SECONDS:-20}" -timeout=10 -rss_limit_mb=2048 \
+    -print_final_stats=1 "$corpus" "${seed_dirs[@]}" >"build-asan/$name.log" 2>&1 || rc=$?
+  echo "$rc" >"build-asan/$name.rc"
 }
 fuzzers=()
-for fuzzer in build-fuzz/tests/fuzz_*; do
+for fuzzer in build-asan/tests/fuzz_*; do
   [[ -f $fuzzer && -x $fuzzer ]] && fuzzers+=("$(basename "$fuzzer")")
 done
 running=0
@@ -111,8 +120,8 @@ done
 wait
 fuzz_summary=()
 for name in "${fuzzers[@]}"; do
-  log=build-fuzz/$name.log
-  rc=$(cat "build-fuzz/$name.rc")
+  log=build-asan/$name.log
+  rc=$(cat "build-asan/$name.rc")
   grep -E 'stat::number_of_executed_units|^==[0-9]+==ERROR|^SUMMARY' "$log" | sed "s/^/$name: /" || true
   if ((rc != 0)); then tail -50 "$log"; echo "$name failed (exit $rc)"; exit 1; fi
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
@@ -123,5 +132,5 @@ step "fuzz executions per target (${FUZZ_SECONDS:-20}s each)"
 ((${#fuzz_summary[@]})) && printf '%s\n' "${fuzz_summary[@]}" || echo "no fuzz targets were built"
 
 step "integration tests (real mounts)"
-export FIDELITYFS_BIN=$root/build/cli/fidelityfs
+export FIDELITYFS_BIN=$root/build/cli/fidelityfs FIDELITYFS_TSAN_BIN=$root/build-tsan/cli/fidelityfs
 /usr/bin/python3 -m pytest -q -p no:cacheprovider tests/integration
