@@ -7,6 +7,7 @@ Every file read must be one level's complete file (bytes checked against fidstor
 reader of the store), nothing may fail or hang, and the daemon's peak RSS must stay within the
 index, the cache budget and a fixed allowance. The figures are printed and repeated in the run's
 summary (conftest.report)."""
+import errno
 import json
 import multiprocessing
 import os
@@ -18,6 +19,7 @@ import time
 import pytest
 import xxhash
 
+import remote_servers
 from conftest import pack, report
 from fidstore import Store
 from mountutil import daemon_pid, flip_level, mounted, proc_status, read_file
@@ -246,3 +248,118 @@ def test_stress_readers_flips_and_control_files(request, mnt, random_reads, layo
     if random_reads == "records":
         assert stats["random_reads"]["loads"] > 0, "no random reader loaded a record"
     assert peak_rss <= bound, f"daemon peak RSS {peak_rss} > bound {bound}"
+
+
+TSAN_SECONDS = 10  # the load phase under ThreadSanitizer (its daemon runs several times slower)
+TSAN_RSS_FACTOR = 8  # TSan's shadow memory and its own allocator: the bound above, scaled
+
+
+@pytest.mark.skipif(not os.environ.get("FIDELITYFS_TSAN_BIN"),
+                    reason="needs the ThreadSanitizer build of the daemon (FIDELITYFS_TSAN_BIN; scripts/test.sh makes it)")
+def test_stress_under_thread_sanitizer(imagenet_store, mnt, tmp_path):
+    """The daemon built with ThreadSanitizer, over a remote store (nginx behind the fault proxy,
+    which resets connections) with a disk cache and random_reads=records, under readers, loader
+    processes, level flips and unlink/rename attempts: every read is one level's file, every
+    removal EROFS, and TSan reports nothing (its reports would be files in the log folder)."""
+    why = remote_servers.missing_http_server()
+    if why:
+        pytest.skip(why)
+    st = Store(imagenet_store)
+    exp = expected_digests(st)
+    rels = sorted(exp)
+    jpegs = [r for r in rels if st.files[r]["kind"] == "jpeg"]
+    dirs = [""] + st.all_dirs()
+    logs = tmp_path / "tsan"
+    logs.mkdir()
+    env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "xdg"),
+               TSAN_OPTIONS=f"log_path={logs}/report halt_on_error=0 second_deadlock_stack=1")
+    ctx = multiprocessing.get_context("fork")
+    opts = (f"threads={WORKERS},cache={CACHE},scan_group=5,random_reads=records,"
+            f"disk_cache={tmp_path / 'disk'},disk_cache_size=64MiB")
+    with remote_servers.http_server(os.path.dirname(imagenet_store)) as srv, \
+            remote_servers.fault_proxy(srv.host, srv.port, seed=11) as proxy:
+        src = f"{proxy.url}/{os.path.basename(imagenet_store)}"
+        argv = [os.environ["FIDELITYFS_TSAN_BIN"], "mount", src, mnt, "-o", opts]
+        with mounted(src, mnt, argv=argv, env=env):
+            pid = daemon_pid(mnt)
+            proxy.set("reset", p=0.1)
+            results = ctx.Queue()
+            deadline = time.monotonic() + TSAN_SECONDS
+            procs = [ctx.Process(target=loader_worker, daemon=True, args=(mnt, r, 2, deadline, exp, 0, results))
+                     for r in range(2)]
+            for p in procs:
+                p.start()
+            tallies, flips, refusals = [], [0], [0]
+
+            def reader(seed):
+                rng, t = random.Random(seed), Tally()
+                tallies.append(t)
+                while time.monotonic() < deadline:
+                    rel = rng.choice(rels)
+                    t.read(os.path.join(mnt, rel), rel, exp[rel], chunk=4096 if rng.random() < 0.3 else 0)
+
+            def flipper(seed):
+                rng, t = random.Random(seed), Tally()
+                tallies.append(t)
+                while time.monotonic() < deadline:
+                    try:
+                        flip_level(mnt, rng, jpegs, dirs, st.levels)
+                        flips[0] += 1
+                    except OSError as e:
+                        t.error(f"flip: {e}")
+
+            def remover(seed):
+                rng, t = random.Random(seed), Tally()
+                tallies.append(t)
+                while time.monotonic() < deadline:
+                    rel = rng.choice(jpegs)
+                    path, folder = os.path.join(mnt, rel), os.path.join(mnt, os.path.dirname(rel))
+                    for act in (lambda: os.unlink(path), lambda: os.rename(path, path + ".x"),
+                                lambda: os.rmdir(folder)):
+                        try:
+                            act()
+                            t.error(f"{rel}: a removal succeeded")
+                        except OSError as e:
+                            if e.errno != errno.EROFS:
+                                t.error(f"{rel}: removal: {e}")
+                        refusals[0] += 1
+
+            threads = [threading.Thread(target=reader, args=(i,), daemon=True) for i in range(3)]
+            threads += [threading.Thread(target=flipper, args=(20 + i,), daemon=True) for i in range(2)]
+            threads += [threading.Thread(target=remover, args=(40,), daemon=True)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(timeout=max(0.0, deadline + GRACE - time.monotonic()))
+            hung = [t.name for t in threads if t.is_alive()]
+            done = []
+            try:
+                for _ in procs:
+                    done.append(results.get(timeout=max(0.1, deadline + GRACE - time.monotonic())))
+            except queue.Empty:
+                pass
+            for p in procs:
+                p.join(timeout=max(0.1, deadline + GRACE - time.monotonic()))
+                if p.is_alive():
+                    hung.append(f"process {p.pid}")
+                    p.kill()
+            proxy.set("none")
+            assert not hung, f"hung (deadlock?): {hung}"
+            faults = proxy.stats()["faults"]
+            stats = json.loads(read_file(os.path.join(mnt, ".fidelity", "stats")))
+            peak_rss = proc_status(pid, "VmHWM")
+    found = sorted(logs.iterdir())
+    assert not found, "ThreadSanitizer reports:\n" + "\n".join(f.read_text()[:6000] for f in found[:3])
+    reads = sum(t.reads for t in tallies) + sum(d[1] for d in done)
+    errors = sum(t.n_errors for t in tallies) + sum(d[2] for d in done)
+    messages = [m for t in tallies for m in t.errors] + [m for d in done for m in d[3]]
+    index_bytes = os.path.getsize(os.path.join(imagenet_store, "index.sqlite"))
+    bound = TSAN_RSS_FACTOR * (FIXED + index_bytes + CACHE + WORKERS * (FUSE_BUF + 3 * 2 * MiB))
+    report(f"stress under ThreadSanitizer (remote, disk cache, records, resets): {reads} file reads in "
+           f"{TSAN_SECONDS} s, {flips[0]} level flips, {refusals[0]} unlink/rename/rmdir refused, {faults} connection "
+           f"resets, {stats['storage_retries']} retries, daemon peak RSS {peak_rss / MiB:.0f} MiB "
+           f"(bound {bound / MiB:.0f}); 0 TSan reports")
+    assert len(done) == 2 and errors == 0, messages[:10]
+    assert reads > 100 and flips[0] > 20 and refusals[0] > 20 and faults > 0
+    assert stats["eio_errors"] == 0 and stats["random_reads"]["mode"] == "records"
+    assert peak_rss <= bound, f"daemon peak RSS {peak_rss} > {bound}"
