@@ -269,6 +269,16 @@ void HttpClient::observe(uint64_t body_bytes, double first_byte_s, double body_s
   rate_bps_ = rate_bps_ == 0 ? rate : (1 - kWeight) * rate_bps_ + kWeight * rate;
 }
 
+std::chrono::milliseconds HttpClient::attempt_deadline(uint64_t bytes) const {
+  double expected_s;
+  {
+    std::lock_guard lock(timing_mu_);
+    expected_s = rate_bps_ > 0 ? latency_s_ + static_cast<double>(bytes) / rate_bps_
+                               : static_cast<double>(bytes) / static_cast<double>(std::max<uint64_t>(opts_.min_rate_bps, 1));
+  }
+  return opts_.attempt_floor + std::chrono::milliseconds(static_cast<int64_t>(std::min(4e3 * expected_s, 1e9)));
+}
+
 void HttpClient::submit(HttpRequest request) {
   auto t = std::make_unique<Transfer>();
   t->req = std::move(request);
@@ -466,6 +476,9 @@ void HttpClient::Engine::configure(CURL* h, Transfer& t) {
   // A stall: under 1 byte/s for stall_timeout ends the attempt with CURLE_OPERATION_TIMEDOUT.
   curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);
   curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, std::max<long>(1, static_cast<long>(opts.stall_timeout.count())));
+  // A trickle (bytes enough to stay above the stall limit): a deadline where the size is known.
+  if (t.req.ranged || t.req.method == HttpRequest::Method::head)
+    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, static_cast<long>(client.attempt_deadline(t.req.ranged ? t.want_len() : 0).count()));
   curl_easy_setopt(h, CURLOPT_USERAGENT, "fidelityfs");
   curl_easy_setopt(h, CURLOPT_HTTPHEADER, t.header_list);
   configure_method(h, t);

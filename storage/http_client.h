@@ -44,6 +44,12 @@ struct HttpOptions {
   std::string ca_file;                              // PEM bundle; "" = the system CAs
   std::chrono::milliseconds connect_timeout{5000};
   std::chrono::seconds stall_timeout{5};            // no body bytes for this long: abort, retry
+  // An attempt whose size is known (a range, a HEAD) is abandoned, and retried for its missing
+  // bytes, past attempt_floor + 4 x what it should take at the observed latency and rate (before
+  // any is observed: at min_rate_bps). A server that trickles a few bytes a second (enough for
+  // the stall timeout) so holds no read for longer than the retry budget.
+  std::chrono::seconds attempt_floor{10};
+  uint64_t min_rate_bps = 256 << 10;
   RetryPolicy retry;
   SourceCounters* counters = nullptr;               // requests (each attempt), retries, bytes
 };
@@ -109,6 +115,8 @@ class HttpClient {
  private:
   // Takes one completed transfer's timing into the averages (transfer thread).
   void observe(uint64_t body_bytes, double first_byte_s, double body_s);
+  // The longest an attempt for `bytes` bytes may take (HttpOptions::attempt_floor).
+  std::chrono::milliseconds attempt_deadline(uint64_t bytes) const;
   struct Engine;  // the curl multi handle and everything only the transfer thread touches
   void run();
 

@@ -33,6 +33,8 @@ restricts it to requests whose target contains that text, `method` to those of t
                                   close the connection cleanly
     stall    seconds=S bytes=N    forward the headers and N body bytes, pause S seconds, then
                                   send the rest
+    trickle  rate=B               forward the headers, then the body B bytes a second (default
+                                  2: above any "no bytes for a while" limit, yet never done)
     delay    ms=M                 wait M ms before forwarding (emulated round-trip time)
 bytes defaults to half the body. `latency_ms=M` (with any mode) delays every forwarded request
 by M ms without counting as a fault: RTT emulation under faults (no tc netem on this kernel).
@@ -155,7 +157,7 @@ def s3_error(code):
 
 
 class Fault:
-    MODES = ("none", "status", "reset", "truncate", "stall", "delay")
+    MODES = ("none", "status", "reset", "truncate", "stall", "trickle", "delay")
 
     def __init__(self, mode="none", params=None):
         params = params or {}
@@ -178,6 +180,9 @@ class Fault:
         self.bytes = int(params["bytes"]) if "bytes" in params else None
         self.seconds = float(params.get("seconds", 1.0))
         self.ms = float(params.get("ms", 0))
+        self.rate = int(params.get("rate", 2))
+        if self.rate < 1:
+            raise ValueError("rate must be at least 1 byte a second")
 
     def state(self):
         return {"mode": self.mode, "params": self.params, "count_left": self.count}
@@ -372,6 +377,11 @@ class Proxy:
         await cwriter.drain()
         body = _Counted(cwriter, self)  # the body goes through it: bytes_out
         mode = fault.mode if fault else "none"
+        if mode == "trickle" and isinstance(n, int):
+            for at in range(0, n, fault.rate):
+                await copy_exact(ureader, body, min(fault.rate, n - at))
+                await asyncio.sleep(1.0)
+            return up, not (req.wants_close() or resp.wants_close())
         if mode in ("truncate", "stall", "reset") and isinstance(n, int):
             part = fault.bytes if fault.bytes is not None else n // 2
             part = max(0, min(part, n))

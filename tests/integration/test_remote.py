@@ -5,6 +5,7 @@ reader of the format)."""
 import json
 import os
 import threading
+import time
 
 import pytest
 
@@ -300,6 +301,29 @@ def test_stall_is_reissued(nginx, remote_store, cache_home, tmp_path):
                 assert f.read() == store.read(rel)
             assert proxy.stats()["faults"] == 1
             assert stats(mnt)["storage_retries"] >= 1
+
+
+def test_a_trickle_is_cut_and_asked_again(nginx, remote_store, cache_home, tmp_path):
+    """A response trickling 2 bytes a second (enough to stay above the stall limit) is abandoned
+    at its attempt's deadline (10 s floor, docs/MOUNT.md "Retries") and its missing bytes asked
+    again: the read returns the right bytes instead of waiting for days."""
+    store = Store(remote_store)
+    rel = sorted(store.files)[0]
+    name = os.path.basename(remote_store)
+    with remote_servers.fault_proxy(nginx.host, nginx.port) as proxy:
+        mnt = str(tmp_path / "m")
+        with mounted(f"{proxy.url}/{name}", mnt, "-o", "random_reads=pieces"):
+            proxy.set(mode="trickle", rate=2, count=1, match="/records/")
+            got = []
+            t0 = time.monotonic()
+            reader = threading.Thread(target=lambda: got.append(open(os.path.join(mnt, rel), "rb").read()), daemon=True)
+            reader.start()
+            reader.join(60)  # bounded: a read held by the trickle never returns
+            took = time.monotonic() - t0
+            assert got == [store.read(rel)], f"no read after {took:.0f} s"
+            assert proxy.stats()["faults"] == 1
+            assert stats(mnt)["storage_retries"] >= 1
+    assert 9 < took < 30, took  # cut at the deadline, not at the end of the trickle (about 3 days)
 
 
 def test_server_restart_mid_epoch(nginx, remote_store, cache_home, tmp_path):
