@@ -20,7 +20,7 @@ LevelChanges::~LevelChanges() { detach(); }
 
 void LevelChanges::attach(KernelCache* kernel) {
   detach();
-  kernel_ = kernel;
+  kernel_.store(kernel);
   stopping_ = false;
   if (kernel) {
     thread_ = std::thread([this] { background(); });
@@ -29,11 +29,15 @@ void LevelChanges::attach(KernelCache* kernel) {
 }
 
 void LevelChanges::detach() {
+  kernel_.store(nullptr);  // a change that counts itself in after this sees no kernel
+  {
+    std::unique_lock lock(inflight_mu_);
+    inflight_cv_.wait(lock, [&] { return invalidating_ == 0; });
+  }
   {
     std::lock_guard lock(deferred_mu_);
     stopping_ = true;
-    // The request loop has ended: a waiting invalidation could block on a folder lock that a
-    // request nobody will answer holds. What is still queued no longer matters.
+    // The mount is ending: what is still queued no longer matters.
     deferred_pending_ -= deferred_.size();
     deferred_.clear();
     own_pending_ -= own_.size();
@@ -43,7 +47,6 @@ void LevelChanges::detach() {
   own_cv_.notify_all();
   if (thread_.joinable()) thread_.join();
   if (own_thread_.joinable()) own_thread_.join();
-  kernel_ = nullptr;
 }
 
 LevelChanges::InFlight::InFlight(LevelChanges& changes, const Node& n)
@@ -90,7 +93,16 @@ Status LevelChanges::change(const Node& n, std::optional<int> level, int flags) 
     return level ? Error{EINVAL, "bad level"} : Error{ENODATA, "no level is set"};
   changes_.fetch_add(1, std::memory_order_relaxed);
   names_.order_with_lookups();  // before reading is_known (see Namespace::order_with_lookups)
-  if (kernel_) invalidate(plan(n), file, file || n.id != 0);
+  {
+    std::lock_guard lock(inflight_mu_);
+    ++invalidating_;
+  }
+  if (kernel_.load()) invalidate(plan(n), file, file || n.id != 0);
+  {
+    std::lock_guard lock(inflight_mu_);
+    --invalidating_;
+  }
+  inflight_cv_.notify_all();
   log_info("{}{}: scan_group {}", file ? "" : "directory ",
            file ? store_.relative_path(store_.files()[n.id]) : store_.relative_path(store_.dirs()[n.id]),
            level ? std::to_string(*level) : std::string("override removed"));
@@ -155,7 +167,9 @@ void LevelChanges::invalidate(const Plan& todo, bool file_change, bool own) {
 }
 
 void LevelChanges::forget_entry(uint64_t parent, std::string_view name) {
-  const Status s = kernel_->forget_entry(parent, name);
+  KernelCache* kernel = kernel_.load();
+  if (!kernel) return;  // detached meanwhile
+  const Status s = kernel->forget_entry(parent, name);
   invalidations_.fetch_add(1, std::memory_order_relaxed);
   if (!s && s.error().code != ENOENT) log_warn("{}", s.error().message);
 }
@@ -194,7 +208,10 @@ void LevelChanges::background() {
     auto [parent, names] = std::move(deferred_.front());
     deferred_.pop_front();
     lock.unlock();
-    for (const auto& nm : names) forget_entry(parent, nm);
+    for (const auto& nm : names) {
+      if (stopping_.load()) break;
+      forget_entry(parent, nm);
+    }
     lock.lock();
     --deferred_pending_;
     idle_cv_.notify_all();

@@ -73,7 +73,9 @@ class LevelChanges {
   LevelChanges& operator=(const LevelChanges&) = delete;
 
   // Invalidates through `kernel` from now on (without one, as in unit tests, nothing is), until
-  // detach(), which drops what is still queued and stops the background thread.
+  // detach(): no change invalidates after it starts; it waits for the changes invalidating now
+  // (call it while requests are still answered: one may wait for a lookup's folder lock), drops
+  // what is still queued and stops the background threads.
   void attach(KernelCache* kernel);
   void detach();
   // Waits until the background thread has invalidated everything queued.
@@ -102,7 +104,7 @@ class LevelChanges {
   uint64_t invalidations() const { return invalidations_.load(); }
   // Folders whose entries the background thread has still to invalidate.
   size_t pending() const;
-  KernelCache* kernel() const { return kernel_; }
+  KernelCache* kernel() const { return kernel_.load(); }
 
  private:
   using Plan = std::vector<std::pair<uint32_t, std::string_view>>;  // (parent folder, name), in order
@@ -124,7 +126,8 @@ class LevelChanges {
   LevelPolicy& policy_;
   const Namespace& names_;
   const unsigned workers_;
-  KernelCache* kernel_ = nullptr;
+  std::atomic<KernelCache*> kernel_{nullptr};
+  unsigned invalidating_ = 0;  // changes in invalidate() (under inflight_mu_; inflight_cv_ on its end)
   std::atomic<uint64_t> changes_{0}, invalidations_{0};
   std::atomic<unsigned> sync_invalidators_{0};
   std::mutex inflight_mu_;
@@ -143,7 +146,7 @@ class LevelChanges {
   std::condition_variable own_cv_;  // own_thread_: work queued, or stop; a change: its entry done
   std::deque<std::shared_ptr<OwnEntry>> own_;
   size_t own_pending_ = 0;  // own entries queued or being invalidated
-  bool stopping_ = false;
+  std::atomic<bool> stopping_{false};
   std::thread thread_, own_thread_;
 };
 

@@ -10,7 +10,13 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+
 #include <algorithm>
+#include <atomic>
+#include <system_error>
 #include <cstring>
 #include <exception>
 #include <new>
@@ -315,6 +321,76 @@ int loop(fuse_session* se, const config::Settings& settings) {
   return rc;
 }
 
+// Ends the request loop on SIGTERM, SIGINT or SIGHUP in an order that cannot wait on the kernel:
+// first the level changes' invalidations stop (one in progress may need a folder lock that a
+// lookup holds until a worker answers it, so the workers still answer), then the loop ends. A
+// signal only writes to a pipe; a thread of this watch does the rest.
+class SignalWatch {
+ public:
+  SignalWatch(fuse_session* se, core::Filesystem& fs) : se_(se), fs_(fs), loop_thread_(::pthread_self()) {
+    if (::pipe2(pipe_, O_CLOEXEC | O_NONBLOCK) != 0) throw std::system_error(errno, std::generic_category(), "pipe");
+    write_end_.store(pipe_[1]);
+    struct sigaction sa {};
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    for (int sig : kSignals) ::sigaction(sig, &sa, &old_[index_of(sig)]);
+    thread_ = std::thread([this] { watch(); });
+  }
+  ~SignalWatch() {
+    loop_ended_.store(true);
+    wake('q');
+    thread_.join();
+    for (int sig : kSignals) ::sigaction(sig, &old_[index_of(sig)], nullptr);
+    write_end_.store(-1);
+    ::close(pipe_[0]);
+    ::close(pipe_[1]);
+  }
+  SignalWatch(const SignalWatch&) = delete;
+  SignalWatch& operator=(const SignalWatch&) = delete;
+
+ private:
+  static constexpr int kSignals[] = {SIGTERM, SIGINT, SIGHUP};
+  static size_t index_of(int sig) { return sig == SIGTERM ? 0 : sig == SIGINT ? 1 : 2; }
+  static inline std::atomic<int> write_end_{-1};
+  static void on_signal(int) {
+    const int saved = errno;
+    const int fd = write_end_.load();
+    if (fd >= 0) (void)!::write(fd, "s", 1);
+    errno = saved;
+  }
+  static void wake(char c) {
+    const int fd = write_end_.load();
+    if (fd >= 0) (void)!::write(fd, &c, 1);
+  }
+  void watch() {
+    for (;;) {
+      pollfd p{pipe_[0], POLLIN, 0};
+      if (::poll(&p, 1, -1) < 0) continue;
+      char c = 0;
+      if (::read(pipe_[0], &c, 1) != 1) continue;
+      if (c == 'q') return;
+      fs_.detach();
+      fuse_session_exit(se_);
+      // The loop's thread waits on a semaphore that a signal interrupts; until it has seen the
+      // exit, interrupt it again (a signal just before its wait would be lost).
+      while (!loop_ended_.load()) {
+        ::pthread_kill(loop_thread_, SIGHUP);
+        pollfd q{pipe_[0], POLLIN, 0};
+        if (::poll(&q, 1, 100) > 0 && ::read(pipe_[0], &c, 1) == 1 && c == 'q') return;
+      }
+      return;
+    }
+  }
+
+  fuse_session* se_;
+  core::Filesystem& fs_;
+  const pthread_t loop_thread_;
+  int pipe_[2] = {-1, -1};
+  struct sigaction old_[3] {};
+  std::atomic<bool> loop_ended_{false};
+  std::thread thread_;
+};
+
 }  // namespace
 
 Status serve(const index::Store& store, storage::RecordSource& source, const config::Settings& settings,
@@ -348,9 +424,13 @@ Status serve(const index::Store& store, storage::RecordSource& source, const con
   });
   KernelNotifier kernel(se);
   fs.attach(&kernel);
-  int rc = loop(se, settings);
+  int rc;
+  {
+    SignalWatch signals(se, fs);
+    rc = loop(se, settings);
+  }
   probe.join();
-  fs.detach();
+  fs.detach();  // after an unmount from outside: the connection is gone, nothing waits on it
   fuse_session_unmount(se);
   fuse_remove_signal_handlers(se);
   fuse_session_destroy(se);

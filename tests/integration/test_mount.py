@@ -538,6 +538,55 @@ def test_sigterm_unmounts_cleanly(edge_store, mnt):
         unmount(mnt)
 
 
+def test_sigterm_during_level_changes_and_lookups_ends_the_daemon(imagenet_store, mnt):
+    """SIGTERM while folders' levels flip (their entries invalidated in the background, which
+    takes folder locks that lookups hold until answered) and readers look names up: the daemon
+    stops invalidating while it still answers requests, then ends its loop and unmounts, within
+    seconds (it used to join an invalidation that waited for a lookup nobody would answer)."""
+    st = Store(imagenet_store)
+    rels = sorted(r for r in st.files if st.files[r]["kind"] == "jpeg")
+    dirs = [""] + st.all_dirs()
+    for attempt in range(3):
+        mount(imagenet_store, mnt)
+        done, busy = threading.Event(), threading.Event()
+        flips = [0]
+
+        def flipper(seed):
+            rng = random.Random(seed)
+            while not done.is_set():
+                try:
+                    flip_level(mnt, rng, rels, dirs, st.levels)
+                    flips[0] += 1
+                    if flips[0] >= 50:
+                        busy.set()
+                except OSError:
+                    pass  # the mount is going away
+
+        def looker(seed):
+            rng = random.Random(seed)
+            while not done.is_set():
+                try:
+                    os.stat(os.path.join(mnt, rng.choice(rels)))
+                except OSError:
+                    pass
+
+        threads = [threading.Thread(target=flipper, args=(attempt * 10 + i,), daemon=True) for i in range(2)]
+        threads += [threading.Thread(target=looker, args=(attempt * 10 + 5 + i,), daemon=True) for i in range(3)]
+        try:
+            pid = daemon_pid(mnt)
+            for t in threads:
+                t.start()
+            assert busy.wait(60), f"only {flips[0]} flips"
+            os.kill(pid, signal.SIGTERM)
+            assert wait_exit(pid, 15), f"the daemon did not end after SIGTERM (attempt {attempt})"
+            assert not is_mounted(mnt)
+        finally:
+            done.set()
+            for t in threads:
+                t.join(30)
+            unmount(mnt)
+
+
 def test_stale_mount_is_recovered(edge_store, mnt):
     mount(edge_store, mnt)
     pid = daemon_pid(mnt)
