@@ -1,6 +1,10 @@
 // libFuzzer target: the index loader must reject any index.sqlite content with an error, never
 // crash, hang or read out of bounds; what it accepts must be consistent enough to size and name
-// every file.
+// every file. An input that starts with "SQL:" is statements run on a copy of a valid index
+// ($FIDELITYFS_FUZZ_INDEX_BASE; scripts/test.sh packs one) before it is opened, so that mutation
+// reaches the schema (views, triggers, dropped, renamed or retyped columns, hostile rows), which
+// mutated bytes rarely do.
+#include <sqlite3.h>
 #include <unistd.h>
 
 #include <cstdint>
@@ -8,6 +12,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <string>
+#include <string_view>
 
 #include "index/store.h"
 
@@ -17,7 +22,21 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     std::filesystem::create_directories(d / "records");
     return d;
   }();
-  {
+  const std::string_view input(reinterpret_cast<const char*>(data), size);
+  if (input.starts_with("SQL:")) {
+    const char* base = std::getenv("FIDELITYFS_FUZZ_INDEX_BASE");
+    std::error_code ec;
+    if (!base || !std::filesystem::copy_file(base, dir / "index.sqlite", std::filesystem::copy_options::overwrite_existing, ec))
+      return 0;
+    sqlite3* db = nullptr;
+    if (sqlite3_open((dir / "index.sqlite").c_str(), &db) == SQLITE_OK) {
+      int steps = 0;  // the statements themselves may never end (a recursive query): cut them
+      sqlite3_progress_handler(db, 1000, [](void* n) { return ++*static_cast<int*>(n) > 10000 ? 1 : 0; }, &steps);
+      const std::string sql(input.substr(4));
+      (void)sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr);
+    }
+    sqlite3_close(db);
+  } else {
     FILE* f = std::fopen((dir / "index.sqlite").c_str(), "wb");
     if (!f) return 0;
     std::fwrite(data, 1, size, f);
