@@ -13,6 +13,7 @@ import multiprocessing
 import os
 import queue
 import random
+import signal
 import threading
 import time
 
@@ -22,7 +23,7 @@ import xxhash
 import remote_servers
 from conftest import pack, report
 from fidstore import Store
-from mountutil import daemon_pid, flip_level, mounted, proc_status, read_file
+from mountutil import daemon_pid, flip_level, mounted, proc_status, read_file, wait_exit
 
 SECONDS = float(os.environ.get("FIDELITYFS_STRESS_SECONDS", "15"))  # bounded load phase
 FILE_SECONDS = min(SECONDS, 5.0)  # the same load on a file-layout store: shorter, both modes
@@ -260,7 +261,8 @@ def test_stress_under_thread_sanitizer(imagenet_store, mnt, tmp_path):
     """The daemon built with ThreadSanitizer, over a remote store (nginx behind the fault proxy,
     which resets connections) with a disk cache and random_reads=records, under readers, loader
     processes, level flips and unlink/rename attempts: every read is one level's file, every
-    removal EROFS, and TSan reports nothing (its reports would be files in the log folder)."""
+    removal EROFS, and TSan reports nothing (its reports would be files in the log folder), up to
+    and including the daemon's end on SIGTERM."""
     why = remote_servers.missing_http_server()
     if why:
         pytest.skip(why)
@@ -348,6 +350,8 @@ def test_stress_under_thread_sanitizer(imagenet_store, mnt, tmp_path):
             faults = proxy.stats()["faults"]
             stats = json.loads(read_file(os.path.join(mnt, ".fidelity", "stats")))
             peak_rss = proc_status(pid, "VmHWM")
+            os.kill(pid, signal.SIGTERM)  # the shutdown path too, under TSan
+            assert wait_exit(pid, 60), "the daemon did not end after SIGTERM"
     found = sorted(logs.iterdir())
     assert not found, "ThreadSanitizer reports:\n" + "\n".join(f.read_text()[:6000] for f in found[:3])
     reads = sum(t.reads for t in tallies) + sum(d[1] for d in done)
