@@ -58,11 +58,13 @@ struct Scratch {
   }
 };
 
-// One io_uring per thread, set up on its first use. A thread whose ring cannot be set up (or
-// breaks) preads.
+// One io_uring per thread, set up on its first use. A ring that fails is drained and dropped, and
+// the thread's next batch sets up another; after kMaxRingFailures the thread preads.
 struct Ring {
+  static constexpr int kMaxRingFailures = 3;
   io_uring ring{};
-  int state = 0;  // 0: not tried, 1: ready, -1: unusable
+  int state = 0;  // 0: not set up, 1: ready, -1: unusable
+  int failures = 0;
   ~Ring() {
     if (state == 1) io_uring_queue_exit(&ring);
   }
@@ -77,10 +79,57 @@ struct Ring {
   }
   void drop() {
     if (state == 1) io_uring_queue_exit(&ring);
-    state = -1;
+    state = ++failures < kMaxRingFailures ? 0 : -1;
   }
 };
 
+int wait_cqe(io_uring* ring, io_uring_cqe** cqe) {
+  return LocalRecordSource::ring_wait_for_tests ? LocalRecordSource::ring_wait_for_tests(ring, cqe)
+                                                : io_uring_wait_cqe(ring, cqe);
+}
+
+constexpr uint64_t kCancelTag = UINT64_MAX;
+
+// The ring failed with `outstanding` reads submitted and not reaped, and perhaps more prepared but
+// not submitted. Every one still in the kernel's hands is cancelled and its completion waited
+// for, so that none lands in the bounce buffer after the batch returns (a cancelled read keeps
+// kNotRead: the caller preads it). False if the ring cannot even do that.
+bool drain(io_uring* ring, size_t outstanding, std::span<int> res) {
+  bool cancel_pending = false;
+  if (io_uring_sqe* sqe = io_uring_get_sqe(ring)) {
+    io_uring_prep_cancel64(sqe, 0, IORING_ASYNC_CANCEL_ANY);
+    io_uring_sqe_set_data64(sqe, kCancelTag);
+  }
+  const unsigned prepared = io_uring_sq_ready(ring);  // the reads never submitted, then the cancel
+  for (int tries = 0; tries < 3; ++tries) {
+    const int n = io_uring_submit(ring);
+    if (n == -EINTR) continue;
+    if (n > 0) {
+      cancel_pending = static_cast<unsigned>(n) == prepared;
+      outstanding += static_cast<size_t>(n) - (cancel_pending ? 1 : 0);
+    }
+    break;
+  }
+  int errors = 0;
+  while (outstanding > 0 || cancel_pending) {
+    io_uring_cqe* cqe = nullptr;
+    const int r = wait_cqe(ring, &cqe);
+    if (r == -EINTR || r == -EAGAIN) continue;
+    if (r < 0) {
+      if (++errors > 3) return false;
+      continue;
+    }
+    const uint64_t tag = io_uring_cqe_get_data64(cqe);
+    if (tag == kCancelTag) {
+      cancel_pending = false;
+    } else {
+      if (cqe->res != -ECANCELED && tag < res.size()) res[tag] = cqe->res;
+      --outstanding;
+    }
+    io_uring_cqe_seen(ring, cqe);
+  }
+  return true;
+}
 
 // Issues the reads of `spans` together and waits for them; res[k] gets the read's completion as
 // io_uring reports it (bytes, or -errno), or kNotRead where the ring could not do it.
@@ -96,24 +145,32 @@ void ring_read(std::span<const Span> spans, std::span<int> res) {
       io_uring_prep_read(sqe, spans[k].fd, spans[k].buf, static_cast<unsigned>(spans[k].len), spans[k].off);
       io_uring_sqe_set_data64(sqe, k);
     }
-    size_t inflight = 0;
+    size_t inflight = 0, got = 0;
+    bool failed = false;
     while (inflight < count) {
-      int r = io_uring_submit(ring);
+      const int r = io_uring_submit(ring);
       if (r > 0) inflight += static_cast<size_t>(r);
-      else if (r != -EINTR) break;  // what was not submitted is preaded below (the ring is dropped)
+      else if (r != -EINTR) {
+        failed = true;
+        break;
+      }
     }
-    for (size_t got = 0; got < inflight;) {
+    while (!failed && got < inflight) {
       io_uring_cqe* cqe = nullptr;
-      int r = io_uring_wait_cqe(ring, &cqe);
+      const int r = wait_cqe(ring, &cqe);
       if (r == -EINTR || r == -EAGAIN) continue;
-      // Cannot happen with at most kRingEntries in flight (no completion-queue overflow); if it
-      // did, reads still in flight could land in the bounce buffer after we move on.
-      if (r < 0) break;
+      if (r < 0) {
+        failed = true;
+        break;
+      }
       res[io_uring_cqe_get_data64(cqe)] = cqe->res;
       io_uring_cqe_seen(ring, cqe);
       ++got;
     }
-    if (inflight < count) {  // the ring failed: this thread preads from now on
+    if (failed) {  // what the ring did not do is preaded by the caller
+      // If even the drain fails, a read may still land in the bounce buffer: the piece
+      // checksums then turn it into EIO, never into wrong bytes.
+      (void)drain(ring, inflight - got, res);
       tr.drop();
       return;
     }

@@ -16,6 +16,9 @@
 #include "index/store.h"
 #include "storage/record_source.h"
 
+struct io_uring;
+struct io_uring_cqe;
+
 namespace fid::storage {
 
 class LocalRecordSource final : public RecordSource {
@@ -37,6 +40,8 @@ class LocalRecordSource final : public RecordSource {
   using RecordSource::read_ranges;
 
   bool uses_io_uring() const { return uring_; }
+  // Tests only: stands in for io_uring_wait_cqe in the ring's reads (a ring failing mid-batch).
+  static inline int (*ring_wait_for_tests)(io_uring* ring, io_uring_cqe** cqe) = nullptr;
   // Whether this kernel/process can set up an io_uring (probed once per process); the error
   // says why not (e.g. "Operation not permitted").
   static Status io_uring_available();

@@ -5,8 +5,10 @@
 #include <gtest/gtest.h>
 
 #include <fmt/format.h>
+#include <liburing.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <filesystem>
 #include <vector>
@@ -52,6 +54,49 @@ TEST_F(LocalSourceTest, BatchesGiveTheRecordBytesWithAndWithoutIoUring) {
     }
     EXPECT_EQ(src.counters().requests.load(), pieces.size());  // one storage read per range
   }
+}
+
+// A ring whose wait fails in mid-batch (reads still in flight): every read it had submitted is
+// reaped (cancelled or done) before the batch returns, so none lands in the buffer afterwards;
+// the batch still gives every range its bytes (the rest preaded), and the next batch sets up a
+// new ring.
+std::atomic<int> g_waits{0}, g_reaped{0}, g_fail_at{0};
+int failing_wait(io_uring* ring, io_uring_cqe** cqe) {
+  if (++g_waits == g_fail_at.load()) return -EIO;
+  const int r = io_uring_wait_cqe(ring, cqe);
+  if (r == 0 && io_uring_cqe_get_data64(*cqe) != UINT64_MAX) ++g_reaped;
+  return r;
+}
+
+TEST_F(LocalSourceTest, AFailingRingIsDrainedAndRebuilt) {
+  if (!LocalRecordSource::io_uring_available().ok()) GTEST_SKIP() << "no io_uring here";
+  auto pieces = all_pieces();
+  LocalRecordSource src(store(), true);
+  LocalRecordSource::ring_wait_for_tests = failing_wait;
+  for (int round = 0; round < 2; ++round) {
+    g_waits = 0;
+    g_reaped = 0;
+    g_fail_at = round == 0 ? 2 : 0;  // the first batch's ring fails at its second wait
+    std::vector<std::vector<uint8_t>> got(pieces.size());
+    std::vector<RangeRead> batch;
+    for (size_t k = 0; k < pieces.size(); ++k) {
+      const auto& [f, i] = pieces[k];
+      got[k].assign(store().pieces(*f)[i].size, 0xAA);
+      batch.push_back({f->record, store().pieces(*f)[i].offset, got[k], {}});
+    }
+    src.read_ranges(batch);
+    for (size_t k = 0; k < pieces.size(); ++k) {
+      ASSERT_TRUE(batch[k].status.ok()) << batch[k].status.error().message;
+      EXPECT_EQ(got[k], raw_piece(*pieces[k].first, pieces[k].second)) << round << " " << k;
+    }
+    if (g_waits == 0) {
+      LocalRecordSource::ring_wait_for_tests = nullptr;
+      GTEST_SKIP() << "the ring is not used here (no O_DIRECT on this filesystem)";
+    }
+    if (round == 0) EXPECT_EQ(g_reaped.load(), 64) << "reads of the failed ring left in flight";  // one ring's worth
+    else EXPECT_EQ(g_reaped.load(), static_cast<int>(pieces.size()));  // a new ring did them all
+  }
+  LocalRecordSource::ring_wait_for_tests = nullptr;
 }
 
 TEST_F(LocalSourceTest, AnUnreadableRecordFailsOnlyItsRanges) {
