@@ -27,6 +27,9 @@ struct StoreOptions {
   // (index/tables_file.h), instead of holding them in memory. The mount does.
   bool map_tables = false;
   unsigned max_requests = 64;      // remote requests in flight at once
+  // A remote index larger than this is refused while it downloads (a server that sends without
+  // end fills no disk); 16 GiB is about 100 million files.
+  uint64_t max_index_bytes = uint64_t{16} << 30;
   // Local stores: O_DIRECT reads (the page cache is left to the loader's own data); false reads
   // through the page cache, for a reader of whole records in order (relayout).
   bool direct_io = true;

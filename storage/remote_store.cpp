@@ -114,7 +114,8 @@ Error index_error(const RemoteLocation& where, const StoreUrl& url, const Error&
 
 // The index in the cache: reused when the server's ETag matches the cached copy's (one
 // conditional GET), else downloaded to a temporary file, synced and renamed into place.
-Result<fs::path> fetch_index(HttpClient& client, const StoreUrl& url, const RemoteLocation& where, const fs::path& dir) {
+Result<fs::path> fetch_index(HttpClient& client, const StoreUrl& url, const RemoteLocation& where, const fs::path& dir,
+                             uint64_t max_bytes) {
   if (Status s = make_private_dir(dir); !s) return std::move(s).error();
   const std::string index_url = where.url_of(kIndexName);
   const std::string key = "index-" + hash_text(index_url);
@@ -133,7 +134,12 @@ Result<fs::path> fetch_index(HttpClient& client, const StoreUrl& url, const Remo
   const fs::path tmp = tmp_name;
   const std::string tmp_what = "index cache " + tmp.string();
   Status written;  // the first write that failed
-  req.sink = [fd = fd.get(), &written, &tmp_what](uint64_t offset, std::span<const uint8_t> bytes) {
+  req.sink = [fd = fd.get(), &written, &tmp_what, &where, max_bytes](uint64_t offset, std::span<const uint8_t> bytes) {
+    if (offset + bytes.size() > max_bytes) {
+      if (written) written = Error{EFBIG, fmt::format("{}: {} is larger than {} bytes: not an index this mount takes",
+                                                      where.text, kIndexName, max_bytes)};
+      return false;
+    }
     Status s = pwrite_loop(fd, bytes.data(), bytes.size(), offset, tmp_what);
     if (s) return true;
     if (written) written = std::move(s);
@@ -287,7 +293,7 @@ Result<RemoteStore> open_remote_store(const StoreUrl& url, const StoreOptions& o
   {
     // A client of its own, gone (thread joined) before returning: the mount forks after this.
     HttpClient client(http);
-    Result<fs::path> index_file = fetch_index(client, url, *where, index_cache_dir(opts));
+    Result<fs::path> index_file = fetch_index(client, url, *where, index_cache_dir(opts), opts.max_index_bytes);
     if (!index_file) return std::move(index_file).error();
     auto store = index::Store::open_index(*index_file, url.text, tables_dir(opts));
     if (!store) return std::move(store).error();

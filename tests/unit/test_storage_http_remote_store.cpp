@@ -102,6 +102,18 @@ TEST_F(RemoteStoreTest, MissingAndShortRecordsRefuseTheOpen) {
   EXPECT_NE(m.find(shorter + " (100 bytes, the index says"), std::string::npos) << m;
 }
 
+// A server that sends an index without end (or a huge one) fills no disk: the download stops at
+// max_index_bytes, the open fails naming the index, and no partial copy is left.
+TEST_F(RemoteStoreTest, AnIndexLargerThanTheLimitIsRefusedWhileItDownloads) {
+  opts_.max_index_bytes = 1000;
+  auto r = open();
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, EFBIG);
+  EXPECT_NE(r.error().message.find("index.sqlite is larger than 1000 bytes"), std::string::npos) << r.error().message;
+  for (const auto& e : std::filesystem::directory_iterator(opts_.index_cache))
+    EXPECT_EQ(e.path().string().find("partial"), std::string::npos) << e.path();
+}
+
 TEST_F(RemoteStoreTest, NoIndexIsNotAStore) {
   EXPECT_EQ(message_of_failed_open("/elsewhere"),
             server_->url() + "/elsewhere: not a fidelityfs store: no index.sqlite (upload the records first and "
