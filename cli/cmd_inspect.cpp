@@ -16,6 +16,19 @@ namespace fid::cli {
 
 namespace {
 
+using Notes = std::vector<std::pair<std::string, std::string>>;
+
+nlohmann::json listed(const Notes& rows) {
+  nlohmann::json a = nlohmann::json::array();
+  for (const auto& [path, reason] : rows) a.push_back({{"path", path}, {"reason", reason}});
+  return a;
+}
+
+void print_notes(const char* kind, const Notes& rows, uint64_t count) {
+  for (const auto& [path, reason] : rows) fmt::print("{}: {}: {}\n", kind, path, reason);
+  if (count > rows.size()) fmt::print("{}: ... and {} more\n", kind, count - rows.size());
+}
+
 int run_inspect(const std::string& location, const std::vector<std::string>& options, bool json) {
   int exit_code = kExitOk;
   std::optional<storage::OpenedStore> opened = open_command_store("inspect", location, options, exit_code);
@@ -63,11 +76,6 @@ int run_inspect(const std::string& location, const std::vector<std::string>& opt
     j["source_digest"] = from.source_digest;
     j["level_scripts"] = from.level_scripts;
     j["problems"] = source.problems();
-    auto listed = [](const std::vector<std::pair<std::string, std::string>>& rows) {
-      nlohmann::json a = nlohmann::json::array();
-      for (const auto& [path, reason] : rows) a.push_back({{"path", path}, {"reason", reason}});
-      return a;
-    };
     j["blobs"] = listed(notes->blobs);  // at most kNotesShown; *_count: all of them
     j["blob_count"] = notes->blob_count;
     j["skipped"] = listed(notes->skipped);
@@ -100,11 +108,8 @@ int run_inspect(const std::string& location, const std::vector<std::string>& opt
     }
   }
   for (const std::string& p : source.problems()) fmt::print("problem: {}\n", p);
-  for (const auto& [path, reason] : notes->blobs) fmt::print("blob: {}: {}\n", path, reason);
-  if (notes->blob_count > notes->blobs.size()) fmt::print("blob: ... and {} more\n", notes->blob_count - notes->blobs.size());
-  for (const auto& [path, reason] : notes->skipped) fmt::print("skipped: {}: {}\n", path, reason);
-  if (notes->skipped_count > notes->skipped.size())
-    fmt::print("skipped: ... and {} more\n", notes->skipped_count - notes->skipped.size());
+  print_notes("blob", notes->blobs, notes->blob_count);
+  print_notes("skipped", notes->skipped, notes->skipped_count);
   return kExitOk;
 }
 

@@ -42,23 +42,6 @@ uint32_t piece_checksum(std::span<const uint8_t> bytes) {
   return static_cast<uint32_t>(XXH3_64bits(bytes.data(), bytes.size()));
 }
 
-uint64_t checked_len(const Store& store, uint32_t r, uint64_t from, std::span<const uint8_t> bytes) {
-  const uint64_t to = from + bytes.size();
-  uint64_t end = to;
-  for (uint32_t id : store.record_files(r)) {
-    for (const Piece& p : store.pieces(store.files()[id])) {
-      const uint64_t p_end = p.offset + p.size;
-      if (p_end <= from || p.offset >= to || p.size == 0) continue;
-      if (p.offset < from) return 0;  // its start is not here to check
-      if (p_end > to) {
-        end = std::min(end, p.offset);
-        continue;
-      }
-      if (piece_checksum(bytes.subspan(p.offset - from, p.size)) != p.checksum) return 0;
-    }
-  }
-  return end - from;
-}
 
 namespace {
 
@@ -117,28 +100,6 @@ Result<std::unique_ptr<Store>> Store::open_index(const std::filesystem::path& in
     return Error{EINVAL, e.what()};
   } catch (const std::bad_alloc&) {
     return Error{ENOMEM, location + ": out of memory loading the index"};
-  }
-}
-
-Result<Store::PackNotes> Store::pack_notes(const std::filesystem::path& index_file, size_t limit) const {
-  try {
-    SqliteDb db(index_file.string(), /*writable=*/false);
-    PackNotes notes;
-    SqliteStatement blobs(db, "SELECT id, note FROM files WHERE kind = 2 ORDER BY id");
-    while (blobs.step()) {
-      const int64_t id = blobs.integer(0);
-      if (id < 0 || static_cast<uint64_t>(id) >= files().size()) continue;  // not a file this store loaded
-      if (++notes.blob_count <= limit) notes.blobs.emplace_back(relative_path(files()[static_cast<size_t>(id)]), blobs.text(1));
-    }
-    SqliteStatement skipped(db, "SELECT path, reason FROM skipped");
-    while (skipped.step()) {
-      if (++notes.skipped_count > limit) continue;
-      const auto path = skipped.blob(0);
-      notes.skipped.emplace_back(std::string(path.begin(), path.end()), skipped.text(1));
-    }
-    return notes;
-  } catch (const StoreError& e) {
-    return Error{EINVAL, e.what()};
   }
 }
 

@@ -24,6 +24,18 @@ namespace {
 
 class LocalSourceTest : public fid::testutil::PackedStore {
  protected:
+  using Pieces = std::vector<std::pair<const fid::index::File*, uint32_t>>;
+  // A range for each piece, into got[k] (filled with 0xAA first).
+  std::vector<RangeRead> batch_of(const Pieces& pieces, std::vector<std::vector<uint8_t>>& got) const {
+    got.assign(pieces.size(), {});
+    std::vector<RangeRead> batch;
+    for (size_t k = 0; k < pieces.size(); ++k) {
+      const auto& [f, i] = pieces[k];
+      got[k].assign(store().pieces(*f)[i].size, 0xAA);
+      batch.push_back({f->record, store().pieces(*f)[i].offset, got[k], {}});
+    }
+    return batch;
+  }
   // Every piece of every file as a range, in reverse order of the store's pieces.
   std::vector<std::pair<const fid::index::File*, uint32_t>> all_pieces() const {
     std::vector<std::pair<const fid::index::File*, uint32_t>> out;
@@ -40,13 +52,8 @@ TEST_F(LocalSourceTest, BatchesGiveTheRecordBytesWithAndWithoutIoUring) {
     LocalRecordSource src(store(), uring);
     EXPECT_EQ(src.uses_io_uring(), uring && LocalRecordSource::io_uring_available().ok());
     EXPECT_TRUE(src.problems().empty());
-    std::vector<std::vector<uint8_t>> got(pieces.size());
-    std::vector<RangeRead> batch;
-    for (size_t k = 0; k < pieces.size(); ++k) {
-      const auto& [f, i] = pieces[k];
-      got[k].assign(store().pieces(*f)[i].size, 0xAA);
-      batch.push_back({f->record, store().pieces(*f)[i].offset, got[k], {}});
-    }
+    std::vector<std::vector<uint8_t>> got;
+    std::vector<RangeRead> batch = batch_of(pieces, got);
     src.read_ranges(batch);
     for (size_t k = 0; k < pieces.size(); ++k) {
       ASSERT_TRUE(batch[k].status.ok()) << batch[k].status.error().message;
@@ -77,13 +84,8 @@ TEST_F(LocalSourceTest, AFailingRingIsDrainedAndRebuilt) {
     g_waits = 0;
     g_reaped = 0;
     g_fail_at = round == 0 ? 2 : 0;  // the first batch's ring fails at its second wait
-    std::vector<std::vector<uint8_t>> got(pieces.size());
-    std::vector<RangeRead> batch;
-    for (size_t k = 0; k < pieces.size(); ++k) {
-      const auto& [f, i] = pieces[k];
-      got[k].assign(store().pieces(*f)[i].size, 0xAA);
-      batch.push_back({f->record, store().pieces(*f)[i].offset, got[k], {}});
-    }
+    std::vector<std::vector<uint8_t>> got;
+    std::vector<RangeRead> batch = batch_of(pieces, got);
     src.read_ranges(batch);
     for (size_t k = 0; k < pieces.size(); ++k) {
       ASSERT_TRUE(batch[k].status.ok()) << batch[k].status.error().message;
