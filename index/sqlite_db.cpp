@@ -22,6 +22,10 @@ SqliteDb::SqliteDb(const std::string& path, bool writable) : path_(path) {
   // (Read-only opens only: defensive mode also refuses journal_mode=OFF, which the packer's own
   // scratch databases use.)
   if (!writable) sqlite3_db_config(db_, SQLITE_DBCONFIG_DEFENSIVE, 1, nullptr);
+  // Nor may one value of it take the reader's memory: a generated column such as
+  // zeroblob(900000000) would make every read of its row allocate that much. The largest values
+  // an index holds are a skipped file's path and a note (docs/FORMAT.md), far below this.
+  if (!writable) sqlite3_limit(db_, SQLITE_LIMIT_LENGTH, kMaxIndexValueBytes);
   sqlite3_db_config(db_, SQLITE_DBCONFIG_TRUSTED_SCHEMA, 0, nullptr);
   sqlite3_db_config(db_, SQLITE_DBCONFIG_ENABLE_VIEW, 0, nullptr);
   sqlite3_db_config(db_, SQLITE_DBCONFIG_ENABLE_TRIGGER, 0, nullptr);
@@ -36,6 +40,7 @@ std::string SqliteDb::error_text() const {
   // error it was; users grep for the system's.
   const int code = sqlite3_extended_errcode(db_) & 0xff;
   if (code == SQLITE_FULL) msg += fmt::format(" ({})", std::strerror(ENOSPC));
+  else if (code == SQLITE_TOOBIG) msg += fmt::format(" (a value over {} bytes, which no fidelityfs index holds)", kMaxIndexValueBytes);
   else if (code == SQLITE_IOERR && sqlite3_system_errno(db_) != 0)
     msg += fmt::format(" ({})", std::strerror(sqlite3_system_errno(db_)));
   return msg;

@@ -22,6 +22,9 @@ class StoreError : public std::runtime_error {
 
 class SqliteStatement;
 
+// The largest value (text or blob) a read-only open reads; a larger one fails its query.
+inline constexpr int kMaxIndexValueBytes = 1 << 20;
+
 class SqliteDb {
  public:
   // Throws StoreError naming the file on failure.

@@ -10,6 +10,7 @@
 
 #include <cerrno>
 #include <cstddef>
+#include <algorithm>
 #include <cstring>
 #include <fmt/format.h>
 #include <type_traits>
@@ -144,6 +145,43 @@ bool decode_records(const uint8_t* p, const uint8_t* end, std::vector<Record>& o
     out.push_back(std::move(r));
   }
   return true;
+}
+
+// Every row of mapped tables points inside them, as the loader made them: a row that does not
+// (a file damaged under a matching checksum, a build whose rows mean something else) is refused
+// here rather than read out of bounds later. Names, sorting and uniqueness are left to the checksum.
+const char* out_of_bounds(const TableSpans& t, std::span<const Record> records, int levels) {
+  auto within = [](uint64_t begin, uint64_t count, size_t size) { return begin <= size && count <= size - begin; };
+  if (levels < 1 || levels > 64) return "a level count out of range";
+  if (t.dirs.empty() || t.dirs[0].parent != 0) return "no root folder";
+  for (size_t i = 0; i < t.dirs.size(); ++i) {
+    const Dir& d = t.dirs[i];
+    if (d.id != i || (i != 0 && d.parent >= i) || !within(d.name_off, d.name_len, t.names.size()) ||
+        !within(d.subdir_begin, d.subdir_count, t.child_dirs.size()) || !within(d.file_begin, d.file_count, t.child_files.size()))
+      return "a folder row out of bounds";
+  }
+  for (uint32_t c : t.child_dirs)
+    if (c == 0 || c >= t.dirs.size()) return "a subfolder list out of bounds";
+  for (uint32_t c : t.child_files)
+    if (c >= t.files.size()) return "a file list out of bounds";
+  for (size_t i = 0; i < t.files.size(); ++i) {
+    const File& f = t.files[i];
+    const uint32_t pieces = f.kind == FileKind::jpeg ? static_cast<uint32_t>(levels) + 1 : 1;
+    if (f.id != i || f.dir >= t.dirs.size() || !within(f.name_off, f.name_len, t.names.size()) ||
+        static_cast<uint32_t>(f.kind) > 2 || f.record >= records.size() || f.piece_count != pieces ||
+        !within(f.first_piece, f.piece_count, t.pieces.size()))
+      return "a file row out of bounds";
+    const uint64_t record_size = records[f.record].size;
+    for (const Piece& p : t.pieces.subspan(f.first_piece, f.piece_count))
+      if (p.offset < kRecordHeaderSize || p.offset > record_size || p.size > record_size - p.offset)
+        return "a piece outside its record";
+  }
+  if (t.record_begin.front() != 0 || t.record_begin.back() != t.record_files.size() ||
+      !std::is_sorted(t.record_begin.begin(), t.record_begin.end()))
+    return "record lists out of bounds";
+  for (uint32_t f : t.record_files)
+    if (f >= t.files.size()) return "a record list out of bounds";
+  return nullptr;
 }
 
 // Opens the file `name` of the tables folder for reading: never through a symbolic link, and
@@ -372,10 +410,10 @@ Result<std::unique_ptr<MappedTables>> MappedTables::map(const fs::path& file, co
   m->meta_.seed = h.seed;
   const uint8_t* rp = bytes + h.section_offset[records];
   if (!decode_records(rp, rp + h.section_bytes[records], m->meta_.records)) return damaged("its records do not parse");
-  // The checksum vouches for the rest: the file holds what the loader made from a checked index.
   if (t.record_begin.size() != m->meta_.records.size() + 1 || t.record_files.size() != t.files.size() || t.dirs.empty() ||
       t.child_files.size() != t.files.size() || t.child_dirs.size() + 1 != t.dirs.size())
     return damaged("its tables disagree in size");
+  if (const char* why = out_of_bounds(t, m->meta_.records, m->meta_.levels)) return damaged(why);
   return m;
 }
 

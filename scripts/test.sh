@@ -91,7 +91,8 @@ if [[ ! -d $seeds/index ]]; then
   rm -rf "$seeds/store" && build/cli/fidelityfs pack "$seeds/tree" "$seeds/store" --progress off >/dev/null
   mkdir -p "$seeds/index" && cp "$seeds/store/index.sqlite" "$seeds/index/"
 fi
-# fuzz_index runs "SQL:" inputs on a copy of this index; fuzz_control mounts this store in-process.
+# fuzz_index runs "SQL:" inputs on a copy of this index; fuzz_control mounts this store in-process;
+# fuzz_tables edits the tables file made from it.
 export FIDELITYFS_FUZZ_INDEX_BASE=$root/$seeds/index/index.sqlite FIDELITYFS_FUZZ_STORE=$root/$seeds/store
 shopt -s nullglob
 # One fuzzer per core at a time, each for FUZZ_SECONDS; results are checked in name order.

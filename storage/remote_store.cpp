@@ -11,6 +11,7 @@
 #include <cstring>
 #include <fstream>
 #include <latch>
+#include <semaphore>
 #include <vector>
 
 #include "common/private_dir.h"
@@ -187,7 +188,10 @@ Result<fs::path> fetch_index(HttpClient& client, const StoreUrl& url, const Remo
 }
 
 // HEADs every record in parallel; an Error naming the missing or short ones (a few of them).
+// At most kHeadsQueued requests are handed to the client at a time: an index names as many
+// records as it likes, and each queued request holds its URL and signature.
 Status check_records(HttpClient& client, const RemoteLocation& where, const index::Store& store) {
+  constexpr std::ptrdiff_t kHeadsQueued = 256;
   const auto records = store.records();
   struct Answer {
     Status status;
@@ -195,13 +199,16 @@ Status check_records(HttpClient& client, const RemoteLocation& where, const inde
   };
   std::vector<Answer> answers(records.size());
   std::latch all(static_cast<std::ptrdiff_t>(records.size()));
+  std::counting_semaphore<kHeadsQueued> window(kHeadsQueued);
   for (size_t k = 0; k < records.size(); ++k) {
+    window.acquire();
     HttpRequest req;
     req.method = HttpRequest::Method::head;
     req.url = where.url_of(records[k].path);
     req.sign = where.signer(HttpRequest::Method::head, records[k].path);
-    req.done = [&answers, &all, k](Status s, const HttpResult& r) {
+    req.done = [&answers, &all, &window, k](Status s, const HttpResult& r) {
       answers[k] = {std::move(s), r};
+      window.release();
       all.count_down();
     };
     client.submit(std::move(req));

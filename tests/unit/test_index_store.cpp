@@ -378,6 +378,14 @@ TEST(Store, RefusesNamesThatAreNotPathComponentsAndSchemaThatRuns) {
   const auto t0 = std::chrono::steady_clock::now();
   expect_error("bad index schema");
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
+  sql(db, "DROP VIEW records; ALTER TABLE real_records RENAME TO records");
+  ASSERT_NE(open_store(t.path() / "store"), nullptr);
+  // A column computed on read (a generated column) that would allocate 900 MB for each row is
+  // cut by SQLite's value limit before it is made.
+  sql(db, "ALTER TABLE dirs RENAME TO stored_dirs; CREATE TABLE dirs(id INTEGER PRIMARY KEY, parent INTEGER NOT NULL, "
+          "stored BLOB, mtime_ns INTEGER NOT NULL, name BLOB GENERATED ALWAYS AS (zeroblob(900000000)) VIRTUAL); "
+          "INSERT INTO dirs(id, parent, stored, mtime_ns) SELECT id, parent, name, mtime_ns FROM stored_dirs");
+  expect_error("string or blob too big");
 }
 
 // The file layout holds the same records as the scan layout (same files, slots and sizes; each

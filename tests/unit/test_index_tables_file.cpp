@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <string>
 
 #include "core/read_range.h"
@@ -123,6 +124,80 @@ TEST_F(TablesFile, DamagedOrShortFilesAreMadeAgain) {
   auto missing = fid::index::MappedTables::map(tables_dir() / "none.tables", fid::index::identify_index(index_file()).value());
   ASSERT_FALSE(missing.ok());
   EXPECT_EQ(missing.error().code, ENOENT);
+}
+
+// Rows that point outside the tables, written with matching checksums (as a build whose rows
+// meant something else would): refused before any lookup reads through them, and made again.
+TEST_F(TablesFile, RowsOutOfBoundsUnderMatchingChecksumsAreRefused) {
+  const Store& loaded = store();
+  ASSERT_GE(loaded.files().size(), 2u);
+  ASSERT_GE(loaded.dirs().size(), 2u);
+  const auto identity = fid::index::identify_index(index_file()).value();
+  const fid::index::TablesMeta meta{loaded.levels(), loaded.format_version(), loaded.layout(), loaded.seed(),
+                                    {loaded.records().begin(), loaded.records().end()}};
+  struct Damage {
+    const char* what;
+    std::function<void(std::vector<fid::index::File>&, std::vector<fid::index::Dir>&, std::vector<fid::index::Piece>&,
+                       std::vector<uint32_t>&)>
+        apply;
+    const char* says;
+  };
+  const std::vector<Damage> damages = {
+      {"nothing (the copies are sound)", [](auto&, auto&, auto&, auto&) {}, nullptr},
+      {"a file in a record that does not exist", [](auto& f, auto&, auto&, auto&) { f[1].record = 1000000; }, "file row"},
+      {"a file's pieces past the piece rows", [](auto& f, auto&, auto& p, auto&) { f[1].first_piece = static_cast<uint32_t>(p.size()); }, "file row"},
+      {"a name past the name bytes", [](auto& f, auto&, auto&, auto&) { f[0].name_len = 1u << 30; }, "file row"},
+      {"a piece past its record's end", [](auto&, auto&, auto& p, auto&) { p[0].offset = UINT64_MAX - 1; }, "piece outside"},
+      {"a folder that is its own parent (a walk up never ends)", [](auto&, auto& d, auto&, auto&) { d[1].parent = 1; }, "folder row"},
+      {"a folder's files past the list", [](auto&, auto& d, auto&, auto&) { d[0].file_count = 1u << 30; }, "folder row"},
+      {"a listed file that does not exist", [](auto&, auto&, auto&, auto& c) { c[0] = 1000000; }, "file list"},
+  };
+  for (const Damage& damage : damages) {
+    std::vector<fid::index::File> files(loaded.files().begin(), loaded.files().end());
+    std::vector<fid::index::Dir> dirs(loaded.dirs().begin(), loaded.dirs().end());
+    std::vector<fid::index::Piece> pieces;
+    std::string names;  // the copies' own name pool and piece rows
+    for (auto& d : dirs) {
+      const std::string_view n = loaded.name(d);
+      d.name_off = static_cast<uint32_t>(names.size());
+      names += n;
+    }
+    for (auto& f : files) {
+      const std::string_view n = loaded.name(f);
+      f.name_off = static_cast<uint32_t>(names.size());
+      names += n;
+      f.first_piece = static_cast<uint32_t>(pieces.size());
+      for (const auto& p : loaded.pieces(f)) pieces.push_back(p);
+    }
+    std::vector<uint32_t> child_files(loaded.child_files().begin(), loaded.child_files().end());
+    std::vector<uint32_t> record_begin{0}, record_files;
+    for (const auto& r : loaded.records()) {
+      for (uint32_t f : loaded.record_files(r.id)) record_files.push_back(f);
+      record_begin.push_back(static_cast<uint32_t>(record_files.size()));
+    }
+    damage.apply(files, dirs, pieces, child_files);
+    fid::index::TableSpans t;
+    t.child_dirs = loaded.child_dirs();
+    t.files = files;
+    t.dirs = dirs;
+    t.pieces = pieces;
+    t.child_files = child_files;
+    t.record_begin = record_begin;
+    t.record_files = record_files;
+    t.names = names;
+    ASSERT_TRUE(fid::index::write_tables_file(tables_file(), index_file(), identity, meta, t).ok()) << damage.what;
+    auto mapped = fid::index::MappedTables::map(tables_file(), identity);
+    if (!damage.says) {
+      EXPECT_TRUE(mapped.ok()) << mapped.error().message;
+      continue;
+    }
+    ASSERT_FALSE(mapped.ok()) << damage.what;
+    EXPECT_EQ(mapped.error().code, EINVAL) << damage.what;
+    EXPECT_NE(mapped.error().message.find(damage.says), std::string::npos) << damage.what << ": " << mapped.error().message;
+    auto s = open_mapped();
+    EXPECT_EQ(s->tables_file(), tables_file()) << "made again after " << damage.what;
+    expect_same_as_loaded(*s);
+  }
 }
 
 TEST_F(TablesFile, AFileMadeFromAnotherIndexIsStale) {
