@@ -13,6 +13,7 @@
 
 #include "cli/commands.h"
 #include "common/error.h"
+#include "common/posix_io.h"
 #include "codec/image_io.h"
 #include "codec/l3.h"
 #include "codec/l3_view.h"
@@ -27,31 +28,6 @@ Result<std::vector<uint8_t>> read_file(const std::string& path) {
   std::vector<uint8_t> bytes(std::istreambuf_iterator<char>(in), {});
   if (in.bad()) return Error{EIO, fmt::format("{}: read failed", path)};
   return bytes;
-}
-
-Status write_all(int fd, std::span<const uint8_t> data, const std::string& path) {
-  size_t done = 0;
-  while (done < data.size()) {
-    ssize_t w = ::write(fd, data.data() + done, data.size() - done);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return Error{w < 0 ? errno : EIO, fmt::format("{}: write failed: {}", path, std::strerror(errno))};
-    done += static_cast<size_t>(w);
-  }
-  return {};
-}
-
-// Writes atomically (temporary file + rename) so a failed run leaves no partial OUT.
-Status write_file(const std::string& path, std::span<const uint8_t> data) {
-  std::string tmp = path + ".tmp-" + std::to_string(::getpid());
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return Error{errno, fmt::format("{}: cannot create: {}", path, std::strerror(errno))};
-  Status written = write_all(fd, data, path);
-  // Not an Fd: close's result is checked, a failed close can mean the data never reached the file.
-  const bool closed = ::close(fd) == 0;
-  if (written && (!closed || ::rename(tmp.c_str(), path.c_str()) != 0))
-    written = Error{errno, fmt::format("{}: cannot write: {}", path, std::strerror(errno))};
-  if (!written) ::unlink(tmp.c_str());
-  return written;
 }
 
 std::string extension(const std::string& path) {
@@ -79,7 +55,7 @@ int run_encode(const std::string& in, const std::string& out) {
     return kExitRuntime;
   }
   const std::vector<uint8_t>& payload = *encoded;
-  if (Status written = write_file(out, payload); !written) {
+  if (Status written = write_file_atomically(out, payload, 0644); !written) {
     fmt::print(stderr, "fidelityfs l3 encode: {}\n", written.error().message);
     return kExitRuntime;
   }
@@ -146,7 +122,7 @@ int run_decode(const std::string& in, const std::string& out) {
       return kExitRuntime;
     }
   }
-  if (Status written = write_file(out, view); !written) {
+  if (Status written = write_file_atomically(out, view, 0644); !written) {
     fmt::print(stderr, "fidelityfs l3 decode: {}\n", written.error().message);
     return kExitRuntime;
   }

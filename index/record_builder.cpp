@@ -9,23 +9,13 @@
 #include <fmt/format.h>
 
 #include "common/fd.h"
+#include "common/posix_io.h"
 
 namespace fid::index {
 
 namespace {
 
 constexpr int kLevels = codec::kJpegLevels;
-
-bool write_all(int fd, const uint8_t* p, size_t n) {
-  while (n > 0) {
-    ssize_t w = ::write(fd, p, n);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return false;
-    p += w;
-    n -= static_cast<size_t>(w);
-  }
-  return true;
-}
 
 }  // namespace
 
@@ -78,13 +68,11 @@ fid::Result<RecordInfo> RecordBuilder::write(const std::filesystem::path& store_
     return fid::Error{err, fmt::format("{}: cannot create: {}", p.string(), std::strerror(err))};
   }
   auto header = record_header(id, layout_);
-  bool ok = write_all(fd.get(), header.data(), header.size());
-  for (auto& r : regions_) ok = ok && write_all(fd.get(), r.data(), r.size());
-  ok = ok && ::fdatasync(fd.get()) == 0;
-  if (!ok) {
-    const int err = errno;
-    return fid::Error{err, fmt::format("{}: write failed: {}", p.string(), std::strerror(err))};
-  }
+  const std::string what = p.string() + ": write failed";
+  Status written = write_loop(fd.get(), header.data(), header.size(), what);
+  for (auto& r : regions_) written = written ? write_loop(fd.get(), r.data(), r.size(), what) : std::move(written);
+  if (written && ::fdatasync(fd.get()) != 0) written = io_error(errno, what);
+  if (!written) return std::move(written).error();
   uint32_t slot = 0;
   for (Member& m : members_) {
     m.file.record = id;

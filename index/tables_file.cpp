@@ -16,6 +16,7 @@
 #include <type_traits>
 
 #include "common/fd.h"
+#include "common/posix_io.h"
 #include "common/private_dir.h"
 #include "index/format.h"
 
@@ -81,32 +82,6 @@ std::string canonical_text(const fs::path& p) {
   std::error_code ec;
   fs::path c = fs::weakly_canonical(fs::absolute(p, ec), ec);
   return (ec ? fs::absolute(p, ec) : c).string();
-}
-
-bool pwrite_all(int fd, const void* data, size_t n, uint64_t off) {
-  const auto* p = static_cast<const uint8_t*>(data);
-  while (n > 0) {
-    const ssize_t w = ::pwrite(fd, p, n, static_cast<off_t>(off));
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return false;
-    p += w;
-    off += static_cast<uint64_t>(w);
-    n -= static_cast<size_t>(w);
-  }
-  return true;
-}
-
-bool pread_all(int fd, void* data, size_t n, uint64_t off) {
-  auto* p = static_cast<uint8_t*>(data);
-  while (n > 0) {
-    const ssize_t r = ::pread(fd, p, n, static_cast<off_t>(off));
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) return false;
-    p += r;
-    off += static_cast<uint64_t>(r);
-    n -= static_cast<size_t>(r);
-  }
-  return true;
 }
 
 std::vector<uint8_t> encode_records(std::span<const Record> recs) {
@@ -197,11 +172,12 @@ bool is_regular(int fd) {
 bool read_index_path(int dir, const std::string& name, std::string& index_path) {
   const Fd fd(open_in(dir, name));
   Header h{};
-  if (fd.get() < 0 || !is_regular(fd.get()) || !pread_all(fd.get(), &h, sizeof h, 0) ||
+  if (fd.get() < 0 || !is_regular(fd.get()) || !pread_exact(fd.get(), reinterpret_cast<uint8_t*>(&h), sizeof h, 0, name).ok() ||
       std::memcmp(h.magic, kTablesMagic, sizeof kTablesMagic) != 0 || h.index_path_bytes > kMaxIndexPathBytes)
     return false;
   index_path.resize(h.index_path_bytes);
-  return pread_all(fd.get(), index_path.data(), index_path.size(), sizeof h) && header_hash(h, index_path) == h.header_hash;
+  return pread_exact(fd.get(), reinterpret_cast<uint8_t*>(index_path.data()), index_path.size(), sizeof h, name).ok() &&
+         header_hash(h, index_path) == h.header_hash;
 }
 
 // Tables files whose index is gone, and temporary files of processes that are gone; removed
@@ -313,25 +289,27 @@ Status write_tables_file(const fs::path& file, const fs::path& index_file, const
   XXH3_state_t* st = XXH3_createState();
   XXH3_64bits_reset(st);
   const uint64_t path_end = sizeof(Header) + index_path.size();
-  bool ok = pwrite_all(fd, index_path.data(), index_path.size(), sizeof(Header)) &&
-            pwrite_all(fd, kZeros, body_start - path_end, path_end);
+  const std::string what = tmp.string() + ": cannot write the tables file";
+  auto bytes = [](const void* p) { return static_cast<const uint8_t*>(p); };
+  Status ok = pwrite_loop(fd, bytes(index_path.data()), index_path.size(), sizeof(Header), what);
+  if (ok) ok = pwrite_loop(fd, kZeros, body_start - path_end, path_end, what);
   XXH3_64bits_update(st, kZeros, body_start - path_end);
   for (size_t s = 0; ok && s < kSections; ++s) {
     const uint64_t end = h.section_offset[s] + parts[s].size();
     const uint64_t pad = (s + 1 < kSections ? h.section_offset[s + 1] : h.file_bytes) - end;
-    ok = pwrite_all(fd, parts[s].data(), parts[s].size(), h.section_offset[s]) && pwrite_all(fd, kZeros, pad, end);
+    ok = pwrite_loop(fd, parts[s].data(), parts[s].size(), h.section_offset[s], what);
+    if (ok) ok = pwrite_loop(fd, kZeros, pad, end, what);
     XXH3_64bits_update(st, parts[s].data(), parts[s].size());
     XXH3_64bits_update(st, kZeros, pad);
   }
   h.body_hash = XXH3_64bits_digest(st);
   XXH3_freeState(st);
   h.header_hash = header_hash(h, index_path);
-  ok = ok && pwrite_all(fd, &h, sizeof h, 0);
-  const int e = ok ? 0 : (errno ? errno : EIO);
-  if (::close(fd) != 0 || !ok) {
-    const int err = e ? e : errno;
+  if (ok) ok = pwrite_loop(fd, bytes(&h), sizeof h, 0, what);
+  if (::close(fd) != 0 && ok) ok = io_error(errno, what);
+  if (!ok) {
     ::unlinkat(dir->get(), tmp_name.c_str(), 0);
-    return Error{err, fmt::format("{}: cannot write the tables file: {}", tmp.string(), std::strerror(err))};
+    return ok;
   }
   // Replaces whatever has the name, a symbolic link included (the link, not its target).
   if (::renameat(dir->get(), tmp_name.c_str(), dir->get(), name.c_str()) != 0) {
@@ -355,7 +333,7 @@ Result<std::unique_ptr<MappedTables>> MappedTables::map(const fs::path& file, co
   Header h{};
   if (::fstat(fd.get(), &st) != 0) return Error{errno, fmt::format("{}: {}", where, std::strerror(errno))};
   if (!S_ISREG(st.st_mode)) return damaged("not a regular file");
-  if (static_cast<uint64_t>(st.st_size) < sizeof h || !pread_all(fd.get(), &h, sizeof h, 0))
+  if (static_cast<uint64_t>(st.st_size) < sizeof h || !pread_exact(fd.get(), reinterpret_cast<uint8_t*>(&h), sizeof h, 0, where).ok())
     return damaged("shorter than its header");
   if (std::memcmp(h.magic, kTablesMagic, sizeof h.magic) != 0) return damaged("not a tables file");
   if (h.layout_version != kTablesLayoutVersion || h.store_layout > 1 || h.byte_order != kByteOrderMark || h.file_row_bytes != sizeof(File) ||
@@ -363,7 +341,8 @@ Result<std::unique_ptr<MappedTables>> MappedTables::map(const fs::path& file, co
     return Error{ESTALE, fmt::format("{}: made by another build of fidelityfs", where)};
   std::string index_path;
   if (h.index_path_bytes <= kMaxIndexPathBytes) index_path.resize(h.index_path_bytes);
-  if (h.index_path_bytes > kMaxIndexPathBytes || !pread_all(fd.get(), index_path.data(), index_path.size(), sizeof h) ||
+  if (h.index_path_bytes > kMaxIndexPathBytes ||
+      !pread_exact(fd.get(), reinterpret_cast<uint8_t*>(index_path.data()), index_path.size(), sizeof h, where).ok() ||
       header_hash(h, index_path) != h.header_hash)
     return damaged("its header fails its checksum");
   const IndexIdentity made_from{h.index_size, h.index_mtime_ns, h.index_inode, h.index_device, h.index_head_hash};

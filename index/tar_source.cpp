@@ -18,6 +18,7 @@
 #include <unordered_map>
 
 #include "common/fd.h"
+#include "common/posix_io.h"
 #include "index/tar_archive.h"
 
 namespace fid::index {
@@ -352,14 +353,9 @@ fid::Result<SourceBytes> TarSource::Impl::read_at(uint32_t i) const {
   SourceBytes out;
   out.mtime_ns = loc.mtime_ns;
   out.bytes.resize(static_cast<size_t>(loc.size));
-  for (size_t done = 0; done < out.bytes.size();) {
-    ssize_t n = ::pread(fds[loc.tar].get(), out.bytes.data() + done, out.bytes.size() - done,
-                        static_cast<off_t>(loc.offset + done));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return fid::Error{errno, fmt::format("read failed: {}", std::strerror(errno))};
-    if (n == 0) return fid::Error{EIO, "the tar ends inside the member's data (truncated since listed)"};
-    done += static_cast<size_t>(n);
-  }
+  fid::Result<uint64_t> n = fid::pread_loop(fds[loc.tar].get(), out.bytes.data(), out.bytes.size(), loc.offset, "read failed");
+  if (!n) return std::move(n).error();
+  if (*n != out.bytes.size()) return fid::Error{EIO, "the tar ends inside the member's data (truncated since listed)"};
   return out;
 }
 

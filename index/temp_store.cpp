@@ -9,6 +9,7 @@
 #include <cstring>
 #include <fmt/format.h>
 
+#include "common/posix_io.h"
 #include "index/format.h"
 
 namespace fid::index {
@@ -61,19 +62,6 @@ fid::Result<fsys::path> check_store_target(const fsys::path& target) {
   if (!fsys::is_directory(store.parent_path(), ec))
     return fid::Error{ENOENT, fmt::format("{}: parent folder does not exist", store.parent_path().string())};
   return store;
-}
-
-fid::Status fsync_path(const fsys::path& p) {
-  Fd fd(::open(p.c_str(), O_RDONLY | O_CLOEXEC));
-  if (fd.get() < 0) {
-    const int err = errno;
-    return system_error(err, fmt::format("{}: cannot open to flush", p.string()));
-  }
-  if (::fsync(fd.get()) != 0) {
-    const int err = errno;
-    return system_error(err, fmt::format("{}: flush to storage failed", p.string()));
-  }
-  return {};
 }
 
 fid::Result<std::unique_ptr<TempStore>> TempStore::begin(const fsys::path& store) {

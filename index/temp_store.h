@@ -40,8 +40,4 @@ class TempStore {
 // exists. Returns its absolute path. Touches nothing.
 fid::Result<std::filesystem::path> check_store_target(const std::filesystem::path& store);
 
-// Flushes a file or folder to storage; a failure (EIO, ENOSPC on delayed allocation) fails the
-// pack: the store must not be committed on top of data that may not be there.
-fid::Status fsync_path(const std::filesystem::path& p);
-
 }  // namespace fid::index

@@ -60,35 +60,6 @@ std::string read_small_file(const fs::path& p) {
   return s.substr(0, s.find('\n'));
 }
 
-Status fsync_path(const fs::path& p, int flags) {
-  const Fd fd(::open(p.c_str(), flags | O_CLOEXEC));
-  if (fd.get() < 0 || ::fsync(fd.get()) != 0) {
-    const int e = errno;
-    return Error{e, fmt::format("{}: fsync: {}", p.string(), std::strerror(e))};
-  }
-  return {};
-}
-
-// Writes `text` to `file` through a temporary file and a rename: never half written.
-Status write_atomically(const fs::path& file, std::string_view text) {
-  const fs::path tmp = file.string() + ".tmp." + std::to_string(::getpid());
-  {
-    // Made anew, 0600, never through a symbolic link; whatever had the name is removed first.
-    Fd out(create_private_file(AT_FDCWD, tmp.c_str()));
-    if (out.get() < 0 && errno == EEXIST && ::unlink(tmp.c_str()) == 0) out = Fd(create_private_file(AT_FDCWD, tmp.c_str()));
-    if (out.get() < 0 || ::write(out.get(), text.data(), text.size()) != static_cast<ssize_t>(text.size()))
-      return Error{EIO, fmt::format("{}: cannot write", tmp.string())};
-  }
-  std::error_code ec;
-  fs::rename(tmp, file, ec);
-  if (ec) {
-    fs::remove(tmp, ec);
-    return Error{EIO, fmt::format("{}: {}", file.string(), ec.message())};
-  }
-  return {};
-}
-
-
 // What a failed GET of the index means, said for the user.
 Error index_error(const RemoteLocation& where, const StoreUrl& url, const Error& e, const HttpResult& r) {
   if (r.status == 404 && r.s3.code == "NoSuchBucket") {
@@ -175,10 +146,10 @@ Result<fs::path> fetch_index(HttpClient& client, const StoreUrl& url, const Remo
     fs::remove(tmp, ec);
     return Error{EIO, fmt::format("index cache {}: {}", final_file.string(), ec.message())};
   }
-  (void)fsync_path(dir, O_RDONLY | O_DIRECTORY);
+  (void)fsync_path(dir);
   // The ETag names the copy for the next open; without one the next open downloads again.
   if (result.etag.empty()) fs::remove(etag_file, ec);
-  else (void)write_atomically(etag_file, result.etag);
+  else (void)write_file_atomically(etag_file, {reinterpret_cast<const uint8_t*>(result.etag.data()), result.etag.size()}, 0600);
   // Older copies of this store's index are of no further use.
   for (const auto& entry : fs::directory_iterator(dir, ec)) {
     const std::string name = entry.path().filename().string();

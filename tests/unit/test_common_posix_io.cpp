@@ -1,6 +1,8 @@
-// common/posix_io.h: pread_loop reads what is asked for and stops only at end of file;
-// write_loop and pwrite_loop write everything (pwrite_loop at its offset); a failure is an
-// Error with the errno and a message "<what>: <cause>".
+// common/posix_io.h: pread_loop reads what is asked for and stops only at end of file, and
+// pread_exact says when a file ends before; write_loop and pwrite_loop write everything
+// (pwrite_loop at its offset); a failure is an Error with the errno and a message
+// "<what>: <cause>". write_file_atomically replaces a file whole, and fsync_path names what it
+// could not flush.
 #include <gtest/gtest.h>
 
 #include <fcntl.h>
@@ -9,12 +11,16 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <numeric>
 #include <string>
 #include <vector>
 
 #include "common/fd.h"
 #include "common/posix_io.h"
+#include "test_files.h"
 
 using fid::Fd;
 using fid::pread_loop;
@@ -86,6 +92,64 @@ TEST_F(PosixIoTest, FailuresCarryTheErrnoAndNameWhatFailed) {
   ASSERT_FALSE(n.ok());
   EXPECT_EQ(n.error().code, EBADF);
   EXPECT_EQ(n.error().message, std::string("records/000001.rec: ") + std::strerror(EBADF));
+}
+
+TEST_F(PosixIoTest, PreadExactSaysWhereTheFileEndsBeforeWhatWasAsked) {
+  const std::vector<uint8_t> bytes{1, 2, 3, 4};
+  ASSERT_TRUE(write_loop(fd_.get(), bytes.data(), bytes.size(), name_).ok());
+  std::vector<uint8_t> got(3);
+  ASSERT_TRUE(fid::pread_exact(fd_.get(), got.data(), 3, 1, name_).ok());
+  EXPECT_EQ(got, (std::vector<uint8_t>{2, 3, 4}));
+  fid::Status cut = fid::pread_exact(fd_.get(), got.data(), 3, 2, "the header");
+  ASSERT_FALSE(cut.ok());
+  EXPECT_EQ(cut.error().code, EIO);
+  EXPECT_EQ(cut.error().message, "the header: cut short (2 of 3 bytes at 2)");
+}
+
+std::string contents(const std::filesystem::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), {}};
+}
+
+std::span<const uint8_t> bytes_of(std::string_view text) { return {reinterpret_cast<const uint8_t*>(text.data()), text.size()}; }
+
+// The file is replaced whole with its mode; whatever has the temporary's name (a crash's leftover,
+// here a symbolic link) is removed, never written through; a failure leaves the old file and no
+// temporary behind.
+TEST(WriteFileAtomically, ReplacesTheFileWholeAndLeavesNothingBehind) {
+  fid::testutil::TempDir dir;
+  const auto file = dir.path() / "etag";
+  const auto tmp = dir.path() / ("etag.tmp-" + std::to_string(::getpid()));
+  ASSERT_TRUE(fid::write_file_atomically(file, bytes_of("first"), 0600).ok());
+  EXPECT_EQ(contents(file), "first");
+  EXPECT_EQ(std::filesystem::status(file).permissions() & std::filesystem::perms::all, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+  const auto target = dir.path() / "elsewhere";
+  std::ofstream(target) << "untouched";
+  std::filesystem::create_symlink(target, tmp);  // a leftover of this pid's name, and a link at that
+  ASSERT_TRUE(fid::write_file_atomically(file, bytes_of("second, longer"), 0644).ok());
+  EXPECT_EQ(contents(file), "second, longer");
+  EXPECT_EQ(contents(target), "untouched");
+  EXPECT_FALSE(std::filesystem::exists(std::filesystem::symlink_status(tmp)));
+  // A folder in the file's place: the rename fails, the folder stays, no temporary is left.
+  const auto folder = dir.path() / "folder";
+  std::filesystem::create_directories(folder / "inside");
+  fid::Status failed = fid::write_file_atomically(folder, bytes_of("x"), 0644);
+  ASSERT_FALSE(failed.ok());
+  EXPECT_EQ(failed.error().code, EISDIR);
+  EXPECT_NE(failed.error().message.find(folder.string() + ": cannot replace"), std::string::npos) << failed.error().message;
+  EXPECT_TRUE(std::filesystem::is_directory(folder / "inside"));
+  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir.path()), {}), 3) << "etag, elsewhere, folder only";
+}
+
+TEST(FsyncPath, FlushesFilesAndFoldersAndNamesWhatItCannotOpen) {
+  fid::testutil::TempDir dir;
+  std::ofstream(dir.path() / "f") << "x";
+  EXPECT_TRUE(fid::fsync_path(dir.path() / "f").ok());
+  EXPECT_TRUE(fid::fsync_path(dir.path()).ok());
+  fid::Status missing = fid::fsync_path(dir.path() / "none");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.error().code, ENOENT);
+  EXPECT_EQ(missing.error().message, (dir.path() / "none").string() + ": cannot open to flush: " + std::strerror(ENOENT));
 }
 
 }  // namespace
