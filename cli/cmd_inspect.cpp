@@ -29,87 +29,102 @@ void print_notes(const char* kind, const Notes& rows, uint64_t count) {
   if (count > rows.size()) fmt::print("{}: ... and {} more\n", kind, count - rows.size());
 }
 
+// What inspect counts over the tables.
+struct Summary {
+  uint64_t by_kind[3] = {0, 0, 0};
+  std::vector<uint64_t> bytes_by_level;
+  uint64_t source_bytes = 0, store_bytes = 0;
+  std::map<std::string, uint64_t> by_script;  // JPEGs per scan script (pcr or fast family)
+};
+
+Summary summarize(const index::Store& store, const std::filesystem::path& index_file) {
+  Summary s;
+  const int levels = store.levels();
+  s.bytes_by_level.assign(static_cast<size_t>(levels), 0);
+  for (const index::File& f : store.files()) {
+    s.by_kind[static_cast<int>(f.kind)]++;
+    s.source_bytes += f.source_size;
+    if (f.kind != index::FileKind::jpeg) continue;
+    s.by_script[codec::scan_script_name(f.script)]++;
+    for (int k = 1; k <= levels; ++k) s.bytes_by_level[static_cast<size_t>(k - 1)] += store.size_at_level(f, k);
+  }
+  std::error_code ec;
+  s.store_bytes = std::filesystem::file_size(index_file, ec);
+  for (const index::Record& r : store.records()) s.store_bytes += r.size;
+  return s;
+}
+
+void print_json(const index::Store& store, const Summary& s, const std::vector<std::string>& problems,
+                const index::Store::PackNotes& notes) {
+  nlohmann::json j;
+  j["format_version"] = store.format_version();
+  j["layout"] = index::layout_name(store.layout());
+  j["files"] = store.files().size();
+  j["dirs"] = store.dirs().size();
+  j["by_kind"] = {{"jpeg", s.by_kind[0]}, {"l3", s.by_kind[1]}, {"blob", s.by_kind[2]}};
+  j["levels"] = store.levels();
+  j["bytes_by_level"] = s.bytes_by_level;
+  j["jpeg_scripts"] = s.by_script;
+  j["source_bytes"] = s.source_bytes;
+  j["store_bytes"] = s.store_bytes;
+  j["records"] = store.records().size();
+  j["seed"] = store.seed();
+  const index::Store::Provenance& from = store.provenance();
+  j["shard"] = from.shard;
+  j["source_digest"] = from.source_digest;
+  j["level_scripts"] = from.level_scripts;
+  j["problems"] = problems;
+  j["blobs"] = listed(notes.blobs);  // at most the notes asked for; *_count: all of them
+  j["blob_count"] = notes.blob_count;
+  j["skipped"] = listed(notes.skipped);
+  j["skipped_count"] = notes.skipped_count;
+  fmt::print("{}\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
+}
+
+void print_text(const index::Store& store, const Summary& s, const std::vector<std::string>& problems,
+                const index::Store::PackNotes& notes) {
+  fmt::print("store           {}\n", store.location());
+  fmt::print("format version  {}\n", store.format_version());
+  fmt::print("layout          {}\n", index::layout_name(store.layout()));
+  fmt::print("files           {} (jpeg {}, l3 {}, blob {}) in {} folders\n", store.files().size(), s.by_kind[0],
+             s.by_kind[1], s.by_kind[2], store.dirs().size());
+  fmt::print("records         {}\n", store.records().size());
+  const index::Store::Provenance& from = store.provenance();
+  if (!from.shard.empty())
+    fmt::print("packed          shard {}, source digest {}, levels {}, seed {}\n", from.shard, from.source_digest,
+               from.level_scripts, store.seed());
+  fmt::print("source bytes    {}\n", s.source_bytes);
+  fmt::print("store bytes     {}\n", s.store_bytes);
+  if (s.by_kind[0] > 0) {
+    std::string scripts;
+    for (const auto& [name, count] : s.by_script) scripts += fmt::format("{}{} {}", scripts.empty() ? "" : ", ", name, count);
+    fmt::print("jpeg scripts    {}\n", scripts);
+    fmt::print("jpeg levels     {}\n", store.levels());
+    for (int k = 1; k <= store.levels(); ++k) {
+      uint64_t b = s.bytes_by_level[static_cast<size_t>(k - 1)];
+      fmt::print("  level {:2}  {:>14} bytes  {:5.1f}% of full  {:8.1f} kB/image\n", k, b,
+                 100.0 * static_cast<double>(b) / static_cast<double>(s.bytes_by_level.back()),
+                 static_cast<double>(b) / 1e3 / static_cast<double>(s.by_kind[0]));
+    }
+  }
+  for (const std::string& p : problems) fmt::print("problem: {}\n", p);
+  print_notes("blob", notes.blobs, notes.blob_count);
+  print_notes("skipped", notes.skipped, notes.skipped_count);
+}
+
 int run_inspect(const std::string& location, const std::vector<std::string>& options, bool json) {
   int exit_code = kExitOk;
   std::optional<storage::OpenedStore> opened = open_command_store("inspect", location, options, exit_code);
   if (!opened) return exit_code;
-  std::unique_ptr<index::Store> store = std::move(opened->store);
-  const storage::RecordSource& source = *opened->source;
-  const int levels = store->levels();
-  uint64_t by_kind[3] = {0, 0, 0};
-  std::vector<uint64_t> bytes_by_level(static_cast<size_t>(levels), 0);
-  uint64_t source_bytes = 0;
-  std::map<std::string, uint64_t> by_script;  // JPEGs per scan script (pcr or fast family)
-  for (const index::File& f : store->files()) {
-    by_kind[static_cast<int>(f.kind)]++;
-    if (f.kind == index::FileKind::jpeg) by_script[codec::scan_script_name(f.script)]++;
-    source_bytes += f.source_size;
-    if (f.kind == index::FileKind::jpeg)
-      for (int k = 1; k <= levels; ++k) bytes_by_level[static_cast<size_t>(k - 1)] += store->size_at_level(f, k);
-  }
   constexpr size_t kNotesShown = 1000;
-  fid::Result<index::Store::PackNotes> notes = store->pack_notes(opened->index_file, kNotesShown);
+  fid::Result<index::Store::PackNotes> notes = opened->store->pack_notes(opened->index_file, kNotesShown);
   if (!notes) {
     fmt::print(stderr, "fidelityfs inspect: {}\n", notes.error().message);
     return kExitRuntime;
   }
-  std::error_code ec;
-  uint64_t store_bytes = std::filesystem::file_size(opened->index_file, ec);
-  for (const index::Record& r : store->records()) store_bytes += r.size;
-
-  if (json) {
-    nlohmann::json j;
-    j["format_version"] = store->format_version();
-    j["layout"] = index::layout_name(store->layout());
-    j["files"] = store->files().size();
-    j["dirs"] = store->dirs().size();
-    j["by_kind"] = {{"jpeg", by_kind[0]}, {"l3", by_kind[1]}, {"blob", by_kind[2]}};
-    j["levels"] = levels;
-    j["bytes_by_level"] = bytes_by_level;
-    j["jpeg_scripts"] = by_script;
-    j["source_bytes"] = source_bytes;
-    j["store_bytes"] = store_bytes;
-    j["records"] = store->records().size();
-    j["seed"] = store->seed();
-    const index::Store::Provenance& from = store->provenance();
-    j["shard"] = from.shard;
-    j["source_digest"] = from.source_digest;
-    j["level_scripts"] = from.level_scripts;
-    j["problems"] = source.problems();
-    j["blobs"] = listed(notes->blobs);  // at most kNotesShown; *_count: all of them
-    j["blob_count"] = notes->blob_count;
-    j["skipped"] = listed(notes->skipped);
-    j["skipped_count"] = notes->skipped_count;
-    fmt::print("{}\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
-    return kExitOk;
-  }
-  fmt::print("store           {}\n", store->location());
-  fmt::print("format version  {}\n", store->format_version());
-  fmt::print("layout          {}\n", index::layout_name(store->layout()));
-  fmt::print("files           {} (jpeg {}, l3 {}, blob {}) in {} folders\n", store->files().size(), by_kind[0],
-             by_kind[1], by_kind[2], store->dirs().size());
-  fmt::print("records         {}\n", store->records().size());
-  const index::Store::Provenance& from = store->provenance();
-  if (!from.shard.empty())
-    fmt::print("packed          shard {}, source digest {}, levels {}, seed {}\n", from.shard, from.source_digest,
-               from.level_scripts, store->seed());
-  fmt::print("source bytes    {}\n", source_bytes);
-  fmt::print("store bytes     {}\n", store_bytes);
-  if (by_kind[0] > 0) {
-    std::string scripts;
-    for (const auto& [name, count] : by_script) scripts += fmt::format("{}{} {}", scripts.empty() ? "" : ", ", name, count);
-    fmt::print("jpeg scripts    {}\n", scripts);
-    fmt::print("jpeg levels     {}\n", levels);
-    for (int k = 1; k <= levels; ++k) {
-      uint64_t b = bytes_by_level[static_cast<size_t>(k - 1)];
-      fmt::print("  level {:2}  {:>14} bytes  {:5.1f}% of full  {:8.1f} kB/image\n", k, b,
-                 100.0 * static_cast<double>(b) / static_cast<double>(bytes_by_level.back()),
-                 static_cast<double>(b) / 1e3 / static_cast<double>(by_kind[0]));
-    }
-  }
-  for (const std::string& p : source.problems()) fmt::print("problem: {}\n", p);
-  print_notes("blob", notes->blobs, notes->blob_count);
-  print_notes("skipped", notes->skipped, notes->skipped_count);
+  const Summary summary = summarize(*opened->store, opened->index_file);
+  if (json) print_json(*opened->store, summary, opened->source->problems(), *notes);
+  else print_text(*opened->store, summary, opened->source->problems(), *notes);
   return kExitOk;
 }
 

@@ -9,7 +9,7 @@ pkgs=(build-essential cmake pkg-config libfuse3-dev fuse3 libjpeg62-turbo-dev li
       dpkg-dev file)  # the last two: cpack's Debian package (dpkg-shlibdeps, and file to find the binaries)
 if [[ $what == test || $what == bench ]]; then
   pkgs+=(libgtest-dev clang libclang-rt-14-dev python3-pytest python3-xxhash python3-torch python3-torchvision
-         parallel zstd python3-setuptools python3-wheel python3-pip python3-prometheus-client python3-skimage python3-yaml python3-matplotlib man-db
+         parallel zstd python3-setuptools python3-wheel python3-pip python3-prometheus-client python3-skimage python3-yaml python3-matplotlib man-db universal-ctags
          nginx-light openssl curl awscli radosgw ceph-mon ceph-osd ceph-common)
 fi
 if [[ $what == bench ]]; then

@@ -12,6 +12,9 @@ step() { printf '\n=== %s\n' "$*"; }
 step "dependencies"
 scripts/deps.sh test
 
+step "the code's shape (layers' includes, file and function lengths)"
+/usr/bin/python3 scripts/check_structure.py
+
 step "build (RelWithDebInfo)"
 BUILD_DIR=build scripts/build.sh -DFIDELITYFS_TESTS=ON  # ON explicitly: demo.sh configures build/ without tests
 

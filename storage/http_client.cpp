@@ -26,36 +26,6 @@ void global_init() {
   static std::once_flag once;
   std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
 }
-
-http::Transport transport_of(CURLcode c) {
-  switch (c) {
-    case CURLE_OK:
-      return http::Transport::ok;
-    case CURLE_OPERATION_TIMEDOUT:
-      return http::Transport::timeout;
-    case CURLE_COULDNT_CONNECT:
-    case CURLE_COULDNT_RESOLVE_HOST:
-    case CURLE_COULDNT_RESOLVE_PROXY:
-      return http::Transport::connect;
-    case CURLE_PARTIAL_FILE:
-    case CURLE_RECV_ERROR:
-    case CURLE_SEND_ERROR:
-    case CURLE_GOT_NOTHING:
-    case CURLE_HTTP2:
-    case CURLE_HTTP2_STREAM:
-    case CURLE_SSL_CONNECT_ERROR:  // a handshake cut by a reset; certificate problems have their own codes
-      return http::Transport::broken;
-    default:
-      return http::Transport::failed;
-  }
-}
-
-int errno_for_status(long status) {
-  if (status == 404) return ENOENT;
-  if (status == 401 || status == 403) return EACCES;
-  return EIO;
-}
-
 }  // namespace
 
 std::chrono::milliseconds RetryPolicy::backoff(unsigned retry, double unit) const {
@@ -542,7 +512,7 @@ void HttpClient::Engine::finish(std::unique_ptr<Transfer> t, CURLcode code) {
     return;
   }
   http::Attempt a;
-  a.transport = transport_of(code);
+  a.transport = http::transport_of(code);
   if (code == CURLE_WRITE_ERROR && t->overflow) a.transport = http::Transport::body_too_big;
   a.transport_detail = t->curl_error[0] ? std::string_view(t->curl_error) : std::string_view(curl_easy_strerror(code));
   if (code == CURLE_WRITE_ERROR && t->sink_refused) a.transport_detail = "the body could not be stored";
@@ -562,7 +532,7 @@ void HttpClient::Engine::finish(std::unique_ptr<Transfer> t, CURLcode code) {
       complete(std::move(t), {});
       return;
     case http::Verdict::fail: {
-      const int err = a.transport == http::Transport::ok ? errno_for_status(t->status) : EIO;  // before t moves
+      const int err = a.transport == http::Transport::ok ? http::errno_for_status(t->status) : EIO;  // before t moves
       fail(std::move(t), err, j.cause, false);
       return;
     }

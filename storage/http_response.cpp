@@ -1,8 +1,10 @@
 #include "storage/http_response.h"
 
+#include <curl/curl.h>
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <limits>
 
 namespace fid::storage::http {
@@ -204,6 +206,36 @@ Judgement judge(const Attempt& a) {
   if (!whole) return fail(fmt::format("HTTP {} to a range request: the server ignores Range", a.status));
   if (a.body_bytes < a.want_len) return Judgement{Verdict::retry, 0, fmt::format("short body: {} of {} bytes", a.body_bytes, a.want_len)};
   return {Verdict::done, 0, {}};
+}
+
+Transport transport_of(int curl_code) {
+  const auto c = static_cast<CURLcode>(curl_code);
+  switch (c) {
+    case CURLE_OK:
+      return Transport::ok;
+    case CURLE_OPERATION_TIMEDOUT:
+      return Transport::timeout;
+    case CURLE_COULDNT_CONNECT:
+    case CURLE_COULDNT_RESOLVE_HOST:
+    case CURLE_COULDNT_RESOLVE_PROXY:
+      return Transport::connect;
+    case CURLE_PARTIAL_FILE:
+    case CURLE_RECV_ERROR:
+    case CURLE_SEND_ERROR:
+    case CURLE_GOT_NOTHING:
+    case CURLE_HTTP2:
+    case CURLE_HTTP2_STREAM:
+    case CURLE_SSL_CONNECT_ERROR:  // a handshake cut by a reset; certificate problems have their own codes
+      return Transport::broken;
+    default:
+      return Transport::failed;
+  }
+}
+
+int errno_for_status(long status) {
+  if (status == 404) return ENOENT;
+  if (status == 401 || status == 403) return EACCES;
+  return EIO;
 }
 
 }  // namespace fid::storage::http

@@ -1,6 +1,6 @@
-// What an HTTP response says, parsed without I/O: header values, the status classification,
-// S3's XML error body, and the verdict on one attempt of a request (done, retry, fail), which
-// decides short-body handling. Fuzzed by tests/fuzz/fuzz_http_response.cpp; every parser is
+// What an HTTP response says, parsed without I/O: header values, the status classification and
+// its errno, S3's XML error body, how the transport ended (from libcurl's code), and the verdict
+// on one attempt of a request (done, retry, fail), which decides short-body handling. Fuzzed by tests/fuzz/fuzz_http_response.cpp; every parser is
 // bounded and never throws.
 #pragma once
 
@@ -46,7 +46,7 @@ S3Error parse_s3_error(std::string_view body);
 // "bytes=FIRST-LAST" for `len` (> 0) bytes at `first`.
 std::string range_header(uint64_t first, uint64_t len);
 
-// How the transport ended an attempt (libcurl's CURLcode, mapped by the client).
+// How the transport ended an attempt (from libcurl's CURLcode: transport_of).
 enum class Transport {
   ok,
   timeout,       // connect timeout, or no bytes for the stall timeout
@@ -55,6 +55,9 @@ enum class Transport {
   body_too_big,  // the body would overflow the destination (the client aborted it)
   failed,        // anything else (TLS verification, bad URL, ...): not retried
 };
+Transport transport_of(int curl_code);
+// The errno a final status means for a read: ENOENT (404), EACCES (401, 403), else EIO.
+int errno_for_status(long status);
 
 // One attempt of a request, as observed.
 struct Attempt {
