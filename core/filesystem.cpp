@@ -328,6 +328,10 @@ std::string Filesystem::stats_json() const {
   j["invalidations_pending"] = changes_.pending();  // a test waits for 0 before checking the tree at rest
   j["overrides"] = policy_.override_count();
   j["order_opens"] = orders_.opens();
+  nlohmann::ordered_json failed;
+  for (size_t r = 0; r < kRequestKinds; ++r)
+    failed[std::string(request_name(static_cast<Request>(r)))] = request_errors_.count(static_cast<Request>(r));
+  j["request_errors"] = failed;
   add_read_path_stats(j);
   return j.dump(2) + "\n";
 }
@@ -401,6 +405,10 @@ std::string Filesystem::metrics_text() const {
   by_read_slot("fidelityfs_read_bytes_total", "bytes those reads returned", &ReadCount::bytes);
   m.histogram("fidelityfs_read_duration_seconds", "time from a read request to its bytes, tree files", read_latency_.snapshot());
   m.counter("fidelityfs_lookups_total", "name lookups in the tree", d(lookups_.load()));
+  m.family("fidelityfs_request_errors_total", "counter", "requests answered with an error, by FUSE operation");
+  for (size_t r = 0; r < kRequestKinds; ++r)
+    m.sample("fidelityfs_request_errors_total", d(request_errors_.count(static_cast<Request>(r))),
+             {{"op", std::string(request_name(static_cast<Request>(r)))}});
   m.counter("fidelityfs_eio_errors_total", "reads answered EIO (a piece failed its checksum or could not be read)", d(reader_.failures()));
   m.counter("fidelityfs_level_changes_total", "levels and order seeds set or removed through user.fidelity.* attributes", d(changes_.changes()));
   m.counter("fidelityfs_level_changes_refused_total", "level changes refused with EPERM (level_changes=)", d(change_access_.refusals()));

@@ -9,6 +9,7 @@
 //   orders.h         /.fidelity/order files
 //   xattrs.h         user.fidelity.* attributes
 //   level_changes.h  level overrides and what they make stale in the kernel (KernelCache)
+//   request_errors.h requests answered with an error: counted and logged
 #pragma once
 
 #include <sys/stat.h>
@@ -40,6 +41,7 @@
 #include "core/namespace.h"
 #include "core/orders.h"
 #include "core/random_reads.h"
+#include "core/request_errors.h"
 #include "core/xattrs.h"
 #include "index/store.h"
 #include "storage/record_source.h"
@@ -98,6 +100,9 @@ class Filesystem {
   // Held from the start of a setxattr/removexattr request until after its reply.
   LevelChanges::InFlight change_in_flight(uint64_t ino) { return LevelChanges::InFlight(changes_, inodes_.decode(ino)); }
 
+  // Where the adapter reports each request it answers with an error.
+  RequestErrors& request_errors() { return request_errors_; }
+
   // One line for the log when the mount starts.
   std::string describe() const;
   const config::Settings& settings() const { return settings_; }
@@ -148,6 +153,7 @@ class Filesystem {
   size_t read_slot(index::FileKind kind, int level) const;
   std::unique_ptr<ReadCount[]> read_counts_;
   LatencyHistogram read_latency_;  // reads of tree files, from the request to its bytes
+  RequestErrors request_errors_;
 };
 
 }  // namespace fid::core

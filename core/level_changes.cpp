@@ -159,6 +159,8 @@ void LevelChanges::invalidate(const Plan& todo, bool file_change, bool own) {
     }
   }
   sync_invalidators_.fetch_sub(1);
+  log_debug("a level change invalidates {} name(s) the kernel knows; {} folder(s) of them left to the invalidation thread",
+            todo.size(), later.size());
   if (later.empty()) return;
   std::lock_guard lock(deferred_mu_);
   deferred_pending_ += later.size();

@@ -350,6 +350,8 @@ bool RecordCache::load(uint32_t r, int level, bool by_prefetch, WhenFull when_fu
     log_warn("{}: loading a prefix failed: {}", store_.records()[r].path, e.what());
   }
   const uint64_t fetched = len - (base ? base->len : 0);
+  log_debug("{}: {} prefix to level {} ({} bytes read{}, {})", store_.records()[r].path, p ? "loaded" : "failed to load", lvl,
+            fetched, base ? ", extending the level below" : "", by_prefetch ? "prefetch" : "a read");
   base.reset();
   const bool ok = p != nullptr;
   lock.lock();

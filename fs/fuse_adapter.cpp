@@ -37,7 +37,16 @@ constexpr double kTimeout = 86400.0;  // every inode is immutable: the kernel ma
 
 core::Filesystem& core_of(fuse_req_t req) { return *static_cast<core::Filesystem*>(fuse_req_userdata(req)); }
 
-void reply_status(fuse_req_t req, const Status& s) { fuse_reply_err(req, s.ok() ? 0 : s.error().code); }
+// Every error reply: the core counts and logs it (core/request_errors.h), the kernel gets the errno.
+void reply_error(fuse_req_t req, core::Request op, uint64_t ino, std::string_view detail, const Error& e) {
+  core_of(req).request_errors().failed(op, ino, detail, e);
+  fuse_reply_err(req, e.code);
+}
+
+void reply_status(fuse_req_t req, core::Request op, uint64_t ino, std::string_view detail, const Status& s) {
+  if (s.ok()) fuse_reply_err(req, 0);
+  else reply_error(req, op, ino, detail, s.error());
+}
 
 // Level changes reach the kernel's caches through libfuse's notifications.
 class KernelNotifier final : public core::KernelCache {
@@ -88,7 +97,7 @@ void op_init(void* userdata, fuse_conn_info* conn) {
 
 void op_lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
   auto e = core_of(req).lookup(parent, name);
-  if (!e.ok()) return reply_status(req, e.error());
+  if (!e.ok()) return reply_error(req, core::Request::lookup, parent, name, e.error());
   fuse_entry_param p = entry_param(*e);  // ino 0: a negative entry, cached (the tree never changes)
   fuse_reply_entry(req, &p);
 }
@@ -98,29 +107,32 @@ void op_forget_multi(fuse_req_t req, size_t, fuse_forget_data*) { fuse_reply_non
 
 void op_getattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
   auto st = core_of(req).getattr(ino);
-  if (!st.ok()) return reply_status(req, st.error());
+  if (!st.ok()) return reply_error(req, core::Request::getattr, ino, {}, st.error());
   fuse_reply_attr(req, &*st, kTimeout);
 }
 
-void op_access(fuse_req_t req, fuse_ino_t ino, int mask) { reply_status(req, core_of(req).access(ino, mask)); }
+void op_access(fuse_req_t req, fuse_ino_t ino, int mask) {
+  reply_status(req, core::Request::access, ino, {}, core_of(req).access(ino, mask));
+}
 
 // Files are never opened: the daemon answers OPEN with ENOSYS once, after which the kernel sends
 // no OPEN/RELEASE at all and keeps every cached page (inodes are immutable). A warm read then
 // never reaches the daemon.
 void op_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   Status s = core_of(req).open(ino, fi->flags);
-  fuse_reply_err(req, s.ok() ? ENOSYS : s.error().code);
+  if (s.ok()) fuse_reply_err(req, ENOSYS);
+  else reply_error(req, core::Request::open, ino, {}, s.error());
 }
 
 void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info*) {
   auto r = core_of(req).read(ino, static_cast<uint64_t>(off), size);
-  if (!r.ok()) return reply_status(req, r.error());
+  if (!r.ok()) return reply_error(req, core::Request::read, ino, {}, r.error());
   fuse_reply_buf(req, reinterpret_cast<const char*>(r->data.data()), r->data.size());
 }
 
 void op_opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   Status s = core_of(req).opendir(ino, fi->flags);
-  if (!s.ok()) return reply_status(req, s);
+  if (!s.ok()) return reply_error(req, core::Request::opendir, ino, {}, s.error());
   fi->cache_readdir = 1;  // listings never change
   fi->keep_cache = 1;
   fuse_reply_open(req, fi);
@@ -132,7 +144,7 @@ void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, bool plu
   size_t used = 0;
   for (size_t i = static_cast<size_t>(off);; ++i) {
     auto e = fs.entry_at(ino, i);
-    if (!e.ok()) return reply_status(req, e.error());
+    if (!e.ok()) return reply_error(req, core::Request::readdir, ino, {}, e.error());
     if (!*e) break;
     const std::string name((*e)->name);
     size_t need;
@@ -141,7 +153,7 @@ void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, bool plu
       // error, so a listing is never silently short.
       auto entry = fs.listed_entry(**e);
       if (!entry.ok()) {
-        if (used == 0) return reply_status(req, entry.error());
+        if (used == 0) return reply_error(req, core::Request::readdir, ino, name, entry.error());
         break;
       }
       fuse_entry_param p = entry_param(*entry);
@@ -171,17 +183,27 @@ void op_statfs(fuse_req_t req, fuse_ino_t) {
 }
 
 // size 0 asks for the length; a buffer too small for the value is ERANGE.
-void reply_value(fuse_req_t req, const Result<std::string>& v, size_t size) {
-  if (!v.ok()) fuse_reply_err(req, v.error().code);
+void reply_value(fuse_req_t req, core::Request op, uint64_t ino, std::string_view name, const Result<std::string>& v,
+                 size_t size) {
+  if (!v.ok()) reply_error(req, op, ino, name, v.error());
   else if (size == 0) fuse_reply_xattr(req, v->size());
-  else if (size < v->size()) fuse_reply_err(req, ERANGE);
+  else if (size < v->size()) reply_error(req, op, ino, name, Error{ERANGE, fmt::format("a {} byte buffer for {} bytes", size, v->size())});
   else fuse_reply_buf(req, v->data(), v->size());
 }
 
 void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) {
-  reply_value(req, core_of(req).getxattr(ino, name), size);
+  reply_value(req, core::Request::getxattr, ino, name, core_of(req).getxattr(ino, name), size);
 }
-void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size) { reply_value(req, core_of(req).listxattr(ino), size); }
+void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
+  reply_value(req, core::Request::listxattr, ino, {}, core_of(req).listxattr(ino), size);
+}
+
+// An attribute and its value as a log line shows them: printable ASCII, at most 64 bytes.
+std::string shown_setting(std::string_view name, std::string_view value) {
+  std::string v;
+  for (unsigned char c : value.substr(0, 64)) v += c >= 0x20 && c < 0x7f ? std::string(1, static_cast<char>(c)) : fmt::format("\\x{:02x}", c);
+  return fmt::format("{}='{}'{}", name, v, value.size() > 64 ? "..." : "");
+}
 
 // The requesting process's uid, gid and supplementary groups (read by libfuse from /proc).
 core::Caller caller_of(fuse_req_t req) {
@@ -200,28 +222,35 @@ core::Caller caller_of(fuse_req_t req) {
 void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char* name, const char* value, size_t size, int flags) {
   core::Filesystem& fs = core_of(req);
   auto in_flight = fs.change_in_flight(ino);  // until after the reply
-  reply_status(req, fs.setxattr(ino, name, {value, size}, flags, caller_of(req)));
+  reply_status(req, core::Request::setxattr, ino, shown_setting(name, {value, size}),
+               fs.setxattr(ino, name, {value, size}, flags, caller_of(req)));
 }
 
 void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char* name) {
   core::Filesystem& fs = core_of(req);
   auto in_flight = fs.change_in_flight(ino);  // until after the reply
-  reply_status(req, fs.removexattr(ino, name, caller_of(req)));
+  reply_status(req, core::Request::removexattr, ino, name, fs.removexattr(ino, name, caller_of(req)));
 }
 
 // A read-only tree: every request that would change it.
-void op_erofs(fuse_req_t req) { fuse_reply_err(req, EROFS); }
-void op_setattr(fuse_req_t req, fuse_ino_t, struct stat*, int, fuse_file_info*) { op_erofs(req); }
-void op_mknod(fuse_req_t req, fuse_ino_t, const char*, mode_t, dev_t) { op_erofs(req); }
-void op_mkdir(fuse_req_t req, fuse_ino_t, const char*, mode_t) { op_erofs(req); }
-void op_unlink(fuse_req_t req, fuse_ino_t, const char*) { op_erofs(req); }
-void op_symlink(fuse_req_t req, const char*, fuse_ino_t, const char*) { op_erofs(req); }
-void op_rename(fuse_req_t req, fuse_ino_t, const char*, fuse_ino_t, const char*, unsigned) { op_erofs(req); }
-void op_link(fuse_req_t req, fuse_ino_t, fuse_ino_t, const char*) { op_erofs(req); }
-void op_write(fuse_req_t req, fuse_ino_t, const char*, size_t, off_t, fuse_file_info*) { op_erofs(req); }
-void op_create(fuse_req_t req, fuse_ino_t, const char*, mode_t, fuse_file_info*) { op_erofs(req); }
-void op_fallocate(fuse_req_t req, fuse_ino_t, int, off_t, off_t, fuse_file_info*) { op_erofs(req); }
-void op_readlink(fuse_req_t req, fuse_ino_t) { fuse_reply_err(req, EINVAL); }  // there are no links
+template <core::Request Op>
+void refuse(fuse_req_t req, fuse_ino_t ino) {
+  reply_error(req, Op, ino, {}, Error{EROFS, "a read-only file system"});
+}
+void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat*, int, fuse_file_info*) { refuse<core::Request::setattr>(req, ino); }
+void op_mknod(fuse_req_t req, fuse_ino_t dir, const char*, mode_t, dev_t) { refuse<core::Request::mknod>(req, dir); }
+void op_mkdir(fuse_req_t req, fuse_ino_t dir, const char*, mode_t) { refuse<core::Request::mkdir>(req, dir); }
+void op_unlink(fuse_req_t req, fuse_ino_t dir, const char*) { refuse<core::Request::unlink>(req, dir); }
+void op_rmdir(fuse_req_t req, fuse_ino_t dir, const char*) { refuse<core::Request::rmdir>(req, dir); }
+void op_symlink(fuse_req_t req, const char*, fuse_ino_t dir, const char*) { refuse<core::Request::symlink>(req, dir); }
+void op_rename(fuse_req_t req, fuse_ino_t dir, const char*, fuse_ino_t, const char*, unsigned) { refuse<core::Request::rename>(req, dir); }
+void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t, const char*) { refuse<core::Request::link>(req, ino); }
+void op_write(fuse_req_t req, fuse_ino_t ino, const char*, size_t, off_t, fuse_file_info*) { refuse<core::Request::write>(req, ino); }
+void op_create(fuse_req_t req, fuse_ino_t dir, const char*, mode_t, fuse_file_info*) { refuse<core::Request::create>(req, dir); }
+void op_fallocate(fuse_req_t req, fuse_ino_t ino, int, off_t, off_t, fuse_file_info*) { refuse<core::Request::fallocate>(req, ino); }
+void op_readlink(fuse_req_t req, fuse_ino_t ino) {  // there are no links
+  reply_error(req, core::Request::readlink, ino, {}, Error{EINVAL, "not a symbolic link"});
+}
 
 // A handler that throws (out of memory, the one exception the core lets through) answers the
 // request with an error instead of ending the daemon: an exception must not cross libfuse's C.
@@ -254,7 +283,7 @@ const fuse_lowlevel_ops& operations() {
     x.mknod = Answered<op_mknod>::op;
     x.mkdir = Answered<op_mkdir>::op;
     x.unlink = Answered<op_unlink>::op;
-    x.rmdir = Answered<op_unlink>::op;
+    x.rmdir = Answered<op_rmdir>::op;
     x.symlink = Answered<op_symlink>::op;
     x.rename = Answered<op_rename>::op;
     x.link = Answered<op_link>::op;

@@ -1,5 +1,6 @@
 """/.fidelity/metrics (the Prometheus text format, read with prometheus_client's own parser) and
 `fidelityfs stats MOUNT [--watch]` on a real mount."""
+import errno
 import json
 import os
 import subprocess
@@ -119,3 +120,30 @@ def test_stats_command_summary_and_watch(imagenet_store, mnt):
     assert "not a fidelityfs mount" in p.stderr
     p = run("stats", mnt, "--watch", "0", check=False)
     assert p.returncode == 2
+
+
+def test_failed_requests_are_counted_and_a_refused_level_change_is_logged(edge_store, tmp_path, mnt):
+    log = tmp_path / "fid.log"
+    cfg = tmp_path / "fid.yaml"
+    cfg.write_text(f"log:\n  file: {log}\n")
+    with mounted(edge_store, mnt, "-o", f"config={cfg}"):
+        folder = os.path.dirname(os.path.join(mnt, sorted(walk_files(mnt))[0]))
+        bad = subprocess.run(["setfattr", "-n", "user.fidelity.scan_group", "-v", "eleven", folder],
+                             capture_output=True, text=True)
+        assert bad.returncode != 0 and "Invalid argument" in bad.stderr
+        with pytest.raises(OSError) as e:
+            os.unlink(os.path.join(mnt, sorted(walk_files(mnt))[0]))
+        assert e.value.errno == errno.EROFS
+        assert not os.path.exists(os.path.join(folder, "no-such-file.jpg"))
+        failed = stats(mnt)["request_errors"]
+        _, fam = metrics(mnt)
+        assert failed["setxattr"] == value(fam, "fidelityfs_request_errors", op="setxattr") == 1
+        assert failed["unlink"] == value(fam, "fidelityfs_request_errors", op="unlink") == 1
+        # A name that is not there is an answer (a negative entry the kernel keeps), not an error.
+        assert failed["lookup"] == value(fam, "fidelityfs_request_errors", op="lookup") == 0
+        assert failed["read"] == 0
+    text = log.read_text()
+    # The refused change at info, naming the attribute, its value and why; ENOENT and EROFS are
+    # for debug logs only.
+    assert "user.fidelity.scan_group='eleven': " in text and "(EINVAL)" in text, text
+    assert "lookup inode" not in text and "unlink inode" not in text, text

@@ -1,0 +1,51 @@
+// Requests the mount answers with an error, as the FUSE adapter replies to them: counted per
+// operation (stats and metrics) and logged with their cause. An errno a program meets in normal
+// use (a name that is not there, a write to a read-only tree) is logged at debug, as is a read's
+// failure (the read path logs it once per file) and a level change refused to a user (ChangeAccess
+// logs that once per user); a level change that failed otherwise (a bad value, an unknown
+// fidelity attribute) at info, since someone asked for it; anything else, EIO first, at warn. At most 20 lines per 10 s are written, and the lines
+// left out are counted in the next.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <mutex>
+#include <string_view>
+
+#include "common/error.h"
+#include "config/config.h"
+
+namespace fid::core {
+
+enum class Request : uint8_t {
+  lookup, getattr, access, open, read, opendir, readdir, statfs, getxattr, listxattr, setxattr, removexattr,
+  setattr, mknod, mkdir, unlink, rmdir, symlink, rename, link, write, create, fallocate, readlink,
+};
+inline constexpr size_t kRequestKinds = static_cast<size_t>(Request::readlink) + 1;
+std::string_view request_name(Request r);
+
+// The log level a failed request is logged at (see above).
+config::LogLevel failure_log_level(Request r, int code);
+
+class RequestErrors {
+ public:
+  // Counts the failure of `r` on inode `ino` and logs it with `detail` (a name, an attribute).
+  void failed(Request r, uint64_t ino, std::string_view detail, const Error& e);
+  uint64_t count(Request r) const { return counts_[static_cast<size_t>(r)].load(std::memory_order_relaxed); }
+
+ private:
+  static constexpr uint32_t kLinesPerWindow = 20;
+  static constexpr std::chrono::seconds kWindow{10};
+  // Whether a line may be written now; `left_out` gets the lines of the window before that were not.
+  bool may_log(uint64_t& left_out);
+
+  std::array<std::atomic<uint64_t>, kRequestKinds> counts_{};
+  std::mutex mu_;  // the window, taken only for lines the log level lets through
+  std::chrono::steady_clock::time_point window_start_{};
+  uint32_t lines_ = 0;
+  uint64_t left_out_ = 0;
+};
+
+}  // namespace fid::core
