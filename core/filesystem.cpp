@@ -11,7 +11,6 @@
 
 #include "core/log.h"
 #include "index/order.h"
-#include "storage/disk_cache.h"
 
 namespace fid::core {
 
@@ -228,9 +227,8 @@ Status Filesystem::removexattr(uint64_t ino, std::string_view name, const Caller
 
 void Filesystem::decide_random_reads() {
   std::lock_guard lock(share_mu_);
-  const storage::DiskCache* disk = storage::as_disk_cache(source_);
   std::optional<uint64_t> disk_bytes;
-  if (disk) disk_bytes = disk->disk_stats().max_bytes;
+  if (source_.keeps_copies()) disk_bytes = source_.local_copy_capacity();
   const uint64_t needed = prefix_bytes_needed(store_, policy_, share_, !source_.keeps_copies());
   RandomReadsDecision d =
       core::decide_random_reads(settings_.random_reads, needed, settings_.cache_bytes, disk_bytes, share_.what);
@@ -301,6 +299,62 @@ std::string Filesystem::control_text(NodeType t) const {
   return t == NodeType::ctl_stats ? stats_json() : t == NodeType::ctl_metrics ? metrics_text() : config_json();
 }
 
+// Every counter and gauge of the mount with one value, declared once (common/readings.h): the
+// stats JSON and the metrics text are both rendered from these.
+Readings Filesystem::readings() const {
+  using K = Reading::Kind;
+  const ReadStats& io = reader_.stats();
+  const RecordCache& cache = reader_.cache();
+  const ViewCache& views = reader_.views();
+  Readings r = {
+      {"levels", K::gauge, "fidelityfs_levels", "levels of the store's JPEGs", static_cast<uint64_t>(store_.levels())},
+      {"default_level", K::gauge, "fidelityfs_default_level", "the mount's default JPEG level",
+       static_cast<uint64_t>(policy_.mount_default())},
+      {"lookups", K::counter, "fidelityfs_lookups_total", "name lookups in the tree", lookups_.load()},
+      {"reads", K::counter, "", "", reads_.load()},  // by kind and level in fidelityfs_reads_total
+      {"bytes_served", K::counter, "", "", bytes_.load()},
+      {"eio_errors", K::counter, "fidelityfs_eio_errors_total",
+       "reads answered EIO (a piece failed its checksum or could not be read)", reader_.failures()},
+      {"eio_files", K::gauge, "", "", reader_.failed_files()},
+      {"level_changes", K::counter, "fidelityfs_level_changes_total",
+       "levels and order seeds set or removed through user.fidelity.* attributes", changes_.changes()},
+      {"level_changes_refused", K::counter, "fidelityfs_level_changes_refused_total",
+       "level changes refused with EPERM (level_changes=)", change_access_.refusals()},
+      {"invalidations", K::counter, "fidelityfs_invalidations_total",
+       "names the kernel was told to forget after level changes", changes_.invalidations()},
+      // A test waits for 0 before checking the tree at rest.
+      {"invalidations_pending", K::gauge, "", "", changes_.pending()},
+      {"overrides", K::gauge, "fidelityfs_level_overrides", "files and folders with a level override", policy_.override_count()},
+      {"order_opens", K::counter, "", "", orders_.opens()},
+  };
+  source_.add_readings(r);
+  r.insert(r.end(), {
+      {"records_read", K::counter, "fidelityfs_prefix_loads_total", "record prefixes loaded from the store", io.records_read.load()},
+      {"record_bytes", K::counter, "", "", io.record_bytes.load()},
+      {"prefix_extensions", K::counter, "", "", io.prefix_extensions.load()},
+      {"piece_reads", K::counter, "", "", io.piece_reads.load()},
+      {"cache_hits", K::counter, "fidelityfs_cache_hits_total", "file reads served from a cached record prefix", io.cache_hits.load()},
+      {"cache_misses", K::counter, "fidelityfs_cache_misses_total", "file reads served from the file's own pieces",
+       io.cache_misses.load()},
+      {"prefetch_hits", K::counter, "", "", io.prefetch_hits.load()},
+      {"prefetch_waits", K::counter, "", "", io.prefetch_waits.load()},
+      {"prefetch_issued", K::counter, "", "", io.prefetch_issued.load()},
+      {"prefetch_skipped", K::counter, "", "", io.prefetch_skipped.load()},
+      {"prefixes_in_flight", K::gauge, "fidelityfs_prefixes_in_flight", "record prefixes being loaded now", reader_.prefixes_loading()},
+      {"l3_views.renders", K::counter, "", "", views.renders()},
+      {"l3_views.hits", K::counter, "", "", views.hits()},
+      {"l3_views.used", K::gauge, "", "", views.used()},
+      {"l3_views.budget", K::gauge, "", "", views.budget()},
+      {"cache.budget", K::gauge, "fidelityfs_cache_budget_bytes", "the memory cache's budget (cache=)", cache.budget()},
+      {"cache.used", K::gauge, "fidelityfs_cache_bytes", "bytes of record prefixes in the memory cache", cache.used()},
+      {"cache.peak", K::gauge, "", "", cache.peak()},
+      {"cache.entries", K::gauge, "", "", cache.entries()},
+      {"cache.evictions", K::counter, "fidelityfs_cache_evictions_total", "record prefixes evicted from the memory cache",
+       io.cache_evictions.load()},
+  });
+  return r;
+}
+
 std::string Filesystem::stats_json() const {
   nlohmann::ordered_json j;
   const double up = std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
@@ -309,8 +363,12 @@ std::string Filesystem::stats_json() const {
   j["uptime_s"] = static_cast<uint64_t>(up);  // whole seconds: an idle mount's stats stay one file
   j["files"] = store_.files().size();
   j["dirs"] = store_.dirs().size();
-  j["levels"] = store_.levels();
-  j["lookups"] = lookups_.load();
+  for (const Reading& r : readings()) {
+    const size_t dot = r.key.find('.');
+    if (dot == std::string_view::npos) j[std::string(r.key)] = r.value;
+    else j[std::string(r.key.substr(0, dot))][std::string(r.key.substr(dot + 1))] = r.value;
+  }
+  if (!j.contains("disk_cache")) j["disk_cache"] = nullptr;
   // Reads the kernel sent us (page-cache hits never reach the daemon).
   std::vector<uint64_t> by_level;
   for (int k = 1; k <= store_.levels(); ++k) by_level.push_back(read_counts_[read_slot(index::FileKind::jpeg, k)].reads.load());
@@ -318,51 +376,18 @@ std::string Filesystem::stats_json() const {
                         {"l3", read_counts_[read_slot(index::FileKind::l3, 1)].reads.load()},
                         {"blob", read_counts_[read_slot(index::FileKind::blob, 1)].reads.load()}};
   j["jpeg_reads_by_level"] = by_level;
-  j["reads"] = reads_.load();
-  j["bytes_served"] = bytes_.load();
-  j["eio_errors"] = reader_.failures();
-  j["eio_files"] = reader_.failed_files();
-  j["level_changes"] = changes_.changes();
-  j["level_changes_refused"] = change_access_.refusals();
-  j["invalidations"] = changes_.invalidations();
-  j["invalidations_pending"] = changes_.pending();  // a test waits for 0 before checking the tree at rest
-  j["overrides"] = policy_.override_count();
-  j["order_opens"] = orders_.opens();
   nlohmann::ordered_json failed;
   for (size_t r = 0; r < kRequestKinds; ++r)
     failed[std::string(request_name(static_cast<Request>(r)))] = request_errors_.count(static_cast<Request>(r));
   j["request_errors"] = failed;
-  add_read_path_stats(j);
+  j["prefetch_following"] = reader_.prefetcher().following();
+  add_decisions(j);
   return j.dump(2) + "\n";
 }
 
-// Storage, record cache, prefetch, L3 views and GPU.
-void Filesystem::add_read_path_stats(nlohmann::ordered_json& j) const {
+// What the mount decided and why (random reads, the GPU decoder): text and numbers together.
+void Filesystem::add_decisions(nlohmann::ordered_json& j) const {
   const ReadStats& io = reader_.stats();
-  j["storage_bytes"] = source_.counters().bytes.load();
-  j["storage_reads"] = source_.counters().requests.load();
-  j["storage_retries"] = source_.counters().retries.load();
-  j["storage_in_flight_target"] = source_.in_flight_target();  // bandwidth x latency (remote stores)
-  if (storage::DiskCache* dc = storage::as_disk_cache(source_)) {
-    const storage::DiskCacheStats d = dc->disk_stats();
-    j["disk_cache"] = {{"hits", d.hits}, {"partial_hits", d.partial_hits}, {"misses", d.misses},
-                       {"bytes_from_disk", d.bytes_from_disk}, {"bytes_written", d.bytes_written},
-                       {"not_kept", d.not_kept}, {"evictions", d.evictions}, {"dropped", d.dropped},
-                       {"errors", d.errors}, {"used", d.used_bytes}, {"max", d.max_bytes}};
-  } else {
-    j["disk_cache"] = nullptr;
-  }
-  j["records_read"] = io.records_read.load();
-  j["record_bytes"] = io.record_bytes.load();
-  j["prefix_extensions"] = io.prefix_extensions.load();
-  j["piece_reads"] = io.piece_reads.load();
-  j["cache_hits"] = io.cache_hits.load();
-  j["cache_misses"] = io.cache_misses.load();
-  j["prefetch_hits"] = io.prefetch_hits.load();
-  j["prefetch_waits"] = io.prefetch_waits.load();
-  j["prefetch_issued"] = io.prefetch_issued.load();
-  j["prefetch_skipped"] = io.prefetch_skipped.load();
-  j["prefetch_following"] = reader_.prefetcher().following();
   {
     std::lock_guard lock(share_mu_);
     const RandomReadsDecision& d = random_reads_;
@@ -371,8 +396,6 @@ void Filesystem::add_read_path_stats(nlohmann::ordered_json& j) const {
                          {"share", d.share}, {"loads", io.read_loads.load()}, {"room_waits", io.room_waits.load()},
                          {"local_copy_reads", io.local_copy_reads.load()}};
   }
-  const ViewCache& views = reader_.views();
-  j["l3_views"] = {{"renders", views.renders()}, {"hits", views.hits()}, {"used", views.used()}, {"budget", views.budget()}};
   if (const L3Batcher* b = reader_.batcher()) {
     L3Batcher::Stats s = b->stats();
     j["gpu"] = {{"decoder", reader_.gpu()->description()}, {"jobs", s.jobs}, {"batches", s.batches},
@@ -381,12 +404,9 @@ void Filesystem::add_read_path_stats(nlohmann::ordered_json& j) const {
   } else {
     j["gpu"] = nullptr;
   }
-  const RecordCache& cache = reader_.cache();
-  j["cache"] = {{"budget", cache.budget()}, {"used", cache.used()}, {"peak", cache.peak()},
-                {"entries", cache.entries()}, {"evictions", io.cache_evictions.load()}};
 }
 
-// The same counters as stats_json, named as Prometheus names them (docs/MOUNT.md "Metrics").
+// The same readings as stats_json, under their Prometheus names (docs/MOUNT.md "Metrics").
 std::string Filesystem::metrics_text() const {
   MetricsText m({{"mountpoint", options_.mountpoint}});
   const auto d = [](uint64_t v) { return static_cast<double>(v); };
@@ -404,38 +424,15 @@ std::string Filesystem::metrics_text() const {
                &ReadCount::reads);
   by_read_slot("fidelityfs_read_bytes_total", "bytes those reads returned", &ReadCount::bytes);
   m.histogram("fidelityfs_read_duration_seconds", "time from a read request to its bytes, tree files", read_latency_.snapshot());
-  m.counter("fidelityfs_lookups_total", "name lookups in the tree", d(lookups_.load()));
   m.family("fidelityfs_request_errors_total", "counter", "requests answered with an error, by FUSE operation");
   for (size_t r = 0; r < kRequestKinds; ++r)
     m.sample("fidelityfs_request_errors_total", d(request_errors_.count(static_cast<Request>(r))),
              {{"op", std::string(request_name(static_cast<Request>(r)))}});
-  m.counter("fidelityfs_eio_errors_total", "reads answered EIO (a piece failed its checksum or could not be read)", d(reader_.failures()));
-  m.counter("fidelityfs_level_changes_total", "levels and order seeds set or removed through user.fidelity.* attributes", d(changes_.changes()));
-  m.counter("fidelityfs_level_changes_refused_total", "level changes refused with EPERM (level_changes=)", d(change_access_.refusals()));
-  m.gauge("fidelityfs_level_overrides", "files and folders with a level override", d(policy_.override_count()));
-  m.counter("fidelityfs_storage_bytes_total", "bytes read from the store", d(source_.counters().bytes.load()));
-  m.counter("fidelityfs_storage_requests_total", "reads (local) or requests (remote) sent to the store", d(source_.counters().requests.load()));
-  m.counter("fidelityfs_storage_retries_total", "remote requests sent again after a failure", d(source_.counters().retries.load()));
-  const ReadStats& io = reader_.stats();
-  m.counter("fidelityfs_cache_hits_total", "file reads served from a cached record prefix", d(io.cache_hits.load()));
-  m.counter("fidelityfs_cache_misses_total", "file reads served from the file's own pieces", d(io.cache_misses.load()));
-  m.counter("fidelityfs_cache_evictions_total", "record prefixes evicted from the memory cache", d(io.cache_evictions.load()));
-  m.counter("fidelityfs_prefix_loads_total", "record prefixes loaded from the store", d(io.records_read.load()));
-  const RecordCache& cache = reader_.cache();
-  m.gauge("fidelityfs_cache_bytes", "bytes of record prefixes in the memory cache", d(cache.used()));
-  m.gauge("fidelityfs_cache_budget_bytes", "the memory cache's budget (cache=)", d(cache.budget()));
-  m.gauge("fidelityfs_prefixes_in_flight", "record prefixes being loaded now", d(reader_.prefixes_loading()));
-  if (storage::DiskCache* dc = storage::as_disk_cache(source_)) {
-    const storage::DiskCacheStats s = dc->disk_stats();
-    m.counter("fidelityfs_disk_cache_hits_total", "record prefixes read whole from the disk cache", d(s.hits));
-    m.counter("fidelityfs_disk_cache_partial_hits_total", "prefixes partly read from the disk cache", d(s.partial_hits));
-    m.counter("fidelityfs_disk_cache_misses_total", "prefixes the disk cache did not hold", d(s.misses));
-    m.counter("fidelityfs_disk_cache_evictions_total", "entries evicted from the disk cache", d(s.evictions));
-    m.gauge("fidelityfs_disk_cache_bytes", "bytes in the disk cache", d(s.used_bytes));
-    m.gauge("fidelityfs_disk_cache_max_bytes", "the disk cache's bound (disk_cache_size=)", d(s.max_bytes));
+  for (const Reading& r : readings()) {
+    if (r.metric.empty()) continue;
+    if (r.kind == Reading::Kind::counter) m.counter(r.metric, r.help, d(r.value));
+    else m.gauge(r.metric, r.help, d(r.value));
   }
-  m.gauge("fidelityfs_default_level", "the mount's default JPEG level", d(static_cast<uint64_t>(policy_.mount_default())));
-  m.gauge("fidelityfs_levels", "levels of the store's JPEGs", d(static_cast<uint64_t>(store_.levels())));
   m.gauge("fidelityfs_uptime_seconds", "seconds since the mount started",
           std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count());
   return m.text();

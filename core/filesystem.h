@@ -110,8 +110,9 @@ class Filesystem {
  private:
   Result<FileReader::Bytes> read_control(const Node& n, uint64_t offset, uint64_t size);
   std::string control_text(NodeType t) const;
+  Readings readings() const;
   std::string stats_json() const;
-  void add_read_path_stats(nlohmann::ordered_json& j) const;
+  void add_decisions(nlohmann::ordered_json& j) const;
   std::string config_json() const;
   std::string metrics_text() const;
   void forget_order_files();

@@ -88,6 +88,8 @@ class DiskCachedSource final : public RecordSource, public DiskCache {
   bool drop_cached(uint32_t record) override;
   uint64_t local_copy_len(uint32_t record) const override;
   bool keeps_copies() const override { return true; }
+  uint64_t local_copy_capacity() const override { return max_; }
+  void add_readings(Readings& out) const override;
   DiskCacheStats disk_stats() const override;
   void flush() override;
 
@@ -215,6 +217,25 @@ DiskCacheStats DiskCachedSource::disk_stats() const {
   return {get(stats_.hits),      get(stats_.partial_hits), get(stats_.misses),  get(stats_.bytes_from_disk),
           get(stats_.bytes_written), get(stats_.not_kept), get(stats_.evictions), get(stats_.dropped),
           get(stats_.errors),    get(used_),               max_};
+}
+
+void DiskCachedSource::add_readings(Readings& out) const {
+  RecordSource::add_readings(out);
+  const DiskCacheStats d = disk_stats();
+  using K = Reading::Kind;
+  out.insert(out.end(), {
+      {"disk_cache.hits", K::counter, "fidelityfs_disk_cache_hits_total", "record prefixes read whole from the disk cache", d.hits},
+      {"disk_cache.partial_hits", K::counter, "fidelityfs_disk_cache_partial_hits_total", "prefixes partly read from the disk cache", d.partial_hits},
+      {"disk_cache.misses", K::counter, "fidelityfs_disk_cache_misses_total", "prefixes the disk cache did not hold", d.misses},
+      {"disk_cache.bytes_from_disk", K::counter, "fidelityfs_disk_cache_read_bytes_total", "bytes served from the disk cache", d.bytes_from_disk},
+      {"disk_cache.bytes_written", K::counter, "fidelityfs_disk_cache_written_bytes_total", "bytes of copies written to the disk cache", d.bytes_written},
+      {"disk_cache.not_kept", K::counter, "fidelityfs_disk_cache_not_kept_total", "copies not written: the write queue was full", d.not_kept},
+      {"disk_cache.evictions", K::counter, "fidelityfs_disk_cache_evictions_total", "entries evicted from the disk cache", d.evictions},
+      {"disk_cache.dropped", K::counter, "fidelityfs_disk_cache_dropped_total", "copies removed or not kept for failing their checksums", d.dropped},
+      {"disk_cache.errors", K::counter, "fidelityfs_disk_cache_errors_total", "disk errors and unusable copies (the origin served instead)", d.errors},
+      {"disk_cache.used", K::gauge, "fidelityfs_disk_cache_bytes", "bytes in the disk cache", d.used_bytes},
+      {"disk_cache.max", K::gauge, "fidelityfs_disk_cache_max_bytes", "the disk cache's bound (disk_cache_size=)", d.max_bytes},
+  });
 }
 
 DiskCachedSource::Copy DiskCachedSource::open_copy(uint32_t record) {

@@ -24,6 +24,18 @@ void RecordSource::read_ranges(std::span<RangeRead> batch) {
   done.wait();
 }
 
+void RecordSource::add_readings(Readings& out) const {
+  const SourceCounters& c = counters();
+  using K = Reading::Kind;
+  out.push_back({"storage_bytes", K::counter, "fidelityfs_storage_bytes_total", "bytes read from the store", c.bytes.load()});
+  out.push_back({"storage_reads", K::counter, "fidelityfs_storage_requests_total",
+                 "reads (local) or requests (remote) sent to the store", c.requests.load()});
+  out.push_back({"storage_retries", K::counter, "fidelityfs_storage_retries_total", "remote requests sent again after a failure",
+                 c.retries.load()});
+  out.push_back({"storage_in_flight_target", K::gauge, "fidelityfs_storage_in_flight_target_bytes",
+                 "bytes the prefetcher keeps loading: bandwidth x latency as measured (0 for a local store)", in_flight_target()});
+}
+
 Status RecordSource::read_prefix(uint32_t record, uint64_t len, uint8_t* dst) {
   PrefixRead p{record, len, dst, {}};
   std::latch done(1);

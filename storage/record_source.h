@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "common/readings.h"
 
 namespace fid::storage {
 
@@ -71,8 +72,14 @@ class RecordSource {
   // How many leading bytes of record r this source keeps in a local copy (the disk cache) that
   // serves any range of them without fetching; 0 for sources that keep none.
   virtual uint64_t local_copy_len(uint32_t /*record*/) const { return 0; }
+  // The bytes of local copies this source may keep (the disk cache's bound); 0 for sources that
+  // keep none.
+  virtual uint64_t local_copy_capacity() const { return 0; }
   // What this source fetched from where the records live (a cache in front reports its origin's).
   virtual const SourceCounters& counters() const { return counters_; }
+  // Its counters for /.fidelity/stats and metrics (common/readings.h): what it fetched
+  // (counters()) and the in-flight target; a source with more to say (the disk cache) adds it.
+  virtual void add_readings(Readings& out) const;
 
   // Blocking forms of the two reads.
   void read_ranges(std::span<RangeRead> batch);

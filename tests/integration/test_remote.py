@@ -412,6 +412,20 @@ def test_disk_cache_kept_across_remount(nginx, remote_store, cache_home, tmp_pat
     with mounted(url, str(tmp_path / "b"), *opts) as mnt:
         read_order(mnt, "epoch-0")
         second = stats(mnt)
+        # Every disk cache counter in stats is a metric too, with the same value (between two
+        # reads of stats: copies may still be written behind the reads).
+        with open(os.path.join(mnt, ".fidelity", "metrics")) as f:
+            metrics = f.read()
+        after = stats(mnt)
+        names = {"hits": "hits_total", "partial_hits": "partial_hits_total", "misses": "misses_total",
+                 "bytes_from_disk": "read_bytes_total", "bytes_written": "written_bytes_total",
+                 "not_kept": "not_kept_total", "evictions": "evictions_total", "dropped": "dropped_total",
+                 "errors": "errors_total", "used": "bytes", "max": "max_bytes"}
+        assert set(second["disk_cache"]) == set(names)
+        for key, metric in names.items():
+            lines = [l for l in metrics.splitlines() if l.startswith(f"fidelityfs_disk_cache_{metric}{{")]
+            assert len(lines) == 1, (key, lines)
+            assert second["disk_cache"][key] <= float(lines[0].rsplit(" ", 1)[1]) <= after["disk_cache"][key], key
         store = Store(remote_store)
         for rel in sorted(store.files)[:20]:
             with open(os.path.join(mnt, rel), "rb") as f:
