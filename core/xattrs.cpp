@@ -38,6 +38,16 @@ std::string_view value_text(std::string_view v) {
 
 Error no_data() { return Error{ENODATA, "no such attribute"}; }
 
+// Why a user.fidelity.* name other than scan_group and the root's order_seed cannot be set or
+// removed: a typo of a writable name says what it is called.
+Error not_writable(std::string_view name) {
+  const std::string_view key = *key_of(name);
+  if (is_read_only(name)) return Error{EPERM, "read-only attribute"};
+  if (key == "order_seed") return Error{EINVAL, "user.fidelity.order_seed is on the mount's root only"};
+  return Error{ENOTSUP, "no such attribute: a level is user.fidelity.scan_group, the order seed "
+                        "user.fidelity.order_seed (on the mount's root)"};
+}
+
 }  // namespace
 
 bool Xattrs::is_ours(std::string_view name) { return key_of(name).has_value(); }
@@ -117,8 +127,8 @@ Status Xattrs::set_seed(std::string_view value, int flags) {
 
 Status Xattrs::set(const Node& n, std::string_view name, std::string_view value, int flags) {
   if (is_order_seed(n, name)) return set_seed(value, flags);
-  if (key_of(name) != "scan_group")
-    return is_read_only(name) ? Error{EPERM, "read-only attribute"} : Error{EROFS, "read-only file system"};
+  if (!key_of(name)) return Error{EROFS, "a read-only file system: only user.fidelity.* attributes are set"};
+  if (key_of(name) != "scan_group") return not_writable(name);
   auto level = config::parse_level(value_text(value));
   if (!level || (*level != config::kFull && *level > store_.levels())) return Error{EINVAL, "not a level of this store"};
   return changes_.change(n, *level >= config::kFull ? store_.levels() : *level, flags);
@@ -129,7 +139,8 @@ Status Xattrs::remove(const Node& n, std::string_view name) {
     if (orders_.reset_seed() && seed_changed_) seed_changed_();
     return {};
   }
-  if (key_of(name) != "scan_group") return is_read_only(name) ? Error{EPERM, "read-only attribute"} : no_data();
+  if (!key_of(name)) return no_data();
+  if (key_of(name) != "scan_group") return not_writable(name);
   return changes_.change(n, std::nullopt, 0);
 }
 

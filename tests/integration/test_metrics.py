@@ -131,13 +131,16 @@ def test_failed_requests_are_counted_and_a_refused_level_change_is_logged(edge_s
         bad = subprocess.run(["setfattr", "-n", "user.fidelity.scan_group", "-v", "eleven", folder],
                              capture_output=True, text=True)
         assert bad.returncode != 0 and "Invalid argument" in bad.stderr
+        typo = subprocess.run(["setfattr", "-n", "user.fidelity.scangroup", "-v", "3", folder],
+                              capture_output=True, text=True)
+        assert typo.returncode != 0 and "Operation not supported" in typo.stderr
         with pytest.raises(OSError) as e:
             os.unlink(os.path.join(mnt, sorted(walk_files(mnt))[0]))
         assert e.value.errno == errno.EROFS
         assert not os.path.exists(os.path.join(folder, "no-such-file.jpg"))
         failed = stats(mnt)["request_errors"]
         _, fam = metrics(mnt)
-        assert failed["setxattr"] == value(fam, "fidelityfs_request_errors", op="setxattr") == 1
+        assert failed["setxattr"] == value(fam, "fidelityfs_request_errors", op="setxattr") == 2
         assert failed["unlink"] == value(fam, "fidelityfs_request_errors", op="unlink") == 1
         # A name that is not there is an answer (a negative entry the kernel keeps), not an error.
         assert failed["lookup"] == value(fam, "fidelityfs_request_errors", op="lookup") == 0
@@ -146,4 +149,5 @@ def test_failed_requests_are_counted_and_a_refused_level_change_is_logged(edge_s
     # The refused change at info, naming the attribute, its value and why; ENOENT and EROFS are
     # for debug logs only.
     assert "user.fidelity.scan_group='eleven': " in text and "(EINVAL)" in text, text
+    assert "user.fidelity.scangroup='3': no such attribute: a level is user.fidelity.scan_group" in text, text
     assert "lookup inode" not in text and "unlink inode" not in text, text

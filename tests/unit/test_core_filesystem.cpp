@@ -237,6 +237,14 @@ TEST_F(FilesystemTest, RefusalsHaveTheirErrno) {
   EXPECT_EQ(fs_->setxattr(blob, "user.fidelity.scan_group", "3", 0, kOwner).error().code, EINVAL);
   EXPECT_EQ(fs_->setxattr(jpeg, "user.fidelity.bytes", "3", 0, kOwner).error().code, EPERM);
   EXPECT_EQ(fs_->setxattr(jpeg, "user.other", "3", 0, kOwner).error().code, EROFS);
+  // A name of ours that does not exist (a typo) says which one is meant; the seed is the root's.
+  const fid::Error typo = fs_->setxattr(dog, "user.fidelity.scangroup", "3", 0, kOwner).error();
+  EXPECT_EQ(typo.code, ENOTSUP);
+  EXPECT_NE(typo.message.find("a level is user.fidelity.scan_group"), std::string::npos) << typo.message;
+  EXPECT_EQ(fs_->removexattr(dog, "user.fidelity.scangroup", kOwner).error().code, ENOTSUP);
+  EXPECT_EQ(fs_->removexattr(dog, "user.other", kOwner).error().code, ENODATA);
+  EXPECT_EQ(fs_->setxattr(dog, "user.fidelity.order_seed", "1", 0, kOwner).error().code, EINVAL);
+  EXPECT_EQ(fs_->removexattr(jpeg, "user.fidelity.kind", kOwner).error().code, EPERM);
   EXPECT_EQ(fs_->getxattr(jpeg, "user.fidelity.nope").error().code, ENODATA);
   EXPECT_EQ(fs_->open(jpeg, O_WRONLY).error().code, EROFS);
   EXPECT_EQ(fs_->open(dog, O_RDONLY).error().code, EISDIR);
