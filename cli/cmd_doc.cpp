@@ -317,7 +317,7 @@ void register_doc(CLI::App& app, int& exit_code) {
   auto topic = std::make_shared<std::string>();
   cmd->add_option("TOPIC", *topic, "man1, man8, mount-options (Markdown) or bash-completion")
       ->required()
-      ->check(CLI::IsMember({"man1", "man8", "mount-options", "bash-completion"}));
+      ->transform(CLI::IsMember({"man1", "man8", "mount-options", "bash-completion"}, CLI::ignore_case));
   cmd->callback([&app, topic, &exit_code] {
     if (*topic == "man1") fmt::print("{}", man1(app));
     else if (*topic == "man8") fmt::print("{}", man8(app));

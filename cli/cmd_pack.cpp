@@ -230,7 +230,7 @@ void register_pack(CLI::App& app, int& exit_code) {
   cmd->add_option("--levels", *levels,
                   "scan scripts of the JPEG levels: pcr (libjpeg's standard progression, the best quality "
                   "for the bytes at low levels) or fast (decodes faster, for loaders bound by their CPU)")
-      ->check(CLI::IsMember({"pcr", "fast"}))
+      ->transform(CLI::IsMember({"pcr", "fast"}, CLI::ignore_case))
       ->capture_default_str();
   auto layout = std::make_shared<std::string>("file");
   cmd->add_option("--layout", *layout,
@@ -238,7 +238,7 @@ void register_pack(CLI::App& app, int& exit_code) {
                   "is one read of its prefix, best for published orders) or file (each file's levels back "
                   "to back: a file at any level is one read, best for shuffled reads of a store larger than "
                   "the cache)")
-      ->check(CLI::IsMember({"scan", "file"}))
+      ->transform(CLI::IsMember({"scan", "file"}, CLI::ignore_case))
       ->capture_default_str();
   auto shard = std::make_shared<std::string>("0/1");
   cmd->add_option("--shard", *shard,
@@ -250,7 +250,7 @@ void register_pack(CLI::App& app, int& exit_code) {
                   "for s3:// and http(s):// sources and s3:// stores: endpoint=URL, region=, profile=, addressing=, "
                   "ca_file=, remote_requests=");
   cmd->add_option("--progress", *progress, "progress line: auto (on a terminal), on, off")
-      ->check(CLI::IsMember({"auto", "on", "off"}));
+      ->transform(CLI::IsMember({"auto", "on", "off"}, CLI::ignore_case));
   auto allow_skipped = std::make_shared<bool>(false);
   cmd->add_flag("--allow-skipped", *allow_skipped,
                 "exit 0 although source entries were skipped (unreadable, links, ...; else exit 1, the store "

@@ -1,7 +1,8 @@
-// ASCII case folding for protocol text (hostnames, header names, config keys): locale-free, so
-// that a server's answer never depends on the daemon's locale.
+// ASCII case folding for protocol text (hostnames, header names, setting keywords): locale-free,
+// so that a server's answer or a setting never depends on the daemon's locale.
 #pragma once
 
+#include <algorithm>
 #include <string>
 #include <string_view>
 
@@ -13,6 +14,11 @@ inline std::string ascii_lower(std::string_view s) {
   std::string out(s);
   for (char& c : out) c = ascii_lower(c);
   return out;
+}
+
+inline bool ascii_iequals(std::string_view a, std::string_view b) {
+  return a.size() == b.size() &&
+         std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) { return ascii_lower(x) == ascii_lower(y); });
 }
 
 }  // namespace fid

@@ -10,42 +10,43 @@
 #include <fstream>
 #include <sstream>
 
+#include "common/ascii.h"
 #include "common/numbers.h"
 
 namespace fid::config {
 
 namespace {
 std::optional<RandomReads> parse_random_reads(std::string_view s) {
-  if (s == "auto") return RandomReads::auto_;
-  if (s == "records") return RandomReads::records;
-  if (s == "pieces") return RandomReads::pieces;
+  if (ascii_iequals(s, "auto")) return RandomReads::auto_;
+  if (ascii_iequals(s, "records")) return RandomReads::records;
+  if (ascii_iequals(s, "pieces")) return RandomReads::pieces;
   return std::nullopt;
 }
 std::optional<OrderRanks> parse_order_ranks(std::string_view s) {
-  if (s == "stable") return OrderRanks::stable;
-  if (s == "per-epoch") return OrderRanks::per_epoch;
+  if (ascii_iequals(s, "stable")) return OrderRanks::stable;
+  if (ascii_iequals(s, "per-epoch")) return OrderRanks::per_epoch;
   return std::nullopt;
 }
 std::optional<codec::ViewFormat> parse_raw_format(std::string_view s) {
   for (codec::ViewFormat f : {codec::ViewFormat::png, codec::ViewFormat::ppm, codec::ViewFormat::npy})
-    if (s == codec::view_format_name(f)) return f;
+    if (ascii_iequals(s, codec::view_format_name(f))) return f;
   return std::nullopt;
 }
 std::optional<RawNames> parse_raw_names(std::string_view s) {
-  if (s == "keep") return RawNames::keep;
-  if (s == "ext") return RawNames::ext;
+  if (ascii_iequals(s, "keep")) return RawNames::keep;
+  if (ascii_iequals(s, "ext")) return RawNames::ext;
   return std::nullopt;
 }
 std::optional<Readdir> parse_readdir(std::string_view s) {
-  if (s == "plus") return Readdir::plus;
-  if (s == "plain") return Readdir::plain;
-  if (s == "auto") return Readdir::auto_;
+  if (ascii_iequals(s, "plus")) return Readdir::plus;
+  if (ascii_iequals(s, "plain")) return Readdir::plain;
+  if (ascii_iequals(s, "auto")) return Readdir::auto_;
   return std::nullopt;
 }
 }  // namespace
 
 std::optional<int> parse_level(std::string_view s) {
-  if (s == "full") return kFull;
+  if (ascii_iequals(s, "full")) return kFull;
   auto v = parse_u64(s);
   if (!v || *v < 1 || *v > static_cast<uint64_t>(kMaxLevel)) return std::nullopt;
   return static_cast<int>(*v);
@@ -78,25 +79,25 @@ std::optional<uint64_t> parse_bytes(std::string_view s) {
 namespace {
 
 std::optional<Gpu> parse_gpu(std::string_view s) {
-  if (s == "auto") return Gpu::auto_;
-  if (s == "on") return Gpu::on;
-  if (s == "off") return Gpu::off;
-  if (s == "emulate") return Gpu::emulate;
+  if (ascii_iequals(s, "auto")) return Gpu::auto_;
+  if (ascii_iequals(s, "on")) return Gpu::on;
+  if (ascii_iequals(s, "off")) return Gpu::off;
+  if (ascii_iequals(s, "emulate")) return Gpu::emulate;
   return std::nullopt;
 }
 
 std::optional<LevelChangers> parse_level_changers(std::string_view s) {
-  if (s == "owner") return LevelChangers{};
-  if (s == "anyone") return LevelChangers{LevelChangers::Who::anyone, ""};
+  if (ascii_iequals(s, "owner")) return LevelChangers{};
+  if (ascii_iequals(s, "anyone")) return LevelChangers{LevelChangers::Who::anyone, ""};
   constexpr std::string_view kGroup = "group=";
-  if (!s.starts_with(kGroup) || s.size() == kGroup.size() || s.find(',') != std::string_view::npos) return std::nullopt;
+  if (!ascii_iequals(s.substr(0, kGroup.size()), kGroup) || s.size() == kGroup.size() || s.find(',') != std::string_view::npos) return std::nullopt;
   return LevelChangers{LevelChangers::Who::group, std::string(s.substr(kGroup.size()))};
 }
 
 std::optional<Addressing> parse_addressing(std::string_view s) {
-  if (s == "auto") return Addressing::auto_;
-  if (s == "path") return Addressing::path;
-  if (s == "virtual") return Addressing::virtual_;
+  if (ascii_iequals(s, "auto")) return Addressing::auto_;
+  if (ascii_iequals(s, "path")) return Addressing::path;
+  if (ascii_iequals(s, "virtual")) return Addressing::virtual_;
   return std::nullopt;
 }
 
@@ -269,10 +270,10 @@ namespace {
 std::string key_name(const YAML::Node& key) { return key.IsScalar() ? key.Scalar() : std::string("?"); }
 
 std::optional<LogLevel> parse_log_level(std::string_view s) {
-  if (s == "error") return LogLevel::error;
-  if (s == "warn" || s == "warning") return LogLevel::warn;
-  if (s == "info") return LogLevel::info;
-  if (s == "debug") return LogLevel::debug;
+  if (ascii_iequals(s, "error")) return LogLevel::error;
+  if (ascii_iequals(s, "warn") || ascii_iequals(s, "warning")) return LogLevel::warn;
+  if (ascii_iequals(s, "info")) return LogLevel::info;
+  if (ascii_iequals(s, "debug")) return LogLevel::debug;
   return std::nullopt;
 }
 

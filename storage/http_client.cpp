@@ -12,6 +12,8 @@
 #include <random>
 #include <vector>
 
+#include "common/ascii.h"
+
 namespace fid::storage {
 
 namespace {
@@ -149,9 +151,9 @@ size_t on_header(char* data, size_t size, size_t count, void* user) {
   }
   if (auto h = http::split_header(line)) {
     const auto& [name, value] = *h;
-    if (http::iequals(name, "content-range")) t->content_range = http::parse_content_range(value);
-    else if (http::iequals(name, "content-length")) t->content_length = http::parse_content_length(value);
-    else if (http::iequals(name, "etag")) t->etag = http::parse_etag(value).value_or("");
+    if (ascii_iequals(name, "content-range")) t->content_range = http::parse_content_range(value);
+    else if (ascii_iequals(name, "content-length")) t->content_length = http::parse_content_length(value);
+    else if (ascii_iequals(name, "etag")) t->etag = http::parse_etag(value).value_or("");
   }
   return n;
 }

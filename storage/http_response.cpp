@@ -7,6 +7,8 @@
 #include <cerrno>
 #include <limits>
 
+#include "common/ascii.h"
+
 namespace fid::storage::http {
 
 namespace {
@@ -19,7 +21,6 @@ std::string_view trim(std::string_view s) {
   return s;
 }
 
-char lower(char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; }
 
 // Leading decimal digits of `s` (at least one) as a number; consumes them. nullopt on overflow.
 std::optional<uint64_t> take_number(std::string_view& s) {
@@ -61,14 +62,10 @@ std::string element(std::string_view body, std::string_view tag) {
 
 }  // namespace
 
-bool iequals(std::string_view a, std::string_view b) {
-  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) { return lower(x) == lower(y); });
-}
-
 std::optional<ContentRange> parse_content_range(std::string_view value) {
   std::string_view s = trim(value);
   constexpr std::string_view kUnit = "bytes";
-  if (s.size() < kUnit.size() || !iequals(s.substr(0, kUnit.size()), kUnit)) return std::nullopt;
+  if (s.size() < kUnit.size() || !ascii_iequals(s.substr(0, kUnit.size()), kUnit)) return std::nullopt;
   s.remove_prefix(kUnit.size());
   if (s.empty() || !is_blank(s.front())) return std::nullopt;
   s = trim(s);

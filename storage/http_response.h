@@ -28,7 +28,6 @@ std::optional<int> parse_status_line(std::string_view line);
 // "Name: value" -> (name, value) with blanks around the value trimmed; nullopt for lines that
 // are not a header (the status line, the blank line ending the headers).
 std::optional<std::pair<std::string_view, std::string_view>> split_header(std::string_view line);
-bool iequals(std::string_view a, std::string_view b);
 
 // What to do about a status code: success, worth another try (server busy or failing:
 // 500, 502, 503 incl. S3's SlowDown, 504, 429; also 408), or final (403, 404, 416, ...).

@@ -184,7 +184,9 @@ def test_xattr_precedence_and_removal(imagenet_store, tmp_path, mnt):
         os.setxattr(mnt, XA, b"1")  # root: nearest ancestor wins
         check(f0, 4)
         check(other, 1)
-        os.setxattr(os.path.join(mnt, f0), XA, b"full")  # file beats dir
+        os.setxattr(os.path.join(mnt, f0), XA, b"3")
+        check(f0, 3)
+        os.setxattr(os.path.join(mnt, f0), XA, b"FULL")  # file beats dir; keywords in any case
         check(f0, L)
         check(f1, 4)
         assert os.getxattr(os.path.join(mnt, cls), XA) == b"4"

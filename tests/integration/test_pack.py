@@ -333,7 +333,7 @@ def test_imagenet_store_verifies(imagenet_tree, imagenet_store):
 def test_fast_levels(edge_tree, tmp_path, mnt):
     """`pack --levels fast`: every JPEG gets a fast script, each level is a clean JPEG, the full level
     has the source's pixels, and a mount serves the same bytes."""
-    store = pack(edge_tree, str(tmp_path / "fast"), "--levels", "fast")
+    store = pack(edge_tree, str(tmp_path / "fast"), "--levels", "Fast")  # keywords in any case
     info = json.loads(run("inspect", store, "--json").stdout)
     assert set(info["jpeg_scripts"]) <= {"ycbcr_fast", "generic_fast"}, info["jpeg_scripts"]
     assert sum(info["jpeg_scripts"].values()) == info["by_kind"]["jpeg"] > 0

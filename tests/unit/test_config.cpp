@@ -38,7 +38,9 @@ TEST(ConfigLevel, ParsesNumbersAndFull) {
   EXPECT_FALSE(parse_level("-1"));
   EXPECT_FALSE(parse_level("5x"));
   EXPECT_FALSE(parse_level(""));
-  EXPECT_FALSE(parse_level("FULL"));
+  EXPECT_EQ(parse_level("FULL"), kFull);  // keywords are case-insensitive everywhere
+  EXPECT_EQ(parse_level("Full"), kFull);
+  EXPECT_FALSE(parse_level("fulll"));
   EXPECT_FALSE(parse_level("256"));
   EXPECT_EQ(level_text(kFull), "full");
   EXPECT_EQ(level_text(3), "3");
@@ -253,7 +255,8 @@ TEST(ConfigYaml, ReaddirSetting) {
   EXPECT_EQ(readdir_name(Readdir::auto_), "auto");
   EXPECT_EQ(opt_error("readdir=yes"), "bad value for mount option readdir: 'yes' (expected plus, plain or auto)");
   EXPECT_EQ(opt_error("readdir"), "mount option 'readdir' needs a value (readdir=...)");
-  EXPECT_EQ(error_of("readdir: Plus\n"), "f.yaml:1: key 'readdir': expected plus, plain or auto, got 'Plus'");
+  EXPECT_EQ(parsed("readdir: Plus\n", "f.yaml").readdir, Readdir::plus);
+  EXPECT_EQ(error_of("readdir: Pluss\n"), "f.yaml:1: key 'readdir': expected plus, plain or auto, got 'Pluss'");
 }
 
 TEST(ConfigYaml, RemoteStoreSettings) {
@@ -311,7 +314,9 @@ TEST(ConfigYaml, RandomReadsAndOrderRanks) {
   EXPECT_EQ(opt_error("order_ranks=per_epoch"),
             "bad value for mount option order_ranks: 'per_epoch' (expected stable or per-epoch)");
   EXPECT_EQ(opt_error("random_reads"), "mount option 'random_reads' needs a value (random_reads=...)");
-  EXPECT_EQ(error_of("random_reads: Records\n"), "f.yaml:1: key 'random_reads': expected auto, records or pieces, got 'Records'");
+  EXPECT_EQ(parsed("random_reads: Records\n", "f.yaml").random_reads, RandomReads::records);
+  EXPECT_EQ(parsed("order_ranks: PER-EPOCH\n", "f.yaml").order_ranks, OrderRanks::per_epoch);
+  EXPECT_EQ(error_of("random_reads: Record\n"), "f.yaml:1: key 'random_reads': expected auto, records or pieces, got 'Record'");
   EXPECT_EQ(error_of("order_ranks: epoch\n"), "f.yaml:1: key 'order_ranks': expected stable or per-epoch, got 'epoch'");
 }
 
@@ -332,8 +337,10 @@ TEST(ConfigYaml, LevelChanges) {
             "bad value for mount option level_changes: 'group=' (expected owner, anyone or group=NAME)");
   EXPECT_EQ(opt_error("level_changes=root"),
             "bad value for mount option level_changes: 'root' (expected owner, anyone or group=NAME)");
-  EXPECT_EQ(error_of("level_changes: Owner\n"),
-            "f.yaml:1: key 'level_changes': expected owner, anyone or group=NAME, got 'Owner'");
+  EXPECT_EQ(parsed("level_changes: Anyone\n", "f.yaml").level_changes->who, LevelChangers::Who::anyone);
+  EXPECT_EQ(parsed("level_changes: GROUP=ml-users\n", "f.yaml").level_changes->group, "ml-users");  // NAME as given
+  EXPECT_EQ(error_of("level_changes: Owners\n"),
+            "f.yaml:1: key 'level_changes': expected owner, anyone or group=NAME, got 'Owners'");
 }
 
 TEST(ConfigYaml, YamlCppExceptionsBecomeErrors) {
