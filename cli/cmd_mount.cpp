@@ -129,10 +129,23 @@ Status refuse_existing_mount(const std::string& mnt) {
   return {};
 }
 
+// A mount over a folder that holds files hides them until unmounted: refused unless -o nonempty.
+Status refuse_nonempty(const std::string& mnt) {
+  std::error_code ec;
+  std::filesystem::directory_iterator it(mnt, ec);
+  if (ec) return Error{ec.value(), fmt::format("{}: mount point: {}", mnt, ec.message())};
+  if (it == std::filesystem::directory_iterator()) return {};
+  const std::string first = it->path().filename().string();
+  const bool more = ++it != std::filesystem::directory_iterator();
+  return Error{ENOTEMPTY, fmt::format("{}: mount point is not empty (it holds '{}'{}), and a mount would hide its files "
+                                      "until unmounted: mount on an empty folder, or add -o nonempty",
+                                      mnt, first, more ? ", ..." : "")};
+}
+
 // Checks the mount point; a stale FUSE mount left by a crashed daemon ("Transport endpoint is not
 // connected") is lazily unmounted and checked again. ENOTCONN when that fails (a runtime failure;
 // anything else is a usage error).
-Status check_mountpoint(const std::string& mnt) {
+Status check_mountpoint(const std::string& mnt, bool nonempty) {
   struct stat st {};
   struct statvfs sv {};
   // stat alone can be answered from attributes cached before the daemon died; statfs always
@@ -150,7 +163,8 @@ Status check_mountpoint(const std::string& mnt) {
   }
   if (::stat(mnt.c_str(), &st) != 0) return Error{errno, fmt::format("{}: mount point: {}", mnt, std::strerror(errno))};
   if (!S_ISDIR(st.st_mode)) return Error{ENOTDIR, fmt::format("{}: mount point is not a directory", mnt)};
-  return refuse_existing_mount(mnt);
+  if (Status alone = refuse_existing_mount(mnt); !alone) return alone;
+  return nonempty ? Status{} : refuse_nonempty(mnt);
 }
 
 // The L3 decoder of the mount, from gpu=auto|on|off. Called in the process that serves (after
@@ -383,7 +397,7 @@ int run_mount(const MountArgs& a) {
     return kExitUsage;
   }
   const std::string mnt = absolute_mountpoint(a.mountpoint);
-  if (Status usable = check_mountpoint(mnt); !usable) {
+  if (Status usable = check_mountpoint(mnt, settings->nonempty); !usable) {
     err(usable.error().message);
     return usable.error().code == ENOTCONN ? kExitRuntime : kExitUsage;
   }
@@ -415,7 +429,7 @@ void register_mount(CLI::App& app, int& exit_code) {
   auto* cmd = app.add_subcommand("mount", "Mount a store as a read-only directory tree");
   auto a = std::make_shared<MountArgs>();
   cmd->add_option("STORE", a->store, "store folder, s3://BUCKET/PREFIX or http(s)://HOST/PATH")->required();
-  cmd->add_option("MOUNTPOINT", a->mountpoint, "empty directory to mount on")->required();
+  cmd->add_option("MOUNTPOINT", a->mountpoint, "the folder to mount on: empty, unless -o nonempty")->required();
   cmd->add_option("-o", a->options, mount_options_help())->allow_extra_args(false);
   cmd->add_option("--config", a->config, "YAML configuration file");
   cmd->add_flag("-f", a->foreground, "stay in the foreground");

@@ -251,6 +251,8 @@ constexpr MountOptionDoc kOtherSettingDocs[] = {
     {"allow_other", "", "",
      "every user may use the mount, not only the one who mounted (FUSE's rule: non-root users need "
      "`user_allow_other` in `/etc/fuse.conf`)"},
+    {"nonempty", "", "",
+     "mount over a folder that is not empty, hiding its files while mounted (without it, such a folder is refused)"},
     {"config", "", "FILE", "the YAML file (the same as `--config FILE`)"},
 };
 
@@ -461,8 +463,23 @@ std::string rules_yaml(const std::vector<Rule>& rules) {
 
 namespace {
 
+// mount(8)'s and fstab's generic options, taken and ignored: an fstab line or a `-o ro` habit must
+// not fail a mount. The tree is read-only whatever they say; the kernel's mount stays rw because
+// a level changes through setxattr, which the kernel refuses on a read-only mount.
+bool is_generic_mount_option(std::string_view item) {
+  static constexpr std::string_view kNames[] = {
+      "defaults", "rw", "ro", "auto", "noauto", "user", "nouser", "users", "owner", "group", "_netdev", "nofail",
+      "exec", "noexec", "suid", "nosuid", "dev", "nodev", "sync", "async", "atime", "noatime", "relatime",
+      "norelatime", "strictatime", "nodiratime", "diratime", "lazytime", "nolazytime", "silent", "loud"};
+  for (std::string_view n : kNames)
+    if (ascii_iequals(item, n)) return true;
+  return item.starts_with("x-") || item.starts_with("comment=") || item.starts_with("fsname=") ||
+         item.starts_with("subtype=");
+}
+
 // One NAME or NAME=VALUE of a -o list.
 Status parse_mount_option(std::string_view item, MountOptions& opts) {
+  if (is_generic_mount_option(item)) return {};
   const size_t eq = item.find('=');
   const std::string_view name = item.substr(0, eq);
   const bool has_value = eq != std::string_view::npos;
@@ -478,13 +495,14 @@ Status parse_mount_option(std::string_view item, MountOptions& opts) {
     }
     return {};
   }
-  if (name == "allow_other") {
+  if (name == "allow_other" || name == "nonempty") {
     if (has_value) return Error{EINVAL, fmt::format("mount option '{}' takes no value", name)};
-    opts.allow_other = true;
+    (name == "allow_other" ? opts.allow_other : opts.nonempty) = true;
     return {};
   }
   return Error{EINVAL,
-               fmt::format("unknown mount option '{}' (known: {}, config, allow_other)", name, common_key_names())};
+               fmt::format("unknown mount option '{}' (known: {}, config, allow_other, nonempty; and mount(8)'s generic ones, "
+                           "ignored: ro, rw, defaults, noauto, nofail, _netdev, x-..., ...)", name, common_key_names())};
 }
 
 }  // namespace
@@ -512,6 +530,7 @@ Settings merge(const Config& cfg, const MountOptions& opts) {
   s.gpu_deadline_us = opts.gpu_deadline_us.value_or(cfg.gpu_deadline_us.value_or(s.gpu_deadline_us));
   s.gpu_memory = opts.gpu_memory.value_or(cfg.gpu_memory.value_or(s.gpu_memory));
   s.allow_other = opts.allow_other;
+  s.nonempty = opts.nonempty;
   s.raw_format = opts.raw_format.value_or(cfg.raw_format.value_or(codec::ViewFormat::png));
   s.raw_names = opts.raw_names.value_or(cfg.raw_names.value_or(RawNames::keep));
   s.readdir = opts.readdir.value_or(cfg.readdir.value_or(Readdir::auto_));

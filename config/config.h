@@ -145,6 +145,7 @@ std::string level_text(int level);
 struct MountOptions : CommonSettings {
   std::optional<std::string> config_file;
   bool allow_other = false;
+  bool nonempty = false;
 };
 
 // Parses one comma-separated -o argument into `opts` (repeatable). EINVAL naming the offending
@@ -174,6 +175,7 @@ struct Settings {
   unsigned gpu_deadline_us = 1000;
   uint64_t gpu_memory = 1ull << 30;
   bool allow_other = false;
+  bool nonempty = false;  // mount over a folder that holds files (hiding them)
   std::optional<uint64_t> order_seed;  // nullopt: the store's seed
   unsigned order_window = 4;
   codec::ViewFormat raw_format = codec::ViewFormat::png;

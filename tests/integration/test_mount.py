@@ -14,7 +14,7 @@ import time
 import pytest
 from PIL import Image
 
-from conftest import REPO, make_tree, fid_bin, manifest
+from conftest import REPO, make_tree, fid_bin, manifest, run
 from fidstore import Store
 from mountutil import (XA, daemon_pid, flip_level, is_mounted, mount, mounted, unmount, wait_exit, wait_invalidations,
                        walk_dirs, walk_files)
@@ -688,3 +688,19 @@ def test_a_second_mount_on_a_fidelityfs_mount_is_refused(edge_store, imagenet_st
         assert f"{real}: already a fidelityfs mount of {source} (daemon pid {pid})" in p.stderr, p.stderr
         assert f"fusermount3 -u {real}" in p.stderr, p.stderr
         assert read(os.path.join(mnt, rel)) == st.read(rel)
+
+
+def test_mount_point_must_be_empty_and_generic_options_are_taken(edge_store, tmp_path):
+    """A folder that holds files is refused (a mount would hide them) unless -o nonempty;
+    mount(8)'s generic options such as ro and noatime are taken."""
+    target = tmp_path / "full"
+    target.mkdir()
+    (target / "keep.txt").write_text("mine")
+    p = run("mount", edge_store, str(target), check=False)
+    assert p.returncode == 2, p.stderr
+    assert "mount point is not empty (it holds 'keep.txt'), and a mount would hide its files" in p.stderr
+    assert "add -o nonempty" in p.stderr
+    with mounted(edge_store, str(target), "-o", "nonempty,ro,noatime,defaults"):
+        assert not os.path.exists(target / "keep.txt")
+        assert os.listdir(target)
+    assert (target / "keep.txt").read_text() == "mine"

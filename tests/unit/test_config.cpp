@@ -174,6 +174,16 @@ static std::string opt_error(const std::string& s) {
   return einval_message(parse_mount_options(s, o));
 }
 
+// mount(8)'s and fstab's generic options are taken and change nothing.
+TEST(MountOpts, GenericMountOptionsAreIgnored) {
+  MountOptions o;
+  ASSERT_TRUE(parse_mount_options("ro,defaults,noatime,nofail,_netdev,x-systemd.automount,RW,scan_group=4,nosuid", o).ok());
+  EXPECT_EQ(o.scan_group, 4);
+  EXPECT_FALSE(o.allow_other);
+  EXPECT_NE(opt_error("roo").find("unknown mount option 'roo'"), std::string::npos);
+  EXPECT_NE(opt_error("roo").find("and mount(8)'s generic ones, ignored: ro, rw"), std::string::npos);
+}
+
 TEST(MountOpts, Errors) {
   EXPECT_NE(opt_error("scan_group=5,frobnicate").find("unknown mount option 'frobnicate'"), std::string::npos);
   EXPECT_NE(opt_error("scan_group=0").find("scan_group"), std::string::npos);
