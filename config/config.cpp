@@ -501,8 +501,9 @@ Status parse_mount_option(std::string_view item, MountOptions& opts) {
     return {};
   }
   return Error{EINVAL,
-               fmt::format("unknown mount option '{}' (known: {}, config, allow_other, nonempty; and mount(8)'s generic ones, "
-                           "ignored: ro, rw, defaults, noauto, nofail, _netdev, x-..., ...)", name, common_key_names())};
+               fmt::format("unknown mount option '{}' (known: {}, config, allow_other, nonempty); mount(8)'s generic "
+                           "ones (ro, rw, defaults, noauto, nofail, _netdev, x-..., ...) are taken and ignored",
+                           name, common_key_names())};
 }
 
 }  // namespace
