@@ -274,13 +274,13 @@ void register_quality(CLI::App& app, int& exit_code) {
   auto a = std::make_shared<QualityArgs>();
   cmd->add_option("STORE", a->location, "store folder, s3://BUCKET/PREFIX or http(s)://HOST/PATH")->required();
   cmd->add_option("--sample", a->sample, "JPEG files to measure, drawn at random (default 500; all if fewer)")
-      ->check(CLI::PositiveNumber);
+      ->check(above_zero("files"));
   add_u64_option(cmd, "--seed", a->seed, "seed of the sample (default 0)");
   cmd->add_flag("--by-class", a->by_class, "also per class (top-level folder), with a rules: block for the config");
   cmd->add_option("--target", a->target, "msssim=X, 0 < X <= 1 (default msssim=0.95)")
       ->check([](const std::string& s) { return parse_target(s) ? std::string() : "expected msssim=X with 0 < X <= 1"; });
-  cmd->add_flag("--json", a->json, "machine-readable output");
-  cmd->add_flag("--per-file", a->per_file, "with --json: every sampled file's scores at every level");
+  auto* json = cmd->add_flag("--json", a->json, "machine-readable output");
+  cmd->add_flag("--per-file", a->per_file, "with --json: every sampled file's scores at every level")->needs(json);
   cmd->add_option("--plot", a->plot, "PNG of bytes vs MS-SSIM per level (needs python3-matplotlib)");
   cmd->add_option("-o", a->options, "remote store options: endpoint=URL, region=, profile=, addressing=, ca_file=");
   cmd->add_option("--jobs", a->jobs, "worker threads (default: all cores)");

@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <chrono>
 #include <ctime>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -127,15 +128,35 @@ std::string rates_line(const nlohmann::json& a, const nlohmann::json& b, const n
                      per_s(count(a, "eio_errors"), count(b, "eio_errors")), c.value("effective_default_level", 0));
 }
 
-int run_stats(const std::string& mount, double watch, unsigned lines) {
+// The mount that holds `path`: the path itself, or the nearest folder above it whose
+// .fidelity/stats exists (the control folder answers at a mount's root only).
+Result<std::string> mount_of(const std::string& path) {
+  std::error_code ec;
+  std::filesystem::path p = std::filesystem::canonical(path, ec);
+  if (ec == std::errc::no_such_file_or_directory) return Error{ENOENT, fmt::format("{}: no such file or folder", path)};
+  if (ec) return Error{ec.value(), fmt::format("{}: {}", path, ec.message())};
+  if (!std::filesystem::is_directory(p, ec)) p = p.parent_path();
+  for (;; p = p.parent_path()) {
+    if (std::filesystem::exists(p / ".fidelity" / "stats", ec)) return p.string();
+    if (p == p.root_path()) return Error{EINVAL, fmt::format("{}: not in a fidelityfs mount", path)};
+  }
+}
+
+int print_totals(const std::string& mount) {
+  Result<Snapshot> now = read_snapshot(mount);
+  if (!now) {
+    err(now.error().message);
+    return kExitUsage;
+  }
+  print_summary(mount, now->stats, now->config);
+  return kExitOk;
+}
+
+int watch_rates(const std::string& mount, double watch, unsigned lines) {
   Result<Snapshot> first = read_snapshot(mount);
   if (!first) {
     err(first.error().message);
     return kExitUsage;
-  }
-  if (watch <= 0) {
-    print_summary(mount, first->stats, first->config);
-    return kExitOk;
   }
   nlohmann::json s = std::move(first->stats);
   auto before = std::chrono::steady_clock::now();
@@ -159,6 +180,15 @@ int run_stats(const std::string& mount, double watch, unsigned lines) {
   return kExitOk;
 }
 
+int run_stats(const std::string& path, double watch, unsigned lines) {
+  Result<std::string> mount = mount_of(path);
+  if (!mount) {
+    err(mount.error().message);
+    return kExitUsage;
+  }
+  return watch > 0 ? watch_rates(*mount, watch, lines) : print_totals(*mount);
+}
+
 }  // namespace
 
 void register_stats(CLI::App& app, int& exit_code) {
@@ -166,9 +196,10 @@ void register_stats(CLI::App& app, int& exit_code) {
   auto mount = std::make_shared<std::string>();
   auto watch = std::make_shared<double>(0);
   auto lines = std::make_shared<unsigned>(0);
-  cmd->add_option("MOUNT", *mount, "the mount point of a fidelityfs mount")->required();
-  cmd->add_option("--watch", *watch, "print a line of rates every SECONDS (Ctrl-C ends)")->check(CLI::PositiveNumber);
-  cmd->add_option("--count", *lines, "with --watch: stop after N lines")->check(CLI::PositiveNumber);
+  cmd->add_option("MOUNT", *mount, "a fidelityfs mount, or any path in one")->required();
+  auto* watch_opt = cmd->add_option("--watch", *watch, "print a line of rates every SECONDS (Ctrl-C ends)")
+                        ->check(above_zero("seconds"));
+  cmd->add_option("--count", *lines, "with --watch: stop after N lines")->check(above_zero("lines"))->needs(watch_opt);
   cmd->callback([mount, watch, lines, &exit_code] { exit_code = run_stats(*mount, *watch, *lines); });
 }
 

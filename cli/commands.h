@@ -29,6 +29,24 @@ inline CLI::Option* add_u64_option(CLI::App* cmd, const std::string& name, uint6
           "UINT64"));
 }
 
+// A number above 0, refused in words otherwise (CLI11's PositiveNumber prints its range's upper
+// bound, 300 digits of the largest double).
+inline CLI::Validator above_zero(const std::string& unit) {
+  return CLI::Validator(
+      [unit](std::string& s) -> std::string {
+        double v = 0;
+        size_t used = 0;
+        try {
+          v = std::stod(s, &used);
+        } catch (const std::exception&) {
+          used = 0;
+        }
+        if (used != s.size() || s.empty()) return "'" + s + "' is not a number of " + unit;
+        return v > 0 ? "" : "must be more than 0 " + unit + ", got " + s;
+      },
+      "> 0");
+}
+
 void register_pack(CLI::App& app, int& exit_code);
 void register_merge(CLI::App& app, int& exit_code);
 void register_relayout(CLI::App& app, int& exit_code);

@@ -1,4 +1,6 @@
 #include <cstdio>
+#include <string>
+#include <string_view>
 
 #include "cli/commands.h"
 #include "cli/doc.h"
@@ -25,8 +27,16 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    int rc = app.exit(e);
-    return rc == 0 ? 0 : fid::cli::kExitUsage;
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
+    // Every error names its subcommand, as the commands' own errors do.
+    std::string command = "fidelityfs";
+    for (const CLI::App* sub : app.get_subcommands()) command += " " + sub->get_name();
+    std::fprintf(stderr, "%s: %s\n", command.c_str(), e.what());
+    // "-o scan_group=5, threads=2": the shell split the list at the space.
+    if (dynamic_cast<const CLI::ExtrasError*>(&e) && std::string_view(e.what()).find('=') != std::string_view::npos)
+      std::fprintf(stderr, "%s: a -o list is one argument: no spaces after its commas (-o a=1,b=2)\n", command.c_str());
+    std::fprintf(stderr, "run '%s --help' for its options\n", command.c_str());
+    return fid::cli::kExitUsage;
   }
   return exit_code;
 }

@@ -222,6 +222,8 @@ fid::Result<bool> sources_are_tars(const std::vector<fsys::path>& sources) {
   for (const fsys::path& p : sources) {
     if (fsys::is_directory(p, ec))
       return fid::Error{EINVAL, fmt::format("{}: a folder source must be the only source", p.string())};
+    if (!fsys::exists(fsys::symlink_status(p, ec)))
+      return fid::Error{ENOENT, fmt::format("{}: no such file or folder", p.string())};
     if (!fsys::is_regular_file(p, ec) || !is_tar_name(p))
       return fid::Error{ENOTDIR, fmt::format("{}: source is not a folder or a tar file (.tar, .tar.gz, .tar.zst, ...)",
                                              p.string())};

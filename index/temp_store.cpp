@@ -58,7 +58,8 @@ fid::Result<fsys::path> check_store_target(const fsys::path& target) {
   fsys::path store = fsys::absolute(target, ec);
   if (store.filename().empty()) store = store.parent_path();
   if (fsys::exists(store, ec) && !(fsys::is_directory(store, ec) && fsys::is_empty(store, ec)))
-    return fid::Error{EEXIST, fmt::format("{}: already exists and is not an empty folder", store.string())};
+    return fid::Error{EEXIST, fmt::format("{}: already exists and is not an empty folder: pack into a new or empty "
+                                          "folder (to replace a store, pack beside it, then swap the folders)", store.string())};
   if (!fsys::is_directory(store.parent_path(), ec))
     return fid::Error{ENOENT, fmt::format("{}: parent folder does not exist", store.parent_path().string())};
   return store;

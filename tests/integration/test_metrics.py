@@ -115,11 +115,22 @@ def test_stats_command_summary_and_watch(imagenet_store, mnt):
         assert f"default 4 of " in summary
         assert f"reads     {reads} (jpeg {reads}, l3 0, blob 0)" in summary
         assert "by level  4: " in summary
+        # Any path in the mount finds the mount.
+        inside = run("stats", files[0]).stdout
+        assert inside.splitlines()[0].startswith(mnt), inside
     p = run("stats", os.path.dirname(mnt), check=False)
     assert p.returncode == 2
-    assert "not a fidelityfs mount" in p.stderr
+    assert p.stderr == f"fidelityfs stats: {os.path.dirname(mnt)}: not in a fidelityfs mount\n", p.stderr
+    p = run("stats", os.path.join(mnt, "no-such"), check=False)
+    assert p.returncode == 2
+    assert p.stderr == f"fidelityfs stats: {os.path.join(mnt, 'no-such')}: no such file or folder\n", p.stderr
+    # Usage errors name the command and say what is allowed in words.
     p = run("stats", mnt, "--watch", "0", check=False)
     assert p.returncode == 2
+    assert p.stderr.startswith("fidelityfs stats: --watch: must be more than 0 seconds, got 0\n"), p.stderr
+    p = run("stats", mnt, "--count", "3", check=False)
+    assert p.returncode == 2
+    assert p.stderr.startswith("fidelityfs stats: --count requires --watch\n"), p.stderr
 
 
 def test_failed_requests_are_counted_and_a_refused_level_change_is_logged(edge_store, tmp_path, mnt):

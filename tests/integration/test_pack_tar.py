@@ -200,6 +200,8 @@ def test_source_errors_are_usage_errors(tmp_path):
     (tmp_path / "notes.txt").write_text("x")
     p = run("pack", tmp_path / "notes.txt", store, "--progress", "off", check=False)
     assert p.returncode == 2 and "not a folder or a tar file" in p.stderr, p.stderr
+    p = run("pack", tmp_path / "no-such-folder", store, "--progress", "off", check=False)
+    assert p.returncode == 2 and f"{tmp_path / 'no-such-folder'}: no such file or folder" in p.stderr, p.stderr
     p = run("pack", "--source-list", tmp_path / "missing.txt", store, "--progress", "off", check=False)
     assert p.returncode == 2 and "missing.txt" in p.stderr, p.stderr
     assert not store.exists()

@@ -208,7 +208,12 @@ def test_bad_target_is_a_usage_error(imagenet_store, target):
 
 
 def test_usage_and_runtime_errors(tmp_path, imagenet_store):
-    assert quality(imagenet_store, "--sample", "0", check=False).returncode == 2
+    p = quality(imagenet_store, "--sample", "0", check=False)
+    assert p.returncode == 2
+    assert p.stderr.startswith("fidelityfs quality: --sample: must be more than 0 files, got 0\n"), p.stderr
+    p = quality(imagenet_store, "--per-file", check=False)
+    assert p.returncode == 2
+    assert p.stderr.startswith("fidelityfs quality: --per-file requires --json\n"), p.stderr
     p = quality(str(tmp_path / "nowhere"), check=False)
     assert p.returncode == 1 and p.stderr.strip()
 

@@ -464,7 +464,9 @@ TEST(Pack, RefusesNonEmptyTargetAndLeavesNoTemporaryFolder) {
   // A usage error: the option check refuses it, and so does pack itself.
   const fid::Result<fsys::path> checked = fid::index::check_pack_options(pack_options(t.path() / "src", t.path() / "store"));
   ASSERT_FALSE(checked.ok()) << "accepted a non-empty folder as the store";
-  EXPECT_EQ(checked.error().message, (t.path() / "store").string() + ": already exists and is not an empty folder");
+  EXPECT_EQ(checked.error().message, (t.path() / "store").string() +
+                                         ": already exists and is not an empty folder: pack into a new or empty folder (to "
+                                         "replace a store, pack beside it, then swap the folders)");
   const fid::Result<fid::index::PackReport> packed = try_pack(t.path() / "src", t.path() / "store");
   ASSERT_FALSE(packed.ok()) << "packed over a non-empty folder";
   EXPECT_EQ(packed.error().message, checked.error().message);
