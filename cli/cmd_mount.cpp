@@ -34,6 +34,7 @@
 #include "index/store.h"
 #include "cli/store_options.h"
 #include "storage/open_store.h"
+#include "storage/remote_store.h"
 #include "storage/url.h"
 
 extern char** environ;
@@ -331,16 +332,31 @@ void detach_from_terminal() {
   if (null > 2) ::close(null);  // not an Fd: a descriptor 0..2 is one of those it now stands for
 }
 
+// Where the daemon logs: log.file (absolute: the daemon runs in /); else syslog where something
+// listens on /dev/log; else, so that the lines are not lost (containers often have no syslog),
+// fidelityfs.log in the cache folder, said on stderr. "" means syslog.
+std::string daemon_log_file(const config::Settings& settings) {
+  std::error_code ec;
+  if (!settings.log_file.empty()) return std::filesystem::absolute(settings.log_file, ec).string();
+  struct stat st {};
+  if (::stat("/dev/log", &st) == 0 && S_ISSOCK(st.st_mode)) return "";
+  const std::filesystem::path dir = storage::index_cache_dir(store_options(settings));
+  if (!storage::make_private_dir(dir)) return "";
+  const std::string file = (dir / "fidelityfs.log").string();
+  err(fmt::format("no syslog on this machine (/dev/log): the daemon logs to {} (log.file in a config chooses)", file));
+  return file;
+}
+
 // The daemon (the child of serve_daemonised): serves until unmounted, logging to syslog or
-// log.file, and answers its parent on `ready` as wait_for_daemon reads it.
-[[noreturn]] void run_daemon(const config::Settings& settings, storage::OpenedStore& opened, fs::ServeRequest& req,
-                             Fd ready) {
+// `log_file`, and answers its parent on `ready` as wait_for_daemon reads it.
+[[noreturn]] void run_daemon(const config::Settings& settings, const std::string& log_file, storage::OpenedStore& opened,
+                             fs::ServeRequest& req, Fd ready) {
   const index::Store& store = *opened.store;
   ::setsid();
   if (::chdir("/") != 0) {
   }
-  auto sink = settings.log_file.empty() ? core::LogSink::syslog : core::LogSink::file;
-  if (Status logging = core::log_open(settings.log_level, sink, settings.log_file); !logging.ok()) {
+  auto sink = log_file.empty() ? core::LogSink::syslog : core::LogSink::file;
+  if (Status logging = core::log_open(settings.log_level, sink, log_file); !logging.ok()) {
     tell_parent(ready, "E" + logging.error().message);
     ::_exit(kExitRuntime);
   }
@@ -365,6 +381,7 @@ void detach_from_terminal() {
 
 // Forks the daemon; this process returns when the daemon's mount is ready or has failed.
 int serve_daemonised(const config::Settings& settings, storage::OpenedStore& opened, fs::ServeRequest& req) {
+  const std::string log_file = daemon_log_file(settings);
   int pipefd[2];
   if (::pipe2(pipefd, O_CLOEXEC) != 0) {
     err(fmt::format("pipe: {}", std::strerror(errno)));
@@ -382,7 +399,7 @@ int serve_daemonised(const config::Settings& settings, storage::OpenedStore& ope
     return wait_for_daemon(pid, std::move(ready_read));
   }
   ready_read.reset();
-  run_daemon(settings, opened, req, std::move(ready_write));
+  run_daemon(settings, log_file, opened, req, std::move(ready_write));
 }
 
 int run_mount(const MountArgs& a) {
