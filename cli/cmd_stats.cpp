@@ -93,9 +93,13 @@ void print_summary(const std::string& mount, const nlohmann::json& s, const nloh
   if (!by_level.empty()) fmt::print("by level  {}\n", by_level);
   fmt::print("storage   {} in {} requests, {} retries\n", bytes_text(static_cast<double>(count(s, "storage_bytes"))),
              count(s, "storage_reads"), count(s, "storage_retries"));
-  fmt::print("cache     {} hits ({} of {} reads), {} of {}, {} evictions\n", percent(hits, hits + misses), hits,
-             hits + misses, bytes_text(static_cast<double>(count(s, "cache", "used"))),
+  // Reads of views and empty reads need no stored bytes: the cache counts the others.
+  fmt::print("cache     {} hits ({} of {} reads that needed stored bytes), {} of {}, {} evictions\n",
+             percent(hits, hits + misses), hits, hits + misses, bytes_text(static_cast<double>(count(s, "cache", "used"))),
              bytes_text(static_cast<double>(count(s, "cache", "budget"))), count(s, "cache", "evictions"));
+  if (s.contains("random_reads") && s["random_reads"].is_object())
+    fmt::print("random    {} ({})\n", s["random_reads"].value("mode", std::string("?")),
+               s["random_reads"].value("why", std::string("?")));
   if (s.contains("disk_cache") && s["disk_cache"].is_object()) {
     const uint64_t dh = count(s, "disk_cache", "hits"), dm = count(s, "disk_cache", "misses");
     fmt::print("disk      {} hits ({} of {}), {} of {}, {} evictions\n", percent(dh, dh + dm), dh, dh + dm,
