@@ -1,19 +1,19 @@
 """fidelityfs: Python helpers for a fidelityfs mount (docs/MOUNT.md).
 
     fidelityfs.read_stats(path), read_config(path), find_mount_root(path)     # fidelityfs.stats
-    fidelityfs.set_level(path, k), get_level, clear_level, levels, sizes, kind  # fidelityfs.levels
+    fidelityfs.set_level(path, k), get_level, clear_level, level_count, sizes, kind  # fidelityfs.levels
     fidelityfs.FidelityOrderSampler   # fidelityfs.sampler: the published read order (needs torch)
     fidelityfs.FidelityAutotuner      # fidelityfs.autotune: the level from the gradients (needs torch)
 
 The stats and levels helpers need only the standard library; the sampler and the autotuner
 import torch when first used.
 """
-from .levels import SCAN_GROUP, clear_level, get_level, kind, levels, set_level, sizes
+from .levels import SCAN_GROUP, clear_level, get_level, kind, level_count, set_level, sizes
 from .stats import find_mount_root, read_config, read_stats
 
 __version__ = "0.1.0"
 
-__all__ = ["SCAN_GROUP", "set_level", "get_level", "clear_level", "levels", "sizes", "kind", "find_mount_root",
+__all__ = ["SCAN_GROUP", "set_level", "get_level", "clear_level", "level_count", "sizes", "kind", "find_mount_root",
            "read_stats", "read_config", "FidelityOrderSampler", "FidelityAutotuner", "__version__"]
 
 

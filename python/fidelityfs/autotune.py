@@ -55,7 +55,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import torch
 
-from .levels import get_level, levels as store_levels, set_level
+from .levels import get_level, level_count, set_level
 from .stats import CONTROL, find_mount_root
 
 __all__ = ["FidelityAutotuner"]
@@ -118,7 +118,7 @@ class FidelityAutotuner:
             rel = os.path.relpath(p, self.mount)
             if rel == CONTROL or rel.startswith(CONTROL + os.sep):
                 raise ValueError(f"{p}: a path of the live tree is needed, not one under /{CONTROL}")
-        self.levels = store_levels(self.mount)
+        self.levels = level_count(self.mount)
         tried = range(1, self.levels) if candidates is None else candidates
         self.candidates = sorted({int(k) for k in tried if 1 <= int(k) < self.levels})
         samples = list(data.samples)

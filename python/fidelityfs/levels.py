@@ -1,12 +1,12 @@
 """Levels of files and folders on a mount, through the `user.fidelity.*` extended attributes
 (docs/MOUNT.md, "Levels" and "Extended attributes").
 
-    from fidelityfs.levels import set_level, get_level, clear_level, levels
+    from fidelityfs.levels import set_level, get_level, clear_level, level_count
     set_level("/mnt/in/train", 3)          # the whole subtree, from the next open on
     set_level("/mnt/in/train/a/1.jpg", "full")
     get_level("/mnt/in/train/a/1.jpg")     # -> 10 (the effective level, as an int)
     clear_level("/mnt/in/train/a/1.jpg")   # -> True: the file follows its folder again (3)
-    levels("/mnt/in")                      # -> 10, the store's L
+    level_count("/mnt/in")                 # -> 10, the store's L
 
 Needs only the standard library (os.setxattr and friends: Linux). Overrides live in the daemon's
 memory and end with the mount.
@@ -52,7 +52,7 @@ def get_level(path):
             return None
         raise
     v = v.rstrip(b"\0\n").decode()
-    return levels(path) if v == "full" else int(v)
+    return level_count(path) if v == "full" else int(v)
 
 
 def clear_level(path):
@@ -67,7 +67,7 @@ def clear_level(path):
     return True
 
 
-def levels(path):
+def level_count(path):
     """The store's number of levels L (10 for stores `pack` writes); `path` is anywhere in the
     mount."""
     return int(read_config(path)["levels"])

@@ -15,7 +15,7 @@ from conftest import REPO
 from mountutil import mounted, wait_invalidations
 
 import fidelityfs
-from fidelityfs.levels import SCAN_GROUP, clear_level, get_level, kind, levels, set_level, sizes
+from fidelityfs.levels import SCAN_GROUP, clear_level, get_level, kind, level_count, set_level, sizes
 from fidelityfs.stats import find_mount_root, read_config, read_stats
 
 PY = sys.executable
@@ -62,7 +62,7 @@ def test_stats_and_config_reader(imagenet_store, mnt):
         assert after["bytes_served"] - before["bytes_served"] >= n  # the file, and the stats files read
         cfg = read_config(f)
         assert cfg["levels"] == 10 and cfg["scan_group"] == "full"
-        assert levels(f) == levels(mnt) == 10
+        assert level_count(f) == level_count(mnt) == 10
 
 
 def test_levels_round_trip(imagenet_store, mnt):
@@ -247,3 +247,23 @@ def test_example_training_script(imagenet_store, mnt):
         assert "images/s" in lines[1] and "loss" in lines[1]
         assert "level 1 of 10" in p.stderr  # the autotuner's log line
         assert get_level(mnt) == 1
+
+
+def test_the_documented_levels_snippet_runs(imagenet_store, mnt):
+    """docs/MOUNT.md's Python snippet, run as written on a real mount (MNT and FILE filled in):
+    `import fidelityfs.levels as L` is the module, with the names the docs give."""
+    import re
+    with open(os.path.join(REPO, "docs", "MOUNT.md")) as f:
+        snippets = [s for s in re.findall(r"```python\n(.*?)```", f.read(), re.S) if "fidelityfs.levels" in s]
+    assert len(snippets) == 1
+    with mounted(imagenet_store, mnt):
+        cls = sorted(d for d in os.listdir(mnt) if not d.startswith("."))[0]
+        code = snippets[0].replace('"MNT/train"', repr(os.path.join(mnt, cls))).replace('"MNT"', repr(mnt))
+        first = os.path.join(mnt, cls, sorted(os.listdir(os.path.join(mnt, cls)))[0])
+        p = subprocess.run([PY, "-c", f"FILE = {first!r}\n" + code], capture_output=True, text=True,
+                           env={**os.environ, "PYTHONPATH": os.path.join(REPO, "python")}, timeout=60)
+        assert p.returncode == 0, p.stderr
+        count, per_level = p.stdout.split(" ", 1)
+        assert int(count) == 10 and len(per_level.strip().strip("[]").split(",")) == 10
+        wait_invalidations(mnt)
+        assert get_level(os.path.join(mnt, cls)) == 10  # cleared: the mount's default, full
