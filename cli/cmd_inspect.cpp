@@ -99,7 +99,8 @@ void print_text(const index::Store& store, const Summary& s, const std::vector<s
     std::string scripts;
     for (const auto& [name, count] : s.by_script) scripts += fmt::format("{}{} {}", scripts.empty() ? "" : ", ", name, count);
     fmt::print("jpeg scripts    {}\n", scripts);
-    fmt::print("jpeg levels     {}\n", store.levels());
+    fmt::print("jpeg levels     {} (bytes of all {} JPEGs at each level; quality gives a sample's with its scores)\n",
+               store.levels(), s.by_kind[0]);
     for (int k = 1; k <= store.levels(); ++k) {
       uint64_t b = s.bytes_by_level[static_cast<size_t>(k - 1)];
       fmt::print("  level {:2}  {:>14} bytes  {:5.1f}% of full  {:8.1f} kB/image\n", k, b,

@@ -209,7 +209,8 @@ void print_report(const QualityArgs& a, const Report& r) {
   fmt::print("store    {}\n", r.store);
   fmt::print("sample   {} of {} JPEG files (seed {}){}\n", r.measured.size(), r.jpeg_files, a.seed,
              r.failed ? fmt::format(", {} failed", r.failed) : "");
-  fmt::print("metrics  on luma (BT.601), against the full level; MS-SSIM p5 = 5th percentile\n\n");
+  fmt::print("metrics  on luma (BT.601), against the full level; MS-SSIM p5 = 5th percentile\n");
+  fmt::print("bytes    bytes/full = the sampled files' bytes at the level over theirs at full (inspect: all JPEGs)\n\n");
   print_table(r.overall);
   fmt::print("\nrecommended level: {} (lowest level whose mean MS-SSIM >= {})\n", r.overall.recommended, r.target);
   if (a.by_class) print_classes(r);
