@@ -17,6 +17,7 @@
 
 #include "cli/commands.h"
 #include "cli/progress.h"
+#include "common/ascii.h"
 #include "cli/quality_measure.h"
 #include "cli/store_options.h"
 #include "codec/quality_sample.h"
@@ -35,14 +36,22 @@ namespace {
 constexpr const char* kPython = "/usr/bin/python3";
 
 // "msssim=X" with 0 < X <= 1.
-std::optional<double> parse_target(const std::string& s) {
-  constexpr std::string_view prefix = "msssim=";
-  if (s.rfind(prefix, 0) != 0) return std::nullopt;
-  const std::string value = s.substr(prefix.size());
-  double x = 0;
-  auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), x);
-  if (ec != std::errc{} || end != value.data() + value.size() || !(x > 0 && x <= 1)) return std::nullopt;
-  return x;
+// "msssim=X" (the mean MS-SSIM reaches X) or "msssim_p5=X" (19 of 20 sampled files do), 0 < X <= 1.
+std::optional<codec::QualityTarget> parse_target(const std::string& s) {
+  const size_t eq = s.find('=');
+  codec::QualityTarget t;
+  const std::string name = ascii_lower(s.substr(0, eq));
+  if (eq == std::string::npos || (name != "msssim" && name != "msssim_p5")) return std::nullopt;
+  t.statistic = name == "msssim" ? codec::QualityTarget::Statistic::mean : codec::QualityTarget::Statistic::p5;
+  const std::string value = s.substr(eq + 1);
+  auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), t.msssim);
+  if (ec != std::errc{} || end != value.data() + value.size() || !(t.msssim > 0 && t.msssim <= 1)) return std::nullopt;
+  return t;
+}
+
+std::string target_text(const codec::QualityTarget& t) {
+  return fmt::format("{} MS-SSIM >= {}", t.statistic == codec::QualityTarget::Statistic::mean ? "mean" : "5th-percentile",
+                     t.msssim);
 }
 
 nlohmann::json finite_or_null(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); }
@@ -136,7 +145,7 @@ struct QualityArgs {
 struct Report {
   std::string store;  // its location
   int levels = 0;
-  double target = 0;  // of the mean MS-SSIM
+  codec::QualityTarget target;
   size_t jpeg_files = 0;
   size_t failed = 0;
   std::vector<const MeasuredFile*> measured;  // by path
@@ -144,14 +153,14 @@ struct Report {
   std::map<std::string, codec::Summary> by_class;  // --by-class
 };
 
-codec::Summary summarize_files(const std::vector<const MeasuredFile*>& files, int levels, double target) {
+codec::Summary summarize_files(const std::vector<const MeasuredFile*>& files, int levels, const codec::QualityTarget& target) {
   std::vector<const codec::LevelScores*> scores;
   for (const MeasuredFile* f : files) scores.push_back(&f->levels);
   return codec::summarize(scores, levels, target);
 }
 
 std::map<std::string, codec::Summary> summarize_classes(const std::vector<const MeasuredFile*>& files, int levels,
-                                                        double target) {
+                                                        const codec::QualityTarget& target) {
   std::map<std::string, std::vector<const MeasuredFile*>> members;
   for (const MeasuredFile* f : files) members[class_of(f->path)].push_back(f);
   std::map<std::string, codec::Summary> by_class;
@@ -177,7 +186,8 @@ nlohmann::json report_json(const QualityArgs& a, const Report& r) {
   nlohmann::json j = summary_json(r.overall);
   j["store"] = r.store;
   j["seed"] = a.seed;
-  j["target"] = {{"msssim", r.target}};
+  j["target"] = {{"msssim", r.target.msssim},
+                 {"statistic", r.target.statistic == codec::QualityTarget::Statistic::mean ? "mean" : "p5"}};
   j["jpeg_files"] = r.jpeg_files;
   j["failed"] = r.failed;
   nlohmann::json paths = nlohmann::json::array();
@@ -212,13 +222,22 @@ void print_report(const QualityArgs& a, const Report& r) {
   fmt::print("metrics  on luma (BT.601), against the full level; MS-SSIM p5 = 5th percentile\n");
   fmt::print("bytes    bytes/full = the sampled files' bytes at the level over theirs at full (inspect: all JPEGs)\n\n");
   print_table(r.overall);
-  fmt::print("\nrecommended level: {} (lowest level whose mean MS-SSIM >= {})\n", r.overall.recommended, r.target);
+  const codec::LevelSummary& at = r.overall.levels[static_cast<size_t>(r.overall.recommended - 1)];
+  fmt::print("\nrecommended level: {} (the lowest level whose {}; there, mean {:.4f}, 5th percentile {:.4f})\n",
+             r.overall.recommended, target_text(r.target), at.msssim_mean, at.msssim_p5);
+  if (r.target.statistic == codec::QualityTarget::Statistic::mean && at.msssim_p5 < r.target.msssim) {
+    codec::QualityTarget p5 = r.target;
+    p5.statistic = codec::QualityTarget::Statistic::p5;
+    fmt::print("caution: at level {}, 1 in 20 sampled files scores below {:.4f}; --target msssim_p5={} recommends on "
+               "those files instead (level {})\n",
+               r.overall.recommended, at.msssim_p5, r.target.msssim, codec::lowest_level_meeting(r.overall.levels, p5));
+  }
   if (a.by_class) print_classes(r);
 }
 
 int run_quality(const QualityArgs& a) {
   Report r;
-  r.target = parse_target(a.target).value_or(0.95);  // validated by the option's check
+  r.target = parse_target(a.target).value_or(codec::QualityTarget{});  // validated by the option's check
   int exit_code = kExitOk;
   std::optional<storage::OpenedStore> opened = open_command_store("quality", a.location, a.options, exit_code);
   if (!opened) return exit_code;
@@ -278,8 +297,12 @@ void register_quality(CLI::App& app, int& exit_code) {
       ->check(above_zero("files"));
   add_u64_option(cmd, "--seed", a->seed, "seed of the sample (default 0)");
   cmd->add_flag("--by-class", a->by_class, "also per class (top-level folder), with a rules: block for the config");
-  cmd->add_option("--target", a->target, "msssim=X, 0 < X <= 1 (default msssim=0.95)")
-      ->check([](const std::string& s) { return parse_target(s) ? std::string() : "expected msssim=X with 0 < X <= 1"; });
+  cmd->add_option("--target", a->target,
+                  "msssim=X: the lowest level whose mean MS-SSIM reaches X; msssim_p5=X: whose 5th percentile does "
+                  "(19 of 20 files); 0 < X <= 1 (default msssim=0.95)")
+      ->check([](const std::string& s) {
+        return parse_target(s) ? std::string() : "expected msssim=X or msssim_p5=X with 0 < X <= 1";
+      });
   auto* json = cmd->add_flag("--json", a->json, "machine-readable output");
   cmd->add_flag("--per-file", a->per_file, "with --json: every sampled file's scores at every level")->needs(json);
   cmd->add_option("--plot", a->plot, "PNG of bytes vs MS-SSIM per level (needs python3-matplotlib)");

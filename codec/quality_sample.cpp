@@ -53,16 +53,21 @@ std::vector<uint32_t> seeded_sample(std::vector<uint32_t> ids, size_t count, uin
   return ids;
 }
 
-Summary summarize(const std::vector<const LevelScores*>& images, int levels, double msssim_target) {
+double QualityTarget::of(const LevelSummary& l) const { return statistic == Statistic::mean ? l.msssim_mean : l.msssim_p5; }
+
+int lowest_level_meeting(const std::vector<LevelSummary>& levels, const QualityTarget& target) {
+  for (const LevelSummary& l : levels)
+    if (target.of(l) >= target.msssim) return l.level;
+  return static_cast<int>(levels.size());  // level L equals full: MS-SSIM 1
+}
+
+Summary summarize(const std::vector<const LevelScores*>& images, int levels, const QualityTarget& target) {
   Summary sum;
   sum.sample = images.size();
   uint64_t full_bytes = 0;
   for (const LevelScores* image : images) full_bytes += image->bytes.back();
-  for (int k = 1; k <= levels; ++k) {
-    sum.levels.push_back(summarize_level(images, k, full_bytes));
-    if (sum.recommended == 0 && sum.levels.back().msssim_mean >= msssim_target) sum.recommended = k;
-  }
-  if (sum.recommended == 0) sum.recommended = levels;  // level L equals full: MS-SSIM 1
+  for (int k = 1; k <= levels; ++k) sum.levels.push_back(summarize_level(images, k, full_bytes));
+  sum.recommended = lowest_level_meeting(sum.levels, target);
   return sum;
 }
 

@@ -34,13 +34,25 @@ struct LevelSummary {
   double msssim_p5 = 0;  // 5th percentile (percentile())
 };
 
+// What a recommended level must reach: its mean MS-SSIM, or its 5th percentile (then 19 of 20
+// sampled files reach the value).
+struct QualityTarget {
+  enum class Statistic { mean, p5 };
+  Statistic statistic = Statistic::mean;
+  double msssim = 0.95;
+  double of(const LevelSummary& l) const;
+};
+
 struct Summary {
   size_t sample = 0;
   std::vector<LevelSummary> levels;  // 1..L
-  int recommended = 0;               // lowest level whose mean MS-SSIM meets the target; L if none
+  int recommended = 0;               // lowest level that meets the target; L if none
 };
 
+// The lowest of `levels` (1..L) that meets `target`; L if none does.
+int lowest_level_meeting(const std::vector<LevelSummary>& levels, const QualityTarget& target);
+
 // Summarises a non-empty sample of images, each scored at `levels` levels.
-Summary summarize(const std::vector<const LevelScores*>& images, int levels, double msssim_target);
+Summary summarize(const std::vector<const LevelScores*>& images, int levels, const QualityTarget& target);
 
 }  // namespace fid::codec

@@ -77,7 +77,7 @@ def test_json_shape_and_sample(sampled, imagenet_store):
     for key in ("store", "sample", "seed", "target", "levels", "recommended", "files", "jpeg_files"):
         assert key in j, key
     assert j["sample"] == 20 and len(j["files"]) == 20 and len(set(j["files"])) == 20
-    assert j["seed"] == 3 and j["target"] == {"msssim": 0.95}
+    assert j["seed"] == 3 and j["target"] == {"msssim": 0.95, "statistic": "mean"}
     assert "by_class" not in j
     store = Store(imagenet_store)
     assert j["jpeg_files"] == sum(1 for f in store.files.values() if f["kind"] == "jpeg")
@@ -191,6 +191,25 @@ def test_by_class_and_rules(imagenet_store, imagenet_tree, tmp_path):
     text = quality(imagenet_store, "--by-class", "--sample", "60").stdout
     assert j["rules_yaml"] in text
     assert re.search(r"recommended level: \d+", text)
+
+
+def test_recommending_on_the_5th_percentile(imagenet_store):
+    """msssim_p5=X asks 19 of 20 files to reach X, never a lower level than the mean asks; the text
+    states the statistic and both values at the level, and a mean target cautions when its 5th
+    percentile falls short."""
+    mean = json.loads(quality(imagenet_store, "--sample", "60", "--json", "--target", "msssim=0.95").stdout)
+    p5 = json.loads(quality(imagenet_store, "--sample", "60", "--json", "--target", "msssim_p5=0.95").stdout)
+    assert mean["target"] == {"msssim": 0.95, "statistic": "mean"}
+    assert p5["target"] == {"msssim": 0.95, "statistic": "p5"}
+    k = p5["recommended"]
+    assert k >= mean["recommended"]
+    assert k == len(p5["levels"]) or p5["levels"][k - 1]["msssim"]["p5"] >= 0.95
+    assert all(l["msssim"]["p5"] < 0.95 for l in p5["levels"][:k - 1])
+    text = quality(imagenet_store, "--sample", "60").stdout
+    at = mean["levels"][mean["recommended"] - 1]
+    assert (f"recommended level: {mean['recommended']} (the lowest level whose mean MS-SSIM >= 0.95; there, "
+            f"mean {at['msssim']['mean']:.4f}, 5th percentile {at['msssim']['p5']:.4f})") in text, text
+    assert ("caution: at level" in text) == (at["msssim"]["p5"] < 0.95), text
 
 
 def test_text_table(imagenet_store):

@@ -62,7 +62,7 @@ TEST(CodecQualitySample, SummaryPerLevel) {
   // Two images at 3 levels; level 3 is the reference (equal to itself).
   LevelScores a{{100, 300, 1000}, {scored(40, 0.5, 0.6), scored(10, 0.9, 0.96), equal()}};
   LevelScores b{{200, 500, 1000}, {scored(20, 0.7, 0.8), equal(), equal()}};
-  const Summary s = summarize({&a, &b}, 3, 0.95);
+  const Summary s = summarize({&a, &b}, 3, QualityTarget{QualityTarget::Statistic::mean, 0.95});
   EXPECT_EQ(s.sample, 2u);
   ASSERT_EQ(s.levels.size(), 3u);
   const LevelSummary& l1 = s.levels[0];
@@ -89,11 +89,27 @@ TEST(CodecQualitySample, SummaryPerLevel) {
 
 TEST(CodecQualitySample, RecommendedLevelFollowsTheTarget) {
   LevelScores a{{1, 2, 4}, {scored(40, 0.5, 0.6), scored(10, 0.9, 0.9), equal()}};
-  EXPECT_EQ(summarize({&a}, 3, 0.5).recommended, 1);
-  EXPECT_EQ(summarize({&a}, 3, 0.6).recommended, 1);
-  EXPECT_EQ(summarize({&a}, 3, 0.61).recommended, 2);
-  EXPECT_EQ(summarize({&a}, 3, 0.95).recommended, 3);
-  EXPECT_EQ(summarize({&a}, 3, 1.0).recommended, 3);  // level L equals full
+  const auto mean = [](double x) { return QualityTarget{QualityTarget::Statistic::mean, x}; };
+  EXPECT_EQ(summarize({&a}, 3, mean(0.5)).recommended, 1);
+  EXPECT_EQ(summarize({&a}, 3, mean(0.6)).recommended, 1);
+  EXPECT_EQ(summarize({&a}, 3, mean(0.61)).recommended, 2);
+  EXPECT_EQ(summarize({&a}, 3, mean(0.95)).recommended, 3);
+  EXPECT_EQ(summarize({&a}, 3, mean(1.0)).recommended, 3);  // level L equals full
+}
+
+// On the 5th percentile, a level is recommended only when 19 of 20 files reach the target: one
+// poor file among good ones holds the level up, where the mean lets it through.
+TEST(CodecQualitySample, RecommendingOnThe5thPercentileCountsThePoorFiles) {
+  std::vector<LevelScores> images(20, LevelScores{{1, 2, 4}, {scored(40, 0.9, 0.97), scored(10, 0.95, 0.99), equal()}});
+  images[0].scores[0] = scored(40, 0.3, 0.40);
+  images[1].scores[0] = scored(40, 0.3, 0.40);
+  std::vector<const LevelScores*> all;
+  for (const auto& i : images) all.push_back(&i);
+  EXPECT_EQ(summarize(all, 3, QualityTarget{QualityTarget::Statistic::mean, 0.9}).recommended, 1);  // mean 0.913
+  const Summary p5 = summarize(all, 3, QualityTarget{QualityTarget::Statistic::p5, 0.9});
+  EXPECT_LT(p5.levels[0].msssim_p5, 0.9);
+  EXPECT_EQ(p5.recommended, 2);
+  EXPECT_EQ(lowest_level_meeting(p5.levels, QualityTarget{QualityTarget::Statistic::p5, 0.995}), 3);
 }
 
 }  // namespace
