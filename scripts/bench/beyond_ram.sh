@@ -109,8 +109,9 @@ n=$(wc -l <"$lists/rel")
 
 # cg_reads: the read requests the group has sent to the disk so far.
 cg_reads() { awk -v d="$dev" '$1 == d && $2 == "Read" {r = $3} END {print r + 0}' "$cg/blkio.throttle.io_serviced"; }
-# daemon_pid: the mount's daemon, the one process left in the group once `mount` has returned.
-daemon_pid() {
+# group_daemon_pid: the mount's daemon, the one process left in the group once `mount` has
+# returned (named apart from common.sh's daemon_pid, which finds it by its command line).
+group_daemon_pid() {
   local -a procs
   mapfile -t procs <"$cg/cgroup.procs"
   if ((${#procs[@]} != 1)) || [[ $(cat "/proc/${procs[0]}/comm") != fidelityfs ]]; then
@@ -131,7 +132,7 @@ run_ext4() {  # SEED
 run_mount() {  # LAYOUT LEVEL SEED
   local pid out b0 b1 q0 q1
   in_cgroup "$cg" "$bin" mount "${store[$1]}" "$m" -o "cache=$cache,scan_group=$2"
-  pid=$(daemon_pid)
+  pid=$(group_daemon_pid)
   cold
   b0=$(read_bytes "$pid")
   q0=$(cg_reads)

@@ -45,7 +45,6 @@ fusermount3 -u "$m" 2>/dev/null || true
 
 (cd "$src" && find . -name '*.JPEG' | sort | sed 's|^\./||') >"$BENCH_DIR/cold.list.rel"
 n=$(wc -l <"$BENCH_DIR/cold.list.rel")
-read_bytes() { awk '/^read_bytes/ {print $2}' "/proc/$1/io"; }
 
 # run_ext4 SEED -> "files_per_s served_bytes storage_bytes rss_kb"
 run_ext4() {
@@ -64,7 +63,7 @@ hz=$(getconf CLK_TCK)
 run_mount() {
   local level=$1 mode=$2 epoch=$3 store=${4:-$store} pid list=$BENCH_DIR/cold.list.mount
   "$bin" mount "$store" "$m" -o "scan_group=$level,cache=$cache"
-  pid=$(pgrep -f -x "$bin mount $store $m .*" | head -1)
+  pid=$(daemon_pid "$m" "$store")
   echo "$pid" >"$cg/cgroup.procs"
   if [[ $mode == order ]]; then
     sed "s|^|$m/|" "$m/.fidelity/order/epoch-$epoch" >"$list"
@@ -129,7 +128,6 @@ for name in "${names[@]}"; do
   [[ $c == - ]] || c=$(printf '%.1f' "$c")
   printf '%-14s %10.0f %16.0f %16.0f %14.2f %16s %18s\n' "$name" "${fps[$name]}" "$sb" "$vb" "$(echo "$sb / $vb" | bc -l)" "$r" "$c"
 done
-x() { echo "$1" | bc -l; }
 printf '\ngoals:\n'
 printf '  published order, full level vs ext4 random: %.2fx images/s (goal >= 1.0)\n' \
   "$(x "${fps[order full]} / ${fps[ext4 random]}")"

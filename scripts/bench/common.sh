@@ -90,6 +90,26 @@ disk_of() {
 in_cgroup() { bash -c 'echo $BASHPID >"$1/cgroup.procs" && shift && exec "$@"' _ "$@"; }
 # wait_exit PID: waits (30 s at most) for a process to exit, on a pidfd; at once if it has.
 wait_exit() { /usr/bin/python3 -c "import os,select,sys; select.select([os.pidfd_open(int(sys.argv[1]))], [], [], 30)" "$1" 2>/dev/null || true; }
+# daemon_pid MNT STORE [BIN=$bin]: the pid of the daemon serving MNT, a mount of STORE by BIN,
+# once `BIN mount STORE MNT [-o OPTIONS]` has returned. The daemon writes no pid file and neither
+# its stats nor `fidelityfs stats` name it, so it is found by its command line (forked, not exec'd,
+# it keeps the mount command's). pgrep -x anchors the extended regex: the whole line must match.
+daemon_pid() { pgrep -f -x "${3:-$bin} mount $2 $1( .*)?" | head -1; }
+
+# run_in_netns NAME CMD...: runs CMD in a new network namespace NAME (its loopback up), with
+# FIDBENCH_INNER=NAME so that a script re-running itself there knows it is inside; then removes the
+# namespace and exits with CMD's status (it does not return).
+run_in_netns() {
+  local ns=$1 rc=0
+  shift
+  ip netns add "$ns"
+  # Expanded now, not at exit: the trap may run after this function's locals are gone.
+  # shellcheck disable=SC2064
+  trap "ip netns del $(printf %q "$ns") 2>/dev/null || true" EXIT
+  ip netns exec "$ns" ip link set lo up
+  FIDBENCH_INNER=$ns ip netns exec "$ns" "$@" || rc=$?
+  exit $rc
+}
 
 # med NAME KEY: the median of the runs' values R[NAME,KEY] (the caller's associative array R, as
 # below).
@@ -102,6 +122,8 @@ ratio() {
   read -ra b_ <<<"${R[$2,${3:-fps}]}"
   for i_ in "${!a_[@]}"; do x "${a_[$i_]} / ${b_[$i_]}"; done | median
 }
+# met EXPR: a goal's verdict, "met" if EXPR (for bc -l) holds, else "NOT met".
+met() { if (($(x "$1"))); then echo met; else echo "NOT met"; fi; }
 
 # The runs kept in the caller's associative array R (R[name,key] = "v1 v2 ...", one value a run) as
 # JSON: {"name": {"key": [v1, v2, ...], ...}, ...} for the names in the array named $1 and the keys

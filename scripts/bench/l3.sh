@@ -68,8 +68,7 @@ order=(ext4 png npy)
 declare -A how=([ext4]=pil [png]=pil [npy]=npy)
 for ((r = 1; r <= runs; r++)); do
   for name in "${order[@]}"; do
-    sync
-    echo 3 >/proc/sys/vm/drop_caches
+    cold
     out=$($py "$root/scripts/bench/l3_read.py" "$BENCH_DIR/l3list.$name" "${how[$name]}" 2)
     ips[$name]+="$(field "$out" images_per_s) "
   done

@@ -29,13 +29,7 @@ work=$BENCH_DIR/pack-s3
 if [[ -z ${FIDBENCH_INNER:-} ]]; then
   BUILD_TARGETS="fidelityfs" bench_setup
   make_dataset "$kind" "$count" 20 >/dev/null
-  ns=fidbench-$$
-  ip netns add "$ns"
-  trap 'ip netns del "$ns" 2>/dev/null || true' EXIT
-  ip netns exec "$ns" ip link set lo up
-  rc=0
-  FIDBENCH_INNER=$ns ip netns exec "$ns" "$root/scripts/bench/pack_s3.sh" "$@" || rc=$?
-  exit $rc
+  run_in_netns "fidbench-$$" "$root/scripts/bench/pack_s3.sh" "$@"
 fi
 
 # ---- inside the namespace ----------------------------------------------------------------------
@@ -103,7 +97,6 @@ run() {
   [[ $name == to_s3 ]] && moved=$(x "$store_mb * 1000000")
   echo "$(x "$files / $secs") $moved $(x "($usr + $sys) / $secs") $rss $secs $files $(x "($b1 - $b0) / ($t1 - $t0)")"
 }
-x() { echo "$1" | bc -l; }
 declare -A R
 names=(local from_s3 to_s3)
 for ((r = 0; r < runs; r++)); do
@@ -120,8 +113,6 @@ for ((r = 0; r < runs; r++)); do
     echo "run $r $name: $fps files/s, $(x "$moved / $secs / 1000000") MB/s, $cores cores, $files files" >&2
   done
 done
-med() { tr ' ' '\n' <<<"${R[$1,$2]}" | grep . | median; }
-met() { if (($(echo "$1" | bc -l))); then echo met; else echo "NOT met"; fi; }
 
 printf '\npack from and to S3: Ceph RGW (memstore) behind fault_proxy.py, tc tbf %d Mbit/s, +%d ms per request\n' \
   "$tbf_mbit" "$rtt_ms"

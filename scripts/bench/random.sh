@@ -30,7 +30,6 @@ fusermount3 -u "$m" 2>/dev/null || true
 trap 'fusermount3 -u "$m" 2>/dev/null || true' EXIT
 (cd "$src" && find . -name '*.JPEG' | sort | sed 's|^\./||') >"$BENCH_DIR/random.list.rel"
 n=$(wc -l <"$BENCH_DIR/random.list.rel")
-read_bytes() { awk '/^read_bytes/ {print $2}' "/proc/$1/io"; }
 
 # Each run prints "images/s served_bytes storage_bytes mode".
 run_ext4() {  # SEED
@@ -43,7 +42,7 @@ run_ext4() {  # SEED
 run_mount() {  # RANDOM_READS SEED
   local pid out b0 b1 mode
   "$bin" mount "$store" "$m" -o "cache=$cache,random_reads=$1"
-  pid=$(pgrep -f -x "$bin mount $store $m .*" | head -1)
+  pid=$(daemon_pid "$m" "$store")
   sed "s|^|$m/|" "$BENCH_DIR/random.list.rel" >"$BENCH_DIR/random.list.mount"
   cold
   b0=$(read_bytes "$pid")
@@ -71,14 +70,6 @@ for ((r = 1; r <= runs; r++)); do
     echo "run $r: $name: $line" >&2
   done
 done
-med() { tr ' ' '\n' <<<"${R[$1,$2]}" | grep . | median; }
-x() { echo "$1" | bc -l; }
-ratio() {
-  local -a a b
-  read -ra a <<<"${R[$1,fps]}"
-  read -ra b <<<"${R[$2,fps]}"
-  for i in "${!a[@]}"; do x "${a[$i]} / ${b[$i]}"; done | median
-}
 src_b=$(find "$src" -name '*.JPEG' -printf '%s\n' | awk '{s += $1} END {print s}')
 printf '\nrandom benchmark: %d %s JPEGs (%.0f B on average), local store on an unthrottled disk (%s), %d reader threads,\n' \
   "$n" "$kind" "$(x "$src_b / $n")" "$(findmnt -no SOURCE -T "$store")" "$threads"
@@ -93,4 +84,4 @@ for name in "${names[@]}"; do
 done
 q=$(ratio "fid records" "ext4 random")
 printf '\ngoal: a cold random epoch (records) >= 1.0x ext4 in the same order: measured %.2fx -> %s\n' "$q" \
-  "$(if (($(x "$q >= 1.0"))); then echo met; else echo "NOT met"; fi)"
+  "$(met "$q >= 1.0")"

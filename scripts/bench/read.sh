@@ -43,17 +43,14 @@ order=(ext4 squashfuse_ll fidelityfs_full fidelityfs_l5)
 [[ -z $baseline ]] || order+=(baseline_l5)
 for name in "${order[@]}"; do sed "s|^\.|${roots[$name]}|" "$BENCH_DIR/list.rel" >"$BENCH_DIR/list.$name"; done
 
-daemon_pid() { pgrep -f -x "${2:-$bin} mount $store $1 .*" | head -1; }
-
 declare -A fps_w mbs_w fps_c mbs_c cpu0 warm_fps warm_mbs cold_fps cold_mbs cpu_us rcpu_w reader_us
 hz=$(getconf CLK_TCK)
-declare -A pid=([fidelityfs_full]=$(daemon_pid "$m/full") [fidelityfs_l5]=$(daemon_pid "$m/l5"))
-[[ -z $baseline ]] || pid[baseline_l5]=$(daemon_pid "$m/base" "$baseline")
+declare -A pid=([fidelityfs_full]=$(daemon_pid "$m/full" "$store") [fidelityfs_l5]=$(daemon_pid "$m/l5" "$store"))
+[[ -z $baseline ]] || pid[baseline_l5]=$(daemon_pid "$m/base" "$store" "$baseline")
 # Every source's page cache filled the same way, by reading: a freshly written tree would
 # otherwise sit in the large folios of ext4's write path, which read faster than the order-0
 # folios that reading from disk leaves (as in a training epoch, and for every other source).
-sync
-echo 3 >/proc/sys/vm/drop_caches
+cold
 for name in "${order[@]}"; do "$rb" "$BENCH_DIR/list.$name" --threads 2 --seed 0 --passes 2 >/dev/null; done  # warm-up
 # Within a run the sources take turns pass by pass (readbench with all four lists), so that the
 # noise of a shared machine hits them alike; the goals are ratios of the same run, one per run,
@@ -88,8 +85,7 @@ done
 for name in "${!pid[@]}"; do cpu0[$name]=$(cpu_ticks "${pid[$name]}"); done
 for ((r = 1; r <= runs; r++)); do
   for name in "${order[@]}"; do
-    sync
-    echo 3 >/proc/sys/vm/drop_caches
+    cold
     out=$("$rb" "$BENCH_DIR/list.$name" --threads 2 --seed "$((r + 100))")
     fps_c[$name]+="$(field "$out" files_per_s) " mbs_c[$name]+="$(field "$out" mb_per_s) "
   done

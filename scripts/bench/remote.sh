@@ -59,13 +59,7 @@ if [[ -z ${FIDBENCH_INNER:-} ]]; then
     store=$BENCH_DIR/remote-store-$kind-$count$layout_suffix
     [[ -f $store/index.sqlite ]] || "$bin" pack "$src" "$store" --layout "$layout" --progress off --jobs 2 >/dev/null
   done
-  ns=fidbench-$$
-  ip netns add "$ns"
-  trap 'ip netns del "$ns" 2>/dev/null || true' EXIT
-  ip netns exec "$ns" ip link set lo up
-  rc=0
-  FIDBENCH_INNER=$ns ip netns exec "$ns" "$root/scripts/bench/remote.sh" "$@" || rc=$?
-  exit $rc
+  run_in_netns "fidbench-$$" "$root/scripts/bench/remote.sh" "$@"
 fi
 
 # ---- inside the namespace ----------------------------------------------------------------------
@@ -142,13 +136,11 @@ print("".join(p + "\n" for p in f[:int(sys.argv[3])]), end="")' "$work/lists/all
 }
 # read_list LIST [THREADS] -> readbench's JSON (the list in its order)
 read_list() { timeout 600 "$rb" "$1" --threads "${2:-$threads}" --in-order; }
-pyget() { /usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$1" "$2"; }
 
 # fid_mount MNT LEVEL [OPTIONS] -> the daemon's pid
 fid_mount() {
   "$bin" mount "s3://$bucket/store-$kind" "$1" -o "endpoint=$purl,scan_group=$2,cache=$cache${3:+,$3}"
-  local pid
-  pgrep -f -x "$bin mount s3://$bucket/store-$kind $1 .*" | head -1
+  daemon_pid "$1" "s3://$bucket/store-$kind"
 }
 fid_umount() {  # MNT PID
   fusermount3 -u "$1"
@@ -174,7 +166,7 @@ run_fid() {  # LEVEL random|order RUN
   rss=$(kb "$pid" VmHWM)
   errors "fidelityfs $level $mode run $r" "$out"
   fid_umount "$m" "$pid"
-  echo "$(field "$out" files_per_s) $(field "$out" bytes) $(pyget "$st" storage_bytes) $pb $pg $pr $rss $(field "$out" files)"
+  echo "$(field "$out" files_per_s) $(field "$out" bytes) $(json_get "$st" storage_bytes) $pb $pg $pr $rss $(field "$out" files)"
 }
 
 # s3fs -f and rclone mount say nothing when their mount is up (unlike fidelityfs mount, which
@@ -246,7 +238,7 @@ read_nodes() {
     served=$((served + $(field "$o" bytes)))
     secs=$(echo "s = $(field "$o" seconds); if (s > $secs) s else $secs" | bc -l)
     cp "$work/n$R/.fidelity/stats" "$work/stats/$label-$R.json"
-    storage=$((storage + $(pyget "$work/stats/$label-$R.json" storage_bytes)))
+    storage=$((storage + $(json_get "$work/stats/$label-$R.json" storage_bytes)))
     k=$(kb "${pids[$R]}" VmHWM)
     ((k > rss)) && rss=$k
   done
@@ -274,7 +266,6 @@ errors() {
   e=$(field "$2" errors 2>/dev/null) || e='no result'
   [[ $e == 0 ]] || echo "$1: read errors: $e" >>"$work/errors"
 }
-x() { echo "$1" | bc -l; }
 # The runs' figures live in the calling part's associative array R: R[NAME,METRIC] = "v1 v2 ...".
 keep() {  # NAME "images/s served fetched proxy GETs requests rss files [mode]": one run's figures
   local a b c d e f g h mode kv
@@ -283,7 +274,6 @@ keep() {  # NAME "images/s served fetched proxy GETs requests rss files [mode]":
     R[$1,${kv%% *}]+="${kv#* } "
   done
 }
-med() { tr ' ' '\n' <<<"${R[$1,$2]}" | grep . | median; }
 # per image: the median over runs of (metric / files)
 per() {
   local -a v f
@@ -291,14 +281,14 @@ per() {
   read -ra f <<<"${R[$1,files]}"
   for i in "${!v[@]}"; do x "${v[$i]} / ${f[$i]}"; done | median
 }
-# the median over runs of metric A / metric B
+# the median over runs of metric A / metric B (A, B and both metrics named: common.sh's ratio
+# takes one metric for both)
 ratio() {
   local -a a b
   read -ra a <<<"${R[$1,$2]}"
   read -ra b <<<"${R[$3,$4]}"
   for i in "${!a[@]}"; do x "${a[$i]} / ${b[$i]}"; done | median
 }
-met() { if (($(echo "$1" | bc -l))); then echo met; else echo "NOT met"; fi; }
 
 printf '\nremote benchmark: Ceph RGW (memstore) behind fault_proxy.py in a network namespace; link: tc tbf %d Mbit/s\n' \
   "$tbf_mbit"
@@ -421,7 +411,7 @@ fid_read() {  # NAME MNT LIST OPTIONS  (LIST: order:N or random:SEED:COUNT)
   rss=$(kb "$pid" VmHWM)
   errors "$name" "$out"
   fid_umount "$m" "$pid"
-  echo "$name|$(field "$out" files_per_s) $(field "$out" bytes) $(pyget "$st" storage_bytes) $pb $pg $pr $rss $(field "$out" files) $(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["random_reads"]["mode"])' "$st")"
+  echo "$name|$(field "$out" files_per_s) $(field "$out" bytes) $(json_get "$st" storage_bytes) $pb $pg $pr $rss $(field "$out" files) $(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["random_reads"]["mode"])' "$st")"
 }
 
 ext4_read() {  # NAME SEED

@@ -168,7 +168,7 @@ run_mount() {  # run_mount MODE SEED
   t0=$(now)
   bounded 600 "$bin" mount "$store" "$m" -o "readdir=$mode${OPTS:+,$OPTS}"
   add "$mode" mount "$(echo "$(now) - $t0" | bc -l)"
-  daemon=$(pgrep -f -x "$bin mount $store $m .*" | head -1)
+  daemon=$(daemon_pid "$m" "$store")
   mem "$mode" mount
   listing "$m" "$mode"
   mem "$mode" list
@@ -197,7 +197,7 @@ cold
 t0=$(now)
 bounded 600 "$bin" mount "$store" "$m"
 first_mount_s=$(echo "$(now) - $t0" | bc -l)
-daemon=$(pgrep -f -x "$bin mount $store $m" | head -1)
+daemon=$(daemon_pid "$m" "$store")
 first_anon_b=$(echo "$(kb "$daemon" RssAnon) * 1024 / $files" | bc -l)
 fusermount3 -u "$m"
 wait_exit "$daemon"
@@ -214,14 +214,7 @@ for ((r = 1; r <= runs; r++)); do
 done
 
 # ---- report ----------------------------------------------------------------------------------
-med() { tr ' ' '\n' <<<"${R[$1,$2]}" | grep . | median; }
-# per-run ratios NAME METRIC: the metric of NAME over ext4's, run by run (total: the sum of three)
-ratios() {
-  local a b
-  read -ra a <<<"${R[$1,$2]}"
-  read -ra b <<<"${R[ext4,$2]}"
-  for i in "${!a[@]}"; do echo "${a[$i]} / ${b[$i]}" | bc -l; done | median
-}
+# Ratios are to ext4, run by run (common.sh's ratio NAME ext4 METRIC); total: the sum of three.
 for name in "${names[@]}"; do
   read -ra l1 <<<"${R[$name,list1]}"
   read -ra l2 <<<"${R[$name,list2]}"
@@ -244,8 +237,8 @@ printf '%-6s %8s | %8.2f %9s | %8.3f %9s | %8.2f %9s | %8.2f %9s\n' ext4 - "$(me
   "$(med ext4 reads)" "" "$(med ext4 total)" ""
 for name in plus plain auto; do
   printf '%-6s %8.2f | %8.2f %8.2fx | %8.3f %8.2fx | %8.2f %8.2fx | %8.2f %8.2fx\n' "$name" "$(med "$name" mount)" \
-    "$(med "$name" list1)" "$(ratios "$name" list1)" "$(med "$name" list2)" "$(ratios "$name" list2)" \
-    "$(med "$name" reads)" "$(ratios "$name" reads)" "$(med "$name" total)" "$(ratios "$name" total)"
+    "$(med "$name" list1)" "$(ratio "$name" ext4 list1)" "$(med "$name" list2)" "$(ratio "$name" ext4 list2)" \
+    "$(med "$name" reads)" "$(ratio "$name" ext4 reads)" "$(med "$name" total)" "$(ratio "$name" ext4 total)"
 done
 printf '\ndaemon memory, bytes per file (RSS / RssAnon); kernel FUSE inodes (fuse_inode slab objects added, %d B each)\n' \
   "$(awk '$1 == "fuse_inode" {print $4}' /proc/slabinfo)"
