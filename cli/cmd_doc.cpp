@@ -156,6 +156,46 @@ std::string man1(const CLI::App& app) {
 
 const CLI::App& mount_command(const CLI::App& app) { return *app.get_subcommand("mount"); }
 
+// Sections of .TP paragraphs: a heading, then (tag, text) pairs, the text markdown-ish as roff() takes it.
+struct ManSection {
+  std::string_view heading;
+  std::vector<std::pair<std::string_view, std::string_view>> items;
+};
+
+// What a user of a mount reads about besides its options: attributes, the control folder, the
+// environment and the files the daemon uses (docs/MOUNT.md has each at length).
+const std::vector<ManSection>& mount_reference() {
+  static const std::vector<ManSection> sections = {
+      {"EXTENDED ATTRIBUTES",
+       {{"user.fidelity.scan_group",
+         "on a JPEG file or a folder: the effective level; set `1`..L or `full` to override it (a folder's covers "
+         "its subtree), remove it to fall back (`setfattr -x`). A bad value is EINVAL, a name of ours that does "
+         "not exist ENOTSUP, a user `level_changes` does not allow EPERM"},
+        {"user.fidelity.order_seed", "on the mount's root: the seed of the published orders; set it, or remove it "
+                                     "to go back to the configured one"},
+        {"user.fidelity.kind, levels, bytes, record, position, source_size, format",
+         "read-only facts of a file: its kind (jpeg, l3, blob), L, its size at every level, where it is stored, "
+         "its source size, an l3 file's container"}}},
+      {"THE CONTROL FOLDER",
+       {{"MOUNTPOINT/.fidelity/stats", "the daemon's counters as JSON (`fidelityfs stats` summarises them)"},
+        {"MOUNTPOINT/.fidelity/config", "the effective settings as JSON"},
+        {"MOUNTPOINT/.fidelity/metrics", "the counters in the Prometheus text format"},
+        {"MOUNTPOINT/.fidelity/sg/K/", "the whole tree at level K"},
+        {"MOUNTPOINT/.fidelity/order/epoch-E[.rank-R-of-W]",
+         "the published read order of an epoch (one path a line), which makes a cold epoch sequential"}}},
+      {"ENVIRONMENT",
+       {{"XDG_CACHE_HOME, HOME", "the cache folder: $XDG_CACHE_HOME/fidelityfs, else ~/.cache/fidelityfs"},
+        {"AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_PROFILE, AWS_REGION, AWS_ENDPOINT_URL",
+         "credentials, region and endpoint of an s3:// store, as AWS's tools take them (`-o` overrides)"},
+        {"FIDELITYFS_BIN", "the binary mount.fidelityfs runs"}}},
+      {"FILES",
+       {{"CACHE/tables/", "the tables file of each store, made on its first mount and mapped by the next ones"},
+        {"CACHE/fidelityfs.log", "the daemon's log where nothing listens on /dev/log and no `log.file` is set"},
+        {"/usr/share/doc/fidelityfs/examples/mnt\\-imagenet.mount", "a systemd mount unit of a store"}}},
+  };
+  return sections;
+}
+
 std::string man8(const CLI::App& app) {
   const CLI::App& mount = mount_command(app);
   std::string out = roff_header("FIDELITYFS-MOUNT", 8, "System Administration");
@@ -169,11 +209,12 @@ std::string man8(const CLI::App& app) {
               "Unmount with `fusermount3 -u MOUNTPOINT` (or `umount`).") +
          "\n.PP\n" +
          roff("`mount.fidelityfs` (also installed as `mount.fuse.fidelityfs`) is the helper mount(8) runs for "
-              "the type `fuse.fidelityfs`, so /etc/fstab lines and systemd .mount units work: it drops the "
-              "generic mount options (`defaults`, `auto`, `noauto`, `nofail`, `_netdev`, `rw`, `ro`, `user`, "
-              "`nosuid`, `nodev`, `noatime`, `x-*`, ...) and runs `fidelityfs mount STORE MOUNTPOINT -o` with the "
-              "rest. It runs `$FIDELITYFS_BIN`, else `fidelityfs` on PATH, else /usr/bin/fidelityfs, else "
-              "/usr/local/bin/fidelityfs.") +
+              "the type `fuse.fidelityfs`, so /etc/fstab lines and systemd .mount units work: it runs "
+              "`fidelityfs mount STORE MOUNTPOINT -o` with the line's options, of which fidelityfs ignores the "
+              "generic ones (`defaults`, `auto`, `noauto`, `nofail`, `_netdev`, `rw`, `ro`, `user`, `nosuid`, "
+              "`nodev`, `noatime`, `x-*`, ...). It runs `$FIDELITYFS_BIN`, else `fidelityfs` on PATH, else "
+              "/usr/bin/fidelityfs, else /usr/local/bin/fidelityfs. The mount point must be empty unless "
+              "`-o nonempty` is given.") +
          "\n.SH COMMAND-LINE OPTIONS\n";
   for (const CLI::Option* o : mount.get_options()) out += roff_option(*o, true);
   out += ".SH MOUNT OPTIONS\n" +
@@ -190,13 +231,19 @@ std::string man8(const CLI::App& app) {
     else if (d.yaml_key != d.option) tag += fmt::format(" (YAML \\fB{}\\fR)", roff(d.yaml_key));
     out += fmt::format(".TP\n{}\n{}\n", tag, roff(values_and_about(d)));
   }
+  for (const ManSection& section : mount_reference()) {
+    out += fmt::format(".SH {}\n", section.heading);
+    for (const auto& [tag, text] : section.items) out += fmt::format(".TP\n\\fB{}\\fR\n{}\n", tag, roff(text));
+  }
   out += ".SH EXAMPLES\n.nf\n" +
          roff("fidelityfs mount /data/imagenet.store /mnt/imagenet -o scan_group=5\n"
+              "setfattr -n user.fidelity.scan_group -v 3 /mnt/imagenet/train     # a folder and below\n"
+              "getfattr -n user.fidelity.scan_group /mnt/imagenet/train/a/1.jpg  # a file's level\n"
+              "fidelityfs stats /mnt/imagenet\n"
+              "fusermount3 -u /mnt/imagenet\n"
               "# /etc/fstab\n"
               "/data/imagenet.store  /mnt/imagenet  fuse.fidelityfs  scan_group=5,allow_other,nofail  0 0") +
          "\n.fi\n";
-  out += ".SH FILES\n.TP\n/usr/share/doc/fidelityfs/examples/mnt\\-imagenet.mount\n" +
-         roff("a systemd mount unit of a store") + "\n";
   out += kExitStatus;
   out += ".SH SEE ALSO\n\\fBfidelityfs\\fR(1), \\fBmount\\fR(8), \\fBfstab\\fR(5), \\fBsystemd.mount\\fR(5), "
          "\\fBfusermount3\\fR(1)\n";

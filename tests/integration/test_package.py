@@ -234,6 +234,15 @@ def test_man_page_of_the_mount_names_every_mount_option_and_key(unpacked, tmp_pa
     assert "scan_group" in options and "allow_other" in options
     for name in options + parser_yaml_keys(tmp_path) + option_names("mount"):
         assert has_word(text, name), name
+    # More than --help: what a user of a mount reads about, in sections of their own.
+    headings = [line for line in text.splitlines() if re.match(r"^[A-Z][A-Z -]+$", line)]
+    for heading in ("NAME", "SYNOPSIS", "DESCRIPTION", "MOUNT OPTIONS", "EXTENDED ATTRIBUTES", "THE CONTROL FOLDER",
+                    "ENVIRONMENT", "FILES", "EXAMPLES", "EXIT STATUS", "SEE ALSO"):
+        assert heading in headings, (heading, headings)
+    for word in ("user.fidelity.scan_group", "user.fidelity.order_seed", "MOUNTPOINT/.fidelity/stats",
+                 "MOUNTPOINT/.fidelity/sg/K/", "XDG_CACHE_HOME", "AWS_PROFILE", "fidelityfs.log", "setfattr",
+                 "nonempty"):
+        assert word in text, word
 
 
 def test_mount_help_lists_every_mount_option():
