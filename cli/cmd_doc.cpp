@@ -273,15 +273,51 @@ std::string join(const std::vector<std::string>& words) {
   return out;
 }
 
+// The values an option offers to complete: a choice validator's members ("TEXT:{pcr,fast}").
+std::vector<std::string> option_choices(const CLI::Option& o) {
+  const std::string type = o.get_type_name();
+  const size_t open = type.find('{'), close = type.find('}', open);
+  std::vector<std::string> out;
+  if (open == std::string::npos || close == std::string::npos) return out;
+  for (size_t a = open + 1, b; a < close; a = b + 1) {
+    b = std::min(type.find(',', a), close);
+    out.push_back(type.substr(a, b - a));
+  }
+  return out;
+}
+
+// The values a mount option offers: its documented keywords when it takes one of a list
+// ("`auto`, `plus`, `plain` (`auto`)"); levels 1..10 and full for "`1`..L or `full`" (L is 10
+// in the stores pack writes); none for free values (BYTES, DIR, ...) and ranges of numbers.
+std::vector<std::string> mount_option_choices(std::string_view values) {
+  std::vector<std::string> out;
+  values = values.substr(0, values.find(" ("));  // the default follows
+  if (!values.starts_with('`')) return out;
+  if (values.starts_with("`1`..L")) {
+    for (int k = 1; k <= 10; ++k) out.push_back(std::to_string(k));
+  } else if (values.find("..") != std::string_view::npos) {
+    return out;  // a range of numbers
+  }
+  for (size_t a = values.find('`'); a != std::string_view::npos; a = values.find('`', a + 1)) {
+    const size_t b = values.find('`', a + 1);
+    if (b == std::string_view::npos) break;
+    std::string word(values.substr(a + 1, b - a - 1));
+    if (word.ends_with("=NAME")) word.resize(word.size() - 4);
+    if (word != "1" || out.empty()) out.push_back(word);
+    a = b;
+  }
+  return out;
+}
+
 std::string bash_completion(const CLI::App& app) {
   std::vector<const CLI::App*> commands{&app};
   visible_commands(app, commands);
   std::vector<std::string> paths;  // "fidelityfs pack", ... (not the root)
-  std::string cases;
+  std::string cases, option_values, mount_values;
   for (const CLI::App* cmd : commands) {
     std::string path = cmd == &app ? std::string(kProgram) : command_path(*cmd);
     if (cmd != &app) paths.push_back(fmt::format("\"{}\"", path));
-    std::vector<std::string> subcommands, options, valued;
+    std::vector<std::string> subcommands, options, valued, choices;
     for (const CLI::App* sub : cmd->get_subcommands([](const CLI::App* s) { return !s->get_group().empty(); }))
       subcommands.push_back(sub->get_name());
     for (const CLI::Option* o : cmd->get_options()) {
@@ -289,14 +325,21 @@ std::string bash_completion(const CLI::App& app) {
       for (const auto& n : option_names(*o)) {
         options.push_back(n);
         if (takes_value(*o)) valued.push_back(n);
+        if (const auto values = option_choices(*o); !values.empty())
+          choices.push_back(fmt::format("\"{} {}\") choices=\"{}\" ;;", path, n, join(values)));
       }
     }
     cases += fmt::format("    \"{}\") subcommands=\"{}\" options=\"{}\" valued=\"{}\" ;;\n", path, join(subcommands),
                          join(options), join(valued));
+    for (const auto& c : choices) option_values += "    " + c + "\n";
   }
   std::vector<std::string> mount_options;
-  for (const auto& d : config::mount_option_docs())
-    if (!d.option.empty()) mount_options.push_back(std::string(d.option) + (d.values.empty() ? "" : "="));
+  for (const auto& d : config::mount_option_docs()) {
+    if (d.option.empty()) continue;
+    mount_options.push_back(std::string(d.option) + (d.values.empty() ? "" : "="));
+    if (const auto values = mount_option_choices(d.values); !values.empty())
+      mount_values += fmt::format("    {}) choices=\"{}\" ;;\n", d.option, join(values));
+  }
   std::string known_paths;
   for (const auto& p : paths) known_paths += (known_paths.empty() ? "" : " | ") + p;
   return fmt::format(R"(# bash completion of fidelityfs: subcommands, their options, and the mount options after -o.
@@ -319,10 +362,21 @@ _fidelityfs() {{
   case $command in
 {cases}  esac
   local -a candidates
+  local choices=""
+  case "$command $prev" in
+{option_values}  esac
   if [[ $command == "{program} mount" && $prev == -o ]]; then
-    # The list's last item: a name to complete after the items before it.
+    # The list's last item: a name to complete after the items before it, or its value after '='.
     local item=${{cur##*,}}
-    mapfile -t candidates < <(compgen -P "${{cur%"$item"}}" -W "{mount_options}" -- "$item")
+    if [[ $item == *=* ]]; then
+      case ${{item%%=*}} in
+{mount_values}      esac
+      mapfile -t candidates < <(compgen -P "${{cur%"$item"}}${{item%%=*}}=" -W "$choices" -- "${{item#*=}}")
+    else
+      mapfile -t candidates < <(compgen -P "${{cur%"$item"}}" -W "{mount_options}" -- "$item")
+    fi
+  elif [[ -n $choices ]]; then
+    mapfile -t candidates < <(compgen -W "$choices" -- "$cur")
   elif [[ " $valued " == *" $prev "* ]]; then
     mapfile -t candidates < <(compgen -f -- "$cur")
   elif [[ $cur == -* ]]; then
@@ -344,7 +398,8 @@ _fidelityfs() {{
 complete -F _fidelityfs {program}
 )",
                      fmt::arg("program", kProgram), fmt::arg("known_paths", known_paths), fmt::arg("cases", cases),
-                     fmt::arg("mount_options", join(mount_options)));
+                     fmt::arg("mount_options", join(mount_options)), fmt::arg("option_values", option_values),
+                     fmt::arg("mount_values", mount_values));
 }
 
 }  // namespace

@@ -290,6 +290,15 @@ def test_bash_completion_offers_subcommands_options_and_mount_options(unpacked):
     # The last item of a list; bash replaces its own word, what follows the last '='.
     assert complete(unpacked, "fidelityfs mount /data/s /mnt/s -o scan_group=3,thr") == ["3,threads="]
     assert complete(unpacked, "fidelityfs mount /data/s /mnt/s -o rand") == ["random_reads="]
+    # Values: a mount option's keywords after its '=', a command's choices after the option.
+    # (Right after '=' bash's own word is "=", which the candidates replace.)
+    assert set(complete(unpacked, "fidelityfs mount /data/s /mnt/s -o scan_group=")) == \
+        {f"={k}" for k in range(1, 11)} | {"=full"}
+    assert set(complete(unpacked, "fidelityfs mount /data/s /mnt/s -o readdir=p")) == {"plus", "plain"}
+    assert set(complete(unpacked, "fidelityfs mount /data/s /mnt/s -o scan_group=3,gpu=o")) == {"on", "off"}
+    assert complete(unpacked, "fidelityfs mount /data/s /mnt/s -o cache=") == []  # a free value
+    assert set(complete(unpacked, "fidelityfs pack --levels ")) == {"pcr", "fast"}
+    assert set(complete(unpacked, "fidelityfs verify --progress ")) == {"auto", "on", "off"}
 
 
 def test_mount_md_options_table_is_the_generated_one():
