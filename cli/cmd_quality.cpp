@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -84,8 +85,15 @@ std::string class_rules_yaml(const std::map<std::string, codec::Summary>& by_cla
   return config::rules_yaml(rules);
 }
 
+// Where plot_quality.py is: $FIDELITYFS_SCRIPTS; else beside an installed binary, in
+// BIN/../share/fidelityfs (where the package and `cmake --install` put it); else the source tree's
+// scripts/ (a build that is run where it was built).
 std::string scripts_dir() {
   if (const char* env = std::getenv("FIDELITYFS_SCRIPTS"); env && *env) return env;
+  std::error_code ec;
+  const std::filesystem::path bin = std::filesystem::read_symlink("/proc/self/exe", ec).parent_path();
+  const std::filesystem::path installed = bin.parent_path() / "share" / "fidelityfs";
+  if (!ec && std::filesystem::exists(installed / "plot_quality.py", ec)) return installed.string();
   return std::string(FIDELITYFS_SOURCE_DIR) + "/scripts";
 }
 

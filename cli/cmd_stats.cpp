@@ -98,8 +98,7 @@ void print_summary(const std::string& mount, const nlohmann::json& s, const nloh
              percent(hits, hits + misses), hits, hits + misses, bytes_text(static_cast<double>(count(s, "cache", "used"))),
              bytes_text(static_cast<double>(count(s, "cache", "budget"))), count(s, "cache", "evictions"));
   if (s.contains("random_reads") && s["random_reads"].is_object())
-    fmt::print("random    {} ({})\n", s["random_reads"].value("mode", std::string("?")),
-               s["random_reads"].value("why", std::string("?")));
+    fmt::print("random    {}\n", s["random_reads"].value("why", std::string("?")));  // it starts with the mode
   if (s.contains("disk_cache") && s["disk_cache"].is_object()) {
     const uint64_t dh = count(s, "disk_cache", "hits"), dm = count(s, "disk_cache", "misses");
     fmt::print("disk      {} hits ({} of {}), {} of {}, {} evictions\n", percent(dh, dh + dm), dh, dh + dm,

@@ -25,6 +25,7 @@ PACKAGE_FILES = {
     "./usr/share/bash-completion/completions/fidelityfs",
     "./usr/share/doc/fidelityfs/MOUNT.md",
     "./usr/share/doc/fidelityfs/examples/mnt-imagenet.mount",
+    "./usr/share/fidelityfs/plot_quality.py",
 }
 PACKAGE_LINKS = {"./sbin/mount.fuse.fidelityfs": "mount.fidelityfs"}
 SYSTEM_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"  # no /usr/local: the package's binary, not a source install's
@@ -349,3 +350,20 @@ def test_python_wheel_builds_offline_and_installs(tmp_path):
                        env={**os.environ, "PYTHONPATH": str(target)}, timeout=120)
     assert p.returncode == 0, p.stderr
     assert p.stdout.split() == [str(target / "fidelityfs" / "__init__.py"), fidelityfs.__version__]
+
+
+def test_quality_plot_runs_from_the_package(unpacked, edge_tree, tmp_path):
+    """`quality --plot` finds plot_quality.py where the package puts it (BIN/../share/fidelityfs),
+    not in a source tree: the unpacked binary draws the PNG with FIDELITYFS_SCRIPTS unset."""
+    binary = str(unpacked / "usr" / "bin" / "fidelityfs")
+    env = {k: v for k, v in os.environ.items() if k != "FIDELITYFS_SCRIPTS"}
+    store = tmp_path / "store"
+    p = subprocess.run([binary, "pack", edge_tree, str(store), "--progress", "off", "--allow-skipped"],
+                       capture_output=True, text=True, env=env)
+    assert p.returncode == 0, p.stderr
+    png = tmp_path / "q.png"
+    p = subprocess.run([binary, "quality", str(store), "--sample", "10", "--progress", "off", "--plot", str(png)],
+                       capture_output=True, text=True, env=env)
+    assert p.returncode == 0, p.stderr
+    assert f"plot: {png}" in p.stdout
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
