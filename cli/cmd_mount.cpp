@@ -343,6 +343,13 @@ std::string daemon_log_file(const config::Settings& settings) {
   const std::filesystem::path dir = storage::index_cache_dir(store_options(settings));
   if (!storage::make_private_dir(dir)) return "";
   const std::string file = (dir / "fidelityfs.log").string();
+  // Made 0600 like every file in the cache folder (log_open keeps an existing file's mode).
+  const int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0 || ::fchmod(fd, 0600) != 0) {
+    if (fd >= 0) ::close(fd);
+    return "";
+  }
+  ::close(fd);
   err(fmt::format("no syslog on this machine (/dev/log): the daemon logs to {} (log.file in a config chooses)", file));
   return file;
 }

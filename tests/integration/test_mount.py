@@ -734,3 +734,4 @@ def test_without_syslog_the_daemon_logs_to_a_file_it_names(edge_store, tmp_path,
         unmount(mnt)
     text = log.read_text()
     assert "fidelityfs[" in text and "setxattr inode 1 user.fidelity.scan_group='eleven'" in text, text
+    assert log.stat().st_mode & 0o777 == 0o600  # private, like every file of the cache folder
