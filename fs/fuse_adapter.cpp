@@ -23,6 +23,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/ascii.h"
 #include "common/fd.h"
 #include "core/filesystem.h"
 #include "core/log.h"
@@ -198,12 +199,6 @@ void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
   reply_value(req, core::Request::listxattr, ino, {}, core_of(req).listxattr(ino), size);
 }
 
-// An attribute and its value as a log line shows them: printable ASCII, at most 64 bytes.
-std::string shown_setting(std::string_view name, std::string_view value) {
-  std::string v;
-  for (unsigned char c : value.substr(0, 64)) v += c >= 0x20 && c < 0x7f ? std::string(1, static_cast<char>(c)) : fmt::format("\\x{:02x}", c);
-  return fmt::format("{}='{}'{}", name, v, value.size() > 64 ? "..." : "");
-}
 
 // The requesting process's uid, gid and supplementary groups (read by libfuse from /proc).
 core::Caller caller_of(fuse_req_t req) {
@@ -222,7 +217,7 @@ core::Caller caller_of(fuse_req_t req) {
 void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char* name, const char* value, size_t size, int flags) {
   core::Filesystem& fs = core_of(req);
   auto in_flight = fs.change_in_flight(ino);  // until after the reply
-  reply_status(req, core::Request::setxattr, ino, shown_setting(name, {value, size}),
+  reply_status(req, core::Request::setxattr, ino, fmt::format("{}='{}'", name, printable({value, size})),
                fs.setxattr(ino, name, {value, size}, flags, caller_of(req)));
 }
 

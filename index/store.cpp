@@ -1,6 +1,7 @@
 #include "index/store.h"
 
 #include "codec/jpeg.h"
+#include "common/ascii.h"
 #include "codec/l3_view.h"
 
 #include <fcntl.h>
@@ -194,13 +195,6 @@ StoreError corrupt_index(const std::string& ip, const std::string& what) {
   return StoreError(fmt::format("{}: corrupt index: {}", ip, what));
 }
 
-// A name as a message shows it: bytes below 0x20 and 0x7f escaped, at most 64 of them.
-std::string shown(std::string_view name) {
-  std::string out;
-  for (unsigned char c : name.substr(0, 64)) out += c < 0x20 || c == 0x7f ? fmt::format("\\x{:02x}", c) : std::string(1, static_cast<char>(c));
-  return name.size() > 64 ? out + "..." : out;
-}
-
 // Why `name` cannot be one component of a path in the mount (a name of the store's tree), or
 // nullptr if it can.
 const char* bad_component(std::string_view name) {
@@ -313,9 +307,9 @@ void Store::load_dirs(SqliteDb& db, const std::string& ip) {
     if (parent < 0 || (d.id != 0 && parent >= d.id) || (d.id == 0 && parent != 0))
       throw corrupt(fmt::format("directory {} has parent {}", d.id, parent));
     const std::string_view n(reinterpret_cast<const char*>(name.data()), name.size());
-    if (d.id == 0 && !n.empty()) throw corrupt(fmt::format("the root directory has the name '{}'", shown(n)));
+    if (d.id == 0 && !n.empty()) throw corrupt(fmt::format("the root directory has the name '{}'", printable(n)));
     if (const char* why = d.id == 0 ? nullptr : bad_component(n))
-      throw corrupt(fmt::format("directory {} has {}: '{}'", d.id, why, shown(n)));
+      throw corrupt(fmt::format("directory {} has {}: '{}'", d.id, why, printable(n)));
     d.parent = static_cast<uint32_t>(parent);
     dirs_.push_back(d);
   }
@@ -360,7 +354,7 @@ void Store::load_files(SqliteDb& db, const std::string& ip, bool offsets_stored)
     names_.append(reinterpret_cast<const char*>(name.data()), name.size());
     if (const char* why = bad_component({reinterpret_cast<const char*>(name.data()), name.size()}))
       throw corrupt(fmt::format("file {} has {}: '{}'", f.id, why,
-                                shown({reinterpret_cast<const char*>(name.data()), name.size()})));
+                                printable({reinterpret_cast<const char*>(name.data()), name.size()})));
     int64_t kind = q.integer(3);
     if (kind < 0 || kind > 2) throw corrupt(fmt::format("file {} has kind {}", f.id, kind));
     f.kind = static_cast<FileKind>(kind);
@@ -452,7 +446,7 @@ void Store::check_unique_names(const std::string& ip) const {
     const auto sf = std::span(child_files_).subspan(d.file_begin, d.file_count);
     auto twice = [&](std::string_view n) {
       return corrupt_index(ip, fmt::format("directory {} ('{}') holds two entries named '{}'", d.id,
-                                           shown(relative_path(d)), shown(n)));
+                                           printable(relative_path(d)), printable(n)));
     };
     for (size_t i = 1; i < sd.size(); ++i)
       if (name(dirs_[sd[i]]) == name(dirs_[sd[i - 1]])) throw twice(name(dirs_[sd[i]]));
