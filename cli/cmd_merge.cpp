@@ -4,10 +4,10 @@
 #include "cli/commands.h"
 #include "cli/interrupt.h"
 #include "cli/store_options.h"
-#include "index/merge.h"
-#include "index/temp_store.h"
+#include "pack/merge.h"
+#include "pack/temp_store.h"
 #include "storage/remote_store.h"
-#include "storage/s3_upload.h"
+#include "pack/s3_upload.h"
 #include "storage/url.h"
 
 namespace fid::cli {
@@ -16,7 +16,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-int print_merged(const index::MergeReport& r) {
+int print_merged(const pack::MergeReport& r) {
   fmt::print("merged {} parts: {} files in {} folders, {} records, {} skipped, {:.1f}s\n", r.parts, r.files, r.dirs,
              r.records, r.skipped, r.seconds);
   return kExitOk;
@@ -25,12 +25,12 @@ int print_merged(const index::MergeReport& r) {
 int run_local_merge(const std::vector<std::string>& args) {
   // The target is the user's to fix (a usage error, as for pack); whatever the parts say is a
   // runtime failure.
-  if (fid::Result<fs::path> checked = index::check_store_target(args.back()); !checked) {
+  if (fid::Result<fs::path> checked = pack::check_store_target(args.back()); !checked) {
     fmt::print(stderr, "fidelityfs merge: {}\n", checked.error().message);
     return kExitUsage;
   }
   const std::vector<fs::path> parts(args.begin(), args.end() - 1);
-  const fid::Result<index::MergeReport> merged = index::merge(parts, args.back(), cancel_on_interrupt());
+  const fid::Result<pack::MergeReport> merged = pack::merge(parts, args.back(), cancel_on_interrupt());
   if (!merged) {
     fmt::print(stderr, "fidelityfs merge: {}\n", merged.error().message);
     return kExitRuntime;
@@ -67,7 +67,7 @@ fid::Result<storage::RemoteLocation> fetch_part(const storage::StoreUrl& url, co
   fid::Result<storage::RemoteStore> part = storage::open_remote_store(url, opts);
   if (!part) return std::move(part).error();
   for (const index::Record& r : part->store->records())
-    if (r.size > storage::S3Upload::kMaxCopySize)
+    if (r.size > pack::S3Upload::kMaxCopySize)
       return fid::Error{EFBIG, fmt::format("{}: {} is {} bytes, more than one server-side copy takes (5 GiB): pack "
                                            "with smaller --record-bytes", url.text, r.path, r.size)};
   std::error_code ec;
@@ -83,12 +83,12 @@ fid::Result<storage::RemoteLocation> fetch_part(const storage::StoreUrl& url, co
 
 // Every argument s3://: the parts' indexes come down to a scratch folder, their records are
 // copied on the server into the store, its index goes up last.
-fid::Result<index::MergeReport> merge_on_s3(const std::vector<storage::StoreUrl>& urls, const storage::StoreOptions& opts,
+fid::Result<pack::MergeReport> merge_on_s3(const std::vector<storage::StoreUrl>& urls, const storage::StoreOptions& opts,
                                             const fs::path& scratch) {
   const std::atomic<bool>& cancel = cancel_on_interrupt();
   std::vector<fs::path> part_dirs;
   std::vector<storage::RemoteLocation> parts;
-  index::MergeIo io;
+  pack::MergeIo io;
   for (size_t k = 0; k + 1 < urls.size(); ++k) {
     part_dirs.push_back(scratch / fmt::format("part-{}", k));
     fid::Result<storage::RemoteLocation> where = fetch_part(urls[k], opts, part_dirs.back());
@@ -98,16 +98,16 @@ fid::Result<index::MergeReport> merge_on_s3(const std::vector<storage::StoreUrl>
     if (cancel) return fid::Error{ECANCELED, "interrupted"};
   }
   // Refused parts must leave the target as it is: opening the upload clears it.
-  if (fid::Status fit = index::check_merge_parts(part_dirs, io); !fit) return std::move(fit).error();
-  storage::S3UploadOptions up;
+  if (fid::Status fit = pack::check_merge_parts(part_dirs, io); !fit) return std::move(fit).error();
+  pack::S3UploadOptions up;
   up.cancel = &cancel;
-  fid::Result<std::unique_ptr<storage::S3Upload>> upload = storage::S3Upload::open(urls.back(), opts, up);
+  fid::Result<std::unique_ptr<pack::S3Upload>> upload = pack::S3Upload::open(urls.back(), opts, up);
   if (!upload) return std::move(upload).error();
   io.place_record = [&](size_t part, const std::string& from, const std::string& to) {
     return (*upload)->copy_record(parts.at(part), from, to);
   };
   io.destination = upload->get();
-  return index::merge(part_dirs, scratch / "store", cancel, io);
+  return pack::merge(part_dirs, scratch / "store", cancel, io);
 }
 
 int run_merge(const std::vector<std::string>& args, const std::vector<std::string>& options) {
@@ -126,7 +126,7 @@ int run_merge(const std::vector<std::string>& args, const std::vector<std::strin
   const fs::path scratch = scratch_store("merge", (*urls)->back());
   std::error_code ec;
   fs::remove_all(scratch, ec);  // what a killed merge to the same store left
-  const fid::Result<index::MergeReport> merged = merge_on_s3(**urls, store_options(*settings), scratch);
+  const fid::Result<pack::MergeReport> merged = merge_on_s3(**urls, store_options(*settings), scratch);
   fs::remove_all(scratch, ec);
   if (!merged) {
     fmt::print(stderr, "fidelityfs merge: {}\n", merged.error().message);

@@ -13,10 +13,10 @@
 #include "cli/interrupt.h"
 #include "cli/progress.h"
 #include "codec/jpeg.h"
-#include "index/packer.h"
+#include "pack/packer.h"
 #include "cli/store_options.h"
-#include "storage/remote_source.h"
-#include "storage/s3_upload.h"
+#include "pack/remote_source.h"
+#include "pack/s3_upload.h"
 #include "storage/url.h"
 
 namespace fid::cli {
@@ -52,18 +52,18 @@ fid::Result<std::vector<std::filesystem::path>> source_paths(const std::vector<s
 }
 
 // A source at s3:// or http(s)://, when that is what the only SRC names; null otherwise.
-fid::Result<std::unique_ptr<index::PackSource>> remote_source(const std::vector<std::string>& given,
+fid::Result<std::unique_ptr<pack::PackSource>> remote_source(const std::vector<std::string>& given,
                                                               const std::string& list_file,
                                                               const storage::StoreOptions& store_opts) {
-  if (given.size() != 1 || !list_file.empty()) return std::unique_ptr<index::PackSource>();
+  if (given.size() != 1 || !list_file.empty()) return std::unique_ptr<pack::PackSource>();
   fid::Result<storage::StoreUrl> url = storage::parse_store_url(given[0]);
-  if (!url || !url->remote()) return std::unique_ptr<index::PackSource>();
-  return storage::make_remote_source(*url, store_opts);
+  if (!url || !url->remote()) return std::unique_ptr<pack::PackSource>();
+  return pack::make_remote_source(*url, store_opts);
 }
 
 // Where a pack reads and writes when that is not a local path.
 struct PackRemote {
-  std::unique_ptr<index::PackSource> source;  // s3:// or http(s)://
+  std::unique_ptr<pack::PackSource> source;  // s3:// or http(s)://
   std::optional<storage::StoreUrl> store;     // s3://
   storage::StoreOptions options;              // from -o
 };
@@ -71,7 +71,7 @@ struct PackRemote {
 // What the command line names, the store last: s3:// and http(s):// sources and an s3:// store
 // (reached with the -o options), else local paths; sets opt.sources and opt.store (a scratch
 // path for an s3:// store). An error is the user's to fix.
-fid::Result<PackRemote> resolve_locations(index::PackOptions& opt, std::vector<std::string> args,
+fid::Result<PackRemote> resolve_locations(pack::PackOptions& opt, std::vector<std::string> args,
                                           const std::string& source_list, const std::vector<std::string>& store_opts) {
   PackRemote remote;
   fid::Result<config::Settings> settings = parse_store_location_options(store_opts);
@@ -86,7 +86,7 @@ fid::Result<PackRemote> resolve_locations(index::PackOptions& opt, std::vector<s
     remote.store = std::move(url).value();
     opt.store = scratch_store("pack", *remote.store);
   }
-  fid::Result<std::unique_ptr<index::PackSource>> source = remote_source(args, source_list, remote.options);
+  fid::Result<std::unique_ptr<pack::PackSource>> source = remote_source(args, source_list, remote.options);
   if (!source) return std::move(source).error();
   if (*source) {
     opt.sources = {args.front()};
@@ -102,17 +102,17 @@ fid::Result<PackRemote> resolve_locations(index::PackOptions& opt, std::vector<s
 // A source whose listing, once it succeeds, prepares the s3:// store (S3Upload::prepare_target,
 // which clears a store there): a source that cannot be listed leaves that store as it was, and
 // the store is still checked writable before any file is packed.
-class PrepareTargetAfterListing final : public index::PackSource {
+class PrepareTargetAfterListing final : public pack::PackSource {
  public:
-  PrepareTargetAfterListing(std::unique_ptr<index::PackSource> source, storage::S3Upload& target)
+  PrepareTargetAfterListing(std::unique_ptr<pack::PackSource> source, pack::S3Upload& target)
       : source_(std::move(source)), target_(target) {}
-  fid::Result<index::SourceTree> list(const std::atomic<bool>& cancel) override {
-    fid::Result<index::SourceTree> listed = source_->list(cancel);
+  fid::Result<pack::SourceTree> list(const std::atomic<bool>& cancel) override {
+    fid::Result<pack::SourceTree> listed = source_->list(cancel);
     if (!listed || cancel) return listed;
     if (fid::Status ready = target_.prepare_target(); !ready) return std::move(ready).error();
     return listed;
   }
-  fid::Result<index::SourceBytes> read(const index::SourceTree& tree, uint32_t i) const override {
+  fid::Result<pack::SourceBytes> read(const pack::SourceTree& tree, uint32_t i) const override {
     return source_->read(tree, i);
   }
   std::optional<std::vector<uint32_t>> stream_order() const override { return source_->stream_order(); }
@@ -121,8 +121,8 @@ class PrepareTargetAfterListing final : public index::PackSource {
   bool read_errors_fail() const override { return source_->read_errors_fail(); }
 
  private:
-  std::unique_ptr<index::PackSource> source_;
-  storage::S3Upload& target_;
+  std::unique_ptr<pack::PackSource> source_;
+  pack::S3Upload& target_;
 };
 
 // Up to kNotesShown lines of "KIND: PATH: REASON", then how many more (inspect lists them all).
@@ -133,50 +133,50 @@ void print_notes(const char* kind, const std::vector<std::pair<std::string, std:
     fmt::print("{}: ... and {} more (`fidelityfs inspect STORE` lists them)\n", kind, rows.size() - kNotesShown);
 }
 
-int run_pack(const index::PackOptions& opt, PackRemote remote, const std::string& progress_mode, bool allow_skipped) {
+int run_pack(const pack::PackOptions& opt, PackRemote remote, const std::string& progress_mode, bool allow_skipped) {
   // What the options say is wrong is the user's to fix: a usage error, reported before any work.
-  index::PackIo io{std::move(remote.source), nullptr};
-  if (fid::Result<std::filesystem::path> checked = index::check_pack_options(opt, io); !checked) {
+  pack::PackIo io{std::move(remote.source), nullptr};
+  if (fid::Result<std::filesystem::path> checked = pack::check_pack_options(opt, io); !checked) {
     fmt::print(stderr, "fidelityfs pack: {}\n", checked.error().message);
     return kExitUsage;
   }
   const std::atomic<bool>& cancel = cancel_on_interrupt();
   std::optional<ScratchLock> lock;
-  std::unique_ptr<storage::S3Upload> destination;
+  std::unique_ptr<pack::S3Upload> destination;
   if (remote.store) {
-    storage::S3UploadOptions up;
+    pack::S3UploadOptions up;
     up.cancel = &cancel;
     fid::Result<ScratchLock> locked = ScratchLock::take(*remote.store);
-    fid::Result<std::unique_ptr<storage::S3Upload>> made =
-        locked ? storage::S3Upload::create(*remote.store, remote.options, up) : locked.error();
+    fid::Result<std::unique_ptr<pack::S3Upload>> made =
+        locked ? pack::S3Upload::create(*remote.store, remote.options, up) : locked.error();
     if (!made) {
       fmt::print(stderr, "fidelityfs pack: {}\n", made.error().message);
       return kExitRuntime;
     }
     lock.emplace(std::move(locked).value());
     destination = std::move(made).value();
-    io.source = std::make_unique<PrepareTargetAfterListing>(io.source ? std::move(io.source) : index::local_source(opt),
+    io.source = std::make_unique<PrepareTargetAfterListing>(io.source ? std::move(io.source) : pack::local_source(opt),
                                                              *destination);
     io.destination = destination.get();
   }
   ProgressLine line(parse_progress_mode(progress_mode), "pack");
-  auto run = [&]() -> fid::Result<index::PackReport> {
+  auto run = [&]() -> fid::Result<pack::PackReport> {
     try {
-      return index::pack(
+      return pack::pack(
           opt, std::move(io),
-          [&](const index::PackProgress& p) { line.update(p.files_done, p.files_total, p.source_bytes_done, p.seconds); },
+          [&](const pack::PackProgress& p) { line.update(p.files_done, p.files_total, p.source_bytes_done, p.seconds); },
           cancel);
     } catch (const std::exception& e) {  // out of memory, ...: the store is removed all the same
       return fid::Error{EIO, e.what()};
     }
   };
-  const fid::Result<index::PackReport> packed = run();
+  const fid::Result<pack::PackReport> packed = run();
   line.finish();
   if (!packed) {  // the options were fine, so whatever stopped the pack is a runtime failure
     fmt::print(stderr, "fidelityfs pack: {}\n", packed.error().message);
     return kExitRuntime;
   }
-  const index::PackReport& r = *packed;
+  const pack::PackReport& r = *packed;
   uint64_t files = r.jpeg + r.l3 + r.blob;
   fmt::print("packed {} files ({} jpeg, {} l3, {} blob) in {} folders into {} records, {:.1f}s ({:.0f} files/s)\n",
              files, r.jpeg, r.l3, r.blob, r.dirs, r.records, r.seconds, r.seconds > 0 ? static_cast<double>(files) / r.seconds : 0.0);
@@ -207,7 +207,7 @@ int run_pack(const index::PackOptions& opt, PackRemote remote, const std::string
 
 void register_pack(CLI::App& app, int& exit_code) {
   auto* cmd = app.add_subcommand("pack", "Pack an image folder tree, tar files or objects into a store");
-  auto opt = std::make_shared<index::PackOptions>();
+  auto opt = std::make_shared<pack::PackOptions>();
   auto progress = std::make_shared<std::string>("auto");
   auto sources = std::make_shared<std::vector<std::string>>();
   auto source_list = std::make_shared<std::string>();
@@ -258,7 +258,7 @@ void register_pack(CLI::App& app, int& exit_code) {
   cmd->callback([opt, progress, levels, layout, shard, sources, source_list, store_opts, allow_skipped, &exit_code] {
     opt->levels = *levels == "fast" ? codec::LevelScripts::fast : codec::LevelScripts::pcr;
     (void)index::parse_layout(*layout, opt->layout);  // checked by IsMember
-    fid::Result<index::Shard> part = index::parse_shard(*shard);
+    fid::Result<pack::Shard> part = pack::parse_shard(*shard);
     if (!part) {
       fmt::print(stderr, "fidelityfs pack: {}\n", part.error().message);
       exit_code = kExitUsage;

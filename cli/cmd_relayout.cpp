@@ -1,5 +1,5 @@
 // `fidelityfs relayout STORE OUT --layout scan|file`: the same store in the other record layout
-// (index/relayout.h), from a folder, s3:// or http(s):// to a folder or s3://.
+// (pack/relayout.h), from a folder, s3:// or http(s):// to a folder or s3://.
 #include <fmt/format.h>
 
 #include <condition_variable>
@@ -10,9 +10,9 @@
 #include "cli/interrupt.h"
 #include "cli/progress.h"
 #include "cli/store_options.h"
-#include "index/relayout.h"
+#include "pack/relayout.h"
 #include "storage/open_store.h"
-#include "storage/s3_upload.h"
+#include "pack/s3_upload.h"
 #include "storage/url.h"
 
 namespace fid::cli {
@@ -61,26 +61,26 @@ int run_relayout(const std::string& location, const std::string& out, index::Sto
     return kExitRuntime;
   }
   const std::atomic<bool>& cancel = cancel_on_interrupt();
-  index::RelayoutIo io;
+  pack::RelayoutIo io;
   io.index_file = opened->index_file;
   io.read_records = [&](std::span<const uint32_t> ids, std::span<uint8_t* const> buffers) {
     return read_records(store, *opened->source, ids, buffers);
   };
   std::filesystem::path dir = out;
   std::optional<ScratchLock> lock;
-  std::unique_ptr<storage::S3Upload> upload;
+  std::unique_ptr<pack::S3Upload> upload;
   if (target) {
     Result<config::Settings> settings = parse_store_location_options(options);
     if (!settings) {  // open_command_store parsed the same list: not reached
       fmt::print(stderr, "fidelityfs relayout: {}\n", settings.error().message);
       return kExitUsage;
     }
-    storage::S3UploadOptions up;
+    pack::S3UploadOptions up;
     up.cancel = &cancel;
     Result<ScratchLock> locked = ScratchLock::take(*target);
-    Result<std::unique_ptr<storage::S3Upload>> made =
-        !locked ? Result<std::unique_ptr<storage::S3Upload>>(locked.error())
-                : storage::S3Upload::create(*target, store_options(*settings), up);
+    Result<std::unique_ptr<pack::S3Upload>> made =
+        !locked ? Result<std::unique_ptr<pack::S3Upload>>(locked.error())
+                : pack::S3Upload::create(*target, store_options(*settings), up);
     Status ready = made ? (*made)->prepare_target() : Status(made.error());
     if (!ready) {
       fmt::print(stderr, "fidelityfs relayout: {}\n", ready.error().message);
@@ -94,7 +94,7 @@ int run_relayout(const std::string& location, const std::string& out, index::Sto
   ProgressLine line(parse_progress_mode(progress_mode), "relayout");
   const auto t0 = std::chrono::steady_clock::now();
   uint64_t bytes = 0;
-  Result<index::RelayoutReport> done = index::relayout(
+  Result<pack::RelayoutReport> done = pack::relayout(
       store, layout, dir, io,
       [&](uint64_t n, uint64_t total) {
         bytes += store.records()[n - 1].size;
@@ -106,7 +106,7 @@ int run_relayout(const std::string& location, const std::string& out, index::Sto
     fmt::print(stderr, "fidelityfs relayout: {}\n", done.error().message);
     return kExitRuntime;
   }
-  const index::RelayoutReport& r = *done;
+  const pack::RelayoutReport& r = *done;
   fmt::print("relayout {} -> {} ({} layout): {} records ({} re-laid out), {:.1f} MB in {:.1f}s ({:.0f} MB/s)\n",
              store.location(), out, index::layout_name(layout), r.records, r.rewritten,
              static_cast<double>(r.bytes) / 1e6, r.seconds, r.seconds > 0 ? static_cast<double>(r.bytes) / 1e6 / r.seconds : 0.0);

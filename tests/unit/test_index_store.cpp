@@ -16,7 +16,7 @@
 
 #include "index/format.h"
 #include "index/order.h"
-#include "index/packer.h"
+#include "pack/packer.h"
 #include "core/read_range.h"
 #include "index/store.h"
 #include "storage/local_record_source.h"
@@ -62,8 +62,8 @@ std::map<std::string, std::string> make_tree(const fsys::path& src) {
   return files;
 }
 
-fid::index::PackOptions pack_options(const fsys::path& src, const fsys::path& store, uint64_t record_bytes = 8192) {
-  fid::index::PackOptions opt;
+fid::pack::PackOptions pack_options(const fsys::path& src, const fsys::path& store, uint64_t record_bytes = 8192) {
+  fid::pack::PackOptions opt;
   opt.sources = {src};
   opt.store = store;
   opt.jobs = 2;
@@ -73,15 +73,15 @@ fid::index::PackOptions pack_options(const fsys::path& src, const fsys::path& st
   return opt;
 }
 
-fid::Result<fid::index::PackReport> try_pack(const fsys::path& src, const fsys::path& store) {
+fid::Result<fid::pack::PackReport> try_pack(const fsys::path& src, const fsys::path& store) {
   std::atomic<bool> cancel{false};
-  return fid::index::pack(pack_options(src, store), nullptr, cancel);
+  return fid::pack::pack(pack_options(src, store), nullptr, cancel);
 }
 
 // A pack that must succeed (a failure ends the test).
-fid::index::PackReport pack(const fsys::path& src, const fsys::path& store, uint64_t record_bytes = 8192) {
+fid::pack::PackReport pack(const fsys::path& src, const fsys::path& store, uint64_t record_bytes = 8192) {
   std::atomic<bool> cancel{false};
-  return fid::testutil::value_or_throw(fid::index::pack(pack_options(src, store, record_bytes), nullptr, cancel));
+  return fid::testutil::value_or_throw(fid::pack::pack(pack_options(src, store, record_bytes), nullptr, cancel));
 }
 
 std::unique_ptr<Store> open_store(const fsys::path& dir) {
@@ -401,7 +401,7 @@ TEST_F(FileLayoutStore, HoldsTheScanLayoutsRecordsWithEachFilesPiecesBackToBack)
   EXPECT_EQ(store().format_version(), 4);
   auto opt = pack_options(path().parent_path() / "src", path().parent_path() / "scan", 16 * 1024);
   std::atomic<bool> cancel{false};
-  ASSERT_TRUE(fid::index::pack(opt, nullptr, cancel).ok());
+  ASSERT_TRUE(fid::pack::pack(opt, nullptr, cancel).ok());
   const std::unique_ptr<Store> scan = open_store(path().parent_path() / "scan");
   EXPECT_EQ(scan->layout(), fid::index::StoreLayout::scan);
   ASSERT_EQ(scan->records().size(), store().records().size());
@@ -462,12 +462,12 @@ TEST(Pack, RefusesNonEmptyTargetAndLeavesNoTemporaryFolder) {
   make_tree(t.path() / "src");
   write_file(t.path() / "store/keep.txt", "user data");
   // A usage error: the option check refuses it, and so does pack itself.
-  const fid::Result<fsys::path> checked = fid::index::check_pack_options(pack_options(t.path() / "src", t.path() / "store"));
+  const fid::Result<fsys::path> checked = fid::pack::check_pack_options(pack_options(t.path() / "src", t.path() / "store"));
   ASSERT_FALSE(checked.ok()) << "accepted a non-empty folder as the store";
   EXPECT_EQ(checked.error().message, (t.path() / "store").string() +
                                          ": already exists and is not an empty folder: pack into a new or empty folder (to "
                                          "replace a store, pack beside it, then swap the folders)");
-  const fid::Result<fid::index::PackReport> packed = try_pack(t.path() / "src", t.path() / "store");
+  const fid::Result<fid::pack::PackReport> packed = try_pack(t.path() / "src", t.path() / "store");
   ASSERT_FALSE(packed.ok()) << "packed over a non-empty folder";
   EXPECT_EQ(packed.error().message, checked.error().message);
   int entries = 0;
@@ -484,7 +484,7 @@ TEST(Pack, RecordsCloseAtRecordFilesWhenFilesAreEmpty) {
   auto opt = pack_options(t.path() / "src", t.path() / "store");
   opt.record_files = 3;
   std::atomic<bool> cancel{false};
-  auto report = fid::testutil::value_or_throw(fid::index::pack(opt, nullptr, cancel));
+  auto report = fid::testutil::value_or_throw(fid::pack::pack(opt, nullptr, cancel));
   EXPECT_EQ(report.records, 4u);
   auto s = open_store(t.path() / "store");
   ASSERT_EQ(s->files().size(), 11u);
@@ -499,11 +499,11 @@ TEST(Pack, RecordsCloseAtRecordFilesWhenFilesAreEmpty) {
 TEST(Pack, CancelLeavesNothing) {
   TempDir t;
   make_tree(t.path() / "src");
-  fid::index::PackOptions opt;
+  fid::pack::PackOptions opt;
   opt.sources = {t.path() / "src"};
   opt.store = t.path() / "store";
   std::atomic<bool> cancel{true};
-  const fid::Result<fid::index::PackReport> packed = fid::index::pack(opt, nullptr, cancel);
+  const fid::Result<fid::pack::PackReport> packed = fid::pack::pack(opt, nullptr, cancel);
   ASSERT_FALSE(packed.ok());
   EXPECT_EQ(packed.error().code, ECANCELED);
   EXPECT_EQ(packed.error().message, "interrupted");
@@ -541,8 +541,8 @@ TEST(Pack, RefusesWhileAnotherPackOfTheTargetRuns) {
   ASSERT_GE(fd, 0);
   ASSERT_EQ(::flock(fd, LOCK_EX), 0);
   // Not a usage error (the options are fine): a runtime failure of the pack.
-  EXPECT_TRUE(fid::index::check_pack_options(pack_options(t.path() / "src", t.path() / "store")).ok());
-  const fid::Result<fid::index::PackReport> packed = try_pack(t.path() / "src", t.path() / "store");
+  EXPECT_TRUE(fid::pack::check_pack_options(pack_options(t.path() / "src", t.path() / "store")).ok());
+  const fid::Result<fid::pack::PackReport> packed = try_pack(t.path() / "src", t.path() / "store");
   ASSERT_FALSE(packed.ok()) << "packed beside a running pack";
   EXPECT_NE(packed.error().message.find("another fidelityfs pack"), std::string::npos) << packed.error().message;
   EXPECT_TRUE(fsys::exists(t.path() / ".store.tmp-999999/records/000000.rec"));

@@ -15,7 +15,7 @@
 #include <random>
 #include <vector>
 
-#include "index/packer.h"
+#include "pack/packer.h"
 #include "index/store.h"
 #include "test_files.h"
 
@@ -67,14 +67,14 @@ class PackedStore : public ::testing::Test {
     }
     std::ofstream(src / "notes.txt") << "not an image";
     std::ofstream(src / "cat" / "labels.bin") << std::string(5000, 'x');
-    index::PackOptions opt;
+    pack::PackOptions opt;
     opt.sources = {src};
     opt.store = path();
     opt.jobs = 2;
     opt.record_bytes = 16 * 1024;
     opt.layout = layout();
     std::atomic<bool> cancel{false};
-    auto packed = index::pack(opt, nullptr, cancel);
+    auto packed = pack::pack(opt, nullptr, cancel);
     ASSERT_TRUE(packed.ok()) << packed.error().message;
     reopen();
   }

@@ -1,0 +1,140 @@
+#include "pack/folder_source.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fmt/format.h>
+
+#include "common/fd.h"
+
+namespace fid::pack {
+
+namespace fsys = std::filesystem;
+
+namespace {
+
+int64_t mtime_of(const struct stat& st) {
+  return static_cast<int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
+}
+
+std::string join_rel(const std::string& parent, const std::string& name) {
+  return parent.empty() ? name : parent + "/" + name;
+}
+
+using Ancestors = std::vector<std::pair<dev_t, ino_t>>;
+
+// The folder's entry names sorted bytewise, or the reason it cannot be listed.
+fid::Result<std::vector<std::string>> sorted_names(const fsys::path& abs) {
+  DIR* d = ::opendir(abs.c_str());
+  if (!d) {
+    const int err = errno;
+    return fid::Error{err, fmt::format("cannot list folder: {}", std::strerror(err))};
+  }
+  std::vector<std::string> names;
+  while (dirent* e = ::readdir(d)) {
+    std::string n = e->d_name;
+    if (n == "." || n == "..") continue;
+    names.push_back(std::move(n));
+  }
+  ::closedir(d);
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+// Depth-first, children sorted bytewise, symlinks followed, loops cut: a parent's id is always
+// smaller than its children's.
+void walk(SourceTree& tree, const fsys::path& abs, uint32_t dir_id, Ancestors& ancestors,
+          const std::atomic<bool>& cancel) {
+  if (cancel) return;
+  fid::Result<std::vector<std::string>> names = sorted_names(abs);
+  if (!names) {
+    tree.skipped.emplace_back(tree.dirs[dir_id].rel + "/", names.error().message);
+    return;
+  }
+  const std::string parent_rel = tree.dirs[dir_id].rel;
+  for (const std::string& n : *names) {
+    fsys::path child = abs / n;
+    std::string rel = join_rel(parent_rel, n);
+    if (dir_id == 0 && n == ".fidelity") {
+      tree.skipped.emplace_back(rel, "name reserved for the mount's control folder");
+      continue;
+    }
+    struct stat st {};
+    if (::stat(child.c_str(), &st) != 0) {
+      tree.skipped.emplace_back(rel, fmt::format("cannot stat: {}", std::strerror(errno)));
+      continue;
+    }
+    if (S_ISDIR(st.st_mode)) {
+      bool loop = std::any_of(ancestors.begin(), ancestors.end(),
+                              [&](auto& a) { return a.first == st.st_dev && a.second == st.st_ino; });
+      if (loop) {
+        tree.skipped.emplace_back(rel + "/", "symlink loop (folder is its own ancestor)");
+        continue;
+      }
+      auto id = static_cast<uint32_t>(tree.dirs.size());
+      tree.dirs.push_back(SourceDir{dir_id, n, rel, mtime_of(st)});
+      ancestors.emplace_back(st.st_dev, st.st_ino);
+      walk(tree, child, id, ancestors, cancel);
+      ancestors.pop_back();
+    } else if (S_ISREG(st.st_mode)) {
+      if (static_cast<uint64_t>(st.st_size) > kMaxSourceFileBytes) {
+        tree.skipped.emplace_back(rel, "larger than 4 GiB");
+        continue;
+      }
+      tree.files.add(dir_id, n, static_cast<uint32_t>(st.st_size));
+      tree.bytes += static_cast<uint64_t>(st.st_size);
+    } else {
+      tree.skipped.emplace_back(rel, "not a regular file or folder");
+    }
+  }
+}
+
+}  // namespace
+
+fid::Result<SourceTree> FolderSource::list(const std::atomic<bool>& cancel) {
+  SourceTree tree;
+  struct stat st {};
+  ::stat(root_.c_str(), &st);
+  tree.dirs.push_back(SourceDir{0, "", "", mtime_of(st)});
+  Ancestors ancestors{{st.st_dev, st.st_ino}};
+  walk(tree, root_, 0, ancestors, cancel);
+  return tree;
+}
+
+fid::Result<SourceBytes> FolderSource::read(const SourceTree& tree, uint32_t i) const {
+  const fsys::path p = root_ / tree.rel(i);
+  Fd fd(::open(p.c_str(), O_RDONLY | O_CLOEXEC | O_NOATIME));
+  if (fd.get() < 0 && errno == EPERM) fd = Fd(::open(p.c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.get() < 0) {
+    const int err = errno;
+    return fid::Error{err, fmt::format("cannot open: {}", std::strerror(err))};
+  }
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0 || static_cast<uint64_t>(st.st_size) > kMaxSourceFileBytes)
+    return fid::Error{EFBIG, "cannot stat or larger than 4 GiB"};
+  SourceBytes out;
+  out.mtime_ns = mtime_of(st);
+  std::vector<uint8_t>& bytes = out.bytes;
+  bytes.resize(static_cast<size_t>(st.st_size));
+  size_t done = 0;
+  while (true) {
+    if (done == bytes.size()) bytes.resize(bytes.size() + 65536);  // the file may have grown
+    ssize_t n = ::read(fd.get(), bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int err = errno;
+      return fid::Error{err, fmt::format("read failed: {}", std::strerror(err))};
+    }
+    if (n == 0) break;
+    done += static_cast<size_t>(n);
+  }
+  bytes.resize(done);
+  return out;
+}
+
+}  // namespace fid::pack

@@ -1,0 +1,48 @@
+// The index, written as records complete so that no file's row stays in memory past its record:
+// each stored file's row goes to a scratch table keyed by its source index; finish() writes the
+// index with those rows in source order, numbered 0..n-1 (a skipped file leaves no gap).
+#pragma once
+
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/error.h"
+#include "pack/record_builder.h"
+#include "index/sqlite_db.h"
+
+namespace fid::pack {
+
+// What the index's meta table records of the pack (docs/FORMAT.md).
+struct PackMeta {
+  uint64_t seed = 0;
+  uint64_t record_bytes = 0;
+  std::string shard;          // "I/N"
+  std::string source_digest;  // pack/shard.h
+  std::string level_scripts;  // "pcr" or "fast"
+  index::StoreLayout layout = index::StoreLayout::scan;
+};
+
+class IndexWriter {
+ public:
+  // A writer whose scratch table lives at `scratch` (the caller removes the file once the
+  // writer is gone).
+  static fid::Result<std::unique_ptr<IndexWriter>> create(const std::filesystem::path& scratch);
+
+  fid::Status add(const StoredFile& f);
+
+  // Writes the complete index at `path` (docs/FORMAT.md).
+  fid::Status finish(const std::filesystem::path& path, const PackMeta& meta, const SourceTree& tree,
+                     const std::vector<RecordInfo>& records);
+
+ private:
+  explicit IndexWriter(const std::filesystem::path& scratch);
+  void write_files(index::SqliteDb& db, const SourceTree& tree);
+
+  index::SqliteDb scratch_;
+  std::optional<index::SqliteStatement> insert_;
+};
+
+}  // namespace fid::pack

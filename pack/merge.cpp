@@ -1,0 +1,395 @@
+#include "pack/merge.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <map>
+#include <memory>
+#include <queue>
+#include <string>
+
+#include "index/format.h"
+#include "pack/pack_source.h"
+#include "pack/shard.h"
+#include "index/sqlite_db.h"
+#include "pack/temp_store.h"
+
+namespace fid::pack {
+
+namespace fsys = std::filesystem;
+
+namespace {
+
+// Meta keys that the parts of one pack share; a difference means they are not parts of one pack.
+constexpr const char* kSharedKeys[] = {"source_digest", "seed",           "levels",
+                                       "level_scripts", "format_version", "record_bytes"};
+
+struct Part {
+  fsys::path dir;
+  std::string name;          // for messages: the folder, or the part's URL
+  size_t given = 0;          // its place among the parts as given
+  std::unique_ptr<index::SqliteDb> db;
+  std::map<std::string, std::string> meta;
+  Shard shard;
+  uint32_t records = 0;      // records of this part
+  uint32_t record_base = 0;  // the merged id of its record 0
+};
+
+const std::string& name_of(const Part& p) { return p.name; }
+
+std::string as_string(std::span<const uint8_t> b) { return {reinterpret_cast<const char*>(b.data()), b.size()}; }
+
+fid::Error not_a_part(const std::string& name, const std::string& why) {
+  return fid::Error{EINVAL, fmt::format("{}: not a part of a sharded pack: {}", name, why)};
+}
+
+// Opens a part's index and reads its meta; refuses what is not a store, or a store without the
+// keys every pack writes now (shard, source_digest, level_scripts).
+fid::Result<Part> open_part(const fsys::path& dir, const std::string& name) {
+  Part p;
+  p.dir = dir;
+  p.name = name;
+  std::error_code ec;
+  if (!fsys::is_regular_file(dir / index::kIndexFile, ec))
+    return fid::Error{ENOENT, fmt::format("{}: not a fidelityfs store (no {})", name, index::kIndexFile)};
+  try {
+    p.db = std::make_unique<index::SqliteDb>((dir / index::kIndexFile).string(), /*writable=*/false);
+    auto q = p.db->prepare("SELECT key, value FROM meta");
+    while (q.step()) p.meta[q.text(0)] = q.text(1);
+  } catch (const index::StoreError& e) {
+    return fid::Error{EINVAL, fmt::format("{}: not a fidelityfs store: {}", name, e.what())};
+  }
+  for (const char* key : {"format_version", "levels", "seed", "record_bytes"})
+    if (!p.meta.count(key)) return fid::Error{EINVAL, fmt::format("{}: not a fidelityfs store (no {})", name, key)};
+  if (std::atoi(p.meta["format_version"].c_str()) > index::kFormatVersion)
+    return fid::Error{EINVAL, fmt::format("{}: store format version {} is newer than this fidelityfs supports ({})",
+                                          name, p.meta["format_version"], index::kFormatVersion)};
+  for (const char* key : {"shard", "source_digest", "level_scripts"})
+    if (!p.meta.count(key)) return not_a_part(name, fmt::format("no {} in its meta (packed by an older fidelityfs)", key));
+  p.meta.try_emplace("layout", "scan");  // stores of format 3 and older
+  fid::Result<Shard> shard = parse_shard(p.meta["shard"]);
+  if (!shard) return not_a_part(name, fmt::format("corrupt meta: shard '{}'", p.meta["shard"]));
+  p.shard = *shard;
+  return p;
+}
+
+// The parts must be every shard of one pack, once each; sorts them by shard number.
+fid::Status check_parts(std::vector<Part>& parts) {
+  std::stable_sort(parts.begin(), parts.end(), [](const Part& a, const Part& b) { return a.shard.index < b.shard.index; });
+  const Part& first = parts[0];
+  for (const Part& p : parts) {
+    if (p.meta.at("layout") != first.meta.at("layout"))
+      return fid::Error{EINVAL, fmt::format("{} and {}: parts of different layouts ({} and {}); make one layout of "
+                                            "both with fidelityfs relayout first", name_of(first), name_of(p),
+                                            first.meta.at("layout"), p.meta.at("layout"))};
+    for (const char* key : kSharedKeys) {
+      const std::string &a = first.meta.at(key), &b = p.meta.at(key);
+      if (a != b)
+        return fid::Error{EINVAL, fmt::format("{} and {}: not parts of one {}: {} {} and {}", name_of(first), name_of(p),
+                                              std::string(key) == "source_digest" ? "source" : "pack", key, a, b)};
+    }
+    if (p.shard.count != first.shard.count)
+      return fid::Error{EINVAL, fmt::format("{} and {}: not parts of one pack: shard {} and shard {}", name_of(first),
+                                            name_of(p), shard_text(first.shard), shard_text(p.shard))};
+  }
+  for (size_t i = 1; i < parts.size(); ++i)
+    if (parts[i].shard.index == parts[i - 1].shard.index)
+      return fid::Error{EINVAL, fmt::format("{} and {}: both are shard {}", name_of(parts[i - 1]), name_of(parts[i]),
+                                            shard_text(parts[i].shard))};
+  if (parts.size() == first.shard.count) return {};
+  std::vector<uint32_t> missing;
+  size_t k = 0;
+  for (uint32_t i = 0; i < first.shard.count; ++i) {
+    if (k < parts.size() && parts[k].shard.index == i) ++k;
+    else missing.push_back(i);
+  }
+  std::vector<std::string> names;
+  for (const Part& p : parts) names.push_back(name_of(p));
+  return fid::Error{EINVAL, fmt::format("shard{} {} of {} missing: the parts given are {}", missing.size() > 1 ? "s" : "",
+                                        fmt::join(missing, ", "), first.shard.count, fmt::join(names, ", "))};
+}
+
+// The folders' relative paths, by id; every part must have the same folders (ids, parents, names).
+fid::Result<std::vector<std::string>> folder_paths(std::vector<Part>& parts) {
+  std::vector<index::SqliteStatement> qs;
+  for (Part& p : parts) qs.push_back(p.db->prepare("SELECT id, parent, name FROM dirs ORDER BY id"));
+  std::vector<std::string> rel;
+  for (;;) {
+    const bool more = qs[0].step();
+    for (size_t i = 1; i < qs.size(); ++i) {
+      const bool m = qs[i].step();
+      if (m != more || (more && (qs[i].integer(0) != qs[0].integer(0) || qs[i].integer(1) != qs[0].integer(1) ||
+                                 as_string(qs[i].blob(2)) != as_string(qs[0].blob(2)))))
+        return fid::Error{EINVAL, fmt::format("{} and {}: not parts of one source: their folders differ (folder {})",
+                                              name_of(parts[0]), name_of(parts[i]), rel.size())};
+    }
+    if (!more) return rel;
+    const int64_t id = qs[0].integer(0), parent = qs[0].integer(1);
+    if (id != static_cast<int64_t>(rel.size()) || parent < 0 || (id > 0 && parent >= id))
+      return fid::Error{EINVAL, fmt::format("{}: corrupt index: folder {}", name_of(parts[0]), id)};
+    const std::string name = as_string(qs[0].blob(2));
+    const std::string& up = rel.empty() ? name : rel[static_cast<size_t>(parent)];
+    rel.push_back(id == 0 ? std::string() : up.empty() ? name : up + "/" + name);
+  }
+}
+
+// Writes the merged index (into a TempStore folder) from the checked parts.
+class MergeWriter {
+ public:
+  MergeWriter(std::vector<Part>& parts, const fsys::path& tmp, const MergeIo& io, const std::atomic<bool>& cancel)
+      : parts_(parts), tmp_(tmp), io_(io), cancel_(cancel), db_((tmp / index::kIndexPartialFile).string(), /*writable=*/true) {
+    db_.exec("PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF;");
+    db_.exec(index::kSchema);
+    db_.exec("BEGIN");
+  }
+
+  // Each throws StoreError for a database failure.
+  void write_meta();
+  void copy_dirs();
+  fid::Status link_records();
+  fid::Status merge_files(const std::vector<std::string>& folders);
+  void copy_skipped();
+  void finish() { db_.exec("COMMIT"); }
+
+  MergeReport report;
+
+ private:
+  std::vector<Part>& parts_;
+  // Puts one record into the store under its merged path.
+  fid::Status place(const Part& p, const std::string& from, const std::string& to);
+
+  const fsys::path& tmp_;
+  const MergeIo& io_;
+  const std::atomic<bool>& cancel_;
+  index::SqliteDb db_;
+};
+
+void MergeWriter::write_meta() {
+  auto st = db_.prepare("INSERT INTO meta(key, value) VALUES (?1, ?2)");
+  for (auto [key, value] : parts_[0].meta) {
+    if (key == "shard") value = shard_text(Shard{});
+    if (key == "created_unix")
+      value = std::to_string(
+          std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count());
+    st.bind(1, std::string_view(key));
+    st.bind(2, std::string_view(value));
+    st.run();
+  }
+}
+
+void MergeWriter::copy_dirs() {
+  auto q = parts_[0].db->prepare("SELECT id, parent, name, mtime_ns FROM dirs ORDER BY id");
+  auto st = db_.prepare("INSERT INTO dirs(id, parent, name, mtime_ns) VALUES (?1, ?2, ?3, ?4)");
+  while (q.step()) {
+    st.bind(1, q.integer(0));
+    st.bind(2, q.integer(1));
+    st.bind_blob(3, q.blob(2));
+    st.bind(4, q.integer(3));
+    st.run();
+    report.dirs++;
+  }
+}
+
+fid::Status MergeWriter::place(const Part& p, const std::string& from_rel, const std::string& to) {
+  if (io_.place_record) return io_.place_record(p.given, from_rel, to);
+  const fsys::path from = p.dir / from_rel;
+  if (::link(from.c_str(), (tmp_ / to).c_str()) == 0) return {};
+  const int err = errno;
+  if (err == EXDEV)
+    return fid::Error{EXDEV, fmt::format("{}: cannot link into the store: the parts and the store must be on one "
+                                         "filesystem", from.string())};
+  return fid::Error{err, fmt::format("{}: cannot link into the store: {}", from.string(), std::strerror(err))};
+}
+
+// Places every part's records into the store under their merged ids (part 0's first), keeping
+// their header ids.
+fid::Status MergeWriter::link_records() {
+  auto st = db_.prepare(
+      "INSERT INTO records(id, path, layout, size, region_ends, header_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6)");
+  uint32_t next = 0;
+  for (Part& p : parts_) {
+    p.record_base = next;
+    auto q = p.db->prepare("SELECT id, path, layout, size, region_ends, header_id FROM records ORDER BY id");
+    while (q.step()) {
+      const std::string path = q.text(1);
+      if (q.integer(0) != p.records || path.empty() || path.front() == '/' || path.find("..") != std::string::npos)
+        return fid::Error{EINVAL, fmt::format("{}: corrupt index: record {}", name_of(p), q.integer(0))};
+      const std::string to = index::record_path(next);
+      if (fid::Status placed = place(p, path, to); !placed) return placed;
+      st.bind(1, static_cast<int64_t>(next));
+      st.bind(2, std::string_view(to));
+      for (int c = 2; c <= 3; ++c) st.bind(c + 1, q.integer(c));  // layout, size
+      st.bind_blob(5, q.blob(4));
+      st.bind(6, q.integer(5));
+      st.run();
+      ++p.records;
+      ++next;
+    }
+    if (cancel_) return fid::Error{ECANCELED, "interrupted"};
+  }
+  report.records = next;
+  return {};
+}
+
+// The parts' files in walk order (each part's files are in it already: a k-way merge), renumbered
+// from 0, their records moved to the merged ids.
+fid::Status MergeWriter::merge_files(const std::vector<std::string>& folders) {
+  struct Cursor {
+    index::SqliteStatement q;
+    std::string path;
+  };
+  std::vector<Cursor> cur;
+  auto advance = [&](size_t i) -> fid::Result<bool> {
+    Cursor& c = cur[i];
+    if (!c.q.step()) return false;
+    const int64_t dir = c.q.integer(0), record = c.q.integer(4);
+    if (dir < 0 || static_cast<uint64_t>(dir) >= folders.size() || record < 0 || record >= parts_[i].records)
+      return fid::Error{EINVAL, fmt::format("{}: corrupt index: a file's folder {} or record {}", name_of(parts_[i]),
+                                            dir, record)};
+    const std::string& up = folders[static_cast<size_t>(dir)];
+    c.path = up.empty() ? as_string(c.q.blob(1)) : up + "/" + as_string(c.q.blob(1));
+    return true;
+  };
+  auto later = [&](size_t a, size_t b) { return walk_less(cur[b].path, cur[a].path); };
+  std::priority_queue<size_t, std::vector<size_t>, decltype(later)> heap(later);
+  for (Part& p : parts_)
+    cur.push_back(Cursor{p.db->prepare("SELECT dir, name, kind, script, record, slot, width, height, source_size, "
+                                       "mtime_ns, pieces, note FROM files ORDER BY id"),
+                         {}});
+  for (size_t i = 0; i < cur.size(); ++i) {
+    fid::Result<bool> more = advance(i);
+    if (!more) return std::move(more).error();
+    if (*more) heap.push(i);
+  }
+  auto st = db_.prepare("INSERT INTO files(id, dir, name, kind, script, record, slot, width, height, source_size, "
+                        "mtime_ns, pieces, note) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)");
+  std::string last;
+  size_t last_part = 0;
+  for (int64_t id = 0; !heap.empty(); ++id) {
+    const size_t i = heap.top();
+    heap.pop();
+    index::SqliteStatement& q = cur[i].q;
+    if (id > 0 && cur[i].path == last)
+      return fid::Error{EINVAL, fmt::format("{} and {}: both hold {}", name_of(parts_[last_part]), name_of(parts_[i]), last)};
+    st.bind(1, id);
+    st.bind(2, q.integer(0));
+    st.bind_blob(3, q.blob(1));
+    for (int c = 2; c <= 9; ++c) st.bind(c + 2, q.integer(c));  // kind .. mtime_ns
+    st.bind(6, q.integer(4) + parts_[i].record_base);
+    st.bind_blob(12, q.blob(10));
+    const std::string note = q.text(11);
+    st.bind(13, std::string_view(note));
+    st.run();
+    report.files++;
+    last.swap(cur[i].path);
+    last_part = i;
+    if ((id & 0xFFFF) == 0 && cancel_) return fid::Error{ECANCELED, "interrupted"};
+    fid::Result<bool> more = advance(i);
+    if (!more) return std::move(more).error();
+    if (*more) heap.push(i);
+  }
+  return {};
+}
+
+void MergeWriter::copy_skipped() {
+  auto st = db_.prepare("INSERT INTO skipped(path, reason) VALUES (?1, ?2)");
+  for (Part& p : parts_) {
+    auto q = p.db->prepare("SELECT path, reason FROM skipped");
+    while (q.step()) {
+      st.bind_blob(1, q.blob(0));
+      const std::string reason = q.text(1);
+      st.bind(2, std::string_view(reason));
+      st.run();
+      report.skipped++;
+    }
+  }
+}
+
+// Writes the merged index into `tmp` (records linked, index complete and renamed into place).
+fid::Result<MergeReport> write_store(std::vector<Part>& parts, TempStore& tmp, const MergeIo& io,
+                                     const std::atomic<bool>& cancel) {
+  fid::Result<std::vector<std::string>> folders = folder_paths(parts);
+  if (!folders) return std::move(folders).error();
+  MergeReport report;
+  {
+    MergeWriter w(parts, tmp.path(), io, cancel);
+    w.write_meta();
+    w.copy_dirs();
+    if (fid::Status linked = w.link_records(); !linked) return std::move(linked).error();
+    if (fid::Status merged = w.merge_files(*folders); !merged) return std::move(merged).error();
+    w.copy_skipped();
+    w.finish();
+    report = w.report;
+  }
+  if (fid::Status published = tmp.publish_index(); !published) return std::move(published).error();
+  return report;
+}
+
+}  // namespace
+
+namespace {
+
+// Opens the parts and checks that they fit together (sorted by shard number).
+fid::Result<std::vector<Part>> open_parts(const std::vector<fsys::path>& part_dirs, const MergeIo& io) {
+  if (part_dirs.empty()) return fid::Error{EINVAL, "no part given"};
+  std::vector<Part> parts;
+  for (size_t i = 0; i < part_dirs.size(); ++i) {
+    fid::Result<Part> part = open_part(part_dirs[i], io.part_names.empty() ? part_dirs[i].string() : io.part_names.at(i));
+    if (!part) return std::move(part).error();
+    part->given = i;
+    parts.push_back(std::move(part).value());
+  }
+  if (fid::Status ok = check_parts(parts); !ok) return std::move(ok).error();
+  return parts;
+}
+
+}  // namespace
+
+fid::Status check_merge_parts(const std::vector<fsys::path>& part_dirs, const MergeIo& io) {
+  try {
+    fid::Result<std::vector<Part>> opened = open_parts(part_dirs, io);
+    if (!opened) return std::move(opened).error();
+    return {};
+  } catch (const index::StoreError& e) {
+    return fid::Error{EIO, fmt::format("cannot merge: {}", e.what())};
+  }
+}
+
+fid::Result<MergeReport> merge(const std::vector<fsys::path>& part_dirs, const fsys::path& target,
+                               const std::atomic<bool>& cancel, const MergeIo& io) {
+  const auto t0 = std::chrono::steady_clock::now();
+  fid::Result<fsys::path> checked = check_store_target(target);
+  if (!checked) return std::move(checked).error();
+  const fsys::path store = std::move(checked).value();
+  fid::Result<std::vector<Part>> opened = open_parts(part_dirs, io);
+  if (!opened) return std::move(opened).error();
+  std::vector<Part>& parts = *opened;
+  fid::Result<std::unique_ptr<TempStore>> tmp = TempStore::begin(store);
+  if (!tmp) return std::move(tmp).error();
+  fid::Result<MergeReport> report = [&]() -> fid::Result<MergeReport> {
+    try {
+      return write_store(parts, **tmp, io, cancel);
+    } catch (const index::StoreError& e) {
+      return fid::Error{EIO, fmt::format("cannot merge: {}", e.what())};
+    }
+  }();
+  if (!report) return report;
+  if (cancel) return fid::Error{ECANCELED, "interrupted"};
+  if (io.destination) {
+    if (fid::Status uploaded = io.destination->finish((*tmp)->path() / index::kIndexFile); !uploaded)
+      return std::move(uploaded).error();
+  } else if (fid::Status committed = (*tmp)->commit(store); !committed) {
+    return std::move(committed).error();
+  }
+  report->parts = static_cast<uint32_t>(parts.size());
+  report->seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return report;
+}
+
+}  // namespace fid::pack

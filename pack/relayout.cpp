@@ -1,0 +1,332 @@
+#include "pack/relayout.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdlib>
+#include <deque>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <cstring>
+#include <fmt/format.h>
+#include <memory>
+
+#include "common/fd.h"
+#include "common/posix_io.h"
+#include "index/format.h"
+#include "index/sqlite_db.h"
+#include "pack/temp_store.h"
+
+namespace fid::pack {
+
+namespace fsys = std::filesystem;
+
+namespace {
+
+// Records read at once: many reads in flight (io_uring, parallel GETs), memory bounded.
+constexpr uint64_t kBatchBytes = 32ull << 20;
+constexpr size_t kBatchRecords = 64;
+
+Error damaged(const index::Store& store, uint32_t r, const std::string& why) {
+  return Error{EIO, fmt::format("{}: {}", store.records()[r].path, why)};
+}
+
+uint64_t page_round(uint64_t len) { return (len + 4095) / 4096 * 4096; }
+
+// Page-aligned memory for a batch of records, mapped with its pages present (one fault-in, not
+// one a page) and reused from batch to batch.
+class Arena {
+ public:
+  Arena() = default;
+  explicit Arena(uint64_t size) : size_(size) {
+    void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+    data_ = p == MAP_FAILED ? nullptr : static_cast<uint8_t*>(p);
+  }
+  Arena(Arena&& o) noexcept : data_(std::exchange(o.data_, nullptr)), size_(std::exchange(o.size_, 0)) {}
+  Arena& operator=(Arena&& o) noexcept {
+    std::swap(data_, o.data_);
+    std::swap(size_, o.size_);
+    return *this;
+  }
+  ~Arena() {
+    if (data_) ::munmap(data_, size_);
+  }
+  uint8_t* data() const { return data_; }
+  uint64_t size() const { return data_ ? size_ : 0; }
+
+ private:
+  uint8_t* data_ = nullptr;
+  uint64_t size_ = 0;
+};
+
+// The index of the new store: the source's, with the layout, the format version and the JPEG
+// records' rows of `layout`.
+Status write_index(const index::Store& store, index::StoreLayout layout, const fsys::path& from, const fsys::path& to,
+                   const std::vector<std::vector<uint64_t>>& region_ends) {
+  std::error_code ec;
+  if (!fsys::copy_file(from, to, fsys::copy_options::overwrite_existing, ec))
+    return Error{ec.value(), fmt::format("{}: cannot copy the index to {}: {}", from.string(), to.string(), ec.message())};
+  try {
+    index::SqliteDb db(to.string(), /*writable=*/true);
+    db.exec("BEGIN");
+    auto meta = db.prepare("INSERT OR REPLACE INTO meta(key, value) VALUES (?1, ?2)");
+    auto put = [&](std::string_view key, const std::string& value) {
+      meta.bind(1, key);
+      meta.bind(2, std::string_view(value));
+      meta.run();
+      meta.reset();
+    };
+    put("layout", std::string(index::layout_name(layout)));
+    put("format_version", std::to_string(layout == index::StoreLayout::file ? index::kFormatVersion : index::kScanLayoutFormatVersion));
+    auto rec = db.prepare("UPDATE records SET layout = ?1, region_ends = ?2 WHERE id = ?3");
+    const index::RecordLayout jpeg = jpeg_record_layout(layout);
+    for (const index::Record& r : store.records()) {
+      if (r.layout == index::RecordLayout::whole) continue;
+      rec.bind(1, static_cast<int64_t>(jpeg));
+      rec.bind_blob(2, index::encode_u64s(region_ends[r.id]));
+      rec.bind(3, static_cast<int64_t>(r.id));
+      rec.run();
+      rec.reset();
+    }
+    db.exec("COMMIT");
+  } catch (const index::StoreError& e) {
+    return Error{EIO, fmt::format("cannot write the index: {}", e.what())};
+  }
+  return {};
+}
+
+// Writes one record file under `dir` (created; flushed later, before the index is published).
+Status write_record(const fsys::path& file, std::span<const uint8_t> bytes) {
+  std::error_code ec;
+  fsys::create_directories(file.parent_path(), ec);
+  Fd fd(::open(file.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
+  if (fd.get() < 0) return io_error(errno, file.string());
+  return write_loop(fd.get(), bytes.data(), bytes.size(), file.string());
+}
+
+// Records read in batches (many reads in flight: io_uring, parallel GETs) by a thread of its own,
+// one batch ahead of the one being moved and written, so that reading and writing overlap.
+struct Batch {
+  std::vector<uint32_t> ids;
+  std::vector<uint8_t*> buffers;  // into arena, one a record
+  Arena arena;
+  Status status;
+};
+
+class BatchReader {
+ public:
+  BatchReader(const index::Store& store, const RelayoutIo& io, const std::atomic<bool>& cancel)
+      : store_(store), io_(io), cancel_(cancel), thread_([this] { run(); }) {}
+  ~BatchReader() {
+    {
+      std::lock_guard lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+  BatchReader(const BatchReader&) = delete;
+  BatchReader& operator=(const BatchReader&) = delete;
+
+  // A batch the caller is done with: its memory serves a later batch.
+  void recycle(Batch&& b) {
+    std::lock_guard lock(mu_);
+    if (b.arena.size() > spare_.size()) spare_ = std::move(b.arena);
+  }
+
+  // The next batch in record order (its status says whether it was read); nullopt after the last.
+  std::optional<Batch> next() {
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, [&] { return !ready_.empty() || finished_; });
+    if (ready_.empty()) return std::nullopt;
+    Batch b = std::move(ready_.front());
+    ready_.pop_front();
+    cv_.notify_all();
+    return b;
+  }
+
+ private:
+  void run() {
+    const auto records = store_.records();
+    for (uint32_t next = 0; next < records.size() && !cancel_;) {
+      Batch b;
+      uint64_t bytes = 0;  // the records' sizes, each rounded up to pages (O_DIRECT reads)
+      for (; next < records.size() && b.ids.size() < kBatchRecords &&
+             (b.ids.empty() || bytes + page_round(records[next].size) <= kBatchBytes);
+           ++next) {
+        b.ids.push_back(next);
+        bytes += page_round(records[next].size);
+      }
+      {
+        std::lock_guard lock(mu_);
+        if (spare_.size() >= bytes) b.arena = std::move(spare_);
+      }
+      if (b.arena.size() < bytes) b.arena = Arena(std::max(bytes, kBatchBytes));
+      if (!b.arena.data()) {
+        b.status = Error{ENOMEM, fmt::format("{}: no memory for {} bytes of records", records[b.ids[0]].path, bytes)};
+      } else {
+        uint64_t at = 0;
+        for (uint32_t id : b.ids) {
+          b.buffers.push_back(b.arena.data() + at);
+          at += page_round(records[id].size);
+        }
+        b.status = io_.read_records(b.ids, b.buffers);
+      }
+      const bool failed = !b.status;
+      std::unique_lock lock(mu_);
+      cv_.wait(lock, [&] { return stop_ || ready_.empty(); });  // one batch waits at most
+      if (stop_) return;
+      ready_.push_back(std::move(b));
+      cv_.notify_all();
+      if (failed) break;
+    }
+    std::lock_guard lock(mu_);
+    finished_ = true;
+    cv_.notify_all();
+  }
+
+  const index::Store& store_;
+  const RelayoutIo& io_;
+  const std::atomic<bool>& cancel_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Batch> ready_;
+  Arena spare_;  // the memory of a batch done with
+  bool stop_ = false, finished_ = false;
+  std::thread thread_;  // last: starts once the members above exist
+};
+
+}  // namespace
+
+Status check_record(const index::Store& store, uint32_t r, std::span<const uint8_t> in) {
+  const index::Record& rec = store.records()[r];
+  if (in.size() != rec.size) return damaged(store, r, fmt::format("{} bytes, the index says {}", in.size(), rec.size));
+  if (in.size() < index::kRecordHeaderSize || std::memcmp(in.data(), index::kRecordMagic.data(), index::kRecordMagic.size()) != 0 ||
+      index::get_le(in.data() + 8, 4) != rec.header_id || in[12] != static_cast<uint8_t>(rec.layout))
+    return damaged(store, r, "its header is not the one the index names");
+  const std::span<const uint32_t> members = store.record_files(r);
+  // Checked before anything is copied: a damaged piece is never carried into the new store.
+  for (uint32_t id : members) {
+    const index::File& f = store.files()[id];
+    const auto pieces = store.pieces(f);
+    for (uint32_t i = 0; i < f.piece_count; ++i)
+      if (index::piece_checksum(in.subspan(pieces[i].offset, pieces[i].size)) != pieces[i].checksum)
+        return damaged(store, r, fmt::format("piece {} of {} fails its checksum", i, store.relative_path(f)));
+  }
+  return {};
+}
+
+Status relayout_record(const index::Store& store, uint32_t r, std::span<const uint8_t> in, index::RecordLayout to,
+                       std::vector<uint8_t>& out) {
+  if (Status checked = check_record(store, r, in); !checked) return checked;
+  const index::Record& rec = store.records()[r];
+  const std::span<const uint32_t> members = store.record_files(r);
+  if (rec.layout == index::RecordLayout::whole) to = index::RecordLayout::whole;
+  out.resize(in.size());
+  const auto header = index::record_header(rec.header_id, to);
+  std::memcpy(out.data(), header.data(), header.size());
+  if (to == rec.layout) {
+    std::memcpy(out.data() + index::kRecordHeaderSize, in.data() + index::kRecordHeaderSize, in.size() - index::kRecordHeaderSize);
+    return {};
+  }
+  // Region starts in the target layout: scan puts piece i of every file in region i, file puts
+  // each file's pieces back to back in one region.
+  const size_t pieces_per_file = static_cast<size_t>(store.levels()) + 1;
+  std::vector<uint64_t> at(to == index::RecordLayout::scan ? pieces_per_file : 1, index::kRecordHeaderSize);
+  if (to == index::RecordLayout::scan) {
+    std::vector<uint64_t> region_bytes(pieces_per_file, 0);
+    for (uint32_t id : members) {
+      const auto pieces = store.pieces(store.files()[id]);
+      for (size_t i = 0; i < pieces_per_file; ++i) region_bytes[i] += pieces[i].size;
+    }
+    for (size_t i = 1; i < pieces_per_file; ++i) at[i] = at[i - 1] + region_bytes[i - 1];
+  }
+  for (uint32_t id : members) {
+    const auto pieces = store.pieces(store.files()[id]);
+    for (size_t i = 0; i < pieces.size(); ++i) {
+      uint64_t& pos = at[to == index::RecordLayout::scan ? i : 0];
+      std::memcpy(out.data() + pos, in.data() + pieces[i].offset, pieces[i].size);
+      pos += pieces[i].size;
+    }
+  }
+  return {};
+}
+
+Result<RelayoutReport> relayout(const index::Store& store, index::StoreLayout layout, const fsys::path& out, const RelayoutIo& io,
+                                const std::function<void(uint64_t, uint64_t)>& progress,
+                                const std::atomic<bool>& cancel) {
+  const auto t0 = std::chrono::steady_clock::now();
+  Result<fsys::path> target = check_store_target(out);
+  if (!target) return std::move(target).error();
+  Result<std::unique_ptr<TempStore>> tmp = TempStore::begin(*target);
+  if (!tmp) return std::move(tmp).error();
+  const fsys::path& dir = (*tmp)->path();
+  const index::RecordLayout jpeg = jpeg_record_layout(layout);
+  const auto records = store.records();
+  RelayoutReport report;
+  std::vector<std::vector<uint64_t>> region_ends(records.size());
+  std::vector<uint8_t> laid_out;
+  BatchReader reader(store, io, cancel);
+  while (std::optional<Batch> got = reader.next()) {
+    if (cancel) return Error{ECANCELED, "interrupted"};
+    Batch& b = *got;
+    if (!b.status) return std::move(b.status).error();
+    for (size_t k = 0; k < b.ids.size(); ++k) {
+      const index::Record& rec = records[b.ids[k]];
+      const std::span<const uint8_t> in(b.buffers[k], rec.size);
+      // A record whose layout stays is written as read, once checked.
+      const bool same = rec.layout == index::RecordLayout::whole || rec.layout == jpeg;
+      Status moved = same ? check_record(store, rec.id, in) : relayout_record(store, rec.id, in, jpeg, laid_out);
+      if (!moved) return std::move(moved).error();
+      if (rec.layout != index::RecordLayout::whole) {
+        // The region ends the new layout's index row names.
+        std::vector<uint64_t>& ends = region_ends[rec.id];
+        if (jpeg == index::RecordLayout::file) {
+          ends = {rec.size};
+        } else {
+          ends.assign(static_cast<size_t>(store.levels()) + 1, 0);
+          uint64_t pos = index::kRecordHeaderSize;
+          for (size_t i = 0; i < ends.size(); ++i) {
+            for (uint32_t id : store.record_files(rec.id)) pos += store.pieces(store.files()[id])[i].size;
+            ends[i] = pos;
+          }
+        }
+        report.rewritten += rec.layout != jpeg;
+      }
+      const fsys::path file = dir / rec.path;
+      if (Status written = write_record(file, same ? in : std::span<const uint8_t>(laid_out)); !written)
+        return std::move(written).error();
+      if (io.destination) {
+        if (Status sent = io.destination->add_record(file, rec.path); !sent) return std::move(sent).error();
+      }
+      report.records++;
+      report.bytes += rec.size;
+      if (progress) progress(report.records, records.size());
+    }
+    reader.recycle(std::move(b));
+  }
+  if (cancel) return Error{ECANCELED, "interrupted"};
+  // Every record reaches the disk before the index that names them exists (written without a
+  // flush each, so that the kernel writes them back while later ones are read).
+  if (!io.destination) {
+    for (const index::Record& rec : records)
+      if (Status flushed = fsync_path(dir / rec.path); !flushed) return std::move(flushed).error();
+  }
+  if (cancel) return Error{ECANCELED, "interrupted"};
+  if (Status indexed = write_index(store, layout, io.index_file, dir / index::kIndexPartialFile, region_ends); !indexed)
+    return std::move(indexed).error();
+  if (Status published = (*tmp)->publish_index(); !published) return std::move(published).error();
+  if (io.destination) {
+    if (Status uploaded = io.destination->finish(dir / index::kIndexFile); !uploaded) return std::move(uploaded).error();
+  } else if (Status committed = (*tmp)->commit(*target); !committed) {
+    return std::move(committed).error();
+  }
+  report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return report;
+}
+
+}  // namespace fid::pack
