@@ -5,9 +5,8 @@
 #include "cli/interrupt.h"
 #include "cli/store_options.h"
 #include "pack/merge.h"
+#include "pack/s3_jobs.h"
 #include "pack/temp_store.h"
-#include "storage/remote_store.h"
-#include "pack/s3_upload.h"
 #include "storage/url.h"
 
 namespace fid::cli {
@@ -60,56 +59,6 @@ fid::Result<std::optional<std::vector<storage::StoreUrl>>> s3_args(const std::ve
   return std::optional<std::vector<storage::StoreUrl>>(std::move(urls));
 }
 
-// Opens the part at `url` (its index downloaded, every record checked) and puts its index at
-// dir/index.sqlite; where its objects are, for the copies.
-fid::Result<storage::RemoteLocation> fetch_part(const storage::StoreUrl& url, const storage::StoreOptions& opts,
-                                                const fs::path& dir) {
-  fid::Result<storage::RemoteStore> part = storage::open_remote_store(url, opts);
-  if (!part) return std::move(part).error();
-  for (const index::Record& r : part->store->records())
-    if (r.size > pack::S3Upload::kMaxCopySize)
-      return fid::Error{EFBIG, fmt::format("{}: {} is {} bytes, more than one server-side copy takes (5 GiB): pack "
-                                           "with smaller --record-bytes", url.text, r.path, r.size)};
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (!ec) fs::create_hard_link(part->index_file, dir / "index.sqlite", ec);
-  if (ec) {  // the index cache on another filesystem
-    ec.clear();
-    fs::copy_file(part->index_file, dir / "index.sqlite", fs::copy_options::overwrite_existing, ec);
-  }
-  if (ec) return fid::Error{ec.value(), fmt::format("{}: {}", (dir / "index.sqlite").string(), ec.message())};
-  return storage::remote_location(url, opts.s3);
-}
-
-// Every argument s3://: the parts' indexes come down to a scratch folder, their records are
-// copied on the server into the store, its index goes up last.
-fid::Result<pack::MergeReport> merge_on_s3(const std::vector<storage::StoreUrl>& urls, const storage::StoreOptions& opts,
-                                            const fs::path& scratch) {
-  const std::atomic<bool>& cancel = cancel_on_interrupt();
-  std::vector<fs::path> part_dirs;
-  std::vector<storage::RemoteLocation> parts;
-  pack::MergeIo io;
-  for (size_t k = 0; k + 1 < urls.size(); ++k) {
-    part_dirs.push_back(scratch / fmt::format("part-{}", k));
-    fid::Result<storage::RemoteLocation> where = fetch_part(urls[k], opts, part_dirs.back());
-    if (!where) return std::move(where).error();
-    parts.push_back(std::move(where).value());
-    io.part_names.push_back(urls[k].text);
-    if (cancel) return fid::Error{ECANCELED, "interrupted"};
-  }
-  // Refused parts must leave the target as it is: opening the upload clears it.
-  if (fid::Status fit = pack::check_merge_parts(part_dirs, io); !fit) return std::move(fit).error();
-  pack::S3UploadOptions up;
-  up.cancel = &cancel;
-  fid::Result<std::unique_ptr<pack::S3Upload>> upload = pack::S3Upload::open(urls.back(), opts, up);
-  if (!upload) return std::move(upload).error();
-  io.place_record = [&](size_t part, const std::string& from, const std::string& to) {
-    return (*upload)->copy_record(parts.at(part), from, to);
-  };
-  io.destination = upload->get();
-  return pack::merge(part_dirs, scratch / "store", cancel, io);
-}
-
 int run_merge(const std::vector<std::string>& args, const std::vector<std::string>& options) {
   fid::Result<std::optional<std::vector<storage::StoreUrl>>> urls = s3_args(args);
   fid::Result<config::Settings> settings = parse_store_location_options(options);
@@ -118,16 +67,7 @@ int run_merge(const std::vector<std::string>& args, const std::vector<std::strin
     return kExitUsage;
   }
   if (!*urls) return run_local_merge(args);
-  fid::Result<ScratchLock> lock = ScratchLock::take((*urls)->back());
-  if (!lock) {
-    fmt::print(stderr, "fidelityfs merge: {}\n", lock.error().message);
-    return kExitRuntime;
-  }
-  const fs::path scratch = scratch_store("merge", (*urls)->back());
-  std::error_code ec;
-  fs::remove_all(scratch, ec);  // what a killed merge to the same store left
-  const fid::Result<pack::MergeReport> merged = merge_on_s3(**urls, store_options(*settings), scratch);
-  fs::remove_all(scratch, ec);
+  const fid::Result<pack::MergeReport> merged = pack::merge_on_s3(**urls, store_options(*settings), cancel_on_interrupt());
   if (!merged) {
     fmt::print(stderr, "fidelityfs merge: {}\n", merged.error().message);
     return kExitRuntime;

@@ -16,7 +16,7 @@
 #include "pack/packer.h"
 #include "cli/store_options.h"
 #include "pack/remote_source.h"
-#include "pack/s3_upload.h"
+#include "pack/s3_jobs.h"
 #include "storage/url.h"
 
 namespace fid::cli {
@@ -84,7 +84,7 @@ fid::Result<PackRemote> resolve_locations(pack::PackOptions& opt, std::vector<st
     if (url->kind != storage::StoreUrl::Kind::s3)
       return fid::Error{EINVAL, fmt::format("{}: a store is written to a folder or to s3:// only", url->text)};
     remote.store = std::move(url).value();
-    opt.store = scratch_store("pack", *remote.store);
+    opt.store = pack::scratch_store("pack", *remote.store);
   }
   fid::Result<std::unique_ptr<pack::PackSource>> source = remote_source(args, source_list, remote.options);
   if (!source) return std::move(source).error();
@@ -98,32 +98,6 @@ fid::Result<PackRemote> resolve_locations(pack::PackOptions& opt, std::vector<st
   opt.sources = std::move(named).value();
   return remote;
 }
-
-// A source whose listing, once it succeeds, prepares the s3:// store (S3Upload::prepare_target,
-// which clears a store there): a source that cannot be listed leaves that store as it was, and
-// the store is still checked writable before any file is packed.
-class PrepareTargetAfterListing final : public pack::PackSource {
- public:
-  PrepareTargetAfterListing(std::unique_ptr<pack::PackSource> source, pack::S3Upload& target)
-      : source_(std::move(source)), target_(target) {}
-  fid::Result<pack::SourceTree> list(const std::atomic<bool>& cancel) override {
-    fid::Result<pack::SourceTree> listed = source_->list(cancel);
-    if (!listed || cancel) return listed;
-    if (fid::Status ready = target_.prepare_target(); !ready) return std::move(ready).error();
-    return listed;
-  }
-  fid::Result<pack::SourceBytes> read(const pack::SourceTree& tree, uint32_t i) const override {
-    return source_->read(tree, i);
-  }
-  std::optional<std::vector<uint32_t>> stream_order() const override { return source_->stream_order(); }
-  void read_only(std::vector<bool> files) override { source_->read_only(std::move(files)); }
-  void will_read(const std::vector<uint32_t>& order) override { source_->will_read(order); }
-  bool read_errors_fail() const override { return source_->read_errors_fail(); }
-
- private:
-  std::unique_ptr<pack::PackSource> source_;
-  pack::S3Upload& target_;
-};
 
 // Up to kNotesShown lines of "KIND: PATH: REASON", then how many more (inspect lists them all).
 void print_notes(const char* kind, const std::vector<std::pair<std::string, std::string>>& rows) {
@@ -141,36 +115,13 @@ int run_pack(const pack::PackOptions& opt, PackRemote remote, const std::string&
     return kExitUsage;
   }
   const std::atomic<bool>& cancel = cancel_on_interrupt();
-  std::optional<ScratchLock> lock;
-  std::unique_ptr<pack::S3Upload> destination;
-  if (remote.store) {
-    pack::S3UploadOptions up;
-    up.cancel = &cancel;
-    fid::Result<ScratchLock> locked = ScratchLock::take(*remote.store);
-    fid::Result<std::unique_ptr<pack::S3Upload>> made =
-        locked ? pack::S3Upload::create(*remote.store, remote.options, up) : locked.error();
-    if (!made) {
-      fmt::print(stderr, "fidelityfs pack: {}\n", made.error().message);
-      return kExitRuntime;
-    }
-    lock.emplace(std::move(locked).value());
-    destination = std::move(made).value();
-    io.source = std::make_unique<PrepareTargetAfterListing>(io.source ? std::move(io.source) : pack::local_source(opt),
-                                                             *destination);
-    io.destination = destination.get();
-  }
   ProgressLine line(parse_progress_mode(progress_mode), "pack");
-  auto run = [&]() -> fid::Result<pack::PackReport> {
-    try {
-      return pack::pack(
-          opt, std::move(io),
-          [&](const pack::PackProgress& p) { line.update(p.files_done, p.files_total, p.source_bytes_done, p.seconds); },
-          cancel);
-    } catch (const std::exception& e) {  // out of memory, ...: the store is removed all the same
-      return fid::Error{EIO, e.what()};
-    }
+  auto progress = [&](const pack::PackProgress& p) {
+    line.update(p.files_done, p.files_total, p.source_bytes_done, p.seconds);
   };
-  const fid::Result<pack::PackReport> packed = run();
+  const fid::Result<pack::PackReport> packed =
+      remote.store ? pack::pack_to_s3(opt, std::move(io.source), *remote.store, remote.options, progress, cancel)
+                   : pack::pack(opt, std::move(io), progress, cancel);
   line.finish();
   if (!packed) {  // the options were fine, so whatever stopped the pack is a runtime failure
     fmt::print(stderr, "fidelityfs pack: {}\n", packed.error().message);

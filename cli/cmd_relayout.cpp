@@ -11,8 +11,8 @@
 #include "cli/progress.h"
 #include "cli/store_options.h"
 #include "pack/relayout.h"
+#include "pack/s3_jobs.h"
 #include "storage/open_store.h"
-#include "pack/s3_upload.h"
 #include "storage/url.h"
 
 namespace fid::cli {
@@ -66,41 +66,25 @@ int run_relayout(const std::string& location, const std::string& out, index::Sto
   io.read_records = [&](std::span<const uint32_t> ids, std::span<uint8_t* const> buffers) {
     return read_records(store, *opened->source, ids, buffers);
   };
-  std::filesystem::path dir = out;
-  std::optional<ScratchLock> lock;
-  std::unique_ptr<pack::S3Upload> upload;
+  std::optional<storage::StoreOptions> target_options;
   if (target) {
     Result<config::Settings> settings = parse_store_location_options(options);
     if (!settings) {  // open_command_store parsed the same list: not reached
       fmt::print(stderr, "fidelityfs relayout: {}\n", settings.error().message);
       return kExitUsage;
     }
-    pack::S3UploadOptions up;
-    up.cancel = &cancel;
-    Result<ScratchLock> locked = ScratchLock::take(*target);
-    Result<std::unique_ptr<pack::S3Upload>> made =
-        !locked ? Result<std::unique_ptr<pack::S3Upload>>(locked.error())
-                : pack::S3Upload::create(*target, store_options(*settings), up);
-    Status ready = made ? (*made)->prepare_target() : Status(made.error());
-    if (!ready) {
-      fmt::print(stderr, "fidelityfs relayout: {}\n", ready.error().message);
-      return kExitRuntime;
-    }
-    lock.emplace(std::move(locked).value());
-    upload = std::move(made).value();
-    io.destination = upload.get();
-    dir = scratch_store("relayout", *target);
+    target_options = store_options(*settings);
   }
   ProgressLine line(parse_progress_mode(progress_mode), "relayout");
   const auto t0 = std::chrono::steady_clock::now();
   uint64_t bytes = 0;
-  Result<pack::RelayoutReport> done = pack::relayout(
-      store, layout, dir, io,
-      [&](uint64_t n, uint64_t total) {
-        bytes += store.records()[n - 1].size;
-        line.update(n, total, bytes, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-      },
-      cancel);
+  auto progress = [&](uint64_t n, uint64_t total) {
+    bytes += store.records()[n - 1].size;
+    line.update(n, total, bytes, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  };
+  Result<pack::RelayoutReport> done =
+      target ? pack::relayout_to_s3(store, layout, std::move(io), *target, *target_options, progress, cancel)
+             : pack::relayout(store, layout, out, io, progress, cancel);
   line.finish();
   if (!done) {
     fmt::print(stderr, "fidelityfs relayout: {}\n", done.error().message);

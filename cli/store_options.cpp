@@ -1,20 +1,11 @@
 #include "cli/store_options.h"
 
-#include <fcntl.h>
 #include <fmt/format.h>
-#include <sys/file.h>
-#include <sys/stat.h>
-#include <unistd.h>
-#include <xxhash.h>
 
 #include "cli/commands.h"
 
 #include <algorithm>
 #include <array>
-#include <cctype>
-#include <cerrno>
-#include <cstdlib>
-#include <cstring>
 #include <string_view>
 
 namespace fid::cli {
@@ -32,52 +23,6 @@ storage::StoreOptions store_options(const config::Settings& s) {
   o.disk_cache_size = s.disk_cache_size;
   o.max_requests = s.remote_requests;
   return o;
-}
-
-namespace {
-
-std::filesystem::path temp_dir() {
-  const char* tmp = std::getenv("TMPDIR");
-  return tmp && *tmp ? tmp : "/tmp";
-}
-
-// A file name part for `url`: its characters that are safe in one, then a hash of the whole, so
-// that URLs differing only in what is replaced or cut get names of their own.
-std::string url_tag(const storage::StoreUrl& url) {
-  std::string tag;
-  for (char c : url.text.substr(0, 120)) tag += std::isalnum(static_cast<unsigned char>(c)) || c == '-' ? c : '_';
-  return fmt::format("{}-{:016x}", tag, XXH3_64bits(url.text.data(), url.text.size()));  // stable across builds
-}
-
-}  // namespace
-
-std::filesystem::path scratch_store(std::string_view command, const storage::StoreUrl& url) {
-  return temp_dir() / fmt::format("fidelityfs-{}-{}", command, url_tag(url));
-}
-
-Result<ScratchLock> ScratchLock::take(const storage::StoreUrl& url) {
-  const std::filesystem::path file = temp_dir() / fmt::format("fidelityfs-{}.lock", url_tag(url));
-  // The holder removes the file before it lets go: a lock taken on a file no longer at the path
-  // (or another file there now) is taken again on the one there.
-  for (;;) {
-    Fd fd(::open(file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
-    if (fd.get() < 0)
-      return Error{errno, fmt::format("{}: cannot create the lock file {}: {}", url.text, file.string(), std::strerror(errno))};
-    if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
-      if (errno == EWOULDBLOCK)
-        return Error{EBUSY, fmt::format("{}: another pack or merge to this store is running (it holds {})", url.text,
-                                        file.string())};
-      return Error{errno, fmt::format("{}: cannot lock {}: {}", url.text, file.string(), std::strerror(errno))};
-    }
-    struct stat held {}, there {};
-    if (::fstat(fd.get(), &held) == 0 && ::stat(file.c_str(), &there) == 0 && held.st_dev == there.st_dev &&
-        held.st_ino == there.st_ino)
-      return ScratchLock(file, std::move(fd));
-  }
-}
-
-ScratchLock::~ScratchLock() {
-  if (fd_.get() >= 0) (void)::unlink(file_.c_str());  // before the close lets go of the lock
 }
 
 Result<config::Settings> parse_store_location_options(const std::vector<std::string>& lists) {

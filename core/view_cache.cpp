@@ -19,8 +19,11 @@ ViewCache::View ViewCache::get(uint32_t file, const std::function<View()>& rende
   View v;
   try {
     v = render();
-  } catch (...) {
-    v = nullptr;
+  } catch (...) {  // not kept pending: the readers waiting see a failed render, the caller the exception
+    promise.set_value(nullptr);
+    lock.lock();
+    finish_locked(file, nullptr);
+    throw;
   }
   promise.set_value(v);
   renders_.fetch_add(1, std::memory_order_relaxed);

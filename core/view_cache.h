@@ -26,7 +26,8 @@ class ViewCache {
   explicit ViewCache(uint64_t budget) : budget_(budget) {}
 
   // The view of `file`: cached, being rendered by another reader (waited for), or rendered now
-  // by `render`. A failed render (null, or an exception) is not cached: the next read tries again.
+  // by `render`. A failed render is not cached (the next read tries again): null, or the exception
+  // `render` threw, passed on to the caller (readers waiting for it get null).
   View get(uint32_t file, const std::function<View()>& render);
 
   // Bytes of views kept plus kEntryOverhead for each view kept or being rendered.

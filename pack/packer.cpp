@@ -253,8 +253,11 @@ fid::Result<PackReport> pack(const PackOptions& opt, const std::function<void(co
   return pack(opt, PackIo{}, progress, cancel);
 }
 
-fid::Result<PackReport> pack(const PackOptions& opt, PackIo io, const std::function<void(const PackProgress&)>& progress,
-                             const std::atomic<bool>& cancel) {
+namespace {
+
+fid::Result<PackReport> pack_unguarded(const PackOptions& opt, PackIo io,
+                                       const std::function<void(const PackProgress&)>& progress,
+                                       const std::atomic<bool>& cancel) {
   const auto t0 = Clock::now();
   fid::Result<fsys::path> checked = check_pack_options(opt, io);
   if (!checked) return std::move(checked).error();
@@ -311,6 +314,21 @@ fid::Result<PackReport> pack(const PackOptions& opt, PackIo io, const std::funct
   report.seconds = std::chrono::duration<double>(end - t0).count();
   if (progress) ticker.report(end);
   return report;
+}
+
+}  // namespace
+
+// The layer's exception boundary: what escapes the steps (out of memory; a library's exception)
+// fails the pack like any error, and the temporary store is removed as the stack unwinds.
+fid::Result<PackReport> pack(const PackOptions& opt, PackIo io, const std::function<void(const PackProgress&)>& progress,
+                             const std::atomic<bool>& cancel) {
+  try {
+    return pack_unguarded(opt, std::move(io), progress, cancel);
+  } catch (const std::bad_alloc&) {
+    return fid::Error{ENOMEM, fmt::format("{}: out of memory while packing", opt.store.string())};
+  } catch (const std::exception& e) {
+    return fid::Error{EIO, fmt::format("{}: {}", opt.store.string(), e.what())};
+  }
 }
 
 }  // namespace fid::pack

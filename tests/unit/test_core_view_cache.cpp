@@ -52,7 +52,9 @@ TEST(ViewCache, AViewLargerThanTheBudgetIsTheOnlyOneKept) {
 TEST(ViewCache, AFailedRenderIsNotKept) {
   ViewCache cache(1 << 20);
   EXPECT_EQ(cache.get(7, [] { return ViewCache::View(); }), nullptr);
-  EXPECT_EQ(cache.get(8, []() -> ViewCache::View { throw std::runtime_error("decode"); }), nullptr);
+  // A render that throws: the exception reaches the caller (the adapter answers ENOMEM or EIO) and
+  // nothing stays pending for the next reader.
+  EXPECT_THROW(cache.get(8, []() -> ViewCache::View { throw std::runtime_error("decode"); }), std::runtime_error);
   EXPECT_EQ(cache.entries(), 0u);
   EXPECT_EQ(cache.used(), 0u);
   EXPECT_EQ(cache.get(7, [] { return view_of(3, 7); })->data()[0], 7);
