@@ -422,7 +422,7 @@ void register_doc(CLI::App& app, int& exit_code) {
   auto topic = std::make_shared<std::string>();
   cmd->add_option("TOPIC", *topic, "man1, man8, mount-options (Markdown) or bash-completion")
       ->required()
-      ->transform(CLI::IsMember({"man1", "man8", "mount-options", "bash-completion"}, CLI::ignore_case));
+      ->transform(one_of({"man1", "man8", "mount-options", "bash-completion"}));
   cmd->callback([&app, topic, &exit_code] {
     if (*topic == "man1") fmt::print("{}", man1(app));
     else if (*topic == "man8") fmt::print("{}", man8(app));

@@ -172,16 +172,16 @@ void register_pack(CLI::App& app, int& exit_code) {
   cmd->add_option("--source-list", *source_list, "a file naming tar files, one per line (more sources)");
   cmd->add_flag("--expand-inner-tars", opt->expand_inner_tars,
                 "a member NAME.tar of a tar source becomes the folder NAME holding its members");
-  cmd->add_option("--jobs", opt->jobs, "worker threads (default: all cores)")->check(CLI::Range(1u, 1024u));
+  cmd->add_option("--jobs", opt->jobs, "worker threads (default: all cores)")->check(whole_number(1, 1024));
   cmd->add_option("--record-bytes", opt->record_bytes, "target record size at full level")
       ->default_val(opt->record_bytes)
-      ->transform(CLI::AsSizeValue(false));
+      ->transform(byte_size());
   add_u64_option(cmd, "--seed", opt->seed, "seed of the storage order (default 0)");
   auto levels = std::make_shared<std::string>("pcr");
   cmd->add_option("--levels", *levels,
                   "scan scripts of the JPEG levels: pcr (libjpeg's standard progression, the best quality "
                   "for the bytes at low levels) or fast (decodes faster, for loaders bound by their CPU)")
-      ->transform(CLI::IsMember({"pcr", "fast"}, CLI::ignore_case))
+      ->transform(one_of({"pcr", "fast"}))
       ->capture_default_str();
   auto layout = std::make_shared<std::string>("file");
   cmd->add_option("--layout", *layout,
@@ -189,7 +189,7 @@ void register_pack(CLI::App& app, int& exit_code) {
                   "is one read of its prefix, best for published orders) or file (each file's levels back "
                   "to back: a file at any level is one read, best for shuffled reads of a store larger than "
                   "the cache)")
-      ->transform(CLI::IsMember({"scan", "file"}, CLI::ignore_case))
+      ->transform(one_of({"scan", "file"}))
       ->capture_default_str();
   auto shard = std::make_shared<std::string>("0/1");
   cmd->add_option("--shard", *shard,
@@ -201,14 +201,14 @@ void register_pack(CLI::App& app, int& exit_code) {
                   "for s3:// and http(s):// sources and s3:// stores: endpoint=URL, region=, profile=, addressing=, "
                   "ca_file=, remote_requests=");
   cmd->add_option("--progress", *progress, "progress line: auto (on a terminal), on, off")
-      ->transform(CLI::IsMember({"auto", "on", "off"}, CLI::ignore_case));
+      ->transform(one_of({"auto", "on", "off"}));
   auto allow_skipped = std::make_shared<bool>(false);
   cmd->add_flag("--allow-skipped", *allow_skipped,
                 "exit 0 although source entries were skipped (unreadable, links, ...; else exit 1, the store "
                 "written without them)");
   cmd->callback([opt, progress, levels, layout, shard, sources, source_list, store_opts, allow_skipped, &exit_code] {
     opt->levels = *levels == "fast" ? codec::LevelScripts::fast : codec::LevelScripts::pcr;
-    (void)index::parse_layout(*layout, opt->layout);  // checked by IsMember
+    (void)index::parse_layout(*layout, opt->layout);  // checked by one_of
     fid::Result<pack::Shard> part = pack::parse_shard(*shard);
     if (!part) {
       fmt::print(stderr, "fidelityfs pack: {}\n", part.error().message);

@@ -316,7 +316,7 @@ void register_quality(CLI::App& app, int& exit_code) {
   cmd->add_option("--plot", a->plot, "PNG of bytes vs MS-SSIM per level (needs python3-matplotlib)");
   cmd->add_option("-o", a->options, "remote store options: endpoint=URL, region=, profile=, addressing=, ca_file=");
   cmd->add_option("--jobs", a->jobs, "worker threads (default: all cores)");
-  cmd->add_option("--progress", a->progress, "progress line: auto, on, off")->transform(CLI::IsMember({"auto", "on", "off"}, CLI::ignore_case));
+  cmd->add_option("--progress", a->progress, "progress line: auto, on, off")->transform(one_of({"auto", "on", "off"}));
   cmd->callback([a, &exit_code] { exit_code = run_quality(*a); });
 }
 

@@ -110,12 +110,12 @@ void register_relayout(CLI::App& app, int& exit_code) {
   cmd->add_option("OUT", *out, "the new store: a folder (absent, or empty) or s3://BUCKET/PREFIX")->required();
   cmd->add_option("--layout", *layout, "the new store's layout: scan or file (docs/MOUNT.md, \"Which layout\")")
       ->required()
-      ->transform(CLI::IsMember({"scan", "file"}, CLI::ignore_case));
+      ->transform(one_of({"scan", "file"}));
   cmd->add_option("-o", *options, "remote store options: endpoint=URL, region=, profile=, addressing=, ca_file=");
-  cmd->add_option("--progress", *progress, "progress line: auto, on, off")->transform(CLI::IsMember({"auto", "on", "off"}, CLI::ignore_case));
+  cmd->add_option("--progress", *progress, "progress line: auto, on, off")->transform(one_of({"auto", "on", "off"}));
   cmd->callback([location, out, layout, options, progress, &exit_code] {
     index::StoreLayout l = index::StoreLayout::scan;
-    (void)index::parse_layout(*layout, l);  // checked by IsMember
+    (void)index::parse_layout(*layout, l);  // checked by one_of
     exit_code = run_relayout(*location, *out, l, *options, *progress);
   });
 }

@@ -78,8 +78,8 @@ std::string duration_text(uint64_t s) {
 
 void print_summary(const std::string& mount, const nlohmann::json& s, const nlohmann::json& c) {
   const uint64_t reads = tree_reads(s), hits = count(s, "cache_hits"), misses = count(s, "cache_misses");
-  fmt::print("{}  store {} ({} layout)  up {}\n", mount, s.value("store", std::string("?")),
-             s.value("layout", std::string("scan")), duration_text(count(s, "uptime_s")));
+  fmt::print("{}  store {} ({} layout)  up {}  pid {}\n", mount, s.value("store", std::string("?")),
+             s.value("layout", std::string("scan")), duration_text(count(s, "uptime_s")), count(s, "pid"));
   fmt::print("level     default {} of {}, {} overrides, {} level changes ({} refused: level_changes={})\n",
              c.value("effective_default_level", 0), count(s, "levels"), count(s, "overrides"), count(s, "level_changes"),
              count(s, "level_changes_refused"), c.value("level_changes", std::string("owner")));

@@ -97,7 +97,7 @@ void register_verify(CLI::App& app, int& exit_code) {
   cmd->add_option("STORE", *location, "store folder, s3://BUCKET/PREFIX or http(s)://HOST/PATH")->required();
   cmd->add_option("-o", *options, "remote store options: endpoint=URL, region=, profile=, addressing=, ca_file=");
   cmd->add_option("--jobs", *jobs, "worker threads (default: all cores)");
-  cmd->add_option("--progress", *progress, "progress line: auto, on, off")->transform(CLI::IsMember({"auto", "on", "off"}, CLI::ignore_case));
+  cmd->add_option("--progress", *progress, "progress line: auto, on, off")->transform(one_of({"auto", "on", "off"}));
   cmd->callback([location, options, jobs, progress, &exit_code] {
     exit_code = run_verify(*location, *options, *jobs, *progress);
   });

@@ -5,8 +5,11 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <vector>
 
+#include "common/ascii.h"
 #include "common/numbers.h"
 
 namespace fid::cli {
@@ -45,6 +48,54 @@ inline CLI::Validator above_zero(const std::string& unit) {
         return v > 0 ? "" : "must be more than 0 " + unit + ", got " + s;
       },
       "> 0");
+}
+
+// One of `choices` in any case, turned into the choice as written here; refused in words
+// otherwise. The description "{a,b}" is what the bash completion offers (cmd_doc.cpp).
+inline CLI::Validator one_of(const std::vector<std::string>& choices) {
+  std::string braces, words;
+  for (const std::string& c : choices) {
+    braces += (braces.empty() ? "" : ",") + c;
+    words += (words.empty() ? "" : ", ") + c;
+  }
+  return CLI::Validator(
+      [choices, words](std::string& s) -> std::string {
+        for (const std::string& c : choices)
+          if (fid::ascii_iequals(s, c)) {
+            s = c;
+            return "";
+          }
+        return "'" + fid::printable(s) + "' is not one of: " + words;
+      },
+      "{" + braces + "}");
+}
+
+// A whole number from `lo` to `hi`, refused in words otherwise.
+inline CLI::Validator whole_number(uint64_t lo, uint64_t hi) {
+  return CLI::Validator(
+      [lo, hi](std::string& s) -> std::string {
+        const std::optional<uint64_t> v = fid::parse_u64(s);
+        if (v && *v >= lo && *v <= hi) return "";
+        return "must be a whole number from " + std::to_string(lo) + " to " + std::to_string(hi) + ", got '" +
+               fid::printable(s) + "'";
+      },
+      std::to_string(lo) + ".." + std::to_string(hi));
+}
+
+// A size in bytes: a number, or one with a unit (64M, 1G, 512KiB; K, M, G are powers of 1024).
+inline CLI::Validator byte_size() {
+  const CLI::AsSizeValue sizes(false);
+  return CLI::Validator(
+      [sizes](std::string& s) -> std::string {
+        const std::string given = s;
+        try {
+          if (sizes(s).empty()) return "";
+        } catch (const CLI::ValidationError&) {  // CLI11 throws for an unknown unit
+        }
+        s = given;
+        return "'" + fid::printable(given) + "' is not a size: a number of bytes, or one with a unit (64M, 1G, 512KiB)";
+      },
+      "SIZE");
 }
 
 void register_pack(CLI::App& app, int& exit_code);

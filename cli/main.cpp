@@ -1,10 +1,47 @@
 #include <cstdio>
+#include <regex>
 #include <string>
 #include <string_view>
 
 #include "cli/commands.h"
 #include "cli/doc.h"
 #include "cuda/gpu.h"
+
+namespace {
+
+// The deepest subcommand the parse reached (the root when none).
+const CLI::App& parsed_command(const CLI::App& app) {
+  for (const CLI::App* sub : app.get_subcommands()) return parsed_command(*sub);
+  return app;
+}
+
+// A parse error in words: CLI11's own texts where they are plain, rewritten where they are not.
+std::string usage_message(const CLI::App& app, const CLI::ParseError& e, int argc, char** argv) {
+  const std::string what = e.what();
+  if (dynamic_cast<const CLI::ExtrasError*>(&e)) {
+    std::string out;
+    for (const std::string& a : parsed_command(app).remaining()) {
+      out += out.empty() ? "" : "; ";
+      out += (a.starts_with("-") ? "unknown option '" : "unexpected argument '") + fid::printable(a) + "'";
+    }
+    if (!out.empty()) return out;
+  }
+  if (app.get_subcommands().empty()) {  // no command: none given, or not one of them
+    std::string commands;
+    for (const CLI::App* sub : app.get_subcommands([](const CLI::App* s) { return !s->get_group().empty(); }))
+      commands += (commands.empty() ? "" : ", ") + sub->get_name();
+    if (argc > 1 && argv[1][0] != '-')
+      return "'" + fid::printable(argv[1]) + "' is not a command (commands: " + commands + ")";
+    if (dynamic_cast<const CLI::RequiredError*>(&e)) return "a command is required: " + commands;
+  }
+  // "NAME: At least 2 required but received 1"
+  static const std::regex at_least(R"(^(.*): At least (\d+) required but received (\d+)$)");
+  if (std::smatch m; std::regex_match(what, m, at_least))
+    return m[1].str() + ": needs at least " + m[2].str() + " arguments, got " + m[3].str();
+  return what;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"fidelityfs: a packed image dataset mounted as a directory tree at a chosen fidelity"};
@@ -31,7 +68,7 @@ int main(int argc, char** argv) {
     // Every error names its subcommand, as the commands' own errors do.
     std::string command = "fidelityfs";
     for (const CLI::App* sub : app.get_subcommands()) command += " " + sub->get_name();
-    std::fprintf(stderr, "%s: %s\n", command.c_str(), e.what());
+    std::fprintf(stderr, "%s: %s\n", command.c_str(), usage_message(app, e, argc, argv).c_str());
     // "-o scan_group=5, threads=2": the shell split the list at the space.
     if (dynamic_cast<const CLI::ExtrasError*>(&e) && std::string_view(e.what()).find('=') != std::string_view::npos)
       std::fprintf(stderr, "%s: a -o list is one argument: no spaces after its commas (-o a=1,b=2)\n", command.c_str());

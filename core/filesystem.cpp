@@ -359,6 +359,7 @@ std::string Filesystem::stats_json() const {
   nlohmann::ordered_json j;
   const double up = std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
   j["store"] = store_.location();
+  j["pid"] = static_cast<int64_t>(::getpid());  // the daemon's: to signal it, to find its /proc entries
   j["layout"] = index::layout_name(store_.layout());
   j["uptime_s"] = static_cast<uint64_t>(up);  // whole seconds: an idle mount's stats stay one file
   j["files"] = store_.files().size();

@@ -91,10 +91,12 @@ in_cgroup() { bash -c 'echo $BASHPID >"$1/cgroup.procs" && shift && exec "$@"' _
 # wait_exit PID: waits (30 s at most) for a process to exit, on a pidfd; at once if it has.
 wait_exit() { /usr/bin/python3 -c "import os,select,sys; select.select([os.pidfd_open(int(sys.argv[1]))], [], [], 30)" "$1" 2>/dev/null || true; }
 # daemon_pid MNT STORE [BIN=$bin]: the pid of the daemon serving MNT, a mount of STORE by BIN,
-# once `BIN mount STORE MNT [-o OPTIONS]` has returned. The daemon writes no pid file and neither
-# its stats nor `fidelityfs stats` name it, so it is found by its command line (forked, not exec'd,
-# it keeps the mount command's). pgrep -x anchors the extended regex: the whole line must match.
-daemon_pid() { pgrep -f -x "${3:-$bin} mount $2 $1( .*)?" | head -1; }
+# once `BIN mount STORE MNT [-o OPTIONS]` has returned: the `pid` of its /.fidelity/stats. A
+# build older than that key (compare.sh's baseline) is found by its command line (forked, not
+# exec'd, the daemon keeps the mount command's; pgrep -x anchors the regex to the whole line).
+daemon_pid() {
+  json_get "$1/.fidelity/stats" pid 2>/dev/null || pgrep -f -x "${3:-$bin} mount $2 $1( .*)?" | head -1
+}
 
 # run_in_netns NAME CMD...: runs CMD in a new network namespace NAME (its loopback up), with
 # FIDBENCH_INNER=NAME so that a script re-running itself there knows it is inside; then removes the

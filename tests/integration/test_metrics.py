@@ -112,6 +112,12 @@ def test_stats_command_summary_and_watch(imagenet_store, mnt):
         summary = run("stats", mnt).stdout
         reads = sum(stats(mnt)["reads_by_kind"].values())
         assert summary.splitlines()[0].startswith(mnt)
+        # The daemon's pid: the process that holds the mount's /dev/fuse and runs `mount`.
+        pid = stats(mnt)["pid"]
+        assert summary.splitlines()[0].endswith(f"  pid {pid}"), summary
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            argv = f.read().split(b"\0")
+        assert argv[1:3] == [b"mount", imagenet_store.encode()], argv
         assert f"default 4 of " in summary
         assert f"reads     {reads} (jpeg {reads}, l3 0, blob 0)" in summary
         assert "by level  4: " in summary

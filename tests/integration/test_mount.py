@@ -530,7 +530,7 @@ def test_usage_and_runtime_errors(edge_store, tmp_path, mnt):
     p = run(edge_store, mnt, "-o", "scan_group=5,", "threads=2")
     assert p.returncode == 2, p.stderr
     assert p.stderr.splitlines()[:2] == [
-        "fidelityfs mount: The following argument was not expected: threads=2",
+        "fidelityfs mount: unexpected argument 'threads=2'",
         "fidelityfs mount: a -o list is one argument: no spaces after its commas (-o a=1,b=2)"], p.stderr
     assert not is_mounted(mnt)
     for opt in ("gpu=auto", "gpu=off", "threads=2,cache=64MiB"):

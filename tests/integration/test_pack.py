@@ -410,3 +410,33 @@ def test_skips_fail_the_pack_and_every_skip_and_blob_has_a_reason(imagenet_tree,
     assert all(s["reason"] for s in info["skipped"])
     p = run("pack", str(tmp_path / "src"), str(tmp_path / "accepted"), "--progress", "off", "--allow-skipped")
     assert p.returncode == 0 and "skipped: a/pipe.jpg" in p.stdout
+
+
+def test_usage_errors_say_what_is_allowed_in_words(tmp_path):
+    """CLI11's stock texts (ranges of doubles, {a,b} sets, unit tables) never reach the user: each
+    usage error names the command and what it accepts, and exits 2."""
+    src, store = str(tmp_path / "src"), str(tmp_path / "store")
+    cases = [
+        ((), "fidelityfs: a command is required: pack, merge, relayout, inspect, verify, quality, mount, l3, "
+             "stats"),
+        (("bogus",), "fidelityfs: 'bogus' is not a command (commands: pack, merge, relayout, inspect, verify, "
+                     "quality, mount, l3, stats)"),
+        (("pack", "--jobs", "0", src, store), "fidelityfs pack: --jobs: must be a whole number from 1 to 1024, got '0'"),
+        (("pack", "--levels", "best", src, store), "fidelityfs pack: --levels: 'best' is not one of: pcr, fast"),
+        (("pack", "--record-bytes", "12x", src, store),
+         "fidelityfs pack: --record-bytes: '12x' is not a size: a number of bytes, or one with a unit (64M, 1G, 512KiB)"),
+        (("merge", store), "fidelityfs merge: PART... STORE: needs at least 2 arguments, got 1"),
+        (("inspect", store, "--bogus"), "fidelityfs inspect: unknown option '--bogus'"),
+        (("inspect", store, "extra"), "fidelityfs inspect: unexpected argument 'extra'"),
+        (("relayout", store, src, "--layout", "rows"), "fidelityfs relayout: --layout: 'rows' is not one of: scan, file"),
+    ]
+    for args, first in cases:
+        p = run(*args, check=False)
+        assert p.returncode == 2, (args, p.stderr)
+        assert p.stderr.splitlines()[0] == first, (args, p.stderr)
+        assert "CLI" not in p.stderr and "{" not in p.stderr
+    # Keywords in any case become the keyword.
+    os.mkdir(src)
+    p = run("pack", src, store, "--levels", "FAST", "--layout", "Scan", "--progress", "OFF", check=False)
+    assert p.returncode == 0, p.stderr
+    assert json.loads(run("inspect", store, "--json").stdout)["layout"] == "scan"
