@@ -13,13 +13,12 @@
 #include "pack/pack_source.h"
 #include "pack/s3_listing.h"
 
-namespace st = fid::storage;
 
 namespace {
 
-void build_tree(const std::vector<st::ListedObject>& objects) {
+void build_tree(const std::vector<fid::pack::ListedObject>& objects) {
   std::vector<std::pair<std::string, bool>> paths;  // normalized path, folder
-  for (const st::ListedObject& o : objects) {
+  for (const fid::pack::ListedObject& o : objects) {
     std::string_view key = o.key;
     const bool dir = !key.empty() && key.back() == '/';
     if (dir) key.remove_suffix(1);
@@ -47,19 +46,19 @@ void build_tree(const std::vector<st::ListedObject>& objects) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);
-  if (auto page = st::parse_list_objects_v2(text)) {
+  if (auto page = fid::pack::parse_list_objects_v2(text)) {
     if (page->truncated && page->next_token.empty()) std::abort();
     if (page->key_count && *page->key_count < page->objects.size()) std::abort();
-    for (const st::ListedObject& o : page->objects)
+    for (const fid::pack::ListedObject& o : page->objects)
       if (o.key.find('\0') != std::string::npos) std::abort();
     build_tree(page->objects);
   }
-  if (auto decoded = st::decode_xml_text(text); decoded && decoded->size() > text.size()) std::abort();
-  if (auto entries = st::parse_autoindex_json(text)) {
-    for (const st::AutoindexEntry& e : *entries)
+  if (auto decoded = fid::pack::decode_xml_text(text); decoded && decoded->size() > text.size()) std::abort();
+  if (auto entries = fid::pack::parse_autoindex_json(text)) {
+    for (const fid::pack::AutoindexEntry& e : *entries)
       if (e.name.empty() || e.name.find('/') != std::string::npos) std::abort();
   }
-  (void)st::parse_iso8601_ns(text);
-  (void)st::parse_http_date_ns(text);
+  (void)fid::pack::parse_iso8601_ns(text);
+  (void)fid::pack::parse_http_date_ns(text);
   return 0;
 }
