@@ -384,9 +384,9 @@ def test_a_second_pack_or_merge_to_the_same_store_is_refused(rgw, scratch, tree,
         wait_for_fault(proxy)
         first.send_signal(signal.SIGSTOP)  # held there, its lock with it
         p = pack_s3(rgw, scratch, imagenet_tree, url, "--record-bytes", "1MiB", check=False)
-        assert p.returncode == 1 and url in p.stderr and "another pack or merge" in p.stderr, p.stderr
+        assert p.returncode == 1 and url in p.stderr and "another pack, merge or relayout to this store is running" in p.stderr, p.stderr
         p = merge_s3(rgw, scratch, *shards, url, check=False)
-        assert p.returncode == 1 and url in p.stderr and "another pack or merge" in p.stderr, p.stderr
+        assert p.returncode == 1 and url in p.stderr and "another pack, merge or relayout to this store is running" in p.stderr, p.stderr
         first.send_signal(signal.SIGCONT)
         out, err = first.communicate(timeout=120)
         assert first.returncode == 0 and "packed" in out, err
