@@ -377,9 +377,12 @@ std::string Filesystem::stats_json() const {
                         {"l3", read_counts_[read_slot(index::FileKind::l3, 1)].reads.load()},
                         {"blob", read_counts_[read_slot(index::FileKind::blob, 1)].reads.load()}};
   j["jpeg_reads_by_level"] = by_level;
-  nlohmann::ordered_json failed;
-  for (size_t r = 0; r < kRequestKinds; ++r)
+  nlohmann::ordered_json received, failed;
+  for (size_t r = 0; r < kRequestKinds; ++r) {
+    received[std::string(request_name(static_cast<Request>(r)))] = request_errors_.received_count(static_cast<Request>(r));
     failed[std::string(request_name(static_cast<Request>(r)))] = request_errors_.count(static_cast<Request>(r));
+  }
+  j["requests"] = received;
   j["request_errors"] = failed;
   j["prefetch_following"] = reader_.prefetcher().following();
   add_decisions(j);

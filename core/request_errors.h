@@ -1,5 +1,6 @@
-// Requests the mount answers with an error, as the FUSE adapter replies to them: counted per
-// operation (stats and metrics) and logged with their cause. An errno a program meets in normal
+// Requests the mount answers, as the FUSE adapter replies to them: each counted per operation
+// (stats' "requests"), and those answered with an error counted per operation (stats and
+// metrics) and logged with their cause. An errno a program meets in normal
 // use (a name that is not there, a write to a read-only tree) is logged at debug, as is a read's
 // failure (the read path logs it once per file) and a level change refused to a user (ChangeAccess
 // logs that once per user); a level change that failed otherwise (a bad value, an unknown
@@ -31,6 +32,9 @@ config::LogLevel failure_log_level(Request r, int code);
 
 class RequestErrors {
  public:
+  // Counts one request of kind `r` received (stats' "requests": the FUSE work a read costs).
+  void received(Request r) { received_[static_cast<size_t>(r)].fetch_add(1, std::memory_order_relaxed); }
+  uint64_t received_count(Request r) const { return received_[static_cast<size_t>(r)].load(std::memory_order_relaxed); }
   // Counts the failure of `r` on inode `ino` and logs it with `detail` (a name, an attribute).
   void failed(Request r, uint64_t ino, std::string_view detail, const Error& e);
   uint64_t count(Request r) const { return counts_[static_cast<size_t>(r)].load(std::memory_order_relaxed); }
@@ -42,6 +46,7 @@ class RequestErrors {
   bool may_log(uint64_t& left_out);
 
   std::array<std::atomic<uint64_t>, kRequestKinds> counts_{};
+  std::array<std::atomic<uint64_t>, kRequestKinds> received_{};
   std::mutex mu_;  // the window, taken only for lines the log level lets through
   std::chrono::steady_clock::time_point window_start_{};
   uint32_t lines_ = 0;

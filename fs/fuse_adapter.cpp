@@ -247,13 +247,15 @@ void op_readlink(fuse_req_t req, fuse_ino_t ino) {  // there are no links
   reply_error(req, core::Request::readlink, ino, {}, Error{EINVAL, "not a symbolic link"});
 }
 
-// A handler that throws (out of memory, the one exception the core lets through) answers the
-// request with an error instead of ending the daemon: an exception must not cross libfuse's C.
-template <auto Handler>
+// Every request is counted (stats' "requests"). A handler that throws (out of memory, the one
+// exception the core lets through) answers the request with an error instead of ending the
+// daemon: an exception must not cross libfuse's C.
+template <core::Request Op, auto Handler>
 struct Answered;
-template <class... Args, void (*Handler)(fuse_req_t, Args...)>
-struct Answered<Handler> {
+template <core::Request Op, class... Args, void (*Handler)(fuse_req_t, Args...)>
+struct Answered<Op, Handler> {
   static void op(fuse_req_t req, Args... args) {
+    core_of(req).request_errors().received(Op);
     try {
       Handler(req, args...);
     } catch (const std::bad_alloc&) {
@@ -269,33 +271,33 @@ const fuse_lowlevel_ops& operations() {
   static const fuse_lowlevel_ops o = [] {
     fuse_lowlevel_ops x{};
     x.init = op_init;
-    x.lookup = Answered<op_lookup>::op;
+    x.lookup = Answered<core::Request::lookup, op_lookup>::op;
     x.forget = op_forget;
     x.forget_multi = op_forget_multi;
-    x.getattr = Answered<op_getattr>::op;
-    x.setattr = Answered<op_setattr>::op;
-    x.readlink = Answered<op_readlink>::op;
-    x.mknod = Answered<op_mknod>::op;
-    x.mkdir = Answered<op_mkdir>::op;
-    x.unlink = Answered<op_unlink>::op;
-    x.rmdir = Answered<op_rmdir>::op;
-    x.symlink = Answered<op_symlink>::op;
-    x.rename = Answered<op_rename>::op;
-    x.link = Answered<op_link>::op;
-    x.open = Answered<op_open>::op;
-    x.read = Answered<op_read>::op;
-    x.write = Answered<op_write>::op;
-    x.opendir = Answered<op_opendir>::op;
-    x.readdir = Answered<op_readdir>::op;
-    x.readdirplus = Answered<op_readdirplus>::op;
-    x.statfs = Answered<op_statfs>::op;
-    x.setxattr = Answered<op_setxattr>::op;
-    x.getxattr = Answered<op_getxattr>::op;
-    x.listxattr = Answered<op_listxattr>::op;
-    x.removexattr = Answered<op_removexattr>::op;
-    x.access = Answered<op_access>::op;
-    x.create = Answered<op_create>::op;
-    x.fallocate = Answered<op_fallocate>::op;
+    x.getattr = Answered<core::Request::getattr, op_getattr>::op;
+    x.setattr = Answered<core::Request::setattr, op_setattr>::op;
+    x.readlink = Answered<core::Request::readlink, op_readlink>::op;
+    x.mknod = Answered<core::Request::mknod, op_mknod>::op;
+    x.mkdir = Answered<core::Request::mkdir, op_mkdir>::op;
+    x.unlink = Answered<core::Request::unlink, op_unlink>::op;
+    x.rmdir = Answered<core::Request::rmdir, op_rmdir>::op;
+    x.symlink = Answered<core::Request::symlink, op_symlink>::op;
+    x.rename = Answered<core::Request::rename, op_rename>::op;
+    x.link = Answered<core::Request::link, op_link>::op;
+    x.open = Answered<core::Request::open, op_open>::op;
+    x.read = Answered<core::Request::read, op_read>::op;
+    x.write = Answered<core::Request::write, op_write>::op;
+    x.opendir = Answered<core::Request::opendir, op_opendir>::op;
+    x.readdir = Answered<core::Request::readdir, op_readdir>::op;
+    x.readdirplus = Answered<core::Request::readdir, op_readdirplus>::op;
+    x.statfs = Answered<core::Request::statfs, op_statfs>::op;
+    x.setxattr = Answered<core::Request::setxattr, op_setxattr>::op;
+    x.getxattr = Answered<core::Request::getxattr, op_getxattr>::op;
+    x.listxattr = Answered<core::Request::listxattr, op_listxattr>::op;
+    x.removexattr = Answered<core::Request::removexattr, op_removexattr>::op;
+    x.access = Answered<core::Request::access, op_access>::op;
+    x.create = Answered<core::Request::create, op_create>::op;
+    x.fallocate = Answered<core::Request::fallocate, op_fallocate>::op;
     return x;
   }();
   return o;

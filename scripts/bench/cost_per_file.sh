@@ -1,0 +1,160 @@
+#!/usr/bin/env bash
+# The cost of a file: where a cold random epoch's CPU goes, per file, on this machine's disk as it
+# is (no throttle). ImageNet-sized JPEGs, file layout, page cache dropped and a fresh daemon every
+# run, one seeded random order per run shared by every contender, THREADS reader threads
+# (readbench). Contenders take turns within a run (a different one first each run):
+#   ext4              the source tree on the same disk
+#   full pieces       the mount at full fidelity, a cache smaller than the store (-o cache=32MiB:
+#   L5 pieces         each read fetches its file's range), and at level 5
+#   full records      the same with a cache that holds the store (-o cache=4GiB: random_reads
+#   L5 records        picks records, each read loads its whole record)
+# Per file: files/s (and the ratio to ext4 in the same run), the readers' CPU (readbench's
+# rusage), the daemon's CPU (/proc/PID/stat utime+stime over the epoch), the FUSE requests the
+# daemon answered by operation (its stats' "requests"), the store reads and bytes (stats'
+# storage_reads, storage_bytes). Medians of RUNS runs; ratios are medians of per-run ratios.
+# With --perf, one more epoch per mount contender under `perf record -g` of the daemon, and the
+# top entries of each profile (self time) are printed. Needs root (drop_caches, mounts).
+#   scripts/bench/cost_per_file.sh [COUNT=10000] [RUNS=3] [--perf] [--only NAME,...]
+#   env: THREADS=8 BENCH_NO_BUILD=1 (build/ as it is)
+source "$(dirname "$0")/common.sh"
+shopt -s inherit_errexit
+usage() { sed -n '/^#   scripts\/bench\/cost_per_file.sh/,/^[^#]/s/^#   //p' "$0" >&2; exit 2; }
+perf=0
+only=''
+pos=()
+while (($#)); do
+  case $1 in
+    --perf) perf=1; shift ;;
+    --only) (($# >= 2)) || usage; only=$2; shift 2 ;;
+    -h | --help | -*) usage ;;
+    *) pos+=("$1"); shift ;;
+  esac
+done
+((${#pos[@]} <= 2)) || usage
+count=${pos[0]:-10000}
+runs=${pos[1]:-3}
+threads=${THREADS:-8}
+[[ $EUID == 0 ]] || { echo "cost_per_file.sh: needs root (drop_caches, mounts)" >&2; exit 2; }
+BUILD_TARGETS="fidelityfs readbench" bench_setup
+rb=$root/build/scripts/bench/readbench
+[[ -x $rb ]] || { echo "cost_per_file.sh: $rb is missing (BUILD_TARGETS=readbench scripts/build.sh)" >&2; exit 1; }
+((perf == 0)) || command -v perf >/dev/null || { echo "cost_per_file.sh: --perf needs perf (apt-get install linux-perf)" >&2; exit 2; }
+
+src=$(make_dataset imagenet-sized "$count" 20)
+store=$BENCH_DIR/cost-store-file-$count
+[[ -f $store/index.sqlite ]] ||
+  "$bin" pack "$src" "$store" --layout file --seed 0 --progress off --jobs 2 >/dev/null
+[[ $(disk_of "$src") == $(disk_of "$store") ]] || { echo "cost_per_file.sh: source and store must be on one disk" >&2; exit 1; }
+
+m=$BENCH_DIR/cost-mnt
+mkdir -p "$m"
+fusermount3 -u "$m" 2>/dev/null || true
+trap 'fusermount3 -u "$m" 2>/dev/null || fusermount3 -uz "$m" 2>/dev/null || true' EXIT
+trap 'exit 130' INT TERM
+lists=$BENCH_DIR/cost-lists
+mkdir -p "$lists"
+(cd "$src" && find . -name '*.JPEG' | sort | sed 's|^\./||') >"$lists/rel"
+sed "s|^|$src/|" "$lists/rel" >"$lists/ext4"
+sed "s|^|$m/|" "$lists/rel" >"$lists/mount"
+n=$(wc -l <"$lists/rel")
+
+# stats_counts FILE: "lookup getattr read other storage_reads storage_bytes" of a stats snapshot.
+stats_counts() {
+  /usr/bin/python3 - "$1" <<'EOF'
+import json, sys
+s = json.load(open(sys.argv[1]))
+q = s.get("requests", {})
+other = sum(v for k, v in q.items() if k not in ("lookup", "getattr", "read"))
+print(q.get("lookup", 0), q.get("getattr", 0), q.get("read", 0), other, s["storage_reads"], s["storage_bytes"])
+EOF
+}
+
+# Each run prints "files/s reader_us daemon_us lookup getattr read other store_reads store_bytes mode"
+# (per file where it is a count).
+run_ext4() {  # SEED
+  local out
+  cold
+  out=$("$rb" "$lists/ext4" --threads "$threads" --seed "$1")
+  echo "$(field "$out" files_per_s) $(field "$out" cpu_us_per_file) - - - - - - - -"
+}
+run_mount() {  # LEVEL CACHE SEED [PERF_OUT]
+  local pid out t0 t1 a b mode
+  "$bin" mount "$store" "$m" -o "cache=$2,scan_group=$1"
+  pid=$(daemon_pid "$m" "$store")
+  cold
+  cp "$m/.fidelity/stats" "$BENCH_DIR/cost.stats0.json"
+  t0=$(cpu_ticks "$pid")
+  if [[ -n ${4:-} ]]; then
+    perf record -g -o "$4" -p "$pid" 2>/dev/null &
+    local perf_pid=$!
+    sleep 1  # perf attaches before the epoch starts (it prints nothing to wait on)
+  fi
+  out=$("$rb" "$lists/mount" --threads "$threads" --seed "$3")
+  t1=$(cpu_ticks "$pid")
+  if [[ -n ${4:-} ]]; then
+    kill -INT "$perf_pid"
+    wait "$perf_pid" || true
+  fi
+  cp "$m/.fidelity/stats" "$BENCH_DIR/cost.stats1.json"
+  mode=$(json_get "$BENCH_DIR/cost.stats1.json" random_reads.mode)
+  fusermount3 -u "$m"
+  wait_exit "$pid"
+  read -ra a <<<"$(stats_counts "$BENCH_DIR/cost.stats0.json")"
+  read -ra b <<<"$(stats_counts "$BENCH_DIR/cost.stats1.json")"
+  local hz per=() k
+  hz=$(getconf CLK_TCK)
+  for k in 0 1 2 3 4 5; do per+=("$(x "(${b[$k]} - ${a[$k]}) / $n")"); done
+  echo "$(field "$out" files_per_s) $(field "$out" cpu_us_per_file) $(x "($t1 - $t0) * 1000000 / $hz / $n") ${per[*]} $mode"
+}
+
+names=("ext4" "full pieces" "L5 pieces" "full records" "L5 records")
+if [[ -n $only ]]; then
+  IFS=, read -ra keep <<<"$only"
+  names=(ext4)
+  for k in "${keep[@]}"; do [[ $k == ext4 ]] || names+=("$k"); done
+fi
+level_of() { [[ $1 == full* ]] && echo full || echo 5; }
+cache_of() { [[ $1 == *records ]] && echo 4GiB || echo 32MiB; }
+keys=(fps reader daemon lookup getattr read other sreads sbytes mode)
+declare -A R=()
+for ((r = 1; r <= runs; r++)); do
+  for ((i = 0; i < ${#names[@]}; i++)); do
+    name=${names[$(((i + r - 1) % ${#names[@]}))]}
+    if [[ $name == ext4 ]]; then line=$(run_ext4 "$r")
+    else line=$(run_mount "$(level_of "$name")" "$(cache_of "$name")" "$r"); fi
+    read -ra v <<<"$line"
+    for k in "${!keys[@]}"; do [[ ${v[$k]} == - ]] || R[$name,${keys[$k]}]+="${v[$k]} "; done
+    echo "run $r: $name: $line" >&2
+  done
+done
+
+printf '\ncost_per_file benchmark: %d ImageNet-sized JPEGs, file layout, %d reader threads, %s (%s), no limits\n' \
+  "$n" "$threads" "$(findmnt -no SOURCE -T "$src")" "$(disk_of "$src")"
+printf 'page cache dropped and a fresh daemon every run; medians of %d runs (ratios: medians of per-run ratios)\n' "$runs"
+printf 'CPU in us per file; requests, store reads and store bytes per file\n'
+printf '%-13s %8s %7s %8s %8s %7s %8s %6s %6s %12s %12s %8s\n' contender files/s "vs ext4" "readers" daemon lookup getattr \
+  read other "store reads" "store bytes" mode
+for name in "${names[@]}"; do
+  if [[ $name == ext4 ]]; then
+    printf '%-13s %8.0f %6.2fx %8.0f %8s\n' "$name" "$(med "$name" fps)" 1 "$(med "$name" reader)" -
+  else
+    printf '%-13s %8.0f %6.2fx %8.0f %8.0f %7.2f %8.2f %6.2f %6.2f %12.2f %12.0f %8s\n' "$name" "$(med "$name" fps)" \
+      "$(ratio "$name" ext4)" "$(med "$name" reader)" "$(med "$name" daemon)" "$(med "$name" lookup)" \
+      "$(med "$name" getattr)" "$(med "$name" read)" "$(med "$name" other)" "$(med "$name" sreads)" \
+      "$(med "$name" sbytes)" "$(tr ' ' '\n' <<<"${R[$name,mode]}" | grep . | sort -u | paste -sd/)"
+  fi
+done
+
+if ((perf)); then
+  for name in "${names[@]}"; do
+    [[ $name == ext4 ]] && continue
+    data=$BENCH_DIR/cost-perf-${name// /-}.data
+    run_mount "$(level_of "$name")" "$(cache_of "$name")" 99 "$data" >/dev/null
+    printf '\nperf of the daemon over one epoch, %s (self time, top entries):\n' "$name"
+    perf report -i "$data" --stdio --no-children --sort dso,symbol 2>/dev/null | grep -E '^ +[0-9.]+%' | head -25
+  done
+fi
+
+mkdir -p "$BENCH_DIR/results"
+printf '{"benchmark": "cost_per_file", "files": %d, "runs": %d, "threads": %d, "contenders": %s}\n' "$n" "$runs" \
+  "$threads" "$(runs_json names "${keys[@]}")" >"$BENCH_DIR/results/cost_per_file-$count.json"
