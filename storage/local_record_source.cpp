@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cerrno>
 #include <climits>
 #include <cstdlib>
@@ -68,7 +69,14 @@ struct Scratch {
     }
     return p;
   }
+  // Reads the ring could not reap may still land in the buffer: it is never used (nor freed)
+  // again. At most Ring::kMaxRingFailures times per thread, after which the thread preads.
+  void abandon() {
+    p = nullptr;
+    cap = 0;
+  }
 };
+thread_local Scratch t_scratch;
 
 // One io_uring per thread, set up on its first use. A ring that fails is drained and dropped, and
 // the thread's next batch sets up another; after kMaxRingFailures the thread preads.
@@ -89,104 +97,86 @@ struct Ring {
     }
     return state == 1 ? &ring : nullptr;
   }
+  // Prepared reads never submitted go with the ring.
   void drop() {
     if (state == 1) io_uring_queue_exit(&ring);
     state = ++failures < kMaxRingFailures ? 0 : -1;
   }
 };
 
-int wait_cqe(io_uring* ring, io_uring_cqe** cqe) {
-  return LocalRecordSource::ring_wait_for_tests ? LocalRecordSource::ring_wait_for_tests(ring, cqe)
-                                                : io_uring_wait_cqe(ring, cqe);
+// A local read completes or fails within moments; one that has not after this long (a hung
+// disk) is given up, and its buffer with it.
+constexpr auto kReapDeadline = std::chrono::seconds(30);
+
+int submit(io_uring* ring) {
+  return LocalRecordSource::ring_submit_for_tests ? LocalRecordSource::ring_submit_for_tests(ring) : io_uring_submit(ring);
 }
 
-constexpr uint64_t kCancelTag = UINT64_MAX;
+// One completion, waiting a second at most (-ETIME then).
+int wait_cqe(io_uring* ring, io_uring_cqe** cqe) {
+  if (LocalRecordSource::ring_wait_for_tests) return LocalRecordSource::ring_wait_for_tests(ring, cqe);
+  __kernel_timespec second{1, 0};
+  return io_uring_wait_cqe_timeout(ring, cqe, &second);
+}
 
-// The ring failed with `outstanding` reads submitted and not reaped, and perhaps more prepared but
-// not submitted. Every one still in the kernel's hands is cancelled and its completion waited
-// for, so that none lands in the bounce buffer after the batch returns (a cancelled read keeps
-// kNotRead: the caller preads it). False if the ring cannot even do that.
-bool drain(io_uring* ring, size_t outstanding, std::span<int> res) {
-  bool cancel_pending = false;
-  if (io_uring_sqe* sqe = io_uring_get_sqe(ring)) {
-    io_uring_prep_cancel64(sqe, 0, IORING_ASYNC_CANCEL_ANY);
-    io_uring_sqe_set_data64(sqe, kCancelTag);
-  }
-  const unsigned prepared = io_uring_sq_ready(ring);  // the reads never submitted, then the cancel
-  for (int tries = 0; tries < 3; ++tries) {
-    const int n = io_uring_submit(ring);
-    if (n == -EINTR) continue;
-    if (n > 0) {
-      cancel_pending = static_cast<unsigned>(n) == prepared;
-      outstanding += static_cast<size_t>(n) - (cancel_pending ? 1 : 0);
-    }
-    break;
-  }
+// Reaps completions until `outstanding` reads (submitted, not yet reaped) are, recording each in
+// res (by its tag). False if they could not all be reaped by `deadline`, or a wait failed more
+// than `errors_allowed` times: then some may still land in their buffer.
+bool reap(io_uring* ring, size_t outstanding, std::span<int> res, std::chrono::steady_clock::time_point deadline,
+          int errors_allowed) {
   int errors = 0;
-  while (outstanding > 0 || cancel_pending) {
+  while (outstanding > 0) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
     io_uring_cqe* cqe = nullptr;
     const int r = wait_cqe(ring, &cqe);
-    if (r == -EINTR || r == -EAGAIN) continue;
+    if (r == -EINTR || r == -EAGAIN || r == -ETIME) continue;
     if (r < 0) {
-      if (++errors > 3) return false;
+      if (++errors > errors_allowed) return false;
       continue;
     }
     const uint64_t tag = io_uring_cqe_get_data64(cqe);
-    if (tag == kCancelTag) {
-      cancel_pending = false;
-    } else {
-      if (cqe->res != -ECANCELED && tag < res.size()) res[tag] = cqe->res;
-      --outstanding;
-    }
+    if (tag < res.size()) res[tag] = cqe->res;
     io_uring_cqe_seen(ring, cqe);
+    --outstanding;
   }
   return true;
 }
 
 // Issues the reads of `spans` together and waits for them; res[k] gets the read's completion as
-// io_uring reports it (bytes, or -errno), or kNotRead where the ring could not do it.
+// io_uring reports it (bytes, or -errno), or stays kNotRead where the ring did not do it (the
+// caller preads those). A ring that fails (a submit refused, a wait failing) has every read it
+// had submitted reaped, and is dropped. False if even that failed: reads may still land in the
+// buffers, whose contents and res then mean nothing.
 template <typename Span>
-void ring_read(std::span<const Span> spans, std::span<int> res) {
+bool ring_read(std::span<const Span> spans, std::span<int> res) {
   thread_local Ring tr;
   for (size_t base = 0; base < spans.size(); base += kRingEntries) {
     io_uring* ring = tr.get();
-    if (!ring) return;
+    if (!ring) return true;
+    const auto deadline = std::chrono::steady_clock::now() + kReapDeadline;
     const size_t count = std::min<size_t>(kRingEntries, spans.size() - base);
     for (size_t k = base; k < base + count; ++k) {
       io_uring_sqe* sqe = io_uring_get_sqe(ring);  // never null: the ring is empty at this point
       io_uring_prep_read(sqe, spans[k].fd, spans[k].buf, static_cast<unsigned>(spans[k].len), spans[k].off);
       io_uring_sqe_set_data64(sqe, k);
     }
-    size_t inflight = 0, got = 0;
+    size_t submitted = 0;
     bool failed = false;
-    while (inflight < count) {
-      const int r = io_uring_submit(ring);
-      if (r > 0) inflight += static_cast<size_t>(r);
-      else if (r != -EINTR) {
-        failed = true;
-        break;
-      }
+    while (submitted < count && !failed) {
+      const int r = submit(ring);
+      if (r > 0) submitted += static_cast<size_t>(r);
+      else failed = r != -EINTR;
     }
-    while (!failed && got < inflight) {
-      io_uring_cqe* cqe = nullptr;
-      const int r = wait_cqe(ring, &cqe);
-      if (r == -EINTR || r == -EAGAIN) continue;
-      if (r < 0) {
-        failed = true;
-        break;
-      }
-      res[io_uring_cqe_get_data64(cqe)] = cqe->res;
-      io_uring_cqe_seen(ring, cqe);
-      ++got;
-    }
-    if (failed) {  // what the ring did not do is preaded by the caller
-      // If even the drain fails, a read may still land in the bounce buffer: the piece
-      // checksums then turn it into EIO, never into wrong bytes.
-      (void)drain(ring, inflight - got, res);
-      tr.drop();
-      return;
-    }
+    if (!failed) failed = !reap(ring, submitted, res, deadline, 0);
+    if (!failed) continue;
+    // Every read submitted and not reaped yet (`res` holds only reaped ones), then the ring goes.
+    size_t reaped = 0;
+    for (size_t k = base; k < base + count; ++k) reaped += res[k] != kNotRead;
+    const bool drained = reap(ring, submitted - reaped, res, deadline, 3);
+    tr.drop();
+    return drained;
   }
+  return true;
 }
 
 // Opens record r and checks it is the record the index describes.
@@ -305,8 +295,11 @@ void LocalRecordSource::read_ranges(std::span<RangeRead> batch, Done done) {
   thread_local std::vector<uint8_t> buffered;  // per range
   plan_direct(batch, spans);
   res.assign(spans.size(), kNotRead);
-  if (uring_ && spans.size() > 1) ring_read<Span>(spans, res);
   buffered.assign(batch.size(), 1);
+  if (uring_ && spans.size() > 1 && !ring_read<Span>(spans, res)) {
+    t_scratch.abandon();  // every range is read buffered, straight into its destination
+    spans.clear();
+  }
   for (size_t k = 0; k < spans.size(); ++k)
     buffered[spans[k].range] = !finish_direct(spans[k], res[k], batch[spans[k].range]);
   for (size_t k = 0; k < batch.size(); ++k)
@@ -326,8 +319,7 @@ void LocalRecordSource::plan_direct(std::span<const RangeRead> batch, std::vecto
     spans.push_back({fd, nullptr, len, a0, static_cast<uint32_t>(k)});
     total += round_up(len, kPage);
   }
-  thread_local Scratch scratch;
-  uint8_t* buf = spans.empty() ? nullptr : scratch.get(total);
+  uint8_t* buf = spans.empty() ? nullptr : t_scratch.get(total);
   if (!buf) spans.clear();  // no bounce buffer: everything buffered
   for (Span& s : spans) {
     s.buf = buf;

@@ -40,8 +40,10 @@ class LocalRecordSource final : public RecordSource {
   using RecordSource::read_ranges;
 
   bool uses_io_uring() const { return uring_; }
-  // Tests only: stands in for io_uring_wait_cqe in the ring's reads (a ring failing mid-batch).
+  // Tests only: stand in for liburing's io_uring_wait_cqe (a ring failing mid-batch) and
+  // io_uring_submit (a submit refused) in the ring's reads.
   static inline int (*ring_wait_for_tests)(io_uring* ring, io_uring_cqe** cqe) = nullptr;
+  static inline int (*ring_submit_for_tests)(io_uring* ring) = nullptr;
   // Whether this kernel/process can set up an io_uring (probed once per process); the error
   // says why not (e.g. "Operation not permitted").
   static Status io_uring_available();

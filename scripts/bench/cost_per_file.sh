@@ -15,7 +15,7 @@
 # With --perf, one more epoch per mount contender under `perf record -g` of the daemon, and the
 # top entries of each profile (self time) are printed. Needs root (drop_caches, mounts).
 #   scripts/bench/cost_per_file.sh [COUNT=10000] [RUNS=3] [--perf] [--only NAME,...]
-#   env: THREADS=8 BENCH_NO_BUILD=1 (build/ as it is)
+#   env: THREADS=8 MOUNT_OPTS (more -o options for every mount) BENCH_NO_BUILD=1 (build/ as it is)
 source "$(dirname "$0")/common.sh"
 shopt -s inherit_errexit
 usage() { sed -n '/^#   scripts\/bench\/cost_per_file.sh/,/^[^#]/s/^#   //p' "$0" >&2; exit 2; }
@@ -79,10 +79,10 @@ run_ext4() {  # SEED
 }
 run_mount() {  # LEVEL CACHE SEED [PERF_OUT]
   local pid out t0 t1 a b mode
-  "$bin" mount "$store" "$m" -o "cache=$2,scan_group=$1"
+  "$bin" mount "$store" "$m" -o "cache=$2,scan_group=$1${MOUNT_OPTS:+,$MOUNT_OPTS}"
   pid=$(daemon_pid "$m" "$store")
   cold
-  cp "$m/.fidelity/stats" "$BENCH_DIR/cost.stats0.json"
+  cat "$m/.fidelity/stats" >"$BENCH_DIR/cost.stats0.json"
   t0=$(cpu_ticks "$pid")
   if [[ -n ${4:-} ]]; then
     perf record -g -o "$4" -p "$pid" 2>/dev/null &
@@ -95,7 +95,7 @@ run_mount() {  # LEVEL CACHE SEED [PERF_OUT]
     kill -INT "$perf_pid"
     wait "$perf_pid" || true
   fi
-  cp "$m/.fidelity/stats" "$BENCH_DIR/cost.stats1.json"
+  cat "$m/.fidelity/stats" >"$BENCH_DIR/cost.stats1.json"
   mode=$(json_get "$BENCH_DIR/cost.stats1.json" random_reads.mode)
   fusermount3 -u "$m"
   wait_exit "$pid"
@@ -104,7 +104,8 @@ run_mount() {  # LEVEL CACHE SEED [PERF_OUT]
   local hz per=() k
   hz=$(getconf CLK_TCK)
   for k in 0 1 2 3 4 5; do per+=("$(x "(${b[$k]} - ${a[$k]}) / $n")"); done
-  echo "$(field "$out" files_per_s) $(field "$out" cpu_us_per_file) $(x "($t1 - $t0) * 1000000 / $hz / $n") ${per[*]} $mode"
+  echo "$(field "$out" files_per_s) $(field "$out" cpu_us_per_file) $(printf '%.0f' "$(x "($t1 - $t0) * 1000000 / $hz / $n")")" \
+    "$(printf '%.4f ' "${per[@]}")$mode"
 }
 
 names=("ext4" "full pieces" "L5 pieces" "full records" "L5 records")
@@ -151,7 +152,8 @@ if ((perf)); then
     data=$BENCH_DIR/cost-perf-${name// /-}.data
     run_mount "$(level_of "$name")" "$(cache_of "$name")" 99 "$data" >/dev/null
     printf '\nperf of the daemon over one epoch, %s (self time, top entries):\n' "$name"
-    perf report -i "$data" --stdio --no-children --sort dso,symbol 2>/dev/null | grep -E '^ +[0-9.]+%' | head -25
+    perf report -i "$data" --stdio --no-children --sort dso,symbol 2>/dev/null |
+      awk '/^ +[0-9.]+%/ && n++ < 25 {sub(/ +- +- +$/, ""); print}'
   done
 fi
 

@@ -1,7 +1,8 @@
 // LocalRecordSource: the ranges of a batch read together (io_uring where the kernel allows it)
 // give the bytes in the record files, a batch larger than the ring too, one unreadable record
 // fails only its own ranges, and the forced pread fallback behaves identically. A missing or
-// foreign record file is a problem naming the file. Prefix reads.
+// foreign record file is a problem naming the file. Prefix reads. A ring that fails (a wait, a
+// refused submit, completions that cannot be reaped) neither hangs a batch nor loses a read.
 #include <gtest/gtest.h>
 
 #include <fmt/format.h>
@@ -11,6 +12,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <filesystem>
+#include <future>
 #include <vector>
 
 #include "storage/local_record_source.h"
@@ -99,6 +101,65 @@ TEST_F(LocalSourceTest, AFailingRingIsDrainedAndRebuilt) {
     else EXPECT_EQ(g_reaped.load(), static_cast<int>(pieces.size()));  // a new ring did them all
   }
   LocalRecordSource::ring_wait_for_tests = nullptr;
+}
+
+// A submit the kernel refuses (-EAGAIN: its queue is full) with a whole ring of reads prepared:
+// the batch neither hangs nor loses a read, and the thread's next batch gets a new ring. Run in a
+// thread of its own, bounded: a hang fails the test instead of holding the suite.
+std::atomic<int> g_submits{0}, g_refuse_at{0};
+int refusing_submit(io_uring* ring) {
+  if (++g_submits == g_refuse_at.load()) return -EAGAIN;
+  return io_uring_submit(ring);
+}
+int never_waits(io_uring*, io_uring_cqe**) { return -EIO; }
+
+TEST_F(LocalSourceTest, ARefusedSubmitNeitherHangsNorLosesARead) {
+  if (!LocalRecordSource::io_uring_available().ok()) GTEST_SKIP() << "no io_uring here";
+  auto pieces = all_pieces();
+  ASSERT_GT(pieces.size(), 64u);  // the first chunk fills the ring
+  LocalRecordSource src(store(), true);
+  LocalRecordSource::ring_submit_for_tests = refusing_submit;
+  g_submits = 0;
+  g_refuse_at = 1;
+  std::vector<std::vector<uint8_t>> got1, got2;
+  std::vector<RangeRead> batch1 = batch_of(pieces, got1), batch2 = batch_of(pieces, got2);
+  auto done = std::async(std::launch::async, [&] {
+    src.read_ranges(batch1);  // its first submit is refused
+    src.read_ranges(batch2);  // a new ring
+  });
+  if (done.wait_for(std::chrono::seconds(60)) != std::future_status::ready) {
+    ADD_FAILURE() << "a batch hangs after a refused submit";
+    std::_Exit(1);  // the hung thread cannot be joined
+  }
+  LocalRecordSource::ring_submit_for_tests = nullptr;
+  if (g_submits == 0) GTEST_SKIP() << "the ring is not used here (no O_DIRECT on this filesystem)";
+  EXPECT_GT(g_submits.load(), 2) << "the second batch used a ring again";
+  for (auto* b : {&batch1, &batch2})
+    for (size_t k = 0; k < pieces.size(); ++k) ASSERT_TRUE((*b)[k].status.ok()) << (*b)[k].status.error().message;
+  for (size_t k = 0; k < pieces.size(); ++k) {
+    EXPECT_EQ(got1[k], raw_piece(*pieces[k].first, pieces[k].second)) << k;
+    EXPECT_EQ(got2[k], raw_piece(*pieces[k].first, pieces[k].second)) << k;
+  }
+}
+
+// A ring whose completions cannot be waited for at all: its reads may land in the bounce buffer
+// at any time, so the batch leaves that buffer for good and reads every range buffered, straight
+// into its destination: the right bytes, in bounded time.
+TEST_F(LocalSourceTest, ARingThatCannotBeReapedLeavesItsBufferBehind) {
+  if (!LocalRecordSource::io_uring_available().ok()) GTEST_SKIP() << "no io_uring here";
+  auto pieces = all_pieces();
+  LocalRecordSource src(store(), true);
+  LocalRecordSource::ring_wait_for_tests = never_waits;
+  std::vector<std::vector<uint8_t>> got;
+  std::vector<RangeRead> batch = batch_of(pieces, got);
+  auto done = std::async(std::launch::async, [&] { src.read_ranges(batch); });
+  const bool ready = done.wait_for(std::chrono::seconds(60)) == std::future_status::ready;
+  LocalRecordSource::ring_wait_for_tests = nullptr;
+  ASSERT_TRUE(ready) << "the batch did not end";
+  for (size_t k = 0; k < pieces.size(); ++k) {
+    ASSERT_TRUE(batch[k].status.ok()) << batch[k].status.error().message;
+    EXPECT_EQ(got[k], raw_piece(*pieces[k].first, pieces[k].second)) << k;
+  }
 }
 
 TEST_F(LocalSourceTest, AnUnreadableRecordFailsOnlyItsRanges) {
