@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "common/ascii.h"
 #include "codec/jpeg.h"
 #include "index/format.h"
 #include "index/store.h"
@@ -24,8 +25,12 @@ nlohmann::json listed(const Notes& rows) {
   return a;
 }
 
+// Text from the store (notes, paths, meta values) as the terminal may show it: control bytes
+// escaped, so that none can move the cursor, retitle the window or forge a line.
+std::string shown(std::string_view s) { return printable(s, 4096); }
+
 void print_notes(const char* kind, const Notes& rows, uint64_t count) {
-  for (const auto& [path, reason] : rows) fmt::print("{}: {}: {}\n", kind, path, reason);
+  for (const auto& [path, reason] : rows) fmt::print("{}: {}: {}\n", kind, shown(path), shown(reason));
   if (count > rows.size()) fmt::print("{}: ... and {} more\n", kind, count - rows.size());
 }
 
@@ -91,8 +96,8 @@ void print_text(const index::Store& store, const Summary& s, const std::vector<s
   fmt::print("records         {}\n", store.records().size());
   const index::Store::Provenance& from = store.provenance();
   if (!from.shard.empty())
-    fmt::print("packed          shard {}, source digest {}, levels {}, seed {}\n", from.shard, from.source_digest,
-               from.level_scripts, store.seed());
+    fmt::print("packed          shard {}, source digest {}, levels {}, seed {}\n", shown(from.shard),
+               shown(from.source_digest), shown(from.level_scripts), store.seed());
   fmt::print("source bytes    {}\n", s.source_bytes);
   fmt::print("store bytes     {}\n", s.store_bytes);
   if (s.by_kind[0] > 0) {
@@ -108,7 +113,7 @@ void print_text(const index::Store& store, const Summary& s, const std::vector<s
                  static_cast<double>(b) / 1e3 / static_cast<double>(s.by_kind[0]));
     }
   }
-  for (const std::string& p : problems) fmt::print("problem: {}\n", p);
+  for (const std::string& p : problems) fmt::print("problem: {}\n", shown(p));
   print_notes("blob", notes.blobs, notes.blob_count);
   print_notes("skipped", notes.skipped, notes.skipped_count);
 }

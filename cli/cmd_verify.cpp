@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "cli/commands.h"
+#include "common/ascii.h"
 #include "cli/parallel.h"
 #include "cli/progress.h"
 #include "codec/jpeg.h"
@@ -79,8 +80,9 @@ int run_verify(const std::string& location, const std::vector<std::string>& opti
       },
       line);
   std::sort(bad.begin(), bad.end());
-  for (const std::string& p : source.problems()) fmt::print(stderr, "damaged record: {}\n", p);
-  for (auto& [path, why] : bad) fmt::print(stderr, "BAD {}: {}\n", path, why);
+  // Paths and causes hold the store's text: escaped, so that none can steer the terminal.
+  for (const std::string& p : source.problems()) fmt::print(stderr, "damaged record: {}\n", printable(p, 4096));
+  for (auto& [path, why] : bad) fmt::print(stderr, "BAD {}: {}\n", printable(path, 4096), printable(why, 4096));
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   fmt::print("verified {} files, {} bad, {:.1f}s\n", files.size(), bad.size(), secs);
   return bad.empty() && source.problems().empty() ? kExitOk : kExitRuntime;

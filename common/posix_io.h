@@ -18,6 +18,7 @@
 #include <string_view>
 
 #include "common/error.h"
+#include "common/fd.h"
 
 namespace fid {
 
@@ -70,6 +71,25 @@ inline Status pwrite_loop(int fd, const uint8_t* src, uint64_t len, uint64_t off
 
 // Flushes a file or a folder to storage. A failure (EIO, ENOSPC on delayed allocation) means
 // data written before may not be there.
+// Opens a file that must be a regular file for reading (a store's index or record: input from
+// strangers). Opened without blocking, so that a FIFO or a device in its place is refused at once
+// instead of waiting for a writer: "<p>: not a regular file (a FIFO)".
+inline Result<Fd> open_regular(const std::filesystem::path& p, int flags = 0) {
+  Fd fd(::open(p.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | flags));
+  if (fd.get() < 0) return io_error(errno, p.string());
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) return io_error(errno, p.string());
+  if (!S_ISREG(st.st_mode)) {
+    const char* kind = S_ISFIFO(st.st_mode)  ? "a FIFO"
+                       : S_ISDIR(st.st_mode) ? "a folder"
+                       : S_ISSOCK(st.st_mode) ? "a socket"
+                       : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "a device"
+                                                                    : "not a file";
+    return Error{EINVAL, fmt::format("{}: not a regular file ({})", p.string(), kind)};
+  }
+  return fd;
+}
+
 inline Status fsync_path(const std::filesystem::path& p) {
   const int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return io_error(errno, p.string() + ": cannot open to flush");

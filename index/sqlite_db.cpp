@@ -2,12 +2,17 @@
 
 #include <fmt/format.h>
 
+#include "common/posix_io.h"
+
 #include <cerrno>
 #include <cstring>
 
 namespace fid::index {
 
 SqliteDb::SqliteDb(const std::string& path, bool writable) : path_(path) {
+  // An index to read comes from strangers: SQLite's open would wait forever on a FIFO.
+  if (!writable)
+    if (Result<Fd> regular = open_regular(path); !regular) throw StoreError(fmt::format("cannot open index: {}", regular.error().message));
   int flags = writable ? (SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE) : SQLITE_OPEN_READONLY;
   flags |= SQLITE_OPEN_NOMUTEX;
   if (sqlite3_open_v2(path.c_str(), &db_, flags, nullptr) != SQLITE_OK) {

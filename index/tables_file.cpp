@@ -232,11 +232,13 @@ Header header_of(const std::string& index_path, const IndexIdentity& id, const T
 }  // namespace
 
 Result<IndexIdentity> identify_index(const fs::path& index_file) {
-  const Fd fd(::open(index_file.c_str(), O_RDONLY | O_CLOEXEC));
+  Result<Fd> opened = open_regular(index_file);
+  if (!opened) return std::move(opened).error();
+  const Fd fd = std::move(opened).value();
   struct stat st {};
   std::vector<uint8_t> head(kHeadHashBytes);
   ssize_t n = -1;
-  if (fd.get() >= 0 && ::fstat(fd.get(), &st) == 0) n = ::pread(fd.get(), head.data(), head.size(), 0);
+  if (::fstat(fd.get(), &st) == 0) n = ::pread(fd.get(), head.data(), head.size(), 0);
   if (n < 0) return Error{errno, fmt::format("{}: {}", index_file.string(), std::strerror(errno))};
   IndexIdentity id;
   id.size = static_cast<uint64_t>(st.st_size);

@@ -181,8 +181,9 @@ bool ring_read(std::span<const Span> spans, std::span<int> res) {
 
 // Opens record r and checks it is the record the index describes.
 Result<Fd> open_record(const std::filesystem::path& p, const index::Record& r) {
-  Fd fd(::open(p.c_str(), O_RDONLY | O_CLOEXEC));
-  if (fd.get() < 0) return io_error(errno, p.string());
+  Result<Fd> opened = open_regular(p);
+  if (!opened) return std::move(opened).error();
+  Fd fd = std::move(opened).value();
   uint8_t header[index::kRecordHeaderSize];
   struct stat st {};
   if (::fstat(fd.get(), &st) != 0 || static_cast<uint64_t>(st.st_size) < r.size)
