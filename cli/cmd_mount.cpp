@@ -11,6 +11,7 @@
 #include <spawn.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -107,10 +108,13 @@ std::vector<std::string> fidelityfs_pids_at(const std::string& mnt) {
   return pids;
 }
 
-// A fidelityfs mount already at `mnt`: mounting another on top would hide it (and take two
-// unmounts). EBUSY naming what is mounted there and its daemon.
-Status refuse_existing_mount(const std::string& mnt) {
+// A fidelityfs mount already at `mnt` (or holding it): mounting another on top would hide it (and
+// take two unmounts). Compared by identity, not by name: `dev` is the device that a stat of
+// `mnt` resolves to (through any symbolic link), and mountinfo gives each mount's device. EBUSY
+// naming what is mounted there and its daemon.
+Status refuse_existing_mount(const std::string& mnt, dev_t dev) {
   std::ifstream in("/proc/self/mountinfo");
+  const std::string want = fmt::format("{}:{}", major(dev), minor(dev));
   for (std::string line; std::getline(in, line);) {
     std::vector<std::string_view> f;
     for (size_t a = 0, b; a <= line.size(); a = b + 1) {
@@ -120,12 +124,15 @@ Status refuse_existing_mount(const std::string& mnt) {
     }
     size_t dash = 6;
     while (dash < f.size() && f[dash] != "-") ++dash;
-    if (f.size() < 5 || dash + 2 >= f.size() || unescape_mountinfo(f[4]) != mnt || f[dash + 1] != "fuse.fidelityfs")
-      continue;
-    const std::vector<std::string> pids = fidelityfs_pids_at(mnt);
-    return Error{EBUSY, fmt::format("{}: already a fidelityfs mount of {}{}; unmount it first (fusermount3 -u {})", mnt,
+    if (f.size() < 5 || dash + 2 >= f.size() || f[2] != want || f[dash + 1] != "fuse.fidelityfs") continue;
+    const std::string at = unescape_mountinfo(f[4]);
+    const std::vector<std::string> pids = fidelityfs_pids_at(at);
+    std::error_code ec;
+    const bool root = at == mnt || std::filesystem::canonical(mnt, ec).string() == at;
+    const std::string what = root ? "already a fidelityfs mount" : fmt::format("resolves into the fidelityfs mount at {},", at);
+    return Error{EBUSY, fmt::format("{}: {} of {}{}; unmount it first (fusermount3 -u {})", mnt, what,
                                     unescape_mountinfo(f[dash + 2]),
-                                    pids.empty() ? "" : fmt::format(" (daemon pid {})", fmt::join(pids, ", ")), mnt)};
+                                    pids.empty() ? "" : fmt::format(" (daemon pid {})", fmt::join(pids, ", ")), at)};
   }
   return {};
 }
@@ -164,7 +171,7 @@ Status check_mountpoint(const std::string& mnt, bool nonempty) {
   }
   if (::stat(mnt.c_str(), &st) != 0) return Error{errno, fmt::format("{}: mount point: {}", mnt, std::strerror(errno))};
   if (!S_ISDIR(st.st_mode)) return Error{ENOTDIR, fmt::format("{}: mount point is not a directory", mnt)};
-  if (Status alone = refuse_existing_mount(mnt); !alone) return alone;
+  if (Status alone = refuse_existing_mount(mnt, st.st_dev); !alone) return alone;
   return nonempty ? Status{} : refuse_nonempty(mnt);
 }
 

@@ -698,6 +698,21 @@ def test_a_second_mount_on_a_fidelityfs_mount_is_refused(edge_store, imagenet_st
         assert source.startswith("fidelityfs:") and os.path.basename(edge_store) in source
         assert f"{real}: already a fidelityfs mount of {source} (daemon pid {pid})" in p.stderr, p.stderr
         assert f"fusermount3 -u {real}" in p.stderr, p.stderr
+        # Through a symbolic link to the mount point (or a folder inside it), -o nonempty too: the
+        # same mount by identity, refused the same way.
+        link = os.path.join(os.path.dirname(real), "link-to-mnt")
+        os.symlink(real, link)
+        try:
+            folder = next(e for e in sorted(os.listdir(real)) if os.path.isdir(os.path.join(real, e)))
+            for target in (link, os.path.join(link, folder)):
+                p = mount(imagenet_store, target, "-o", "nonempty", check=False)
+                assert p.returncode == 2, p.stderr
+                want = "already a fidelityfs mount" if target == link else f"resolves into the fidelityfs mount at {real},"
+                assert f"{target}: {want} of {source} (daemon pid {pid})" in p.stderr, p.stderr
+        finally:
+            os.remove(link)
+        with open("/proc/self/mountinfo") as f:
+            assert sum(line.split()[4] == real for line in f) == 1, "mounted once"
         assert read(os.path.join(mnt, rel)) == st.read(rel)
 
 
