@@ -54,7 +54,7 @@ fid::Result<std::optional<std::vector<storage::StoreUrl>>> s3_args(const std::ve
     return fid::Error{EINVAL, "parts and store must be all local folders or all s3:// (records are hard-linked "
                               "locally, copied server-side on S3)"};
   for (size_t k = 0; k + 1 < urls.size(); ++k)  // the copies would overwrite the part's records
-    if (urls[k].bucket == urls.back().bucket && urls[k].prefix == urls.back().prefix)
+    if (storage::same_store_location(urls[k], urls.back()))
       return fid::Error{EINVAL, fmt::format("{}: the store cannot be one of its parts", urls.back().text)};
   return std::optional<std::vector<storage::StoreUrl>>(std::move(urls));
 }

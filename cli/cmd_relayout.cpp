@@ -50,11 +50,22 @@ int run_relayout(const std::string& location, const std::string& out, index::Sto
     }
     target = std::move(url).value();
   }
+  // Writing a store over the one being read would destroy it before its records are read.
+  if (Result<storage::StoreUrl> from = storage::parse_store_url(location), to = storage::parse_store_url(out);
+      from && to && storage::same_store_location(*from, *to)) {
+    fmt::print(stderr, "fidelityfs relayout: {}: is the store being relaid out ({}); write the new layout to another {}\n",
+               out, location, to->remote() ? "prefix" : "folder");
+    return kExitUsage;
+  }
   // Whole records, once each, in order: through the page cache and its readahead.
   std::optional<storage::OpenedStore> opened =
       open_command_store("relayout", location, options, exit_code, /*direct_io=*/false);
   if (!opened) return exit_code;
   const index::Store& store = *opened->store;
+  if (Status allowed = pack::relayout_allowed(store); !allowed) {
+    fmt::print(stderr, "fidelityfs relayout: {}; nothing was written\n", allowed.error().message);
+    return kExitRuntime;
+  }
   if (!opened->source->problems().empty()) {
     for (const std::string& p : opened->source->problems()) fmt::print(stderr, "damaged record: {}\n", p);
     fmt::print(stderr, "fidelityfs relayout: {}: the store has damaged records; nothing was written\n", location);

@@ -256,9 +256,18 @@ Status relayout_record(const index::Store& store, uint32_t r, std::span<const ui
   return {};
 }
 
+Status relayout_allowed(const index::Store& store) {
+  const int v = store.format_version();
+  if (v >= index::kScanLayoutFormatVersion) return {};
+  return Error{EINVAL, fmt::format("{}: format version {}: relayout writes format {} or {} and cannot carry an index of "
+                                   "format {} (its pieces are described differently); pack the source again instead",
+                                   store.location(), v, index::kScanLayoutFormatVersion, index::kFormatVersion, v)};
+}
+
 Result<RelayoutReport> relayout(const index::Store& store, index::StoreLayout layout, const fsys::path& out, const RelayoutIo& io,
                                 const std::function<void(uint64_t, uint64_t)>& progress,
                                 const std::atomic<bool>& cancel) {
+  if (Status allowed = relayout_allowed(store); !allowed) return std::move(allowed).error();
   const auto t0 = std::chrono::steady_clock::now();
   Result<fsys::path> target = check_store_target(out);
   if (!target) return std::move(target).error();

@@ -47,6 +47,10 @@ struct RelayoutReport {
 
 // Writes `store` in `layout` to `out` (a folder, absent or empty; with a destination, a local
 // scratch folder removed at the end). Progress is (records done, records).
+// Whether `store` can be relaid out: formats 1 and 2 cannot (their index describes pieces
+// differently from the formats relayout writes), refused with a message naming the format.
+Status relayout_allowed(const index::Store& store);
+
 Result<RelayoutReport> relayout(const index::Store& store, index::StoreLayout layout, const std::filesystem::path& out,
                                 const RelayoutIo& io, const std::function<void(uint64_t, uint64_t)>& progress,
                                 const std::atomic<bool>& cancel);

@@ -167,6 +167,7 @@ Result<RelayoutReport> relayout_to_s3(const index::Store& store, index::StoreLay
                                       const storage::StoreUrl& url, const storage::StoreOptions& store_options,
                                       const std::function<void(uint64_t, uint64_t)>& progress,
                                       const std::atomic<bool>& cancel) {
+  if (Status allowed = relayout_allowed(store); !allowed) return std::move(allowed).error();  // before the target is touched
   Result<ScratchLock> lock = ScratchLock::take(url);
   if (!lock) return std::move(lock).error();
   S3UploadOptions up;

@@ -2,6 +2,7 @@
 
 #include <cerrno>
 #include <charconv>
+#include <filesystem>
 #include <optional>
 
 #include "common/ascii.h"
@@ -253,6 +254,19 @@ Result<Endpoint> parse_endpoint(std::string_view text) {
   Result<size_t> authority_start = check_remote(text, scheme_end, false);
   if (!authority_start) return std::move(authority_start).error();
   return parse_http(text, scheme == "https", *authority_start);
+}
+
+bool same_store_location(const StoreUrl& a, const StoreUrl& b) {
+  if (a.kind != b.kind) return false;
+  switch (a.kind) {
+    case StoreUrl::Kind::s3: return a.bucket == b.bucket && a.prefix == b.prefix;
+    case StoreUrl::Kind::http: return a.text == b.text;
+    case StoreUrl::Kind::local: break;
+  }
+  std::error_code ec;
+  if (std::filesystem::equivalent(a.local, b.local, ec)) return true;
+  const std::filesystem::path x = std::filesystem::weakly_canonical(a.local, ec);
+  return !ec && x == std::filesystem::weakly_canonical(b.local, ec) && !ec;
 }
 
 }  // namespace fid::storage

@@ -43,6 +43,10 @@ struct StoreUrl {
 // local path. Errors (EINVAL) name the URL and what is wrong with it (unknown scheme, empty
 // bucket, bad port, ...).
 Result<StoreUrl> parse_store_url(std::string_view text);
+// Whether two locations name the same store: the same bucket and prefix (s3://, with the same
+// endpoint settings), the same folder by identity (device and inode, through any symbolic link;
+// by resolved path where one does not exist yet), or the same http(s):// URL.
+bool same_store_location(const StoreUrl& a, const StoreUrl& b);
 // "http(s)://host[:port][/base]": an S3 endpoint (AWS_ENDPOINT_URL, -o endpoint=).
 Result<Endpoint> parse_endpoint(std::string_view text);
 

@@ -1,6 +1,8 @@
-"""A store is input from strangers: what is found in it never holds a command or the daemon.
+"""A store is input from strangers, and a command may be run on the wrong one: what is found in a
+store never holds a command or the daemon, and nothing a command writes destroys what it reads.
 A FIFO in place of a record or of the index is refused at once, naming the file (every command
 would otherwise wait for a writer forever). Text from the store reaches the terminal escaped.
+relayout refuses a target that is its source (by identity) and an old format it cannot carry.
 """
 import os
 import shutil
@@ -68,3 +70,34 @@ def test_inspect_prints_the_stores_text_escaped(store_copy):
     assert "\\x1b]0;pwned\\x07\\x1b[2J\\x0aproblem: none, store is fine" in p.stdout
     assert "skipped: a\\x1b[31mred.jpg: " in p.stdout
     assert not [line for line in p.stdout.splitlines() if line.startswith("problem: none")]
+
+
+def test_relayout_never_writes_over_the_store_it_reads(store_copy, tmp_path):
+    before = sorted(os.listdir(store_copy))
+    link = tmp_path / "link"
+    os.symlink(store_copy, link)
+    for src, out in ((store_copy, store_copy), (store_copy, link), (link, str(store_copy) + "/"),
+                     ("s3://bucket/p", "s3://bucket/p/"), ("s3://bucket/a/b", "s3://bucket/a/b")):
+        p = fid("relayout", src, out, "--layout", "scan", "--progress", "off")
+        assert p.returncode == 2, (src, out, p.stdout, p.stderr)
+        assert f"{out}: is the store being relaid out ({src})" in p.stderr, p.stderr
+    assert sorted(os.listdir(store_copy)) == before
+    assert fid("verify", store_copy).returncode == 0
+
+
+def test_relayout_of_a_format_2_store_is_refused_before_writing(imagenet_store, tmp_path):
+    """Formats 1 and 2 describe records differently from the formats relayout writes: refused,
+    naming the format, and nothing is written."""
+    old = tmp_path / "old"
+    shutil.copytree(imagenet_store, old)
+    db = sqlite3.connect(old / "index.sqlite")
+    with db:
+        db.execute("UPDATE meta SET value = '2' WHERE key = 'format_version'")
+        db.execute("UPDATE records SET header_id = id")
+        db.execute("ALTER TABLE records DROP COLUMN header_id")
+    db.close()
+    out = tmp_path / "out"
+    p = fid("relayout", old, out, "--layout", "file", "--progress", "off")
+    assert p.returncode == 1, (p.stdout, p.stderr)
+    assert "format version 2: relayout writes format 3 or 4" in p.stderr and "nothing was written" in p.stderr, p.stderr
+    assert not out.exists()
