@@ -251,9 +251,12 @@ Result<std::string> store_location(const std::string& store) {
   if (!url.ok()) return std::move(url).error();
   if (url->remote()) return store;
   std::error_code ec;
-  if (!std::filesystem::is_directory(store, ec))
+  if (!std::filesystem::is_directory(store, ec)) {
+    if (std::optional<std::string> left = index::unfinished_store_beside(store))
+      return Error{ENOENT, fmt::format("{}: no such store; {}", store, *left)};
     return Error{ec ? ec.value() : ENOTDIR,
                  fmt::format("{}: store folder: {}", store, ec ? ec.message() : "not a directory")};
+  }
   return std::filesystem::absolute(store, ec).string();
 }
 

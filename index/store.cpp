@@ -104,37 +104,44 @@ Result<std::unique_ptr<Store>> Store::open_index(const std::filesystem::path& in
   }
 }
 
+std::optional<std::string> unfinished_store_beside(const std::filesystem::path& dir) {
+  const std::string name = dir.filename().empty() ? dir.parent_path().filename().string() : dir.filename().string();
+  std::error_code ec;
+  auto at = std::filesystem::absolute(dir, ec).lexically_normal();
+  if (at.filename().empty()) at = at.parent_path();
+  for (const auto& e : std::filesystem::directory_iterator(at.parent_path(), ec))
+    if (!name.empty() && e.path().filename().string().rfind("." + name + ".tmp-", 0) == 0)
+      return fmt::format("a pack or relayout of it did not complete or is still running ({}); run fidelityfs pack "
+                         "again (or relayout) once none runs", e.path().string());
+  return std::nullopt;
+}
+
 std::unique_ptr<Store> Store::load(const std::filesystem::path& dir, const std::filesystem::path& tables_dir) {
   std::unique_ptr<Store> s(new Store());
   s->dir_ = dir;
   s->location_ = dir.string();
   const std::filesystem::path index_path = dir / kIndexFile;
   struct stat st {};
-  if (::stat(dir.c_str(), &st) != 0)
-    throw StoreError(fmt::format("{}: {}", dir.string(), std::strerror(errno)));
+  std::string name = dir.filename().empty() ? dir.parent_path().filename().string() : dir.filename().string();
+  const auto unfinished = [&](std::string_view what) {
+    if (std::optional<std::string> left = unfinished_store_beside(dir))
+      throw StoreError(fmt::format("{}: {}; {}", dir.string(), what, *left));
+  };
+  if (::stat(dir.c_str(), &st) != 0) {
+    const int err = errno;
+    if (err == ENOENT) unfinished("no such store");
+    throw StoreError(fmt::format("{}: {}", dir.string(), std::strerror(err)));
+  }
   if (::stat(index_path.c_str(), &st) != 0) {
     const int err = errno;
-    // The packer's temporary folder (records written, index not yet complete) is left behind
-    // only when the pack was killed: say so, it is the one thing the user can act on.
-    std::string name = dir.filename().empty() ? dir.parent_path().filename().string() : dir.filename().string();
+    // The packer's temporary folder itself (records written, index not yet complete).
     size_t t = name.rfind(".tmp-");
     bool tmp_name = !name.empty() && name[0] == '.' && t != std::string::npos && t + 5 < name.size() &&
                     name.find_first_not_of("0123456789", t + 5) == std::string::npos;
     if (err == ENOENT && (tmp_name || ::stat((dir / kIndexPartialFile).c_str(), &st) == 0))
       throw StoreError(fmt::format("{}: not a fidelityfs store: no {} (an unfinished pack, killed before it "
                                    "completed; run fidelityfs pack again)", dir.string(), kIndexFile));
-    // The target of a pack that did not complete: its temporary folder is a sibling.
-    if (err == ENOENT && !name.empty()) {
-      std::error_code ec;
-      const std::string prefix = "." + name + ".tmp-";
-      auto parent = std::filesystem::absolute(dir, ec).lexically_normal();
-      if (parent.filename().empty()) parent = parent.parent_path();
-      for (const auto& e : std::filesystem::directory_iterator(parent.parent_path(), ec))
-        if (e.path().filename().string().rfind(prefix, 0) == 0)
-          throw StoreError(fmt::format("{}: not a fidelityfs store: no {}; a pack of it did not complete or is "
-                                       "still running ({}); run fidelityfs pack again once no pack runs",
-                                       dir.string(), kIndexFile, e.path().string()));
-    }
+    if (err == ENOENT) unfinished(fmt::format("not a fidelityfs store: no {}", kIndexFile));
     throw StoreError(fmt::format("{}: not a fidelityfs store: {}", index_path.string(), std::strerror(err)));
   }
 

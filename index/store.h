@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <memory>
 #include <span>
 #include <string>
@@ -105,6 +106,11 @@ struct TableSpans {
 
 class SqliteDb;
 class MappedTables;
+
+// Where a pack, merge or relayout into store folder `dir` left its temporary folder beside it
+// (.NAME.tmp-PID, docs/FORMAT.md "Atomicity": killed before it completed, or writing now): a
+// sentence for the user naming that folder; nullopt where there is none.
+std::optional<std::string> unfinished_store_beside(const std::filesystem::path& dir);
 
 class Store {
  public:

@@ -274,8 +274,9 @@ def wait_for_files(done, folders, proc, seconds):
 
 def test_killed_pack_is_refused_then_replaced(imagenet_tree, imagenet_store, tmp_path, mnt):
     """SIGKILL mid-pack: nothing cleans up, so what is left must not pass for a store (verify and
-    mount refuse it, one line, exit 1), a second pack beside a running one refuses, and a rerun
-    replaces the leftover. The source is untouched."""
+    mount refuse it, one line, exit 1; with the target absent, every command names the leftover),
+    a second pack beside a running one refuses, and a rerun replaces the leftover. The source is
+    untouched."""
     before = tree_digest(imagenet_tree)
     work = tmp_path / "w"
     store = work / "s"
@@ -307,6 +308,13 @@ def test_killed_pack_is_refused_then_replaced(imagenet_tree, imagenet_store, tmp
         line = one_line(p.stderr)
         assert p.returncode == 1 and "not a fidelityfs store" in line and "pack again" in line, p.stderr
         assert not is_mounted(mnt)
+    store.rmdir()  # an absent target: every command that meets it names the leftover beside it
+    for cmd in (("verify", store), ("inspect", store), ("relayout", store, work / "o", "--layout", "scan")):
+        p = run(*cmd, check=False)
+        line = one_line(p.stderr)
+        assert p.returncode == 1 and f"{store}: no such store; " in line and str(leftover) in line, (cmd, p.stderr)
+    p = mount(str(store), mnt, check=False)
+    assert p.returncode == 2 and str(leftover) in one_line(p.stderr) and "pack again" in p.stderr, p.stderr
     assert tree_digest(imagenet_tree) == before
 
     pack(imagenet_tree, str(store), "--jobs", "2", "--record-bytes", "64KiB")
