@@ -35,13 +35,29 @@ void set_time(struct stat& st, int64_t ns) {
 
 }  // namespace
 
+namespace {
+// Whether folder d holds a stored file or sub-folder named `name` (children are sorted by name).
+bool folder_holds(const index::Store& store, const index::Dir& d, std::string_view name) {
+  auto holds = [&](auto ids, auto entries) {
+    auto it = std::lower_bound(ids.begin(), ids.end(), name,
+                               [&](uint32_t c, std::string_view v) { return store.name(entries[c]) < v; });
+    return it != ids.end() && store.name(entries[*it]) == name;
+  };
+  return holds(store.child_dirs().subspan(d.subdir_begin, d.subdir_count), store.dirs()) ||
+         holds(store.child_files().subspan(d.file_begin, d.file_count), store.files());
+}
+}  // namespace
+
 DisplayNames make_display_names(const index::Store& store, const config::Settings& settings) {
   DisplayNames names;
   if (settings.raw_names != config::RawNames::ext) return names;
   const codec::ViewFormat format = settings.raw_format;
-  for (const index::File& f : store.files())
-    if (f.kind == index::FileKind::l3)
-      names.emplace(f.id, std::string(store.name(f)) + std::string(codec::view_extension(FileReader::shape_of(f), format)));
+  for (const index::File& f : store.files()) {
+    if (f.kind != index::FileKind::l3) continue;
+    std::string name = std::string(store.name(f)) + std::string(codec::view_extension(FileReader::shape_of(f), format));
+    // A name the folder already holds stays the stored entry's: this file keeps its own name.
+    if (!folder_holds(store, store.dirs()[f.dir], name)) names.emplace(f.id, std::move(name));
+  }
   return names;
 }
 

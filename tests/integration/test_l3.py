@@ -91,6 +91,28 @@ def test_raw_formats(edge_tree, edge_store, tmp_path, fmt):
         assert "png/rgb.png" not in order
 
 
+def test_an_extended_name_the_folder_already_holds_is_not_given(tmp_path):
+    """raw_names=ext: `p.png` beside a stored `p.png.ppm` (and a folder `q.png.ppm` beside `q.png`)
+    keeps its stored name, so every name is listed once and each view can be reached."""
+    src = tmp_path / "src"
+    (src / "c" / "q.png.ppm").mkdir(parents=True)
+    rng = np.random.default_rng(7)
+    imgs = {name: Image.fromarray(rng.integers(0, 256, (12, 16, 3), dtype=np.uint8)) for name in ("p.png", "p.png.ppm", "q.png")}
+    imgs["p.png"].save(src / "c" / "p.png")
+    imgs["p.png.ppm"].save(src / "c" / "p.png.ppm", format="PPM")
+    imgs["q.png"].save(src / "c" / "q.png")
+    (src / "c" / "q.png.ppm" / "x.bin").write_bytes(b"x")
+    store = pack(str(src), str(tmp_path / "store"))
+    mnt = str(tmp_path / "mnt")
+    with mounted(store, mnt, "-o", "raw_format=ppm,raw_names=ext"):
+        names = os.listdir(os.path.join(mnt, "c"))
+        assert sorted(names) == ["p.png", "p.png.ppm.ppm", "q.png", "q.png.ppm"], names
+        for name, source in (("p.png", "p.png"), ("p.png.ppm.ppm", "p.png.ppm"), ("q.png", "q.png")):
+            got = Image.open(os.path.join(mnt, "c", name))
+            assert got.format == "PPM" and np.array_equal(np.asarray(got), np.asarray(imgs[source])), name
+        assert os.listdir(os.path.join(mnt, "c", "q.png.ppm")) == ["x.bin"]
+
+
 def test_bad_raw_format_is_a_usage_error(edge_store, tmp_path):
     mnt = tmp_path / "mnt"
     mnt.mkdir()
