@@ -16,13 +16,17 @@ namespace fid::pack {
 namespace {
 
 constexpr int kLevels = codec::kJpegLevels;
+// A file record's buffer is reserved up front (a quarter over the target: the file that crosses it
+// still fits) up to this much; a larger target grows it as files come, so a huge --record-bytes
+// costs only what the files take.
+constexpr uint64_t kMaxReserve = 256ull << 20;
 
 }  // namespace
 
 RecordBuilder::RecordBuilder(index::RecordLayout layout, uint64_t record_bytes)
     : layout_(layout),
       record_bytes_(record_bytes),
-      reserve_(layout == index::RecordLayout::scan ? 0 : record_bytes + record_bytes / 4),
+      reserve_(layout == index::RecordLayout::scan ? 0 : std::min(record_bytes + record_bytes / 4, kMaxReserve)),
       regions_(layout == index::RecordLayout::scan ? kLevels + 1 : 1) {}
 
 void RecordBuilder::clear() {

@@ -6,6 +6,7 @@ import json
 import os
 import re
 import select
+import shutil
 import signal
 import subprocess
 import time
@@ -177,6 +178,19 @@ def test_store_into_empty_folder_and_empty_source(tmp_path):
     info = json.loads(run("inspect", str(tmp_path / "store"), "--json").stdout)
     assert info["files"] == 0 and info["records"] == 0
     assert run("verify", str(tmp_path / "store")).returncode == 0
+
+
+def test_a_huge_record_target_costs_only_what_the_files_take(edge_tree, tmp_path):
+    """--record-bytes larger than the machine's memory, file layout: one record of what there is
+    (no memory is reserved for the target up front)."""
+    src = tmp_path / "src"
+    src.mkdir()
+    shutil.copy(os.path.join(edge_tree, "jpeg", "rgb420.jpg"), src / "one.jpg")
+    store = str(tmp_path / "store")
+    pack(str(src), store, "--record-bytes", "30G", "--layout", "file")
+    info = json.loads(run("inspect", store, "--json").stdout)
+    assert info["files"] == 1 and info["records"] == 1
+    assert "0 bad" in run("verify", store, "--progress", "off").stdout
 
 
 def test_interrupted_pack_leaves_nothing(imagenet_tree, tmp_path):
