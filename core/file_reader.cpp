@@ -92,7 +92,9 @@ Status FileReader::read_stored(const index::File& f, int level, uint64_t offset,
   if (!pre && random_records() && load_for_read(f.record, lvl)) pre = cache_.get(f.record, lvl);
   if (pre) {
     PrefixPieces pieces(store_, *pre);
-    return read_range(store_, f, level, offset, length, pieces, out);
+    if (pre->bad_pieces.empty() || !pre->touches_bad(f.id)) return read_range(store_, f, level, offset, length, pieces, out);
+    // Damage found when the prefix loaded (a transfer corrupted in flight, a flipped byte): this
+    // file's own pieces are read again, so that a fault that has ended is forgotten at once.
   }
   stats_.cache_misses.fetch_add(1, std::memory_order_relaxed);
   StoredPieces pieces(store_, source_, &stats_);

@@ -52,6 +52,11 @@ bool Prefix::is_bad(uint32_t file, uint32_t piece) const {
   return !bad_pieces.empty() && std::binary_search(bad_pieces.begin(), bad_pieces.end(), std::pair{file, piece});
 }
 
+bool Prefix::touches_bad(uint32_t file) const {
+  auto it = std::lower_bound(bad_pieces.begin(), bad_pieces.end(), std::pair<uint32_t, uint32_t>{file, 0});
+  return it != bad_pieces.end() && it->first == file;
+}
+
 RecordCache::RecordCache(const index::Store& store, storage::RecordSource& source, ReadStats& stats, uint64_t budget)
     : store_(store), source_(source), stats_(stats), budget_(budget) {
   // Every read asks which prefix serves it: a file record's gathered lengths are summed once here,
@@ -120,12 +125,22 @@ uint64_t record_prefix_len(const index::Store& store, uint32_t r, int level) {
   return rec.region_end[std::min<size_t>(static_cast<size_t>(level), rec.region_end.size() - 1)];
 }
 
+bool RecordCache::drop_if_damaged_locked(uint32_t r, Slot& s) {
+  if (!s.prefix || s.prefix->bad_pieces.empty() || std::chrono::steady_clock::now() < s.prefix->retry_at) return false;
+  if (s.in_lru) lru_.erase(s.lru);
+  s.in_lru = false;
+  s.prefix.reset();  // freed now unless a reader still holds it
+  if (s.pending_level < 0 && !s.loading) slots_.erase(r);
+  return true;
+}
+
 std::shared_ptr<const Prefix> RecordCache::get(uint32_t r, int level) {
   std::unique_lock lock(mu_);
   bool waited = false;
   for (;;) {
     auto it = slots_.find(r);
     if (it == slots_.end()) return nullptr;
+    if (drop_if_damaged_locked(r, it->second)) return nullptr;  // the next load fetches it again
     Slot& s = it->second;
     if (s.prefix && s.prefix->level >= level) {
       if (s.in_lru) lru_.splice(lru_.begin(), lru_, s.lru);
@@ -287,6 +302,12 @@ void RecordCache::finish_locked(uint32_t r, std::unique_ptr<Prefix> p, uint64_t 
     return;
   }
   p->by_prefetch = by_prefetch;
+  if (p->bad_pieces.empty()) {
+    damaged_.erase(r);
+  } else {  // kept for its good pieces until the back-off passes, then fetched again
+    const uint32_t n = std::min<uint32_t>(++damaged_[r], 16);
+    p->retry_at = std::chrono::steady_clock::now() + std::min<std::chrono::milliseconds>(damage_backoff_ * (1u << (n - 1)), kMaxDamageBackoff);
+  }
   stats_.records_read.fetch_add(1, std::memory_order_relaxed);
   stats_.record_bytes.fetch_add(fetched, std::memory_order_relaxed);
   if (fetched < p->len) stats_.prefix_extensions.fetch_add(1, std::memory_order_relaxed);
@@ -307,6 +328,7 @@ void RecordCache::finish_locked(uint32_t r, std::unique_ptr<Prefix> p, uint64_t 
 
 bool RecordCache::load(uint32_t r, int level, bool by_prefetch, WhenFull when_full) {
   std::unique_lock lock(mu_);
+  if (auto it = slots_.find(r); it != slots_.end()) (void)drop_if_damaged_locked(r, it->second);
   Slot& s = slots_[r];
   const int lvl = std::max(level, s.pending_level);
   if (s.prefix && s.prefix->level >= lvl) {

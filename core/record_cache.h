@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <chrono>
 #include <cstdint>
 #include <list>
 #include <memory>
@@ -48,10 +49,15 @@ struct Prefix {
   // Gathered prefixes: by slot, a piece's offset in the record minus its offset in `data`; empty
   // where the two are equal.
   std::vector<uint64_t> shift;
-  // Pieces inside [0, len) that fail their checksums, as (file, piece), sorted.
+  // Pieces inside [0, len) that fail their checksums, as (file, piece), sorted. Never served: a
+  // read of such a file reads its pieces from the source again.
   std::vector<std::pair<uint32_t, uint32_t>> bad_pieces;
+  // A prefix with bad pieces is dropped once this has passed, so that the next load fetches the
+  // record again (RecordCache: a back-off that doubles while the damage stays).
+  std::chrono::steady_clock::time_point retry_at{};
 
   bool is_bad(uint32_t file, uint32_t piece) const;
+  bool touches_bad(uint32_t file) const;
   bool gathered() const { return !shift.empty(); }
 };
 
@@ -101,6 +107,10 @@ class RecordCache {
   bool load(uint32_t r, int level, bool by_prefetch, WhenFull when_full = WhenFull::skip);
   // Drops a queued mark that will not be loaded (readers waiting on it read their pieces).
   void unqueue(uint32_t r);
+  // How long a prefix with damaged pieces is kept before it is fetched again: the first time;
+  // doubled with each damaged load of the same record, up to kMaxDamageBackoff.
+  static constexpr std::chrono::milliseconds kDamageBackoff{1000}, kMaxDamageBackoff{60000};
+  void set_damage_backoff_for_tests(std::chrono::milliseconds first) { damage_backoff_ = first; }
 
  private:
   struct Slot {
@@ -110,6 +120,8 @@ class RecordCache {
     std::list<uint32_t>::iterator lru;
     bool in_lru = false;
   };
+  // Drops r's prefix if it has damaged pieces and its back-off has passed (true then). Locked.
+  bool drop_if_damaged_locked(uint32_t r, Slot& s);
   // Reserves `len` bytes, evicting least recently used prefixes. Locked.
   bool reserve_locked(uint64_t len);
   // reserve_locked, retried whenever room may have been made, until it succeeds; false if `len`
@@ -143,6 +155,8 @@ class RecordCache {
   std::condition_variable cv_;
   std::unordered_map<uint32_t, Slot> slots_;
   std::list<uint32_t> lru_;  // front = most recently used
+  std::unordered_map<uint32_t, uint32_t> damaged_;  // record -> damaged loads in a row
+  std::chrono::milliseconds damage_backoff_ = kDamageBackoff;
   // Counts room_made calls, so that a load waiting for room misses none. Taken after mu_, never
   // before: bytes are released under mu_ (an evicted prefix freed) and outside it (a reader
   // letting go of an evicted prefix).

@@ -47,6 +47,33 @@ class LocalCopySource final : public fid::storage::RecordSource {
   const fid::index::Store& store_;
 };
 
+// A source whose reads of one record come back with a byte flipped while `corrupt` is set (a
+// transfer damaged in flight): what a prefix or range read of that record delivers.
+class CorruptingSource final : public fid::storage::RecordSource {
+ public:
+  CorruptingSource(fid::storage::RecordSource& inner, uint32_t record) : inner_(inner), record_(record) {}
+  void read_ranges(std::span<fid::storage::RangeRead> batch, Done done) override {
+    inner_.read_ranges(batch);
+    for (auto& r : batch)
+      if (corrupt && r.record == record_ && !r.dst.empty()) r.dst[r.dst.size() / 2] ^= 0x40;
+    done();
+  }
+  void read_prefixes(std::span<fid::storage::PrefixRead> batch, Done done) override {
+    inner_.read_prefixes(batch, [] {});
+    for (auto& p : batch)
+      if (corrupt && p.record == record_)
+        for (uint64_t at = 4096; at < p.len; at += 4096) p.dst[at] ^= 0x40;  // every page past the header
+    done();
+  }
+  const std::vector<std::string>& problems() const override { return inner_.problems(); }
+  std::string describe() const override { return "corrupting"; }
+  std::atomic<bool> corrupt{true};
+
+ private:
+  fid::storage::RecordSource& inner_;
+  const uint32_t record_;
+};
+
 class RandomReadsTest : public fid::testutil::PackedStore {
  protected:
   // Every file id in a seeded random order.
@@ -96,6 +123,30 @@ TEST_F(RandomReadsTest, RecordsModeServesTheSameBytesAndLoadsEachRecordOnce) {
   for (const auto& r : store().records())
     if (r.layout == fid::index::RecordLayout::scan && !r.region_end.empty()) tails += r.region_end.back() - r.region_end[5];
   EXPECT_EQ(counting.bytes() - before, tails);
+}
+
+// A record damaged in transit: its damaged files fail (EIO, never wrong bytes) while the damage
+// lasts; once it has ended, the next read of each serves the right bytes (its pieces are read
+// again, while the prefix's good pieces go on serving the rest).
+TEST_F(RandomReadsTest, DamageInTransitIsForgottenOnceItEnds) {
+  LocalRecordSource local(store());
+  const uint32_t r = jpeg_with(4).record;
+  CorruptingSource corrupting(local, r);
+  FileReader reader(store(), corrupting, fid::config::Settings{}, nullptr);
+  reader.set_random_reads(true, true);
+  const int L = store().levels();
+  std::vector<const fid::index::File*> members;
+  for (const auto& f : store().files())
+    if (f.record == r) members.push_back(&f);
+  size_t failed = 0;
+  for (const auto* f : members) {
+    auto got = reader.read(*f, L, 0, reader.size(*f, L));
+    if (got.ok()) EXPECT_EQ(std::vector<uint8_t>(got->data.begin(), got->data.end()), expected(*f, L));
+    else failed += got.error().code == EIO;
+  }
+  ASSERT_GT(failed, 0u) << "the damage reached some files";
+  corrupting.corrupt = false;  // the fault ends
+  for (const auto* f : members) EXPECT_EQ(read_whole(reader, *f, L), expected(*f, L)) << store().relative_path(*f);
 }
 
 TEST_F(RandomReadsTest, PiecesModeReadsOnlyPieces) {

@@ -117,6 +117,32 @@ TEST_F(RecordCacheTest, DamagedPiecesAreFoundWhenThePrefixLoads) {
   EXPECT_FALSE(full->is_bad(victim.id, 1));
 }
 
+// A prefix with damaged pieces is kept for its good pieces while its back-off lasts, then dropped,
+// so that the next load reads the record again: a flipped byte that has been repaired is forgotten.
+TEST_F(RecordCacheTest, ADamagedPrefixIsFetchedAgainOnceItsBackoffHasPassed) {
+  const auto& victim = jpeg_with(4);
+  const auto& p = store().pieces(victim)[2];
+  const auto file = path() / store().records()[victim.record].path;
+  const int L = store().levels();
+  fid::testutil::flip_byte(file, p.offset + 1);
+  LocalRecordSource source(store());
+  ReadStats stats;
+  RecordCache kept(store(), source, stats, 16 << 20);
+  ASSERT_TRUE(kept.load(victim.record, L, false));
+  ASSERT_TRUE(kept.get(victim.record, L)->is_bad(victim.id, 2));
+  EXPECT_NE(kept.get(victim.record, L), nullptr) << "kept while the back-off (1 s) lasts";
+  RecordCache cache(store(), source, stats, 16 << 20);
+  cache.set_damage_backoff_for_tests(std::chrono::milliseconds(0));
+  ASSERT_TRUE(cache.load(victim.record, L, false));
+  EXPECT_EQ(cache.get(victim.record, L), nullptr) << "dropped once the back-off has passed";
+  fid::testutil::flip_byte(file, p.offset + 1);  // repaired
+  ASSERT_TRUE(cache.load(victim.record, L, false));
+  auto clean = cache.get(victim.record, L);
+  ASSERT_NE(clean, nullptr);
+  EXPECT_TRUE(clean->bad_pieces.empty());
+  EXPECT_EQ(stats.records_read.load(), 3u);
+}
+
 TEST_F(RecordCacheTest, ARaisedLevelFetchesOnlyTheTail) {
   LocalRecordSource local(store());
   fid::testutil::CountingSource counting(local);
