@@ -57,9 +57,11 @@ int run_relayout(const std::string& location, const std::string& out, index::Sto
                out, location, to->remote() ? "prefix" : "folder");
     return kExitUsage;
   }
-  // Whole records, once each, in order: through the page cache and its readahead.
+  // Whole records, once each, in order: through the page cache and its readahead. Ctrl-C stops
+  // the remote requests too, on the wire or not.
+  const std::atomic<bool>& cancel = cancel_on_interrupt();
   std::optional<storage::OpenedStore> opened =
-      open_command_store("relayout", location, options, exit_code, /*direct_io=*/false);
+      open_command_store("relayout", location, options, exit_code, /*direct_io=*/false, &cancel);
   if (!opened) return exit_code;
   const index::Store& store = *opened->store;
   if (Status allowed = pack::relayout_allowed(store); !allowed) {
@@ -71,7 +73,6 @@ int run_relayout(const std::string& location, const std::string& out, index::Sto
     fmt::print(stderr, "fidelityfs relayout: {}: the store has damaged records; nothing was written\n", location);
     return kExitRuntime;
   }
-  const std::atomic<bool>& cancel = cancel_on_interrupt();
   pack::RelayoutIo io;
   io.index_file = opened->index_file;
   io.read_records = [&](std::span<const uint32_t> ids, std::span<uint8_t* const> buffers) {

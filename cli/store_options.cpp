@@ -48,7 +48,7 @@ Result<config::Settings> parse_store_location_options(const std::vector<std::str
 
 std::optional<storage::OpenedStore> open_command_store(std::string_view command, const std::string& location,
                                                        const std::vector<std::string>& options, int& exit_code,
-                                                       bool direct_io) {
+                                                       bool direct_io, const std::atomic<bool>* cancel) {
   Result<config::Settings> settings = parse_store_location_options(options);
   if (!settings) {
     fmt::print(stderr, "fidelityfs {}: {}\n", command, settings.error().message);
@@ -57,6 +57,7 @@ std::optional<storage::OpenedStore> open_command_store(std::string_view command,
   }
   storage::StoreOptions opts = store_options(*settings);
   opts.direct_io = direct_io;
+  opts.cancel = cancel;
   Result<storage::OpenedStore> opened = storage::open_store(location, opts);
   if (!opened) {
     fmt::print(stderr, "fidelityfs {}: {}\n", command, opened.error().message);

@@ -3,6 +3,8 @@
 // only).
 #pragma once
 
+#include <atomic>
+
 #include <filesystem>
 #include <optional>
 #include <string>
@@ -24,9 +26,10 @@ Result<config::Settings> parse_store_location_options(const std::vector<std::str
 
 // The preamble of inspect, verify and quality: parses their -o lists and opens STORE with them.
 // On failure it prints "fidelityfs COMMAND: message" and returns nullopt with `exit_code` set:
-// usage for a bad -o list, runtime for a store that does not open. direct_io: StoreOptions's.
+// usage for a bad -o list, runtime for a store that does not open. direct_io, cancel:
+// StoreOptions's (a command that stops when interrupted passes its flag).
 std::optional<storage::OpenedStore> open_command_store(std::string_view command, const std::string& location,
                                                        const std::vector<std::string>& options, int& exit_code,
-                                                       bool direct_io = true);
+                                                       bool direct_io = true, const std::atomic<bool>* cancel = nullptr);
 
 }  // namespace fid::cli

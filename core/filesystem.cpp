@@ -34,6 +34,7 @@ Filesystem::Filesystem(const index::Store& store, storage::RecordSource& source,
       started_(std::chrono::steady_clock::now()),
       read_counts_(new ReadCount[static_cast<size_t>(store.levels()) + 3]) {
   for (const auto& r : store.records()) store_bytes_ += r.size;
+  source.cancel_on(&stopping_);
   log_info("records: {}", source.describe());
   decide_random_reads();
 }
@@ -41,7 +42,10 @@ Filesystem::Filesystem(const index::Store& store, storage::RecordSource& source,
 Filesystem::~Filesystem() = default;
 
 void Filesystem::attach(KernelCache* kernel) { changes_.attach(kernel); }
-void Filesystem::detach() { changes_.detach(); }
+void Filesystem::detach() {
+  stopping_.store(true);  // reads on the wire end now: a shutdown never waits for a server
+  changes_.detach();
+}
 
 std::string Filesystem::describe() const {
   return fmt::format("mounted {} at {} ({} files, {} dirs, {} levels, {} layout, default level {})",

@@ -65,7 +65,8 @@ class Filesystem {
   Filesystem(const Filesystem&) = delete;
   Filesystem& operator=(const Filesystem&) = delete;
 
-  // Level changes invalidate through `kernel` from now on, until detach().
+  // Level changes invalidate through `kernel` from now on, until detach(), which also stops the
+  // source's requests (the mount is ending).
   void attach(KernelCache* kernel);
   void detach();
   // Waits until every invalidation a level change queued has reached the kernel.
@@ -122,6 +123,9 @@ class Filesystem {
   // A reader took rank order `held`: the mount's share is the records of the ranks it served.
   void note_rank_order(const OrderSlots::Held& held);
 
+  // Set when the mount ends (detach): the source's requests stop (RecordSource::cancel_on). First,
+  // so that it outlives every member that may still read while being destroyed.
+  std::atomic<bool> stopping_{false};
   const index::Store& store_;
   storage::RecordSource& source_;
   const config::Settings settings_;

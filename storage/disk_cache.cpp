@@ -84,6 +84,7 @@ class DiskCachedSource final : public RecordSource, public DiskCache {
   const std::vector<std::string>& problems() const override { return inner_->problems(); }
   const SourceCounters& counters() const override { return inner_->counters(); }
   uint64_t in_flight_target() const override { return inner_->in_flight_target(); }
+  void cancel_on(const std::atomic<bool>* flag) override { inner_->cancel_on(flag); }
   std::string describe() const override;
   bool drop_cached(uint32_t record) override;
   uint64_t local_copy_len(uint32_t record) const override;

@@ -30,13 +30,6 @@ void global_init() {
 }
 }  // namespace
 
-std::chrono::milliseconds RetryPolicy::backoff(unsigned retry, double unit) const {
-  const unsigned doublings = std::min(retry == 0 ? 0u : retry - 1, 30u);
-  const auto ceiling = std::min<int64_t>(cap.count(), base.count() << doublings);
-  const double u = std::clamp(unit, 0.0, 1.0);
-  return std::chrono::milliseconds(static_cast<int64_t>(u * static_cast<double>(ceiling)));
-}
-
 std::string url_for_messages(std::string_view url) { return std::string(url.substr(0, url.find_first_of("?#"))); }
 
 const char* method_name(HttpRequest::Method method) {
@@ -51,7 +44,10 @@ struct Transfer {
   curl_slist* header_list = nullptr;
   char curl_error[CURL_ERROR_SIZE] = {};
   unsigned attempts = 0;
-  Clock::time_point first_start{};
+  unsigned throttled = 0;  // attempts answered "slow down" (503, 429, SlowDown): they cost time, not attempts
+  Clock::time_point first_start{}, attempt_start{};
+  bool deadline_hit = false;  // the current attempt ran past its deadline (on_progress)
+  const void* engine = nullptr;  // the HttpClient::Engine driving it (private to the client; for on_progress)
   uint64_t kept = 0;  // ranged: leading bytes of dst already complete (from earlier attempts)
   uint64_t sent = 0;  // bytes of the upload body given to curl in this attempt
   std::optional<Error> body_error;  // the upload body could not be read: fails the request
@@ -82,6 +78,7 @@ struct Transfer {
     etag.clear();
     body = 0;
     overflow = sink_refused = false;
+    deadline_hit = false;
     error_body.clear();
     curl_error[0] = '\0';
   }
@@ -134,6 +131,13 @@ struct HttpClient::Engine {
   void complete(std::unique_ptr<Transfer> t, Status s);
   void fail(std::unique_ptr<Transfer> t, int code, std::string_view cause, bool retried_out);
   void cancel(std::unique_ptr<Transfer> t);
+  // curl calls this at least once a second during an attempt: non-zero aborts it (cancelled, or
+  // past its deadline).
+  static int on_progress(void* user, curl_off_t dltotal, curl_off_t, curl_off_t ultotal, curl_off_t);
+  // When the current attempt of t must end: its own deadline for the bytes it moves (a range's,
+  // a body's once its length is known), and never past the request's whole deadline: the retry
+  // budget after its first attempt, or longer where one attempt for those bytes may take longer.
+  Clock::time_point attempt_end(const Transfer& t, uint64_t bytes) const;
 };
 
 namespace {
@@ -201,11 +205,6 @@ size_t on_read(char* data, size_t size, size_t count, void* user) {
   return CURL_READFUNC_ABORT;
 }
 
-// curl calls this at least once a second during a transfer: non-zero aborts it.
-int on_progress(void* user, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
-  return static_cast<Transfer*>(user)->cancelled() ? 1 : 0;
-}
-
 // curl rewinds the body to send it again on the same attempt (a redirect, an auth round trip).
 int on_seek(void* user, curl_off_t offset, int origin) {
   auto* t = static_cast<Transfer*>(user);
@@ -226,29 +225,6 @@ HttpClient::~HttpClient() {
   }
   curl_multi_wakeup(engine_->multi);
   thread_.join();
-}
-
-uint64_t HttpClient::bandwidth_delay_bytes() const {
-  std::lock_guard lock(timing_mu_);
-  return static_cast<uint64_t>(latency_s_ * rate_bps_);
-}
-
-void HttpClient::observe(uint64_t body_bytes, double first_byte_s, double body_s) {
-  constexpr double kWeight = 0.2;  // of the newest sample
-  const double rate = static_cast<double>(body_bytes) / body_s;
-  std::lock_guard lock(timing_mu_);
-  latency_s_ = rate_bps_ == 0 ? first_byte_s : (1 - kWeight) * latency_s_ + kWeight * first_byte_s;
-  rate_bps_ = rate_bps_ == 0 ? rate : (1 - kWeight) * rate_bps_ + kWeight * rate;
-}
-
-std::chrono::milliseconds HttpClient::attempt_deadline(uint64_t bytes) const {
-  double expected_s;
-  {
-    std::lock_guard lock(timing_mu_);
-    expected_s = rate_bps_ > 0 ? latency_s_ + static_cast<double>(bytes) / rate_bps_
-                               : static_cast<double>(bytes) / static_cast<double>(std::max<uint64_t>(opts_.min_rate_bps, 1));
-  }
-  return opts_.attempt_floor + std::chrono::milliseconds(static_cast<int64_t>(std::min(4e3 * expected_s, 1e9)));
 }
 
 void HttpClient::submit(HttpRequest request) {
@@ -380,7 +356,9 @@ void HttpClient::Engine::start(std::unique_ptr<Transfer> t) {
     fail(std::move(t), ECANCELED, "cancelled", false);
     return;
   }
-  if (t->attempts == 0) t->first_start = Clock::now();
+  t->attempt_start = Clock::now();
+  if (t->attempts == 0) t->first_start = t->attempt_start;
+  t->engine = this;
   ++t->attempts;
   t->new_attempt();
   t->sent = 0;  // the upload body goes from its start again
@@ -461,11 +439,26 @@ void HttpClient::Engine::configure(CURL* h, Transfer& t) {
   curl_easy_setopt(h, CURLOPT_WRITEDATA, &t);
   curl_easy_setopt(h, CURLOPT_ERRORBUFFER, t.curl_error);
   curl_easy_setopt(h, CURLOPT_PRIVATE, &t);
-  if (t.req.cancel) {
-    curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
-    curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
-    curl_easy_setopt(h, CURLOPT_XFERINFODATA, &t);
-  }
+  curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
+  curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
+  curl_easy_setopt(h, CURLOPT_XFERINFODATA, &t);
+}
+
+Clock::time_point HttpClient::Engine::attempt_end(const Transfer& t, uint64_t bytes) const {
+  const auto own = client.attempt_deadline(bytes);
+  return std::min(t.attempt_start + own, t.first_start + std::max<std::chrono::milliseconds>(opts.retry.budget, own));
+}
+
+int HttpClient::Engine::on_progress(void* user, curl_off_t dltotal, curl_off_t, curl_off_t ultotal, curl_off_t) {
+  auto* t = static_cast<Transfer*>(user);
+  if (t->cancelled()) return 1;
+  // A response trickling just fast enough for the stall limit, of a body of any size (the index
+  // included), or an upload the server takes that slowly: cut, and asked again while the
+  // request's deadline allows.
+  const uint64_t bytes = t->req.ranged ? t->want_len() : static_cast<uint64_t>(std::max<curl_off_t>({dltotal, ultotal, 0}));
+  if (Clock::now() < static_cast<const Engine*>(t->engine)->attempt_end(*t, bytes)) return 0;
+  t->deadline_hit = true;
+  return 1;
 }
 
 // The method, and where an upload body comes from (never curl's default: stdin).
@@ -513,6 +506,7 @@ void HttpClient::Engine::finish(std::unique_ptr<Transfer> t, CURLcode code) {
     fail(std::move(t), e.code, e.message, false);
     return;
   }
+  if (t->deadline_hit) code = CURLE_OPERATION_TIMEDOUT;  // aborted by on_progress at its deadline: a timeout
   http::Attempt a;
   a.transport = http::transport_of(code);
   if (code == CURLE_WRITE_ERROR && t->overflow) a.transport = http::Transport::body_too_big;
@@ -547,9 +541,12 @@ void HttpClient::Engine::finish(std::unique_ptr<Transfer> t, CURLcode code) {
 // Due again after a backoff, unless the attempts or the time budget are spent.
 void HttpClient::Engine::retry_or_fail(std::unique_ptr<Transfer> t, const http::Judgement& j) {
   t->kept += j.kept;
+  // A server asking to slow down is throttling, not failing: such answers spend the time budget
+  // only, so a storm of them delays a request instead of failing it.
+  if (t->status == 503 || t->status == 429) ++t->throttled;
   const auto now = Clock::now();
   const auto pause = opts.retry.backoff(t->attempts, std::uniform_real_distribution<double>(0.0, 1.0)(rng));
-  if (t->attempts >= opts.retry.max_attempts || now + pause - t->first_start > opts.retry.budget) {
+  if (t->attempts - t->throttled >= opts.retry.max_attempts || now + pause - t->first_start > opts.retry.budget) {
     fail(std::move(t), EIO, j.cause, true);
     return;
   }

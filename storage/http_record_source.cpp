@@ -101,6 +101,7 @@ void HttpRecordSource::get(uint32_t record, uint64_t offset, std::span<uint8_t> 
   req.ranged = true;
   req.offset = offset;
   req.dst = dst;
+  req.cancel = cancel_.load();
   // A file read fails with EIO whatever the storage said; the message keeps the cause.
   req.done = [done = std::move(done)](Status s, const HttpResult&) {
     if (!s) done(Error{EIO, std::move(s).error().message});

@@ -61,6 +61,7 @@ class HttpRecordSource final : public RecordSource {
   const std::vector<std::string>& problems() const override { return problems_; }
   std::string describe() const override;
   uint64_t in_flight_target() const override { return client_.bandwidth_delay_bytes(); }
+  void cancel_on(const std::atomic<bool>* flag) override { cancel_.store(flag); }
   using RecordSource::read_prefix;
   using RecordSource::read_ranges;
 
@@ -75,6 +76,7 @@ class HttpRecordSource final : public RecordSource {
   void get(uint32_t record, uint64_t offset, std::span<uint8_t> dst, std::function<void(Status)> done);
 
   const index::Store& store_;
+  std::atomic<const std::atomic<bool>*> cancel_{nullptr};  // every request's (cancel_on)
   const RemoteLocation where_;
   const uint64_t part_size_;
   const std::vector<std::string> problems_;

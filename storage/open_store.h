@@ -3,6 +3,7 @@
 // point for mount, inspect and verify.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <filesystem>
 #include <memory>
@@ -33,6 +34,9 @@ struct StoreOptions {
   // Local stores: O_DIRECT reads (the page cache is left to the loader's own data); false reads
   // through the page cache, for a reader of whole records in order (relayout).
   bool direct_io = true;
+  // Once *cancel is true, a remote store's requests end (ECANCELED) within about a second: its
+  // index and record checks while it opens, and its source's reads (RecordSource::cancel_on).
+  const std::atomic<bool>* cancel = nullptr;
 };
 
 struct OpenedStore {

@@ -63,6 +63,10 @@ class RecordSource {
   // a couple of concurrent reads already keep the storage busy (local disks). The prefetcher
   // keeps this many bytes of record prefixes loading, within the cache budget.
   virtual uint64_t in_flight_target() const { return 0; }
+  // From now on, reads end early (ECANCELED, then EIO for a file) once *flag is true: a remote
+  // source's requests on the wire stop within about a second whatever the server does (a
+  // shutdown, a Ctrl-C). Local reads finish on their own. The flag must outlive the source.
+  virtual void cancel_on(const std::atomic<bool>* /*flag*/) {}
   // Bytes of record r failed their checksums. A source that keeps copies (the disk cache) drops
   // its copy and returns true: reading again then fetches from the origin. Others return false.
   virtual bool drop_cached(uint32_t /*record*/) { return false; }

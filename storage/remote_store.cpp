@@ -87,6 +87,7 @@ Error index_error(const RemoteLocation& where, const StoreUrl& url, const Error&
 // The index in the cache: reused when the server's ETag matches the cached copy's (one
 // conditional GET), else downloaded to a temporary file, synced and renamed into place.
 Result<fs::path> fetch_index(HttpClient& client, const StoreUrl& url, const RemoteLocation& where, const fs::path& dir,
+                             const std::atomic<bool>* cancel,
                              uint64_t max_bytes) {
   if (Status s = make_private_dir(dir); !s) return std::move(s).error();
   const std::string index_url = where.url_of(kIndexName);
@@ -97,6 +98,7 @@ Result<fs::path> fetch_index(HttpClient& client, const StoreUrl& url, const Remo
   HttpRequest req;
   req.url = index_url;
   req.sign = where.signer(HttpRequest::Method::get, kIndexName);
+  req.cancel = cancel;
   const std::string cached_etag = read_small_file(etag_file);
   if (!cached_etag.empty() && fs::exists(cached_file(cached_etag))) req.headers.emplace_back("If-None-Match", cached_etag);
 
@@ -161,7 +163,8 @@ Result<fs::path> fetch_index(HttpClient& client, const StoreUrl& url, const Remo
 // HEADs every record in parallel; an Error naming the missing or short ones (a few of them).
 // At most kHeadsQueued requests are handed to the client at a time: an index names as many
 // records as it likes, and each queued request holds its URL and signature.
-Status check_records(HttpClient& client, const RemoteLocation& where, const index::Store& store) {
+Status check_records(HttpClient& client, const RemoteLocation& where, const index::Store& store,
+                     const std::atomic<bool>* cancel) {
   constexpr std::ptrdiff_t kHeadsQueued = 256;
   const auto records = store.records();
   struct Answer {
@@ -177,6 +180,7 @@ Status check_records(HttpClient& client, const RemoteLocation& where, const inde
     req.method = HttpRequest::Method::head;
     req.url = where.url_of(records[k].path);
     req.sign = where.signer(HttpRequest::Method::head, records[k].path);
+    req.cancel = cancel;
     req.done = [&answers, &all, &window, k](Status s, const HttpResult& r) {
       answers[k] = {std::move(s), r};
       window.release();
@@ -271,7 +275,7 @@ Result<RemoteStore> open_remote_store(const StoreUrl& url, const StoreOptions& o
   {
     // A client of its own, gone (thread joined) before returning: the mount forks after this.
     HttpClient client(http);
-    Result<fs::path> index_file = fetch_index(client, url, *where, index_cache_dir(opts), opts.max_index_bytes);
+    Result<fs::path> index_file = fetch_index(client, url, *where, index_cache_dir(opts), opts.cancel, opts.max_index_bytes);
     if (!index_file) return std::move(index_file).error();
     auto store = index::Store::open_index(*index_file, url.text, tables_dir(opts));
     if (!store) return std::move(store).error();
@@ -280,9 +284,10 @@ Result<RemoteStore> open_remote_store(const StoreUrl& url, const StoreOptions& o
     if (!identity) return std::move(identity).error();
     out.identity = std::move(identity).value();
     out.index_file = *index_file;
-    if (Status s = check_records(client, *where, *out.store); !s) return std::move(s).error();
+    if (Status s = check_records(client, *where, *out.store, opts.cancel); !s) return std::move(s).error();
   }
   out.source = std::make_unique<HttpRecordSource>(*out.store, std::move(where).value(), http);
+  out.source->cancel_on(opts.cancel);
   return out;
 }
 

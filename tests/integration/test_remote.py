@@ -4,6 +4,8 @@ Every byte a reader gets is compared with the packed store read by fidstore.py (
 reader of the format)."""
 import json
 import os
+import signal
+import subprocess
 import threading
 import time
 
@@ -11,9 +13,9 @@ import pytest
 
 import remote_servers
 from remote_servers import aws
-from conftest import pack, run
+from conftest import fid_bin, pack, run
 from fidstore import Store
-from mountutil import daemon_pid, mounted, mount, read_all, read_concurrently, unmount, walk_files
+from mountutil import daemon_pid, mounted, mount, read_all, read_concurrently, unmount, wait_exit, walk_files
 
 BUCKET = "fid-remote"
 SECRET_MARK = "s3cr3t-never-printed"
@@ -324,6 +326,78 @@ def test_a_trickle_is_cut_and_asked_again(nginx, remote_store, cache_home, tmp_p
             assert proxy.stats()["faults"] == 1
             assert stats(mnt)["storage_retries"] >= 1
     assert 9 < took < 30, took  # cut at the deadline, not at the end of the trickle (about 3 days)
+
+
+def test_a_trickling_index_fails_inspect_and_mount_within_the_retry_budget(nginx, remote_store, tmp_path):
+    """index.sqlite sent at 2 bytes a second: every attempt is cut at its deadline and the request
+    ends with the retry budget (35 s, docs/MOUNT.md "Retries"), naming the index, instead of
+    waiting for the end of the trickle (days). inspect and mount meet it at once, side by side."""
+    name = os.path.basename(remote_store)
+    env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "xdg"))  # no cached copy to revalidate
+    with remote_servers.fault_proxy(nginx.host, nginx.port) as proxy:
+        proxy.set(mode="trickle", rate=2, match="index.sqlite")
+        url = f"{proxy.url}/{name}"
+        mnt = tmp_path / "m"
+        mnt.mkdir()
+        t0 = time.monotonic()
+        procs = [subprocess.Popen([fid_bin(), *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                 for args in (("inspect", url), ("mount", url, str(mnt)))]
+        try:
+            outs = [p.communicate(timeout=90) for p in procs]
+        finally:
+            for p in procs:
+                p.kill()
+        took = time.monotonic() - t0
+    for p, (out, err) in zip(procs, outs):
+        assert p.returncode == 1 and "index.sqlite" in err, (p.args, p.returncode, out, err)
+    assert took < 60, took
+    assert not os.path.ismount(mnt)
+
+
+def test_a_storm_of_slow_down_replies_costs_time_not_attempts(nginx, remote_file_store, cache_home, tmp_path):
+    """20 "503 SlowDown" replies in a row to one file's GET (the file layout: one GET a file; more
+    than the 8 attempts a request has): throttling spends the time budget (35 s; the backoffs of
+    20 retries add up to 31 s at most), not the attempts, so the read returns the right bytes."""
+    store = Store(remote_file_store)
+    rel = sorted(store.files)[1]
+    name = os.path.basename(remote_file_store)
+    with remote_servers.fault_proxy(nginx.host, nginx.port) as proxy:
+        mnt = str(tmp_path / "m")
+        with mounted(f"{proxy.url}/{name}", mnt, "-o", "random_reads=pieces"):
+            proxy.set(mode="status", code=503, count=20, match="/records/")
+            with open(os.path.join(mnt, rel), "rb") as f:
+                assert f.read() == store.read(rel)
+            assert proxy.stats()["faults"] == 20
+            assert stats(mnt)["storage_retries"] >= 20
+
+
+def test_sigterm_ends_the_daemon_at_once_during_a_trickle(nginx, remote_store, cache_home, tmp_path):
+    """A read held by a trickling server does not hold the shutdown: SIGTERM cancels the requests
+    on the wire, and the daemon has exited within 3 s."""
+    store = Store(remote_store)
+    rel = sorted(store.files)[2]
+    name = os.path.basename(remote_store)
+    with remote_servers.fault_proxy(nginx.host, nginx.port) as proxy:
+        mnt = str(tmp_path / "m")
+        with mounted(f"{proxy.url}/{name}", mnt, "-o", "random_reads=pieces"):
+            pid = daemon_pid(mnt)
+            proxy.set(mode="trickle", rate=2, match="/records/")
+            proxy.reset_stats()
+            def read_held():  # held by the trickle, then EIO (or the connection gone)
+                try:
+                    read_all(mnt, [rel])
+                except OSError:
+                    pass
+
+            reader = threading.Thread(target=read_held, daemon=True)
+            reader.start()
+            assert proxy.wait_fault(30), "the read reached no trickle"
+            t0 = time.monotonic()
+            os.kill(pid, signal.SIGTERM)
+            assert wait_exit(pid, 10), "the daemon still runs 10 s after SIGTERM"
+            took = time.monotonic() - t0
+            reader.join(10)
+    assert took < 3, took
 
 
 def test_server_restart_mid_epoch(nginx, remote_store, cache_home, tmp_path):
