@@ -374,8 +374,8 @@ std::string daemon_log_file(const config::Settings& settings) {
   }
   auto sink = log_file.empty() ? core::LogSink::syslog : core::LogSink::file;
   if (Status logging = core::log_open(settings.log_level, sink, log_file); !logging.ok()) {
-    tell_parent(ready, "E" + logging.error().message);
-    ::_exit(kExitRuntime);
+    tell_parent(ready, "U" + logging.error().message);  // a configuration error, as with -f
+    ::_exit(kExitUsage);
   }
   std::string gpu_error;
   auto decoder = open_l3_decoder(settings, store, gpu_error);

@@ -716,6 +716,19 @@ def test_a_second_mount_on_a_fidelityfs_mount_is_refused(edge_store, imagenet_st
         assert read(os.path.join(mnt, rel)) == st.read(rel)
 
 
+def test_a_log_file_that_cannot_be_opened_is_a_usage_error_in_both_modes(edge_store, tmp_path):
+    """log.file in a folder that does not exist: exit 2 naming the file, in the foreground (-f)
+    and in the background (the daemon finds it), and nothing stays mounted."""
+    log = tmp_path / "no-such-folder" / "d.log"
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(f"log:\n  file: {log}\n")
+    mnt = tmp_path / "m"
+    for extra in ([], ["-f"]):
+        p = mount(edge_store, str(mnt), "--config", str(cfg), *extra, check=False)
+        assert p.returncode == 2 and str(log) in p.stderr, (extra, p.returncode, p.stderr)
+        assert not os.path.ismount(mnt)
+
+
 def test_mount_point_must_be_empty_and_generic_options_are_taken(edge_store, tmp_path):
     """A folder that holds files is refused (a mount would hide them) unless -o nonempty;
     mount(8)'s generic options such as ro and noatime are taken."""
