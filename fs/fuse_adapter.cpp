@@ -417,6 +417,27 @@ class SignalWatch {
   std::thread thread_;
 };
 
+// fuse_session_mount, with what libfuse and the fusermount3 it may run say on stderr taken into
+// `why` (their reason, one line) instead of reaching the terminal apart from the error.
+int mount_saying_why(fuse_session* se, const std::string& mountpoint, std::string& why) {
+  int pipe_fds[2];
+  const Fd saved(::dup(STDERR_FILENO));
+  if (saved.get() < 0 || ::pipe2(pipe_fds, O_CLOEXEC | O_NONBLOCK) != 0) return fuse_session_mount(se, mountpoint.c_str());
+  const Fd read_end(pipe_fds[0]);
+  (void)::dup2(pipe_fds[1], STDERR_FILENO);  // without O_CLOEXEC: fusermount3 inherits it
+  ::close(pipe_fds[1]);
+  const int rc = fuse_session_mount(se, mountpoint.c_str());
+  (void)::dup2(saved.get(), STDERR_FILENO);
+  char buf[4096];
+  for (ssize_t n; (n = ::read(read_end.get(), buf, sizeof buf)) > 0;) why.append(buf, static_cast<size_t>(n));
+  if (rc == 0 && !why.empty()) log_info("mounting said: {}", printable(why, 4096));
+  while (!why.empty() && (why.back() == '\n' || why.back() == ' ')) why.pop_back();
+  for (char& c : why)
+    if (c == '\n') c = ';';
+  why = printable(why, 1024);
+  return rc;
+}
+
 }  // namespace
 
 Status serve(const index::Store& store, storage::RecordSource& source, const config::Settings& settings,
@@ -432,11 +453,12 @@ Status serve(const index::Store& store, storage::RecordSource& source, const con
     fuse_session_destroy(se);
     return failed("cannot install signal handlers");
   }
-  if (fuse_session_mount(se, req.mountpoint.c_str()) != 0) {
+  std::string why;
+  if (mount_saying_why(se, req.mountpoint, why) != 0) {
     fuse_remove_signal_handlers(se);
     fuse_session_destroy(se);
-    return failed(fmt::format("cannot mount at {} (is /dev/fuse available and the mount point an empty directory?)",
-                              req.mountpoint));
+    return failed(fmt::format("cannot mount at {}: {}", req.mountpoint,
+                              why.empty() ? "(is /dev/fuse available and the mount point an empty directory?)" : why));
   }
   // Ready once the kernel routes a stat of the mount point to this session (root inode 1).
   std::thread probe([mnt = req.mountpoint, ready] {

@@ -5,9 +5,11 @@ import io
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import subprocess
+import tempfile
 import threading
 import time
 
@@ -727,6 +729,34 @@ def test_a_log_file_that_cannot_be_opened_is_a_usage_error_in_both_modes(edge_st
         p = mount(edge_store, str(mnt), "--config", str(cfg), *extra, check=False)
         assert p.returncode == 2 and str(log) in p.stderr, (extra, p.returncode, p.stderr)
         assert not os.path.ismount(mnt)
+
+
+def test_a_refused_mount_gives_fusermount3s_own_reason(edge_store):
+    """A user for whom the kernel mount fails (no access to /dev/fuse, or allow_other that
+    /etc/fuse.conf does not allow): exit 1, and the error line carries what libfuse or
+    fusermount3 said, not a guess."""
+    work = tempfile.mkdtemp(prefix="fid-user-", dir="/tmp")  # outside root's private pytest folders
+    try:
+        os.chmod(work, 0o777)
+        store = os.path.join(work, "store")
+        shutil.copytree(edge_store, store)
+        for d, dirs, files in os.walk(store):
+            for n in dirs + files:
+                os.chmod(os.path.join(d, n), 0o755 if n in dirs else 0o644)
+        mnt = os.path.join(work, "m")
+        os.mkdir(mnt)
+        os.chmod(mnt, 0o777)
+        binary = shutil.copy(fid_bin(), os.path.join(work, "fidelityfs"))  # the checkout may be closed to others
+        os.chmod(binary, 0o755)
+        p = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "env", f"HOME={work}",
+                            f"XDG_CACHE_HOME={work}/cache", binary, "mount", store, mnt, "-o", "allow_other"],
+                           capture_output=True, text=True, timeout=60)
+        assert p.returncode == 1, (p.returncode, p.stderr)
+        assert re.search(rf"^fidelityfs mount: cannot mount at {re.escape(mnt)}: (fuse|fusermount3): \S", p.stderr, re.M), p.stderr
+        assert not os.path.ismount(mnt)
+    finally:
+        subprocess.run(["fusermount3", "-uz", os.path.join(work, "m")], capture_output=True)
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def test_mount_point_must_be_empty_and_generic_options_are_taken(edge_store, tmp_path):
