@@ -232,9 +232,10 @@ class Store {
 uint32_t piece_checksum(std::span<const uint8_t> bytes);
 
 // How many leading bytes of `bytes`, record r's bytes from offset `from`, are checked: up to the
-// start of a piece that runs past their end (or all of them), provided every piece wholly inside
-// matches its checksum and none starts before `from` and ends inside; else 0. (Every byte of a
-// record after its 16-byte header is a piece's.)
+// start of a piece that runs past their end (or all of them), provided the bytes of the record's
+// 16-byte header among them are the header the index implies, every piece wholly inside matches
+// its checksum and none starts before `from` and ends inside; else 0. (Every byte of a record
+// after its header is a piece's.)
 uint64_t checked_len(const Store& store, uint32_t r, uint64_t from, std::span<const uint8_t> bytes);
 
 }  // namespace fid::index

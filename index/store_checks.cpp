@@ -3,6 +3,7 @@
 // cache).
 #include <algorithm>
 
+#include "index/format.h"
 #include "index/sqlite_db.h"
 #include "index/store.h"
 
@@ -33,6 +34,14 @@ Result<Store::PackNotes> Store::pack_notes(const std::filesystem::path& index_fi
 uint64_t checked_len(const Store& store, uint32_t r, uint64_t from, std::span<const uint8_t> bytes) {
   const uint64_t to = from + bytes.size();
   uint64_t end = to;
+  // The record's header is no piece: the bytes of it here must be what the index says it is.
+  if (from < kRecordHeaderSize) {
+    const Record& rec = store.records()[r];
+    const auto header = record_header(rec.header_id, rec.layout);
+    const uint64_t n = std::min<uint64_t>(to, kRecordHeaderSize) - from;
+    if (!std::equal(bytes.begin(), bytes.begin() + static_cast<std::ptrdiff_t>(n), header.begin() + static_cast<std::ptrdiff_t>(from)))
+      return 0;
+  }
   for (uint32_t id : store.record_files(r)) {
     for (const Piece& p : store.pieces(store.files()[id])) {
       const uint64_t p_end = p.offset + p.size;

@@ -442,6 +442,23 @@ TEST_F(DiskCacheTest, ADamagedTransferIsNeverKept) {
   EXPECT_EQ(fs::file_size(entry(r)), len);
 }
 
+// The record's 16-byte header is no piece, but is checked all the same: a transfer that damaged
+// it is not written (a copy with a foreign header would only be refused when read again).
+TEST_F(DiskCacheTest, ADamagedHeaderIsNeverKept) {
+  const uint32_t r = jpeg_with(3).record;
+  const uint64_t len = full_len(r);
+  auto source = fid::storage::make_disk_cached_source(store(), std::make_unique<DamagedOnceSource>(*local_, 9),
+                                                      cache_dir(), 64 << 20, kIdentity);
+  DiskCache* disk = fid::storage::as_disk_cache(*source);
+  EXPECT_NE(read_prefix(*source, r, len), file_bytes(r, 0, len));
+  disk->flush();
+  EXPECT_FALSE(fs::exists(entry(r)));
+  EXPECT_EQ(disk->disk_stats().dropped, 1u);
+  EXPECT_EQ(read_prefix(*source, r, len), file_bytes(r, 0, len));  // the damage has passed
+  disk->flush();
+  EXPECT_EQ(fs::file_size(entry(r)), len);
+}
+
 TEST_F(DiskCacheTest, AnUnusableFolderFailsNoRead) {
   std::ofstream(dir_.path() / "a-file") << "x";
   Cached c = cached(64 << 20, dir_.path() / "a-file" / "cache");  // cannot be made
