@@ -67,6 +67,34 @@ def _script(args, timeout):
     return p.stdout
 
 
+_WATCH = """import os, select, subprocess, sys
+fd = os.pidfd_open(int(sys.argv[1]))
+select.select([fd], [], [])
+subprocess.run(sys.argv[2:], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=300)
+"""
+
+
+@contextlib.contextmanager
+def stopped_with_this_process(stop_argv):
+    """The servers a script started are daemons, no children of ours: should this process die
+    without stopping them (a SIGKILLed test run), a watcher in a session of its own runs
+    `stop_argv` once it has gone. Ended with the block, after the block's own stop."""
+    watcher = subprocess.Popen([sys.executable, "-c", _WATCH, str(os.getpid()), *stop_argv], start_new_session=True,
+                               stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        yield
+    finally:
+        watcher.kill()
+        watcher.wait()
+
+
+def _die_with_parent():
+    """preexec_fn: the child gets SIGKILL when this process dies (prctl PR_SET_PDEATHSIG)."""
+    import ctypes
+    import signal
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG
+
+
 @dataclass
 class HttpServer:
     url: str
@@ -124,11 +152,13 @@ def http_server(root, tls=False, netns=None, json_index=False):
     inside = netns.exec_prefix() if netns else []
     args = inside + [HTTP_SERVER, "start", state, "--root", os.path.abspath(root)] + (["--tls"] if tls else []) + \
         (["--json-index"] if json_index else [])
-    try:
-        env = parse_exports(_script(args, START_TIMEOUT))
-        yield HttpServer(env["FIDELITYFS_HTTP_URL"], env.get("FIDELITYFS_HTTP_CA"), env["FIDELITYFS_HTTP_ROOT"], state)
-    finally:
-        _script(inside + [HTTP_SERVER, "stop", state], STOP_TIMEOUT)
+    stop = inside + [HTTP_SERVER, "stop", state]
+    with stopped_with_this_process(stop):
+        try:
+            env = parse_exports(_script(args, START_TIMEOUT))
+            yield HttpServer(env["FIDELITYFS_HTTP_URL"], env.get("FIDELITYFS_HTTP_CA"), env["FIDELITYFS_HTTP_ROOT"], state)
+        finally:
+            _script(stop, STOP_TIMEOUT)
 
 
 def missing_netns():
@@ -218,7 +248,7 @@ def fault_proxy(upstream_host, upstream_port, seed=0, netns=None):
     inside = netns.exec_prefix() if netns else []
     proc = subprocess.Popen(inside + [sys.executable, FAULT_PROXY, "--upstream", f"{upstream_host}:{upstream_port}",
                                       "--seed", str(seed), "--listen", listen],
-                            stdout=subprocess.PIPE, stderr=err, text=True)
+                            stdout=subprocess.PIPE, stderr=err, text=True, preexec_fn=_die_with_parent)
     try:
         # Its first line, printed once it listens (or end of file if it died first).
         ready, _, _ = select.select([proc.stdout], [], [], START_TIMEOUT)
@@ -240,7 +270,8 @@ def s3_server(dir):
     """A throwaway Ceph RGW with its state in `dir` (must not exist yet, or be a leftover of the
     script); yields the AWS_* settings it printed. Stopped (and `dir` removed) on exit."""
     dir = os.path.abspath(dir)
-    try:
-        yield parse_exports(_script([S3_SERVER, "start", dir], S3_START_TIMEOUT))
-    finally:
-        _script([S3_SERVER, "stop", dir], STOP_TIMEOUT)
+    with stopped_with_this_process([S3_SERVER, "stop", dir]):
+        try:
+            yield parse_exports(_script([S3_SERVER, "start", dir], S3_START_TIMEOUT))
+        finally:
+            _script([S3_SERVER, "stop", dir], STOP_TIMEOUT)

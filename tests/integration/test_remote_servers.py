@@ -1,13 +1,16 @@
 """The test servers for remote stores themselves, with real servers: nginx serves byte ranges
 exactly over http and https (scripts/http-server.sh), the fault proxy passes bytes through
 unchanged and each fault does what it says (tests/integration/fault_proxy.py), and the Ceph RGW
-of scripts/s3-server.sh round-trips objects with awscli, directly and through the proxy."""
+of scripts/s3-server.sh round-trips objects with awscli, directly and through the proxy. Servers
+die with a test that is killed."""
 import http.client
 import os
 import random
+import select
 import shutil
 import socket
 import subprocess
+import sys
 import time
 
 import pytest
@@ -282,3 +285,34 @@ def test_s3_server_round_trip_with_awscli(tmp_path, www):
             assert (tmp_path / "retried").read_bytes() == data
             s = proxy.stats()
             assert s["by_mode"] == {"status": 1} and s["requests"] >= 4
+
+
+def test_servers_die_with_a_killed_test(www, tmp_path):
+    """A test process SIGKILLed while its servers run (nothing of its own cleans up): its nginx
+    (a daemon started by scripts/http-server.sh, stopped by the watcher remote_servers leaves) and
+    its fault proxy (a child, PR_SET_PDEATHSIG) are gone within seconds."""
+    need_http()
+    root, _ = www
+    holder = subprocess.Popen([sys.executable, "-c", """
+import os, sys, time
+sys.path.insert(0, sys.argv[1])
+from remote_servers import fault_proxy, http_server
+with http_server(sys.argv[2]) as srv, fault_proxy(srv.host, srv.port) as proxy:
+    print(srv.dir, proxy.proc.pid, flush=True)
+    time.sleep(300)
+""", os.path.dirname(os.path.abspath(__file__)), str(root)], stdout=subprocess.PIPE, text=True)
+    try:
+        state, proxy_pid = holder.stdout.readline().split()
+        with open(os.path.join(state, "pid")) as f:
+            nginx_pid = int(f.read().split()[0])
+        pids = [nginx_pid, int(proxy_pid)]
+        fds = [os.pidfd_open(p) for p in pids]
+        holder.kill()
+        holder.wait()
+        deadline = time.monotonic() + 30
+        for pid, fd in zip(pids, fds):
+            ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
+            assert ready, f"pid {pid} still runs 30 s after its test was killed"
+    finally:
+        if holder.poll() is None:
+            holder.kill()
