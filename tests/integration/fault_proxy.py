@@ -35,6 +35,8 @@ restricts it to requests whose target contains that text, `method` to those of t
                                   send the rest
     trickle  rate=B               forward the headers, then the body B bytes a second (default
                                   2: above any "no bytes for a while" limit, yet never done)
+    corrupt  bytes=N              forward the whole response with body byte N flipped (xor 0x20):
+                                  a transfer damaged in flight, every length right
     delay    ms=M                 wait M ms before forwarding (emulated round-trip time)
 bytes defaults to half the body. `latency_ms=M` (with any mode) delays every forwarded request
 by M ms without counting as a fault: RTT emulation under faults (no tc netem on this kernel).
@@ -157,7 +159,7 @@ def s3_error(code):
 
 
 class Fault:
-    MODES = ("none", "status", "reset", "truncate", "stall", "trickle", "delay")
+    MODES = ("none", "status", "reset", "truncate", "stall", "trickle", "delay", "corrupt")
 
     def __init__(self, mode="none", params=None):
         params = params or {}
@@ -381,6 +383,13 @@ class Proxy:
             for at in range(0, n, fault.rate):
                 await copy_exact(ureader, body, min(fault.rate, n - at))
                 await asyncio.sleep(1.0)
+            return up, not (req.wants_close() or resp.wants_close())
+        if mode == "corrupt" and isinstance(n, int) and n > 0:
+            at = max(0, min(fault.bytes if fault.bytes is not None else n // 2, n - 1))
+            await copy_exact(ureader, body, at)
+            byte = await ureader.readexactly(1)
+            body.write(bytes([byte[0] ^ 0x20]))
+            await copy_exact(ureader, body, n - at - 1)
             return up, not (req.wants_close() or resp.wants_close())
         if mode in ("truncate", "stall", "reset") and isinstance(n, int):
             part = fault.bytes if fault.bytes is not None else n // 2

@@ -157,6 +157,16 @@ def test_status_faults_count_and_fraction_are_deterministic(proxied):
         assert fraction_faults(c) != first
 
 
+def test_corrupt_flips_one_body_byte_and_keeps_every_length(proxied):
+    proxy, data = proxied
+    proxy.set("corrupt", bytes=5, count=1)
+    status, headers, body = get(proxy.port, "/records/000000.rec", {"Range": "bytes=100-199"})
+    assert status == 206 and len(body) == 100 and int(headers["Content-Length"]) == 100
+    assert body[5] == data[105] ^ 0x20 and body[:5] + body[6:] == data[100:105] + data[106:200]
+    assert get(proxy.port, "/records/000000.rec", {"Range": "bytes=100-199"})[2] == data[100:200]  # count=1: once
+    assert proxy.stats()["by_mode"] == {"corrupt": 1}
+
+
 def test_truncate_sends_fewer_bytes_than_content_length(proxied):
     proxy, data = proxied
     proxy.set("truncate", bytes=100000)
