@@ -17,12 +17,15 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
+#include <condition_variable>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "cli/commands.h"
@@ -150,10 +153,36 @@ Status refuse_nonempty(const std::string& mnt) {
                                       mnt, first, more ? ", ..." : "")};
 }
 
+// stat and statvfs of `mnt`, bounded: over a hung FUSE mount (its daemon stopped) they would
+// wait forever. ETIMEDOUT when they have not answered in 5 s; the thread still waiting is left
+// behind (the process's exit ends it).
+Status mountpoint_answers(const std::string& mnt) {
+  struct Probe {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = false;
+  };
+  auto probe = std::make_shared<Probe>();
+  std::thread([probe, mnt] {
+    struct stat st {};
+    struct statvfs sv {};
+    (void)::stat(mnt.c_str(), &st);
+    (void)::statvfs(mnt.c_str(), &sv);
+    std::lock_guard lock(probe->mu);
+    probe->done = true;
+    probe->cv.notify_all();
+  }).detach();
+  std::unique_lock lock(probe->mu);
+  if (probe->cv.wait_for(lock, std::chrono::seconds(5), [&] { return probe->done; })) return {};
+  return Error{ETIMEDOUT, fmt::format("{}: the mount there does not answer (a fidelityfs or other FUSE daemon stopped "
+                                      "or hung); end it with fusermount3 -uz {} (or kill its daemon)", mnt, mnt)};
+}
+
 // Checks the mount point; a stale FUSE mount left by a crashed daemon ("Transport endpoint is not
-// connected") is lazily unmounted and checked again. ENOTCONN when that fails (a runtime failure;
-// anything else is a usage error).
+// connected") is lazily unmounted and checked again. ENOTCONN when that fails and ETIMEDOUT when
+// a mount there does not answer (runtime failures; anything else is a usage error).
 Status check_mountpoint(const std::string& mnt, bool nonempty) {
+  if (Status answers = mountpoint_answers(mnt); !answers) return answers;
   struct stat st {};
   struct statvfs sv {};
   // stat alone can be answered from attributes cached before the daemon died; statfs always
@@ -433,7 +462,7 @@ int run_mount(const MountArgs& a) {
   const std::string mnt = absolute_mountpoint(a.mountpoint);
   if (Status usable = check_mountpoint(mnt, settings->nonempty); !usable) {
     err(usable.error().message);
-    return usable.error().code == ENOTCONN ? kExitRuntime : kExitUsage;
+    return usable.error().code == ENOTCONN || usable.error().code == ETIMEDOUT ? kExitRuntime : kExitUsage;
   }
   Result<std::string> location = store_location(a.store);
   if (!location) {

@@ -759,6 +759,22 @@ def test_a_refused_mount_gives_fusermount3s_own_reason(edge_store):
         shutil.rmtree(work, ignore_errors=True)
 
 
+def test_a_mount_over_a_hung_mount_answers(edge_store, imagenet_store, mnt):
+    """The daemon of the mount there is stopped (SIGSTOP), so a stat of the mount point would wait
+    forever: mount says so within seconds (exit 1) instead of hanging."""
+    with mounted(edge_store, mnt):
+        pid = daemon_pid(mnt)
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            t0 = time.monotonic()
+            p = mount(imagenet_store, mnt, check=False)
+            took = time.monotonic() - t0
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        assert p.returncode == 1 and f"{os.path.realpath(mnt)}: the mount there does not answer" in p.stderr, p.stderr
+        assert took < 15, took
+
+
 def test_mount_point_must_be_empty_and_generic_options_are_taken(edge_store, tmp_path):
     """A folder that holds files is refused (a mount would hide them) unless -o nonempty;
     mount(8)'s generic options such as ro and noatime are taken."""
