@@ -2,6 +2,7 @@
 (s3://), nginx (http://, and https:// with a test CA) and the fault proxy in front of them.
 Every byte a reader gets is compared with the packed store read by fidstore.py (an independent
 reader of the format)."""
+import contextlib
 import json
 import os
 import signal
@@ -289,42 +290,43 @@ def check_faults(store_dir, fault, random_reads, nginx, tmp_path):
             assert stats(mnt)["storage_retries"] > 0
 
 
+@contextlib.contextmanager
+def proxied_mount(nginx, store_dir, tmp_path, *opts):
+    """store_dir served by nginx behind a fault proxy, mounted: yields (Store, proxy, mount point)."""
+    with remote_servers.fault_proxy(nginx.host, nginx.port) as proxy:
+        mnt = str(tmp_path / "m")
+        with mounted(f"{proxy.url}/{os.path.basename(store_dir)}", mnt, *opts):
+            yield Store(store_dir), proxy, mnt
+
+
 def test_stall_is_reissued(nginx, remote_store, cache_home, tmp_path):
     """A 30 s stall of a response body: the request is re-issued after the stall timeout, so the
     read still returns the right bytes, well before the stall would have ended."""
-    store = Store(remote_store)
-    rel = sorted(store.files)[0]
-    name = os.path.basename(remote_store)
-    with remote_servers.fault_proxy(nginx.host, nginx.port) as proxy:
-        mnt = str(tmp_path / "m")
-        with mounted(f"{proxy.url}/{name}", mnt):
-            proxy.set(mode="stall", seconds=30, count=1)
-            with open(os.path.join(mnt, rel), "rb") as f:
-                assert f.read() == store.read(rel)
-            assert proxy.stats()["faults"] == 1
-            assert stats(mnt)["storage_retries"] >= 1
+    with proxied_mount(nginx, remote_store, tmp_path) as (store, proxy, mnt):
+        rel = sorted(store.files)[0]
+        proxy.set(mode="stall", seconds=30, count=1)
+        with open(os.path.join(mnt, rel), "rb") as f:
+            assert f.read() == store.read(rel)
+        assert proxy.stats()["faults"] == 1
+        assert stats(mnt)["storage_retries"] >= 1
 
 
 def test_a_trickle_is_cut_and_asked_again(nginx, remote_store, cache_home, tmp_path):
     """A response trickling 2 bytes a second (enough to stay above the stall limit) is abandoned
     at its attempt's deadline (10 s floor, docs/MOUNT.md "Retries") and its missing bytes asked
     again: the read returns the right bytes instead of waiting for days."""
-    store = Store(remote_store)
-    rel = sorted(store.files)[0]
-    name = os.path.basename(remote_store)
-    with remote_servers.fault_proxy(nginx.host, nginx.port) as proxy:
-        mnt = str(tmp_path / "m")
-        with mounted(f"{proxy.url}/{name}", mnt, "-o", "random_reads=pieces"):
-            proxy.set(mode="trickle", rate=2, count=1, match="/records/")
-            got = []
-            t0 = time.monotonic()
-            reader = threading.Thread(target=lambda: got.append(open(os.path.join(mnt, rel), "rb").read()), daemon=True)
-            reader.start()
-            reader.join(60)  # bounded: a read held by the trickle never returns
-            took = time.monotonic() - t0
-            assert got == [store.read(rel)], f"no read after {took:.0f} s"
-            assert proxy.stats()["faults"] == 1
-            assert stats(mnt)["storage_retries"] >= 1
+    with proxied_mount(nginx, remote_store, tmp_path, "-o", "random_reads=pieces") as (store, proxy, mnt):
+        rel = sorted(store.files)[0]
+        proxy.set(mode="trickle", rate=2, count=1, match="/records/")
+        got = []
+        t0 = time.monotonic()
+        reader = threading.Thread(target=lambda: got.append(open(os.path.join(mnt, rel), "rb").read()), daemon=True)
+        reader.start()
+        reader.join(60)  # bounded: a read held by the trickle never returns
+        took = time.monotonic() - t0
+        assert got == [store.read(rel)], f"no read after {took:.0f} s"
+        assert proxy.stats()["faults"] == 1
+        assert stats(mnt)["storage_retries"] >= 1
     assert 9 < took < 30, took  # cut at the deadline, not at the end of the trickle (about 3 days)
 
 
@@ -358,45 +360,38 @@ def test_a_storm_of_slow_down_replies_costs_time_not_attempts(nginx, remote_file
     """20 "503 SlowDown" replies in a row to one file's GET (the file layout: one GET a file; more
     than the 8 attempts a request has): throttling spends the time budget (35 s; the backoffs of
     20 retries add up to 31 s at most), not the attempts, so the read returns the right bytes."""
-    store = Store(remote_file_store)
-    rel = sorted(store.files)[1]
-    name = os.path.basename(remote_file_store)
-    with remote_servers.fault_proxy(nginx.host, nginx.port) as proxy:
-        mnt = str(tmp_path / "m")
-        with mounted(f"{proxy.url}/{name}", mnt, "-o", "random_reads=pieces"):
-            proxy.set(mode="status", code=503, count=20, match="/records/")
-            with open(os.path.join(mnt, rel), "rb") as f:
-                assert f.read() == store.read(rel)
-            assert proxy.stats()["faults"] == 20
-            assert stats(mnt)["storage_retries"] >= 20
+    with proxied_mount(nginx, remote_file_store, tmp_path, "-o", "random_reads=pieces") as (store, proxy, mnt):
+        rel = sorted(store.files)[1]
+        proxy.set(mode="status", code=503, count=20, match="/records/")
+        with open(os.path.join(mnt, rel), "rb") as f:
+            assert f.read() == store.read(rel)
+        assert proxy.stats()["faults"] == 20
+        assert stats(mnt)["storage_retries"] >= 20
 
 
 def test_sigterm_ends_the_daemon_at_once_during_a_trickle(nginx, remote_store, cache_home, tmp_path):
     """A read held by a trickling server does not hold the shutdown: SIGTERM cancels the requests
     on the wire, and the daemon has exited within 3 s."""
-    store = Store(remote_store)
-    rel = sorted(store.files)[2]
-    name = os.path.basename(remote_store)
-    with remote_servers.fault_proxy(nginx.host, nginx.port) as proxy:
-        mnt = str(tmp_path / "m")
-        with mounted(f"{proxy.url}/{name}", mnt, "-o", "random_reads=pieces"):
-            pid = daemon_pid(mnt)
-            proxy.set(mode="trickle", rate=2, match="/records/")
-            proxy.reset_stats()
-            def read_held():  # held by the trickle, then EIO (or the connection gone)
-                try:
-                    read_all(mnt, [rel])
-                except OSError:
-                    pass
+    with proxied_mount(nginx, remote_store, tmp_path, "-o", "random_reads=pieces") as (store, proxy, mnt):
+        rel = sorted(store.files)[2]
+        pid = daemon_pid(mnt)
+        proxy.set(mode="trickle", rate=2, match="/records/")
+        proxy.reset_stats()
 
-            reader = threading.Thread(target=read_held, daemon=True)
-            reader.start()
-            assert proxy.wait_fault(30), "the read reached no trickle"
-            t0 = time.monotonic()
-            os.kill(pid, signal.SIGTERM)
-            assert wait_exit(pid, 10), "the daemon still runs 10 s after SIGTERM"
-            took = time.monotonic() - t0
-            reader.join(10)
+        def read_held():  # held by the trickle, then EIO (or the connection gone)
+            try:
+                read_all(mnt, [rel])
+            except OSError:
+                pass
+
+        reader = threading.Thread(target=read_held, daemon=True)
+        reader.start()
+        assert proxy.wait_fault(30), "the read reached no trickle"
+        t0 = time.monotonic()
+        os.kill(pid, signal.SIGTERM)
+        assert wait_exit(pid, 10), "the daemon still runs 10 s after SIGTERM"
+        took = time.monotonic() - t0
+        reader.join(10)
     assert took < 3, took
 
 
