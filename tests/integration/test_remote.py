@@ -395,6 +395,46 @@ def test_sigterm_ends_the_daemon_at_once_during_a_trickle(nginx, remote_store, c
     assert took < 3, took
 
 
+def test_a_record_corrupted_in_transit_is_forgotten_once_the_fault_ends(nginx, remote_store, cache_home, tmp_path):
+    """random_reads=records: a record's load comes back with a byte flipped (the fault proxy's
+    corrupt mode). Its damaged file fails (EIO, never wrong bytes) while the damage lasts; once
+    the fault has ended every file of the record reads right, with no level change or remount."""
+    with proxied_mount(nginx, remote_store, tmp_path, "-o", "random_reads=records") as (store, proxy, mnt):
+        by_record = {}
+        for rel, f in store.files.items():
+            by_record.setdefault(f["record"], []).append(rel)
+        rels = sorted(max(by_record.values(), key=len))
+        proxy.set(mode="corrupt", match="/records/")  # every transfer of a record, range or whole
+        got, eio = read_concurrently(mnt, rels, 4, seconds=60)
+        assert eio, "the damage reached a file"
+        assert [r for r in rels if r in got and got[r] != store.read(r)] == [], "never wrong bytes"
+        proxy.set(mode="none")
+        got, eio = read_concurrently(mnt, rels, 4, seconds=60)
+        assert eio == [] and [r for r in rels if got[r] != store.read(r)] == []
+
+
+def test_ctrl_c_stops_relayout_during_a_trickle(nginx, remote_store, cache_home, tmp_path):
+    """relayout reading an http:// store whose records trickle: SIGINT ends it within 3 s (its
+    requests on the wire are cancelled), exit non-zero, and nothing is left at the target."""
+    name = os.path.basename(remote_store)
+    with remote_servers.fault_proxy(nginx.host, nginx.port) as proxy:
+        proxy.set(mode="trickle", rate=2, match="/records/", method="GET")  # the records' GETs, not the HEADs
+        out = tmp_path / "out"
+        p = subprocess.Popen([fid_bin(), "relayout", f"{proxy.url}/{name}", str(out), "--layout", "file", "--progress",
+                              "off"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            assert proxy.wait_fault(60), "relayout reached no trickle"
+            t0 = time.monotonic()
+            p.send_signal(signal.SIGINT)
+            _, err = p.communicate(timeout=30)
+            took = time.monotonic() - t0
+        finally:
+            p.kill()
+    assert p.returncode not in (0, None) and ("interrupted" in err or "cancelled" in err), (p.returncode, err)
+    assert took < 3, took
+    assert not out.exists() and not [n for n in os.listdir(tmp_path) if ".tmp-" in n]
+
+
 def test_server_restart_mid_epoch(nginx, remote_store, cache_home, tmp_path):
     """The server goes away and comes back while files are read: each read returns the right
     bytes or EIO (retries used up), never wrong bytes, and the daemon stays up."""
