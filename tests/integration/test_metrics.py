@@ -165,6 +165,9 @@ def test_failed_requests_are_counted_and_a_refused_level_change_is_logged(edge_s
         # A name that is not there is an answer (a negative entry the kernel keeps), not an error.
         assert failed["lookup"] == value(fam, "fidelityfs_request_errors", op="lookup") == 0
         assert failed["read"] == 0
+        # Every request is counted, failed or not: the two setxattr and the unlink among them.
+        received = stats(mnt)["requests"]
+        assert received["setxattr"] >= 2 and received["unlink"] == 1 and received["lookup"] >= 1, received
     text = log.read_text()
     # The refused change at info, naming the attribute, its value and why; ENOENT and EROFS are
     # for debug logs only.
