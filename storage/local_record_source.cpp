@@ -13,6 +13,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <latch>
+#include <mutex>
+#include <vector>
 
 #include "index/format.h"
 #include "common/posix_io.h"
@@ -70,8 +72,15 @@ struct Scratch {
     return p;
   }
   // Reads the ring could not reap may still land in the buffer: it is never used (nor freed)
-  // again. At most Ring::kMaxRingFailures times per thread, after which the thread preads.
+  // again, only kept where it can be found. At most Ring::kMaxRingFailures times per thread,
+  // after which the thread preads.
   void abandon() {
+    if (p) {
+      static std::mutex mu;
+      static auto* abandoned = new std::vector<uint8_t*>();  // never destroyed: outlives every thread
+      std::lock_guard lock(mu);
+      abandoned->push_back(p);
+    }
     p = nullptr;
     cap = 0;
   }
