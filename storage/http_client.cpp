@@ -47,6 +47,8 @@ struct Transfer {
   unsigned throttled = 0;  // attempts answered "slow down" (503, 429, SlowDown): they cost time, not attempts
   Clock::time_point first_start{}, attempt_start{};
   bool deadline_hit = false;  // the current attempt ran past its deadline (on_progress)
+  Clock::time_point deadline{};  // the current attempt's, for deadline_bytes (on_progress)
+  uint64_t deadline_bytes = 0;
   const void* engine = nullptr;  // the HttpClient::Engine driving it (private to the client; for on_progress)
   uint64_t kept = 0;  // ranged: leading bytes of dst already complete (from earlier attempts)
   uint64_t sent = 0;  // bytes of the upload body given to curl in this attempt
@@ -79,6 +81,7 @@ struct Transfer {
     body = 0;
     overflow = sink_refused = false;
     deadline_hit = false;
+    deadline = {};
     error_body.clear();
     curl_error[0] = '\0';
   }
@@ -426,9 +429,6 @@ void HttpClient::Engine::configure(CURL* h, Transfer& t) {
   // A stall: under 1 byte/s for stall_timeout ends the attempt with CURLE_OPERATION_TIMEDOUT.
   curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);
   curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, std::max<long>(1, static_cast<long>(opts.stall_timeout.count())));
-  // A trickle (bytes enough to stay above the stall limit): a deadline where the size is known.
-  if (t.req.ranged || t.req.method == HttpRequest::Method::head)
-    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, static_cast<long>(client.attempt_deadline(t.req.ranged ? t.want_len() : 0).count()));
   curl_easy_setopt(h, CURLOPT_USERAGENT, "fidelityfs");
   curl_easy_setopt(h, CURLOPT_HTTPHEADER, t.header_list);
   configure_method(h, t);
@@ -456,7 +456,11 @@ int HttpClient::Engine::on_progress(void* user, curl_off_t dltotal, curl_off_t, 
   // included), or an upload the server takes that slowly: cut, and asked again while the
   // request's deadline allows.
   const uint64_t bytes = t->req.ranged ? t->want_len() : static_cast<uint64_t>(std::max<curl_off_t>({dltotal, ultotal, 0}));
-  if (Clock::now() < static_cast<const Engine*>(t->engine)->attempt_end(*t, bytes)) return 0;
+  if (bytes != t->deadline_bytes || t->deadline == Clock::time_point{}) {  // once per size, not per call
+    t->deadline_bytes = bytes;
+    t->deadline = static_cast<const Engine*>(t->engine)->attempt_end(*t, bytes);
+  }
+  if (Clock::now() < t->deadline) return 0;
   t->deadline_hit = true;
   return 1;
 }

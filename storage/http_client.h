@@ -44,10 +44,11 @@ struct HttpOptions {
   std::string ca_file;                              // PEM bundle; "" = the system CAs
   std::chrono::milliseconds connect_timeout{5000};
   std::chrono::seconds stall_timeout{5};            // no body bytes for this long: abort, retry
-  // An attempt whose size is known (a range, a HEAD) is abandoned, and retried for its missing
-  // bytes, past attempt_floor + 4 x what it should take at the observed latency and rate (before
-  // any is observed: at min_rate_bps). A server that trickles a few bytes a second (enough for
-  // the stall timeout) so holds no read for longer than the retry budget.
+  // An attempt is abandoned, and retried for its missing bytes, past attempt_floor + 4 x what its
+  // bytes (a range's, a body's once its length is known) should take at the observed latency and
+  // rate (before any is observed: at min_rate_bps), and never runs past the retry budget unless
+  // one attempt for those bytes may take longer. A server that trickles a few bytes a second
+  // (enough for the stall timeout) so holds no request for longer than the retry budget.
   std::chrono::seconds attempt_floor{10};
   uint64_t min_rate_bps = 256 << 10;
   RetryPolicy retry;

@@ -51,11 +51,10 @@ Result<std::string> hash_file(const fs::path& file) {
 // Its first line (an ETag); "" if it is missing, not a regular file, or a symbolic link (never
 // followed: what it points at would be sent to the server as If-None-Match).
 std::string read_small_file(const fs::path& p) {
-  const Fd fd(::open(p.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
-  struct stat st {};
-  if (fd.get() < 0 || ::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) return "";
+  const Result<Fd> fd = open_regular(p, O_NOFOLLOW);
+  if (!fd) return "";
   std::string s(4096, '\0');
-  const ssize_t n = ::pread(fd.get(), s.data(), s.size(), 0);
+  const ssize_t n = ::pread(fd->get(), s.data(), s.size(), 0);
   s.resize(n > 0 ? static_cast<size_t>(n) : 0);
   return s.substr(0, s.find('\n'));
 }
