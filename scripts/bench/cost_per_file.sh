@@ -84,10 +84,13 @@ run_mount() {  # LEVEL CACHE SEED [PERF_OUT]
   cold
   cat "$m/.fidelity/stats" >"$BENCH_DIR/cost.stats0.json"
   t0=$(cpu_ticks "$pid")
-  if [[ -n ${4:-} ]]; then
-    perf record -g -o "$4" -p "$pid" 2>/dev/null &
+  if [[ -n ${4:-} ]]; then  # perf starts disabled; the epoch starts once it acknowledges "enable"
+    rm -f "$BENCH_DIR/perf.ctl" "$BENCH_DIR/perf.ack"
+    mkfifo "$BENCH_DIR/perf.ctl" "$BENCH_DIR/perf.ack"
+    perf record -g -D -1 --control "fifo:$BENCH_DIR/perf.ctl,$BENCH_DIR/perf.ack" -o "$4" -p "$pid" 2>/dev/null &
     local perf_pid=$!
-    sleep 1  # perf attaches before the epoch starts (it prints nothing to wait on)
+    echo enable >"$BENCH_DIR/perf.ctl"
+    read -r _ <"$BENCH_DIR/perf.ack"
   fi
   out=$("$rb" "$lists/mount" --threads "$threads" --seed "$3")
   t1=$(cpu_ticks "$pid")

@@ -58,12 +58,13 @@ def reader(mnt, rels, valid, tally, stop, quiet, seed):
     rng = random.Random(seed)
     while not stop.is_set():
         rel = rng.choice(rels)
+        after = quiet.is_set()  # a read counts as "after the faults" only if it started after them
         try:
             with open(os.path.join(mnt, rel), "rb") as f:
                 data = f.read()
-            tally.add(True, hashlib.sha256(data).digest() not in valid[rel], quiet.is_set())
+            tally.add(True, hashlib.sha256(data).digest() not in valid[rel], after)
         except OSError:
-            tally.add(False, 0, quiet.is_set())
+            tally.add(False, 0, after)
 
 
 def churn(mnt, dirs, levels, stop, seed):
@@ -149,9 +150,8 @@ def soak(args, url, proxy, env, log):
         faults_end = t0 + args.minutes * 60 - args.quiet_minutes * 60
         drive_faults(proxy, faults_end, t0 + (faults_end - t0) / 2, 7, log)
         log(f"faults stopped after {time.monotonic() - t0:.0f} s; reads go on for {args.quiet_minutes} min")
-        time.sleep(5)  # reads already on the wire when the faults stopped are not "after"
         quiet.set()
-        time.sleep(max(0, args.quiet_minutes * 60 - 5))
+        stop.wait(args.quiet_minutes * 60)  # the quiet phase's length, not a wait for readiness
         stop.set()
         for t in threads:
             t.join(60)
