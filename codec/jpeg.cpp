@@ -16,125 +16,15 @@
 #include <new>
 
 #include "codec/jpeg_markers.h"
-
-extern "C" {
-#include <jerror.h>
-#include <jpeglib.h>
-}
+#include "codec/libjpeg_glue.h"
 
 namespace fid::codec {
 namespace {
 
-// libjpeg may allocate at most this much for its virtual (whole-image) arrays: the DCT
-// coefficients of the source. Larger images fail with a clear error instead of exhausting
-// memory (about 350 megapixels at 4:2:0, 170 at 4:4:4).
-constexpr long kMaxCoefficientMemory = 1L << 30;
-// A source with more scans than this is refused (a known way to make decoders spin).
-constexpr int kMaxSourceScans = 500;
+using namespace libjpeg;
+
 // decode_jpeg_strict refuses to produce more decoded bytes than this.
 constexpr size_t kMaxDecodedBytes = size_t{1} << 30;
-
-// ---------------------------------------------------------------------------------------------
-// Error manager: errors and warnings both become a longjmp with the formatted message.
-
-struct ErrorMgr {
-  jpeg_error_mgr pub;
-  std::jmp_buf jump;
-  char message[JMSG_LENGTH_MAX + 96];
-  int code;  // errno of the failure: ENOMEM when libjpeg ran out of memory, else EINVAL
-};
-
-void set_message(j_common_ptr c, ErrorMgr* e) {
-  char text[JMSG_LENGTH_MAX];
-  text[0] = '\0';
-  (*c->err->format_message)(c, text);
-  e->code = c->err->msg_code == JERR_OUT_OF_MEMORY ? ENOMEM : EINVAL;
-  if (c->err->msg_code == JERR_NO_BACKING_STORE) {
-    std::snprintf(e->message, sizeof e->message,
-                  "image too large: its DCT coefficients need more than %ld MiB",
-                  kMaxCoefficientMemory >> 20);
-  } else {
-    std::snprintf(e->message, sizeof e->message, "%s", text);
-  }
-}
-
-[[noreturn]] void on_error_exit(j_common_ptr c) {
-  auto* e = reinterpret_cast<ErrorMgr*>(c->err);
-  set_message(c, e);
-  std::longjmp(e->jump, 1);
-}
-
-void on_emit_message(j_common_ptr c, int level) {
-  if (level >= 0) return;  // trace messages: ignore
-  auto* e = reinterpret_cast<ErrorMgr*>(c->err);
-  set_message(c, e);
-  std::longjmp(e->jump, 1);  // warnings (corrupt/truncated data) are failures
-}
-
-void on_output_message(j_common_ptr) {}
-
-void init_error_mgr(ErrorMgr& e) {
-  jpeg_std_error(&e.pub);
-  e.pub.error_exit = on_error_exit;
-  e.pub.emit_message = on_emit_message;
-  e.pub.output_message = on_output_message;
-  e.message[0] = '\0';
-  e.code = EINVAL;
-}
-
-// The failure an error manager recorded, as an Error.
-fid::Error failure(const ErrorMgr& e) {
-  return fid::Error{e.code, e.message[0] != '\0' ? e.message : "libjpeg failed"};
-}
-
-void on_progress(j_common_ptr c) {
-  if (!c->is_decompressor) return;
-  auto* d = reinterpret_cast<j_decompress_ptr>(c);
-  if (d->input_scan_number > kMaxSourceScans) {
-    auto* e = reinterpret_cast<ErrorMgr*>(c->err);
-    std::snprintf(e->message, sizeof e->message, "JPEG has more than %d scans", kMaxSourceScans);
-    std::longjmp(e->jump, 1);
-  }
-}
-
-// ---------------------------------------------------------------------------------------------
-// Destination manager writing into a std::vector that grows geometrically.
-
-struct VectorDest {
-  jpeg_destination_mgr pub;
-  std::vector<uint8_t>* out;
-  size_t initial;
-};
-
-bool resize_nothrow(std::vector<uint8_t>& v, size_t n) noexcept {
-  try {
-    v.resize(n);
-    return true;
-  } catch (...) {
-    return false;
-  }
-}
-
-void dest_init(j_compress_ptr c) {
-  auto* d = reinterpret_cast<VectorDest*>(c->dest);
-  if (!resize_nothrow(*d->out, d->initial)) ERREXIT1(c, JERR_OUT_OF_MEMORY, 0);
-  c->dest->next_output_byte = d->out->data();
-  c->dest->free_in_buffer = d->out->size();
-}
-
-boolean dest_empty(j_compress_ptr c) {
-  auto* d = reinterpret_cast<VectorDest*>(c->dest);
-  const size_t used = d->out->size();  // libjpeg only calls this with the buffer full
-  if (!resize_nothrow(*d->out, used * 2)) ERREXIT1(c, JERR_OUT_OF_MEMORY, 0);
-  c->dest->next_output_byte = d->out->data() + used;
-  c->dest->free_in_buffer = d->out->size() - used;
-  return TRUE;
-}
-
-void dest_term(j_compress_ptr c) {
-  auto* d = reinterpret_cast<VectorDest*>(c->dest);
-  d->out->resize(d->out->size() - c->dest->free_in_buffer);  // shrinking never reallocates
-}
 
 // ---------------------------------------------------------------------------------------------
 // Scan scripts (documented in docs/FORMAT.md).
@@ -249,10 +139,6 @@ void build_script(const jpeg_decompress_struct& src, LevelScripts scripts, Scrip
   }
 }
 
-bool starts_with(const jpeg_saved_marker_ptr m, const char* tag, unsigned len) {
-  return m->data_length >= len && std::memcmp(m->data, tag, len) == 0;
-}
-
 // All libjpeg state of one transcode. Constructed before setjmp; its destructor releases
 // libjpeg's memory on every path, including after a longjmp.
 struct Transcoder {
@@ -291,8 +177,7 @@ bool run_transcode(Transcoder& t, std::span<const uint8_t> source, LevelScripts 
   t.src.progress = &t.progress;
   t.src.mem->max_memory_to_use = kMaxCoefficientMemory;
   jpeg_mem_src(&t.src, source.data(), static_cast<unsigned long>(source.size()));
-  jpeg_save_markers(&t.src, JPEG_COM, 0xFFFF);
-  for (int i = 0; i < 16; ++i) jpeg_save_markers(&t.src, JPEG_APP0 + i, 0xFFFF);
+  save_markers(&t.src);
   jpeg_read_header(&t.src, TRUE);
   jvirt_barray_ptr* coefs = jpeg_read_coefficients(&t.src);
 
@@ -308,20 +193,10 @@ bool run_transcode(Transcoder& t, std::span<const uint8_t> source, LevelScripts 
   t.dst.scan_info = t.script.scans;
   t.dst.num_scans = t.script.count;
 
-  t.dest.pub.init_destination = dest_init;
-  t.dest.pub.empty_output_buffer = dest_empty;
-  t.dest.pub.term_destination = dest_term;
-  t.dest.out = &out;
-  t.dest.initial = source.size() + source.size() / 8 + 4096;
-  t.dst.dest = &t.dest.pub;
+  write_into(&t.dst, t.dest, out, source.size() + source.size() / 8 + 4096);
 
   jpeg_write_coefficients(&t.dst, coefs);  // validates the scan script, writes SOI/JFIF/Adobe
-  for (jpeg_saved_marker_ptr m = t.src.marker_list; m != nullptr; m = m->next) {
-    if (t.dst.write_JFIF_header && m->marker == JPEG_APP0 && starts_with(m, "JFIF", 5)) continue;
-    if (t.dst.write_Adobe_marker && m->marker == JPEG_APP0 + 14 && starts_with(m, "Adobe", 5))
-      continue;
-    jpeg_write_marker(&t.dst, m->marker, m->data, m->data_length);
-  }
+  copy_markers(&t.src, &t.dst);
   jpeg_finish_compress(&t.dst);
   jpeg_finish_decompress(&t.src);
   // Data after EOI (an appended video, a second picture) would be lost by the transcode: such

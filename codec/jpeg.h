@@ -71,6 +71,18 @@ struct DecodedImage {
 // memory runs out).
 fid::Result<DecodedImage> decode_jpeg_strict(std::span<const uint8_t> jpeg);
 
+// How a sequential JPEG's Huffman tables are chosen: the standard tables of ITU T.81 K.3 (one
+// pass) or tables optimized for the image (two passes, smaller). docs/BENCHMARKS.md measures both.
+enum class HuffmanTables : uint8_t { standard, optimized };
+
+// A JPEG (in fidelityfs, a progressive level) re-encoded as one sequential Huffman scan whose
+// default libjpeg-turbo decode, block smoothing on, has exactly the pixels of the input's default
+// decode: the smoothing estimates of missing coefficients are written into the coefficients.
+// APPn and COM markers are kept. Errors: EINVAL with libjpeg's message (any warning counts),
+// ENOMEM when memory runs out.
+fid::Result<std::vector<uint8_t>> sequential_from_progressive(std::span<const uint8_t> jpeg,
+                                                              HuffmanTables tables = HuffmanTables::standard);
+
 // The two bytes every level-k file ends with.
 inline constexpr std::array<uint8_t, 2> kEoi{0xFF, 0xD9};
 

@@ -422,6 +422,45 @@ TEST_P(TranscodeSource, TranscodingTheResultAgainGivesTheSameBytes) {
   EXPECT_EQ(again->piece_end, r->piece_end);
 }
 
+// Every level of both script families, re-encoded sequential, decodes (libjpeg's default decode:
+// block smoothing on) to the very pixels of the progressive level, keeps the markers, and is one
+// sequential scan.
+TEST_P(TranscodeSource, SequentialLevelsHaveTheProgressiveLevelsPixels) {
+  const SourceSpec& s = GetParam();
+  const Bytes source = encode(s);
+  for (LevelScripts scripts : {LevelScripts::pcr, LevelScripts::fast}) {
+    const Result<ProgressiveJpeg> r = transcode_progressive(source, scripts);
+    ASSERT_TRUE(r.ok()) << r.error().message;
+    for (int k = 1; k <= kJpegLevels; ++k) {
+      const Bytes level = level_file(*r, k);
+      const Result<std::vector<uint8_t>> seq = sequential_from_progressive(level);
+      ASSERT_TRUE(seq.ok()) << "level " << k << ": " << seq.error().message;
+      const Result<JpegMarkerLayout> layout = walk_jpeg_markers(*seq);
+      ASSERT_TRUE(layout.ok()) << layout.error().message;
+      EXPECT_TRUE(layout->frame_marker == 0xC0 || layout->frame_marker == 0xC1) << int(layout->frame_marker);
+      // One interleaved scan; one per component only where an MCU would exceed 10 blocks.
+      const bool interleaved = input_components(s.color) <= 4 && s.h0 * s.v0 + input_components(s.color) - 1 <= 10;
+      EXPECT_EQ(layout->scans.size(), interleaved ? 1u : size_t(input_components(s.color))) << "level " << k;
+      const Result<DecodedImage> want = decode_jpeg_strict(level);
+      const Result<DecodedImage> got = decode_jpeg_strict(*seq);
+      ASSERT_TRUE(want.ok() && got.ok());
+      EXPECT_EQ(got->width, want->width);
+      EXPECT_EQ(got->components, want->components);
+      EXPECT_TRUE(got->pixels == want->pixels) << "level " << k << (scripts == LevelScripts::fast ? " fast" : " pcr")
+                                               << ": mean |diff| " << mean_abs_diff(got->pixels, want->pixels);
+      if (s.markers) {
+        EXPECT_TRUE(contains(*seq, exif_payload()));
+        EXPECT_TRUE(contains(*seq, icc_payload()));
+        EXPECT_TRUE(contains(*seq, com_payload()));
+      }
+      const Result<std::vector<uint8_t>> optimized = sequential_from_progressive(level, HuffmanTables::optimized);
+      ASSERT_TRUE(optimized.ok());
+      EXPECT_LE(optimized->size(), seq->size());
+      EXPECT_TRUE(decode_jpeg_strict(*optimized)->pixels == want->pixels);
+    }
+  }
+}
+
 std::string spec_name(const ::testing::TestParamInfo<SourceSpec>& i) { return i.param.name; }
 
 SourceSpec spec(std::string name, auto&&... mods) {

@@ -1,0 +1,186 @@
+// A JPEG level re-encoded as one sequential scan with the pixels of the progressive level.
+//
+// A progressive image that lacks some AC coefficients is decoded by libjpeg-turbo with block
+// smoothing: before the inverse DCT, it estimates missing low coefficients from the DC values of
+// neighbouring blocks (ITU T.81 K.8, extended in libjpeg-turbo 2.1). A sequential file has every
+// coefficient, so it is never smoothed. To give the sequential file the same pixels, the
+// transcode runs the decoder itself and takes each block as its inverse DCT receives it, i.e.
+// after smoothing: the decoder's own inverse-DCT entry (struct jpeg_inverse_dct, from
+// jpegint.h) is replaced by one that copies the block. Those coefficients are then written as
+// they are. Because the estimates come from the very library that decodes, the match does not
+// depend on re-implementing its smoothing. The decode runs with raw output, so no colour
+// conversion or upsampling is spent on pixels nobody looks at.
+//
+// Error handling as in jpeg.cpp: objects with destructors are constructed before setjmp.
+#include <cerrno>
+#include <csetjmp>
+#include <cstring>
+#include <limits>
+
+#include "codec/jpeg.h"
+#include "codec/libjpeg_glue.h"
+
+extern "C" {
+#include <jpegint.h>
+}
+
+namespace fid::codec {
+namespace {
+
+using namespace libjpeg;
+
+struct SequentialTranscoder {
+  jpeg_decompress_struct src;
+  jpeg_compress_struct dst;
+  ErrorMgr err;
+  jpeg_progress_mgr progress;
+  VectorDest dest;
+  bool src_created = false;
+  bool dst_created = false;
+  // The smoothed coefficients, one array per component, and the rows being decoded.
+  jvirt_barray_ptr blocks[MAX_COMPONENTS]{};
+  JBLOCKARRAY imcu_rows[MAX_COMPONENTS]{};  // this iMCU row of each component's blocks
+  JSAMPARRAY raw_rows[MAX_COMPONENTS]{};    // the raw output rows handed to libjpeg
+  bool bad_block = false;                   // the decoder handed a block outside the image
+  jpeg_scan_info scans[MAX_COMPONENTS];     // one per component, where one scan cannot hold them all
+
+  SequentialTranscoder() {
+    std::memset(&src, 0, sizeof src);
+    std::memset(&dst, 0, sizeof dst);
+    init_error_mgr(err);
+    std::memset(&progress, 0, sizeof progress);
+    progress.progress_monitor = on_progress;
+  }
+  ~SequentialTranscoder() {
+    if (dst_created) jpeg_destroy_compress(&dst);
+    if (src_created) jpeg_destroy_decompress(&src);
+  }
+  SequentialTranscoder(const SequentialTranscoder&) = delete;
+  SequentialTranscoder& operator=(const SequentialTranscoder&) = delete;
+};
+
+// Stands in for the inverse DCT: keeps the block the decoder would transform. Its place in the
+// image follows from where libjpeg would write its pixels: the column from output_col, the
+// block row from the output rows' offset within this iMCU row.
+void keep_block(j_decompress_ptr c, jpeg_component_info* comp, JCOEFPTR block, JSAMPARRAY output_rows,
+                JDIMENSION output_col) {
+  auto* t = static_cast<SequentialTranscoder*>(c->client_data);
+  const int ci = comp->component_index;
+  const int size = comp->DCT_scaled_size;
+  const ptrdiff_t row = output_rows - t->raw_rows[ci];
+  const JDIMENSION col = output_col / static_cast<JDIMENSION>(size);
+  if (ci < 0 || ci >= c->num_components || row < 0 || row % size != 0 || row / size >= comp->v_samp_factor ||
+      col >= comp->width_in_blocks || output_col % static_cast<JDIMENSION>(size) != 0) {
+    t->bad_block = true;
+    return;
+  }
+  std::memcpy(t->imcu_rows[ci][row / size][col], block, sizeof(JBLOCK));
+}
+
+// Decodes the whole image through keep_block, one iMCU row at a time.
+void decode_smoothed(SequentialTranscoder& t, std::vector<JSAMPROW>& row_pointers, std::vector<JSAMPLE>& scratch) {
+  jpeg_decompress_struct& s = t.src;
+  for (int ci = 0; ci < s.num_components; ++ci) {
+    jpeg_component_info& comp = s.comp_info[ci];
+    const JDIMENSION wide = comp.width_in_blocks + static_cast<JDIMENSION>(comp.h_samp_factor);
+    const JDIMENSION tall = comp.height_in_blocks + static_cast<JDIMENSION>(comp.v_samp_factor);
+    t.blocks[ci] = (*s.mem->request_virt_barray)(reinterpret_cast<j_common_ptr>(&s), JPOOL_IMAGE, TRUE, wide, tall,
+                                                 static_cast<JDIMENSION>(comp.v_samp_factor));
+  }
+  s.raw_data_out = TRUE;
+  s.do_block_smoothing = TRUE;  // the default, and the point: the blocks as a default decode sees them
+  s.client_data = &t;
+  jpeg_start_decompress(&s);  // reads every scan, realizes the arrays, picks the inverse DCTs
+  for (int ci = 0; ci < s.num_components; ++ci) s.idct->inverse_DCT[ci] = keep_block;
+
+  // Raw output wants v_samp_factor * DCT_scaled_size rows of every component per call; their
+  // pixels are never written (keep_block replaces the only writer), so all rows share one scratch row.
+  size_t row_bytes = 0;
+  int rows_per_component = 0;
+  for (int ci = 0; ci < s.num_components; ++ci) {
+    const jpeg_component_info& comp = s.comp_info[ci];
+    row_bytes = std::max<size_t>(row_bytes, size_t{comp.width_in_blocks + 1} * DCTSIZE * comp.h_samp_factor);
+    rows_per_component = std::max(rows_per_component, comp.v_samp_factor * comp.DCT_scaled_size);
+  }
+  scratch.resize(row_bytes);
+  row_pointers.assign(static_cast<size_t>(rows_per_component) * s.num_components, scratch.data());
+  JSAMPARRAY planes[MAX_COMPONENTS];
+  for (int ci = 0; ci < s.num_components; ++ci) planes[ci] = t.raw_rows[ci] = &row_pointers[ci * rows_per_component];
+
+  const JDIMENSION rows_per_call = static_cast<JDIMENSION>(s.max_v_samp_factor * s.min_DCT_scaled_size);
+  for (JDIMENSION imcu = 0; s.output_scanline < s.output_height; ++imcu) {
+    for (int ci = 0; ci < s.num_components; ++ci) {
+      const auto v = static_cast<JDIMENSION>(s.comp_info[ci].v_samp_factor);
+      t.imcu_rows[ci] = (*s.mem->access_virt_barray)(reinterpret_cast<j_common_ptr>(&s), t.blocks[ci], imcu * v, v, TRUE);
+    }
+    if (jpeg_read_raw_data(&s, planes, rows_per_call) == 0) ERREXIT(&s, JERR_INPUT_EMPTY);
+  }
+}
+
+bool fits_one_scan(const jpeg_decompress_struct& s) {
+  int blocks = 0;
+  for (int ci = 0; ci < s.num_components; ++ci) blocks += s.comp_info[ci].h_samp_factor * s.comp_info[ci].v_samp_factor;
+  return s.num_components <= MAX_COMPS_IN_SCAN && blocks <= D_MAX_BLOCKS_IN_MCU;
+}
+
+bool run(SequentialTranscoder& t, std::span<const uint8_t> jpeg, HuffmanTables tables, std::vector<uint8_t>& out) {
+  std::vector<JSAMPROW> row_pointers;  // before setjmp: a longjmp skips no destructor
+  std::vector<JSAMPLE> scratch;
+  if (setjmp(t.err.jump)) return false;
+  jpeg_decompress_struct& s = t.src;
+  s.err = &t.err.pub;
+  jpeg_create_decompress(&s);
+  t.src_created = true;
+  s.progress = &t.progress;
+  s.mem->max_memory_to_use = kMaxCoefficientMemory;
+  jpeg_mem_src(&s, jpeg.data(), static_cast<unsigned long>(jpeg.size()));
+  save_markers(&s);
+  jpeg_read_header(&s, TRUE);
+  if (s.arith_code || s.data_precision != 8) {
+    std::snprintf(t.err.message, sizeof t.err.message, "only 8-bit Huffman JPEGs are re-encoded sequential");
+    return false;
+  }
+  decode_smoothed(t, row_pointers, scratch);
+  if (t.bad_block) {
+    std::snprintf(t.err.message, sizeof t.err.message, "libjpeg handed a block outside the image");
+    return false;
+  }
+
+  jpeg_compress_struct& d = t.dst;
+  d.err = &t.err.pub;
+  jpeg_create_compress(&d);
+  t.dst_created = true;
+  jpeg_copy_critical_parameters(&s, &d);
+  d.arith_code = FALSE;
+  d.optimize_coding = tables == HuffmanTables::optimized ? TRUE : FALSE;
+  d.restart_interval = 0;
+  d.restart_in_rows = 0;
+  if (!fits_one_scan(s)) {
+    // More than 4 components or 10 blocks per MCU cannot be interleaved: one full scan per
+    // component, still sequential.
+    for (int ci = 0; ci < s.num_components; ++ci) {
+      t.scans[ci] = jpeg_scan_info{1, {ci, 0, 0, 0}, 0, DCTSIZE2 - 1, 0, 0};
+    }
+    d.scan_info = t.scans;
+    d.num_scans = s.num_components;
+  }
+  write_into(&d, t.dest, out, jpeg.size() * 2 + 4096);
+  jpeg_write_coefficients(&d, t.blocks);
+  copy_markers(&s, &d);
+  jpeg_finish_compress(&d);
+  jpeg_abort_decompress(&s);  // every scan is read; what follows EOI was judged when the level was cut
+  return true;
+}
+
+}  // namespace
+
+fid::Result<std::vector<uint8_t>> sequential_from_progressive(std::span<const uint8_t> jpeg, HuffmanTables tables) {
+  if (!looks_like_jpeg(jpeg)) return fid::Error{EINVAL, jpeg.empty() ? "empty input" : "not a JPEG (no SOI marker)"};
+  if (jpeg.size() > std::numeric_limits<uint32_t>::max() / 4) return fid::Error{EINVAL, "JPEG larger than 1 GiB"};
+  std::vector<uint8_t> out;
+  SequentialTranscoder t;
+  if (!run(t, jpeg, tables, out)) return failure(t.err);
+  return out;
+}
+
+}  // namespace fid::codec
