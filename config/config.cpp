@@ -37,6 +37,17 @@ std::optional<RawNames> parse_raw_names(std::string_view s) {
   if (ascii_iequals(s, "ext")) return RawNames::ext;
   return std::nullopt;
 }
+}  // namespace
+
+std::optional<Encoding> parse_encoding(std::string_view s) {
+  if (ascii_iequals(s, "progressive")) return Encoding::progressive;
+  if (ascii_iequals(s, "sequential")) return Encoding::sequential;
+  return std::nullopt;
+}
+
+std::string_view encoding_name(Encoding e) { return e == Encoding::sequential ? "sequential" : "progressive"; }
+
+namespace {
 std::optional<Readdir> parse_readdir(std::string_view s) {
   if (ascii_iequals(s, "plus")) return Readdir::plus;
   if (ascii_iequals(s, "plain")) return Readdir::plain;
@@ -138,6 +149,11 @@ constexpr CommonKey kCommonKeys[] = {
      "`1`..L or `full` (`full`)",
      "the mount's default level, see \"Levels\"",
      [](std::string_view v, CommonSettings& s) { return put(s.scan_group, parse_level(v)); }},
+    {"encoding", "progressive or sequential",
+     "`progressive`, `sequential` (`progressive`)",
+     "how a JPEG level reads: the stored progressive scans, or one sequential scan with the same pixels that "
+     "decodes faster, see \"Sequential levels\"",
+     [](std::string_view v, CommonSettings& s) { return put(s.encoding, parse_encoding(v)); }},
     {"threads", "1..1024",
      "`1`..`1024` (`16`)",
      "FUSE worker threads",
@@ -523,6 +539,7 @@ Status parse_mount_options(std::string_view list, MountOptions& opts) {
 Settings merge(const Config& cfg, const MountOptions& opts) {
   Settings s;
   s.scan_group = opts.scan_group.value_or(cfg.scan_group.value_or(kFull));
+  s.encoding = opts.encoding.value_or(cfg.encoding.value_or(s.encoding));
   s.rules = cfg.rules;
   s.threads = opts.threads.value_or(cfg.threads.value_or(s.threads));
   s.cache_bytes = opts.cache_bytes.value_or(cfg.cache_bytes.value_or(s.cache_bytes));

@@ -49,6 +49,11 @@ enum class Gpu { auto_, on, off, emulate };
 // codec::view_format_name); RawNames says whether the file's name gets the container's extension.
 enum class RawNames { keep, ext };
 std::string_view raw_names_name(RawNames n);
+// How a JPEG level reads: as stored (the first k scan groups of the progressive transcode) or
+// re-encoded as one sequential scan with the same pixels, which decodes faster on a CPU.
+enum class Encoding { progressive, sequential };
+std::string_view encoding_name(Encoding e);
+std::optional<Encoding> parse_encoding(std::string_view s);
 // How the mount answers directory listings: READDIRPLUS (every entry with its attributes, so the
 // kernel instantiates it), plain READDIR (names and types; a file gets a LOOKUP when first
 // opened), or the kernel's choice (FUSE_CAP_READDIRPLUS_AUTO).
@@ -93,6 +98,7 @@ struct Rule {
 // (config.cpp parses each one way for both).
 struct CommonSettings {
   std::optional<int> scan_group;
+  std::optional<Encoding> encoding;
   std::optional<unsigned> threads;
   std::optional<uint64_t> cache_bytes;
   std::optional<Gpu> gpu;
@@ -167,6 +173,7 @@ std::vector<MountOptionDoc> mount_option_docs();
 // The merged settings of a mount: option > config file > default.
 struct Settings {
   int scan_group = kFull;
+  Encoding encoding = Encoding::progressive;
   std::vector<Rule> rules;
   unsigned threads = 16;
   uint64_t cache_bytes = 256ull << 20;

@@ -1,7 +1,11 @@
 #include "core/file_reader.h"
 
-#include <cstring>
+#include <fmt/format.h>
 
+#include <cstring>
+#include <limits>
+
+#include "codec/jpeg.h"
 #include "core/log.h"
 #include "core/read_range.h"
 
@@ -18,7 +22,8 @@ FileReader::FileReader(const index::Store& store, storage::RecordSource& source,
                 rank_deal(settings.order_ranks), [&source] { return source.in_flight_target(); }),
       reader_loads_([&source] { return source.in_flight_target(); }),
       views_(std::max<uint64_t>(settings.cache_bytes / 4, 8ull << 20)),
-      gpu_(gpu) {
+      gpu_(gpu),
+      sequential_sizes_(new std::atomic<std::atomic<uint32_t>*>[static_cast<size_t>(store.levels()) + 1]()) {
   if (!gpu) return;
   L3Batcher::Options o{settings.gpu_batch, std::chrono::microseconds(settings.gpu_deadline_us)};
   batcher_ = std::make_unique<L3Batcher>(*gpu, o, [this](const std::string& why) {
@@ -60,9 +65,69 @@ Error FileReader::failed(const index::File& f, Error e) {
   return e;
 }
 
-Result<FileReader::Bytes> FileReader::read(const index::File& f, int level, uint64_t offset, uint64_t length) {
+Result<FileReader::Bytes> FileReader::read(const index::File& f, int level, bool sequential, uint64_t offset,
+                                           uint64_t length) {
   if (offset == 0) prefetch_.on_access(f.id, level);
-  return f.kind == index::FileKind::l3 ? read_view(f, offset, length) : read_pieces(f, level, offset, length);
+  if (f.kind == index::FileKind::l3) return read_view(f, offset, length);
+  if (!sequential) return read_pieces(f, level, offset, length);
+  Result<ViewCache::View> v = sequential_view(f, level);
+  if (!v) return failed(f, std::move(v).error());
+  const uint64_t begin = std::min<uint64_t>(offset, (*v)->size());
+  const uint64_t end = begin + std::min<uint64_t>(length, (*v)->size() - begin);
+  return Bytes{{(*v)->data() + begin, end - begin}, *v};
+}
+
+Result<uint64_t> FileReader::sequential_size(const index::File& f, int level) {
+  if (f.kind != index::FileKind::jpeg || level < 1 || level > store_.levels())
+    return Error{EINVAL, "only a JPEG level reads sequential"};
+  if (const uint32_t known = sequential_size_slot(f.id, level).load(std::memory_order_acquire)) return known;
+  Result<ViewCache::View> v = sequential_view(f, level);
+  if (!v) return failed(f, std::move(v).error());
+  return (*v)->size();
+}
+
+std::atomic<uint32_t>& FileReader::sequential_size_slot(uint32_t file, int level) {
+  std::atomic<std::atomic<uint32_t>*>& table = sequential_sizes_[static_cast<size_t>(level)];
+  std::atomic<uint32_t>* t = table.load(std::memory_order_acquire);
+  if (!t) {
+    std::lock_guard lock(sequential_mu_);
+    t = table.load(std::memory_order_acquire);
+    if (!t) {
+      sequential_tables_.emplace_back(new std::atomic<uint32_t>[store_.files().size()]());
+      t = sequential_tables_.back().get();
+      table.store(t, std::memory_order_release);
+    }
+  }
+  return t[file];
+}
+
+Result<ViewCache::View> FileReader::sequential_view(const index::File& f, int level) {
+  std::optional<Error> error;
+  ViewCache::View v = views_.get(ViewCache::view_key(f.id, level), [&]() -> ViewCache::View {
+    Result<ViewCache::View> r = render_sequential(f, level);
+    if (r.ok()) return *r;
+    error = std::move(r).error();
+    return nullptr;
+  });
+  if (!v) return error ? std::move(*error) : Error{EIO, "re-encoding it sequential failed in another reader"};
+  return v;
+}
+
+Result<ViewCache::View> FileReader::render_sequential(const index::File& f, int level) {
+  std::vector<uint8_t> stored;  // the progressive level, freed once re-encoded
+  if (Status st = read_stored(f, level, 0, store_.size_at_level(f, level), stored); !st.ok()) return std::move(st).error();
+  Result<std::vector<uint8_t>> seq = codec::sequential_from_progressive(stored);
+  if (!seq) return Error{EIO, fmt::format("level {} does not re-encode sequential: {}", level, seq.error().message)};
+  if (seq->empty() || seq->size() >= std::numeric_limits<uint32_t>::max())
+    return Error{EIO, fmt::format("level {} re-encoded sequential is {} bytes", level, seq->size())};
+  const auto size = static_cast<uint32_t>(seq->size());
+  uint32_t known = 0;
+  // The same bytes give the same re-encoding; a difference would change a size the kernel holds.
+  if (!sequential_size_slot(f.id, level).compare_exchange_strong(known, size) && known != size)
+    return Error{EIO, fmt::format("level {} re-encoded sequential to {} bytes, {} before", level, size, known)};
+  std::shared_ptr<codec::HostBuffer> view = codec::HostBuffer::heap(seq->size());
+  std::memcpy(view->data(), seq->data(), seq->size());
+  return ViewCache::View(std::move(view));
 }
 
 void FileReader::set_random_reads(bool records, bool memory_holds_all) {
@@ -114,7 +179,7 @@ Result<FileReader::Bytes> FileReader::read_view(const index::File& f, uint64_t o
   const uint64_t end = begin + std::min(length, total - begin);
   if (begin == end) return Bytes{};
   std::optional<Error> error;
-  ViewCache::View v = views_.get(f.id, [&]() -> ViewCache::View {
+  ViewCache::View v = views_.get(ViewCache::view_key(f.id), [&]() -> ViewCache::View {
     Result<ViewCache::View> r = render(f);
     if (r.ok()) return *r;
     error = std::move(r).error();

@@ -3,7 +3,11 @@
 // waited for); else, in random_reads=records mode, over the record's prefix loaded for this read
 // (core/random_reads.h); else over storage. An L3 file reads as its decoded view (codec::render_l3_view),
 // rendered once into the view cache; with a GPU decoder it is decoded in batches into pinned
-// memory. The first failure of each file is logged once, with its cause.
+// memory. A JPEG level read sequential (encoding=sequential) is its stored bytes re-encoded as
+// one sequential scan with the same pixels (codec::sequential_from_progressive), made when its
+// size is first asked for and kept in the view cache; its size is remembered (4 bytes a file per
+// level in use), so it never changes under an inode even when the bytes must be made again. The
+// first failure of each file is logged once, with its cause.
 #pragma once
 
 #include <atomic>
@@ -41,10 +45,14 @@ class FileReader {
     std::span<const uint8_t> data;
     std::shared_ptr<const void> keep;
   };
-  // Bytes [offset, offset + length) of file f at `level`, clipped at its end.
-  Result<Bytes> read(const index::File& f, int level, uint64_t offset, uint64_t length);
-  // Bytes a read of the whole file returns at `level` (an L3 file: its view's size).
+  // Bytes [offset, offset + length) of file f at `level` (`sequential`: re-encoded as one
+  // sequential scan), clipped at its end.
+  Result<Bytes> read(const index::File& f, int level, bool sequential, uint64_t offset, uint64_t length);
+  // Bytes a read of the whole file returns at `level` as stored (an L3 file: its view's size).
   uint64_t size(const index::File& f, int level) const;
+  // Bytes of JPEG f's level re-encoded sequential: made (and kept in the view cache) on the first
+  // call, remembered after. Errors: EINVAL (not a JPEG), or why it could not be made (EIO).
+  Result<uint64_t> sequential_size(const index::File& f, int level);
   // The shape an L3 file has (validated when the store was loaded).
   static codec::L3Shape shape_of(const index::File& f);
   codec::ViewFormat view_format() const { return view_format_; }
@@ -76,6 +84,11 @@ class FileReader {
   bool load_for_read(uint32_t r, int lvl);
   Result<Bytes> read_pieces(const index::File& f, int level, uint64_t offset, uint64_t length);
   Result<Bytes> read_view(const index::File& f, uint64_t offset, uint64_t length);
+  // The view of f's level re-encoded sequential, from the view cache or made now.
+  Result<ViewCache::View> sequential_view(const index::File& f, int level);
+  Result<ViewCache::View> render_sequential(const index::File& f, int level);
+  // The remembered size of f's sequential level k (0: not made yet); allocates level k's table.
+  std::atomic<uint32_t>& sequential_size_slot(uint32_t file, int level);
   // Decodes an L3 file's payload into a new view.
   Result<ViewCache::View> render(const index::File& f);
   // Counts a failed read of f and logs the first one of each file.
@@ -93,6 +106,11 @@ class FileReader {
   codec::L3BatchDecoder* gpu_;
   std::unique_ptr<L3Batcher> batcher_;
   std::atomic<uint64_t> gpu_failures_{0}, failures_{0};
+  // Per level 1..L, the size of each file's sequential re-encoding (0: not made yet); a level's
+  // table is allocated on its first use and kept to the end.
+  std::unique_ptr<std::atomic<std::atomic<uint32_t>*>[]> sequential_sizes_;
+  std::vector<std::unique_ptr<std::atomic<uint32_t>[]>> sequential_tables_;  // owns them; under its mutex
+  std::mutex sequential_mu_;
   mutable std::mutex failed_mu_;
   std::unordered_set<uint32_t> failed_files_;
 };

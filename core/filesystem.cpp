@@ -22,14 +22,15 @@ Filesystem::Filesystem(const index::Store& store, storage::RecordSource& source,
       options_(options),
       inodes_(static_cast<uint32_t>(store.dirs().size()), static_cast<uint32_t>(store.files().size()), store.levels()),
       policy_(make_level_policy(store, settings)),
+      encodings_(make_encoding_policy(store, settings)),
       display_names_(make_display_names(store, settings)),
       reader_(store, source, settings, options.gpu),
       orders_(store, settings.order_seed.value_or(store.seed()), settings.order_window, rank_deal(settings.order_ranks),
               &display_names_),
       control_(inodes_, [this](NodeType t) { return control_text(t); }),
-      names_(store, inodes_, policy_, reader_, control_, orders_, display_names_),
-      changes_(store, inodes_, policy_, names_, settings.threads),
-      xattrs_(store, policy_, reader_, orders_, changes_, [this] { forget_order_files(); }),
+      names_(store, inodes_, policy_, encodings_, reader_, control_, orders_, display_names_),
+      changes_(store, inodes_, policy_, encodings_, names_, settings.threads),
+      xattrs_(store, policy_, encodings_, reader_, orders_, changes_, [this] { forget_order_files(); }),
       change_access_(settings.level_changes, options.owner, options.level_change_group),
       started_(std::chrono::steady_clock::now()),
       read_counts_(new ReadCount[static_cast<size_t>(store.levels()) + 3]) {
@@ -153,7 +154,7 @@ Result<FileReader::Bytes> Filesystem::read(uint64_t ino, uint64_t offset, uint64
   const index::File& f = store_.files()[n.id];
   ReadCount& count = read_counts_[read_slot(f.kind, n.level)];
   count.reads.fetch_add(1, std::memory_order_relaxed);
-  auto r = reader_.read(f, n.level, offset, size);
+  auto r = reader_.read(f, n.level, n.sequential, offset, size);
   if (r.ok()) {
     bytes_.fetch_add(r->data.size(), std::memory_order_relaxed);
     count.bytes.fetch_add(r->data.size(), std::memory_order_relaxed);
@@ -455,6 +456,7 @@ std::string Filesystem::config_json() const {
   j["levels"] = store_.levels();
   j["scan_group"] = config::level_text(s.scan_group);
   j["effective_default_level"] = policy_.mount_default();
+  j["encoding"] = config::encoding_name(s.encoding);
   nlohmann::ordered_json rules = nlohmann::ordered_json::array();
   for (const auto& r : s.rules) rules.push_back({{"path", r.glob}, {"scan_group", config::level_text(r.level)}});
   j["rules"] = rules;

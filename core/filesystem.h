@@ -132,6 +132,7 @@ class Filesystem {
   const Options options_;
   const InodeMap inodes_;
   LevelPolicy policy_;
+  LevelPolicy encodings_;  // kProgressive or kSequential per file, inherited like levels
   const DisplayNames display_names_;
   FileReader reader_;
   OrderFiles orders_;

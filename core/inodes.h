@@ -7,8 +7,9 @@
 //   C = D+1 .. C+15                the control folder /.fidelity and its fixed entries
 //   V = C+16 ..                    /.fidelity/sg/K/...: the whole tree at fixed level K (1..L):
 //                                  ino = V + (K-1)*(D+F) + local, local = dir id | D + file id
-//   LF = V + L*(D+F) ..            live files at level K: LF + (K-1)*F + file id
-//   O = LF + L*F ..                order files /.fidelity/order/epoch-N[.rank-R-of-W]: a bounded
+//   LF = V + L*(D+F) ..            live files at level K: LF + (K-1)*F + file id; re-encoded
+//                                  sequential (encoding=sequential): LF + (L+K-1)*F + file id
+//   O = LF + 2*L*F ..                order files /.fidelity/order/epoch-N[.rank-R-of-W]: a bounded
 //                                  table of kOrderSlots slots (core/orders.h), ino = O + slot
 //   S = O + kOrderSlots ..         control-file snapshots: S + 2*generation + (0 stats | 1 config)
 #pragma once
@@ -37,6 +38,7 @@ struct Node {
   uint32_t id = 0;      // dir id or file id (dir/file)
   int view = 0;         // 0 = live tree, K = /.fidelity/sg/K
   int level = 0;        // file: the level this inode serves (fixed for its lifetime)
+  bool sequential = false;  // file: that level re-encoded as one sequential scan (live JPEGs only)
   uint64_t snapshot = 0;  // snapshot control files: the snapshot generation
 };
 
@@ -47,15 +49,17 @@ inline bool is_dir_node(NodeType t) {
 class InodeMap {
  public:
   InodeMap(uint32_t ndirs, uint32_t nfiles, int levels)
-      : d_(ndirs), f_(nfiles), ctl_(uint64_t{ndirs} + 1), view_(ctl_ + 16),
-        live_(view_ + uint64_t(levels) * (uint64_t{ndirs} + nfiles)), orders_(live_ + uint64_t(levels) * nfiles),
+      : d_(ndirs), f_(nfiles), levels_(levels), ctl_(uint64_t{ndirs} + 1), view_(ctl_ + 16),
+        live_(view_ + uint64_t(levels) * (uint64_t{ndirs} + nfiles)), orders_(live_ + 2 * uint64_t(levels) * nfiles),
         snap_(orders_ + kOrderSlots) {}
 
   uint64_t dir(uint32_t id, int view = 0) const { return view == 0 ? 1 + uint64_t{id} : view_base(view) + id; }
   // A file in view K (its level is K).
   uint64_t view_file(uint32_t id, int view) const { return view_base(view) + d_ + id; }
-  // A live file served at `level`.
-  uint64_t live_file(uint32_t id, int level) const { return live_ + uint64_t(level - 1) * f_ + id; }
+  // A live file served at `level`, as stored or re-encoded sequential.
+  uint64_t live_file(uint32_t id, int level, bool sequential = false) const {
+    return live_ + uint64_t(level - 1 + (sequential ? levels_ : 0)) * f_ + id;
+  }
   uint64_t ctl_root() const { return ctl_; }
   uint64_t ctl_sg() const { return ctl_ + 3; }
   uint64_t ctl_order() const { return ctl_ + 4; }
@@ -94,7 +98,9 @@ class InodeMap {
     }
     if (ino < orders_) {
       n.type = NodeType::file;
-      n.level = static_cast<int>((ino - live_) / f_) + 1;
+      const auto slot = static_cast<int>((ino - live_) / f_);
+      n.sequential = slot >= levels_;
+      n.level = slot % levels_ + 1;
       n.id = static_cast<uint32_t>((ino - live_) % f_);
       return n;
     }
@@ -112,6 +118,7 @@ class InodeMap {
   // View K's inode of local index 0 (its root directory).
   uint64_t view_base(int view) const { return view_ + uint64_t(view - 1) * (uint64_t{d_} + f_); }
   uint32_t d_, f_;
+  int levels_;
   uint64_t ctl_, view_, live_, orders_, snap_;
 };
 

@@ -4,6 +4,8 @@
 
 #include <cerrno>
 
+#include <fmt/format.h>
+
 #include "core/log.h"
 
 namespace fid::core {
@@ -12,9 +14,9 @@ namespace {
 constexpr std::chrono::milliseconds kOwnEntryWait{200};
 }  // namespace
 
-LevelChanges::LevelChanges(const index::Store& store, const InodeMap& inodes, LevelPolicy& policy,
+LevelChanges::LevelChanges(const index::Store& store, const InodeMap& inodes, LevelPolicy& levels, LevelPolicy& encodings,
                            const Namespace& names, unsigned workers)
-    : store_(store), inodes_(inodes), policy_(policy), names_(names), workers_(workers) {}
+    : store_(store), inodes_(inodes), levels_(levels), encodings_(encodings), names_(names), workers_(workers) {}
 
 LevelChanges::~LevelChanges() { detach(); }
 
@@ -80,17 +82,22 @@ size_t LevelChanges::pending() const {
   return deferred_pending_;
 }
 
-Status LevelChanges::change(const Node& n, std::optional<int> level, int flags) {
+Status LevelChanges::change(const Node& n, SubtreeSetting what, std::optional<int> value, int flags) {
+  const bool level = what == SubtreeSetting::scan_group;
   if ((n.type != NodeType::dir && n.type != NodeType::file) || n.view)
-    return Error{EPERM, "only live files and folders take a level (views have a fixed one)"};
+    return Error{EPERM, level ? "only live files and folders take a level (views have a fixed one)"
+                              : "only live files and folders take an encoding (views read as stored)"};
   const bool file = n.type == NodeType::file;
-  if (file && store_.files()[n.id].kind != index::FileKind::jpeg) return Error{EINVAL, "only JPEG files have levels"};
-  const std::optional<int> cur = file ? policy_.file_override(n.id) : policy_.dir_override(n.id);
-  if (level && (flags & XATTR_CREATE) && cur) return Error{EEXIST, "the level is already set"};
-  if (level && (flags & XATTR_REPLACE) && !cur) return Error{ENODATA, "no level is set"};
-  if (!level && !cur) return Error{ENODATA, "no level is set"};
-  if (!(file ? policy_.set_file(n.id, level) : policy_.set_dir(n.id, level)))
-    return level ? Error{EINVAL, "bad level"} : Error{ENODATA, "no level is set"};
+  if (file && store_.files()[n.id].kind != index::FileKind::jpeg)
+    return Error{EINVAL, level ? "only JPEG files have levels" : "only JPEG files have an encoding"};
+  LevelPolicy& policy = level ? levels_ : encodings_;
+  const char* const name = level ? "level" : "encoding";
+  const std::optional<int> cur = file ? policy.file_override(n.id) : policy.dir_override(n.id);
+  if (value && (flags & XATTR_CREATE) && cur) return Error{EEXIST, fmt::format("the {} is already set", name)};
+  if (value && (flags & XATTR_REPLACE) && !cur) return Error{ENODATA, fmt::format("no {} is set", name)};
+  if (!value && !cur) return Error{ENODATA, fmt::format("no {} is set", name)};
+  if (!(file ? policy.set_file(n.id, value) : policy.set_dir(n.id, value)))
+    return value ? Error{EINVAL, fmt::format("bad {}", name)} : Error{ENODATA, fmt::format("no {} is set", name)};
   changes_.fetch_add(1, std::memory_order_relaxed);
   names_.order_with_lookups();  // before reading is_known (see Namespace::order_with_lookups)
   {
@@ -103,9 +110,13 @@ Status LevelChanges::change(const Node& n, std::optional<int> level, int flags) 
     --invalidating_;
   }
   inflight_cv_.notify_all();
-  log_info("{}{}: scan_group {}", file ? "" : "directory ",
+  const std::string now = !value ? std::string("override removed")
+                          : level  ? std::to_string(*value)
+                                   : std::string(config::encoding_name(*value == kSequential ? config::Encoding::sequential
+                                                                                           : config::Encoding::progressive));
+  log_info("{}{}: {} {}", file ? "" : "directory ",
            file ? store_.relative_path(store_.files()[n.id]) : store_.relative_path(store_.dirs()[n.id]),
-           level ? std::to_string(*level) : std::string("override removed"));
+           level ? "scan_group" : "encoding", now);
   return {};
 }
 

@@ -63,11 +63,14 @@ class KernelCache {
   virtual void forget_inode(uint64_t ino) = 0;
 };
 
+// The two settings a file or folder takes per subtree; both choose a file's inode.
+enum class SubtreeSetting { scan_group, encoding };
+
 class LevelChanges {
  public:
   // `workers`: the threads answering requests (at most half of them invalidate at once).
-  LevelChanges(const index::Store& store, const InodeMap& inodes, LevelPolicy& policy, const Namespace& names,
-               unsigned workers);
+  LevelChanges(const index::Store& store, const InodeMap& inodes, LevelPolicy& levels, LevelPolicy& encodings,
+               const Namespace& names, unsigned workers);
   ~LevelChanges();
   LevelChanges(const LevelChanges&) = delete;
   LevelChanges& operator=(const LevelChanges&) = delete;
@@ -95,10 +98,10 @@ class LevelChanges {
     std::optional<uint32_t> dir_;
   };
 
-  // Sets (level 1..L) or removes (nullopt) the override of live file or folder n. `flags`:
-  // XATTR_CREATE / XATTR_REPLACE. Errors: EPERM (not a live file or folder), EINVAL (not a JPEG
-  // or a bad level), EEXIST, ENODATA.
-  Status change(const Node& n, std::optional<int> level, int flags);
+  // Sets (a level 1..L, or kProgressive/kSequential) or removes (nullopt) the override of `what`
+  // of live file or folder n. `flags`: XATTR_CREATE / XATTR_REPLACE. Errors: EPERM (not a live
+  // file or folder), EINVAL (not a JPEG or a bad value), EEXIST, ENODATA.
+  Status change(const Node& n, SubtreeSetting what, std::optional<int> value, int flags);
 
   uint64_t changes() const { return changes_.load(); }
   uint64_t invalidations() const { return invalidations_.load(); }
@@ -123,7 +126,8 @@ class LevelChanges {
 
   const index::Store& store_;
   const InodeMap& inodes_;
-  LevelPolicy& policy_;
+  LevelPolicy& levels_;
+  LevelPolicy& encodings_;
   const Namespace& names_;
   const unsigned workers_;
   std::atomic<KernelCache*> kernel_{nullptr};

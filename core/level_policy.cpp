@@ -142,14 +142,24 @@ std::vector<uint8_t> rule_levels(const index::Store& store, const std::vector<co
   return out;
 }
 
-LevelPolicy make_level_policy(const index::Store& store, const config::Settings& s) {
+namespace {
+LevelPolicy policy_over_tree(const index::Store& store, int values, int mount_default, std::vector<uint8_t> rules) {
   std::vector<uint32_t> parent, fdir;
   parent.reserve(store.dirs().size());
   for (const index::Dir& d : store.dirs()) parent.push_back(d.parent);
   fdir.reserve(store.files().size());
   for (const index::File& f : store.files()) fdir.push_back(f.dir);
+  return LevelPolicy(values, mount_default, std::move(parent), std::move(fdir), std::move(rules));
+}
+}  // namespace
+
+LevelPolicy make_level_policy(const index::Store& store, const config::Settings& s) {
   const int def = s.scan_group >= config::kFull ? store.levels() : std::min(s.scan_group, store.levels());
-  return LevelPolicy(store.levels(), std::max(def, 1), std::move(parent), std::move(fdir), rule_levels(store, s.rules));
+  return policy_over_tree(store, store.levels(), std::max(def, 1), rule_levels(store, s.rules));
+}
+
+LevelPolicy make_encoding_policy(const index::Store& store, const config::Settings& s) {
+  return policy_over_tree(store, 2, s.encoding == config::Encoding::sequential ? kSequential : kProgressive, {});
 }
 
 }  // namespace fid::core

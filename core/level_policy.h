@@ -70,4 +70,11 @@ std::vector<uint8_t> rule_levels(const index::Store& store, const std::vector<co
 // The policy of a mount of `store` with `settings` (mount default and rules).
 LevelPolicy make_level_policy(const index::Store& store, const config::Settings& settings);
 
+// A JPEG's encoding (config::Encoding) is inherited exactly as its level is, from a file's or the
+// nearest folder's user.fidelity.encoding, else the mount's setting: a LevelPolicy over the two
+// values below holds it.
+inline constexpr int kProgressive = 1;
+inline constexpr int kSequential = 2;
+LevelPolicy make_encoding_policy(const index::Store& store, const config::Settings& settings);
+
 }  // namespace fid::core

@@ -61,12 +61,13 @@ DisplayNames make_display_names(const index::Store& store, const config::Setting
   return names;
 }
 
-Namespace::Namespace(const index::Store& store, const InodeMap& inodes, const LevelPolicy& policy,
-                     const FileReader& reader, ControlFiles& control, OrderFiles& orders,
+Namespace::Namespace(const index::Store& store, const InodeMap& inodes, const LevelPolicy& levels,
+                     const LevelPolicy& encodings, FileReader& reader, ControlFiles& control, OrderFiles& orders,
                      const DisplayNames& display_names)
     : store_(store),
       inodes_(inodes),
-      policy_(policy),
+      levels_(levels),
+      encodings_(encodings),
       reader_(reader),
       control_(control),
       orders_(orders),
@@ -81,7 +82,8 @@ bool Namespace::name_cacheable(NodeType t) {
 
 uint64_t Namespace::live_file_ino(uint32_t f) const {
   const bool jpeg = store_.files()[f].kind == index::FileKind::jpeg;
-  return inodes_.live_file(f, jpeg ? policy_.effective(f) : store_.levels());
+  if (!jpeg) return inodes_.live_file(f, store_.levels());
+  return inodes_.live_file(f, levels_.effective(f), encodings_.effective(f) == kSequential);
 }
 
 std::string_view Namespace::display_name(const index::File& f) const {
@@ -202,21 +204,28 @@ uint64_t Namespace::lookup(const Node& n, std::string_view name, uint64_t* gener
 
 // ---- attributes --------------------------------------------------------------------------------
 
-void Namespace::stat_tree(const Node& n, struct stat& st) const {
+bool Namespace::stat_tree(const Node& n, struct stat& st) {
   if (n.type == NodeType::dir) {
     const index::Dir& d = store_.dirs()[n.id];
     st.st_mode = S_IFDIR | 0555;
     st.st_nlink = 2 + d.subdir_count + (n.view == 0 && n.id == 0 ? 1 : 0);  // the root also holds .fidelity
     st.st_size = 4096;
     set_time(st, d.mtime_ns);
-    return;
+    return true;
   }
   const index::File& f = store_.files()[n.id];
   st.st_mode = S_IFREG | 0444;
   st.st_nlink = 1;
-  st.st_size = static_cast<off_t>(reader_.size(f, n.level));
+  if (n.sequential) {
+    Result<uint64_t> size = reader_.sequential_size(f, n.level);
+    if (!size) return false;
+    st.st_size = static_cast<off_t>(*size);
+  } else {
+    st.st_size = static_cast<off_t>(reader_.size(f, n.level));
+  }
   st.st_blocks = (st.st_size + 511) / 512;
   set_time(st, f.mtime_ns);
+  return true;
 }
 
 bool Namespace::stat_control(const Node& n, struct stat& st) {
@@ -246,12 +255,10 @@ bool Namespace::attributes(uint64_t ino, struct stat& st) {
     case NodeType::invalid: return false;
     case NodeType::dir:
       if (n.id >= store_.dirs().size()) return false;
-      stat_tree(n, st);
-      return true;
+      return stat_tree(n, st);
     case NodeType::file:
       if (n.id >= store_.files().size()) return false;
-      stat_tree(n, st);
-      return true;
+      return stat_tree(n, st);
     default: return stat_control(n, st);
   }
 }

@@ -30,8 +30,8 @@ DisplayNames make_display_names(const index::Store& store, const config::Setting
 
 class Namespace {
  public:
-  Namespace(const index::Store& store, const InodeMap& inodes, const LevelPolicy& policy, const FileReader& reader,
-            ControlFiles& control, OrderFiles& orders, const DisplayNames& display_names);
+  Namespace(const index::Store& store, const InodeMap& inodes, const LevelPolicy& levels, const LevelPolicy& encodings,
+            FileReader& reader, ControlFiles& control, OrderFiles& orders, const DisplayNames& display_names);
 
   struct DirEntry {
     std::string_view name;
@@ -42,12 +42,14 @@ class Namespace {
   std::optional<DirEntry> entry_at(uint64_t dir, size_t i);
   // The inode of `name` in directory node `parent` (0: no such name) and its generation.
   uint64_t lookup(const Node& parent, std::string_view name, uint64_t* generation);
-  // Attributes of ino; false if there is no such inode.
+  // Attributes of ino; false if there is no such inode, or its size cannot be known (a sequential
+  // level whose re-encoding failed: FileReader logged why).
   bool attributes(uint64_t ino, struct stat& st);
   // False for names whose inode changes while the name stays (control and order files): the
   // kernel must ask again at every lookup.
   static bool name_cacheable(NodeType t);
-  // The inode a live file has now: at its effective level (non-JPEG files have one content).
+  // The inode a live file has now: at its effective level and encoding (non-JPEG files have one
+  // content).
   uint64_t live_file_ino(uint32_t f) const;
   std::string_view display_name(const index::File& f) const;
 
@@ -68,13 +70,14 @@ class Namespace {
   uint64_t lookup_in_tree(const Node& n, std::string_view name) const;
   // The file named `name` among folder d's files (its display name), or nullopt.
   std::optional<uint32_t> find_file(const index::Dir& d, std::string_view name) const;
-  void stat_tree(const Node& n, struct stat& st) const;
+  bool stat_tree(const Node& n, struct stat& st);
   bool stat_control(const Node& n, struct stat& st);
 
   const index::Store& store_;
   const InodeMap& inodes_;
-  const LevelPolicy& policy_;
-  const FileReader& reader_;
+  const LevelPolicy& levels_;
+  const LevelPolicy& encodings_;
+  FileReader& reader_;
   ControlFiles& control_;
   OrderFiles& orders_;
   const DisplayNames& display_names_;

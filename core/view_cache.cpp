@@ -2,9 +2,9 @@
 
 namespace fid::core {
 
-ViewCache::View ViewCache::get(uint32_t file, const std::function<View()>& render) {
+ViewCache::View ViewCache::get(uint64_t key, const std::function<View()>& render) {
   std::unique_lock lock(mu_);
-  if (auto found = by_file_.find(file); found != by_file_.end()) {
+  if (auto found = by_key_.find(key); found != by_key_.end()) {
     entries_.splice(entries_.begin(), entries_, found->second);
     auto view = found->second->view;
     lock.unlock();
@@ -12,8 +12,8 @@ ViewCache::View ViewCache::get(uint32_t file, const std::function<View()>& rende
     return view.get();
   }
   std::promise<View> promise;
-  entries_.push_front(Entry{file, promise.get_future().share(), 0});
-  by_file_.emplace(file, entries_.begin());
+  entries_.push_front(Entry{key, promise.get_future().share(), 0});
+  by_key_.emplace(key, entries_.begin());
   used_ += kEntryOverhead;
   lock.unlock();
   View v;
@@ -22,21 +22,21 @@ ViewCache::View ViewCache::get(uint32_t file, const std::function<View()>& rende
   } catch (...) {  // not kept pending: the readers waiting see a failed render, the caller the exception
     promise.set_value(nullptr);
     lock.lock();
-    finish_locked(file, nullptr);
+    finish_locked(key, nullptr);
     throw;
   }
   promise.set_value(v);
   renders_.fetch_add(1, std::memory_order_relaxed);
   lock.lock();
-  finish_locked(file, v);
+  finish_locked(key, v);
   return v;
 }
 
-void ViewCache::finish_locked(uint32_t file, const View& v) {
-  if (auto found = by_file_.find(file); found != by_file_.end() && found->second->bytes == 0) {
+void ViewCache::finish_locked(uint64_t key, const View& v) {
+  if (auto found = by_key_.find(key); found != by_key_.end() && found->second->bytes == 0) {
     if (!v) {
       entries_.erase(found->second);
-      by_file_.erase(found);
+      by_key_.erase(found);
       used_ -= kEntryOverhead;
     } else {
       found->second->bytes = v->size();
@@ -45,9 +45,9 @@ void ViewCache::finish_locked(uint32_t file, const View& v) {
   }
   for (auto it = entries_.end(); used_ > budget_ && it != entries_.begin();) {
     --it;
-    if (it->bytes == 0 || it->file == file) continue;  // being rendered, or just rendered
+    if (it->bytes == 0 || it->key == key) continue;  // being rendered, or just rendered
     used_ -= it->bytes + kEntryOverhead;
-    by_file_.erase(it->file);
+    by_key_.erase(it->key);
     it = entries_.erase(it);
   }
 }

@@ -1,5 +1,5 @@
-// The last rendered views of L3 files (their decoded pixels as PNG, PPM or NPY), bounded in
-// bytes, so that a file read in many requests (128 KiB readahead chunks of a 6 MB view) is
+// The last rendered views: of L3 files (their decoded pixels as PNG, PPM or NPY) and of JPEG
+// levels re-encoded sequential, each under its own key (view_key), bounded in bytes, so that a file read in many requests (128 KiB readahead chunks of a 6 MB view) is
 // decoded once. A view being rendered is shared with concurrent readers of the same file. The
 // most recent view is kept even if it alone is over the budget (a larger view would otherwise be
 // decoded once per request). Each view also counts a fixed overhead, so that a reader of many
@@ -25,10 +25,13 @@ class ViewCache {
   using View = std::shared_ptr<const codec::HostBuffer>;  // null: the render failed
   explicit ViewCache(uint64_t budget) : budget_(budget) {}
 
-  // The view of `file`: cached, being rendered by another reader (waited for), or rendered now
+  // The key of file f's view: an L3 file's decoded view (level 0), or level k re-encoded sequential.
+  static uint64_t view_key(uint32_t file, int level = 0) { return uint64_t(level) << 32 | file; }
+
+  // The view under `key`: cached, being rendered by another reader (waited for), or rendered now
   // by `render`. A failed render is not cached (the next read tries again): null, or the exception
   // `render` threw, passed on to the caller (readers waiting for it get null).
-  View get(uint32_t file, const std::function<View()>& render);
+  View get(uint64_t key, const std::function<View()>& render);
 
   // Bytes of views kept plus kEntryOverhead for each view kept or being rendered.
   uint64_t used() const;
@@ -41,19 +44,19 @@ class ViewCache {
 
  private:
   struct Entry {
-    uint32_t file;
+    uint64_t key;
     std::shared_future<View> view;
     uint64_t bytes;  // 0 while rendering
   };
   using Entries = std::list<Entry>;
-  // Accounts the rendered view of `file` (or forgets a failed one) and evicts least recently
+  // Accounts the rendered view under `key` (or forgets a failed one) and evicts least recently
   // used finished views beyond the budget, never the one just rendered. Locked.
-  void finish_locked(uint32_t file, const View& v);
+  void finish_locked(uint64_t key, const View& v);
 
   const uint64_t budget_;
   mutable std::mutex mu_;
   Entries entries_;  // most recently used first
-  std::unordered_map<uint32_t, Entries::iterator> by_file_;
+  std::unordered_map<uint64_t, Entries::iterator> by_key_;
   uint64_t used_ = 0;
   std::atomic<uint64_t> hits_{0}, renders_{0};
 };

@@ -44,18 +44,23 @@ Error not_writable(std::string_view name) {
   const std::string_view key = *key_of(name);
   if (is_read_only(name)) return Error{EPERM, "read-only attribute"};
   if (key == "order_seed") return Error{EINVAL, "user.fidelity.order_seed is on the mount's root only"};
-  return Error{ENOTSUP, "no such attribute: a level is user.fidelity.scan_group, the order seed "
-                        "user.fidelity.order_seed (on the mount's root)"};
+  return Error{ENOTSUP, "no such attribute: a level is user.fidelity.scan_group, an encoding "
+                        "user.fidelity.encoding, the order seed user.fidelity.order_seed (on the mount's root)"};
+}
+
+std::string encoding_text(int value) {
+  return std::string(config::encoding_name(value == kSequential ? config::Encoding::sequential : config::Encoding::progressive));
 }
 
 }  // namespace
 
 bool Xattrs::is_ours(std::string_view name) { return key_of(name).has_value(); }
 
-Xattrs::Xattrs(const index::Store& store, const LevelPolicy& policy, const FileReader& reader, OrderFiles& orders,
-               LevelChanges& changes, std::function<void()> seed_changed)
+Xattrs::Xattrs(const index::Store& store, const LevelPolicy& levels, const LevelPolicy& encodings,
+               const FileReader& reader, OrderFiles& orders, LevelChanges& changes, std::function<void()> seed_changed)
     : store_(store),
-      policy_(policy),
+      levels_(levels),
+      encodings_(encodings),
       reader_(reader),
       orders_(orders),
       changes_(changes),
@@ -63,7 +68,11 @@ Xattrs::Xattrs(const index::Store& store, const LevelPolicy& policy, const FileR
 
 std::optional<std::string> Xattrs::file_value(const index::File& f, int view, std::string_view key) const {
   const bool jpeg = f.kind == index::FileKind::jpeg;
-  if (key == "scan_group") return jpeg ? std::optional(std::to_string(view ? view : policy_.effective(f.id))) : std::nullopt;
+  if (key == "scan_group") return jpeg ? std::optional(std::to_string(view ? view : levels_.effective(f.id))) : std::nullopt;
+  if (key == "encoding") {
+    if (!jpeg) return std::nullopt;
+    return encoding_text(view ? kProgressive : encodings_.effective(f.id));
+  }
   if (key == "kind") return std::string(index::kind_name(f.kind));
   if (key == "format") {
     if (f.kind != index::FileKind::l3) return std::nullopt;
@@ -89,7 +98,8 @@ Result<std::string> Xattrs::get(const Node& n, std::string_view name) const {
   if (!key) return no_data();
   std::optional<std::string> v;
   if (n.type == NodeType::dir) {
-    if (*key == "scan_group") v = std::to_string(n.view ? n.view : policy_.dir_effective(n.id));
+    if (*key == "scan_group") v = std::to_string(n.view ? n.view : levels_.dir_effective(n.id));
+    else if (*key == "encoding") v = encoding_text(n.view ? kProgressive : encodings_.dir_effective(n.id));
     else if (is_order_seed(n, name)) v = std::to_string(orders_.seed());
   } else if (n.type == NodeType::file) {
     v = file_value(store_.files()[n.id], n.view, *key);
@@ -105,10 +115,14 @@ std::string Xattrs::list(const Node& n) const {
   };
   if (n.type == NodeType::dir) {
     add("scan_group");
+    add("encoding");
     if (n.view == 0 && n.id == 0) add("order_seed");
   } else if (n.type == NodeType::file) {
     const index::FileKind kind = store_.files()[n.id].kind;
-    if (kind == index::FileKind::jpeg) add("scan_group");
+    if (kind == index::FileKind::jpeg) {
+      add("scan_group");
+      add("encoding");
+    }
     for (auto k : kReadOnly)
       if (k != "format" || kind == index::FileKind::l3) add(k);
   }
@@ -128,10 +142,16 @@ Status Xattrs::set_seed(std::string_view value, int flags) {
 Status Xattrs::set(const Node& n, std::string_view name, std::string_view value, int flags) {
   if (is_order_seed(n, name)) return set_seed(value, flags);
   if (!key_of(name)) return Error{EROFS, "a read-only file system: only user.fidelity.* attributes are set"};
+  if (key_of(name) == "encoding") {
+    const std::optional<config::Encoding> e = config::parse_encoding(value_text(value));
+    if (!e) return Error{EINVAL, "an encoding is progressive or sequential"};
+    return changes_.change(n, SubtreeSetting::encoding, *e == config::Encoding::sequential ? kSequential : kProgressive,
+                           flags);
+  }
   if (key_of(name) != "scan_group") return not_writable(name);
   auto level = config::parse_level(value_text(value));
   if (!level || (*level != config::kFull && *level > store_.levels())) return Error{EINVAL, "not a level of this store"};
-  return changes_.change(n, *level >= config::kFull ? store_.levels() : *level, flags);
+  return changes_.change(n, SubtreeSetting::scan_group, *level >= config::kFull ? store_.levels() : *level, flags);
 }
 
 Status Xattrs::remove(const Node& n, std::string_view name) {
@@ -140,8 +160,9 @@ Status Xattrs::remove(const Node& n, std::string_view name) {
     return {};
   }
   if (!key_of(name)) return no_data();
+  if (key_of(name) == "encoding") return changes_.change(n, SubtreeSetting::encoding, std::nullopt, 0);
   if (key_of(name) != "scan_group") return not_writable(name);
-  return changes_.change(n, std::nullopt, 0);
+  return changes_.change(n, SubtreeSetting::scan_group, std::nullopt, 0);
 }
 
 }  // namespace fid::core

@@ -1,5 +1,5 @@
-// The extended attributes under user.fidelity.*: a file's or folder's level (scan_group, the one
-// that can be set), the order seed on the root (order_seed, settable), and read-only facts about
+// The extended attributes under user.fidelity.*: a file's or folder's level (scan_group) and
+// encoding (progressive or sequential), the two that can be set, the order seed on the root (order_seed, settable), and read-only facts about
 // a file (kind, levels, bytes per level, record, storage position, source size, L3 view format).
 // Any other attribute cannot be stored on a read-only tree.
 #pragma once
@@ -22,8 +22,8 @@ namespace fid::core {
 class Xattrs {
  public:
   // `seed_changed` is called after the order seed changed (the order files' contents did).
-  Xattrs(const index::Store& store, const LevelPolicy& policy, const FileReader& reader, OrderFiles& orders,
-         LevelChanges& changes, std::function<void()> seed_changed);
+  Xattrs(const index::Store& store, const LevelPolicy& levels, const LevelPolicy& encodings, const FileReader& reader,
+         OrderFiles& orders, LevelChanges& changes, std::function<void()> seed_changed);
 
   // Whether `name` is one of ours (user.fidelity.*).
   static bool is_ours(std::string_view name);
@@ -42,7 +42,8 @@ class Xattrs {
   Status set_seed(std::string_view value, int flags);
 
   const index::Store& store_;
-  const LevelPolicy& policy_;
+  const LevelPolicy& levels_;
+  const LevelPolicy& encodings_;
   const FileReader& reader_;
   OrderFiles& orders_;
   LevelChanges& changes_;

@@ -128,7 +128,7 @@ TEST(ConfigYaml, ErrorsNameKeyAndLine) {
   EXPECT_EQ(error_of("threads: 4\nscan_group: 0\n"),
             "f.yaml:2: key 'scan_group': expected a level 1..255 or 'full', got '0'");
   EXPECT_EQ(error_of("threads: 4\n\nbogus: 1\n"),
-            "f.yaml:3: key 'bogus': unknown key (expected scan_group, threads, cache, gpu, gpu_batch, gpu_deadline_us, gpu_memory, "
+            "f.yaml:3: key 'bogus': unknown key (expected scan_group, encoding, threads, cache, gpu, gpu_batch, gpu_deadline_us, gpu_memory, "
             "raw_format, raw_names, readdir, endpoint, region, profile, addressing, ca_file, disk_cache, disk_cache_size, "
             "remote_requests, random_reads, order_ranks, level_changes, rules, order_seed, order_window, log)");
   EXPECT_NE(error_of("rules:\n  - path: a\n    scan_group: x\n").find("f.yaml:3: key 'rules[0].scan_group'"), std::string::npos);
@@ -226,6 +226,18 @@ TEST(ConfigYaml, OrderSettings) {
   Settings s = merge(parsed("order_seed: 18446744073709551615\norder_window: 16\n", "f.yaml"), MountOptions{});
   EXPECT_EQ(s.order_seed, std::optional<uint64_t>(18446744073709551615ull));
   EXPECT_EQ(s.order_window, 16u);
+}
+
+TEST(ConfigYaml, EncodingSetting) {
+  EXPECT_EQ(merge(parsed("", "f.yaml"), MountOptions{}).encoding, fid::config::Encoding::progressive);
+  Config c = parsed("encoding: sequential\n", "f.yaml");
+  EXPECT_EQ(merge(c, MountOptions{}).encoding, fid::config::Encoding::sequential);
+  MountOptions o;
+  parse_ok("encoding=progressive", o);
+  EXPECT_EQ(merge(c, o).encoding, fid::config::Encoding::progressive);  // the mount option wins
+  EXPECT_EQ(opt_error("encoding=baseline"),
+            "bad value for mount option encoding: 'baseline' (expected progressive or sequential)");
+  EXPECT_EQ(error_of("encoding: 2\n"), "f.yaml:1: key 'encoding': expected progressive or sequential, got '2'");
 }
 
 TEST(ConfigYaml, RawViewSettings) {

@@ -84,7 +84,7 @@ class RandomReadsTest : public fid::testutil::PackedStore {
     return ids;
   }
   std::vector<uint8_t> read_whole(FileReader& reader, const fid::index::File& f, int level) {
-    auto r = reader.read(f, level, 0, reader.size(f, level));
+    auto r = reader.read(f, level, false, 0, reader.size(f, level));
     EXPECT_TRUE(r.ok()) << store().relative_path(f);
     return r.ok() ? std::vector<uint8_t>(r->data.begin(), r->data.end()) : std::vector<uint8_t>{};
   }
@@ -140,7 +140,7 @@ TEST_F(RandomReadsTest, DamageInTransitIsForgottenOnceItEnds) {
     if (f.record == r) members.push_back(&f);
   size_t failed = 0;
   for (const auto* f : members) {
-    auto got = reader.read(*f, L, 0, reader.size(*f, L));
+    auto got = reader.read(*f, L, false, 0, reader.size(*f, L));
     if (got.ok()) EXPECT_EQ(std::vector<uint8_t>(got->data.begin(), got->data.end()), expected(*f, L));
     else failed += got.error().code == EIO;
   }
