@@ -80,8 +80,7 @@ enum class HuffmanTables : uint8_t { standard, optimized };
 // decode: the smoothing estimates of missing coefficients are written into the coefficients.
 // APPn and COM markers are kept. Errors: EINVAL with libjpeg's message (any warning counts),
 // ENOMEM when memory runs out.
-fid::Result<std::vector<uint8_t>> sequential_from_progressive(std::span<const uint8_t> jpeg,
-                                                              HuffmanTables tables = HuffmanTables::standard);
+fid::Result<std::vector<uint8_t>> sequential_from_progressive(std::span<const uint8_t> jpeg, HuffmanTables tables);
 
 // The two bytes every level-k file ends with.
 inline constexpr std::array<uint8_t, 2> kEoi{0xFF, 0xD9};

@@ -433,7 +433,7 @@ TEST_P(TranscodeSource, SequentialLevelsHaveTheProgressiveLevelsPixels) {
     ASSERT_TRUE(r.ok()) << r.error().message;
     for (int k = 1; k <= kJpegLevels; ++k) {
       const Bytes level = level_file(*r, k);
-      const Result<std::vector<uint8_t>> seq = sequential_from_progressive(level);
+      const Result<std::vector<uint8_t>> seq = sequential_from_progressive(level, HuffmanTables::standard);
       ASSERT_TRUE(seq.ok()) << "level " << k << ": " << seq.error().message;
       const Result<JpegMarkerLayout> layout = walk_jpeg_markers(*seq);
       ASSERT_TRUE(layout.ok()) << layout.error().message;
