@@ -45,8 +45,6 @@ std::optional<Encoding> parse_encoding(std::string_view s) {
   return std::nullopt;
 }
 
-std::string_view encoding_name(Encoding e) { return e == Encoding::sequential ? "sequential" : "progressive"; }
-
 namespace {
 std::optional<Readdir> parse_readdir(std::string_view s) {
   if (ascii_iequals(s, "plus")) return Readdir::plus;

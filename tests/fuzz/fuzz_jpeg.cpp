@@ -1,6 +1,7 @@
-// libFuzzer target: the JPEG marker walker and the progressive transcoder on arbitrary bytes.
-// When a transcode succeeds, its documented properties are checked and any violation aborts:
-// every level decodes strictly and the full level decodes to the source's pixels.
+// libFuzzer target: the JPEG marker walker, the progressive transcoder and the sequential
+// re-encoding on arbitrary bytes. When a transcode succeeds, its documented properties are
+// checked and any violation aborts: every level decodes strictly, the full level decodes to the
+// source's pixels, and every level re-encoded sequential decodes to that level's pixels.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -47,6 +48,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
   // The script family follows from the input, so that both are fuzzed.
   const LevelScripts scripts = size % 2 ? LevelScripts::fast : LevelScripts::pcr;
+  // The re-encoding reads what a store holds (any bytes): it fails with a reason or succeeds.
+  const HuffmanTables tables = size % 3 ? HuffmanTables::optimized : HuffmanTables::standard;
+  if (const auto seq = sequential_from_progressive(in, tables); !seq.ok()) check(!seq.error().message.empty());
   const fid::Result<ProgressiveJpeg> r = transcode_progressive(in, scripts);
   if (!r.ok()) {
     check(!r.error().message.empty());
@@ -63,6 +67,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const fid::Result<DecodedImage> level = decode_jpeg_strict(level_file(p, k));
     check(level.ok() && level->width == source->width && level->height == source->height);
     if (k == kJpegLevels) check(level->pixels == source->pixels);
+    const fid::Result<std::vector<uint8_t>> seq = sequential_from_progressive(level_file(p, k), tables);
+    check(seq.ok());
+    const fid::Result<DecodedImage> seq_pixels = decode_jpeg_strict(*seq);
+    check(seq_pixels.ok() && seq_pixels->pixels == level->pixels);
   }
   return 0;
 }
