@@ -42,6 +42,7 @@ struct SequentialTranscoder {
   JBLOCKARRAY imcu_rows[MAX_COMPONENTS]{};  // this iMCU row of each component's blocks
   JSAMPARRAY raw_rows[MAX_COMPONENTS]{};    // the raw output rows handed to libjpeg
   bool bad_block = false;                   // the decoder handed a block outside the image
+  size_t blocks_kept = 0;                   // must end as the image's count: no block left unwritten
   jpeg_scan_info scans[MAX_COMPONENTS];     // one per component, where one scan cannot hold them all
 
   SequentialTranscoder() {
@@ -75,6 +76,7 @@ void keep_block(j_decompress_ptr c, jpeg_component_info* comp, JCOEFPTR block, J
     return;
   }
   std::memcpy(t->imcu_rows[ci][row / size][col], block, sizeof(JBLOCK));
+  ++t->blocks_kept;
 }
 
 // Decodes the whole image through keep_block, one iMCU row at a time.
@@ -84,6 +86,7 @@ void decode_smoothed(SequentialTranscoder& t, std::vector<JSAMPROW>& row_pointer
     jpeg_component_info& comp = s.comp_info[ci];
     const JDIMENSION wide = comp.width_in_blocks + static_cast<JDIMENSION>(comp.h_samp_factor);
     const JDIMENSION tall = comp.height_in_blocks + static_cast<JDIMENSION>(comp.v_samp_factor);
+    // Zeroed, so that even a block libjpeg never handed over could not make the output vary.
     t.blocks[ci] = (*s.mem->request_virt_barray)(reinterpret_cast<j_common_ptr>(&s), JPOOL_IMAGE, TRUE, wide, tall,
                                                  static_cast<JDIMENSION>(comp.v_samp_factor));
   }
@@ -141,8 +144,12 @@ bool run(SequentialTranscoder& t, std::span<const uint8_t> jpeg, HuffmanTables t
     return false;
   }
   decode_smoothed(t, row_pointers, scratch);
-  if (t.bad_block) {
-    std::snprintf(t.err.message, sizeof t.err.message, "libjpeg handed a block outside the image");
+  size_t image_blocks = 0;
+  for (int ci = 0; ci < s.num_components; ++ci)
+    image_blocks += size_t{s.comp_info[ci].width_in_blocks} * s.comp_info[ci].height_in_blocks;
+  if (t.bad_block || t.blocks_kept != image_blocks) {
+    std::snprintf(t.err.message, sizeof t.err.message, "libjpeg handed %zu blocks%s for an image of %zu", t.blocks_kept,
+                  t.bad_block ? " (some outside the image)" : "", image_blocks);
     return false;
   }
 
@@ -152,7 +159,7 @@ bool run(SequentialTranscoder& t, std::span<const uint8_t> jpeg, HuffmanTables t
   t.dst_created = true;
   jpeg_copy_critical_parameters(&s, &d);
   d.arith_code = FALSE;
-  d.optimize_coding = tables == HuffmanTables::optimized ? TRUE : FALSE;
+  d.optimize_coding = FALSE;  // optimized tables are set below, counted in one quick pass
   d.restart_interval = 0;
   d.restart_in_rows = 0;
   if (!fits_one_scan(s)) {
@@ -164,6 +171,7 @@ bool run(SequentialTranscoder& t, std::span<const uint8_t> jpeg, HuffmanTables t
     d.scan_info = t.scans;
     d.num_scans = s.num_components;
   }
+  if (tables == HuffmanTables::optimized) set_optimal_tables(&s, t.blocks, &d, fits_one_scan(s) && s.num_components > 1);
   write_into(&d, t.dest, out, jpeg.size() * 2 + 4096);
   jpeg_write_coefficients(&d, t.blocks);
   copy_markers(&s, &d);

@@ -1,6 +1,6 @@
 // What every use of libjpeg in codec/ shares: the error manager that turns libjpeg's errors and
-// warnings into a longjmp with the message, the scan-count guard, and a destination that writes
-// into a growing std::vector. Internal to codec/.
+// warnings into a longjmp with the message, the scan-count guard, a destination that writes into
+// a growing std::vector, markers kept, and optimal Huffman tables. Internal to codec/.
 #pragma once
 
 #include <csetjmp>
@@ -51,5 +51,11 @@ bool resize_nothrow(std::vector<uint8_t>& v, size_t n) noexcept;
 // jpeg_write_coefficients, without the JFIF/Adobe marker libjpeg already wrote itself.
 void save_markers(j_decompress_ptr src);
 void copy_markers(j_decompress_ptr src, j_compress_ptr dst);
+
+// Gives `dst` (after jpeg_copy_critical_parameters) the Huffman tables that code `blocks`, the
+// coefficients of `src`'s components, in the fewest bits: what optimize_coding gives, but counted
+// in one quick pass (huffman_tables.cpp), so that the write is a single pass. `interleaved`: dst
+// codes every component in one scan, else one scan per component.
+void set_optimal_tables(j_decompress_ptr src, jvirt_barray_ptr* blocks, j_compress_ptr dst, bool interleaved);
 
 }  // namespace fid::codec::libjpeg

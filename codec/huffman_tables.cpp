@@ -1,0 +1,186 @@
+// Huffman tables optimal for a sequential encode of given coefficients (see libjpeg_glue.h).
+//
+// libjpeg's own optimize_coding runs the whole entropy coder once to count symbols, block by block
+// and coefficient by coefficient, then once more to write; counting costs as much as writing. Here
+// each block's non-zero AC coefficients become a 64-bit mask in zigzag order (a vector compare and
+// eight table lookups), so a block costs one step per non-zero coefficient, and the write is libjpeg's single pass with these tables. The
+// counts are exactly what the encoder will code (ITU T.81 F.1.2: DC differences per component in
+// the scan's block order, AC runs, ZRL and EOB, and the edge MCUs' dummy blocks), and the tables
+// follow K.2 and K.3: code lengths by Huffman's procedure with a reserved symbol so that no code is
+// all ones, limited to 16 bits.
+#include <algorithm>
+#include <bit>
+#include <cstdlib>
+#include <cstring>
+
+#include "codec/libjpeg_glue.h"
+
+namespace fid::codec::libjpeg {
+namespace {
+
+constexpr int kSymbols = 256;
+using Counts = long[kSymbols + 1];
+
+int magnitude_bits(int v) { return std::bit_width(static_cast<unsigned>(std::abs(v))); }
+
+// ITU T.81 figure A.6: the natural (row-major) index of zigzag position k.
+constexpr uint8_t kNatural[DCTSIZE2] = {0,  1,  8,  16, 9,  2,  3,  10, 17, 24, 32, 25, 18, 11, 4,  5,
+                                        12, 19, 26, 33, 40, 48, 41, 34, 27, 20, 13, 6,  7,  14, 21, 28,
+                                        35, 42, 49, 56, 57, 50, 43, 36, 29, 22, 15, 23, 30, 37, 44, 51,
+                                        58, 59, 52, 45, 38, 31, 39, 46, 53, 60, 61, 54, 47, 55, 62, 63};
+
+// For byte i of a block's natural-order mask of non-zero coefficients, and its value: those bits
+// at their zigzag positions. Eight lookups turn the mask into zigzag order.
+struct ZigzagBits {
+  uint64_t of_byte[8][256];
+};
+constexpr ZigzagBits make_zigzag_bits() {
+  uint8_t zigzag[DCTSIZE2] = {};
+  for (int k = 0; k < DCTSIZE2; ++k) zigzag[kNatural[k]] = static_cast<uint8_t>(k);
+  ZigzagBits z{};
+  for (int i = 0; i < 8; ++i)
+    for (int v = 0; v < 256; ++v)
+      for (int j = 0; j < 8; ++j)
+        if (v >> j & 1) z.of_byte[i][v] |= uint64_t{1} << zigzag[8 * i + j];
+  return z;
+}
+constexpr ZigzagBits kZigzagBits = make_zigzag_bits();
+
+// The block's non-zero AC coefficients as bits at their zigzag positions.
+uint64_t zigzag_nonzero_ac(const JCOEF* block) {
+  uint64_t natural = 0;
+  for (int k = 0; k < DCTSIZE2; ++k) natural |= uint64_t{block[k] != 0} << k;  // vectorizes
+  uint64_t zigzag = 0;
+  for (int i = 0; i < 8; ++i) zigzag |= kZigzagBits.of_byte[i][(natural >> (8 * i)) & 0xFF];
+  return zigzag & ~uint64_t{1};
+}
+
+void count_ac(const JCOEF* block, long* ac) {
+  uint64_t nonzero = zigzag_nonzero_ac(block);
+  int last = 0;
+  while (nonzero != 0) {
+    const int k = std::countr_zero(nonzero);
+    nonzero &= nonzero - 1;
+    int run = k - last - 1;
+    for (; run > 15; run -= 16) ++ac[0xF0];  // ZRL
+    ++ac[(run << 4) + magnitude_bits(block[kNatural[k]])];
+    last = k;
+  }
+  if (last < DCTSIZE2 - 1) ++ac[0];  // EOB
+}
+
+// Code lengths, then bits[1..16] and the symbols in code order (K.2, K.3).
+void make_table(const long* counts, JHUFF_TBL* table) {
+  long freq[kSymbols + 1];
+  std::memcpy(freq, counts, sizeof freq);
+  freq[kSymbols] = 1;  // reserved: the all-ones code goes to it and is dropped below
+  int size[kSymbols + 1] = {};
+  int next[kSymbols + 1];
+  std::fill(std::begin(next), std::end(next), -1);
+  int used[kSymbols + 1];
+  int n = 0;
+  for (int s = 0; s <= kSymbols; ++s)
+    if (freq[s] > 0) used[n++] = s;
+  for (;;) {
+    int c1 = -1, c2 = -1;  // the least frequent symbol, then the next
+    for (int i = 0; i < n; ++i) {
+      const int s = used[i];
+      if (freq[s] == 0) continue;
+      if (c1 < 0 || freq[s] <= freq[c1]) {
+        c2 = c1;
+        c1 = s;
+      } else if (c2 < 0 || freq[s] <= freq[c2]) {
+        c2 = s;
+      }
+    }
+    if (c2 < 0) break;
+    freq[c1] += freq[c2];
+    freq[c2] = 0;
+    for (int s = c1;; s = next[s]) {
+      ++size[s];
+      if (next[s] < 0) {
+        next[s] = c2;
+        break;
+      }
+    }
+    for (int s = c2; s >= 0; s = next[s]) ++size[s];
+  }
+  int bits[2 * kSymbols + 2] = {};
+  int longest = 0;
+  for (int s = 0; s <= kSymbols; ++s)
+    if (size[s] > 0) {
+      ++bits[size[s]];
+      longest = std::max(longest, size[s]);
+    }
+  for (int i = longest; i > 16; --i) {
+    while (bits[i] > 0) {
+      int j = i - 2;
+      while (bits[j] == 0) --j;
+      bits[i] -= 2;
+      ++bits[i - 1];
+      bits[j + 1] += 2;
+      --bits[j];
+    }
+  }
+  int i = 16;
+  while (bits[i] == 0) --i;
+  --bits[i];  // the reserved symbol's code
+  std::memset(table->bits, 0, sizeof table->bits);
+  for (int k = 1; k <= 16; ++k) table->bits[k] = static_cast<UINT8>(bits[k]);
+  int p = 0;
+  for (int len = 1; len <= longest; ++len)
+    for (int s = 0; s < kSymbols; ++s)
+      if (size[s] == len) table->huffval[p++] = static_cast<UINT8>(s);
+  table->sent_table = FALSE;
+}
+
+}  // namespace
+
+void set_optimal_tables(j_decompress_ptr src, jvirt_barray_ptr* blocks, j_compress_ptr dst, bool interleaved) {
+  Counts dc[NUM_HUFF_TBLS] = {}, ac[NUM_HUFF_TBLS] = {};
+  const auto mcu_cols = static_cast<JDIMENSION>((src->image_width + src->max_h_samp_factor * DCTSIZE - 1) /
+                                                (src->max_h_samp_factor * DCTSIZE));
+  const auto mcu_rows = static_cast<JDIMENSION>((src->image_height + src->max_v_samp_factor * DCTSIZE - 1) /
+                                                (src->max_v_samp_factor * DCTSIZE));
+  for (int ci = 0; ci < src->num_components; ++ci) {
+    const jpeg_component_info& c = src->comp_info[ci];
+    long* const dcs = dc[dst->comp_info[ci].dc_tbl_no];
+    long* const acs = ac[dst->comp_info[ci].ac_tbl_no];
+    // Blocks in scan order: MCU by MCU (h x v blocks each) in an interleaved scan, else row by row.
+    const JDIMENSION h = interleaved ? static_cast<JDIMENSION>(c.h_samp_factor) : 1;
+    const JDIMENSION v = interleaved ? static_cast<JDIMENSION>(c.v_samp_factor) : 1;
+    const JDIMENSION cols = interleaved ? mcu_cols : c.width_in_blocks;
+    const JDIMENSION rows = interleaved ? mcu_rows : c.height_in_blocks;
+    int last_dc = 0;
+    for (JDIMENSION r = 0; r < rows; ++r) {
+      JBLOCKARRAY band = (*src->mem->access_virt_barray)(reinterpret_cast<j_common_ptr>(src), blocks[ci], r * v, v, FALSE);
+      for (JDIMENSION m = 0; m < cols; ++m)
+        for (JDIMENSION y = 0; y < v; ++y)
+          for (JDIMENSION x = 0; x < h; ++x) {
+            if (r * v + y >= c.height_in_blocks || m * h + x >= c.width_in_blocks) {
+              ++dcs[0];  // a dummy block: the DC of the block before it, no AC
+              ++acs[0];
+              continue;
+            }
+            const JCOEF* b = band[y][m * h + x];
+            ++dcs[magnitude_bits(b[0] - last_dc)];
+            last_dc = b[0];
+            count_ac(b, acs);
+          }
+    }
+  }
+  for (int t = 0; t < NUM_HUFF_TBLS; ++t) {
+    const bool dc_used = std::any_of(std::begin(dc[t]), std::end(dc[t]), [](long n) { return n > 0; });
+    const bool ac_used = std::any_of(std::begin(ac[t]), std::end(ac[t]), [](long n) { return n > 0; });
+    if (dc_used) {
+      if (!dst->dc_huff_tbl_ptrs[t]) dst->dc_huff_tbl_ptrs[t] = jpeg_alloc_huff_table(reinterpret_cast<j_common_ptr>(dst));
+      make_table(dc[t], dst->dc_huff_tbl_ptrs[t]);
+    }
+    if (ac_used) {
+      if (!dst->ac_huff_tbl_ptrs[t]) dst->ac_huff_tbl_ptrs[t] = jpeg_alloc_huff_table(reinterpret_cast<j_common_ptr>(dst));
+      make_table(ac[t], dst->ac_huff_tbl_ptrs[t]);
+    }
+  }
+}
+
+}  // namespace fid::codec::libjpeg
