@@ -4,8 +4,8 @@
 For every NAME=DIR given (an ImageFolder tree: the source on ext4, a mount, a mount's
 /.fidelity/sg/K view), in one run:
   * images/s through torchvision ImageFolder + RandomResizedCrop(224) + ToTensor and a DataLoader
-    with 2 worker processes (batch 32, shuffled), warm: one untimed epoch first, then RUNS
-    epochs per tree, the trees taking turns epoch by epoch (a different one first each round) so
+    with 2 worker processes (batch 32, shuffled): the first epoch (reported on its own: what a
+    mount makes on first reads is made then), then, warm, RUNS epochs per tree, the trees taking turns epoch by epoch (a different one first each round) so
     that the noise of a shared machine hits them alike;
   * decode time per image, one thread, the first DECODE_FILES files' bytes in memory, the trees
     taking turns pass by pass: Pillow's Image.open(BytesIO(b)).load(); torchvision.io.decode_jpeg;
@@ -69,13 +69,12 @@ def main():
     trees = [t.split("=", 1) for t in a.trees]
     names = [n for n, _ in trees]
 
-    loaders, files = {}, {}
+    loaders, files, first = {}, {}, {}
     for name, root in trees:
         ds, dl = loader(root)
         loaders[name] = dl
         files[name] = [p for p, _ in ds.samples]
-        for _ in dl:  # warm: page cache, the daemon's caches, the workers
-            pass
+        first[name] = epoch(dl)  # then warm: page cache, the daemon's caches, the workers
     counts = {len(f) for f in files.values()}
     if len(counts) != 1:
         sys.exit(f"decode_loader.py: the trees differ in file count: {counts}")
@@ -109,19 +108,20 @@ def main():
     print(f"{len(files[names[0]])} files; DataLoader: 2 workers, batch 32, RandomResizedCrop(224) + ToTensor, "
           f"warm, median of {a.runs} epochs; decodes: {min(a.decode_files, len(files[names[0]]))} files, "
           f"one thread, median of {a.decode_passes} passes")
-    print(f"\n| tree | DataLoader images/s | vs {names[0]} | Pillow decode us/image | vs {names[0]} "
+    print(f"\n| tree | first epoch images/s | DataLoader images/s | vs {names[0]} | Pillow decode us/image | vs {names[0]} "
           f"| decode_jpeg us/image | vs {names[0]} | decode_jpeg + RandomResizedCrop(224) us/image | vs {names[0]} "
           f"| mean bytes/file |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for n in names:
         mean_bytes = sum(len(b) for b in bufs[n]) / len(bufs[n])
-        out[n] = {"images_per_s": rates[n], "vs_first": ratios[n], "mean_bytes": mean_bytes}
+        out[n] = {"first_epoch_images_per_s": first[n], "images_per_s": rates[n], "vs_first": ratios[n],
+                  "mean_bytes": mean_bytes}
         cells = []
         for k in kinds:
             d = statistics.median(decode[n, k])
             out[n][k + "_us"] = [x * 1e6 for x in decode[n, k]]
             cells.append(f"{d * 1e6:.0f} | {base[k] / d:.2f}x")
-        print(f"| {n} | {statistics.median(rates[n]):.0f} | {statistics.median(ratios[n]):.2f}x | "
+        print(f"| {n} | {first[n]:.0f} | {statistics.median(rates[n]):.0f} | {statistics.median(ratios[n]):.2f}x | "
               f"{' | '.join(cells)} | {mean_bytes / 1e3:.1f} kB |")
     if a.json:
         with open(a.json, "w") as f:

@@ -41,7 +41,7 @@ for what in L5:scan_group=5 full:scan_group=full; do
   mounted+=("$d")
 done
 /usr/bin/python3 "$root/scripts/bench/decode_loader.py" "source=$src" "progressive-L5=$m/L5/.fidelity/sg/5" \
-  "sequential-L5=$m/L5" "sequential-full=$m/full" --runs "$runs" --decode-passes "$runs" \
+  "sequential-L5=$m/L5" "sequential-full=$m/full" --runs "$runs" --decode-passes "$runs" --decode-files 1000 \
   --json "$BENCH_DIR/results/sequential-$levels.json"
 echo
 echo "Goals: one thread, sequential-L5 >= 1.8x the source with Pillow and decode_jpeg, >= 1.3x with"
