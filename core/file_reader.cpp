@@ -127,6 +127,7 @@ Result<ViewCache::View> FileReader::render_sequential(const index::File& f, int 
   // The same bytes give the same re-encoding; a difference would change a size the kernel holds.
   if (!sequential_size_slot(f.id, level).compare_exchange_strong(known, size) && known != size)
     return Error{EIO, fmt::format("level {} re-encoded sequential to {} bytes, {} before", level, size, known)};
+  sequential_made_.fetch_add(1, std::memory_order_relaxed);
   std::shared_ptr<codec::HostBuffer> view = codec::HostBuffer::heap(seq->size());
   std::memcpy(view->data(), seq->data(), seq->size());
   return ViewCache::View(std::move(view));

@@ -73,6 +73,8 @@ class FileReader {
   unsigned prefixes_loading() const { return prefetch_.loading() + reader_loads_.loading(); }
   const codec::L3BatchDecoder* gpu() const { return gpu_; }
   uint64_t failures() const { return failures_.load(); }
+  // JPEG levels made sequential (encoding=sequential), each making counted.
+  uint64_t sequential_made() const { return sequential_made_.load(); }
   size_t failed_files() const;
 
  private:
@@ -105,7 +107,7 @@ class FileReader {
   ViewCache views_;
   codec::L3BatchDecoder* gpu_;
   std::unique_ptr<L3Batcher> batcher_;
-  std::atomic<uint64_t> gpu_failures_{0}, failures_{0};
+  std::atomic<uint64_t> gpu_failures_{0}, failures_{0}, sequential_made_{0};
   // Per level 1..L, the size of each file's sequential re-encoding (0: not made yet); a level's
   // table is allocated on its first use and kept to the end.
   std::unique_ptr<std::atomic<std::atomic<uint32_t>*>[]> sequential_sizes_;

@@ -350,6 +350,8 @@ Readings Filesystem::readings() const {
       {"l3_views.hits", K::counter, "", "", views.hits()},
       {"l3_views.used", K::gauge, "", "", views.used()},
       {"l3_views.budget", K::gauge, "", "", views.budget()},
+      {"sequential_made", K::counter, "fidelityfs_sequential_made_total",
+       "JPEG levels made sequential (encoding=sequential), each making counted", reader_.sequential_made()},
       {"cache.budget", K::gauge, "fidelityfs_cache_budget_bytes", "the memory cache's budget (cache=)", cache.budget()},
       {"cache.used", K::gauge, "fidelityfs_cache_bytes", "bytes of record prefixes in the memory cache", cache.used()},
       {"cache.peak", K::gauge, "", "", cache.peak()},

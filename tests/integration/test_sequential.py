@@ -84,6 +84,10 @@ def test_every_level_reads_sequential_with_the_progressive_pixels(edge_store, mn
                 # The stored file's APPn and COM segments are kept (EXIF orientation, ICC).
                 for marker in (b"\xff\xe1", b"\xff\xe2", b"\xff\xfe"):
                     assert (marker in progressive[:progressive.find(b"\xff\xda")]) <= (marker in data), (rel, marker)
+        stats = json.loads(read(os.path.join(mnt, ".fidelity", "stats")))
+        assert stats["sequential_made"] >= len(jpegs) * st.levels
+        metrics = read(os.path.join(mnt, ".fidelity", "metrics")).decode()
+        assert "fidelityfs_sequential_made_total{" in metrics
 
 
 def test_encoding_per_subtree_and_views(edge_store, mnt):
