@@ -48,10 +48,20 @@ constexpr ZigzagBits kZigzagBits = make_zigzag_bits();
 
 // The block's non-zero AC coefficients as bits at their zigzag positions.
 uint64_t zigzag_nonzero_ac(const JCOEF* block) {
-  uint64_t natural = 0;
-  for (int k = 0; k < DCTSIZE2; ++k) natural |= uint64_t{block[k] != 0} << k;  // vectorizes
+  uint8_t nonzero[DCTSIZE2];
+  for (int k = 0; k < DCTSIZE2; ++k) nonzero[k] = block[k] != 0;  // vectorizes
   uint64_t zigzag = 0;
-  for (int i = 0; i < 8; ++i) zigzag |= kZigzagBits.of_byte[i][(natural >> (8 * i)) & 0xFF];
+  for (int i = 0; i < 8; ++i) {
+    uint64_t natural_byte = 0;  // bit j: coefficient 8i + j is non-zero
+    if constexpr (std::endian::native == std::endian::little) {
+      uint64_t eight;  // eight 0/1 bytes; the product gathers byte j into bit 56 + j
+      std::memcpy(&eight, nonzero + 8 * i, sizeof eight);
+      natural_byte = (eight * 0x0102040810204080ull) >> 56;
+    } else {
+      for (int j = 0; j < 8; ++j) natural_byte |= uint64_t{nonzero[8 * i + j]} << j;
+    }
+    zigzag |= kZigzagBits.of_byte[i][natural_byte];
+  }
   return zigzag & ~uint64_t{1};
 }
 
