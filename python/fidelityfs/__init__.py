@@ -2,18 +2,21 @@
 
     fidelityfs.read_stats(path), read_config(path), find_mount_root(path)     # fidelityfs.stats
     fidelityfs.set_level(path, k), get_level, clear_level, level_count, sizes, kind  # fidelityfs.levels
+    fidelityfs.set_encoding(path, "sequential"), get_encoding, clear_encoding      # fidelityfs.levels
     fidelityfs.FidelityOrderSampler   # fidelityfs.sampler: the published read order (needs torch)
     fidelityfs.FidelityAutotuner      # fidelityfs.autotune: the level from the gradients (needs torch)
 
 The stats and levels helpers need only the standard library; the sampler and the autotuner
 import torch when first used.
 """
-from .levels import SCAN_GROUP, clear_level, get_level, kind, level_count, set_level, sizes
+from .levels import (ENCODING, SCAN_GROUP, clear_encoding, clear_level, get_encoding, get_level, kind, level_count,
+                     set_encoding, set_level, sizes)
 from .stats import find_mount_root, read_config, read_stats
 
 __version__ = "0.1.0"
 
-__all__ = ["SCAN_GROUP", "set_level", "get_level", "clear_level", "level_count", "sizes", "kind", "find_mount_root",
+__all__ = ["SCAN_GROUP", "ENCODING", "set_level", "get_level", "clear_level", "level_count", "sizes", "kind",
+           "set_encoding", "get_encoding", "clear_encoding", "find_mount_root",
            "read_stats", "read_config", "FidelityOrderSampler", "FidelityAutotuner", "__version__"]
 
 

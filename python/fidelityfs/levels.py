@@ -7,6 +7,7 @@
     get_level("/mnt/in/train/a/1.jpg")     # -> 10 (the effective level, as an int)
     clear_level("/mnt/in/train/a/1.jpg")   # -> True: the file follows its folder again (3)
     level_count("/mnt/in")                 # -> 10, the store's L
+    set_encoding("/mnt/in/train", "sequential")  # levels read as one sequential scan, same pixels
 
 Needs only the standard library (os.setxattr and friends: Linux). Overrides live in the daemon's
 memory and end with the mount.
@@ -17,8 +18,11 @@ import os
 from .stats import find_mount_root, read_config
 
 SCAN_GROUP = "user.fidelity.scan_group"
+ENCODING = "user.fidelity.encoding"
+ENCODINGS = ("progressive", "sequential")
 
-__all__ = ["SCAN_GROUP", "set_level", "get_level", "clear_level", "levels", "sizes", "kind"]
+__all__ = ["SCAN_GROUP", "ENCODING", "set_level", "get_level", "clear_level", "level_count", "sizes", "kind",
+           "set_encoding", "get_encoding", "clear_encoding"]
 
 
 def _value(k):
@@ -60,6 +64,38 @@ def clear_level(path):
     default again. True if there was one, False if there was none."""
     try:
         os.removexattr(path, SCAN_GROUP)
+    except OSError as e:
+        if e.errno == errno.ENODATA:
+            return False
+        raise
+    return True
+
+
+def set_encoding(path, encoding):
+    """Sets how a JPEG file, or every JPEG below a folder, reads: "progressive" (as stored) or
+    "sequential" (its level as one sequential scan with the same pixels, docs/MOUNT.md "Sequential
+    levels"). The mount refuses it on l3 and blob files (OSError EINVAL) and under /.fidelity
+    (EPERM)."""
+    if encoding not in ENCODINGS:
+        raise ValueError(f"encoding {encoding!r}: expected 'progressive' or 'sequential'")
+    os.setxattr(path, ENCODING, encoding.encode())
+
+
+def get_encoding(path):
+    """The effective encoding of a JPEG file or a folder ("progressive" or "sequential"); None for
+    files that have no levels."""
+    try:
+        return os.getxattr(path, ENCODING).rstrip(b"\0\n").decode()
+    except OSError as e:
+        if e.errno == errno.ENODATA:
+            return None
+        raise
+
+
+def clear_encoding(path):
+    """Removes the encoding override of a file or folder. True if there was one."""
+    try:
+        os.removexattr(path, ENCODING)
     except OSError as e:
         if e.errno == errno.ENODATA:
             return False

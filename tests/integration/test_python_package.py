@@ -15,7 +15,8 @@ from conftest import REPO
 from mountutil import mounted, wait_invalidations
 
 import fidelityfs
-from fidelityfs.levels import SCAN_GROUP, clear_level, get_level, kind, level_count, set_level, sizes
+from fidelityfs.levels import (SCAN_GROUP, clear_encoding, clear_level, get_encoding, get_level, kind, level_count,
+                               set_encoding, set_level, sizes)
 from fidelityfs.stats import find_mount_root, read_config, read_stats
 
 PY = sys.executable
@@ -34,6 +35,7 @@ def test_pip_install_into_a_target_folder(tmp_path):
     assert (target / "fidelityfs" / "autotune.py").is_file()
     assert list(target.glob("fidelityfs-*.dist-info"))
     code = ("import fidelityfs, fidelityfs.stats, fidelityfs.levels; "
+            "from fidelityfs.levels import *; from fidelityfs import *; "
             "from fidelityfs import FidelityOrderSampler, FidelityAutotuner, set_level, read_stats; "
             "print(fidelityfs.__file__, fidelityfs.__version__, FidelityAutotuner.__module__)")
     p = subprocess.run([PY, "-c", code], capture_output=True, text=True, cwd=str(tmp_path),
@@ -108,6 +110,17 @@ def test_levels_round_trip(imagenet_store, mnt):
             set_level(os.path.join(mnt, ".fidelity", "sg", "4", cls), 2)
         assert get_level(os.path.join(mnt, ".fidelity", "sg", "4", os.path.relpath(f, mnt))) == 4
         assert state(f) == (7, b"7", per_level[6])
+        # The encoding, the same way: a folder's setting covers the file until the file's own.
+        assert get_encoding(f) == get_encoding(folder) == "progressive" and clear_encoding(f) is False
+        set_encoding(folder, "sequential")
+        with open(f, "rb") as fh:
+            data = fh.read()
+        assert get_encoding(f) == "sequential" and data[:2] == b"\xff\xd8" and os.stat(f).st_size == len(data)
+        set_encoding(f, "progressive")
+        assert get_encoding(f) == "progressive" and os.stat(f).st_size == per_level[6]
+        assert clear_encoding(f) is True and clear_encoding(folder) is True and get_encoding(f) == "progressive"
+        with pytest.raises(ValueError):
+            set_encoding(f, "baseline")
 
 
 # ---- the autotuner --------------------------------------------------------------------------------
