@@ -116,8 +116,8 @@ Result<ViewCache::View> FileReader::sequential_view(const index::File& f, int le
 Result<ViewCache::View> FileReader::render_sequential(const index::File& f, int level) {
   std::vector<uint8_t> stored;  // the progressive level, freed once re-encoded
   if (Status st = read_stored(f, level, 0, store_.size_at_level(f, level), stored); !st.ok()) return std::move(st).error();
-  // Optimized tables: 28% fewer bytes and a 1.29x faster decode than the standard ones, for 0.8 ms
-  // more once per re-encoding (docs/BENCHMARKS.md, "Sequential levels").
+  // Optimized tables: 28% fewer bytes and a 1.3x faster decode than the standard ones, for
+  // 0.1-0.25 ms more once per re-encoding (docs/BENCHMARKS.md, "Sequential levels").
   Result<std::vector<uint8_t>> seq = codec::sequential_from_progressive(stored, codec::HuffmanTables::optimized);
   if (!seq) return Error{EIO, fmt::format("level {} does not re-encode sequential: {}", level, seq.error().message)};
   if (seq->empty() || seq->size() >= std::numeric_limits<uint32_t>::max())
