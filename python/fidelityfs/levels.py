@@ -59,16 +59,21 @@ def get_level(path):
     return level_count(path) if v == "full" else int(v)
 
 
-def clear_level(path):
-    """Removes the override of a file or folder, so that it follows its folders, the rules and the
-    default again. True if there was one, False if there was none."""
+def _remove(path, name):
+    """Removes an override; True if there was one, False if there was none."""
     try:
-        os.removexattr(path, SCAN_GROUP)
+        os.removexattr(path, name)
     except OSError as e:
         if e.errno == errno.ENODATA:
             return False
         raise
     return True
+
+
+def clear_level(path):
+    """Removes the override of a file or folder, so that it follows its folders, the rules and the
+    default again. True if there was one, False if there was none."""
+    return _remove(path, SCAN_GROUP)
 
 
 def set_encoding(path, encoding):
@@ -94,13 +99,7 @@ def get_encoding(path):
 
 def clear_encoding(path):
     """Removes the encoding override of a file or folder. True if there was one."""
-    try:
-        os.removexattr(path, ENCODING)
-    except OSError as e:
-        if e.errno == errno.ENODATA:
-            return False
-        raise
-    return True
+    return _remove(path, ENCODING)
 
 
 def level_count(path):

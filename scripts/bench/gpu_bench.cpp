@@ -26,16 +26,14 @@
 #include "codec/l3.h"
 #include "codec/l3_batch.h"
 #include "cuda/gpu.h"
+#include "scripts/bench/bench_util.h"
 
 using namespace fid;
 namespace fsys = std::filesystem;
 
 namespace {
 
-std::vector<uint8_t> read_file(const fsys::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  return {std::istreambuf_iterator<char>(f), {}};
-}
+using bench::read_file;
 
 double wall() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "codec/image_io.h"
+#include "scripts/bench/bench_util.h"
 #include "codec/l3.h"
 
 using namespace fid::codec;
@@ -35,18 +36,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::vector<uint8_t> read_file(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  return {std::istreambuf_iterator<char>(f), {}};
-}
-
-// CPU time of this thread: decode speed on a shared machine is less disturbed by other
-// processes than with wall time (both decoders are measured the same way).
-double now_s() {
-  timespec t{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-  return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
-}
+using fid::bench::read_file;
+// Both decoders are timed in this thread's CPU time.
+double now_s() { return fid::bench::thread_seconds(); }
 
 struct Variant {
   std::string name;

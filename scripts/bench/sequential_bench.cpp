@@ -28,22 +28,15 @@
 #include <vector>
 
 #include "codec/jpeg.h"
+#include "scripts/bench/bench_util.h"
 
 using namespace fid::codec;
 namespace fs = std::filesystem;
 
 namespace {
 
-std::vector<uint8_t> read_file(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  return {std::istreambuf_iterator<char>(f), {}};
-}
-
-double thread_seconds() {
-  timespec ts{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return double(ts.tv_sec) + double(ts.tv_nsec) * 1e-9;
-}
+using fid::bench::read_file;
+using fid::bench::thread_seconds;
 
 template <class F>
 double median_seconds(int runs, F&& f) {
