@@ -79,7 +79,7 @@ bool LevelChanges::wait_not_in_flight(uint32_t dir, std::chrono::milliseconds li
 
 size_t LevelChanges::pending() const {
   std::lock_guard lock(deferred_mu_);
-  return deferred_pending_;
+  return deferred_pending_ + own_pending_;
 }
 
 Status LevelChanges::change(const Node& n, SubtreeSetting what, std::optional<int> value, int flags) {

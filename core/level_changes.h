@@ -105,7 +105,8 @@ class LevelChanges {
 
   uint64_t changes() const { return changes_.load(); }
   uint64_t invalidations() const { return invalidations_.load(); }
-  // Folders whose entries the background thread has still to invalidate.
+  // Invalidations still to come after their change's reply: folders queued for the background
+  // thread, and changed nodes' own names not yet dropped (kOwnEntryWait ran out).
   size_t pending() const;
   KernelCache* kernel() const { return kernel_.load(); }
 

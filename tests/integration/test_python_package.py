@@ -84,15 +84,20 @@ def test_levels_round_trip(imagenet_store, mnt):
         assert get_level(folder) == get_level(mnt) == 7
         assert clear_level(f) is False and clear_level(folder) is False  # nothing to remove
         set_level(folder, 3)
+        # Every change's names may be dropped just after its reply (docs/MOUNT.md): wait for all.
+        assert wait_invalidations(mnt)
         assert state(f) == (3, b"3", per_level[2]) and get_level(folder) == 3
         assert state(other)[0] == 7
         set_level(f, "full")
+        assert wait_invalidations(mnt)
         assert state(f) == (10, b"10", per_level[9])
         set_level(f, "2")
+        assert wait_invalidations(mnt)
         assert state(f) == (2, b"2", per_level[1])
         with open(f, "rb") as fh:
             assert len(fh.read()) == per_level[1]
         assert clear_level(f) is True
+        assert wait_invalidations(mnt)
         assert state(f) == (3, b"3", per_level[2])
         set_level(mnt, 1)  # the root covers everything without its own override
         # A change on the root drops looked-up entries just after its reply (docs/MOUNT.md)
@@ -113,10 +118,12 @@ def test_levels_round_trip(imagenet_store, mnt):
         # The encoding, the same way: a folder's setting covers the file until the file's own.
         assert get_encoding(f) == get_encoding(folder) == "progressive" and clear_encoding(f) is False
         set_encoding(folder, "sequential")
+        assert wait_invalidations(mnt)
         with open(f, "rb") as fh:
             data = fh.read()
         assert get_encoding(f) == "sequential" and data[:2] == b"\xff\xd8" and os.stat(f).st_size == len(data)
         set_encoding(f, "progressive")
+        assert wait_invalidations(mnt)
         assert get_encoding(f) == "progressive" and os.stat(f).st_size == per_level[6]
         assert clear_encoding(f) is True and clear_encoding(folder) is True and get_encoding(f) == "progressive"
         with pytest.raises(ValueError):

@@ -14,7 +14,7 @@ import pytest
 from PIL import Image
 
 from fidstore import Store
-from mountutil import XA, mounted
+from mountutil import XA, mounted, wait_invalidations
 from mountutil import read_file as read
 
 XE = "user.fidelity.encoding"
@@ -65,6 +65,8 @@ def test_every_level_reads_sequential_with_the_progressive_pixels(edge_store, mn
         assert json.loads(read(os.path.join(mnt, ".fidelity", "config")))["encoding"] == "sequential"
         for level in range(1, st.levels + 1):
             os.setxattr(mnt, XA, str(level).encode())
+            # A change's entries may be dropped just after its reply (docs/MOUNT.md): wait for all.
+            assert wait_invalidations(mnt)
             for rel in jpegs:
                 p = os.path.join(mnt, rel)
                 progressive = st.read(rel, level)
@@ -103,6 +105,7 @@ def test_encoding_per_subtree_and_views(edge_store, mnt):
         assert os.getxattr(p, XE) == b"progressive" and os.getxattr(mnt, XE) == b"progressive"
         assert XE in os.listxattr(p) and XE in os.listxattr(mnt)
         os.setxattr(folder, XE, b"Sequential\n")  # keywords in any case, a trailing newline ignored
+        assert wait_invalidations(mnt)
         assert os.getxattr(folder, XE) == b"sequential" and os.getxattr(p, XE) == b"sequential"
         seq = read(p)
         assert frame_and_scans(seq)[0] in (0xC0, 0xC1) and os.stat(p).st_size == len(seq)
@@ -110,13 +113,17 @@ def test_encoding_per_subtree_and_views(edge_store, mnt):
         assert read(os.path.join(mnt, others[0])) == st.read(others[0], 5)  # outside the folder: as stored
         # A level change keeps the encoding; the file's own override beats its folder's.
         os.setxattr(p, XA, b"2")
+        assert wait_invalidations(mnt)
         assert np.array_equal(pixels_pil(read(p))[1], pixels_pil(st.read(rel, 2))[1])
         assert frame_and_scans(read(p))[0] in (0xC0, 0xC1)
         os.setxattr(p, XE, b"progressive")
+        assert wait_invalidations(mnt)
         assert read(p) == st.read(rel, 2)
         os.removexattr(p, XE)
+        assert wait_invalidations(mnt)
         assert frame_and_scans(read(p))[0] in (0xC0, 0xC1)
         os.removexattr(folder, XE)
+        assert wait_invalidations(mnt)
         assert read(p) == st.read(rel, 2)
         # Views read as stored; bad values, non-JPEG files and missing overrides fail as for levels.
         view = os.path.join(mnt, ".fidelity", "sg", "3", rel)
