@@ -42,6 +42,7 @@ struct SequentialTranscoder {
   JBLOCKARRAY imcu_rows[MAX_COMPONENTS]{};  // this iMCU row of each component's blocks
   JSAMPARRAY raw_rows[MAX_COMPONENTS]{};    // the raw output rows handed to libjpeg
   bool bad_block = false;                   // the decoder handed a block outside the image
+  bool uncodable = false;                   // a coefficient a sequential 8-bit JPEG cannot code
   size_t blocks_kept = 0;                   // must end as the image's count: no block left unwritten
   jpeg_scan_info scans[MAX_COMPONENTS];     // one per component, where one scan cannot hold them all
 
@@ -60,6 +61,16 @@ struct SequentialTranscoder {
   SequentialTranscoder& operator=(const SequentialTranscoder&) = delete;
 };
 
+// Whether a sequential 8-bit JPEG can code the block (T.81 F.1.2: DC differences of at most 11
+// bits, so DC values in [-1024, 1023]; AC values of at most 10 bits). A progressive JPEG codes
+// larger values (a point transform shifts them), so a crafted one can hold what no sequential
+// file can; libjpeg's sequential coder would write them as garbage, not refuse them.
+bool codable(const JCOEF* block) {
+  int over = (block[0] < -1024) | (block[0] > 1023);
+  for (int k = 1; k < DCTSIZE2; ++k) over |= (block[k] < -1023) | (block[k] > 1023);
+  return over == 0;
+}
+
 // Stands in for the inverse DCT: keeps the block the decoder would transform. Its place in the
 // image follows from where libjpeg would write its pixels: the column from output_col, the
 // block row from the output rows' offset within this iMCU row.
@@ -75,6 +86,7 @@ void keep_block(j_decompress_ptr c, jpeg_component_info* comp, JCOEFPTR block, J
     t->bad_block = true;
     return;
   }
+  if (!codable(block)) t->uncodable = true;
   std::memcpy(t->imcu_rows[ci][row / size][col], block, sizeof(JBLOCK));
   ++t->blocks_kept;
 }
@@ -144,6 +156,11 @@ bool run(SequentialTranscoder& t, std::span<const uint8_t> jpeg, HuffmanTables t
     return false;
   }
   decode_smoothed(t, row_pointers, scratch);
+  if (t.uncodable) {
+    std::snprintf(t.err.message, sizeof t.err.message,
+                  "a DCT coefficient is out of the range a sequential JPEG can code (a DC value outside -1024..1023 or an AC value outside -1023..1023)");
+    return false;
+  }
   size_t image_blocks = 0;
   for (int ci = 0; ci < s.num_components; ++ci)
     image_blocks += size_t{s.comp_info[ci].width_in_blocks} * s.comp_info[ci].height_in_blocks;

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "codec/jpeg.h"
@@ -68,7 +69,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     check(level.ok() && level->width == source->width && level->height == source->height);
     if (k == kJpegLevels) check(level->pixels == source->pixels);
     const fid::Result<std::vector<uint8_t>> seq = sequential_from_progressive(level_file(p, k), tables);
-    check(seq.ok());
+    // A level that decodes re-encodes, unless it holds a coefficient no sequential JPEG can code.
+    if (!seq.ok()) {
+      check(seq.error().message.find("out of the range a sequential JPEG can code") != std::string::npos);
+      continue;
+    }
     const fid::Result<DecodedImage> seq_pixels = decode_jpeg_strict(*seq);
     check(seq_pixels.ok() && seq_pixels->pixels == level->pixels);
   }
