@@ -128,9 +128,9 @@ Result<ViewCache::View> FileReader::render_sequential(const index::File& f, int 
   if (!sequential_size_slot(f.id, level).compare_exchange_strong(known, size) && known != size)
     return Error{EIO, fmt::format("level {} re-encoded sequential to {} bytes, {} before", level, size, known)};
   sequential_made_.fetch_add(1, std::memory_order_relaxed);
-  std::shared_ptr<codec::HostBuffer> view = codec::HostBuffer::heap(seq->size());
-  std::memcpy(view->data(), seq->data(), seq->size());
-  return ViewCache::View(std::move(view));
+  // The view owns the re-encoded bytes as they are: no copy.
+  auto bytes = std::make_shared<std::vector<uint8_t>>(std::move(*seq));
+  return ViewCache::View(std::make_shared<codec::HostBuffer>(bytes->data(), bytes->size(), [bytes](uint8_t*, size_t) {}));
 }
 
 void FileReader::set_random_reads(bool records, bool memory_holds_all) {

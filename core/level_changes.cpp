@@ -112,8 +112,7 @@ Status LevelChanges::change(const Node& n, SubtreeSetting what, std::optional<in
   inflight_cv_.notify_all();
   const std::string now = !value ? std::string("override removed")
                           : level  ? std::to_string(*value)
-                                   : std::string(config::encoding_name(*value == kSequential ? config::Encoding::sequential
-                                                                                           : config::Encoding::progressive));
+                                   : std::string(config::encoding_name(encoding_of(*value)));
   log_info("{}{}: {} {}", file ? "" : "directory ",
            file ? store_.relative_path(store_.files()[n.id]) : store_.relative_path(store_.dirs()[n.id]),
            level ? "scan_group" : "encoding", now);

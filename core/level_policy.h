@@ -75,6 +75,9 @@ LevelPolicy make_level_policy(const index::Store& store, const config::Settings&
 // values below holds it.
 inline constexpr int kProgressive = 1;
 inline constexpr int kSequential = 2;
+inline config::Encoding encoding_of(int value) {
+  return value == kSequential ? config::Encoding::sequential : config::Encoding::progressive;
+}
 LevelPolicy make_encoding_policy(const index::Store& store, const config::Settings& settings);
 
 }  // namespace fid::core

@@ -49,7 +49,7 @@ Error not_writable(std::string_view name) {
 }
 
 std::string encoding_text(int value) {
-  return std::string(config::encoding_name(value == kSequential ? config::Encoding::sequential : config::Encoding::progressive));
+  return std::string(config::encoding_name(encoding_of(value)));
 }
 
 }  // namespace
