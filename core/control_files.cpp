@@ -1,12 +1,13 @@
 #include "core/control_files.h"
 
+#include "core/telemetry.h"
+
 namespace fid::core {
 
-ControlFiles::ControlFiles(const InodeMap& inodes, std::function<std::string(NodeType)> content)
-    : inodes_(inodes), render_(std::move(content)) {}
+ControlFiles::ControlFiles(const InodeMap& inodes, const Telemetry& telemetry) : inodes_(inodes), telemetry_(telemetry) {}
 
 uint64_t ControlFiles::snapshot_inode(NodeType t) {
-  auto text = std::make_shared<const std::string>(render_(t));
+  auto text = std::make_shared<const std::string>(telemetry_.render(t));
   std::lock_guard lock(mu_);
   auto& [last_gen, last] = latest_[snapshot_index(t)];
   if (last && *last == *text) return inodes_.ctl_snapshot(t, last_gen);
@@ -24,7 +25,7 @@ ControlFiles::Text ControlFiles::content(const Node& n) const {
     for (const auto& [gen, text] : kept_)
       if (gen == n.snapshot) return text;
   }
-  return std::make_shared<const std::string>(render_(n.type));
+  return std::make_shared<const std::string>(telemetry_.render(n.type));
 }
 
 }  // namespace fid::core

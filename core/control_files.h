@@ -6,7 +6,6 @@
 
 #include <cstdint>
 #include <deque>
-#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -15,11 +14,13 @@
 
 namespace fid::core {
 
+class Telemetry;
+
 class ControlFiles {
  public:
   using Text = std::shared_ptr<const std::string>;
-  // `content(t)` renders the current text of a snapshot type (kSnapshotTypes).
-  ControlFiles(const InodeMap& inodes, std::function<std::string(NodeType)> content);
+  // `telemetry` renders the current text of a snapshot type (kSnapshotTypes).
+  ControlFiles(const InodeMap& inodes, const Telemetry& telemetry);
 
   // The inode of a snapshot of t's current content (a new one if it changed).
   uint64_t snapshot_inode(NodeType t);
@@ -29,7 +30,7 @@ class ControlFiles {
  private:
   static constexpr size_t kKept = 256;  // snapshots kept for readers that looked one up
   const InodeMap& inodes_;
-  const std::function<std::string(NodeType)> render_;
+  const Telemetry& telemetry_;
   mutable std::mutex mu_;
   std::deque<std::pair<uint64_t, Text>> kept_;  // (generation, content), oldest first
   uint64_t next_generation_ = 0;

@@ -19,7 +19,7 @@ FileReader::FileReader(const index::Store& store, storage::RecordSource& source,
       cache_(store, source, stats_, settings.cache_bytes),
       // Read-ahead may fill three quarters of the cache: the rest serves what readers hold.
       prefetch_(store, cache_, stats_, settings.cache_bytes / 4 * 3, settings.order_window,
-                rank_deal(settings.order_ranks), [&source] { return source.in_flight_target(); }),
+                [&source] { return source.in_flight_target(); }),
       reader_loads_([&source] { return source.in_flight_target(); }),
       views_(std::max<uint64_t>(settings.cache_bytes / 4, 8ull << 20)),
       gpu_(gpu),
@@ -46,6 +46,46 @@ codec::L3Shape FileReader::shape_of(const index::File& f) {
 uint64_t FileReader::size(const index::File& f, int level) const {
   if (f.kind == index::FileKind::l3) return codec::l3_view_size(shape_of(f), view_format_);
   return store_.size_at_level(f, level);
+}
+
+void FileReader::add_readings(Readings& out) const {
+  using K = Reading::Kind;
+  const ReadStats& io = stats_;
+  out.insert(out.end(), {
+      {"eio_errors", K::counter, "fidelityfs_eio_errors_total",
+       "reads answered EIO (a piece failed its checksum or could not be read)", failures_.load()},
+      {"eio_files", K::gauge, "", "", failed_files()},
+      {"records_read", K::counter, "fidelityfs_prefix_loads_total", "record prefixes loaded from the store", io.records_read.load()},
+      {"record_bytes", K::counter, "", "", io.record_bytes.load()},
+      {"prefix_extensions", K::counter, "", "", io.prefix_extensions.load()},
+      {"piece_reads", K::counter, "", "", io.piece_reads.load()},
+      {"cache_hits", K::counter, "fidelityfs_cache_hits_total", "file reads served from a cached record prefix", io.cache_hits.load()},
+      {"cache_misses", K::counter, "fidelityfs_cache_misses_total", "file reads served from the file's own pieces",
+       io.cache_misses.load()},
+      {"prefetch_hits", K::counter, "", "", io.prefetch_hits.load()},
+      {"prefetch_waits", K::counter, "", "", io.prefetch_waits.load()},
+      {"prefetch_issued", K::counter, "", "", io.prefetch_issued.load()},
+      {"prefetch_skipped", K::counter, "", "", io.prefetch_skipped.load()},
+      {"prefixes_in_flight", K::gauge, "fidelityfs_prefixes_in_flight", "record prefixes being loaded now",
+       prefetch_.loading() + reader_loads_.loading()},
+      {"l3_views.renders", K::counter, "", "", views_.renders()},
+      {"l3_views.hits", K::counter, "", "", views_.hits()},
+      {"l3_views.used", K::gauge, "", "", views_.used()},
+      {"l3_views.budget", K::gauge, "", "", views_.budget()},
+      {"sequential_made", K::counter, "fidelityfs_sequential_made_total",
+       "JPEG levels made sequential (encoding=sequential), each making counted", sequential_made_.load()},
+      {"cache.budget", K::gauge, "fidelityfs_cache_budget_bytes", "the memory cache's budget (cache=)", cache_.budget()},
+      {"cache.used", K::gauge, "fidelityfs_cache_bytes", "bytes of record prefixes in the memory cache", cache_.used()},
+      {"cache.peak", K::gauge, "", "", cache_.peak()},
+      {"cache.entries", K::gauge, "", "", cache_.entries()},
+      {"cache.evictions", K::counter, "fidelityfs_cache_evictions_total", "record prefixes evicted from the memory cache",
+       io.cache_evictions.load()},
+  });
+}
+
+std::optional<FileReader::GpuReport> FileReader::gpu_report() const {
+  if (!batcher_) return std::nullopt;
+  return GpuReport{gpu_->description(), gpu_->max_batch_bytes(), batcher_->stats()};
 }
 
 size_t FileReader::failed_files() const {

@@ -14,12 +14,14 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <unordered_set>
 
 #include "codec/l3_batch.h"
 #include "codec/l3_view.h"
 #include "common/error.h"
+#include "common/readings.h"
 #include "config/config.h"
 #include "core/l3_batcher.h"
 #include "core/prefetcher.h"
@@ -63,19 +65,21 @@ class FileReader {
   void set_random_reads(bool records, bool memory_holds_all);
   bool random_records() const { return random_records_.load(std::memory_order_relaxed); }
 
-  Prefetcher& prefetcher() { return prefetch_; }
-  const Prefetcher& prefetcher() const { return prefetch_; }
-  const RecordCache& cache() const { return cache_; }
+  // A reader took `order`: the prefetcher follows it from now on.
+  void follow(const index::OrderParams& order) { prefetch_.follow(order); }
+  // Whether reads follow the order the prefetcher was given.
+  bool following() const { return prefetch_.following(); }
+
   const ReadStats& stats() const { return stats_; }
-  const ViewCache& views() const { return views_; }
-  const L3Batcher* batcher() const { return batcher_.get(); }
-  // Record prefixes being loaded now, by the prefetcher and by readers.
-  unsigned prefixes_loading() const { return prefetch_.loading() + reader_loads_.loading(); }
-  const codec::L3BatchDecoder* gpu() const { return gpu_; }
-  uint64_t failures() const { return failures_.load(); }
-  // JPEG levels made sequential (encoding=sequential), each making counted.
-  uint64_t sequential_made() const { return sequential_made_.load(); }
-  size_t failed_files() const;
+  // The counters and gauges of the reader and its parts (read path, caches, views, prefetch).
+  void add_readings(Readings& out) const;
+  // The GPU decoder of L3 files and its batches; nullopt without one.
+  struct GpuReport {
+    std::string decoder;
+    uint64_t max_batch_bytes = 0;
+    L3Batcher::Stats batches;
+  };
+  std::optional<GpuReport> gpu_report() const;
 
  private:
   // The stored bytes of f at `level` (read_range from a cached prefix, else from storage).
@@ -95,6 +99,7 @@ class FileReader {
   Result<ViewCache::View> render(const index::File& f);
   // Counts a failed read of f and logs the first one of each file.
   Error failed(const index::File& f, Error e);
+  size_t failed_files() const;
 
   const index::Store& store_;
   storage::RecordSource& source_;

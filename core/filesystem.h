@@ -1,14 +1,12 @@
 // The mount's filesystem without FUSE: every operation the kernel can ask for, on inode numbers,
 // returning a value or a fid::Error whose code is the errno to reply with. fs/fuse_adapter.cpp
-// turns FUSE requests into these calls and their results into replies; this class only wires the
-// parts, each in a file named after its job:
+// turns FUSE requests into these calls and their results into replies; this class only checks
+// the node an operation names and hands it to the part whose job it is:
 //   namespace.h      names, inodes, attributes, listings
-//   file_reader.h    the bytes of a file at a level (read_range.h, record_cache.h, prefetcher.h,
-//                    view_cache.h and l3_batcher.h below it), over a storage::RecordSource
-//   control_files.h  /.fidelity/stats, config and metrics snapshots (metrics.h: the Prometheus text)
-//   orders.h         /.fidelity/order files
-//   xattrs.h         user.fidelity.* attributes
-//   level_changes.h  level overrides and what they make stale in the kernel (KernelCache)
+//   file_reader.h    the bytes of a file at a level, over a storage::RecordSource
+//   orders.h         /.fidelity/order files; random_reads.h the mode their ranks' share decides
+//   xattrs.h         user.fidelity.* attributes; level_changes.h what a change makes stale
+//   telemetry.h      /.fidelity/stats, metrics and config (control_files.h: their snapshots)
 //   request_errors.h requests answered with an error: counted and logged
 #pragma once
 
@@ -16,17 +14,11 @@
 #include <sys/statvfs.h>
 
 #include <atomic>
-#include <chrono>
 #include <cstdint>
 #include <functional>
-#include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
-#include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "codec/l3_batch.h"
 #include "common/error.h"
@@ -37,11 +29,11 @@
 #include "core/inodes.h"
 #include "core/level_changes.h"
 #include "core/level_policy.h"
-#include "core/metrics.h"
 #include "core/namespace.h"
 #include "core/orders.h"
 #include "core/random_reads.h"
 #include "core/request_errors.h"
+#include "core/telemetry.h"
 #include "core/xattrs.h"
 #include "index/store.h"
 #include "storage/record_source.h"
@@ -61,24 +53,17 @@ class Filesystem {
   };
   Filesystem(const index::Store& store, storage::RecordSource& source, const config::Settings& settings,
              const Options& options);
-  ~Filesystem();
   Filesystem(const Filesystem&) = delete;
   Filesystem& operator=(const Filesystem&) = delete;
 
   // Level changes invalidate through `kernel` from now on, until detach(), which also stops the
   // source's requests (the mount is ending).
-  void attach(KernelCache* kernel);
+  void attach(KernelCache* kernel) { changes_.attach(kernel); }
   void detach();
   // Waits until every invalidation a level change queued has reached the kernel.
   void wait_invalidations() { changes_.wait_idle(); }
 
-  // A name in a folder. ino 0: there is no such name (the kernel may remember that).
-  struct Entry {
-    uint64_t ino = 0;
-    uint64_t generation = 1;
-    struct stat attr {};
-    bool name_cacheable = true;  // false: ask again at every lookup (control and order files)
-  };
+  using Entry = Namespace::Entry;
   Result<Entry> lookup(uint64_t parent, std::string_view name);
   Result<struct stat> getattr(uint64_t ino);
   Status access(uint64_t ino, int mask);
@@ -89,8 +74,7 @@ class Filesystem {
   Result<FileReader::Bytes> read(uint64_t ino, uint64_t offset, uint64_t size);
   // Entry i of folder `dir`'s listing; nullopt past the end. ENOTDIR if dir is not a folder.
   Result<std::optional<Namespace::DirEntry>> entry_at(uint64_t dir, size_t i);
-  // The entry of a listed name with its attributes (a listing that fills attributes).
-  Result<Entry> listed_entry(const Namespace::DirEntry& e);
+  Result<Entry> listed_entry(const Namespace::DirEntry& d) { return names_.listed_entry(d); }
   struct statvfs statfs() const;
 
   Result<std::string> getxattr(uint64_t ino, std::string_view name);
@@ -103,25 +87,14 @@ class Filesystem {
 
   // Where the adapter reports each request it answers with an error.
   RequestErrors& request_errors() { return request_errors_; }
-
   // One line for the log when the mount starts.
   std::string describe() const;
   const config::Settings& settings() const { return settings_; }
 
  private:
   Result<FileReader::Bytes> read_control(const Node& n, uint64_t offset, uint64_t size);
-  std::string control_text(NodeType t) const;
-  Readings readings() const;
-  std::string stats_json() const;
-  void add_decisions(nlohmann::ordered_json& j) const;
-  std::string config_json() const;
-  std::string metrics_text() const;
-  void forget_order_files();
-  // Decides random_reads anew (the mount's start, a level change, a new rank order read) and
-  // logs the decision when it changes.
-  void decide_random_reads();
-  // A reader took rank order `held`: the mount's share is the records of the ranks it served.
-  void note_rank_order(const OrderSlots::Held& held);
+  // A node that exists, or ENOENT.
+  Result<Node> existing(uint64_t ino) const;
 
   // Set when the mount ends (detach): the source's requests stop (RecordSource::cancel_on). First,
   // so that it outlives every member that may still read while being destroyed.
@@ -136,30 +109,15 @@ class Filesystem {
   const DisplayNames display_names_;
   FileReader reader_;
   OrderFiles orders_;
+  RandomReads random_reads_;
+  RequestErrors request_errors_;
+  Telemetry telemetry_;  // renders changes_ and change_access_, built below, only when asked
   ControlFiles control_;
   Namespace names_;
   LevelChanges changes_;
   Xattrs xattrs_;
   ChangeAccess change_access_;
   uint64_t store_bytes_ = 0;
-  // The ranks of one world size whose orders readers took, and their share of the records.
-  mutable std::mutex share_mu_;
-  uint32_t share_world_ = 1;
-  uint64_t share_epoch_ = 0;
-  std::vector<uint32_t> share_ranks_;
-  ReadShare share_;
-  RandomReadsDecision random_reads_;
-  const std::chrono::steady_clock::time_point started_;
-  std::atomic<uint64_t> lookups_{0}, reads_{0}, bytes_{0};
-  // Reads of tree files and the bytes they returned, by what was read: a JPEG at level k in slot
-  // k (1..L), an l3 file in slot L + 1, a blob in slot L + 2 (read_slot).
-  struct ReadCount {
-    std::atomic<uint64_t> reads{0}, bytes{0};
-  };
-  size_t read_slot(index::FileKind kind, int level) const;
-  std::unique_ptr<ReadCount[]> read_counts_;
-  LatencyHistogram read_latency_;  // reads of tree files, from the request to its bytes
-  RequestErrors request_errors_;
 };
 
 }  // namespace fid::core

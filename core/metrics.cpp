@@ -95,4 +95,19 @@ void MetricsText::histogram(std::string_view name, std::string_view help, const 
   sample(std::string(name) + "_count", static_cast<double>(h.cumulative.back()));
 }
 
+void MetricsText::readings(const Readings& all) {
+  std::vector<std::string_view> names;
+  for (const Reading& r : all)
+    if (!r.metric.empty() && std::find(names.begin(), names.end(), r.metric) == names.end()) names.push_back(r.metric);
+  for (std::string_view name : names) {
+    bool first = true;
+    for (const Reading& r : all) {
+      if (r.metric != name) continue;
+      if (first) family(name, r.kind == Reading::Kind::counter ? "counter" : "gauge", r.help);
+      first = false;
+      sample(name, static_cast<double>(r.value), r.labels);
+    }
+  }
+}
+
 }  // namespace fid::core

@@ -1,6 +1,6 @@
 // The mount's counters in the Prometheus text exposition format (version 0.0.4), for
 // /.fidelity/metrics: what node_exporter's textfile collector or any scraper reads. Text only:
-// Filesystem gathers the values, this file names and formats them.
+// Telemetry gathers the values, this file formats them.
 #pragma once
 
 #include <array>
@@ -11,6 +11,8 @@
 #include <string_view>
 #include <utility>
 #include <vector>
+
+#include "common/readings.h"
 
 namespace fid::core {
 
@@ -47,6 +49,9 @@ class MetricsText {
   void counter(std::string_view name, std::string_view help, double value);
   void gauge(std::string_view name, std::string_view help, double value);
   void histogram(std::string_view name, std::string_view help, const LatencyHistogram::Snapshot& h);
+  // Every reading that has a metric name: one family per name, in the order of its first
+  // reading, its samples (the readings' labels) after its # TYPE line.
+  void readings(const Readings& all);
 
   const std::string& text() const { return out_; }
 

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include <fmt/format.h>
+
 namespace fid::core {
 
 namespace {
@@ -261,6 +263,44 @@ bool Namespace::attributes(uint64_t ino, struct stat& st) {
       return stat_tree(n, st);
     default: return stat_control(n, st);
   }
+}
+
+Result<Namespace::Entry> Namespace::entry(const Node& parent, std::string_view name,
+                                          const std::function<void(uint64_t ino)>& after_level_read) {
+  Entry e;
+  e.ino = lookup(parent, name, &e.generation);
+  if (e.ino == 0) return e;
+  if (!attributes(e.ino, e.attr)) return Error{EIO, fmt::format("'{}' has no attributes", name)};
+  const Node n = inodes_.decode(e.ino);
+  e.name_cacheable = name_cacheable(n.type);
+  if (after_level_read) after_level_read(e.ino);
+  note_known(n);
+  // The level again, now that the name is known: a change that set it after the first reading
+  // either is seen here or sees the name known and invalidates it (after this reply, as the
+  // kernel holds the folder's lock until then). Either way no old-level inode stays cached.
+  if (n.type == NodeType::file && n.view == 0) {
+    const uint64_t now = live_file_ino(n.id);
+    if (now != e.ino) {
+      e.ino = now;
+      if (!attributes(e.ino, e.attr)) return Error{EIO, fmt::format("'{}' has no attributes", name)};
+    }
+  }
+  return e;
+}
+
+Result<Namespace::Entry> Namespace::listed_entry(const DirEntry& d) {
+  Entry e;
+  e.ino = d.ino;
+  if (!attributes(d.ino, e.attr)) return Error{EIO, fmt::format("'{}' has no attributes", d.name)};
+  const Node n = inodes_.decode(d.ino);
+  e.name_cacheable = name_cacheable(n.type);
+  if (d.name == "." || d.name == "..") return e;
+  note_known(n);
+  if (n.type == NodeType::file && n.view == 0) {  // the level again, as in entry()
+    const uint64_t now = live_file_ino(n.id);
+    if (now != e.ino && attributes(now, e.attr)) e.ino = now;
+  }
+  return e;
 }
 
 }  // namespace fid::core

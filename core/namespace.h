@@ -8,12 +8,14 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 #include <vector>
 
+#include "common/error.h"
 #include "core/control_files.h"
 #include "core/file_reader.h"
 #include "core/inodes.h"
@@ -38,6 +40,19 @@ class Namespace {
     uint64_t ino = 0;
     mode_t type = 0;  // S_IFDIR or S_IFREG
   };
+  // A name as the kernel is told it. ino 0: there is no such name (the kernel may remember that).
+  struct Entry {
+    uint64_t ino = 0;
+    uint64_t generation = 1;
+    struct stat attr {};
+    bool name_cacheable = true;  // false: ask again at every lookup (control and order files)
+  };
+  // `name` in folder node `parent` with its attributes, its name marked known. `after_level_read`
+  // (tests only) runs between the first reading of a live file's level and the mark.
+  Result<Entry> entry(const Node& parent, std::string_view name,
+                      const std::function<void(uint64_t ino)>& after_level_read = {});
+  // The entry of a listed name with its attributes (a listing that fills attributes).
+  Result<Entry> listed_entry(const DirEntry& d);
   // Entry i of the listing of directory `dir` ("." and ".." first); nullopt past the end.
   std::optional<DirEntry> entry_at(uint64_t dir, size_t i);
   // The inode of `name` in directory node `parent` (0: no such name) and its generation.

@@ -96,9 +96,9 @@ size_t escaped_size(std::string_view path) {
 
 }  // namespace
 
-OrderContents::OrderContents(const index::Store& store, size_t max_entries, index::RankDeal deal,
+OrderContents::OrderContents(const index::Store& store, size_t max_entries,
                              const std::unordered_map<uint32_t, std::string>* display_names)
-    : store_(store), max_(max_entries), deal_(deal), display_names_(display_names) {
+    : store_(store), max_(max_entries), display_names_(display_names) {
   for (const auto& d : store.dirs()) {
     std::string p;
     append_escaped(p, store.relative_path(d));
@@ -107,25 +107,18 @@ OrderContents::OrderContents(const index::Store& store, size_t max_entries, inde
   }
 }
 
-std::shared_ptr<const std::string> OrderContents::get(uint64_t seed, uint32_t window, const OrderName& name) {
+std::shared_ptr<const std::string> OrderContents::get(const index::OrderParams& order) {
   {
     std::lock_guard lock(mu_);
     for (auto it = lru_.begin(); it != lru_.end(); ++it) {
-      if (it->seed == seed && it->window == window && it->name == name) {
+      if (it->order == order) {
         lru_.splice(lru_.begin(), lru_, it);
         return lru_.front().text;
       }
     }
   }
   // Generated outside the lock (pure function; two racing generators produce the same text).
-  index::OrderParams p;
-  p.seed = seed;
-  p.epoch = name.epoch;
-  p.rank = name.rank;
-  p.world = name.world;
-  p.window = window;
-  p.ranks = deal_;
-  auto ids = index::epoch_order(store_, p);
+  auto ids = index::epoch_order(store_, order);
   auto text = std::make_shared<std::string>();
   size_t total = 0;
   auto files = store_.files();
@@ -144,7 +137,7 @@ std::shared_ptr<const std::string> OrderContents::get(uint64_t seed, uint32_t wi
     text->push_back('\n');
   }
   std::lock_guard lock(mu_);
-  lru_.push_front(Entry{seed, window, name, text});
+  lru_.push_front(Entry{order, text});
   while (lru_.size() > max_) lru_.pop_back();
   return text;
 }
@@ -159,16 +152,28 @@ size_t OrderContents::cached() {
 OrderFiles::OrderFiles(const index::Store& store, uint64_t seed, uint32_t window, index::RankDeal deal,
                        const std::unordered_map<uint32_t, std::string>* display_names)
     : slots_(kOrderSlots),
-      contents_(store, 4, deal, display_names),
+      contents_(store, 4, display_names),
       configured_seed_(seed),
       seed_(seed),
       window_(window),
       deal_(deal) {}
 
-std::shared_ptr<const std::string> OrderFiles::text(uint32_t slot) {
+std::optional<index::OrderParams> OrderFiles::params(uint32_t slot) const {
   auto held = slots_.held(slot);
-  if (!held) return nullptr;
-  return contents_.get(held->seed, window_, held->name);
+  if (!held) return std::nullopt;
+  index::OrderParams p;
+  p.seed = held->seed;
+  p.epoch = held->name.epoch;
+  p.rank = held->name.rank;
+  p.world = std::max(1u, held->name.world);
+  p.window = window_;
+  p.ranks = deal_;
+  return p;
+}
+
+std::shared_ptr<const std::string> OrderFiles::text(uint32_t slot) {
+  auto order = params(slot);
+  return order ? contents_.get(*order) : nullptr;
 }
 
 bool OrderFiles::set_seed(uint64_t seed) { return seed_.exchange(seed) != seed; }
@@ -179,22 +184,17 @@ index::RankDeal rank_deal(config::OrderRanks ranks) {
 
 // ---- index for the prefetcher -----------------------------------------------------------------
 
-std::shared_ptr<const OrderIndex> build_order_index(const index::Store& store, uint64_t seed, uint64_t epoch,
-                                                    uint32_t window, uint32_t world, index::RankDeal deal) {
-  index::OrderParams p;
-  p.seed = seed;
-  p.epoch = epoch;
-  p.window = window;
-  p.world = std::max(1u, world);
-  p.ranks = deal;
+std::shared_ptr<const OrderIndex> build_order_index(const index::Store& store, const index::OrderParams& order) {
+  index::OrderParams p = order;
+  p.world = std::max(1u, order.world);
   const auto orders = index::epoch_rank_orders(store, p);
   auto files = store.files();
   const auto nrec = static_cast<uint32_t>(store.records().size());
   auto ix = std::make_shared<OrderIndex>();
-  ix->seed = seed;
-  ix->epoch = epoch;
+  ix->seed = p.seed;
+  ix->epoch = p.epoch;
   ix->world = p.world;
-  ix->deal = deal;
+  ix->deal = p.ranks;
   ix->pos.assign(files.size(), UINT32_MAX);
   ix->rec_index.assign(nrec, UINT32_MAX);
   uint32_t i = 0;

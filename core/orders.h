@@ -58,27 +58,25 @@ class OrderSlots {
   uint64_t clock_ = 0;
 };
 
-// Generated order contents (one relative path per line, escaped as docs/FORMAT.md says), keyed by (seed, window, name). Keeps the
-// last `max_entries` (a getattr needs the size, an open the bytes: both hit the same entry).
+// Generated order contents (one relative path per line, escaped as docs/FORMAT.md says), keyed by
+// the order's parameters. Keeps the last `max_entries` (a getattr needs the size, an open the
+// bytes: both hit the same entry).
 class OrderContents {
  public:
   // `display_names` (may be null): names that differ from the stored ones (raw_names=ext).
-  OrderContents(const index::Store& store, size_t max_entries, index::RankDeal deal,
+  OrderContents(const index::Store& store, size_t max_entries,
                 const std::unordered_map<uint32_t, std::string>* display_names = nullptr);
-  std::shared_ptr<const std::string> get(uint64_t seed, uint32_t window, const OrderName& name);
+  std::shared_ptr<const std::string> get(const index::OrderParams& order);
   // How many texts are kept (at most max_entries, however many names readers try).
   size_t cached();
 
  private:
   struct Entry {
-    uint64_t seed;
-    uint32_t window;
-    OrderName name;
+    index::OrderParams order;
     std::shared_ptr<const std::string> text;
   };
   const index::Store& store_;
   size_t max_;
-  const index::RankDeal deal_;
   const std::unordered_map<uint32_t, std::string>* display_names_;
   std::mutex mu_;
   std::list<Entry> lru_;  // front = most recent
@@ -97,6 +95,10 @@ class OrderFiles {
   // The slot of `name` under the current seed.
   uint32_t acquire(const OrderName& name, uint64_t* generation) { return slots_.acquire({name, seed_.load()}, generation); }
   std::optional<OrderSlots::Held> held(uint32_t slot) const { return slots_.held(slot); }
+  // The parameters of the order in `slot` (its name, the seed it was looked up with, the mount's
+  // window and deal): the one place they are built, for its text, the prefetcher and the ranks'
+  // share. nullopt if the slot is unused.
+  std::optional<index::OrderParams> params(uint32_t slot) const;
   // The text of the order in `slot` (under the seed it was looked up with); null if unused.
   std::shared_ptr<const std::string> text(uint32_t slot);
   uint64_t seed() const { return seed_.load(); }
@@ -133,9 +135,8 @@ struct OrderIndex {
   std::vector<uint32_t> last_pos;   // by rec_seq index
   std::vector<uint32_t> seg_end;    // by rec_seq index: one past the last index of its rank's segment
 };
-std::shared_ptr<const OrderIndex> build_order_index(const index::Store& store, uint64_t seed, uint64_t epoch,
-                                                    uint32_t window, uint32_t world,
-                                                    index::RankDeal deal = index::RankDeal::stable);
+// The index of every rank of `order.world` (order.rank is ignored).
+std::shared_ptr<const OrderIndex> build_order_index(const index::Store& store, const index::OrderParams& order);
 // The index's deal of a mount's order_ranks setting.
 index::RankDeal rank_deal(config::OrderRanks ranks);
 

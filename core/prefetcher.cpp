@@ -19,13 +19,12 @@ bool OrderDetector::on_access(uint32_t p, uint32_t tolerance) {
 }
 
 Prefetcher::Prefetcher(const index::Store& store, RecordCache& cache, ReadStats& stats, uint64_t window_bytes,
-                       uint32_t order_window, index::RankDeal deal, std::function<uint64_t()> in_flight_target)
+                       uint32_t order_window, std::function<uint64_t()> in_flight_target)
     : store_(store),
       cache_(cache),
       stats_(stats),
       window_(window_bytes),
       order_window_(std::max(1u, order_window)),
-      deal_(deal),
       in_flight_target_(std::move(in_flight_target)) {
   for (unsigned i = 0; i < kMaxLoads; ++i) threads_.emplace_back([this] { worker(); });
 }
@@ -40,13 +39,12 @@ Prefetcher::~Prefetcher() {
   for (auto& [r, lvl] : queue_) cache_.unqueue(r);
 }
 
-void Prefetcher::follow(uint64_t seed, uint64_t epoch, uint32_t world) {
-  world = std::max(1u, world);
+void Prefetcher::follow(const index::OrderParams& order) {
   {
     std::lock_guard lock(mu_);
-    if (ix_ && ix_->seed == seed && ix_->epoch == epoch && ix_->world == world) return;
+    if (ix_ && ix_->seed == order.seed && ix_->epoch == order.epoch && ix_->world == std::max(1u, order.world)) return;
   }
-  auto ix = build_order_index(store_, seed, epoch, order_window_, world, deal_);  // outside the lock
+  auto ix = build_order_index(store_, order);  // outside the lock
   std::lock_guard lock(mu_);
   ix_ = std::move(ix);
   detector_.reset();

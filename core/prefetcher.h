@@ -95,14 +95,14 @@ class ReaderLoads {
 class Prefetcher {
  public:
   Prefetcher(const index::Store& store, RecordCache& cache, ReadStats& stats, uint64_t window_bytes,
-             uint32_t order_window, index::RankDeal deal, std::function<uint64_t()> in_flight_target = {});
+             uint32_t order_window, std::function<uint64_t()> in_flight_target = {});
   ~Prefetcher();
   Prefetcher(const Prefetcher&) = delete;
   Prefetcher& operator=(const Prefetcher&) = delete;
 
-  // A reader opened an order of (seed, epoch, world) (any rank of `world`): follow that
-  // epoch's rank orders from now on (the last world size opened wins).
-  void follow(uint64_t seed, uint64_t epoch, uint32_t world);
+  // A reader opened `order` (any rank of its world): follow that epoch's rank orders from now
+  // on (the last world size opened wins).
+  void follow(const index::OrderParams& order);
   // A reader starts reading file f at `level`.
   void on_access(uint32_t f, int level);
   bool following() const;
@@ -120,7 +120,6 @@ class Prefetcher {
   ReadStats& stats_;
   const uint64_t window_;
   const uint32_t order_window_;
-  const index::RankDeal deal_;
 
   mutable std::mutex mu_;
   std::condition_variable cv_;

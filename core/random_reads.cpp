@@ -1,8 +1,10 @@
 #include "core/random_reads.h"
 
+#include "core/log.h"
 #include "core/record_cache.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 
@@ -46,6 +48,76 @@ RandomReadsDecision decide_random_reads(config::RandomReads setting, uint64_t ne
     case config::RandomReads::auto_: d.records = needed <= d.budget; break;
   }
   return d;
+}
+
+// ---- the mount's mode ---------------------------------------------------------------------------
+
+RandomReads::RandomReads(const index::Store& store, const storage::RecordSource& source,
+                         const config::Settings& settings, const LevelPolicy& levels, FileReader& reader)
+    : store_(store),
+      source_(source),
+      setting_(settings.random_reads),
+      cache_bytes_(settings.cache_bytes),
+      levels_(levels),
+      reader_(reader) {
+  decide();
+}
+
+void RandomReads::decide() {
+  std::lock_guard lock(mu_);
+  decide_locked();
+}
+
+void RandomReads::decide_locked() {
+  std::optional<uint64_t> disk_bytes;
+  if (source_.keeps_copies()) disk_bytes = source_.local_copy_capacity();
+  const uint64_t needed = prefix_bytes_needed(store_, levels_, share_, !source_.keeps_copies());
+  RandomReadsDecision d = decide_random_reads(setting_, needed, cache_bytes_, disk_bytes, share_.what);
+  const bool changed = d.records != decision_.records || d.text() != decision_.text();
+  reader_.set_random_reads(d.records, d.memory_holds_all);
+  if (changed) log_info("random reads: {}", d.text());
+  decision_ = std::move(d);
+}
+
+void RandomReads::note_rank_order(const index::OrderParams& order) {
+  std::lock_guard lock(mu_);
+  if (order.world != share_world_ || (order.ranks == index::RankDeal::per_epoch && order.epoch != share_epoch_)) {
+    share_world_ = order.world;
+    share_ranks_.clear();
+  }
+  share_epoch_ = order.epoch;
+  const auto dealt = index::rank_records(store_, order);
+  if (dealt.empty()) return;
+  // Ranks past the records share their records (rank % dealt.size()): the list stays bounded by
+  // the record count whatever rank names readers make up.
+  const uint32_t dealt_rank = static_cast<uint32_t>(order.rank % dealt.size());
+  if (std::find(share_ranks_.begin(), share_ranks_.end(), dealt_rank) != share_ranks_.end()) return;
+  share_ranks_.push_back(dealt_rank);
+  std::sort(share_ranks_.begin(), share_ranks_.end());
+  share_.records.assign(store_.records().size(), false);
+  uint64_t count = 0;
+  for (uint32_t r : share_ranks_) {
+    for (uint32_t rec : dealt[r]) {
+      if (!share_.records[rec]) ++count;
+      share_.records[rec] = true;
+    }
+  }
+  share_.what = fmt::format("the {} records of rank{} {} of {}", count, share_ranks_.size() > 1 ? "s" : "",
+                            fmt::join(share_ranks_, ","), order.world);
+  decide_locked();
+}
+
+void RandomReads::forget_share() {
+  std::lock_guard lock(mu_);
+  share_world_ = 1;
+  share_ranks_.clear();
+  share_ = ReadShare{};
+  decide_locked();
+}
+
+RandomReadsDecision RandomReads::decision() const {
+  std::lock_guard lock(mu_);
+  return decision_;
 }
 
 }  // namespace fid::core

@@ -9,13 +9,17 @@
 #pragma once
 
 #include <cstdint>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "config/config.h"
+#include "core/file_reader.h"
 #include "core/level_policy.h"
+#include "index/order.h"
 #include "index/store.h"
+#include "storage/record_source.h"
 
 namespace fid::core {
 
@@ -47,5 +51,38 @@ struct RandomReadsDecision {
 // disk_cache_bytes: the disk cache's bound when the store is remote and has one.
 RandomReadsDecision decide_random_reads(config::RandomReads setting, uint64_t needed, uint64_t cache_bytes,
                                         std::optional<uint64_t> disk_cache_bytes, std::string share);
+
+// A mount's random_reads mode, in force in its FileReader: decided at the start and anew when
+// what it depends on changes (a level, the ranks whose orders readers took, the order seed);
+// logged when the decision changes.
+class RandomReads {
+ public:
+  RandomReads(const index::Store& store, const storage::RecordSource& source, const config::Settings& settings,
+              const LevelPolicy& levels, FileReader& reader);
+  // A level changed: the prefixes needed did.
+  void decide();
+  // A reader took rank order.rank of a world > 1: the mount's share adds that rank's records.
+  void note_rank_order(const index::OrderParams& order);
+  // The order seed changed: the ranks' records did, so the share counts again from the next rank order.
+  void forget_share();
+  RandomReadsDecision decision() const;
+
+ private:
+  void decide_locked();
+
+  const index::Store& store_;
+  const storage::RecordSource& source_;
+  const config::RandomReads setting_;
+  const uint64_t cache_bytes_;
+  const LevelPolicy& levels_;
+  FileReader& reader_;
+  mutable std::mutex mu_;
+  // The ranks of one world size whose orders readers took, and their share of the records.
+  uint32_t share_world_ = 1;
+  uint64_t share_epoch_ = 0;
+  std::vector<uint32_t> share_ranks_;
+  ReadShare share_;
+  RandomReadsDecision decision_;
+};
 
 }  // namespace fid::core

@@ -3,6 +3,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include <fmt/format.h>
+
 #include "core/log.h"
 
 namespace fid::core {
@@ -61,6 +63,18 @@ void RequestErrors::failed(Request r, uint64_t ino, std::string_view detail, con
   const char* name = ::strerrorname_np(e.code);
   log_write(level, fmt::format("{} inode {}{}{}: {} ({})", request_name(r), ino, detail.empty() ? "" : " ", detail,
                                e.message, name ? std::string(name) : std::to_string(e.code)));
+}
+
+void RequestErrors::add_readings(Readings& out) const {
+  for (size_t r = 0; r < kRequestKinds; ++r) {
+    const std::string_view op = request_name(static_cast<Request>(r));
+    out.push_back({fmt::format("requests.{}", op), Reading::Kind::counter, "", "", received_[r].load()});
+  }
+  for (size_t r = 0; r < kRequestKinds; ++r) {
+    const std::string_view op = request_name(static_cast<Request>(r));
+    out.push_back({fmt::format("request_errors.{}", op), Reading::Kind::counter, "fidelityfs_request_errors_total",
+                   "requests answered with an error, by FUSE operation", counts_[r].load(), {{"op", std::string(op)}}});
+  }
 }
 
 }  // namespace fid::core

@@ -16,6 +16,7 @@
 #include <string_view>
 
 #include "common/error.h"
+#include "common/readings.h"
 #include "config/config.h"
 
 namespace fid::core {
@@ -38,6 +39,9 @@ class RequestErrors {
   // Counts the failure of `r` on inode `ino` and logs it with `detail` (a name, an attribute).
   void failed(Request r, uint64_t ino, std::string_view detail, const Error& e);
   uint64_t count(Request r) const { return counts_[static_cast<size_t>(r)].load(std::memory_order_relaxed); }
+  // Both counts of every operation: stats' "requests" and "request_errors" objects, the latter
+  // also the metric fidelityfs_request_errors_total{op}.
+  void add_readings(Readings& out) const;
 
  private:
   static constexpr uint32_t kLinesPerWindow = 20;

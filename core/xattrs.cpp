@@ -1,5 +1,7 @@
 #include "core/xattrs.h"
 
+#include "core/log.h"
+
 #include <sys/xattr.h>
 
 #include <charconv>
@@ -57,14 +59,14 @@ std::string encoding_text(int value) {
 bool Xattrs::is_ours(std::string_view name) { return key_of(name).has_value(); }
 
 Xattrs::Xattrs(const index::Store& store, const LevelPolicy& levels, const LevelPolicy& encodings,
-               const FileReader& reader, OrderFiles& orders, LevelChanges& changes, std::function<void()> seed_changed)
+               const FileReader& reader, OrderFiles& orders, LevelChanges& changes, RandomReads& random_reads)
     : store_(store),
       levels_(levels),
       encodings_(encodings),
       reader_(reader),
       orders_(orders),
       changes_(changes),
-      seed_changed_(std::move(seed_changed)) {}
+      random_reads_(random_reads) {}
 
 std::optional<std::string> Xattrs::file_value(const index::File& f, int view, std::string_view key) const {
   const bool jpeg = f.kind == index::FileKind::jpeg;
@@ -135,8 +137,15 @@ Status Xattrs::set_seed(std::string_view value, int flags) {
   auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), seed);
   if (v.empty() || ec != std::errc() || p != v.data() + v.size()) return Error{EINVAL, "the order seed is a number"};
   if (flags & XATTR_CREATE) return Error{EEXIST, "the order seed always exists"};
-  if (orders_.set_seed(seed) && seed_changed_) seed_changed_();
+  if (orders_.set_seed(seed)) seed_changed();
   return {};
+}
+
+// Order names are never cached by the kernel (entry timeout 0): the next lookup of a name gets
+// the new seed's order in a slot of its own, while inodes looked up before keep their orders.
+void Xattrs::seed_changed() {
+  log_info("order seed {}", orders_.seed());
+  random_reads_.forget_share();
 }
 
 Status Xattrs::set(const Node& n, std::string_view name, std::string_view value, int flags) {
@@ -151,18 +160,23 @@ Status Xattrs::set(const Node& n, std::string_view name, std::string_view value,
   if (key_of(name) != "scan_group") return not_writable(name);
   auto level = config::parse_level(value_text(value));
   if (!level || (*level != config::kFull && *level > store_.levels())) return Error{EINVAL, "not a level of this store"};
-  return changes_.change(n, SubtreeSetting::scan_group, *level >= config::kFull ? store_.levels() : *level, flags);
+  return level_changed(changes_.change(n, SubtreeSetting::scan_group, *level >= config::kFull ? store_.levels() : *level, flags));
+}
+
+Status Xattrs::level_changed(Status st) {
+  if (st.ok()) random_reads_.decide();  // the prefixes the mount needs changed with the level
+  return st;
 }
 
 Status Xattrs::remove(const Node& n, std::string_view name) {
   if (is_order_seed(n, name)) {
-    if (orders_.reset_seed() && seed_changed_) seed_changed_();
+    if (orders_.reset_seed()) seed_changed();
     return {};
   }
   if (!key_of(name)) return no_data();
   if (key_of(name) == "encoding") return changes_.change(n, SubtreeSetting::encoding, std::nullopt, 0);
   if (key_of(name) != "scan_group") return not_writable(name);
-  return changes_.change(n, SubtreeSetting::scan_group, std::nullopt, 0);
+  return level_changed(changes_.change(n, SubtreeSetting::scan_group, std::nullopt, 0));
 }
 
 }  // namespace fid::core

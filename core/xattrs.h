@@ -5,7 +5,6 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <string>
 #include <string_view>
 
@@ -15,15 +14,16 @@
 #include "core/level_changes.h"
 #include "core/level_policy.h"
 #include "core/orders.h"
+#include "core/random_reads.h"
 #include "index/store.h"
 
 namespace fid::core {
 
 class Xattrs {
  public:
-  // `seed_changed` is called after the order seed changed (the order files' contents did).
+  // A level or order seed set here is handed to `random_reads`, which depends on both.
   Xattrs(const index::Store& store, const LevelPolicy& levels, const LevelPolicy& encodings, const FileReader& reader,
-         OrderFiles& orders, LevelChanges& changes, std::function<void()> seed_changed);
+         OrderFiles& orders, LevelChanges& changes, RandomReads& random_reads);
 
   // Whether `name` is one of ours (user.fidelity.*).
   static bool is_ours(std::string_view name);
@@ -40,6 +40,9 @@ class Xattrs {
  private:
   std::optional<std::string> file_value(const index::File& f, int view, std::string_view key) const;
   Status set_seed(std::string_view value, int flags);
+  void seed_changed();
+  // `st`: the result of a level change, returned; a change that happened is decided on.
+  Status level_changed(Status st);
 
   const index::Store& store_;
   const LevelPolicy& levels_;
@@ -47,7 +50,7 @@ class Xattrs {
   const FileReader& reader_;
   OrderFiles& orders_;
   LevelChanges& changes_;
-  const std::function<void()> seed_changed_;
+  RandomReads& random_reads_;
 };
 
 }  // namespace fid::core

@@ -62,7 +62,7 @@ TEST_F(OrderIndexTest, LaysRankOrdersEndToEndOneSegmentPerRank) {
   for (uint32_t world : {1u, 2u, 3u}) {
     SCOPED_TRACE(world);
     fid::index::OrderParams p{9, 2, 0, world, 2};
-    auto ix = fid::core::build_order_index(s, 9, 2, 2, world);
+    auto ix = fid::core::build_order_index(s, p);
     EXPECT_EQ(ix->world, world);
     const auto orders = fid::index::epoch_rank_orders(s, p);
     uint32_t next = 0;
@@ -90,7 +90,7 @@ TEST_F(OrderIndexTest, LaysRankOrdersEndToEndOneSegmentPerRank) {
 TEST_F(OrderIndexTest, DetectorFollowsRanksSharingAMount) {
   const auto& s = store();
   fid::index::OrderParams p{9, 2, 0, 2, 2};
-  auto ix = fid::core::build_order_index(s, 9, 2, 2, 2);
+  auto ix = fid::core::build_order_index(s, p);
   std::vector<std::vector<uint32_t>> orders;
   for (uint32_t r = 0; r < 2; ++r) {
     p.rank = r;
@@ -111,7 +111,8 @@ TEST_F(OrderIndexTest, DetectorFollowsRanksSharingAMount) {
 // stay bounded, and a huge world costs no more than a world of as many ranks as records.
 TEST_F(OrderIndexTest, ManyOrderNamesKeepTheTablesBounded) {
   const auto& s = store();
-  fid::core::OrderContents contents(s, 4, fid::index::RankDeal::stable);
+  fid::core::OrderContents contents(s, 4);
+  const auto order = [](const OrderName& n) { return fid::index::OrderParams{5, n.epoch, n.rank, n.world, 2}; };
   OrderSlots slots(256);
   uint32_t names = 0;
   for (uint64_t epoch = 0; epoch < 40; ++epoch)
@@ -120,7 +121,7 @@ TEST_F(OrderIndexTest, ManyOrderNamesKeepTheTablesBounded) {
         if (rank >= world) continue;
         const OrderName name{epoch * 1000003, rank, world};
         slots.acquire({name, 5}, nullptr);
-        auto text = contents.get(5, 2, name);
+        auto text = contents.get(order(name));
         ASSERT_NE(text, nullptr);
         ASSERT_FALSE(text->empty());
         ASSERT_LE(contents.cached(), 4u);
@@ -130,11 +131,11 @@ TEST_F(OrderIndexTest, ManyOrderNamesKeepTheTablesBounded) {
   EXPECT_EQ(slots.size(), 256u);
   // The last rank of the largest world reads a rank's share of the store, like any other rank.
   const OrderName huge{0, 4294967294u, 4294967295u};
-  const auto text = contents.get(5, 2, huge);
+  const auto text = contents.get(order(huge));
   const size_t lines = static_cast<size_t>(std::count(text->begin(), text->end(), '\n'));
   EXPECT_GE(lines, 1u);
   EXPECT_LE(lines, s.files().size());
-  auto ix = fid::core::build_order_index(s, 5, 0, 2, 4294967295u);
+  auto ix = fid::core::build_order_index(s, order(huge));
   EXPECT_EQ(ix->pos.size(), s.files().size());
   EXPECT_LE(ix->rec_seq.size(), s.records().size());
   EXPECT_LE(ix->seg_end.size(), s.records().size());
