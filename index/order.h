@@ -21,6 +21,7 @@ struct OrderParams {
   uint32_t world = 1;
   uint32_t window = 4;  // records being drawn from at once
   RankDeal ranks = RankDeal::stable;
+  bool operator==(const OrderParams&) const = default;
 };
 
 // File ids in read order. Files are drawn uniformly from the not-yet-read files of a window of
