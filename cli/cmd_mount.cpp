@@ -363,12 +363,12 @@ void tell_parent(const Fd& ready, const std::string& answer) {
 
 // Points stdin, stdout and stderr at /dev/null.
 void detach_from_terminal() {
-  int null = ::open("/dev/null", O_RDWR);
-  if (null < 0) return;
-  ::dup2(null, 0);
-  ::dup2(null, 1);
-  ::dup2(null, 2);
-  if (null > 2) ::close(null);  // not an Fd: a descriptor 0..2 is one of those it now stands for
+  Fd null(::open("/dev/null", O_RDWR));
+  if (null.get() < 0) return;
+  ::dup2(null.get(), 0);
+  ::dup2(null.get(), 1);
+  ::dup2(null.get(), 2);
+  if (null.get() <= 2) null.release();  // a descriptor 0..2 is one of those it now stands for: kept
 }
 
 // Where the daemon logs: log.file (absolute: the daemon runs in /); else syslog where something
@@ -383,12 +383,8 @@ std::string daemon_log_file(const config::Settings& settings) {
   if (!storage::make_private_dir(dir)) return "";
   const std::string file = (dir / "fidelityfs.log").string();
   // Made 0600 like every file in the cache folder (log_open keeps an existing file's mode).
-  const int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0600);
-  if (fd < 0 || ::fchmod(fd, 0600) != 0) {
-    if (fd >= 0) ::close(fd);
-    return "";
-  }
-  ::close(fd);
+  const Fd fd(::open(file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0600));
+  if (fd.get() < 0 || ::fchmod(fd.get(), 0600) != 0) return "";
   err(fmt::format("no syslog on this machine (/dev/log): the daemon logs to {} (log.file in a config chooses)", file));
   return file;
 }

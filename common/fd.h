@@ -27,6 +27,12 @@ class Fd {
     if (fd_ >= 0) ::close(fd_);
     fd_ = -1;
   }
+  // Closes now; false (errno set) where close reports an error: a file just written must check
+  // it, as some filesystems report a failed write only there.
+  bool close() {
+    const int fd = std::exchange(fd_, -1);
+    return fd < 0 || ::close(fd) == 0;
+  }
 
  private:
   int fd_ = -1;

@@ -142,15 +142,7 @@ std::atomic<uint32_t>& FileReader::sequential_size_slot(uint32_t file, int level
 }
 
 Result<ViewCache::View> FileReader::sequential_view(const index::File& f, int level) {
-  std::optional<Error> error;
-  ViewCache::View v = views_.get(ViewCache::view_key(f.id, level), [&]() -> ViewCache::View {
-    Result<ViewCache::View> r = render_sequential(f, level);
-    if (r.ok()) return *r;
-    error = std::move(r).error();
-    return nullptr;
-  });
-  if (!v) return error ? std::move(*error) : Error{EIO, "re-encoding it sequential failed in another reader"};
-  return v;
+  return views_.get(ViewCache::view_key(f.id, level), [&] { return render_sequential(f, level); });
 }
 
 Result<ViewCache::View> FileReader::render_sequential(const index::File& f, int level) {
@@ -221,15 +213,9 @@ Result<FileReader::Bytes> FileReader::read_view(const index::File& f, uint64_t o
   const uint64_t begin = std::min(offset, total);
   const uint64_t end = begin + std::min(length, total - begin);
   if (begin == end) return Bytes{};
-  std::optional<Error> error;
-  ViewCache::View v = views_.get(ViewCache::view_key(f.id), [&]() -> ViewCache::View {
-    Result<ViewCache::View> r = render(f);
-    if (r.ok()) return *r;
-    error = std::move(r).error();
-    return nullptr;
-  });
-  if (!v) return failed(f, error ? std::move(*error) : Error{EIO, "rendering its view failed in another reader"});
-  return Bytes{{v->data() + begin, end - begin}, v};
+  Result<ViewCache::View> v = views_.get(ViewCache::view_key(f.id), [&] { return render(f); });
+  if (!v.ok()) return failed(f, std::move(v).error());
+  return Bytes{{(*v)->data() + begin, end - begin}, *v};
 }
 
 Result<ViewCache::View> FileReader::render(const index::File& f) {

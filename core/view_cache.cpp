@@ -1,35 +1,41 @@
 #include "core/view_cache.h"
 
+#include <fmt/format.h>
+
 namespace fid::core {
 
-ViewCache::View ViewCache::get(uint64_t key, const std::function<View()>& render) {
+Result<ViewCache::View> ViewCache::get(uint64_t key, const std::function<Result<View>()>& render) {
   std::unique_lock lock(mu_);
   if (auto found = by_key_.find(key); found != by_key_.end()) {
     entries_.splice(entries_.begin(), entries_, found->second);
     auto view = found->second->view;
     lock.unlock();
     hits_.fetch_add(1, std::memory_order_relaxed);
-    return view.get();
+    if (View v = view.get()) return v;
+    return Error{EIO, "its render failed in another reader"};
   }
   std::promise<View> promise;
   entries_.push_front(Entry{key, promise.get_future().share(), 0});
   by_key_.emplace(key, entries_.begin());
   used_ += kEntryOverhead;
   lock.unlock();
-  View v;
+  Result<View> r = Error{EIO, "rendering it failed"};
+  bool returned = false;
   try {
-    v = render();
-  } catch (...) {  // not kept pending: the readers waiting see a failed render, the caller the exception
-    promise.set_value(nullptr);
-    lock.lock();
-    finish_locked(key, nullptr);
-    throw;
+    r = render();
+    returned = true;
+  } catch (const std::bad_alloc&) {  // never left pending: the readers waiting see a failed render
+    r = Error{ENOMEM, "out of memory while rendering it"};
+  } catch (const std::exception& e) {
+    r = Error{EIO, fmt::format("rendering it failed: {}", e.what())};
   }
+  const View v = r.ok() ? *r : nullptr;
   promise.set_value(v);
-  renders_.fetch_add(1, std::memory_order_relaxed);
+  if (returned) renders_.fetch_add(1, std::memory_order_relaxed);
   lock.lock();
   finish_locked(key, v);
-  return v;
+  if (r.ok() && !v) return Error{EIO, "rendering it gave nothing"};
+  return r;
 }
 
 void ViewCache::finish_locked(uint64_t key, const View& v) {

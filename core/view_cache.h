@@ -16,6 +16,8 @@
 #include <mutex>
 #include <unordered_map>
 
+#include "common/error.h"
+
 #include "codec/l3_batch.h"
 
 namespace fid::core {
@@ -29,9 +31,10 @@ class ViewCache {
   static uint64_t view_key(uint32_t file, int level = 0) { return uint64_t(level) << 32 | file; }
 
   // The view under `key`: cached, being rendered by another reader (waited for), or rendered now
-  // by `render`. A failed render is not cached (the next read tries again): null, or the exception
-  // `render` threw, passed on to the caller (readers waiting for it get null).
-  View get(uint64_t key, const std::function<View()>& render);
+  // by `render`. A failed render is not cached (the next read tries again): its caller gets its
+  // Error (ENOMEM if it ran out of memory, EIO for any other exception), the readers waiting for
+  // it EIO.
+  Result<View> get(uint64_t key, const std::function<Result<View>()>& render);
 
   // Bytes of views kept plus kEntryOverhead for each view kept or being rendered.
   uint64_t used() const;

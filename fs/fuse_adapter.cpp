@@ -16,7 +16,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <system_error>
 #include <cstring>
 #include <exception>
 #include <new>
@@ -353,9 +352,10 @@ int loop(fuse_session* se, const config::Settings& settings) {
 // signal only writes to a pipe; a thread of this watch does the rest.
 class SignalWatch {
  public:
-  SignalWatch(fuse_session* se, core::Filesystem& fs) : se_(se), fs_(fs), loop_thread_(::pthread_self()) {
-    if (::pipe2(pipe_, O_CLOEXEC | O_NONBLOCK) != 0) throw std::system_error(errno, std::generic_category(), "pipe");
-    write_end_.store(pipe_[1]);
+  // `pipe`: a non-blocking pipe (read end, write end) the watch owns from now on.
+  SignalWatch(fuse_session* se, core::Filesystem& fs, std::pair<Fd, Fd> pipe)
+      : se_(se), fs_(fs), loop_thread_(::pthread_self()), pipe_(std::move(pipe)) {
+    write_end_.store(pipe_.second.get());
     struct sigaction sa {};
     sa.sa_handler = on_signal;
     sigemptyset(&sa.sa_mask);
@@ -368,8 +368,6 @@ class SignalWatch {
     thread_.join();
     for (int sig : kSignals) ::sigaction(sig, &old_[index_of(sig)], nullptr);
     write_end_.store(-1);
-    ::close(pipe_[0]);
-    ::close(pipe_[1]);
   }
   SignalWatch(const SignalWatch&) = delete;
   SignalWatch& operator=(const SignalWatch&) = delete;
@@ -390,10 +388,10 @@ class SignalWatch {
   }
   void watch() {
     for (;;) {
-      pollfd p{pipe_[0], POLLIN, 0};
+      pollfd p{pipe_.first.get(), POLLIN, 0};
       if (::poll(&p, 1, -1) < 0) continue;
       char c = 0;
-      if (::read(pipe_[0], &c, 1) != 1) continue;
+      if (::read(pipe_.first.get(), &c, 1) != 1) continue;
       if (c == 'q') return;
       fs_.detach();
       fuse_session_exit(se_);
@@ -401,8 +399,8 @@ class SignalWatch {
       // exit, interrupt it again (a signal just before its wait would be lost).
       while (!loop_ended_.load()) {
         ::pthread_kill(loop_thread_, SIGHUP);
-        pollfd q{pipe_[0], POLLIN, 0};
-        if (::poll(&q, 1, 100) > 0 && ::read(pipe_[0], &c, 1) == 1 && c == 'q') return;
+        pollfd q{pipe_.first.get(), POLLIN, 0};
+        if (::poll(&q, 1, 100) > 0 && ::read(pipe_.first.get(), &c, 1) == 1 && c == 'q') return;
       }
       return;
     }
@@ -411,7 +409,7 @@ class SignalWatch {
   fuse_session* se_;
   core::Filesystem& fs_;
   const pthread_t loop_thread_;
-  int pipe_[2] = {-1, -1};
+  const std::pair<Fd, Fd> pipe_;
   struct sigaction old_[3] {};
   std::atomic<bool> loop_ended_{false};
   std::thread thread_;
@@ -424,8 +422,9 @@ int mount_saying_why(fuse_session* se, const std::string& mountpoint, std::strin
   const Fd saved(::dup(STDERR_FILENO));
   if (saved.get() < 0 || ::pipe2(pipe_fds, O_CLOEXEC | O_NONBLOCK) != 0) return fuse_session_mount(se, mountpoint.c_str());
   const Fd read_end(pipe_fds[0]);
-  (void)::dup2(pipe_fds[1], STDERR_FILENO);  // without O_CLOEXEC: fusermount3 inherits it
-  ::close(pipe_fds[1]);
+  Fd write_end(pipe_fds[1]);
+  (void)::dup2(write_end.get(), STDERR_FILENO);  // without O_CLOEXEC: fusermount3 inherits it
+  write_end.reset();
   const int rc = fuse_session_mount(se, mountpoint.c_str());
   (void)::dup2(saved.get(), STDERR_FILENO);
   char buf[4096];
@@ -447,6 +446,10 @@ Status serve(const index::Store& store, storage::RecordSource& source, const con
     ready(why);
     return Error{EIO, std::move(why)};
   };
+  int signal_pipe[2];
+  if (::pipe2(signal_pipe, O_CLOEXEC | O_NONBLOCK) != 0)
+    return failed(fmt::format("cannot make the pipe that signals are written to: {}", std::strerror(errno)));
+  std::pair<Fd, Fd> signal_ends{Fd(signal_pipe[0]), Fd(signal_pipe[1])};
   fuse_session* se = new_session(fs, store, settings, req.debug);
   if (!se) return failed("cannot create the FUSE session (see messages above)");
   if (fuse_set_signal_handlers(se) != 0) {
@@ -474,7 +477,7 @@ Status serve(const index::Store& store, storage::RecordSource& source, const con
   fs.attach(&kernel);
   int rc;
   {
-    SignalWatch signals(se, fs);
+    SignalWatch signals(se, fs, std::move(signal_ends));
     rc = loop(se, settings);
   }
   probe.join();

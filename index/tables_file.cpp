@@ -283,32 +283,32 @@ Status write_tables_file(const fs::path& file, const fs::path& index_file, const
   const fs::path tmp = file.parent_path() / tmp_name;
   // Made anew (O_EXCL): whatever has the name (a crash's leftover of a process with this pid, a
   // symbolic link) is removed, never written through.
-  int fd = create_private_file(dir->get(), tmp_name.c_str());
-  if (fd < 0 && errno == EEXIST && ::unlinkat(dir->get(), tmp_name.c_str(), 0) == 0)
-    fd = create_private_file(dir->get(), tmp_name.c_str());
-  if (fd < 0) return Error{errno, fmt::format("{}: {}", tmp.string(), std::strerror(errno))};
+  Fd fd(create_private_file(dir->get(), tmp_name.c_str()));
+  if (fd.get() < 0 && errno == EEXIST && ::unlinkat(dir->get(), tmp_name.c_str(), 0) == 0)
+    fd = Fd(create_private_file(dir->get(), tmp_name.c_str()));
+  if (fd.get() < 0) return Error{errno, fmt::format("{}: {}", tmp.string(), std::strerror(errno))};
   static constexpr uint8_t kZeros[kSectionAlign] = {};
   XXH3_state_t* st = XXH3_createState();
   XXH3_64bits_reset(st);
   const uint64_t path_end = sizeof(Header) + index_path.size();
   const std::string what = tmp.string() + ": cannot write the tables file";
   auto bytes = [](const void* p) { return static_cast<const uint8_t*>(p); };
-  Status ok = pwrite_loop(fd, bytes(index_path.data()), index_path.size(), sizeof(Header), what);
-  if (ok) ok = pwrite_loop(fd, kZeros, body_start - path_end, path_end, what);
+  Status ok = pwrite_loop(fd.get(), bytes(index_path.data()), index_path.size(), sizeof(Header), what);
+  if (ok) ok = pwrite_loop(fd.get(), kZeros, body_start - path_end, path_end, what);
   XXH3_64bits_update(st, kZeros, body_start - path_end);
   for (size_t s = 0; ok && s < kSections; ++s) {
     const uint64_t end = h.section_offset[s] + parts[s].size();
     const uint64_t pad = (s + 1 < kSections ? h.section_offset[s + 1] : h.file_bytes) - end;
-    ok = pwrite_loop(fd, parts[s].data(), parts[s].size(), h.section_offset[s], what);
-    if (ok) ok = pwrite_loop(fd, kZeros, pad, end, what);
+    ok = pwrite_loop(fd.get(), parts[s].data(), parts[s].size(), h.section_offset[s], what);
+    if (ok) ok = pwrite_loop(fd.get(), kZeros, pad, end, what);
     XXH3_64bits_update(st, parts[s].data(), parts[s].size());
     XXH3_64bits_update(st, kZeros, pad);
   }
   h.body_hash = XXH3_64bits_digest(st);
   XXH3_freeState(st);
   h.header_hash = header_hash(h, index_path);
-  if (ok) ok = pwrite_loop(fd, bytes(&h), sizeof h, 0, what);
-  if (::close(fd) != 0 && ok) ok = io_error(errno, what);
+  if (ok) ok = pwrite_loop(fd.get(), bytes(&h), sizeof h, 0, what);
+  if (!fd.close() && ok) ok = io_error(errno, what);
   if (!ok) {
     ::unlinkat(dir->get(), tmp_name.c_str(), 0);
     return ok;

@@ -248,7 +248,7 @@ LocalRecordSource::LocalRecordSource(const index::Store& store, bool use_io_urin
 
 LocalRecordSource::~LocalRecordSource() {
   for (size_t i = 0; i < fds_.size(); ++i)
-    if (const int fd = dfd_[i].load(); fd >= 0) ::close(fd);
+    if (const int fd = dfd_[i].load(); fd >= 0) Fd closed_here(fd);
 }
 
 std::string LocalRecordSource::describe() const {

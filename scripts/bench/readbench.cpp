@@ -25,6 +25,8 @@
 #include <thread>
 #include <vector>
 
+#include "common/fd.h"
+
 namespace {
 
 double cpu_seconds() {
@@ -65,13 +67,12 @@ void read_pass(Source& s, unsigned threads, bool in_order) {
     pool.emplace_back([&] {
       std::vector<char> buf(1 << 20);
       for (size_t i; (i = next++) < s.paths.size();) {
-        int fd = ::open(s.paths[i].c_str(), O_RDONLY | O_CLOEXEC);
-        if (fd < 0) { errors++; continue; }
+        const fid::Fd fd(::open(s.paths[i].c_str(), O_RDONLY | O_CLOEXEC));
+        if (fd.get() < 0) { errors++; continue; }
         ssize_t n;
         uint64_t got = 0;
-        while ((n = ::read(fd, buf.data(), buf.size())) > 0) got += static_cast<uint64_t>(n);
+        while ((n = ::read(fd.get(), buf.data(), buf.size())) > 0) got += static_cast<uint64_t>(n);
         if (n < 0) errors++;
-        ::close(fd);
         bytes += got;
       }
     });

@@ -3,7 +3,10 @@
 // each view's fixed overhead, so that tiny views cannot grow it without bound either.
 #include <gtest/gtest.h>
 
+#include <cerrno>
 #include <cstring>
+#include <new>
+#include <stdexcept>
 
 #include "core/view_cache.h"
 
@@ -11,6 +14,9 @@ using fid::codec::HostBuffer;
 using fid::core::ViewCache;
 
 namespace {
+
+// The view a get returned (null if it failed).
+ViewCache::View got(const fid::Result<ViewCache::View>& r) { return r.ok() ? *r : nullptr; }
 
 ViewCache::View view_of(size_t bytes, uint8_t fill) {
   auto v = HostBuffer::heap(bytes);
@@ -23,7 +29,7 @@ TEST(ViewCache, ManyTinyViewsStayWithinTheBudget) {
   ViewCache cache(kBudget);
   constexpr uint32_t kFiles = 100000;
   for (uint32_t f = 0; f < kFiles; ++f) {
-    ViewCache::View v = cache.get(f, [&] { return view_of(8, static_cast<uint8_t>(f)); });
+    ViewCache::View v = got(cache.get(f, [&] { return view_of(8, static_cast<uint8_t>(f)); }));
     ASSERT_NE(v, nullptr);
     ASSERT_EQ(v->data()[0], static_cast<uint8_t>(f));
     ASSERT_LE(cache.used(), kBudget);
@@ -33,7 +39,7 @@ TEST(ViewCache, ManyTinyViewsStayWithinTheBudget) {
   EXPECT_GE(cache.entries(), kBudget / (ViewCache::kEntryOverhead + 8) - 1);  // and it still caches
   // The most recent views are the ones kept: read again without rendering.
   const uint64_t renders = cache.renders();
-  ViewCache::View last = cache.get(kFiles - 1, [] { return view_of(8, 0); });
+  ViewCache::View last = got(cache.get(kFiles - 1, [] { return view_of(8, 0); }));
   EXPECT_EQ(last->data()[0], static_cast<uint8_t>(kFiles - 1));
   EXPECT_EQ(cache.renders(), renders);
   EXPECT_EQ(cache.hits(), 1u);
@@ -41,23 +47,27 @@ TEST(ViewCache, ManyTinyViewsStayWithinTheBudget) {
 
 TEST(ViewCache, AViewLargerThanTheBudgetIsTheOnlyOneKept) {
   ViewCache cache(1 << 10);
-  cache.get(1, [] { return view_of(100, 1); });
-  cache.get(2, [] { return view_of(4 << 10, 2); });
+  (void)cache.get(1, [] { return view_of(100, 1); });
+  (void)cache.get(2, [] { return view_of(4 << 10, 2); });
   EXPECT_EQ(cache.entries(), 1u);
   EXPECT_EQ(cache.used(), (4u << 10) + ViewCache::kEntryOverhead);
-  cache.get(2, [] { return view_of(4 << 10, 0); });  // kept: not rendered again
+  (void)cache.get(2, [] { return view_of(4 << 10, 0); });  // kept: not rendered again
   EXPECT_EQ(cache.renders(), 2u);
 }
 
 TEST(ViewCache, AFailedRenderIsNotKept) {
   ViewCache cache(1 << 20);
-  EXPECT_EQ(cache.get(7, [] { return ViewCache::View(); }), nullptr);
-  // A render that throws: the exception reaches the caller (the adapter answers ENOMEM or EIO) and
+  EXPECT_EQ(cache.get(7, [] { return ViewCache::View(); }).error().code, EIO);
+  // A render that throws: the caller gets the cause as an Error (ENOMEM when memory ran out) and
   // nothing stays pending for the next reader.
-  EXPECT_THROW(cache.get(8, []() -> ViewCache::View { throw std::runtime_error("decode"); }), std::runtime_error);
+  const auto thrown = cache.get(8, []() -> fid::Result<ViewCache::View> { throw std::runtime_error("decode"); });
+  ASSERT_FALSE(thrown.ok());
+  EXPECT_EQ(thrown.error().code, EIO);
+  EXPECT_NE(thrown.error().message.find("decode"), std::string::npos);
+  EXPECT_EQ(cache.get(9, []() -> fid::Result<ViewCache::View> { throw std::bad_alloc(); }).error().code, ENOMEM);
   EXPECT_EQ(cache.entries(), 0u);
   EXPECT_EQ(cache.used(), 0u);
-  EXPECT_EQ(cache.get(7, [] { return view_of(3, 7); })->data()[0], 7);
+  EXPECT_EQ(got(cache.get(7, [] { return view_of(3, 7); }))->data()[0], 7);
 }
 
 }  // namespace
