@@ -51,8 +51,8 @@ def script_files():
     """The shell, Python and C++ files under scripts/ and python/, build outputs left out."""
     for d in SCRIPT_DIRS:
         for f in sorted((root / d).rglob("*")):
-            skip = any(p.startswith("build") or p == "__pycache__" or p.endswith(".egg-info")
-                       for p in f.relative_to(root / d).parts[:-1])
+            parts = f.relative_to(root / d).parts[:-1]
+            skip = any(p in ("build", "__pycache__") or p.endswith(".egg-info") for p in parts)
             if f.is_file() and not skip and f.suffix in CPP | {".sh", ".py"}:
                 yield f
 
