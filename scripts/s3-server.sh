@@ -143,8 +143,8 @@ fail_start() {
     exit 1
 }
 
-start() {
-    install_if_missing
+# DIR made afresh and marked as ours; a DIR that is not ours, or where daemons still run, is refused.
+fresh_dir() {
     if [[ -e $dir ]]; then
         [[ -e $dir/$MARKER ]] || die "$dir exists and is not ours; choose another DIR"
         any_running && die "already running in $dir; stop it first: $0 stop $dir"
@@ -152,18 +152,15 @@ start() {
     fi
     mkdir -p "$dir"/{mon,osd,rgw,log,run,crash}
     touch "$dir/$MARKER"
-    local t0=$SECONDS deadline=$((SECONDS + BOOT_TIMEOUT))
+}
 
-    local fsid mon_port rgw_port
-    fsid=$(cat /proc/sys/kernel/random/uuid)
-    mon_port=$(free_port)
-    rgw_port=$(free_port)
-
-    # Authentication off everywhere (a throwaway on loopback); with cephx off, radosgw still
-    # needs "ms mon client mode = crc" or it loops on "get_initial_auth_request returned -13".
-    # Size-1 pools need "mon allow pool size one". paxos propose interval 0.05 cuts the boot
-    # from ~13 s to a few. Few PGs per pool: one OSD, and RGW creates about 8 pools.
-    # mon data avail crit = 0: a nearly full /tmp must not stop the monitor.
+# Authentication off everywhere (a throwaway on loopback); with cephx off, radosgw still
+# needs "ms mon client mode = crc" or it loops on "get_initial_auth_request returned -13".
+# Size-1 pools need "mon allow pool size one". paxos propose interval 0.05 cuts the boot
+# from ~13 s to a few. Few PGs per pool: one OSD, and RGW creates about 8 pools.
+# mon data avail crit = 0: a nearly full /tmp must not stop the monitor.
+write_conf() {  # FSID MON_PORT RGW_PORT
+    local fsid=$1 mon_port=$2 rgw_port=$3
     cat >"$CEPH_CONF" <<EOF
 [global]
 fsid = $fsid
@@ -210,16 +207,20 @@ EOF
     # A keyring is not needed with auth off, but the tools look for one; an empty one of ours
     # keeps them from reading /etc/ceph.
     ceph-authtool --create-keyring "$dir/keyring" >/dev/null
+}
 
-    log "monitor on 127.0.0.1:$mon_port"
-    monmaptool --create --fsid "$fsid" --addv a "[v2:127.0.0.1:$mon_port]" "$dir/monmap" >/dev/null
+start_monitor() {  # FSID MON_PORT
+    log "monitor on 127.0.0.1:$2"
+    monmaptool --create --fsid "$1" --addv a "[v2:127.0.0.1:$2]" "$dir/monmap" >/dev/null
     ceph-mon --mkfs -i a --monmap "$dir/monmap" >>"$dir/log/mkfs.out" 2>&1 ||
         fail_start "ceph-mon --mkfs failed"
     spawn mon ceph-mon -f -i a
+}
 
-    # Register the OSD with the monitor: the client keeps trying to reach the monitor until it
-    # answers or the boot time is up.
-    local uuid osd_id=''
+# Register the OSD with the monitor: the client keeps trying to reach the monitor until it
+# answers or the boot time is up. Then boot the OSD.
+start_osd() {  # DEADLINE (in $SECONDS)
+    local deadline=$1 uuid osd_id=''
     uuid=$(cat /proc/sys/kernel/random/uuid)
     osd_id=$(timeout "$((deadline - SECONDS + 5))" ceph --connect-timeout "$((deadline - SECONDS))" osd new "$uuid" \
         2>>"$dir/log/ceph-cli.out") || osd_id=''
@@ -231,13 +232,12 @@ EOF
     ceph-osd --mkfs -i "$osd_id" --osd-uuid "$uuid" >>"$dir/log/mkfs.out" 2>&1 ||
         fail_start "ceph-osd --mkfs failed"
     spawn osd ceph-osd -f -i "$osd_id"
+}
 
-    log "radosgw on 127.0.0.1:$rgw_port"
-    spawn rgw radosgw -f -n client.rgw.a
-
-    # The gateway listens once it has created its pools, which needs the OSD up: curl retries
-    # refused connections (once a second) until it answers or the boot time is up.
-    local endpoint=http://127.0.0.1:$rgw_port code name pid st
+# The gateway listens once it has created its pools, which needs the OSD up: curl retries
+# refused connections (once a second) until it answers or the boot time is up.
+wait_gateway() {  # ENDPOINT DEADLINE
+    local endpoint=$1 deadline=$2 code name pid st
     code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 --retry-connrefused --retry 1000 --retry-delay 1 \
         --retry-max-time "$((deadline - SECONDS))" "$endpoint/" || true)
     if [[ $code == 000 || -z $code ]]; then
@@ -246,8 +246,11 @@ EOF
         done <"$dir/pids"
         fail_start "the gateway did not answer within ${BOOT_TIMEOUT}s"
     fi
+}
 
-    local access secret
+# A user with fresh random keys; its export lines go to DIR/env.
+write_env() {  # ENDPOINT
+    local endpoint=$1 access secret
     access=$(random_hex 10 | tr a-f A-F)
     secret=$(random_hex 20)
     radosgw-admin user create --uid=fidelityfs --display-name=fidelityfs \
@@ -260,6 +263,24 @@ export AWS_ACCESS_KEY_ID=$access
 export AWS_SECRET_ACCESS_KEY=$secret
 export AWS_REGION=us-east-1
 EOF
+}
+
+start() {
+    install_if_missing
+    fresh_dir
+    local t0=$SECONDS deadline=$((SECONDS + BOOT_TIMEOUT))
+    local fsid mon_port rgw_port
+    fsid=$(cat /proc/sys/kernel/random/uuid)
+    mon_port=$(free_port)
+    rgw_port=$(free_port)
+    write_conf "$fsid" "$mon_port" "$rgw_port"
+    start_monitor "$fsid" "$mon_port"
+    start_osd "$deadline"
+    log "radosgw on 127.0.0.1:$rgw_port"
+    spawn rgw radosgw -f -n client.rgw.a
+    local endpoint=http://127.0.0.1:$rgw_port
+    wait_gateway "$endpoint" "$deadline"
+    write_env "$endpoint"
     log "up in $((SECONDS - t0))s at $endpoint (exports also in $dir/env)"
     cat "$dir/env"
 }

@@ -343,7 +343,8 @@ def curve_margin(cand, pcr):
     return worst
 
 
-def main():
+def parse_args():
+    """The arguments, and the candidates' names with pcr first."""
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("dir")
     ap.add_argument("--count", type=int, default=400)
@@ -358,38 +359,28 @@ def main():
     for n in names:
         if n not in CANDIDATES or len(CANDIDATES[n]) != LEVELS:
             sys.exit(f"unknown or malformed candidate {n}")
+    return a, names
 
-    paths = sorted(os.path.join(d, f) for d, _, fs in os.walk(a.dir) for f in fs
-                   if f.lower().endswith((".jpg", ".jpeg")))[:a.count]
-    tmp = tempfile.mkdtemp(prefix="decode-scripts-")
+
+def write_scripts(tmp, names):
+    """{name: path of its jpegtran scans file in tmp}."""
     script_files = {}
     for n in names:
         script_files[n] = os.path.join(tmp, n + ".txt")
         with open(script_files[n], "w") as f:
             for k, level in enumerate(CANDIDATES[n], 1):
                 f.write(f"# level {k}\n" + "\n".join(level) + "\n")
+    return script_files
 
-    # The standard script: -scans with pcr's list gives the same bytes as -progressive.
-    if paths:
-        p = subprocess.run(["jpegtran", "-copy", "all", "-optimize", "-scans", script_files[STANDARD], paths[0]],
-                           capture_output=True, check=True)
-        assert p.stdout == transcode(paths[0], STANDARD, None), "pcr's list is not -progressive"
 
-    t0 = time.time()
-    with ProcessPoolExecutor(a.jobs) as ex:
-        results = list(ex.map(work_file, [(p, names, script_files) for p in paths], chunksize=4))
-    skipped = [r for r in results if "skip" in r]
-    results = [r for r in results if "skip" not in r]
-    print(f"{len(results)} files from {a.dir} ({len(skipped)} skipped: not YCbCr), "
-          f"source {sum(r['source_bytes'] for r in results) / len(results) / 1e3:.1f} kB mean; "
-          f"checks and MS-SSIM {time.time() - t0:.0f} s with {a.jobs} processes")
-
-    # Timing: every pass times the source JPEGs and every (candidate, level), interleaved.
+def time_decodes(results, names, passes):
+    """{(candidate, level) or ("baseline", 0): best decode seconds over passes of the sample}.
+    Every pass times the source JPEGs and every (candidate, level), interleaved."""
     configs = [("baseline", 0)] + [(n, k) for n in names for k in range(1, LEVELS + 1)]
     best = {c: float("inf") for c in configs}
     for r in results:  # warm-up, untimed
         Image.open(r["path"]).load()
-    for _ in range(a.passes):
+    for _ in range(passes):
         for c in configs:
             if c[0] == "baseline":
                 bufs = [open(r["path"], "rb").read() for r in results]
@@ -397,11 +388,13 @@ def main():
                 bufs = [level_bytes(r["cands"][c[0]]["full"], r["cands"][c[0]]["cuts"], c[1]) for r in results]
             best[c] = min(best[c], decode_pass(bufs))
             del bufs
-    base_t = best[("baseline", 0)]
-    print(f"Pillow decode of the source JPEGs (baseline): {base_t * 1e6:.0f} us/image "
-          f"(best of {a.passes} passes, Image.open(BytesIO(b)).load(), one thread)")
+    return best
 
+
+def summarize(results, names, best):
+    """{candidate: its figures}: bytes, MS-SSIM and decode time per level, and against pcr."""
     summary, curves = {}, {}
+    base_t = best[("baseline", 0)]
     src_total = sum(r["source_bytes"] for r in results)
     for n in names:
         sizes = np.array([r["cands"][n]["sizes"] for r in results], dtype=np.float64)
@@ -426,19 +419,55 @@ def main():
         s["full_vs_source"] = s["full_bytes"] / src_total
         if n != STANDARD:
             s["curve_margin"], s["curve_margin_at"] = curve_margin(curves[n], curves[STANDARD])
-        print(f"\n### {n}: {s['scans']} scans; full level {s['full_bytes'] / len(results) / 1e3:.2f} kB/file mean, "
-              f"{s['full_vs_pcr']:.4f}x pcr's, {s['full_vs_source']:.4f}x the sources'; "
-              f"level files with djpeg warnings: {s['djpeg_warnings']}")
-        print("script: " + " | ".join(" ".join(level) for level in CANDIDATES[n]))
-        if n != STANDARD:
-            m = s["curve_margin"]
-            print(f"MS-SSIM vs bytes (fraction of pcr's full) against pcr's: "
-                  f"{'nowhere below' if m >= 0 else 'BELOW'}; worst margin {m:+.4f} at {s['curve_margin_at']:.3f}")
-        print("\n| level | bytes / full | MS-SSIM mean | MS-SSIM p5 | decode us/image | vs baseline |")
-        print("| ---: | ---: | ---: | ---: | ---: | ---: |")
-        for row in s["levels"]:
-            print(f"| {row['level']} | {row['bytes_fraction']:.3f} | {row['msssim_mean']:.4f} | {row['msssim_p5']:.4f} "
-                  f"| {row['decode_us']:.0f} | {row['decode_vs_baseline']:.2f}x |")
+    return summary
+
+
+def print_candidate(n, s, files):
+    print(f"\n### {n}: {s['scans']} scans; full level {s['full_bytes'] / files / 1e3:.2f} kB/file mean, "
+          f"{s['full_vs_pcr']:.4f}x pcr's, {s['full_vs_source']:.4f}x the sources'; "
+          f"level files with djpeg warnings: {s['djpeg_warnings']}")
+    print("script: " + " | ".join(" ".join(level) for level in CANDIDATES[n]))
+    if n != STANDARD:
+        m = s["curve_margin"]
+        print(f"MS-SSIM vs bytes (fraction of pcr's full) against pcr's: "
+              f"{'nowhere below' if m >= 0 else 'BELOW'}; worst margin {m:+.4f} at {s['curve_margin_at']:.3f}")
+    print("\n| level | bytes / full | MS-SSIM mean | MS-SSIM p5 | decode us/image | vs baseline |")
+    print("| ---: | ---: | ---: | ---: | ---: | ---: |")
+    for row in s["levels"]:
+        print(f"| {row['level']} | {row['bytes_fraction']:.3f} | {row['msssim_mean']:.4f} | {row['msssim_p5']:.4f} "
+              f"| {row['decode_us']:.0f} | {row['decode_vs_baseline']:.2f}x |")
+
+
+def main():
+    a, names = parse_args()
+    paths = sorted(os.path.join(d, f) for d, _, fs in os.walk(a.dir) for f in fs
+                   if f.lower().endswith((".jpg", ".jpeg")))[:a.count]
+    tmp = tempfile.mkdtemp(prefix="decode-scripts-")
+    script_files = write_scripts(tmp, names)
+
+    # The standard script: -scans with pcr's list gives the same bytes as -progressive.
+    if paths:
+        p = subprocess.run(["jpegtran", "-copy", "all", "-optimize", "-scans", script_files[STANDARD], paths[0]],
+                           capture_output=True, check=True)
+        assert p.stdout == transcode(paths[0], STANDARD, None), "pcr's list is not -progressive"
+
+    t0 = time.time()
+    with ProcessPoolExecutor(a.jobs) as ex:
+        results = list(ex.map(work_file, [(p, names, script_files) for p in paths], chunksize=4))
+    skipped = [r for r in results if "skip" in r]
+    results = [r for r in results if "skip" not in r]
+    print(f"{len(results)} files from {a.dir} ({len(skipped)} skipped: not YCbCr), "
+          f"source {sum(r['source_bytes'] for r in results) / len(results) / 1e3:.1f} kB mean; "
+          f"checks and MS-SSIM {time.time() - t0:.0f} s with {a.jobs} processes")
+
+    best = time_decodes(results, names, a.passes)
+    base_t = best[("baseline", 0)]
+    print(f"Pillow decode of the source JPEGs (baseline): {base_t * 1e6:.0f} us/image "
+          f"(best of {a.passes} passes, Image.open(BytesIO(b)).load(), one thread)")
+
+    summary = summarize(results, names, best)
+    for n in names:
+        print_candidate(n, summary[n], len(results))
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"dir": a.dir, "files": len(results), "baseline_decode_us": base_t * 1e6,

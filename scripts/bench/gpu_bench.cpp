@@ -85,68 +85,90 @@ void print(const char* name, const Rate& r, double spng_ips) {
               spng_ips > 0 ? r.images_per_s / spng_ips : 0.0);
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+struct Args {
   unsigned batch = 64;
   double seconds = 3;
+  std::vector<fsys::path> pngs;  // the files named, and the *.png under the directories named, sorted
+};
+
+Args parse_args(int argc, char** argv) {
+  Args a;
   std::vector<fsys::path> inputs;
   for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "--batch" && i + 1 < argc) batch = static_cast<unsigned>(std::stoul(argv[++i]));
-    else if (a == "--seconds" && i + 1 < argc) seconds = std::stod(argv[++i]);
-    else inputs.emplace_back(a);
+    std::string arg = argv[i];
+    if (arg == "--batch" && i + 1 < argc) a.batch = static_cast<unsigned>(std::stoul(argv[++i]));
+    else if (arg == "--seconds" && i + 1 < argc) a.seconds = std::stod(argv[++i]);
+    else inputs.emplace_back(arg);
   }
-  std::vector<fsys::path> pngs;
   for (const auto& in : inputs) {
     if (fsys::is_directory(in)) {
       for (const auto& e : fsys::recursive_directory_iterator(in))
-        if (e.path().extension() == ".png") pngs.push_back(e.path());
+        if (e.path().extension() == ".png") a.pngs.push_back(e.path());
     } else {
-      pngs.push_back(in);
+      a.pngs.push_back(in);
     }
   }
-  std::sort(pngs.begin(), pngs.end());
-  if (pngs.empty()) {
-    std::fprintf(stderr, "usage: gpu_bench [--batch B] [--seconds S] DIR_OR_PNG...\n");
-    return 2;
-  }
-  std::vector<Image> ims;
+  std::sort(a.pngs.begin(), a.pngs.end());
+  return a;
+}
+
+// Each PNG and its L3 encoding; false (after a message) when one does not decode or encode.
+bool load_images(const std::vector<fsys::path>& pngs, std::vector<Image>& ims) {
   for (const auto& p : pngs) {
     Image im;
     im.png = read_file(p);
     fid::Result<codec::SourceImage> src = codec::decode_image(im.png);
     if (!src) {
       std::fprintf(stderr, "%s: %s\n", p.c_str(), src.error().message.c_str());
-      return 1;
+      return false;
     }
     fid::Result<std::vector<uint8_t>> encoded = codec::l3_encode(src->image);
     if (!encoded) {
       std::fprintf(stderr, "%s: %s\n", p.c_str(), encoded.error().message.c_str());
-      return 1;
+      return false;
     }
     im.l3 = std::move(encoded).value();
     im.raw = src->image.pixels.size();
     ims.push_back(std::move(im));
   }
-  std::printf("GPU L3 benchmark: %zu PNGs (%s ...), batches of %u, %.0f s per decoder, median round\n", ims.size(),
-              pngs[0].filename().c_str(), batch, seconds);
+  return true;
+}
 
-  std::vector<uint8_t> buf;
-  Rate spng = measure(ims, seconds, [&] {
-    for (const auto& im : ims)
-      if (!spng_decode(im.png, buf)) std::abort();
-  });
-  print("libspng, 1 core", spng, spng.images_per_s);
+// Decodes every job once, in batches, one feeder thread per stream of dec; bad is set on a failure.
+void decode_all(codec::L3BatchDecoder& dec, std::vector<codec::L3Job>& jobs, unsigned batch, std::atomic<bool>& bad) {
+  std::atomic<size_t> next{0};
+  std::vector<std::thread> feeders;
+  for (unsigned t = 0; t < dec.concurrency(); ++t)
+    feeders.emplace_back([&] {
+      std::vector<codec::L3Job*> b;
+      for (;;) {
+        size_t i0 = next.fetch_add(batch);
+        if (i0 >= jobs.size()) return;
+        b.clear();
+        for (size_t i = i0; i < std::min(jobs.size(), i0 + batch); ++i) b.push_back(&jobs[i]);
+        const Status decoded = dec.decode(b);
+        for (auto* j : b) bad = bad || !decoded || !j->ok;
+      }
+    });
+  for (auto& f : feeders) f.join();
+}
 
-  Rate cpu = measure(ims, seconds, [&] {
-    for (const auto& im : ims) {
-      buf.resize(im.raw);
-      if (!codec::l3_decode_into(im.l3, buf)) std::abort();
+// Whether the GPU's pixels are the CPU decoder's, bit for bit (the first that is not is printed).
+bool matches_cpu(const std::vector<Image>& ims, const std::vector<codec::L3Job>& jobs,
+                 const std::vector<fsys::path>& pngs, std::vector<uint8_t>& buf) {
+  for (size_t i = 0; i < ims.size(); ++i) {
+    buf.resize(ims[i].raw);
+    if (!jobs[i].ok || !codec::l3_decode_into(ims[i].l3, buf) ||
+        std::memcmp(buf.data(), jobs[i].pixels.data(), buf.size()) != 0) {
+      std::printf("MISMATCH: the GPU decoder differs from the CPU decoder on %s\n", pngs[i].c_str());
+      return false;
     }
-  });
-  print("L3 CPU decoder, 1 core", cpu, spng.images_per_s);
+  }
+  return true;
+}
 
+// The GPU rows (or "no GPU"); the exit status.
+int gpu_rows(const Args& a, const std::vector<Image>& ims, double spng_ips, std::vector<uint8_t>& buf) {
   gpu::DecoderOptions opt;
   size_t raw_total = 0;
   for (const auto& im : ims) raw_total += im.raw;
@@ -169,44 +191,49 @@ int main(int argc, char** argv) {
     jobs[i].pixels = views.back()->span();
   }
   std::atomic<bool> bad{false};
-  auto one_pass = [&] {
-    std::atomic<size_t> next{0};
-    std::vector<std::thread> feeders;
-    for (unsigned t = 0; t < dec->concurrency(); ++t)
-      feeders.emplace_back([&] {
-        std::vector<codec::L3Job*> b;
-        for (;;) {
-          size_t i0 = next.fetch_add(batch);
-          if (i0 >= jobs.size()) return;
-          b.clear();
-          for (size_t i = i0; i < std::min(jobs.size(), i0 + batch); ++i) b.push_back(&jobs[i]);
-          const Status decoded = dec->decode(b);
-          for (auto* j : b) bad = bad || !decoded || !j->ok;
-        }
-      });
-    for (auto& f : feeders) f.join();
-  };
-  one_pass();  // warm up: device buffers, module load
-  // The decoded pixels must be the CPU decoder's, bit for bit.
-  for (size_t i = 0; i < ims.size(); ++i) {
-    buf.resize(ims[i].raw);
-    if (!jobs[i].ok || !codec::l3_decode_into(ims[i].l3, buf) ||
-        std::memcmp(buf.data(), jobs[i].pixels.data(), buf.size()) != 0) {
-      std::printf("MISMATCH: the GPU decoder differs from the CPU decoder on %s\n", pngs[i].c_str());
-      return 1;
-    }
-  }
+  decode_all(*dec, jobs, a.batch, bad);  // warm up: device buffers, module load
+  if (!matches_cpu(ims, jobs, a.pngs, buf)) return 1;
   const double k0 = gpu::kernel_seconds(*dec);
   size_t passes = 0;
-  Rate e2e = measure(ims, seconds, [&] {
-    one_pass();
+  Rate e2e = measure(ims, a.seconds, [&] {
+    decode_all(*dec, jobs, a.batch, bad);
     ++passes;
   });
   const double kernel_s = (gpu::kernel_seconds(*dec) - k0) / static_cast<double>(passes);
   Rate kernel{static_cast<double>(ims.size()) / kernel_s, static_cast<double>(raw_total) / kernel_s / 1e9};
-  print("L3 GPU, kernel only", kernel, spng.images_per_s);
-  print("L3 GPU, end to end (pinned host output)", e2e, spng.images_per_s);
+  print("L3 GPU, kernel only", kernel, spng_ips);
+  print("L3 GPU, end to end (pinned host output)", e2e, spng_ips);
   if (bad) std::printf("ERRORS: some GPU decodes failed\n");
   std::printf("bit-exact vs the CPU decoder: %zu/%zu images\n", ims.size(), ims.size());
   return bad ? 1 : 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Args a = parse_args(argc, argv);
+  if (a.pngs.empty()) {
+    std::fprintf(stderr, "usage: gpu_bench [--batch B] [--seconds S] DIR_OR_PNG...\n");
+    return 2;
+  }
+  std::vector<Image> ims;
+  if (!load_images(a.pngs, ims)) return 1;
+  std::printf("GPU L3 benchmark: %zu PNGs (%s ...), batches of %u, %.0f s per decoder, median round\n", ims.size(),
+              a.pngs[0].filename().c_str(), a.batch, a.seconds);
+
+  std::vector<uint8_t> buf;
+  Rate spng = measure(ims, a.seconds, [&] {
+    for (const auto& im : ims)
+      if (!spng_decode(im.png, buf)) std::abort();
+  });
+  print("libspng, 1 core", spng, spng.images_per_s);
+
+  Rate cpu = measure(ims, a.seconds, [&] {
+    for (const auto& im : ims) {
+      buf.resize(im.raw);
+      if (!codec::l3_decode_into(im.l3, buf)) std::abort();
+    }
+  });
+  print("L3 CPU decoder, 1 core", cpu, spng.images_per_s);
+  return gpu_rows(a, ims, spng.images_per_s, buf);
 }

@@ -162,145 +162,185 @@ bool spng_decode(const std::vector<uint8_t>& png, std::vector<uint8_t>& out) {
   return rc == 0;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+struct Options {
   size_t max_files = 1000;
   int reps = 3;
   bool all = true, v2 = false, speed = true, per_file = false;
   int seg_override = -1;  // --seg K: segment_log2 of the "default" variant (0 = per image)
   std::vector<fs::path> files;
+};
+
+Options parse_options(int argc, char** argv) {
+  Options o;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
-    if (a == "--max" && i + 1 < argc) max_files = std::stoul(argv[++i]);
-    else if (a == "--reps" && i + 1 < argc) reps = std::stoi(argv[++i]);
+    if (a == "--max" && i + 1 < argc) o.max_files = std::stoul(argv[++i]);
+    else if (a == "--reps" && i + 1 < argc) o.reps = std::stoi(argv[++i]);
     else if (a == "--variants" && i + 1 < argc) {
       const std::string which = argv[++i];
-      all = which == "all";
-      v2 = which == "v2";
+      o.all = which == "all";
+      o.v2 = which == "v2";
     }
-    else if (a == "--per-file") per_file = true;
-    else if (a == "--no-speed") speed = false;
-    else if (a == "--seg" && i + 1 < argc) seg_override = std::stoi(argv[++i]);
+    else if (a == "--per-file") o.per_file = true;
+    else if (a == "--no-speed") o.speed = false;
+    else if (a == "--seg" && i + 1 < argc) o.seg_override = std::stoi(argv[++i]);
     else if (fs::is_directory(a)) {
       std::vector<fs::path> found;
       for (auto& e : fs::recursive_directory_iterator(a))
         if (e.path().extension() == ".png") found.push_back(e.path());
       std::sort(found.begin(), found.end());
-      files.insert(files.end(), found.begin(), found.end());
+      o.files.insert(o.files.end(), found.begin(), found.end());
     } else {
-      files.emplace_back(a);
+      o.files.emplace_back(a);
     }
   }
-  if (files.size() > max_files) files.resize(max_files);
-  if (files.empty()) {
-    std::fprintf(stderr, "usage: l3_codec_bench [--max N] [--reps R] [--variants all|default] DIR...\n");
-    return 2;
-  }
-  auto vs = v2 ? v2_ablation() : variants(all);
-  if (seg_override >= 0) {
-    vs.back().opt.segment_log2 = static_cast<uint8_t>(seg_override);
-    vs.back().name = "default with segment_log2=" + std::to_string(seg_override);
-  }
-  std::vector<double> total(vs.size(), 0);
-  std::vector<std::vector<double>> ratios(vs.size());
+  if (o.files.size() > o.max_files) o.files.resize(o.max_files);
+  return o;
+}
+
+// The figures summed over the images.
+struct Totals {
+  std::vector<double> total;                 // L3 bytes, per variant
+  std::vector<std::vector<double>> ratios;   // L3 bytes / PNG bytes, per variant, per image
   double png_total = 0, raw_total = 0;
   double spng_time = 0, l3_time = 0, libpng_time = 0, bytes_decoded = 0;
   size_t used = 0, lossless = 0;
-  for (auto& f : files) {
-    auto png = read_file(f);
-    fid::Result<SourceImage> decoded = decode_png(png);
-    if (!decoded) {
-      std::fprintf(stderr, "skip %s: %s\n", f.c_str(), decoded.error().message.c_str());
-      continue;
+};
+
+// Encodes one image with every variant; def gets the last (default) variant's bytes.
+bool encode_variants(const fs::path& f, const SourceImage& src, size_t png_size, const std::vector<Variant>& vs,
+                     Totals& t, std::vector<uint8_t>& def) {
+  for (size_t k = 0; k < vs.size(); ++k) {
+    fid::Result<std::vector<uint8_t>> encoded = l3_encode(src.image, vs[k].opt);
+    if (!encoded) {
+      std::fprintf(stderr, "L3 encode failed on %s: %s\n", f.c_str(), encoded.error().message.c_str());
+      return false;
     }
-    const SourceImage& src = *decoded;
-    ++used;
-    png_total += static_cast<double>(png.size());
-    raw_total += static_cast<double>(src.image.byte_size());
-    std::vector<uint8_t> def;
-    for (size_t k = 0; k < vs.size(); ++k) {
-      fid::Result<std::vector<uint8_t>> encoded = l3_encode(src.image, vs[k].opt);
-      if (!encoded) {
-        std::fprintf(stderr, "L3 encode failed on %s: %s\n", f.c_str(), encoded.error().message.c_str());
-        return 1;
-      }
-      std::vector<uint8_t> enc = std::move(encoded).value();
-      total[k] += static_cast<double>(enc.size());
-      ratios[k].push_back(static_cast<double>(enc.size()) / static_cast<double>(png.size()));
-      if (k + 1 == vs.size()) def = std::move(enc);
-    }
-    if (speed) {
-      std::vector<uint8_t> out(src.image.byte_size()), sp;
-      double best_l3 = 1e9, best_sp = 1e9;
-      // Each decoder runs its repetitions back to back; the best time is kept (the machine
-      // may be shared, the minimum is the least disturbed run).
-      for (int r = 0; r < reps; ++r) {
-        double t0 = now_s();
-        if (fid::Status decoded_l3 = l3_decode_into(def, out); !decoded_l3) {
-          std::fprintf(stderr, "L3 decode failed on %s: %s\n", f.c_str(), decoded_l3.error().message.c_str());
-          return 1;
-        }
-        best_l3 = std::min(best_l3, now_s() - t0);
-      }
-      for (int r = 0; r < reps; ++r) {
-        double t0 = now_s();
-        if (!spng_decode(png, sp)) return 1;
-        best_sp = std::min(best_sp, now_s() - t0);
-      }
-#ifdef HAVE_LIBPNG
-      double best_lp = 1e9;
-      for (int r = 0; r < reps; ++r) {
-        double t0 = now_s();
-        if (!libpng_decode(png, sp)) return 1;
-        best_lp = std::min(best_lp, now_s() - t0);
-      }
-      libpng_time += best_lp;
-#endif
-      if (out != src.image.pixels) {
-        std::fprintf(stderr, "L3 mismatch on %s\n", f.c_str());
-        return 1;
-      }
-      ++lossless;
-      l3_time += best_l3;
-      spng_time += best_sp;
-      bytes_decoded += static_cast<double>(out.size());
-    }
-    if (per_file) {
-      std::printf("%s %ux%ux%u PNG %zu", f.filename().c_str(), src.image.width, src.image.height,
-                  unsigned{src.image.channels}, png.size());
-      for (size_t k = 0; k < vs.size(); ++k) std::printf(" %.3f", ratios[k].back());
-      std::printf("\n");
-      std::fflush(stdout);
-    }
-    std::fprintf(stderr, "\r%zu/%zu", used, files.size());
+    std::vector<uint8_t> enc = std::move(encoded).value();
+    t.total[k] += static_cast<double>(enc.size());
+    t.ratios[k].push_back(static_cast<double>(enc.size()) / static_cast<double>(png_size));
+    if (k + 1 == vs.size()) def = std::move(enc);
   }
-  std::fprintf(stderr, "\n");
-  std::printf("%zu images, %.1f MB raw, PNG total %.1f MB (PNG/raw %.3f)\n\n", used, raw_total / 1e6,
-              png_total / 1e6, png_total / raw_total);
+  return true;
+}
+
+// Times L3 (the default variant's bytes), libspng and libpng on one image, and checks that L3
+// gives back the source's pixels.
+bool time_decoders(const fs::path& f, const std::vector<uint8_t>& png, const std::vector<uint8_t>& def,
+                   const SourceImage& src, int reps, Totals& t) {
+  std::vector<uint8_t> out(src.image.byte_size()), sp;
+  double best_l3 = 1e9, best_sp = 1e9;
+  // Each decoder runs its repetitions back to back; the best time is kept (the machine
+  // may be shared, the minimum is the least disturbed run).
+  for (int r = 0; r < reps; ++r) {
+    double t0 = now_s();
+    if (fid::Status decoded_l3 = l3_decode_into(def, out); !decoded_l3) {
+      std::fprintf(stderr, "L3 decode failed on %s: %s\n", f.c_str(), decoded_l3.error().message.c_str());
+      return false;
+    }
+    best_l3 = std::min(best_l3, now_s() - t0);
+  }
+  for (int r = 0; r < reps; ++r) {
+    double t0 = now_s();
+    if (!spng_decode(png, sp)) return false;
+    best_sp = std::min(best_sp, now_s() - t0);
+  }
+#ifdef HAVE_LIBPNG
+  double best_lp = 1e9;
+  for (int r = 0; r < reps; ++r) {
+    double t0 = now_s();
+    if (!libpng_decode(png, sp)) return false;
+    best_lp = std::min(best_lp, now_s() - t0);
+  }
+  t.libpng_time += best_lp;
+#endif
+  if (out != src.image.pixels) {
+    std::fprintf(stderr, "L3 mismatch on %s\n", f.c_str());
+    return false;
+  }
+  ++t.lossless;
+  t.l3_time += best_l3;
+  t.spng_time += best_sp;
+  t.bytes_decoded += static_cast<double>(out.size());
+  return true;
+}
+
+// One image: its sizes under every variant, its decode times, the progress line; false on a
+// failure (a PNG that does not decode is skipped, not a failure).
+bool measure(const fs::path& f, const Options& o, const std::vector<Variant>& vs, Totals& t) {
+  auto png = read_file(f);
+  fid::Result<SourceImage> decoded = decode_png(png);
+  if (!decoded) {
+    std::fprintf(stderr, "skip %s: %s\n", f.c_str(), decoded.error().message.c_str());
+    return true;
+  }
+  const SourceImage& src = *decoded;
+  ++t.used;
+  t.png_total += static_cast<double>(png.size());
+  t.raw_total += static_cast<double>(src.image.byte_size());
+  std::vector<uint8_t> def;
+  if (!encode_variants(f, src, png.size(), vs, t, def)) return false;
+  if (o.speed && !time_decoders(f, png, def, src, o.reps, t)) return false;
+  if (o.per_file) {
+    std::printf("%s %ux%ux%u PNG %zu", f.filename().c_str(), src.image.width, src.image.height,
+                unsigned{src.image.channels}, png.size());
+    for (size_t k = 0; k < vs.size(); ++k) std::printf(" %.3f", t.ratios[k].back());
+    std::printf("\n");
+    std::fflush(stdout);
+  }
+  std::fprintf(stderr, "\r%zu/%zu", t.used, o.files.size());
+  return true;
+}
+
+void report(const Options& o, const std::vector<Variant>& vs, const Totals& t) {
+  std::printf("%zu images, %.1f MB raw, PNG total %.1f MB (PNG/raw %.3f)\n\n", t.used, t.raw_total / 1e6,
+              t.png_total / 1e6, t.png_total / t.raw_total);
   std::printf("| variant | L3 bytes / PNG bytes (total) | median per image | L3 / raw |\n");
   std::printf("| --- | --- | --- | --- |\n");
   for (size_t k = 0; k < vs.size(); ++k) {
-    auto r = ratios[k];
+    auto r = t.ratios[k];
     std::sort(r.begin(), r.end());
-    std::printf("| %s | %.3f | %.3f | %.3f |\n", vs[k].name.c_str(), total[k] / png_total,
-                r.empty() ? 0.0 : r[r.size() / 2], total[k] / raw_total);
+    std::printf("| %s | %.3f | %.3f | %.3f |\n", vs[k].name.c_str(), t.total[k] / t.png_total,
+                r.empty() ? 0.0 : r[r.size() / 2], t.total[k] / t.raw_total);
   }
-  if (speed && l3_time > 0) {
+  const double bytes = t.bytes_decoded;
+  if (o.speed && t.l3_time > 0) {
     std::printf("\nsingle-thread decode, best of %d: L3 %.0f MB/s, libspng %.0f MB/s, ratio %.2fx\n",
-                reps, bytes_decoded / l3_time / 1e6, bytes_decoded / spng_time / 1e6,
-                spng_time / l3_time);
-    if (libpng_time > 0)
-      std::printf("single-thread decode, best of %d: libpng %.0f MB/s (L3 %.2fx libpng)\n", reps,
-                  bytes_decoded / libpng_time / 1e6, libpng_time / l3_time);
+                o.reps, bytes / t.l3_time / 1e6, bytes / t.spng_time / 1e6, t.spng_time / t.l3_time);
+    if (t.libpng_time > 0)
+      std::printf("single-thread decode, best of %d: libpng %.0f MB/s (L3 %.2fx libpng)\n", o.reps,
+                  bytes / t.libpng_time / 1e6, t.libpng_time / t.l3_time);
   }
   // One line for scripts (scripts/bench/l3.sh): the last variant (the default) and the speeds.
-  auto last = ratios.back();
+  auto last = t.ratios.back();
   std::sort(last.begin(), last.end());
   std::printf("\nsummary files=%zu png_bytes=%.0f l3_bytes=%.0f median=%.4f l3_mbs=%.1f spng_mbs=%.1f "
               "libpng_mbs=%.1f lossless=%zu\n",
-              used, png_total, total.back(), last.empty() ? 0.0 : last[last.size() / 2],
-              l3_time > 0 ? bytes_decoded / l3_time / 1e6 : 0.0, spng_time > 0 ? bytes_decoded / spng_time / 1e6 : 0.0,
-              libpng_time > 0 ? bytes_decoded / libpng_time / 1e6 : 0.0, lossless);
+              t.used, t.png_total, t.total.back(), last.empty() ? 0.0 : last[last.size() / 2],
+              t.l3_time > 0 ? bytes / t.l3_time / 1e6 : 0.0, t.spng_time > 0 ? bytes / t.spng_time / 1e6 : 0.0,
+              t.libpng_time > 0 ? bytes / t.libpng_time / 1e6 : 0.0, t.lossless);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Options o = parse_options(argc, argv);
+  if (o.files.empty()) {
+    std::fprintf(stderr, "usage: l3_codec_bench [--max N] [--reps R] [--variants all|default] DIR...\n");
+    return 2;
+  }
+  auto vs = o.v2 ? v2_ablation() : variants(o.all);
+  if (o.seg_override >= 0) {
+    vs.back().opt.segment_log2 = static_cast<uint8_t>(o.seg_override);
+    vs.back().name = "default with segment_log2=" + std::to_string(o.seg_override);
+  }
+  Totals t;
+  t.total.assign(vs.size(), 0);
+  t.ratios.resize(vs.size());
+  for (auto& f : o.files) {
+    if (!measure(f, o, vs, t)) return 1;
+  }
+  std::fprintf(stderr, "\n");
+  report(o, vs, t);
   return 0;
 }

@@ -450,54 +450,33 @@ nodes_epochs() {
   done
 }
 
-epochs_part() {
-  declare -A R=()
-  local units=("fid random" "fid order" "ext4" "s3fs" "rclone" "small dc" "nodes stable" "nodes per-epoch")
-  local dc=$work/dc big=$((2 * record_bytes)) small=$((record_bytes / 2)) r i u lines name line
-  for ((r = 1; r <= runs; r++)); do
-    for ((i = 0; i < ${#units[@]}; i++)); do
-      u=${units[$(((i + r - 1) % ${#units[@]}))]}
-      case $u in
-        "fid random")
-          rm -rf "$dc"
-          lines=$(fid_read "fid random e0" "$work/mnt" "random:$r:$count" "disk_cache=$dc,disk_cache_size=$big"
-                  fid_read "fid random e1" "$work/mnt" "random:$((r + 500)):$count" "disk_cache=$dc,disk_cache_size=$big") ;;
-        "fid order")
-          rm -rf "$dc"
-          lines=$(fid_read "fid order e0" "$work/mnt" "order:$r" "disk_cache=$dc,disk_cache_size=$big") ;;
-        "ext4") lines=$(ext4_read "ext4 random e1" $((r + 500))) ;;
-        "s3fs" | "rclone") lines=$(peer_epochs "$u" "$r") ;;
-        "small dc")
-          rm -rf "$dc"
-          lines=$(fid_read "small dc auto" "$work/mnt" "random:$r:$peer_files" "disk_cache=$dc,disk_cache_size=$small")
-          rm -rf "$dc"
-          lines+=$'\n'$(fid_read "small dc pieces" "$work/mnt" "random:$r:$peer_files" \
-                          "disk_cache=$dc,disk_cache_size=$small,random_reads=pieces") ;;
-        "nodes stable") lines=$(nodes_epochs stable "$r") ;;
-        "nodes per-epoch") lines=$(nodes_epochs per-epoch "$r") ;;
-      esac
-      while IFS='|' read -r name line; do
-        [[ -n $name ]] || continue
-        keep "$name" "$line"
-        echo "$kind run $r: $name: $line" >&2
-      done <<<"$lines"
-    done
-  done
+# epochs_unit UNIT RUN: sets the caller's lines to one contender's "NAME|figures" lines in run RUN
+# (not in $(...), so that a failed read stops the benchmark as set -e does here)
+epochs_unit() {
+  local u=$1 r=$2 dc=$work/dc big=$((2 * record_bytes)) small=$((record_bytes / 2))
+  case $u in
+    "fid random")
+      rm -rf "$dc"
+      lines=$(fid_read "fid random e0" "$work/mnt" "random:$r:$count" "disk_cache=$dc,disk_cache_size=$big"
+              fid_read "fid random e1" "$work/mnt" "random:$((r + 500)):$count" "disk_cache=$dc,disk_cache_size=$big") ;;
+    "fid order")
+      rm -rf "$dc"
+      lines=$(fid_read "fid order e0" "$work/mnt" "order:$r" "disk_cache=$dc,disk_cache_size=$big") ;;
+    "ext4") lines=$(ext4_read "ext4 random e1" $((r + 500))) ;;
+    "s3fs" | "rclone") lines=$(peer_epochs "$u" "$r") ;;
+    "small dc")
+      rm -rf "$dc"
+      lines=$(fid_read "small dc auto" "$work/mnt" "random:$r:$peer_files" "disk_cache=$dc,disk_cache_size=$small")
+      rm -rf "$dc"
+      lines+=$'\n'$(fid_read "small dc pieces" "$work/mnt" "random:$r:$peer_files" \
+                      "disk_cache=$dc,disk_cache_size=$small,random_reads=pieces") ;;
+    "nodes stable") lines=$(nodes_epochs stable "$r") ;;
+    "nodes per-epoch") lines=$(nodes_epochs per-epoch "$r") ;;
+  esac
+}
 
-  local names=("fid random e0" "fid random e1" "fid order e0" "ext4 random e1" "s3fs e0" "s3fs e1" "rclone e0" "rclone e1"
-               "small dc auto" "small dc pieces" "nodes stable e0" "nodes stable e1" "nodes per-epoch e0"
-               "nodes per-epoch e1")
-  printf '\n%s, epochs: disk caches on; every epoch cold (page cache dropped; epoch 1 a fresh mount on the same cache); store records %d B\n' \
-    "$kind" "$record_bytes"
-  printf '%-19s %9s %14s %15s %15s %10s %8s\n' config images/s "served B/img" "fetched B/img" "fetched/store" GETs/img mode
-  for name in "${names[@]}"; do
-    printf '%-19s %9.0f %14.0f %15.0f %15.4f %10.4f %8s\n' "$name" "$(med "$name" fps)" "$(per "$name" served)" \
-      "$(per "$name" fetched)" "$(x "$(med "$name" fetched) / $record_bytes")" "$(per "$name" gets)" \
-      "$(tr ' ' '\n' <<<"${R[$name,mode]}" | grep . | sort | uniq -c | awk '{printf "%s%s", (NR > 1 ? "," : ""), $2}')"
-  done
-  printf '(fetched: fidelityfs storage_bytes, the peers the proxy'"'"'s bytes_out, ext4 the reader'"'"'s read_bytes; s3fs, rclone and small dc read the first %d files of epoch 0'"'"'s order)\n' \
-    "$peer_files"
-
+# the goals of the epochs part, from the calling part's R
+epochs_goals() {
   printf '\ngoals (%s, epochs):\n' "$kind"
   local q
   q=$(ratio "fid random e0" fps "fid order e0" fps)
@@ -528,6 +507,40 @@ epochs_part() {
   q=$(x "$(med "nodes stable e1" fetched) / $record_bytes")
   printf 'goal: four nodes on rank orders fetch <= 0.05x the store in epoch 1: measured %.4fx -> %s (order_ranks=per-epoch: %.3fx)\n' \
     "$q" "$(met "$q <= 0.05")" "$(x "$(med "nodes per-epoch e1" fetched) / $record_bytes")"
+}
+
+epochs_part() {
+  declare -A R=()
+  local units=("fid random" "fid order" "ext4" "s3fs" "rclone" "small dc" "nodes stable" "nodes per-epoch")
+  local r i u lines name line
+  for ((r = 1; r <= runs; r++)); do
+    for ((i = 0; i < ${#units[@]}; i++)); do
+      u=${units[$(((i + r - 1) % ${#units[@]}))]}
+      epochs_unit "$u" "$r"
+      while IFS='|' read -r name line; do
+        [[ -n $name ]] || continue
+        keep "$name" "$line"
+        echo "$kind run $r: $name: $line" >&2
+      done <<<"$lines"
+    done
+  done
+
+  local names=("fid random e0" "fid random e1" "fid order e0" "ext4 random e1" "s3fs e0" "s3fs e1" "rclone e0" "rclone e1"
+               "small dc auto" "small dc pieces" "nodes stable e0" "nodes stable e1" "nodes per-epoch e0"
+               "nodes per-epoch e1")
+  printf '\n%s, epochs: disk caches on; every epoch cold (page cache dropped; epoch 1 a fresh mount on the same cache); store records %d B\n' \
+    "$kind" "$record_bytes"
+  printf '%-19s %9s %14s %15s %15s %10s %8s\n' config images/s "served B/img" "fetched B/img" "fetched/store" GETs/img mode
+  for name in "${names[@]}"; do
+    printf '%-19s %9.0f %14.0f %15.0f %15.4f %10.4f %8s\n' "$name" "$(med "$name" fps)" "$(per "$name" served)" \
+      "$(per "$name" fetched)" "$(x "$(med "$name" fetched) / $record_bytes")" "$(per "$name" gets)" \
+      "$(tr ' ' '\n' <<<"${R[$name,mode]}" | grep . | sort | uniq -c | awk '{printf "%s%s", (NR > 1 ? "," : ""), $2}')"
+  done
+  printf '(fetched: fidelityfs storage_bytes, the peers the proxy'"'"'s bytes_out, ext4 the reader'"'"'s read_bytes; s3fs, rclone and small dc read the first %d files of epoch 0'"'"'s order)\n' \
+    "$peer_files"
+
+  epochs_goals
+
   {
     printf '{"kind": "%s", "part": "epochs", "files": %d, "runs": %d, "link_bps": %s, "threads": %d, "peer_files": %d, "record_bytes": %s, "contenders": ' \
       "$kind" "$n" "$runs" "$link_bps" "$threads" "$peer_files" "$record_bytes"

@@ -46,6 +46,18 @@ def test_pip_install_into_a_target_folder(tmp_path):
     assert version == fidelityfs.__version__ and module == "fidelityfs.autotune"
 
 
+
+def test_star_import_of_levels():
+    """`from fidelityfs.levels import *` in a fresh interpreter, from python/ (no mount): every name
+    in __all__ exists (a name missing there made the star import raise AttributeError)."""
+    code = ("from fidelityfs.levels import *; import fidelityfs.levels as m; "
+            "missing = [n for n in m.__all__ if n not in globals()]; print(len(m.__all__), missing)")
+    p = subprocess.run(["/usr/bin/python3", "-c", code], capture_output=True, text=True, cwd=REPO,
+                       env={**os.environ, "PYTHONPATH": os.path.join(REPO, "python")}, timeout=120)
+    assert p.returncode == 0, p.stderr
+    count, missing = p.stdout.split(" ", 1)
+    assert int(count) > 0 and missing.strip() == "[]", p.stdout
+
 def test_stats_and_config_reader(imagenet_store, mnt):
     with mounted(imagenet_store, mnt):
         cls = sorted(os.listdir(mnt))[0]
