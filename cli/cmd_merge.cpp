@@ -4,10 +4,10 @@
 #include "cli/commands.h"
 #include "cli/interrupt.h"
 #include "cli/store_options.h"
+#include "net/url.h"
 #include "pack/merge.h"
 #include "pack/s3_jobs.h"
 #include "pack/temp_store.h"
-#include "storage/url.h"
 
 namespace fid::cli {
 
@@ -39,28 +39,28 @@ int run_local_merge(const std::vector<std::string>& args) {
 
 // The arguments as s3:// URLs when they all are; nullopt when none is; an error when some are
 // and some not, or one is http(s):// (a server-side copy needs S3).
-fid::Result<std::optional<std::vector<storage::StoreUrl>>> s3_args(const std::vector<std::string>& args) {
-  std::vector<storage::StoreUrl> urls;
+fid::Result<std::optional<std::vector<net::StoreUrl>>> s3_args(const std::vector<std::string>& args) {
+  std::vector<net::StoreUrl> urls;
   for (const std::string& a : args) {
-    fid::Result<storage::StoreUrl> url = storage::parse_store_url(a);
+    fid::Result<net::StoreUrl> url = net::parse_store_url(a);
     if (!url) return std::move(url).error();
-    if (url->kind == storage::StoreUrl::Kind::http)
+    if (url->kind == net::StoreUrl::Kind::http)
       return fid::Error{EINVAL, fmt::format("{}: parts and store must be local folders or s3:// (http(s):// cannot be written "
                                             "or copied on the server)", a)};
     if (url->remote()) urls.push_back(std::move(url).value());
   }
-  if (urls.empty()) return std::optional<std::vector<storage::StoreUrl>>();
+  if (urls.empty()) return std::optional<std::vector<net::StoreUrl>>();
   if (urls.size() != args.size())
     return fid::Error{EINVAL, "parts and store must be all local folders or all s3:// (records are hard-linked "
                               "locally, copied server-side on S3)"};
   for (size_t k = 0; k + 1 < urls.size(); ++k)  // the copies would overwrite the part's records
-    if (storage::same_store_location(urls[k], urls.back()))
+    if (net::same_store_location(urls[k], urls.back()))
       return fid::Error{EINVAL, fmt::format("{}: the store cannot be one of its parts", urls.back().text)};
-  return std::optional<std::vector<storage::StoreUrl>>(std::move(urls));
+  return std::optional<std::vector<net::StoreUrl>>(std::move(urls));
 }
 
 int run_merge(const std::vector<std::string>& args, const std::vector<std::string>& options) {
-  fid::Result<std::optional<std::vector<storage::StoreUrl>>> urls = s3_args(args);
+  fid::Result<std::optional<std::vector<net::StoreUrl>>> urls = s3_args(args);
   fid::Result<config::Settings> settings = parse_store_location_options(options);
   if (!urls || !settings) {
     fmt::print(stderr, "fidelityfs merge: {}\n", (!urls ? urls.error() : settings.error()).message);

@@ -30,16 +30,16 @@
 
 #include "cli/commands.h"
 #include "cli/doc.h"
+#include "cli/store_options.h"
 #include "common/fd.h"
 #include "config/config.h"
+#include "core/log.h"
 #include "cuda/gpu.h"
 #include "fs/fs.h"
-#include "core/log.h"
 #include "index/store.h"
-#include "cli/store_options.h"
+#include "net/url.h"
 #include "storage/open_store.h"
 #include "storage/remote_store.h"
-#include "storage/url.h"
 
 extern char** environ;
 
@@ -276,7 +276,7 @@ std::string absolute_mountpoint(const std::string& mountpoint) {
 
 // STORE as the mount opens it: a URL as given, a local folder as an absolute path.
 Result<std::string> store_location(const std::string& store) {
-  auto url = storage::parse_store_url(store);
+  auto url = net::parse_store_url(store);
   if (!url.ok()) return std::move(url).error();
   if (url->remote()) return store;
   std::error_code ec;

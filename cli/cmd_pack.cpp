@@ -12,12 +12,12 @@
 #include "cli/commands.h"
 #include "cli/interrupt.h"
 #include "cli/progress.h"
-#include "codec/jpeg.h"
-#include "pack/packer.h"
 #include "cli/store_options.h"
+#include "codec/jpeg.h"
+#include "net/url.h"
+#include "pack/packer.h"
 #include "pack/remote_source.h"
 #include "pack/s3_jobs.h"
-#include "storage/url.h"
 
 namespace fid::cli {
 
@@ -56,7 +56,7 @@ fid::Result<std::unique_ptr<pack::PackSource>> remote_source(const std::vector<s
                                                               const std::string& list_file,
                                                               const storage::StoreOptions& store_opts) {
   if (given.size() != 1 || !list_file.empty()) return std::unique_ptr<pack::PackSource>();
-  fid::Result<storage::StoreUrl> url = storage::parse_store_url(given[0]);
+  fid::Result<net::StoreUrl> url = net::parse_store_url(given[0]);
   if (!url || !url->remote()) return std::unique_ptr<pack::PackSource>();
   return pack::make_remote_source(*url, store_opts);
 }
@@ -64,7 +64,7 @@ fid::Result<std::unique_ptr<pack::PackSource>> remote_source(const std::vector<s
 // Where a pack reads and writes when that is not a local path.
 struct PackRemote {
   std::unique_ptr<pack::PackSource> source;  // s3:// or http(s)://
-  std::optional<storage::StoreUrl> store;     // s3://
+  std::optional<net::StoreUrl> store;     // s3://
   storage::StoreOptions options;              // from -o
 };
 
@@ -80,8 +80,8 @@ fid::Result<PackRemote> resolve_locations(pack::PackOptions& opt, std::vector<st
   opt.store = args.back();
   args.pop_back();
   // s3://BUCKET/PREFIX: built in a local scratch folder, uploaded as it is made.
-  if (fid::Result<storage::StoreUrl> url = storage::parse_store_url(opt.store.string()); url && url->remote()) {
-    if (url->kind != storage::StoreUrl::Kind::s3)
+  if (fid::Result<net::StoreUrl> url = net::parse_store_url(opt.store.string()); url && url->remote()) {
+    if (url->kind != net::StoreUrl::Kind::s3)
       return fid::Error{EINVAL, fmt::format("{}: a store is written to a folder or to s3:// only", url->text)};
     remote.store = std::move(url).value();
     opt.store = pack::scratch_store("pack", *remote.store);

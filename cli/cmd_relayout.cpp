@@ -10,10 +10,10 @@
 #include "cli/interrupt.h"
 #include "cli/progress.h"
 #include "cli/store_options.h"
+#include "net/url.h"
 #include "pack/relayout.h"
 #include "pack/s3_jobs.h"
 #include "storage/open_store.h"
-#include "storage/url.h"
 
 namespace fid::cli {
 
@@ -42,17 +42,17 @@ Status read_records(const index::Store& store, storage::RecordSource& source, st
 int run_relayout(const std::string& location, const std::string& out, index::StoreLayout layout,
                  const std::vector<std::string>& options, const std::string& progress_mode) {
   int exit_code = kExitOk;
-  std::optional<storage::StoreUrl> target;
-  if (Result<storage::StoreUrl> url = storage::parse_store_url(out); url && url->remote()) {
-    if (url->kind != storage::StoreUrl::Kind::s3) {
+  std::optional<net::StoreUrl> target;
+  if (Result<net::StoreUrl> url = net::parse_store_url(out); url && url->remote()) {
+    if (url->kind != net::StoreUrl::Kind::s3) {
       fmt::print(stderr, "fidelityfs relayout: {}: a store is written to a folder or to s3:// only\n", url->text);
       return kExitUsage;
     }
     target = std::move(url).value();
   }
   // Writing a store over the one being read would destroy it before its records are read.
-  if (Result<storage::StoreUrl> from = storage::parse_store_url(location), to = storage::parse_store_url(out);
-      from && to && storage::same_store_location(*from, *to)) {
+  if (Result<net::StoreUrl> from = net::parse_store_url(location), to = net::parse_store_url(out);
+      from && to && net::same_store_location(*from, *to)) {
     fmt::print(stderr, "fidelityfs relayout: {}: is the store being relaid out ({}); write the new layout to another {}\n",
                out, location, to->remote() ? "prefix" : "folder");
     return kExitUsage;

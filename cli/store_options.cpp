@@ -15,9 +15,9 @@ storage::StoreOptions store_options(const config::Settings& s) {
   o.s3.endpoint = s.endpoint;
   o.s3.region = s.region;
   o.s3.profile = s.profile;
-  o.s3.addressing = s.addressing == config::Addressing::path       ? storage::Addressing::path
-                    : s.addressing == config::Addressing::virtual_ ? storage::Addressing::virtual_host
-                                                                   : storage::Addressing::auto_;
+  o.s3.addressing = s.addressing == config::Addressing::path       ? net::Addressing::path
+                    : s.addressing == config::Addressing::virtual_ ? net::Addressing::virtual_host
+                                                                   : net::Addressing::auto_;
   o.ca_file = s.ca_file;
   o.disk_cache = s.disk_cache;
   o.disk_cache_size = s.disk_cache_size;

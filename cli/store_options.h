@@ -13,8 +13,8 @@
 
 #include "common/error.h"
 #include "config/config.h"
+#include "net/url.h"
 #include "storage/open_store.h"
-#include "storage/url.h"
 
 namespace fid::cli {
 

@@ -9,9 +9,9 @@
 #include <mutex>
 #include <unordered_map>
 
-#include "storage/http_record_source.h"
-#include "storage/remote_store.h"
-#include "pack/s3_listing.h"
+#include "net/remote_location.h"
+#include "net/s3_listing.h"
+#include "net/s3_requests.h"
 
 namespace fid::pack {
 
@@ -67,13 +67,13 @@ struct FileRef {
 struct Fetch {
   std::vector<uint8_t> bytes;
   Status status;
-  storage::HttpResult result;
+  net::HttpResult result;
   bool done = false;
 };
 
 class RemoteSource final : public PackSource {
  public:
-  RemoteSource(storage::StoreUrl url, storage::RemoteLocation where, storage::HttpOptions http)
+  RemoteSource(net::StoreUrl url, net::RemoteLocation where, net::HttpOptions http)
       : url_(std::move(url)), where_(std::move(where)), bucket_(bucket_of(where_)), client_(std::move(http)) {}
 
   Result<SourceTree> list(const std::atomic<bool>& cancel) override;
@@ -82,14 +82,14 @@ class RemoteSource final : public PackSource {
   bool read_errors_fail() const override { return true; }
 
  private:
-  static storage::RemoteLocation bucket_of(storage::RemoteLocation where) {
+  static net::RemoteLocation bucket_of(net::RemoteLocation where) {
     where.base_path = where.bucket_path;
     return where;
   }
   std::string root_text() const { return url_.text.ends_with('/') ? url_.text.substr(0, url_.text.size() - 1) : url_.text; }
   // A GET of `path` (relative to the source's root) and what it got, waited for.
-  std::pair<Status, std::string> get_text(const std::string& url, std::function<Result<storage::Headers>()> sign) const;
-  Error listing_error(const Status& s, const storage::HttpResult& r, std::string_view what) const;
+  std::pair<Status, std::string> get_text(net::HttpRequest req) const;
+  Error listing_error(const Status& s, const net::HttpResult& r, std::string_view what) const;
   Status list_s3(Listing& out, const std::atomic<bool>& cancel);
   Status list_http(Listing& out, const std::atomic<bool>& cancel);
   Status list_http_folders(const std::vector<std::string>& folders, Listing& out, std::vector<std::string>& next);
@@ -100,9 +100,9 @@ class RemoteSource final : public PackSource {
   void top_up(const SourceTree& tree) const;  // with mu_ held
   Result<SourceBytes> finish(const SourceTree& tree, uint32_t i, Fetch& f) const;
 
-  const storage::StoreUrl url_;
-  const storage::RemoteLocation where_;
-  const storage::RemoteLocation bucket_;  // s3: the bucket itself, whose listing is requested
+  const net::StoreUrl url_;
+  const net::RemoteLocation where_;
+  const net::RemoteLocation bucket_;  // s3: the bucket itself, whose listing is requested
   std::vector<FileRef> files_;
   std::unordered_map<uint32_t, std::string> odd_keys_;  // files whose key is not their path
 
@@ -115,17 +115,15 @@ class RemoteSource final : public PackSource {
   mutable std::unordered_map<uint32_t, std::shared_ptr<Fetch>> window_;
   mutable uint64_t window_bytes_ = 0;
   // Last: destroyed first, so that its cancelled requests' callbacks find the rest alive.
-  mutable storage::HttpClient client_;
+  mutable net::HttpClient client_;
 };
 
-std::pair<Status, std::string> RemoteSource::get_text(const std::string& url, std::function<Result<storage::Headers>()> sign) const {
+std::pair<Status, std::string> RemoteSource::get_text(net::HttpRequest req) const {
+  const std::string url = req.url;
   std::string body;
   bool too_big = false;
-  storage::HttpRequest req;
-  req.url = url;
-  req.sign = std::move(sign);
   req.sink = [&body, &too_big](uint64_t offset, std::span<const uint8_t> bytes) {
-    if (offset + bytes.size() > kMaxListingBytes) {
+    if (offset + bytes.size() > net::kMaxListingBytes) {
       too_big = true;
       return false;
     }
@@ -134,13 +132,13 @@ std::pair<Status, std::string> RemoteSource::get_text(const std::string& url, st
     return true;
   };
   auto [status, result] = client_.perform(std::move(req));
-  if (too_big) return {Error{EFBIG, fmt::format("{}: listing larger than {} MiB", storage::url_for_messages(url), kMaxListingBytes >> 20)}, ""};
+  if (too_big) return {Error{EFBIG, fmt::format("{}: listing larger than {} MiB", net::url_for_messages(url), net::kMaxListingBytes >> 20)}, ""};
   if (!status) return {listing_error(status, result, url), ""};
   body.resize(result.body_bytes);
   return {Status{}, std::move(body)};
 }
 
-Error RemoteSource::listing_error(const Status& s, const storage::HttpResult& r, std::string_view url) const {
+Error RemoteSource::listing_error(const Status& s, const net::HttpResult& r, std::string_view url) const {
   const std::string code = r.s3.code.empty() ? "" : " " + r.s3.code;
   const std::string text = root_text();
   if (r.status == 404 && r.s3.code == "NoSuchBucket")
@@ -148,12 +146,12 @@ Error RemoteSource::listing_error(const Status& s, const storage::HttpResult& r,
   if ((r.status == 401 || r.status == 403) && where_.sign)
     return Error{EACCES, fmt::format("{}: access denied listing {} (HTTP {}{}): check the credentials (from {}) and their "
                                      "permission to list the bucket",
-                                     text, storage::url_for_messages(url), r.status, code, where_.credentials_from)};
+                                     text, net::url_for_messages(url), r.status, code, where_.credentials_from)};
   if (r.status == 401 || r.status == 403)
     return Error{EACCES, fmt::format("{}: access denied listing {} (HTTP {}): the server must list folders as JSON "
                                      "(nginx: autoindex on; autoindex_format json;)",
-                                     text, storage::url_for_messages(url), r.status)};
-  if (r.status == 404) return Error{ENOENT, fmt::format("{}: no such folder: {} (HTTP 404)", text, storage::url_for_messages(url))};
+                                     text, net::url_for_messages(url), r.status)};
+  if (r.status == 404) return Error{ENOENT, fmt::format("{}: no such folder: {} (HTTP 404)", text, net::url_for_messages(url))};
   if (r.status == 0)
     return Error{s.error().code, fmt::format("{}: cannot reach {}: {}", text, where_.origin, s.error().message)};
   return Error{s.error().code, fmt::format("{}: cannot list: {}", text, s.error().message)};
@@ -164,14 +162,11 @@ Status RemoteSource::list_s3(Listing& out, const std::atomic<bool>& cancel) {
   std::string token;
   do {
     if (cancel) return Error{ECANCELED, "interrupted"};
-    storage::Headers query = {{"list-type", "2"}};
-    if (!prefix.empty()) query.emplace_back("prefix", prefix);
-    if (!token.empty()) query.emplace_back("continuation-token", token);
-    auto [got, body] = get_text(bucket_.url_of("", query), bucket_.signer(storage::HttpRequest::Method::get, "", query));
+    auto [got, body] = get_text(net::list_objects_v2(bucket_, prefix, token));
     if (!got) return std::move(got).error();
-    Result<ListPage> page = parse_list_objects_v2(body);
+    Result<net::ListPage> page = net::parse_list_objects_v2(body);
     if (!page) return Error{EPROTO, fmt::format("{}: the listing is not understood: {}", root_text(), page.error().message)};
-    for (const ListedObject& o : page->objects) {
+    for (const net::ListedObject& o : page->objects) {
       if (!o.key.starts_with(prefix))
         return Error{EPROTO, fmt::format("{}: the listing names '{}', not under '{}'", root_text(), o.key, prefix)};
       std::string_view key = std::string_view(o.key).substr(prefix.size());
@@ -189,7 +184,7 @@ Status RemoteSource::list_http_folders(const std::vector<std::string>& folders, 
                                        std::vector<std::string>& next) {
   struct Answer {
     Status status;
-    storage::HttpResult result;
+    net::HttpResult result;
     std::string body;
     bool too_big = false;
   };
@@ -198,11 +193,10 @@ Status RemoteSource::list_http_folders(const std::vector<std::string>& folders, 
   std::condition_variable done_cv;
   size_t pending = folders.size();
   for (size_t k = 0; k < folders.size(); ++k) {
-    storage::HttpRequest req;
-    req.url = folders[k].empty() ? where_.origin + where_.base_path + "/" : where_.url_of(folders[k]) + "/";
+    net::HttpRequest req = net::list_folder(where_, folders[k]);
     Answer& a = answers[k];
     req.sink = [&a](uint64_t offset, std::span<const uint8_t> bytes) {
-      if (offset + bytes.size() > kMaxListingBytes) {
+      if (offset + bytes.size() > net::kMaxListingBytes) {
         a.too_big = true;
         return false;
       }
@@ -210,7 +204,7 @@ Status RemoteSource::list_http_folders(const std::vector<std::string>& folders, 
       std::copy(bytes.begin(), bytes.end(), a.body.begin() + static_cast<std::ptrdiff_t>(offset));
       return true;
     };
-    req.done = [&a, &done_mu, &done_cv, &pending](Status s, const storage::HttpResult& r) {
+    req.done = [&a, &done_mu, &done_cv, &pending](Status s, const net::HttpResult& r) {
       std::lock_guard lock(done_mu);
       a.status = std::move(s);
       a.result = r;
@@ -222,17 +216,17 @@ Status RemoteSource::list_http_folders(const std::vector<std::string>& folders, 
   done_cv.wait(lock, [&] { return pending == 0; });
   for (size_t k = 0; k < folders.size(); ++k) {
     Answer& a = answers[k];
-    const std::string url = folders[k].empty() ? where_.origin + where_.base_path + "/" : where_.url_of(folders[k]) + "/";
-    if (a.too_big) return Error{EFBIG, fmt::format("{}: listing larger than {} MiB", url, kMaxListingBytes >> 20)};
+    const std::string url = net::list_folder(where_, folders[k]).url;
+    if (a.too_big) return Error{EFBIG, fmt::format("{}: listing larger than {} MiB", url, net::kMaxListingBytes >> 20)};
     if (!a.status) return listing_error(a.status, a.result, url);
     a.body.resize(a.result.body_bytes);
-    Result<std::vector<AutoindexEntry>> listed = parse_autoindex_json(a.body);
+    Result<std::vector<net::AutoindexEntry>> listed = net::parse_autoindex_json(a.body);
     if (!listed) return Error{EPROTO, fmt::format("{}: {} (the server must list folders as JSON: nginx autoindex on; "
                                                   "autoindex_format json;)", url, listed.error().message)};
-    for (const AutoindexEntry& item : *listed) {
+    for (const net::AutoindexEntry& item : *listed) {
       const std::string key = folders[k].empty() ? item.name : folders[k] + "/" + item.name;
-      if (item.type != AutoindexEntry::Type::dir) {
-        out.add(item.type == AutoindexEntry::Type::other ? Listing::other : Listing::file, key, item.size, item.mtime_ns);
+      if (item.type != net::AutoindexEntry::Type::dir) {
+        out.add(item.type == net::AutoindexEntry::Type::other ? Listing::other : Listing::file, key, item.size, item.mtime_ns);
         continue;
       }
       std::string too_deep;
@@ -293,7 +287,7 @@ Result<SourceTree> RemoteSource::build(Listing& listing) {
 
 Result<SourceTree> RemoteSource::list(const std::atomic<bool>& cancel) {
   Listing listing;
-  Status listed = url_.kind == storage::StoreUrl::Kind::s3 ? list_s3(listing, cancel) : list_http(listing, cancel);
+  Status listed = url_.kind == net::StoreUrl::Kind::s3 ? list_s3(listing, cancel) : list_http(listing, cancel);
   if (!listed) return std::move(listed).error();
   return build(listing);
 }
@@ -310,11 +304,9 @@ std::shared_ptr<Fetch> RemoteSource::submit(const SourceTree& tree, uint32_t i) 
   auto f = std::make_shared<Fetch>();
   f->bytes.resize(files_[i].size);
   const std::string key = key_of(tree, i);
-  storage::HttpRequest req;
-  req.url = where_.url_of(key);
-  req.sign = where_.signer(storage::HttpRequest::Method::get, key);
+  net::HttpRequest req = net::get_object(where_, key);
   req.dst = f->bytes;
-  req.done = [this, f](Status s, const storage::HttpResult& r) {
+  req.done = [this, f](Status s, const net::HttpResult& r) {
     std::lock_guard lock(mu_);
     f->status = std::move(s);
     f->result = r;
@@ -388,11 +380,11 @@ Result<SourceBytes> RemoteSource::finish(const SourceTree& tree, uint32_t i, Fet
 
 }  // namespace
 
-Result<std::unique_ptr<PackSource>> make_remote_source(const storage::StoreUrl& url, const storage::StoreOptions& opts, storage::HttpOptions http) {
+Result<std::unique_ptr<PackSource>> make_remote_source(const net::StoreUrl& url, const storage::StoreOptions& opts, net::HttpOptions http) {
   if (!url.remote()) return Error{EINVAL, fmt::format("{}: not an s3:// or http(s):// URL", url.text)};
   http.max_in_flight = opts.max_requests;
   http.ca_file = opts.ca_file;
-  Result<storage::RemoteLocation> where = storage::remote_location(url, opts.s3);
+  Result<net::RemoteLocation> where = net::remote_location(url, opts.s3);
   if (!where) return std::move(where).error();
   return std::unique_ptr<PackSource>(std::make_unique<RemoteSource>(url, std::move(where).value(), std::move(http)));
 }

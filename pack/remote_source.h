@@ -16,10 +16,10 @@
 #include <memory>
 
 #include "common/error.h"
+#include "net/http_client.h"
+#include "net/url.h"
 #include "pack/pack_source.h"
-#include "storage/http_client.h"
 #include "storage/open_store.h"
-#include "storage/url.h"
 
 namespace fid::pack {
 
@@ -28,10 +28,10 @@ inline constexpr unsigned kPrefetchFiles = 64;
 inline constexpr uint64_t kPrefetchBytes = 64ull << 20;
 
 // A source for `url` (s3:// or http(s)://). Credentials, region, endpoint and addressing come
-// from opts.s3 and the AWS settings (aws_config.h); opts.ca_file and opts.max_requests tune the
+// from opts.s3 and the AWS settings (net/aws_config.h); opts.ca_file and opts.max_requests tune the
 // client; `http` its timeouts and retries. Nothing is requested until list(). Errors (EINVAL)
 // for a URL that is not remote.
-Result<std::unique_ptr<PackSource>> make_remote_source(const storage::StoreUrl& url, const storage::StoreOptions& opts,
-                                                              storage::HttpOptions http = {});
+Result<std::unique_ptr<PackSource>> make_remote_source(const net::StoreUrl& url, const storage::StoreOptions& opts,
+                                                              net::HttpOptions http = {});
 
 }  // namespace fid::pack

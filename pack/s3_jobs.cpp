@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "net/s3_requests.h"
 #include "pack/s3_upload.h"
 #include "storage/remote_store.h"
 
@@ -28,7 +29,7 @@ fs::path temp_dir() {
 
 // A file name part for `url`: its characters that are safe in one, then a hash of the whole, so
 // that URLs differing only in what is replaced or cut get names of their own.
-std::string url_tag(const storage::StoreUrl& url) {
+std::string url_tag(const net::StoreUrl& url) {
   std::string tag;
   for (char c : url.text.substr(0, 120)) tag += std::isalnum(static_cast<unsigned char>(c)) || c == '-' ? c : '_';
   return fmt::format("{}-{:016x}", tag, XXH3_64bits(url.text.data(), url.text.size()));  // stable across builds
@@ -60,12 +61,12 @@ class PrepareTargetAfterListing final : public PackSource {
 
 // Opens the part at `url` (its index downloaded, every record checked) and puts its index at
 // dir/index.sqlite; where its objects are, for the copies.
-Result<storage::RemoteLocation> fetch_part(const storage::StoreUrl& url, const storage::StoreOptions& opts,
+Result<net::RemoteLocation> fetch_part(const net::StoreUrl& url, const storage::StoreOptions& opts,
                                            const fs::path& dir) {
   Result<storage::RemoteStore> part = storage::open_remote_store(url, opts);
   if (!part) return std::move(part).error();
   for (const index::Record& r : part->store->records())
-    if (r.size > S3Upload::kMaxCopySize)
+    if (r.size > net::kMaxCopySize)
       return Error{EFBIG, fmt::format("{}: {} is {} bytes, more than one server-side copy takes (5 GiB): pack "
                                       "with smaller --record-bytes", url.text, r.path, r.size)};
   std::error_code ec;
@@ -76,17 +77,17 @@ Result<storage::RemoteLocation> fetch_part(const storage::StoreUrl& url, const s
     fs::copy_file(part->index_file, dir / "index.sqlite", fs::copy_options::overwrite_existing, ec);
   }
   if (ec) return Error{ec.value(), fmt::format("{}: {}", (dir / "index.sqlite").string(), ec.message())};
-  return storage::remote_location(url, opts.s3);
+  return net::remote_location(url, opts.s3);
 }
 
-Result<MergeReport> merge_in(const fs::path& scratch, const std::vector<storage::StoreUrl>& urls,
+Result<MergeReport> merge_in(const fs::path& scratch, const std::vector<net::StoreUrl>& urls,
                              const storage::StoreOptions& opts, const std::atomic<bool>& cancel) {
   std::vector<fs::path> part_dirs;
-  std::vector<storage::RemoteLocation> parts;
+  std::vector<net::RemoteLocation> parts;
   MergeIo io;
   for (size_t k = 0; k + 1 < urls.size(); ++k) {
     part_dirs.push_back(scratch / fmt::format("part-{}", k));
-    Result<storage::RemoteLocation> where = fetch_part(urls[k], opts, part_dirs.back());
+    Result<net::RemoteLocation> where = fetch_part(urls[k], opts, part_dirs.back());
     if (!where) return std::move(where).error();
     parts.push_back(std::move(where).value());
     io.part_names.push_back(urls[k].text);
@@ -107,11 +108,11 @@ Result<MergeReport> merge_in(const fs::path& scratch, const std::vector<storage:
 
 }  // namespace
 
-fs::path scratch_store(std::string_view command, const storage::StoreUrl& url) {
+fs::path scratch_store(std::string_view command, const net::StoreUrl& url) {
   return temp_dir() / fmt::format("fidelityfs-{}-{}", command, url_tag(url));
 }
 
-Result<ScratchLock> ScratchLock::take(const storage::StoreUrl& url) {
+Result<ScratchLock> ScratchLock::take(const net::StoreUrl& url) {
   const fs::path file = temp_dir() / fmt::format("fidelityfs-{}.lock", url_tag(url));
   // The holder removes the file before it lets go: a lock taken on a file no longer at the path
   // (or another file there now) is taken again on the one there.
@@ -137,7 +138,7 @@ ScratchLock::~ScratchLock() {
 }
 
 Result<PackReport> pack_to_s3(const PackOptions& options, std::unique_ptr<PackSource> source,
-                              const storage::StoreUrl& url, const storage::StoreOptions& store_options,
+                              const net::StoreUrl& url, const storage::StoreOptions& store_options,
                               const std::function<void(const PackProgress&)>& progress, const std::atomic<bool>& cancel) {
   Result<ScratchLock> lock = ScratchLock::take(url);
   if (!lock) return std::move(lock).error();
@@ -151,7 +152,7 @@ Result<PackReport> pack_to_s3(const PackOptions& options, std::unique_ptr<PackSo
   return pack(options, std::move(io), progress, cancel);
 }
 
-Result<MergeReport> merge_on_s3(const std::vector<storage::StoreUrl>& urls, const storage::StoreOptions& store_options,
+Result<MergeReport> merge_on_s3(const std::vector<net::StoreUrl>& urls, const storage::StoreOptions& store_options,
                                 const std::atomic<bool>& cancel) {
   Result<ScratchLock> lock = ScratchLock::take(urls.back());
   if (!lock) return std::move(lock).error();
@@ -164,7 +165,7 @@ Result<MergeReport> merge_on_s3(const std::vector<storage::StoreUrl>& urls, cons
 }
 
 Result<RelayoutReport> relayout_to_s3(const index::Store& store, index::StoreLayout layout, RelayoutIo io,
-                                      const storage::StoreUrl& url, const storage::StoreOptions& store_options,
+                                      const net::StoreUrl& url, const storage::StoreOptions& store_options,
                                       const std::function<void(uint64_t, uint64_t)>& progress,
                                       const std::atomic<bool>& cancel) {
   if (Status allowed = relayout_allowed(store); !allowed) return std::move(allowed).error();  // before the target is touched

@@ -14,18 +14,18 @@
 #include "common/error.h"
 #include "common/fd.h"
 #include "index/store.h"
+#include "net/url.h"
 #include "pack/merge.h"
 #include "pack/packer.h"
 #include "pack/relayout.h"
 #include "storage/open_store.h"
-#include "storage/url.h"
 
 namespace fid::pack {
 
 // The local scratch path where `command` (pack, merge, relayout) builds a store bound for `url`:
 // under $TMPDIR, named after the URL so that the next run for the same URL clears what a killed
 // one left there.
-std::filesystem::path scratch_store(std::string_view command, const storage::StoreUrl& url);
+std::filesystem::path scratch_store(std::string_view command, const net::StoreUrl& url);
 
 // One pack, merge or relayout to a URL at a time (under one $TMPDIR): each clears the scratch
 // folder and the store at the URL when it starts, so a second run would wreck the first. A
@@ -34,7 +34,7 @@ std::filesystem::path scratch_store(std::string_view command, const storage::Sto
 class ScratchLock {
  public:
   // EBUSY naming the URL when another run holds the lock.
-  static Result<ScratchLock> take(const storage::StoreUrl& url);
+  static Result<ScratchLock> take(const net::StoreUrl& url);
   ScratchLock(ScratchLock&&) = default;
   ScratchLock& operator=(ScratchLock&&) = delete;
   ~ScratchLock();
@@ -52,18 +52,18 @@ class ScratchLock {
 // the URL is cleared only once the source has been listed: a source that cannot be listed leaves
 // it as it was.
 Result<PackReport> pack_to_s3(const PackOptions& options, std::unique_ptr<PackSource> source,
-                              const storage::StoreUrl& url, const storage::StoreOptions& store_options,
+                              const net::StoreUrl& url, const storage::StoreOptions& store_options,
                               const std::function<void(const PackProgress&)>& progress, const std::atomic<bool>& cancel);
 
 // merge() of the s3:// parts (every URL but the last) into the s3:// store urls.back(): the parts'
 // indexes come down to a scratch folder (every record of each checked), their records are copied
 // on the server, the index goes up last. Refused parts leave the store at the URL as it was.
-Result<MergeReport> merge_on_s3(const std::vector<storage::StoreUrl>& urls, const storage::StoreOptions& store_options,
+Result<MergeReport> merge_on_s3(const std::vector<net::StoreUrl>& urls, const storage::StoreOptions& store_options,
                                 const std::atomic<bool>& cancel);
 
 // relayout() of `store` into the s3:// store `url` (io.destination is set here).
 Result<RelayoutReport> relayout_to_s3(const index::Store& store, index::StoreLayout layout, RelayoutIo io,
-                                      const storage::StoreUrl& url, const storage::StoreOptions& store_options,
+                                      const net::StoreUrl& url, const storage::StoreOptions& store_options,
                                       const std::function<void(uint64_t, uint64_t)>& progress,
                                       const std::atomic<bool>& cancel);
 

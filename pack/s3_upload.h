@@ -25,11 +25,11 @@
 #include <vector>
 
 #include "common/error.h"
+#include "net/http_client.h"
+#include "net/remote_location.h"
+#include "net/url.h"
 #include "pack/packer.h"
-#include "storage/http_client.h"
-#include "storage/http_record_source.h"
 #include "storage/open_store.h"
-#include "storage/url.h"
 
 namespace fid::pack {
 
@@ -43,17 +43,13 @@ struct S3UploadOptions {
 
 class S3Upload final : public PackDestination {
  public:
-  static constexpr uint64_t kMinPartSize = 5ull << 20;  // S3: every part but the last
-  static constexpr uint64_t kMaxParts = 10000;
-  static constexpr uint64_t kMaxCopySize = 5ull << 30;  // S3: the largest object one CopyObject copies
-
   // create() and prepare_target(): for a caller that has nothing to do between them.
-  static Result<std::unique_ptr<S3Upload>> open(const storage::StoreUrl& url, const storage::StoreOptions& opts, S3UploadOptions up = {},
-                                                storage::HttpOptions http = {});
+  static Result<std::unique_ptr<S3Upload>> open(const net::StoreUrl& url, const storage::StoreOptions& opts, S3UploadOptions up = {},
+                                                net::HttpOptions http = {});
   // The upload to `url`, made without any request: EINVAL for a URL not s3://, EACCES without
   // credentials (anonymous). max_requests and ca_file come from `opts`.
-  static Result<std::unique_ptr<S3Upload>> create(const storage::StoreUrl& url, const storage::StoreOptions& opts,
-                                                  S3UploadOptions up = {}, storage::HttpOptions http = {});
+  static Result<std::unique_ptr<S3Upload>> create(const net::StoreUrl& url, const storage::StoreOptions& opts,
+                                                  S3UploadOptions up = {}, net::HttpOptions http = {});
   // Checks, before any packing, that the store's prefix can be written, and makes room for the
   // new store: a PUT of an empty PREFIX/index.sqlite (the one place written before the end; it
   // replaces a store already there, which then no longer mounts), then a DELETE of it. So the
@@ -75,18 +71,18 @@ class S3Upload final : public PackDestination {
   Status add_record(const std::filesystem::path& file, const std::string& name) override;
   // Starts a server-side copy of `from`'s object `from_relative` to PREFIX/name (a PUT with
   // x-amz-copy-source) and returns; waits first while max_objects are in flight. `from` must be
-  // on S3, reachable with this store's credentials; its object no larger than kMaxCopySize
+  // on S3, reachable with this store's credentials; its object no larger than net::kMaxCopySize
   // (the caller checks: larger ones would need UploadPartCopy). Failures are returned as by
   // add_record, naming both objects.
-  Status copy_record(const storage::RemoteLocation& from, const std::string& from_relative, const std::string& name);
+  Status copy_record(const net::RemoteLocation& from, const std::string& from_relative, const std::string& name);
   // Waits for every record, then uploads `index_file` as PREFIX/index.sqlite (kept locally).
   Status finish(const std::filesystem::path& index_file) override;
 
-  const storage::RemoteLocation& where() const { return where_; }
+  const net::RemoteLocation& where() const { return where_; }
 
  private:
   struct Object;
-  S3Upload(storage::RemoteLocation where, storage::StoreUrl url, S3UploadOptions up, storage::HttpOptions http);
+  S3Upload(net::RemoteLocation where, net::StoreUrl url, S3UploadOptions up, net::HttpOptions http);
   Status start(const std::filesystem::path& file, const std::string& name, bool remove_file);
   // Counts one more object in flight, waiting while max_objects are; the first failure instead.
   Status reserve();
@@ -106,44 +102,15 @@ class S3Upload final : public PackDestination {
   std::function<Result<size_t>(uint64_t, std::span<uint8_t>)> body_of(const std::shared_ptr<Object>& obj,
                                                                       uint64_t from) const;
 
-  const storage::RemoteLocation where_;
-  const storage::StoreUrl url_;
+  const net::RemoteLocation where_;
+  const net::StoreUrl url_;
   const S3UploadOptions up_;
   std::mutex mu_;
   std::condition_variable changed_;
   unsigned in_flight_ = 0;  // objects not settled
   Status failure_;          // the first
   std::atomic<bool> stopping_{false};
-  storage::HttpClient client_;       // last: destroyed (its thread joined) before what its callbacks touch
+  net::HttpClient client_;       // last: destroyed (its thread joined) before what its callbacks touch
 };
-
-// The parts (offset, length) of an object of `size` bytes: part_size each (at least
-// kMinPartSize, more when 10000 parts would not hold the object), the last one the rest.
-std::vector<std::pair<uint64_t, uint64_t>> upload_parts(uint64_t size, uint64_t part_size);
-// The UploadId of CreateMultipartUpload's answer; nullopt when missing, empty, longer than
-// 1024 characters or holding characters no upload ID has (blanks, controls, XML markup).
-std::optional<std::string> parse_upload_id(std::string_view body);
-// CompleteMultipartUpload's request body for the parts' ETags (part k + 1 has etags[k]).
-std::string complete_multipart_body(const std::vector<std::string>& etags);
-// S3 may fail CompleteMultipartUpload after answering 200: the error in that answer's body, or
-// nullopt when it is the result (or says nothing).
-std::optional<storage::http::S3Error> complete_multipart_error(std::string_view body);
-// The same for CopyObject, which may fail after answering 200 too.
-std::optional<storage::http::S3Error> copy_object_error(std::string_view body);
-// The ETag S3 gives an object completed from parts with these ETags: "MD5-N", the MD5 of the
-// parts' binary MD5s and the count of parts, quoted as S3 sends it. Empty when a part's ETag
-// is not an MD5 (SSE-KMS, some other servers): then it cannot be known here.
-std::string multipart_etag(const std::vector<std::string>& part_etags);
-// Whether the answer to a HEAD of an object (`status`, its ETag and Content-Length) shows the
-// object made by completing a multipart upload of `size` bytes from parts with `part_etags`:
-// nullopt when it does (the size matches and the ETag, when there is one, is that of these
-// parts, exactly when multipart_etag knows it, else its "-N" count); otherwise what it shows
-// instead, for a message. For a CompleteMultipartUpload whose answer was lost.
-std::optional<std::string> completed_object_mismatch(long status, std::string_view etag,
-                                                     std::optional<uint64_t> content_length, uint64_t size,
-                                                     const std::vector<std::string>& part_etags);
-// The x-amz-copy-source header's value for `from`'s object `relative`: "/BUCKET/KEY", URI-encoded
-// ('/' kept in the key).
-std::string copy_source(const storage::RemoteLocation& from, std::string_view relative);
 
 }  // namespace fid::pack

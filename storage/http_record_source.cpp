@@ -8,39 +8,9 @@
 #include <ctime>
 #include <memory>
 
+#include "net/s3_requests.h"
+
 namespace fid::storage {
-
-std::string RemoteLocation::path_of(std::string_view relative) const {
-  return base_path + "/" + uri_encode(relative, /*keep_slash=*/true);
-}
-
-std::string RemoteLocation::url_of(std::string_view relative, const Headers& query) const {
-  std::string url = origin + path_of(relative);
-  for (size_t k = 0; k < query.size(); ++k) {
-    url += k == 0 ? '?' : '&';
-    url += uri_encode(query[k].first, false);
-    if (!query[k].second.empty()) url += "=" + uri_encode(query[k].second, false);
-  }
-  return url;
-}
-
-std::function<Result<Headers>()> RemoteLocation::signer(HttpRequest::Method method, std::string_view relative,
-                                                        const Headers& query, std::string payload_sha256,
-                                                        Headers headers) const {
-  if (!sign || credentials.anonymous()) return {};
-  SignRequest r;
-  r.method = method_name(method);
-  r.host = host_header;
-  r.path = path_of(relative);
-  r.query = query;
-  r.payload_sha256 = std::move(payload_sha256);
-  r.headers = std::move(headers);
-  r.region = region;
-  return [r = std::move(r), c = credentials]() mutable {
-    r.amz_date = amz_date(static_cast<long long>(std::time(nullptr)));  // fresh for every attempt
-    return storage::sign(r, c);
-  };
-}
 
 namespace {
 
@@ -56,12 +26,12 @@ struct BatchCountdown {
 
 }  // namespace
 
-HttpOptions HttpRecordSource::with_counters(HttpOptions opts) {
+net::HttpOptions HttpRecordSource::with_counters(net::HttpOptions opts) {
   opts.counters = &counters_;
   return opts;
 }
 
-HttpRecordSource::HttpRecordSource(const index::Store& store, RemoteLocation where, HttpOptions opts, uint64_t part_size)
+HttpRecordSource::HttpRecordSource(const index::Store& store, net::RemoteLocation where, net::HttpOptions opts, uint64_t part_size)
     : store_(store), where_(std::move(where)), part_size_(std::max<uint64_t>(1, part_size)), client_(with_counters(std::move(opts))) {}
 
 std::string HttpRecordSource::describe() const {
@@ -95,15 +65,13 @@ void HttpRecordSource::get(uint32_t record, uint64_t offset, std::span<uint8_t> 
     return;
   }
   const std::string& path = store_.records()[record].path;
-  HttpRequest req;
-  req.url = where_.url_of(path);
-  req.sign = where_.signer(HttpRequest::Method::get, path);
+  net::HttpRequest req = net::get_object(where_, path);
   req.ranged = true;
   req.offset = offset;
   req.dst = dst;
   req.cancel = cancel_.load();
   // A file read fails with EIO whatever the storage said; the message keeps the cause.
-  req.done = [done = std::move(done)](Status s, const HttpResult&) {
+  req.done = [done = std::move(done)](Status s, const net::HttpResult&) {
     if (!s) done(Error{EIO, std::move(s).error().message});
     else done({});
   };

@@ -13,39 +13,11 @@
 #include <vector>
 
 #include "index/store.h"
-#include "storage/http_client.h"
+#include "net/http_client.h"
+#include "net/remote_location.h"
 #include "storage/record_source.h"
-#include "storage/sigv4.h"
 
 namespace fid::storage {
-
-// Where a remote store's objects are and how a request for one is made.
-struct RemoteLocation {
-  std::string text;         // the store's URL as given, for messages
-  std::string origin;       // "https://bucket.s3.eu-west-1.amazonaws.com", "http://127.0.0.1:8080"
-  std::string host_header;  // the Host header (signed): origin without the scheme
-  std::string base_path;    // URI-encoded, no trailing slash: "/bucket/prefix", "/data", ""
-  // s3:// only: the bucket and key prefix as raw text ("" or "a/b", no slash at either end), and
-  // the request path of the bucket itself (base_path without the prefix: "/bucket" or "").
-  std::string bucket, key_prefix, bucket_path;
-  // s3:// only: requests are signed with these.
-  bool sign = false;
-  Credentials credentials;
-  std::string region;
-  std::string credentials_from;  // for messages ("environment", "profile x in FILE", "none")
-
-  // The request path and URL of an object of the store ("index.sqlite", "records/000001.rec"),
-  // with the query parameters if any (name, value: "?uploads", "?partNumber=1&uploadId=X").
-  std::string path_of(std::string_view relative) const;
-  std::string url_of(std::string_view relative, const Headers& query = {}) const;
-  // The per-attempt signer of a request for `relative` (empty when unsigned): SigV4 headers
-  // for the current time, the method and the query parameters (as given to url_of), and the
-  // payload: the hex SHA-256 of the body, "UNSIGNED-PAYLOAD", or "" for an empty body; and
-  // `headers`, sent with the request, signed too (S3 wants every x-amz-* header signed).
-  std::function<Result<Headers>()> signer(HttpRequest::Method method, std::string_view relative,
-                                          const Headers& query = {}, std::string payload_sha256 = {},
-                                          Headers headers = {}) const;
-};
 
 class HttpRecordSource final : public RecordSource {
  public:
@@ -53,7 +25,7 @@ class HttpRecordSource final : public RecordSource {
 
   // `store` must outlive the source. `opts.counters` is replaced by this source's counters.
   // `part_size` other than kPartSize is for tests (parts of small records).
-  HttpRecordSource(const index::Store& store, RemoteLocation where, HttpOptions opts, uint64_t part_size = kPartSize);
+  HttpRecordSource(const index::Store& store, net::RemoteLocation where, net::HttpOptions opts, uint64_t part_size = kPartSize);
 
   void read_ranges(std::span<RangeRead> batch, Done done) override;
   void read_prefixes(std::span<PrefixRead> batch, Done done) override;
@@ -71,16 +43,16 @@ class HttpRecordSource final : public RecordSource {
   static std::vector<std::pair<uint64_t, uint64_t>> prefix_parts(uint64_t len, uint64_t part_size = kPartSize);
 
  private:
-  HttpOptions with_counters(HttpOptions opts);
+  net::HttpOptions with_counters(net::HttpOptions opts);
   // A ranged GET of `dst.size()` bytes of record r at `offset`; `done` gets its status.
   void get(uint32_t record, uint64_t offset, std::span<uint8_t> dst, std::function<void(Status)> done);
 
   const index::Store& store_;
   std::atomic<const std::atomic<bool>*> cancel_{nullptr};  // every request's (cancel_on)
-  const RemoteLocation where_;
+  const net::RemoteLocation where_;
   const uint64_t part_size_;
   const std::vector<std::string> problems_;
-  HttpClient client_;
+  net::HttpClient client_;
 };
 
 }  // namespace fid::storage

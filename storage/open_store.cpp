@@ -1,10 +1,10 @@
 #include "storage/open_store.h"
 
 #include "common/private_dir.h"
+#include "net/url.h"
 #include "storage/disk_cache.h"
 #include "storage/local_record_source.h"
 #include "storage/remote_store.h"
-#include "storage/url.h"
 
 namespace fid::storage {
 
@@ -20,7 +20,7 @@ std::filesystem::path tables_dir(const StoreOptions& opts) {
 }
 
 Result<OpenedStore> open_store(const std::string& location, const StoreOptions& opts) {
-  Result<StoreUrl> url = parse_store_url(location);
+  Result<net::StoreUrl> url = net::parse_store_url(location);
   if (!url) return std::move(url).error();
   OpenedStore out;
   if (!url->remote()) {

@@ -11,13 +11,13 @@
 
 #include "common/error.h"
 #include "index/store.h"
-#include "storage/aws_config.h"
+#include "net/aws_config.h"
 #include "storage/record_source.h"
 
 namespace fid::storage {
 
 struct StoreOptions {
-  S3Options s3;                    // s3:// only
+  net::S3Options s3;                    // s3:// only
   std::string ca_file;             // https: PEM CA bundle instead of the system CAs
   std::string disk_cache;          // "" = no disk cache of record prefixes (remote stores only)
   uint64_t disk_cache_size = 0;    // bytes; 0 with a disk_cache = 10 GiB

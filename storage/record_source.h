@@ -15,6 +15,7 @@
 
 #include "common/error.h"
 #include "common/readings.h"
+#include "net/transfer_counters.h"
 
 namespace fid::storage {
 
@@ -35,12 +36,8 @@ struct PrefixRead {
   Status status;
 };
 
-// What a source has fetched, for /.fidelity/stats.
-struct SourceCounters {
-  std::atomic<uint64_t> requests{0};  // reads issued to storage (a retry counts again)
-  std::atomic<uint64_t> retries{0};   // of those, repeats of a failed read (remote sources)
-  std::atomic<uint64_t> bytes{0};     // bytes read from storage (after any alignment)
-};
+// What a source has fetched, for /.fidelity/stats; a remote source's HttpClient counts into it.
+using SourceCounters = net::TransferCounters;
 
 class RecordSource {
  public:

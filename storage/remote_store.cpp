@@ -14,9 +14,10 @@
 #include <semaphore>
 #include <vector>
 
-#include "common/private_dir.h"
-#include "storage/aws_config.h"
 #include "common/posix_io.h"
+#include "common/private_dir.h"
+#include "net/aws_config.h"
+#include "net/s3_requests.h"
 
 namespace fid::storage {
 
@@ -60,7 +61,7 @@ std::string read_small_file(const fs::path& p) {
 }
 
 // What a failed GET of the index means, said for the user.
-Error index_error(const RemoteLocation& where, const StoreUrl& url, const Error& e, const HttpResult& r) {
+Error index_error(const net::RemoteLocation& where, const net::StoreUrl& url, const Error& e, const net::HttpResult& r) {
   if (r.status == 404 && r.s3.code == "NoSuchBucket") {
     return Error{ENOENT, fmt::format("{}: there is no bucket named '{}' at {} (NoSuchBucket)", where.text,
                                      r.s3.bucket.empty() ? url.bucket : r.s3.bucket, where.origin)};
@@ -85,7 +86,7 @@ Error index_error(const RemoteLocation& where, const StoreUrl& url, const Error&
 
 // The index in the cache: reused when the server's ETag matches the cached copy's (one
 // conditional GET), else downloaded to a temporary file, synced and renamed into place.
-Result<fs::path> fetch_index(HttpClient& client, const StoreUrl& url, const RemoteLocation& where, const fs::path& dir,
+Result<fs::path> fetch_index(net::HttpClient& client, const net::StoreUrl& url, const net::RemoteLocation& where, const fs::path& dir,
                              const std::atomic<bool>* cancel,
                              uint64_t max_bytes) {
   if (Status s = make_private_dir(dir); !s) return std::move(s).error();
@@ -94,9 +95,7 @@ Result<fs::path> fetch_index(HttpClient& client, const StoreUrl& url, const Remo
   const fs::path etag_file = dir / (key + ".etag");
   const auto cached_file = [&](std::string_view etag) { return dir / fmt::format("{}-{}.sqlite", key, hash_text(etag)); };
 
-  HttpRequest req;
-  req.url = index_url;
-  req.sign = where.signer(HttpRequest::Method::get, kIndexName);
+  net::HttpRequest req = net::get_object(where, kIndexName);
   req.cancel = cancel;
   const std::string cached_etag = read_small_file(etag_file);
   if (!cached_etag.empty() && fs::exists(cached_file(cached_etag))) req.headers.emplace_back("If-None-Match", cached_etag);
@@ -162,25 +161,22 @@ Result<fs::path> fetch_index(HttpClient& client, const StoreUrl& url, const Remo
 // HEADs every record in parallel; an Error naming the missing or short ones (a few of them).
 // At most kHeadsQueued requests are handed to the client at a time: an index names as many
 // records as it likes, and each queued request holds its URL and signature.
-Status check_records(HttpClient& client, const RemoteLocation& where, const index::Store& store,
+Status check_records(net::HttpClient& client, const net::RemoteLocation& where, const index::Store& store,
                      const std::atomic<bool>* cancel) {
   constexpr std::ptrdiff_t kHeadsQueued = 256;
   const auto records = store.records();
   struct Answer {
     Status status;
-    HttpResult result;
+    net::HttpResult result;
   };
   std::vector<Answer> answers(records.size());
   std::latch all(static_cast<std::ptrdiff_t>(records.size()));
   std::counting_semaphore<kHeadsQueued> window(kHeadsQueued);
   for (size_t k = 0; k < records.size(); ++k) {
     window.acquire();
-    HttpRequest req;
-    req.method = HttpRequest::Method::head;
-    req.url = where.url_of(records[k].path);
-    req.sign = where.signer(HttpRequest::Method::head, records[k].path);
+    net::HttpRequest req = net::head_object(where, records[k].path);
     req.cancel = cancel;
-    req.done = [&answers, &all, &window, k](Status s, const HttpResult& r) {
+    req.done = [&answers, &all, &window, k](Status s, const net::HttpResult& r) {
       answers[k] = {std::move(s), r};
       window.release();
       all.count_down();
@@ -231,49 +227,17 @@ fs::path index_cache_dir(const StoreOptions& opts) {
   return fs::path(home && *home ? home : "/tmp") / ".cache" / "fidelityfs";
 }
 
-Result<RemoteLocation> remote_location(const StoreUrl& url, const S3Options& s3) {
-  RemoteLocation where;
-  where.text = url.text;
-  if (url.kind == StoreUrl::Kind::http) {
-    where.origin = url.http.origin();
-    where.host_header = url.http.host_header();
-    where.base_path = url.http.base_path;
-    return where;
-  }
-  if (url.kind != StoreUrl::Kind::s3) return Error{EINVAL, fmt::format("{}: not a remote store", url.text)};
-  Result<S3Target> target = resolve_s3(url, s3);
-  if (!target) return std::move(target).error();
-  Endpoint endpoint = target->endpoint;
-  const std::string key_prefix = url.prefix.empty() ? "" : "/" + uri_encode(url.prefix, /*keep_slash=*/true);
-  if (target->path_style) {
-    where.bucket_path = endpoint.base_path + "/" + uri_encode(url.bucket, false);
-  } else {
-    endpoint.host = url.bucket + "." + endpoint.host;
-    where.bucket_path = endpoint.base_path;
-  }
-  where.base_path = where.bucket_path + key_prefix;
-  where.bucket = url.bucket;
-  where.key_prefix = url.prefix;
-  where.origin = endpoint.origin();
-  where.host_header = endpoint.host_header();
-  where.sign = true;
-  where.credentials = target->credentials;
-  where.region = target->region;
-  where.credentials_from = target->credentials_from;
-  return where;
-}
-
-Result<RemoteStore> open_remote_store(const StoreUrl& url, const StoreOptions& opts, HttpOptions http) {
+Result<RemoteStore> open_remote_store(const net::StoreUrl& url, const StoreOptions& opts, net::HttpOptions http) {
   http.max_in_flight = opts.max_requests;
   http.ca_file = opts.ca_file;
   http.counters = nullptr;
-  Result<RemoteLocation> where = remote_location(url, opts.s3);
+  Result<net::RemoteLocation> where = net::remote_location(url, opts.s3);
   if (!where) return std::move(where).error();
 
   RemoteStore out;
   {
     // A client of its own, gone (thread joined) before returning: the mount forks after this.
-    HttpClient client(http);
+    net::HttpClient client(http);
     Result<fs::path> index_file = fetch_index(client, url, *where, index_cache_dir(opts), opts.cancel, opts.max_index_bytes);
     if (!index_file) return std::move(index_file).error();
     auto store = index::Store::open_index(*index_file, url.text, tables_dir(opts));

@@ -10,10 +10,10 @@
 
 #include "common/error.h"
 #include "index/store.h"
-#include "storage/http_client.h"
+#include "net/http_client.h"
+#include "net/url.h"
 #include "storage/http_record_source.h"
 #include "storage/open_store.h"
-#include "storage/url.h"
 
 namespace fid::storage {
 
@@ -29,11 +29,7 @@ struct RemoteStore {
 // endpoint that cannot be reached, missing or short records (how many, the first few).
 // `http` tunes the requests (tests shrink its timeouts); max_in_flight and ca_file come from
 // `opts`.
-Result<RemoteStore> open_remote_store(const StoreUrl& url, const StoreOptions& opts, HttpOptions http = {});
-
-// Where the objects of `url` (s3:// or http(s)://) are and how requests are signed; for s3://
-// resolves credentials, region and endpoint (aws_config.h).
-Result<RemoteLocation> remote_location(const StoreUrl& url, const S3Options& s3);
+Result<RemoteStore> open_remote_store(const net::StoreUrl& url, const StoreOptions& opts, net::HttpOptions http = {});
 
 // The index cache folder for `opts`: index_cache, else disk_cache, else
 // $XDG_CACHE_HOME/fidelityfs, else $HOME/.cache/fidelityfs.

@@ -9,7 +9,7 @@
 #include <string>
 #include <string_view>
 
-#include "storage/aws_config.h"
+#include "net/aws_config.h"
 
 namespace {
 
@@ -26,7 +26,7 @@ bool trimmed(std::string_view s) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view text(reinterpret_cast<const char*>(data), size);
-  auto sections = fid::storage::parse_aws_ini(text);
+  auto sections = fid::net::parse_aws_ini(text);
   for (const auto& [name, keys] : sections) {
     check(!name.empty() && trimmed(name));
     for (const auto& [key, value] : keys) {
@@ -49,7 +49,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (n == "AWS_PROFILE") return profile.c_str();
     return nullptr;
   };
-  auto url = fid::storage::parse_store_url("s3://fuzz-bucket/prefix");
+  auto url = fid::net::parse_store_url("s3://fuzz-bucket/prefix");
   check(url.ok());
   auto resolve = [&](std::string_view contents) {
     if (ftruncate(fd, 0) != 0) std::abort();
@@ -59,7 +59,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (n <= 0) std::abort();
       done += static_cast<size_t>(n);
     }
-    return fid::storage::resolve_s3(*url, {}, getenv);
+    return fid::net::resolve_s3(*url, {}, getenv);
   };
   auto target = resolve(text);
   if (target.ok()) {

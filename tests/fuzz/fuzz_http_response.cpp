@@ -6,9 +6,9 @@
 #include <cstdlib>
 #include <string_view>
 
-#include "storage/http_response.h"
+#include "net/http_response.h"
 
-namespace http = fid::storage::http;
+namespace http = fid::net::http;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);

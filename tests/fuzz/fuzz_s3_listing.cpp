@@ -10,15 +10,15 @@
 #include <string_view>
 #include <vector>
 
+#include "net/s3_listing.h"
 #include "pack/pack_source.h"
-#include "pack/s3_listing.h"
 
 
 namespace {
 
-void build_tree(const std::vector<fid::pack::ListedObject>& objects) {
+void build_tree(const std::vector<fid::net::ListedObject>& objects) {
   std::vector<std::pair<std::string, bool>> paths;  // normalized path, folder
-  for (const fid::pack::ListedObject& o : objects) {
+  for (const fid::net::ListedObject& o : objects) {
     std::string_view key = o.key;
     const bool dir = !key.empty() && key.back() == '/';
     if (dir) key.remove_suffix(1);
@@ -46,19 +46,19 @@ void build_tree(const std::vector<fid::pack::ListedObject>& objects) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);
-  if (auto page = fid::pack::parse_list_objects_v2(text)) {
+  if (auto page = fid::net::parse_list_objects_v2(text)) {
     if (page->truncated && page->next_token.empty()) std::abort();
     if (page->key_count && *page->key_count < page->objects.size()) std::abort();
-    for (const fid::pack::ListedObject& o : page->objects)
+    for (const fid::net::ListedObject& o : page->objects)
       if (o.key.find('\0') != std::string::npos) std::abort();
     build_tree(page->objects);
   }
-  if (auto decoded = fid::pack::decode_xml_text(text); decoded && decoded->size() > text.size()) std::abort();
-  if (auto entries = fid::pack::parse_autoindex_json(text)) {
-    for (const fid::pack::AutoindexEntry& e : *entries)
+  if (auto decoded = fid::net::decode_xml_text(text); decoded && decoded->size() > text.size()) std::abort();
+  if (auto entries = fid::net::parse_autoindex_json(text)) {
+    for (const fid::net::AutoindexEntry& e : *entries)
       if (e.name.empty() || e.name.find('/') != std::string::npos) std::abort();
   }
-  (void)fid::pack::parse_iso8601_ns(text);
-  (void)fid::pack::parse_http_date_ns(text);
+  (void)fid::net::parse_iso8601_ns(text);
+  (void)fid::net::parse_http_date_ns(text);
   return 0;
 }

@@ -10,20 +10,18 @@
 #include <string_view>
 #include <vector>
 
-#include "pack/s3_upload.h"
-
-using fid::pack::S3Upload;
+#include "net/s3_requests.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);
-  if (auto id = fid::pack::parse_upload_id(text)) {
+  if (auto id = fid::net::parse_upload_id(text)) {
     if (id->empty() || id->size() > 1024) std::abort();
     for (char c : *id)
       if (c <= 0x20 || c >= 0x7F || c == '<' || c == '>' || c == '&' || c == '"') std::abort();
   }
-  if (auto e = fid::pack::complete_multipart_error(text); e && e->code.empty()) std::abort();
-  if (auto e = fid::pack::copy_object_error(text); e && e->code.empty()) std::abort();
-  (void)fid::pack::complete_multipart_body({std::string(text)});
+  if (auto e = fid::net::complete_multipart_error(text); e && e->code.empty()) std::abort();
+  if (auto e = fid::net::copy_object_error(text); e && e->code.empty()) std::abort();
+  (void)fid::net::complete_multipart_body({std::string(text)});
 
   std::vector<std::string> etags;
   for (size_t at = 0; at <= text.size();) {
@@ -31,26 +29,26 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     etags.emplace_back(text.substr(at, end - at));
     at = end + 1;
   }
-  const std::string object_etag = fid::pack::multipart_etag(etags);
+  const std::string object_etag = fid::net::multipart_etag(etags);
   if (!object_etag.empty()) {
     const std::string tail = "-" + std::to_string(etags.size()) + "\"";
     if (object_etag.size() != 33 + tail.size() || object_etag.front() != '"' ||
         object_etag.compare(33, std::string::npos, tail) != 0)
       std::abort();
-    if (fid::pack::completed_object_mismatch(200, object_etag, size, size, etags)) std::abort();
+    if (fid::net::completed_object_mismatch(200, object_etag, size, size, etags)) std::abort();
   }
-  if (!fid::pack::completed_object_mismatch(200, text, size, size + 1, etags)) std::abort();
+  if (!fid::net::completed_object_mismatch(200, text, size, size + 1, etags)) std::abort();
 
   if (size >= 16) {
     uint64_t object = 0, part = 0;
     std::memcpy(&object, data, 8);
     std::memcpy(&part, data + 8, 8);
     object >>= 20;  // up to 16 TiB: the plan stays a few thousand parts
-    const auto parts = fid::pack::upload_parts(object, part);
-    if (parts.empty() || parts.size() > S3Upload::kMaxParts) std::abort();
+    const auto parts = fid::net::upload_parts(object, part);
+    if (parts.empty() || parts.size() > fid::net::kMaxParts) std::abort();
     uint64_t at = 0;
     for (size_t k = 0; k < parts.size(); ++k) {
-      if (parts[k].first != at || (k + 1 < parts.size() && parts[k].second < S3Upload::kMinPartSize)) std::abort();
+      if (parts[k].first != at || (k + 1 < parts.size() && parts[k].second < fid::net::kMinPartSize)) std::abort();
       at += parts[k].second;
     }
     if (at != object) std::abort();

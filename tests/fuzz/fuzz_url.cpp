@@ -7,7 +7,7 @@
 #include <string>
 #include <string_view>
 
-#include "storage/url.h"
+#include "net/url.h"
 
 namespace {
 
@@ -20,11 +20,11 @@ void check_error(const fid::Error& e) {
   check(e.message.rfind("URL", 0) == 0);
 }
 
-void check_endpoint(const fid::storage::Endpoint& ep) {
+void check_endpoint(const fid::net::Endpoint& ep) {
   check(!ep.host.empty());
   check(ep.port != 0);
   check(ep.base_path.empty() || (ep.base_path.front() == '/' && ep.base_path.back() != '/'));
-  auto again = fid::storage::parse_endpoint(ep.origin() + ep.base_path);
+  auto again = fid::net::parse_endpoint(ep.origin() + ep.base_path);
   check(again.ok());
   check(again->https == ep.https && again->host == ep.host && again->port == ep.port &&
         again->base_path == ep.base_path);
@@ -34,11 +34,11 @@ void check_endpoint(const fid::storage::Endpoint& ep) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view text(reinterpret_cast<const char*>(data), size);
-  auto url = fid::storage::parse_store_url(text);
+  auto url = fid::net::parse_store_url(text);
   if (!url.ok()) {
     check_error(url.error());
   } else {
-    using Kind = fid::storage::StoreUrl::Kind;
+    using Kind = fid::net::StoreUrl::Kind;
     check(url->text == text);
     switch (url->kind) {
       case Kind::local:
@@ -53,7 +53,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         break;
     }
   }
-  auto ep = fid::storage::parse_endpoint(text);
+  auto ep = fid::net::parse_endpoint(text);
   if (!ep.ok()) {
     check_error(ep.error());
   } else {

@@ -9,14 +9,14 @@
 
 #include <fstream>
 
+#include "net/url.h"
 #include "nginx_server.h"
 #include "storage/open_store.h"
 #include "storage/remote_store.h"
-#include "storage/url.h"
 #include "test_result.h"
 #include "test_store_fixture.h"
 
-using fid::storage::HttpOptions;
+using fid::net::HttpOptions;
 using fid::storage::StoreOptions;
 using fid::testutil::NginxServer;
 using fid::testutil::value_or_throw;
@@ -34,7 +34,7 @@ class RemoteStoreTest : public fid::testutil::PackedStore {
     http_.retry.base = http_.retry.cap = std::chrono::milliseconds(5);
   }
   fid::Result<fid::storage::RemoteStore> open(const std::string& suffix = "/store") {
-    auto url = value_or_throw(fid::storage::parse_store_url(server_->url() + suffix));
+    auto url = value_or_throw(fid::net::parse_store_url(server_->url() + suffix));
     return fid::storage::open_remote_store(url, opts_, http_);
   }
   std::string message_of_failed_open(const std::string& suffix = "/store") {

@@ -11,8 +11,8 @@
 #include <latch>
 #include <sstream>
 
+#include "net/url.h"
 #include "storage/remote_store.h"
-#include "storage/url.h"
 #include "test_result.h"
 #include "test_store_fixture.h"
 
@@ -65,7 +65,7 @@ class S3SourceTest : public fid::testutil::PackedStore {
     return std::system(("aws --endpoint-url \"$AWS_ENDPOINT_URL\" " + args + " >/dev/null 2>&1").c_str());
   }
   fid::Result<fid::storage::RemoteStore> open(const std::string& url) {
-    return fid::storage::open_remote_store(value_or_throw(fid::storage::parse_store_url(url)), opts_);
+    return fid::storage::open_remote_store(value_or_throw(fid::net::parse_store_url(url)), opts_);
   }
 
   static inline std::string skip_;

@@ -13,7 +13,7 @@
 
 #include "common/error.h"
 
-namespace fid::pack {
+namespace fid::net {
 
 // Listing bodies larger than this are refused (a ListObjectsV2 page of 1000 keys is a few
 // hundred KiB; a folder of a million files in JSON about 100 MiB).
@@ -66,4 +66,4 @@ Result<std::vector<AutoindexEntry>> parse_autoindex_json(std::string_view body);
 // "Wed, 15 Nov 2023 10:20:30 GMT" (RFC 1123, as nginx writes mtime): ns since the epoch.
 std::optional<int64_t> parse_http_date_ns(std::string_view text);
 
-}  // namespace fid::pack
+}  // namespace fid::net

@@ -1,4 +1,4 @@
-#include "pack/s3_listing.h"
+#include "net/s3_listing.h"
 
 #include <fmt/format.h>
 
@@ -7,7 +7,9 @@
 #include <cerrno>
 #include <nlohmann/json.hpp>
 
-namespace fid::pack {
+#include "common/numbers.h"
+
+namespace fid::net {
 
 namespace {
 
@@ -15,18 +17,6 @@ constexpr size_t kMaxDepth = 16;          // ListBucketResult > Contents > Owner
 constexpr size_t kMaxPageObjects = 100000;  // S3 pages hold at most 1000
 
 Error protocol_error(std::string what) { return Error{EPROTO, std::move(what)}; }
-
-std::optional<uint64_t> parse_u64(std::string_view s) {
-  if (s.empty() || s.size() > 20) return std::nullopt;
-  uint64_t v = 0;
-  for (char c : s) {
-    if (c < '0' || c > '9') return std::nullopt;
-    const uint64_t d = static_cast<uint64_t>(c - '0');
-    if (v > (UINT64_MAX - d) / 10) return std::nullopt;
-    v = v * 10 + d;
-  }
-  return v;
-}
 
 // `n` decimal digits at s[at], or -1.
 int digits(std::string_view s, size_t at, size_t n) {
@@ -476,4 +466,4 @@ Result<std::vector<AutoindexEntry>> parse_autoindex_json(std::string_view body) 
   return std::move(reader.entries);
 }
 
-}  // namespace fid::pack
+}  // namespace fid::net

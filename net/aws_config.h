@@ -14,10 +14,10 @@
 #include <string_view>
 
 #include "common/error.h"
-#include "storage/sigv4.h"
-#include "storage/url.h"
+#include "net/sigv4.h"
+#include "net/url.h"
 
-namespace fid::storage {
+namespace fid::net {
 
 enum class Addressing { auto_, path, virtual_host };
 
@@ -51,4 +51,4 @@ std::map<std::string, IniSection> parse_aws_ini(std::string_view text);
 Result<S3Target> resolve_s3(const StoreUrl& url, const S3Options& opts,
                             const std::function<const char*(const char*)>& getenv = {});
 
-}  // namespace fid::storage
+}  // namespace fid::net

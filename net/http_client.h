@@ -22,11 +22,11 @@
 #include <utility>
 
 #include "common/error.h"
-#include "storage/http_response.h"
-#include "storage/record_source.h"
-#include "storage/sigv4.h"
+#include "net/http_response.h"
+#include "net/sigv4.h"
+#include "net/transfer_counters.h"
 
-namespace fid::storage {
+namespace fid::net {
 
 struct RetryPolicy {
   unsigned max_attempts = 8;                 // first try included
@@ -52,7 +52,7 @@ struct HttpOptions {
   std::chrono::seconds attempt_floor{10};
   uint64_t min_rate_bps = 256 << 10;
   RetryPolicy retry;
-  SourceCounters* counters = nullptr;               // requests (each attempt), retries, bytes
+  TransferCounters* counters = nullptr;              // requests (each attempt), retries, bytes
 };
 
 // What the last attempt of a request got.
@@ -135,4 +135,4 @@ const char* method_name(HttpRequest::Method method);
 // "https://h/p?x=1" -> "https://h/p": what messages show of a URL.
 std::string url_for_messages(std::string_view url);
 
-}  // namespace fid::storage
+}  // namespace fid::net

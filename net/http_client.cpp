@@ -1,4 +1,4 @@
-#include "storage/http_client.h"
+#include "net/http_client.h"
 
 #include <curl/curl.h>
 #include <fmt/format.h>
@@ -14,7 +14,7 @@
 
 #include "common/ascii.h"
 
-namespace fid::storage {
+namespace fid::net {
 
 namespace {
 
@@ -584,4 +584,4 @@ void HttpClient::Engine::cancel(std::unique_ptr<Transfer> t) {
   complete(std::move(t), std::move(err));
 }
 
-}  // namespace fid::storage
+}  // namespace fid::net

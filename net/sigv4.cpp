@@ -1,4 +1,4 @@
-#include "storage/sigv4.h"
+#include "net/sigv4.h"
 
 #include <openssl/evp.h>
 
@@ -11,7 +11,7 @@
 
 #include "common/ascii.h"
 
-namespace fid::storage {
+namespace fid::net {
 namespace {
 
 using Digest = std::array<unsigned char, 32>;
@@ -227,4 +227,4 @@ Result<Headers> sign(const SignRequest& r, const Credentials& c) {
   }
 }
 
-}  // namespace fid::storage
+}  // namespace fid::net

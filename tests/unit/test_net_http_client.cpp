@@ -13,19 +13,19 @@
 #include <random>
 #include <vector>
 
+#include "net/http_client.h"
 #include "nginx_server.h"
-#include "storage/http_client.h"
 #include "storage/http_record_source.h"
 #include "test_store_fixture.h"
 
-using fid::storage::HttpClient;
-using fid::storage::HttpOptions;
+using fid::net::HttpClient;
+using fid::net::HttpOptions;
 using fid::storage::HttpRecordSource;
-using fid::storage::HttpRequest;
-using fid::storage::HttpResult;
+using fid::net::HttpRequest;
+using fid::net::HttpResult;
 using fid::storage::PrefixRead;
 using fid::storage::RangeRead;
-using fid::storage::RemoteLocation;
+using fid::net::RemoteLocation;
 using fid::testutil::NginxServer;
 
 namespace {
@@ -173,7 +173,7 @@ TEST_F(HttpClientTest, AStoppedServerFailsWithEioAfterTheRetriesAndSignsEveryAtt
   HttpRequest r = range_request(5000, buf);
   r.sign = [&] {
     ++signed_attempts;
-    return fid::storage::Headers{{"Authorization", "AWS4-HMAC-SHA256 secret-signature"}};
+    return fid::net::Headers{{"Authorization", "AWS4-HMAC-SHA256 secret-signature"}};
   };
   const auto t0 = std::chrono::steady_clock::now();
   auto [s, res] = client.perform(std::move(r));
@@ -194,7 +194,7 @@ TEST_F(HttpClientTest, ARequestThatCannotBeSignedFailsWithTheSignersErrorUnretri
   std::vector<uint8_t> buf(100);
   int attempts = 0;
   HttpRequest r = range_request(0, buf);
-  r.sign = [&]() -> fid::Result<fid::storage::Headers> {
+  r.sign = [&]() -> fid::Result<fid::net::Headers> {
     ++attempts;
     return fid::Error{EIO, "cannot sign the request: OpenSSL HMAC-SHA256 failed"};
   };

@@ -14,9 +14,9 @@
 
 #include <string>
 
-#include "storage/sigv4.h"
+#include "net/sigv4.h"
 
-using namespace fid::storage;
+using namespace fid::net;
 
 namespace {
 

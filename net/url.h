@@ -8,7 +8,7 @@
 
 #include "common/error.h"
 
-namespace fid::storage {
+namespace fid::net {
 
 // An HTTP(S) origin plus a base path: "http://127.0.0.1:7480", "https://h/a/b".
 struct Endpoint {
@@ -50,4 +50,4 @@ bool same_store_location(const StoreUrl& a, const StoreUrl& b);
 // "http(s)://host[:port][/base]": an S3 endpoint (AWS_ENDPOINT_URL, -o endpoint=).
 Result<Endpoint> parse_endpoint(std::string_view text);
 
-}  // namespace fid::storage
+}  // namespace fid::net

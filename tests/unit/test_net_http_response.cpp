@@ -5,13 +5,13 @@
 
 #include <numeric>
 
-#include "storage/http_client.h"
+#include "net/http_client.h"
+#include "net/http_response.h"
 #include "storage/http_record_source.h"
-#include "storage/http_response.h"
 
-namespace http = fid::storage::http;
+namespace http = fid::net::http;
 using fid::storage::HttpRecordSource;
-using fid::storage::RetryPolicy;
+using fid::net::RetryPolicy;
 using std::chrono::milliseconds;
 
 TEST(HttpResponse, ContentRange) {

@@ -1,4 +1,4 @@
-#include "storage/aws_config.h"
+#include "net/aws_config.h"
 
 #include <cerrno>
 #include <cstdlib>
@@ -10,7 +10,7 @@
 
 #include "common/ascii.h"
 
-namespace fid::storage {
+namespace fid::net {
 namespace {
 
 constexpr std::string_view kWhitespace = " \t\r\f\v";
@@ -344,4 +344,4 @@ Result<S3Target> resolve_s3(const StoreUrl& url, const S3Options& opts,
   return target;
 }
 
-}  // namespace fid::storage
+}  // namespace fid::net

@@ -10,7 +10,7 @@
 
 #include "common/error.h"
 
-namespace fid::storage {
+namespace fid::net {
 
 struct Credentials {
   std::string access_key_id;
@@ -54,4 +54,4 @@ std::string sha256_hex(std::string_view data);
 // "YYYYMMDDTHHMMSSZ" for a Unix time.
 std::string amz_date(long long unix_seconds);
 
-}  // namespace fid::storage
+}  // namespace fid::net

@@ -3,10 +3,10 @@
 #include <cerrno>
 #include <string>
 
-#include "storage/url.h"
+#include "net/url.h"
 #include "test_result.h"
 
-using namespace fid::storage;
+using namespace fid::net;
 using fid::testutil::value_or_throw;
 
 namespace {

@@ -10,7 +10,7 @@
 #include <string_view>
 #include <utility>
 
-namespace fid::storage::http {
+namespace fid::net::http {
 
 // "bytes FIRST-LAST/TOTAL" (TOTAL may be "*": unknown).
 struct ContentRange {
@@ -85,4 +85,4 @@ struct Judgement {
 // a body cut short by the connection is retried for its remainder.
 Judgement judge(const Attempt& a);
 
-}  // namespace fid::storage::http
+}  // namespace fid::net::http

@@ -1,7 +1,8 @@
 // The parts of writing a store to S3 that need no server: how an object is split into parts,
 // the CompleteMultipartUpload request body, the answers' UploadId and errors, and the signed
 // requests' URLs and headers (query parameters, payload hash, the copy source of a server-side
-// copy), and the HEAD's answer that settles a CompleteMultipartUpload whose answer was lost. The uploads and copies themselves run against Ceph RGW in
+// copy), and the HEAD's answer that settles a CompleteMultipartUpload whose answer was lost
+// (net/s3_requests.h). The uploads and copies themselves run against Ceph RGW in
 // tests/integration/test_pack_s3.py (pack and merge).
 #include <gtest/gtest.h>
 
@@ -9,23 +10,22 @@
 
 #include <algorithm>
 
-#include "storage/http_record_source.h"
-#include "storage/remote_store.h"
-#include "pack/s3_upload.h"
+#include "net/remote_location.h"
+#include "net/s3_requests.h"
 
-namespace fid::pack {
+namespace fid::net {
 namespace {
 
 constexpr uint64_t MiB = 1ull << 20;
 
 void expect_valid_parts(const std::vector<std::pair<uint64_t, uint64_t>>& parts, uint64_t size) {
   ASSERT_FALSE(parts.empty());
-  ASSERT_LE(parts.size(), S3Upload::kMaxParts);
+  ASSERT_LE(parts.size(), kMaxParts);
   uint64_t at = 0;
   for (size_t k = 0; k < parts.size(); ++k) {
     EXPECT_EQ(parts[k].first, at) << k;
     if (k + 1 < parts.size()) {
-      EXPECT_GE(parts[k].second, S3Upload::kMinPartSize) << k;
+      EXPECT_GE(parts[k].second, kMinPartSize) << k;
     }
     EXPECT_GT(parts[k].second, 0u) << k;
     at += parts[k].second;
@@ -48,11 +48,11 @@ TEST(S3UploadParts, EqualPartsAndTheRestLast) {
 TEST(S3UploadParts, NeverBelowFiveMibNorAboveTenThousandParts) {
   const auto small = upload_parts(12 * MiB, 1 * MiB);  // asked for 1 MiB parts: S3 refuses them
   EXPECT_EQ(small.size(), 3u);
-  EXPECT_EQ(small[0].second, S3Upload::kMinPartSize);
+  EXPECT_EQ(small[0].second, kMinPartSize);
   expect_valid_parts(small, 12 * MiB);
   const uint64_t huge = 200ull << 30;  // 200 GiB in 8 MiB parts would be 25600 parts
   const auto parts = upload_parts(huge, 8 * MiB);
-  EXPECT_LE(parts.size(), S3Upload::kMaxParts);
+  EXPECT_LE(parts.size(), kMaxParts);
   expect_valid_parts(parts, huge);
 }
 
@@ -94,8 +94,8 @@ TEST(S3UploadXml, CompleteAnswerErrorsAfterA200) {
   EXPECT_EQ(complete_multipart_error("<Error></Error>")->code, "InternalError");  // an error without a code
 }
 
-storage::RemoteLocation location() {
-  storage::RemoteLocation w;
+net::RemoteLocation location() {
+  net::RemoteLocation w;
   w.text = "s3://bkt/sets/one";
   w.origin = "http://127.0.0.1:7480";
   w.host_header = "127.0.0.1:7480";
@@ -110,27 +110,27 @@ storage::RemoteLocation location() {
 }
 
 TEST(S3UploadRequests, QueryParametersInTheUrl) {
-  const storage::RemoteLocation w = location();
+  const net::RemoteLocation w = location();
   EXPECT_EQ(w.url_of("records/000001.rec", {{"uploads", ""}}), "http://127.0.0.1:7480/bkt/sets/one/records/000001.rec?uploads");
   EXPECT_EQ(w.url_of("index.sqlite", {{"partNumber", "3"}, {"uploadId", "2~a/b+c"}}),
             "http://127.0.0.1:7480/bkt/sets/one/index.sqlite?partNumber=3&uploadId=2~a%2Fb%2Bc");
   EXPECT_EQ(w.url_of("index.sqlite"), "http://127.0.0.1:7480/bkt/sets/one/index.sqlite");
 }
 
-std::string header(const storage::Headers& h, std::string_view name) {
+std::string header(const net::Headers& h, std::string_view name) {
   auto it = std::find_if(h.begin(), h.end(), [&](const auto& kv) { return kv.first == name; });
   return it == h.end() ? "" : it->second;
 }
 
 TEST(S3UploadRequests, SignedWithTheMethodQueryAndPayload) {
-  const storage::RemoteLocation w = location();
-  const storage::Headers query = {{"partNumber", "1"}, {"uploadId", "u1"}};
-  auto put = w.signer(storage::HttpRequest::Method::put, "records/000000.rec", query, "UNSIGNED-PAYLOAD");
+  const net::RemoteLocation w = location();
+  const net::Headers query = {{"partNumber", "1"}, {"uploadId", "u1"}};
+  auto put = w.signer(net::HttpRequest::Method::put, "records/000000.rec", query, "UNSIGNED-PAYLOAD");
   ASSERT_TRUE(put);
-  const storage::Headers h = put().value();
+  const net::Headers h = put().value();
   EXPECT_EQ(header(h, "x-amz-content-sha256"), "UNSIGNED-PAYLOAD");
   // The same request signed by hand at the signer's date gives the same Authorization.
-  storage::SignRequest r;
+  net::SignRequest r;
   r.method = "PUT";
   r.host = w.host_header;
   r.path = "/bkt/sets/one/records/000000.rec";
@@ -142,17 +142,17 @@ TEST(S3UploadRequests, SignedWithTheMethodQueryAndPayload) {
   r.method = "GET";  // another method is another signature
   EXPECT_NE(header(h, "Authorization"), header(sign(r, w.credentials).value(), "Authorization"));
   // An empty body is the empty string's hash.
-  const storage::Headers d = w.signer(storage::HttpRequest::Method::del, "index.sqlite")().value();
-  EXPECT_EQ(header(d, "x-amz-content-sha256"), storage::sha256_hex(""));
+  const net::Headers d = w.signer(net::HttpRequest::Method::del, "index.sqlite")().value();
+  EXPECT_EQ(header(d, "x-amz-content-sha256"), net::sha256_hex(""));
 }
 
 TEST(S3UploadRequests, MethodNames) {
-  using M = storage::HttpRequest::Method;
-  EXPECT_STREQ(storage::method_name(M::get), "GET");
-  EXPECT_STREQ(storage::method_name(M::head), "HEAD");
-  EXPECT_STREQ(storage::method_name(M::put), "PUT");
-  EXPECT_STREQ(storage::method_name(M::post), "POST");
-  EXPECT_STREQ(storage::method_name(M::del), "DELETE");
+  using M = net::HttpRequest::Method;
+  EXPECT_STREQ(net::method_name(M::get), "GET");
+  EXPECT_STREQ(net::method_name(M::head), "HEAD");
+  EXPECT_STREQ(net::method_name(M::put), "PUT");
+  EXPECT_STREQ(net::method_name(M::post), "POST");
+  EXPECT_STREQ(net::method_name(M::del), "DELETE");
 }
 
 TEST(S3UploadXml, CopyAnswerErrorsAfterA200) {
@@ -169,7 +169,7 @@ TEST(S3UploadXml, CopyAnswerErrorsAfterA200) {
 }
 
 TEST(S3UploadRequests, CopySourceIsBucketAndEncodedKey) {
-  storage::RemoteLocation from = location();
+  net::RemoteLocation from = location();
   EXPECT_EQ(copy_source(from, "records/000001.rec"), "/bkt/sets/one/records/000001.rec");
   from.key_prefix = "";
   EXPECT_EQ(copy_source(from, "records/000001.rec"), "/bkt/records/000001.rec");
@@ -178,13 +178,13 @@ TEST(S3UploadRequests, CopySourceIsBucketAndEncodedKey) {
 }
 
 TEST(S3UploadRequests, CopySourceHeaderIsSigned) {
-  const storage::RemoteLocation w = location();
-  const storage::Headers copy = {{"x-amz-copy-source", "/bkt/sets/two/records/000001.rec"}};
-  const storage::Headers h = w.signer(storage::HttpRequest::Method::put, "records/000003.rec", {}, {}, copy)().value();
+  const net::RemoteLocation w = location();
+  const net::Headers copy = {{"x-amz-copy-source", "/bkt/sets/two/records/000001.rec"}};
+  const net::Headers h = w.signer(net::HttpRequest::Method::put, "records/000003.rec", {}, {}, copy)().value();
   EXPECT_NE(header(h, "Authorization").find("SignedHeaders=host;x-amz-content-sha256;x-amz-copy-source;x-amz-date"),
             std::string::npos)
       << header(h, "Authorization");
-  storage::SignRequest r;
+  net::SignRequest r;
   r.method = "PUT";
   r.host = w.host_header;
   r.path = "/bkt/sets/one/records/000003.rec";
@@ -197,25 +197,25 @@ TEST(S3UploadRequests, CopySourceHeaderIsSigned) {
 }
 
 TEST(S3UploadRequests, LocationKnowsBucketAndPrefix) {
-  storage::S3Options path_style;
+  net::S3Options path_style;
   path_style.endpoint = "http://127.0.0.1:7480/base";
   path_style.region = "us-east-1";
-  path_style.addressing = storage::Addressing::path;
-  const storage::StoreUrl url = storage::parse_store_url("s3://bkt/sets/a b").value();
-  const storage::RemoteLocation p = remote_location(url, path_style).value();
+  path_style.addressing = net::Addressing::path;
+  const net::StoreUrl url = net::parse_store_url("s3://bkt/sets/a b").value();
+  const net::RemoteLocation p = remote_location(url, path_style).value();
   EXPECT_EQ(p.bucket, "bkt");
   EXPECT_EQ(p.key_prefix, "sets/a b");
   EXPECT_EQ(p.bucket_path, "/base/bkt");
   EXPECT_EQ(p.base_path, "/base/bkt/sets/a%20b");
-  storage::S3Options virtual_host = path_style;
-  virtual_host.addressing = storage::Addressing::virtual_host;
-  const storage::RemoteLocation v = remote_location(url, virtual_host).value();
+  net::S3Options virtual_host = path_style;
+  virtual_host.addressing = net::Addressing::virtual_host;
+  const net::RemoteLocation v = remote_location(url, virtual_host).value();
   EXPECT_EQ(v.bucket, "bkt");
   EXPECT_EQ(v.key_prefix, "sets/a b");
   EXPECT_EQ(v.bucket_path, "/base");
   EXPECT_EQ(v.base_path, "/base/sets/a%20b");
   EXPECT_EQ(copy_source(v, "index.sqlite"), "/bkt/sets/a%20b/index.sqlite");
-  const storage::RemoteLocation root = remote_location(storage::parse_store_url("s3://bkt").value(), path_style).value();
+  const net::RemoteLocation root = remote_location(net::parse_store_url("s3://bkt").value(), path_style).value();
   EXPECT_EQ(root.key_prefix, "");
   EXPECT_EQ(root.base_path, "/base/bkt");
 }
@@ -265,4 +265,4 @@ TEST(S3UploadLostComplete, AnythingElseIsRefusedAndSaid) {
 }
 
 }  // namespace
-}  // namespace fid::pack
+}  // namespace fid::net

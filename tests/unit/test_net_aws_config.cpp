@@ -9,10 +9,10 @@
 #include <map>
 #include <string>
 
-#include "storage/aws_config.h"
+#include "net/aws_config.h"
 #include "test_result.h"
 
-using namespace fid::storage;
+using namespace fid::net;
 using fid::Result;
 using fid::testutil::value_or_throw;
 

@@ -1,4 +1,4 @@
-#include "storage/http_response.h"
+#include "net/http_response.h"
 
 #include <curl/curl.h>
 #include <fmt/format.h>
@@ -9,7 +9,7 @@
 
 #include "common/ascii.h"
 
-namespace fid::storage::http {
+namespace fid::net::http {
 
 namespace {
 
@@ -235,4 +235,4 @@ int errno_for_status(long status) {
   return EIO;
 }
 
-}  // namespace fid::storage::http
+}  // namespace fid::net::http

@@ -1,4 +1,4 @@
-#include "storage/url.h"
+#include "net/url.h"
 
 #include <cerrno>
 #include <charconv>
@@ -7,7 +7,7 @@
 
 #include "common/ascii.h"
 
-namespace fid::storage {
+namespace fid::net {
 namespace {
 
 constexpr std::string_view kSupported =
@@ -269,4 +269,4 @@ bool same_store_location(const StoreUrl& a, const StoreUrl& b) {
   return !ec && x == std::filesystem::weakly_canonical(b.local, ec) && !ec;
 }
 
-}  // namespace fid::storage
+}  // namespace fid::net

@@ -4,9 +4,9 @@
 #include <chrono>
 #include <mutex>
 
-#include "storage/http_client.h"
+#include "net/http_client.h"
 
-namespace fid::storage {
+namespace fid::net {
 
 std::chrono::milliseconds RetryPolicy::backoff(unsigned retry, double unit) const {
   const unsigned doublings = std::min(retry == 0 ? 0u : retry - 1, 30u);
@@ -38,4 +38,4 @@ std::chrono::milliseconds HttpClient::attempt_deadline(uint64_t bytes) const {
   return opts_.attempt_floor + std::chrono::milliseconds(static_cast<int64_t>(std::min(4e3 * expected_s, 1e9)));
 }
 
-}  // namespace fid::storage
+}  // namespace fid::net
