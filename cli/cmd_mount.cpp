@@ -33,7 +33,7 @@
 #include "cli/store_options.h"
 #include "common/fd.h"
 #include "config/config.h"
-#include "core/log.h"
+#include "common/log.h"
 #include "cuda/gpu.h"
 #include "fs/fs.h"
 #include "index/store.h"
@@ -212,7 +212,7 @@ std::unique_ptr<codec::L3BatchDecoder> open_l3_decoder(const config::Settings& s
   if (s.gpu == config::Gpu::off) return nullptr;
   if (s.gpu == config::Gpu::emulate) {
     auto dec = codec::make_emulated_batch_decoder();
-    core::log_info("gpu=emulate: L3 files decode through the GPU path on the CPU: {}", dec->description());
+    log_info("gpu=emulate: L3 files decode through the GPU path on the CPU: {}", dec->description());
     return dec;
   }
   bool has_l3 = false;
@@ -227,9 +227,9 @@ std::unique_ptr<codec::L3BatchDecoder> open_l3_decoder(const config::Settings& s
     usage_error = fmt::format("gpu=on: {}; use gpu=auto or gpu=off", why);
     return nullptr;
   }
-  if (dec) core::log_info("L3 files decode on the GPU: {} (batches of {}, {} us deadline)", dec->description(),
+  if (dec) log_info("L3 files decode on the GPU: {} (batches of {}, {} us deadline)", dec->description(),
                         s.gpu_batch, s.gpu_deadline_us);
-  else core::log_info("gpu=auto: L3 files decode on the CPU ({})", why);
+  else log_info("gpu=auto: L3 files decode on the CPU ({})", why);
   return dec;
 }
 
@@ -305,8 +305,8 @@ Result<storage::OpenedStore> open_mount_store(const std::string& location, const
 // -f and -d: serves in this process until unmounted, logging to stderr or log.file.
 int serve_foreground(const config::Settings& settings, storage::OpenedStore& opened, fs::ServeRequest& req) {
   const index::Store& store = *opened.store;
-  auto sink = settings.log_file.empty() ? core::LogSink::stderr_ : core::LogSink::file;
-  if (Status logging = core::log_open(settings.log_level, sink, settings.log_file); !logging.ok()) {
+  auto sink = settings.log_file.empty() ? LogSink::stderr_ : LogSink::file;
+  if (Status logging = log_open(settings.log_level, sink, settings.log_file); !logging.ok()) {
     err(logging.error().message);
     return kExitUsage;
   }
@@ -397,8 +397,8 @@ std::string daemon_log_file(const config::Settings& settings) {
   ::setsid();
   if (::chdir("/") != 0) {
   }
-  auto sink = log_file.empty() ? core::LogSink::syslog : core::LogSink::file;
-  if (Status logging = core::log_open(settings.log_level, sink, log_file); !logging.ok()) {
+  auto sink = log_file.empty() ? LogSink::syslog : LogSink::file;
+  if (Status logging = log_open(settings.log_level, sink, log_file); !logging.ok()) {
     tell_parent(ready, "U" + logging.error().message);  // a configuration error, as with -f
     ::_exit(kExitUsage);
   }
@@ -417,7 +417,7 @@ std::string daemon_log_file(const config::Settings& settings) {
     ready.reset();
     if (error.empty()) detach_from_terminal();  // once the parent has its answer
   });
-  if (!served.ok()) core::log_error("{}", served.error().message);
+  if (!served.ok()) log_error("{}", served.error().message);
   ::_exit(served.ok() ? kExitOk : kExitRuntime);
 }
 

@@ -9,11 +9,16 @@
 #include <utility>
 #include <variant>
 
+#include "common/log_level.h"
+
 namespace fid {
 
 struct Error {
   int code = 0;  // an errno value (EIO, ENOENT, EINVAL, ...), never 0
   std::string message;
+  // The level to log it at where it is answered (a FUSE reply); unset: the level its errno has
+  // there. A part that logged the cause itself where it happened says debug.
+  std::optional<LogLevel> log_level = std::nullopt;
 };
 
 // A value, or the Error that prevented it.

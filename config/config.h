@@ -35,6 +35,7 @@
 
 #include "codec/l3_view.h"
 #include "common/error.h"
+#include "common/log_level.h"
 #include "config/glob.h"
 
 namespace fid::config {
@@ -60,7 +61,7 @@ std::optional<Encoding> parse_encoding(std::string_view s);
 enum class Readdir { plus, plain, auto_ };
 std::string_view readdir_name(Readdir r);
 
-enum class LogLevel { error = 0, warn = 1, info = 2, debug = 3 };
+using fid::LogLevel;  // common/log_level.h: the log that every layer writes
 
 // How a read of a file whose record prefix is not cached is served: by loading the record's
 // prefix (records), by reading the file's own pieces (pieces), or records when the cache that
@@ -86,7 +87,7 @@ std::string level_changers_text(const LevelChangers& c);  // "owner", "anyone", 
 std::string_view gpu_name(Gpu g);
 enum class Addressing { auto_, path, virtual_ };
 std::string_view addressing_name(Addressing a);
-std::string_view log_level_name(LogLevel l);
+using fid::log_level_name;
 
 struct Rule {
   std::string glob;

@@ -43,14 +43,4 @@ std::string_view gpu_name(Gpu g) {
   return "auto";
 }
 
-std::string_view log_level_name(LogLevel l) {
-  switch (l) {
-    case LogLevel::error: return "error";
-    case LogLevel::warn: return "warn";
-    case LogLevel::info: return "info";
-    case LogLevel::debug: return "debug";
-  }
-  return "info";
-}
-
 }  // namespace fid::config

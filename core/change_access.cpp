@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "core/log.h"
+#include "common/log.h"
 
 namespace fid::core {
 

@@ -6,7 +6,7 @@
 #include <limits>
 
 #include "codec/jpeg.h"
-#include "core/log.h"
+#include "common/log.h"
 #include "core/read_range.h"
 
 namespace fid::core {
@@ -27,11 +27,9 @@ FileReader::FileReader(const index::Store& store, storage::RecordSource& source,
   if (!gpu) return;
   L3Batcher::Options o{settings.gpu_batch, std::chrono::microseconds(settings.gpu_deadline_us)};
   batcher_ = std::make_unique<L3Batcher>(*gpu, o, [this](const std::string& why) {
-    // A broken device fails every batch: log the 1st, 10th, 100th... failure, not each.
-    const uint64_t n = ++gpu_failures_;
-    uint64_t p = 1;
-    while (p < n) p *= 10;
-    if (p == n) log_error("the GPU decoder failed {} time(s), last: {}; those batches were decoded on the CPU", n, why);
+    // A broken device fails every batch: logged the 1st, 10th, 100th... time, not each.
+    if (const uint64_t n = count_for_log(gpu_failures_))
+      log_error("the GPU decoder failed {} time(s), last: {}; those batches were decoded on the CPU", n, why);
   });
 }
 
@@ -102,6 +100,7 @@ Error FileReader::failed(const index::File& f, Error e) {
   }
   if (first)
     log_error("{}: {}; the file returns {}", store_.relative_path(f), e.message, e.code == EIO ? "EIO" : std::strerror(e.code));
+  e.log_level = LogLevel::debug;  // logged here, once per file
   return e;
 }
 

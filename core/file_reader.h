@@ -97,7 +97,7 @@ class FileReader {
   std::atomic<uint32_t>& sequential_size_slot(uint32_t file, int level);
   // Decodes an L3 file's payload into a new view.
   Result<ViewCache::View> render(const index::File& f);
-  // Counts a failed read of f and logs the first one of each file.
+  // Counts a failed read of f and logs the first one of each file (the Error says so: debug).
   Error failed(const index::File& f, Error e);
   size_t failed_files() const;
 

@@ -5,7 +5,7 @@
 
 #include <algorithm>
 
-#include "core/log.h"
+#include "common/log.h"
 
 namespace fid::core {
 

@@ -6,7 +6,7 @@
 
 #include <fmt/format.h>
 
-#include "core/log.h"
+#include "common/log.h"
 
 namespace fid::core {
 

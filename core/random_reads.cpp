@@ -1,6 +1,6 @@
 #include "core/random_reads.h"
 
-#include "core/log.h"
+#include "common/log.h"
 #include "core/record_cache.h"
 
 #include <fmt/format.h>

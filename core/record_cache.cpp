@@ -7,7 +7,7 @@
 #include <exception>
 #include <memory>
 
-#include "core/log.h"
+#include "common/log.h"
 
 namespace fid::core {
 

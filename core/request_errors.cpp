@@ -5,7 +5,7 @@
 
 #include <fmt/format.h>
 
-#include "core/log.h"
+#include "common/log.h"
 
 namespace fid::core {
 
@@ -18,20 +18,14 @@ std::string_view request_name(Request r) {
   return kNames[static_cast<size_t>(r)];
 }
 
-config::LogLevel failure_log_level(Request r, int code) {
-  // A read's failure is logged by the read path once per file, with the piece and the cause.
-  if (r == Request::read) return config::LogLevel::debug;
-  // A refused level change (EPERM) is logged by ChangeAccess, once per user, and a write of any
-  // other attribute is EROFS like every write; any other failure of one was asked for by someone
-  // who wants to know why (a bad value, an unknown fidelity attribute).
-  if ((r == Request::setxattr || r == Request::removexattr) && code != EPERM && code != EROFS && code != EIO)
-    return config::LogLevel::info;
-  switch (code) {
+LogLevel failure_log_level(const Error& e) {
+  if (e.log_level) return *e.log_level;
+  switch (e.code) {
     case ENOENT: case ENODATA: case ERANGE: case EROFS: case ENOTDIR: case EISDIR: case EEXIST: case EACCES:
     case EPERM: case EINVAL: case ENOTSUP:
-      return config::LogLevel::debug;
+      return LogLevel::debug;
     default:
-      return config::LogLevel::warn;
+      return LogLevel::warn;
   }
 }
 
@@ -55,7 +49,7 @@ bool RequestErrors::may_log(uint64_t& left_out) {
 
 void RequestErrors::failed(Request r, uint64_t ino, std::string_view detail, const Error& e) {
   counts_[static_cast<size_t>(r)].fetch_add(1, std::memory_order_relaxed);
-  const config::LogLevel level = failure_log_level(r, e.code);
+  const LogLevel level = failure_log_level(e);
   uint64_t left_out = 0;
   if (!log_enabled(level) || !may_log(left_out)) return;
   if (left_out) log_write(level, fmt::format("{} failed requests not logged (at most {} lines per {} s)", left_out,

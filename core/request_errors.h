@@ -1,11 +1,10 @@
 // Requests the mount answers, as the FUSE adapter replies to them: each counted per operation
 // (stats' "requests"), and those answered with an error counted per operation (stats and
-// metrics) and logged with their cause. An errno a program meets in normal
-// use (a name that is not there, a write to a read-only tree) is logged at debug, as is a read's
-// failure (the read path logs it once per file) and a level change refused to a user (ChangeAccess
-// logs that once per user); a level change that failed otherwise (a bad value, an unknown
-// fidelity attribute) at info, since someone asked for it; anything else, EIO first, at warn. At most 20 lines per 10 s are written, and the lines
-// left out are counted in the next.
+// metrics) and logged with their cause, at the level the Error carries (the part that logged
+// the cause says debug: the read path, once per file; Xattrs says info for a change someone
+// asked for that failed). Without one: an errno a program meets in normal use (a name that is
+// not there, a write to a read-only tree, a refusal) at debug, anything else, EIO first, at warn.
+// At most 20 lines per 10 s are written, and the lines left out are counted in the next.
 #pragma once
 
 #include <array>
@@ -17,7 +16,7 @@
 
 #include "common/error.h"
 #include "common/readings.h"
-#include "config/config.h"
+#include "common/log_level.h"
 
 namespace fid::core {
 
@@ -28,8 +27,8 @@ enum class Request : uint8_t {
 inline constexpr size_t kRequestKinds = static_cast<size_t>(Request::readlink) + 1;
 std::string_view request_name(Request r);
 
-// The log level a failed request is logged at (see above).
-config::LogLevel failure_log_level(Request r, int code);
+// The log level a failed request is logged at: the one its Error carries, else its errno's.
+LogLevel failure_log_level(const Error& e);
 
 class RequestErrors {
  public:

@@ -1,6 +1,6 @@
 #include "core/xattrs.h"
 
-#include "core/log.h"
+#include "common/log.h"
 
 #include <sys/xattr.h>
 
@@ -148,7 +148,23 @@ void Xattrs::seed_changed() {
   random_reads_.forget_share();
 }
 
+// A change someone asked for that failed (a bad value, an unknown fidelity attribute) is logged
+// at info where it is answered: they want to know why. A refusal (EPERM), a write of any other
+// attribute (EROFS, like every write) and EIO keep their errno's level.
+Status Xattrs::answered(Status st) {
+  if (st.ok()) return st;
+  Error e = std::move(st).error();
+  if (!e.log_level && e.code != EPERM && e.code != EROFS && e.code != EIO) e.log_level = LogLevel::info;
+  return e;
+}
+
 Status Xattrs::set(const Node& n, std::string_view name, std::string_view value, int flags) {
+  return answered(change(n, name, value, flags));
+}
+
+Status Xattrs::remove(const Node& n, std::string_view name) { return answered(remove_change(n, name)); }
+
+Status Xattrs::change(const Node& n, std::string_view name, std::string_view value, int flags) {
   if (is_order_seed(n, name)) return set_seed(value, flags);
   if (!key_of(name)) return Error{EROFS, "a read-only file system: only user.fidelity.* attributes are set"};
   if (key_of(name) == "encoding") {
@@ -168,7 +184,7 @@ Status Xattrs::level_changed(Status st) {
   return st;
 }
 
-Status Xattrs::remove(const Node& n, std::string_view name) {
+Status Xattrs::remove_change(const Node& n, std::string_view name) {
   if (is_order_seed(n, name)) {
     if (orders_.reset_seed()) seed_changed();
     return {};

@@ -36,10 +36,15 @@ class Xattrs {
   // a node without levels), EEXIST, ENODATA, EROFS (any other attribute).
   Status set(const Node& n, std::string_view name, std::string_view value, int flags);
   Status remove(const Node& n, std::string_view name);
+  // The result of a set or remove, its Error marked info when someone asked for a change that
+  // failed for a reason they want to know (not EPERM, EROFS or EIO).
+  static Status answered(Status st);
 
  private:
   std::optional<std::string> file_value(const index::File& f, int view, std::string_view key) const;
   Status set_seed(std::string_view value, int flags);
+  Status change(const Node& n, std::string_view name, std::string_view value, int flags);
+  Status remove_change(const Node& n, std::string_view name);
   void seed_changed();
   // `st`: the result of a level change, returned; a change that happened is decided on.
   Status level_changed(Status st);

@@ -20,18 +20,19 @@
 #include <exception>
 #include <new>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include "common/ascii.h"
 #include "common/fd.h"
 #include "core/filesystem.h"
-#include "core/log.h"
+#include "common/log.h"
 
 namespace fid::fs {
 
 namespace {
 
-using core::log_info;
+
 
 constexpr double kTimeout = 86400.0;  // every inode is immutable: the kernel may keep what it learns
 
@@ -247,8 +248,8 @@ void op_readlink(fuse_req_t req, fuse_ino_t ino) {  // there are no links
 }
 
 // Every request is counted (stats' "requests"). A handler that throws (out of memory, the one
-// exception the core lets through) answers the request with an error instead of ending the
-// daemon: an exception must not cross libfuse's C.
+// exception the core lets through) answers the request with an error, counted and logged like
+// any other, instead of ending the daemon: an exception must not cross libfuse's C.
 template <core::Request Op, auto Handler>
 struct Answered;
 template <core::Request Op, class... Args, void (*Handler)(fuse_req_t, Args...)>
@@ -258,11 +259,21 @@ struct Answered<Op, Handler> {
     try {
       Handler(req, args...);
     } catch (const std::bad_alloc&) {
-      fuse_reply_err(req, ENOMEM);
+      reply_error(req, Op, inode_of(args...), {}, Error{ENOMEM, "out of memory"});
     } catch (const std::exception& e) {
-      core::log_warn("a request failed: {}", e.what());
-      fuse_reply_err(req, EIO);
+      reply_error(req, Op, inode_of(args...), {}, Error{EIO, e.what()});
     }
+  }
+  // The inode a request names: its first inode argument (the file's, or its folder's).
+  static uint64_t inode_of(Args... args) {
+    uint64_t ino = 0;
+    ((ino = ino == 0 && std::is_same_v<Args, fuse_ino_t> ? static_cast<uint64_t>(as_inode(args)) : ino), ...);
+    return ino;
+  }
+  template <class T>
+  static uint64_t as_inode(T v) {
+    if constexpr (std::is_same_v<T, fuse_ino_t>) return v;
+    return 0;
   }
 };
 

@@ -1,5 +1,7 @@
 #include "net/http_client.h"
 
+#include "common/log.h"
+
 #include <curl/curl.h>
 #include <fmt/format.h>
 
@@ -554,6 +556,9 @@ void HttpClient::Engine::retry_or_fail(std::unique_ptr<Transfer> t, const http::
     fail(std::move(t), EIO, j.cause, true);
     return;
   }
+  // The cause where it happens; the request's failure, if it comes, is logged by its caller.
+  log_debug("{}: {} (attempt {}); again in {} ms", url_for_messages(t->req.url), j.cause, t->attempts,
+            std::chrono::duration_cast<std::chrono::milliseconds>(pause).count());
   timers.emplace(now + pause, std::move(t));
 }
 

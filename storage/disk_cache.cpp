@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "common/fd.h"
+#include "common/log.h"
 #include "common/private_dir.h"
 #include "index/format.h"
 #include "common/posix_io.h"
@@ -56,13 +57,6 @@ pid_t temp_pid(std::string_view name) {
 }
 
 bool older(const timespec& a, const timespec& b) { return a.tv_sec != b.tv_sec ? a.tv_sec < b.tv_sec : a.tv_nsec < b.tv_nsec; }
-
-// Reads exactly len bytes at off. The cache only counts its read and write failures (a copy it
-// cannot read is replaced, one it cannot write is not kept): what failed does not matter here.
-bool read_exactly(int fd, uint8_t* dst, uint64_t len, uint64_t off) {
-  const Result<uint64_t> n = pread_loop(fd, dst, len, off, "disk cache");
-  return n && *n == len;
-}
 
 // The regular file `name` in `dir` (never through a symbolic link); false if it is something else.
 bool stat_file(int dir, const std::string& name, struct stat& st) {
@@ -153,6 +147,13 @@ class DiskCachedSource final : public RecordSource, public DiskCache {
   void evict(uint64_t grow, const std::string& keep);
   std::vector<Entry> scan();
   void clean_temp(int dir, const std::string& name);
+  // A disk error or an unusable copy: counted (disk_cache.errors) and logged with its cause (the
+  // 1st, 10th, 100th, ...: a full or failing disk repeats it at every copy). The origin serves.
+  void disk_error(const std::string& cause);
+  // Copies the first `len` bytes of the entry `entry` (the current copy, which must still hold
+  // them) to `out`, the new copy being written as `out_name`.
+  Status copy_head(int folder, const std::string& entry, uint64_t len, int out, const std::string& out_name);
+  std::string where(const std::string& entry) const { return (folder_ / entry).string(); }
 
   const index::Store& store_;
   const std::unique_ptr<RecordSource> inner_;
@@ -190,7 +191,7 @@ DiskCachedSource::DiskCachedSource(const index::Store& store, std::unique_ptr<Re
   if (!folder) {
     disabled_ = true;
     problem_ = folder.error().message;
-    stats_.errors.fetch_add(1, std::memory_order_relaxed);
+    disk_error(problem_ + "; the disk cache is off");
     return;
   }
   dir_fd_ = std::move(base).value();
@@ -244,7 +245,7 @@ DiskCachedSource::Copy DiskCachedSource::open_copy(uint32_t record) {
   // O_NONBLOCK: a FIFO in an entry's place must not hang the read (it is then no regular file).
   c.fd = Fd(::openat(folder_fd_.get(), entry_name(record).c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
   if (c.fd.get() < 0) {
-    if (errno != ENOENT) stats_.errors.fetch_add(1, std::memory_order_relaxed);
+    if (errno != ENOENT) disk_error(fmt::format("{}: cannot open: {}", where(entry_name(record)), std::strerror(errno)));
     c.unusable = errno == ELOOP;  // a symbolic link: replaced by the next copy, never read through
     return c;
   }
@@ -252,11 +253,16 @@ DiskCachedSource::Copy DiskCachedSource::open_copy(uint32_t record) {
   uint8_t header[index::kRecordHeaderSize];
   const uint64_t size = ::fstat(c.fd.get(), &st) == 0 && S_ISREG(st.st_mode) ? static_cast<uint64_t>(st.st_size) : 0;
   // A published copy always starts with the record's header; anything else is not ours to serve.
-  if (size < sizeof header || size > store_.records()[record].size ||
-      !read_exactly(c.fd.get(), header, sizeof header, 0) ||
-      std::memcmp(header, index::kRecordMagic.data(), index::kRecordMagic.size()) != 0 ||
-      index::get_le(header + 8, 4) != store_.records()[record].header_id) {
-    stats_.errors.fetch_add(1, std::memory_order_relaxed);
+  const std::string name = where(entry_name(record));
+  Status header_read = size < sizeof header ? Status(Error{EIO, fmt::format("{}: shorter than a record header", name)})
+                       : size > store_.records()[record].size
+                           ? Status(Error{EIO, fmt::format("{}: longer than record {}", name, record)})
+                           : pread_exact(c.fd.get(), header, sizeof header, 0, name);
+  if (header_read.ok() && (std::memcmp(header, index::kRecordMagic.data(), index::kRecordMagic.size()) != 0 ||
+                           index::get_le(header + 8, 4) != store_.records()[record].header_id))
+    header_read = Error{EIO, fmt::format("{}: not a copy of record {} of this store (another header)", name, record)};
+  if (!header_read.ok()) {
+    disk_error(header_read.error().message + "; it is replaced by the next copy");
     c.fd.reset();
     c.unusable = true;
     return c;
@@ -270,8 +276,8 @@ DiskCachedSource::Copy DiskCachedSource::open_copy(uint32_t record) {
 uint64_t DiskCachedSource::serve(Copy& copy, uint64_t offset, std::span<uint8_t> dst) {
   if (copy.size <= offset) return 0;
   const uint64_t covered = std::min<uint64_t>(copy.size - offset, dst.size());
-  if (!read_exactly(copy.fd.get(), dst.data(), covered, offset)) {  // the file changed under us: do not trust it
-    stats_.errors.fetch_add(1, std::memory_order_relaxed);
+  if (Status read = pread_exact(copy.fd.get(), dst.data(), covered, offset, "a disk cache copy"); !read.ok()) {
+    disk_error(read.error().message + "; the copy is not trusted again");  // it changed under us
     copy = Copy{};
     copy.unusable = true;
     return 0;
@@ -417,6 +423,24 @@ void DiskCachedSource::writer() {
 
 // Writes the longer copy beside the entry and renames it over, so that readers in any process
 // see the old copy or the new one whole; a crash before the rename leaves a temporary file.
+void DiskCachedSource::disk_error(const std::string& cause) {
+  if (const uint64_t n = count_for_log(stats_.errors))
+    log_warn("disk cache: {} (disk cache errors so far: {}; the store serves what the disk cannot)", cause, n);
+}
+
+Status DiskCachedSource::copy_head(int folder, const std::string& entry, uint64_t len, int out, const std::string& out_name) {
+  const Fd in(::openat(folder, entry.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+  if (in.get() < 0) return Error{errno, fmt::format("{}: cannot open: {}", where(entry), std::strerror(errno))};
+  std::vector<uint8_t> buf(std::min<uint64_t>(len, 1 << 20));
+  for (uint64_t at = 0; at < len;) {
+    const uint64_t n = std::min<uint64_t>(buf.size(), len - at);
+    if (Status st = pread_exact(in.get(), buf.data(), n, at, where(entry)); !st.ok()) return st;
+    if (Status st = write_loop(out, buf.data(), n, out_name); !st.ok()) return st;
+    at += n;
+  }
+  return {};
+}
+
 void DiskCachedSource::store(const Pending& p) {
   const std::string entry = entry_name(p.record);
   const int folder = folder_fd_.get();
@@ -431,26 +455,20 @@ void DiskCachedSource::store(const Pending& p) {
   const std::string temp = fmt::format("{}{}-{}-{}", kTempPrefix, ::getpid(), ::gettid(), temp_counter_++);
   Fd out(create_private_file(folder, temp.c_str()));
   if (out.get() < 0) {
-    stats_.errors.fetch_add(1, std::memory_order_relaxed);
+    disk_error(fmt::format("{}: cannot create: {}; the copy is not kept", where(temp), std::strerror(errno)));
     return;
   }
-  bool ok = true;
-  if (p.from > 0) {  // the head comes from the current copy, which must still hold it
-    Fd in(::openat(folder, entry.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
-    std::vector<uint8_t> buf(std::min<uint64_t>(p.from, 1 << 20));
-    for (uint64_t at = 0; ok && at < p.from;) {
-      const uint64_t n = std::min<uint64_t>(buf.size(), p.from - at);
-      ok = in.get() >= 0 && read_exactly(in.get(), buf.data(), n, at) && write_loop(out.get(), buf.data(), n, temp).ok();
-      at += n;
-    }
-  }
+  Status ok = p.from > 0 ? copy_head(folder, entry, p.from, out.get(), where(temp)) : Status{};
   // Synced before the rename: after a power loss the entry is the old copy or all of the new one.
-  ok = ok && write_loop(out.get(), p.bytes.get(), p.len, temp).ok() && ::fdatasync(out.get()) == 0;
+  if (ok.ok()) ok = write_loop(out.get(), p.bytes.get(), p.len, where(temp));
+  if (ok.ok() && ::fdatasync(out.get()) != 0) ok = Error{errno, fmt::format("{}: cannot sync: {}", where(temp), std::strerror(errno))};
   out.reset();
   // Replaces whatever has the entry's name, a symbolic link included (the link, not its target).
-  if (!ok || ::renameat(folder, temp.c_str(), folder, entry.c_str()) != 0) {
+  if (ok.ok() && ::renameat(folder, temp.c_str(), folder, entry.c_str()) != 0)
+    ok = Error{errno, fmt::format("{}: cannot rename to {}: {}", where(temp), entry, std::strerror(errno))};
+  if (!ok.ok()) {
     ::unlinkat(folder, temp.c_str(), 0);
-    stats_.errors.fetch_add(1, std::memory_order_relaxed);
+    disk_error(ok.error().message + "; the copy is not kept");
     return;
   }
   used_.store(used_.load() - std::min(used_.load(), old) + total);
@@ -466,7 +484,7 @@ void DiskCachedSource::evict(uint64_t grow, const std::string& keep) {
   if (lock.get() >= 0 && ::fstat(lock.get(), &lock_st) == 0 && S_ISREG(lock_st.st_mode) && lock_st.st_uid == ::geteuid())
     ::flock(lock.get(), LOCK_EX);  // released when closed
   else
-    stats_.errors.fetch_add(1, std::memory_order_relaxed);
+    disk_error(fmt::format("{}: not a lock file of this user's; evicting without it", (dir_ / ".lock").string()));
   std::vector<Entry> entries = scan();
   if (used_.load() + grow <= max_) return;  // others' evictions made room
   const uint64_t room = max_ - std::min(max_, grow);
@@ -477,7 +495,7 @@ void DiskCachedSource::evict(uint64_t grow, const std::string& keep) {
     if (e.dir->get() == folder_fd_.get() && e.name == keep) continue;
     if (::unlinkat(e.dir->get(), e.name.c_str(), 0) == 0) stats_.evictions.fetch_add(1, std::memory_order_relaxed);
     else if (errno != ENOENT) {  // ENOENT: another mount removed it
-      stats_.errors.fetch_add(1, std::memory_order_relaxed);
+      disk_error(fmt::format("{}: cannot evict: {}", e.name, std::strerror(errno)));
       continue;
     }
     used_.store(used_.load() - std::min(used_.load(), e.size));

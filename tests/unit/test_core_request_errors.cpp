@@ -9,40 +9,47 @@
 #include <iterator>
 #include <string>
 
-#include "core/log.h"
+#include "common/log.h"
 #include "core/request_errors.h"
+#include "core/xattrs.h"
 #include "test_files.h"
 
 namespace {
 
-using fid::config::LogLevel;
+using fid::LogLevel;
 using fid::core::Request;
+using fid::core::Xattrs;
 using fid::core::failure_log_level;
 
+// The level of a failed set or remove of an attribute, as Xattrs answers it.
+LogLevel change_level(int code) { return failure_log_level(Xattrs::answered(fid::Error{code, "why"}).error()); }
+
 TEST(RequestErrors, ExpectedErrnosAreDebugRefusedChangesInfoAndTheRestWarn) {
-  EXPECT_EQ(failure_log_level(Request::lookup, ENOENT), LogLevel::debug);
-  EXPECT_EQ(failure_log_level(Request::unlink, EROFS), LogLevel::debug);
-  EXPECT_EQ(failure_log_level(Request::getxattr, ENODATA), LogLevel::debug);
-  EXPECT_EQ(failure_log_level(Request::getattr, EIO), LogLevel::warn);
-  EXPECT_EQ(failure_log_level(Request::lookup, ENOMEM), LogLevel::warn);
-  EXPECT_EQ(failure_log_level(Request::read, EIO), LogLevel::debug) << "the read path logs it, once per file";
-  EXPECT_EQ(failure_log_level(Request::setxattr, EINVAL), LogLevel::info);
-  EXPECT_EQ(failure_log_level(Request::setxattr, ENOTSUP), LogLevel::info);
-  EXPECT_EQ(failure_log_level(Request::removexattr, ENODATA), LogLevel::info);
-  EXPECT_EQ(failure_log_level(Request::setxattr, EPERM), LogLevel::debug) << "ChangeAccess logs it once per user";
-  EXPECT_EQ(failure_log_level(Request::setxattr, EROFS), LogLevel::debug) << "user.other is a write like any";
-  EXPECT_EQ(failure_log_level(Request::setxattr, EIO), LogLevel::warn);
+  EXPECT_EQ(failure_log_level(fid::Error{ENOENT, ""}), LogLevel::debug);
+  EXPECT_EQ(failure_log_level(fid::Error{EROFS, ""}), LogLevel::debug);
+  EXPECT_EQ(failure_log_level(fid::Error{ENODATA, ""}), LogLevel::debug);
+  EXPECT_EQ(failure_log_level(fid::Error{EIO, ""}), LogLevel::warn);
+  EXPECT_EQ(failure_log_level(fid::Error{ENOMEM, ""}), LogLevel::warn);
+  EXPECT_EQ(failure_log_level(fid::Error{EIO, "", LogLevel::debug}), LogLevel::debug)
+      << "the part that logged the cause (the read path, once per file) says so";
+  EXPECT_EQ(change_level(EINVAL), LogLevel::info);
+  EXPECT_EQ(change_level(ENOTSUP), LogLevel::info);
+  EXPECT_EQ(change_level(ENODATA), LogLevel::info);
+  EXPECT_EQ(change_level(EPERM), LogLevel::debug) << "ChangeAccess logs it once per user";
+  EXPECT_EQ(change_level(EROFS), LogLevel::debug) << "user.other is a write like any";
+  EXPECT_EQ(change_level(EIO), LogLevel::warn);
 }
 
 TEST(RequestErrors, CountsEveryFailureAndLogsAtMostTwentyLinesAWindow) {
   fid::testutil::TempDir dir;
   const auto log = dir.path() / "fid.log";
-  ASSERT_TRUE(fid::core::log_open(LogLevel::info, fid::core::LogSink::file, log.string()).ok());
+  ASSERT_TRUE(fid::log_open(LogLevel::info, fid::LogSink::file, log.string()).ok());
   fid::core::RequestErrors errors;
-  errors.failed(Request::setxattr, 42, "user.fidelity.scan_group='x\\x01'", fid::Error{EINVAL, "not a level of this store"});
+  errors.failed(Request::setxattr, 42, "user.fidelity.scan_group='x\\x01'",
+                Xattrs::answered(fid::Error{EINVAL, "not a level of this store"}).error());
   for (int i = 0; i < 30; ++i) errors.failed(Request::lookup, 7, "missing.jpg", fid::Error{ENOENT, "no such file"});
   for (int i = 0; i < 30; ++i) errors.failed(Request::getattr, 9, "", fid::Error{EIO, "'a' has no attributes"});
-  ASSERT_TRUE(fid::core::log_open(LogLevel::info, fid::core::LogSink::stderr_).ok());
+  ASSERT_TRUE(fid::log_open(LogLevel::info, fid::LogSink::stderr_).ok());
   EXPECT_EQ(errors.count(Request::setxattr), 1u);
   EXPECT_EQ(errors.count(Request::lookup), 30u);
   EXPECT_EQ(errors.count(Request::getattr), 30u);

@@ -1,4 +1,4 @@
-#include "core/log.h"
+#include "common/log.h"
 
 #include <fcntl.h>
 #include <syslog.h>
@@ -9,15 +9,25 @@
 #include <cstring>
 #include <ctime>
 
-namespace fid::core {
+namespace fid {
+
+std::string_view log_level_name(LogLevel l) {
+  switch (l) {
+    case LogLevel::error: return "error";
+    case LogLevel::warn: return "warn";
+    case LogLevel::info: return "info";
+    case LogLevel::debug: break;
+  }
+  return "debug";
+}
 
 namespace {
-config::LogLevel g_level = config::LogLevel::info;
+LogLevel g_level = LogLevel::info;
 LogSink g_sink = LogSink::stderr_;
 int g_fd = 2;
 }  // namespace
 
-Status log_open(config::LogLevel level, LogSink sink, const std::string& file) {
+Status log_open(LogLevel level, LogSink sink, const std::string& file) {
   g_level = level;
   g_sink = sink;
   if (sink == LogSink::syslog) {
@@ -34,13 +44,13 @@ Status log_open(config::LogLevel level, LogSink sink, const std::string& file) {
   return {};
 }
 
-bool log_enabled(config::LogLevel level) { return static_cast<int>(level) <= static_cast<int>(g_level); }
+bool log_enabled(LogLevel level) { return static_cast<int>(level) <= static_cast<int>(g_level); }
 
-void log_write(config::LogLevel level, std::string_view msg) {
+void log_write(LogLevel level, std::string_view msg) {
   if (g_sink == LogSink::syslog) {
-    int pri = level == config::LogLevel::error ? LOG_ERR
-              : level == config::LogLevel::warn ? LOG_WARNING
-              : level == config::LogLevel::info ? LOG_INFO
+    int pri = level == LogLevel::error ? LOG_ERR
+              : level == LogLevel::warn ? LOG_WARNING
+              : level == LogLevel::info ? LOG_INFO
                                                 : LOG_DEBUG;
     ::syslog(pri, "%.*s", static_cast<int>(msg.size()), msg.data());
     return;
@@ -51,10 +61,10 @@ void log_write(config::LogLevel level, std::string_view msg) {
   ::localtime_r(&t, &tm);
   char ts[32];
   std::strftime(ts, sizeof ts, "%Y-%m-%d %H:%M:%S", &tm);
-  std::string line = fmt::format("{} fidelityfs[{}] {}: {}\n", ts, ::getpid(), config::log_level_name(level), msg);
+  std::string line = fmt::format("{} fidelityfs[{}] {}: {}\n", ts, ::getpid(), log_level_name(level), msg);
   // One write() per line so concurrent lines do not interleave.
   ssize_t rc = ::write(g_fd, line.data(), line.size());
   (void)rc;
 }
 
-}  // namespace fid::core
+}  // namespace fid
