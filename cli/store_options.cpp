@@ -3,10 +3,7 @@
 #include <fmt/format.h>
 
 #include "cli/commands.h"
-
-#include <algorithm>
-#include <array>
-#include <string_view>
+#include "config/settings_table.h"
 
 namespace fid::cli {
 
@@ -15,9 +12,7 @@ storage::StoreOptions store_options(const config::Settings& s) {
   o.s3.endpoint = s.endpoint;
   o.s3.region = s.region;
   o.s3.profile = s.profile;
-  o.s3.addressing = s.addressing == config::Addressing::path       ? net::Addressing::path
-                    : s.addressing == config::Addressing::virtual_ ? net::Addressing::virtual_host
-                                                                   : net::Addressing::auto_;
+  o.s3.addressing = s.addressing;
   o.ca_file = s.ca_file;
   o.disk_cache = s.disk_cache;
   o.disk_cache_size = s.disk_cache_size;
@@ -26,23 +21,9 @@ storage::StoreOptions store_options(const config::Settings& s) {
 }
 
 Result<config::Settings> parse_store_location_options(const std::vector<std::string>& lists) {
-  static constexpr std::array<std::string_view, 6> kAllowed = {"endpoint", "region",  "profile",
-                                                               "addressing", "ca_file", "remote_requests"};
   config::MountOptions opts;
-  for (const std::string& list : lists) {
-    size_t start = 0;
-    while (start <= list.size()) {
-      size_t comma = list.find(',', start);
-      std::string_view item = std::string_view(list).substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-      start = comma == std::string::npos ? list.size() + 1 : comma + 1;
-      if (item.empty()) continue;
-      std::string_view name = item.substr(0, item.find('='));
-      if (std::find(kAllowed.begin(), kAllowed.end(), name) == kAllowed.end())
-        return Error{EINVAL, fmt::format("unknown option '{}' (known: endpoint, region, profile, addressing, "
-                                         "ca_file, remote_requests)", name)};
-    }
-    if (Status parsed = config::parse_mount_options(list, opts); !parsed) return std::move(parsed).error();
-  }
+  for (const std::string& list : lists)
+    if (Status parsed = config::parse_store_options(list, opts); !parsed) return std::move(parsed).error();
   return config::merge(config::Config{}, opts);
 }
 

@@ -20,8 +20,8 @@ namespace fid::cli {
 
 storage::StoreOptions store_options(const config::Settings& s);
 
-// Parses -o lists that may only name where and how a store is reached (endpoint, region,
-// profile, addressing, ca_file, remote_requests). EINVAL naming the first bad option.
+// Parses -o lists that may only name where and how a store is reached (the settings of
+// Reach::store in config/settings_table.cpp). EINVAL naming the first bad option.
 Result<config::Settings> parse_store_location_options(const std::vector<std::string>& lists);
 
 // The preamble of inspect, verify and quality: parses their -o lists and opens STORE with them.

@@ -12,47 +12,9 @@
 
 #include "common/ascii.h"
 #include "common/numbers.h"
+#include "config/settings_table.h"
 
 namespace fid::config {
-
-namespace {
-std::optional<RandomReads> parse_random_reads(std::string_view s) {
-  if (ascii_iequals(s, "auto")) return RandomReads::auto_;
-  if (ascii_iequals(s, "records")) return RandomReads::records;
-  if (ascii_iequals(s, "pieces")) return RandomReads::pieces;
-  return std::nullopt;
-}
-std::optional<OrderRanks> parse_order_ranks(std::string_view s) {
-  if (ascii_iequals(s, "stable")) return OrderRanks::stable;
-  if (ascii_iequals(s, "per-epoch")) return OrderRanks::per_epoch;
-  return std::nullopt;
-}
-std::optional<codec::ViewFormat> parse_raw_format(std::string_view s) {
-  for (codec::ViewFormat f : {codec::ViewFormat::png, codec::ViewFormat::ppm, codec::ViewFormat::npy})
-    if (ascii_iequals(s, codec::view_format_name(f))) return f;
-  return std::nullopt;
-}
-std::optional<RawNames> parse_raw_names(std::string_view s) {
-  if (ascii_iequals(s, "keep")) return RawNames::keep;
-  if (ascii_iequals(s, "ext")) return RawNames::ext;
-  return std::nullopt;
-}
-}  // namespace
-
-std::optional<Encoding> parse_encoding(std::string_view s) {
-  if (ascii_iequals(s, "progressive")) return Encoding::progressive;
-  if (ascii_iequals(s, "sequential")) return Encoding::sequential;
-  return std::nullopt;
-}
-
-namespace {
-std::optional<Readdir> parse_readdir(std::string_view s) {
-  if (ascii_iequals(s, "plus")) return Readdir::plus;
-  if (ascii_iequals(s, "plain")) return Readdir::plain;
-  if (ascii_iequals(s, "auto")) return Readdir::auto_;
-  return std::nullopt;
-}
-}  // namespace
 
 std::optional<int> parse_level(std::string_view s) {
   if (ascii_iequals(s, "full")) return kFull;
@@ -81,202 +43,6 @@ std::optional<uint64_t> parse_bytes(std::string_view s) {
   else return std::nullopt;
   if (shift && (*num >> (64 - shift)) != 0) return std::nullopt;
   return *num << shift;
-}
-
-// ---- settings common to the config file and -o ---------------------------------------------
-
-namespace {
-
-std::optional<Gpu> parse_gpu(std::string_view s) {
-  if (ascii_iequals(s, "auto")) return Gpu::auto_;
-  if (ascii_iequals(s, "on")) return Gpu::on;
-  if (ascii_iequals(s, "off")) return Gpu::off;
-  if (ascii_iequals(s, "emulate")) return Gpu::emulate;
-  return std::nullopt;
-}
-
-std::optional<LevelChangers> parse_level_changers(std::string_view s) {
-  if (ascii_iequals(s, "owner")) return LevelChangers{};
-  if (ascii_iequals(s, "anyone")) return LevelChangers{LevelChangers::Who::anyone, ""};
-  constexpr std::string_view kGroup = "group=";
-  if (!ascii_iequals(s.substr(0, kGroup.size()), kGroup) || s.size() == kGroup.size() || s.find(',') != std::string_view::npos) return std::nullopt;
-  return LevelChangers{LevelChangers::Who::group, std::string(s.substr(kGroup.size()))};
-}
-
-std::optional<Addressing> parse_addressing(std::string_view s) {
-  if (ascii_iequals(s, "auto")) return Addressing::auto_;
-  if (ascii_iequals(s, "path")) return Addressing::path;
-  if (ascii_iequals(s, "virtual")) return Addressing::virtual_;
-  return std::nullopt;
-}
-
-// Any non-empty text without a comma (a -o list separates options with commas).
-std::optional<std::string> parse_text(std::string_view s) {
-  if (s.empty() || s.find(',') != std::string_view::npos) return std::nullopt;
-  return std::string(s);
-}
-
-std::optional<unsigned> parse_in_range(std::string_view s, uint64_t lo, uint64_t hi) {
-  auto v = parse_u64(s);
-  if (!v || *v < lo || *v > hi) return std::nullopt;
-  return static_cast<unsigned>(*v);
-}
-
-template <class T>
-bool put(std::optional<T>& field, std::optional<T> value) {
-  if (value) field = value;
-  return value.has_value();
-}
-
-// A CommonSettings key: its name in YAML and in -o, what it accepts (for error messages), its
-// documentation (MountOptionDoc's values and about) and how a value is parsed into it (false: not
-// a valid value).
-struct CommonKey {
-  std::string_view name;
-  std::string_view expected;
-  std::string_view values;
-  std::string_view about;
-  bool (*set)(std::string_view value, CommonSettings& s);
-};
-
-static_assert(kMaxLevel == 255, "update kLevelExpected");
-constexpr std::string_view kLevelExpected = "a level 1..255 or 'full'";
-
-constexpr CommonKey kCommonKeys[] = {
-    {"scan_group", kLevelExpected,
-     "`1`..L or `full` (`full`)",
-     "the mount's default level, see \"Levels\"",
-     [](std::string_view v, CommonSettings& s) { return put(s.scan_group, parse_level(v)); }},
-    {"encoding", "progressive or sequential",
-     "`progressive`, `sequential` (`progressive`)",
-     "how a JPEG level reads: the stored progressive scans, or one sequential scan with the same pixels that "
-     "decodes faster, see \"Sequential levels\"",
-     [](std::string_view v, CommonSettings& s) { return put(s.encoding, parse_encoding(v)); }},
-    {"threads", "1..1024",
-     "`1`..`1024` (`16`)",
-     "FUSE worker threads",
-     [](std::string_view v, CommonSettings& s) { return put(s.threads, parse_in_range(v, 1, 1024)); }},
-    {"cache", "a byte size like 256MiB",
-     "BYTES (`256MiB`)",
-     "record cache budget, a number with an optional unit `K`, `M`, `G`, `T` (also `KB`/`KiB`..., any case; "
-     "all powers of 1024)",
-     [](std::string_view v, CommonSettings& s) { return put(s.cache_bytes, parse_bytes(v)); }},
-    {"gpu", "auto, on, off or emulate",
-     "`auto`, `on`, `off`, `emulate` (`auto`)",
-     "where l3 files decode, see \"GPU decoding\"",
-     [](std::string_view v, CommonSettings& s) { return put(s.gpu, parse_gpu(v)); }},
-    {"gpu_batch", "1..4096",
-     "`1`..`4096` (`64`)",
-     "L3 decodes per GPU batch",
-     [](std::string_view v, CommonSettings& s) { return put(s.gpu_batch, parse_in_range(v, 1, 4096)); }},
-    {"gpu_deadline_us", "0..1000000 microseconds",
-     "`0`..`1000000` (`1000`)",
-     "longest wait of a queued decode before its batch goes, in microseconds",
-     [](std::string_view v, CommonSettings& s) { return put(s.gpu_deadline_us, parse_in_range(v, 0, 1000000)); }},
-    {"gpu_memory", "a byte size like 1GiB",
-     "BYTES (`1GiB`)",
-     "bytes the GPU path may hold, pinned host and device",
-     [](std::string_view v, CommonSettings& s) { return put(s.gpu_memory, parse_bytes(v)); }},
-    {"raw_format", "png, ppm or npy",
-     "`png`, `ppm`, `npy` (`png`)",
-     "the container an l3 file reads as, see \"Lossless images\"",
-     [](std::string_view v, CommonSettings& s) { return put(s.raw_format, parse_raw_format(v)); }},
-    {"raw_names", "keep or ext",
-     "`keep`, `ext` (`keep`)",
-     "whether an l3 file's name gets its container's extension",
-     [](std::string_view v, CommonSettings& s) { return put(s.raw_names, parse_raw_names(v)); }},
-    {"readdir", "plus, plain or auto",
-     "`auto`, `plus`, `plain` (`auto`)",
-     "how listings are answered. `auto`: the kernel chooses per listing (READDIRPLUS for a folder's first chunk, "
-     "then plain); `plus`: every entry with its attributes (an inode per entry in the kernel; opening a listed file "
-     "needs no LOOKUP); `plain`: names and types only (the first open of each file costs a LOOKUP)",
-     [](std::string_view v, CommonSettings& s) { return put(s.readdir, parse_readdir(v)); }},
-    {"endpoint", "an http:// or https:// URL",
-     "URL (`AWS_ENDPOINT_URL`, the profile's `endpoint_url`, else AWS's for the region)",
-     "S3 endpoint",
-     [](std::string_view v, CommonSettings& s) { return put(s.endpoint, parse_text(v)); }},
-    {"region", "a region name like us-east-1",
-     "NAME (`AWS_REGION`, `AWS_DEFAULT_REGION`, the profile's, else `us-east-1`)",
-     "S3 region",
-     [](std::string_view v, CommonSettings& s) { return put(s.region, parse_text(v)); }},
-    {"profile", "a profile name of ~/.aws/config",
-     "NAME (`AWS_PROFILE`, else `default`)",
-     "profile of `~/.aws/credentials` and `~/.aws/config`",
-     [](std::string_view v, CommonSettings& s) { return put(s.profile, parse_text(v)); }},
-    {"addressing", "auto, path or virtual",
-     "`auto`, `path`, `virtual` (`auto`)",
-     "S3 request style; `auto`: virtual-hosted for AWS's endpoints, path style for any other",
-     [](std::string_view v, CommonSettings& s) { return put(s.addressing, parse_addressing(v)); }},
-    {"ca_file", "a PEM file of CA certificates",
-     "FILE (the system's CAs)",
-     "PEM file of the CAs that verify an `https://` server",
-     [](std::string_view v, CommonSettings& s) { return put(s.ca_file, parse_text(v)); }},
-    {"disk_cache", "a folder",
-     "DIR (none)",
-     "folder of the local disk cache of record prefixes, remote stores only",
-     [](std::string_view v, CommonSettings& s) { return put(s.disk_cache, parse_text(v)); }},
-    {"disk_cache_size", "a byte size like 100GiB",
-     "BYTES (`10GiB`)",
-     "the disk cache's bound",
-     [](std::string_view v, CommonSettings& s) { return put(s.disk_cache_size, parse_bytes(v)); }},
-    {"remote_requests", "1..1024",
-     "`1`..`1024` (`64`)",
-     "requests in flight at once to a remote store",
-     [](std::string_view v, CommonSettings& s) { return put(s.remote_requests, parse_in_range(v, 1, 1024)); }},
-    {"random_reads", "auto, records or pieces",
-     "`auto`, `records`, `pieces` (`auto`)",
-     "how a read of a file whose record prefix is not cached is served, see \"Random reads\"",
-     [](std::string_view v, CommonSettings& s) { return put(s.random_reads, parse_random_reads(v)); }},
-    {"order_ranks", "stable or per-epoch",
-     "`stable`, `per-epoch` (`stable`)",
-     "whether rank orders keep each rank's records for the whole run, see \"Published read orders\"",
-     [](std::string_view v, CommonSettings& s) { return put(s.order_ranks, parse_order_ranks(v)); }},
-    {"level_changes", "owner, anyone or group=NAME",
-     "`owner`, `anyone`, `group=NAME` (`owner`)",
-     "who may set or remove `user.fidelity.*` attributes (levels, the order seed) besides the user who mounted and "
-     "root (nobody, every user, or the group's members), see \"Security\"",
-     [](std::string_view v, CommonSettings& s) { return put(s.level_changes, parse_level_changers(v)); }},
-};
-
-// "a, b, c": the keys above, for messages.
-std::string common_key_names() {
-  std::string out;
-  for (const auto& k : kCommonKeys) {
-    if (!out.empty()) out += ", ";
-    out += k.name;
-  }
-  return out;
-}
-
-const CommonKey* find_common_key(std::string_view name) {
-  for (const auto& k : kCommonKeys)
-    if (k.name == name) return &k;
-  return nullptr;
-}
-
-// The settings parse_config and parse_mount_options handle themselves (not CommonSettings), in
-// the order docs/MOUNT.md lists them after the common ones.
-constexpr MountOptionDoc kOtherSettingDocs[] = {
-    {"", "rules", "list of `{path: GLOB, scan_group: LEVEL}`", "per-path levels, the first match wins, see \"Levels\""},
-    {"", "order_seed", "unsigned 64-bit (the store's packing seed)", "seed of the published orders"},
-    {"", "order_window", "`1`..`4096` (`4`)", "records drawn from at once in the published orders"},
-    {"", "log.level", "`error`, `warn`, `info`, `debug` (`info`)", "what the daemon logs"},
-    {"", "log.file", "FILE (syslog, or stderr with `-f`)", "where the daemon logs"},
-    {"allow_other", "", "",
-     "every user may use the mount, not only the one who mounted (FUSE's rule: non-root users need "
-     "`user_allow_other` in `/etc/fuse.conf`)"},
-    {"nonempty", "", "",
-     "mount over a folder that is not empty, hiding its files while mounted (without it, such a folder is refused)"},
-    {"config", "", "FILE", "the YAML file (the same as `--config FILE`)"},
-};
-
-}  // namespace
-
-std::vector<MountOptionDoc> mount_option_docs() {
-  std::vector<MountOptionDoc> docs;
-  for (const auto& k : kCommonKeys) docs.push_back({k.name, k.name, k.values, k.about});
-  docs.insert(docs.end(), std::begin(kOtherSettingDocs), std::end(kOtherSettingDocs));
-  return docs;
 }
 
 // ---- YAML ------------------------------------------------------------------------------------
@@ -308,17 +74,17 @@ struct Ctx {
     Result<std::string> s = scalar(n, key);
     if (!s) return std::move(s).error();
     auto v = parse_level(*s);
-    if (!v) return fail(n, key, fmt::format("expected {}, got '{}'", kLevelExpected, *s));
+    if (!v) return fail(n, key, fmt::format("expected {}, got '{}'", find_setting("scan_group")->expected, *s));
     return *v;
   }
 };
 
-// A key of kCommonKeys: one scalar, parsed as -o parses it.
-Status read_common(const Ctx& ctx, const CommonKey& common, const std::string& key, const YAML::Node& val,
+// A key of the settings' table: one scalar, parsed as -o parses it.
+Status read_common(const Ctx& ctx, const Setting& common, const std::string& key, const YAML::Node& val,
                    Config& cfg) {
   Result<std::string> s = ctx.scalar(val, key);
   if (!s) return std::move(s).error();
-  if (!common.set(*s, cfg)) return ctx.fail(val, key, fmt::format("expected {}, got '{}'", common.expected, *s));
+  if (!common.parse(*s, cfg)) return ctx.fail(val, key, fmt::format("expected {}, got '{}'", common.expected, *s));
   return {};
 }
 
@@ -402,12 +168,12 @@ Status read_log(const Ctx& ctx, const YAML::Node& val, Config& cfg) {
 // One top-level key and its value.
 Status read_setting(const Ctx& ctx, const YAML::Node& keyn, const YAML::Node& val, Config& cfg) {
   const std::string key = key_name(keyn);
-  if (const CommonKey* common = find_common_key(key)) return read_common(ctx, *common, key, val, cfg);
+  if (const Setting* common = find_setting(key)) return read_common(ctx, *common, key, val, cfg);
   if (key == "order_seed" || key == "order_window") return read_order(ctx, key, val, cfg);
   if (key == "rules") return val.IsNull() ? Status{} : read_rules(ctx, val, cfg);
   if (key == "log") return val.IsNull() ? Status{} : read_log(ctx, val, cfg);
   return ctx.fail(keyn, key,
-                  fmt::format("unknown key (expected {}, rules, order_seed, order_window, log)", common_key_names()));
+                  fmt::format("unknown key (expected {}, rules, order_seed, order_window, log)", setting_names()));
 }
 
 Status read_settings(const Ctx& ctx, const YAML::Node& root, Config& cfg) {
@@ -498,12 +264,12 @@ Status parse_mount_option(std::string_view item, MountOptions& opts) {
   const std::string_view name = item.substr(0, eq);
   const bool has_value = eq != std::string_view::npos;
   const std::string_view value = has_value ? item.substr(eq + 1) : std::string_view();
-  const CommonKey* common = find_common_key(name);
+  const Setting* common = find_setting(name);
   if (common || name == "config") {
     if (value.empty()) return Error{EINVAL, fmt::format("mount option '{}' needs a value ({}=...)", name, name)};
     if (!common) {
       opts.config_file = std::string(value);
-    } else if (!common->set(value, opts)) {
+    } else if (!common->parse(value, opts)) {
       return Error{EINVAL,
                    fmt::format("bad value for mount option {}: '{}' (expected {})", name, value, common->expected)};
     }
@@ -517,7 +283,7 @@ Status parse_mount_option(std::string_view item, MountOptions& opts) {
   return Error{EINVAL,
                fmt::format("unknown mount option '{}' (known: {}, config, allow_other, nonempty); mount(8)'s generic "
                            "ones (ro, rw, defaults, noauto, nofail, _netdev, x-..., ...) are taken and ignored",
-                           name, common_key_names())};
+                           name, setting_names())};
 }
 
 }  // namespace
@@ -532,41 +298,6 @@ Status parse_mount_options(std::string_view list, MountOptions& opts) {
     if (Status parsed = parse_mount_option(item, opts); !parsed) return parsed;
   }
   return {};
-}
-
-Settings merge(const Config& cfg, const MountOptions& opts) {
-  Settings s;
-  s.scan_group = opts.scan_group.value_or(cfg.scan_group.value_or(kFull));
-  s.encoding = opts.encoding.value_or(cfg.encoding.value_or(s.encoding));
-  s.rules = cfg.rules;
-  s.threads = opts.threads.value_or(cfg.threads.value_or(s.threads));
-  s.cache_bytes = opts.cache_bytes.value_or(cfg.cache_bytes.value_or(s.cache_bytes));
-  s.gpu = opts.gpu.value_or(cfg.gpu.value_or(Gpu::auto_));
-  s.gpu_batch = opts.gpu_batch.value_or(cfg.gpu_batch.value_or(s.gpu_batch));
-  s.gpu_deadline_us = opts.gpu_deadline_us.value_or(cfg.gpu_deadline_us.value_or(s.gpu_deadline_us));
-  s.gpu_memory = opts.gpu_memory.value_or(cfg.gpu_memory.value_or(s.gpu_memory));
-  s.allow_other = opts.allow_other;
-  s.nonempty = opts.nonempty;
-  s.raw_format = opts.raw_format.value_or(cfg.raw_format.value_or(codec::ViewFormat::png));
-  s.raw_names = opts.raw_names.value_or(cfg.raw_names.value_or(RawNames::keep));
-  s.readdir = opts.readdir.value_or(cfg.readdir.value_or(Readdir::auto_));
-  s.endpoint = opts.endpoint.value_or(cfg.endpoint.value_or(""));
-  s.region = opts.region.value_or(cfg.region.value_or(""));
-  s.profile = opts.profile.value_or(cfg.profile.value_or(""));
-  s.addressing = opts.addressing.value_or(cfg.addressing.value_or(Addressing::auto_));
-  s.ca_file = opts.ca_file.value_or(cfg.ca_file.value_or(""));
-  s.disk_cache = opts.disk_cache.value_or(cfg.disk_cache.value_or(""));
-  s.disk_cache_size = opts.disk_cache_size.value_or(cfg.disk_cache_size.value_or(s.disk_cache_size));
-  s.remote_requests = opts.remote_requests.value_or(cfg.remote_requests.value_or(s.remote_requests));
-  s.random_reads = opts.random_reads.value_or(cfg.random_reads.value_or(s.random_reads));
-  s.order_ranks = opts.order_ranks.value_or(cfg.order_ranks.value_or(s.order_ranks));
-  s.level_changes = opts.level_changes.value_or(cfg.level_changes.value_or(s.level_changes));
-  s.order_seed = cfg.order_seed;
-  s.order_window = cfg.order_window.value_or(s.order_window);
-  s.log_level = cfg.log_level;
-  s.log_file = cfg.log_file;
-  s.config_file = cfg.source;
-  return s;
 }
 
 Status check_levels(const Settings& s, int levels) {

@@ -1,9 +1,11 @@
 // Configuration of a mount: the YAML file (--config FILE or -o config=FILE), the -o option list
-// and their merge into the effective settings. Parsing only: no FUSE, no store.
+// and their merge into the effective settings. Parsing only: no FUSE, no store. The settings both
+// take are rows of one table (config/settings_table.h); their defaults are Settings' member
+// initializers below and nowhere else.
 //
-// YAML schema (every key optional; unknown keys are an error):
+// YAML schema (every key optional; unknown keys are an error; the values are examples):
 //
-//   scan_group: 5            # default level for JPEGs: 1..L or "full" (default: full)
+//   scan_group: 5            # default level for JPEGs: 1..L or "full"
 //   rules:                   # per-path rules, first match wins; paths relative to the mount
 //     - path: "train/**"     # glob: * and ? stay inside one path segment, ** crosses segments,
 //       scan_group: 3        #       [abc] / [a-z] / [!a] character classes
@@ -34,6 +36,7 @@
 #include <vector>
 
 #include "codec/l3_view.h"
+#include "common/addressing.h"
 #include "common/error.h"
 #include "common/log_level.h"
 #include "config/glob.h"
@@ -85,7 +88,7 @@ struct LevelChangers {
 std::string level_changers_text(const LevelChangers& c);  // "owner", "anyone", "group=NAME"
 
 std::string_view gpu_name(Gpu g);
-enum class Addressing { auto_, path, virtual_ };
+using Addressing = fid::Addressing;  // common/addressing.h
 std::string_view addressing_name(Addressing a);
 using fid::log_level_name;
 
@@ -95,8 +98,8 @@ struct Rule {
   int line = 0;  // 1-based line in the config file (0 when not from a file)
 };
 
-// The settings a config file and -o options both set, with the same names, values and checks
-// (config.cpp parses each one way for both).
+// The settings a config file and -o options both set, with the same names, values and checks:
+// each is a row of config/settings_table.cpp, which parses it one way for both (nullopt: not given).
 struct CommonSettings {
   std::optional<int> scan_group;
   std::optional<Encoding> encoding;
@@ -128,7 +131,7 @@ struct Config : CommonSettings {
   std::vector<Rule> rules;
   std::optional<uint64_t> order_seed;
   std::optional<unsigned> order_window;
-  LogLevel log_level = LogLevel::info;
+  std::optional<LogLevel> log_level;
   std::string log_file;
 };
 
@@ -161,17 +164,20 @@ fid::Status parse_mount_options(std::string_view list, MountOptions& opts);
 
 // One setting of a mount as documented: docs/MOUNT.md's options table, fidelityfs-mount(8), the
 // -o help and the shell completion are generated from these (`fidelityfs doc`), and they come
-// from the tables that parse the settings, so the documentation names exactly what is parsed.
+// from the table that parses the settings (settings_table.cpp), so the documentation names
+// exactly what is parsed, and its defaults are Settings{}'s values, rendered.
 struct MountOptionDoc {
   std::string_view option;    // its -o name; empty: the config file only
   std::string_view yaml_key;  // its YAML key ("log.level": key level of the log mapping); empty: -o only
-  std::string_view values;    // what it takes and, in parentheses, its default; empty: takes no value
+  std::string values;         // what it takes and, in parentheses, its default; empty: takes no value
   std::string_view about;     // what it does
 };
 // Markdown in `values` and `about`: `code`; "Name" names a section of docs/MOUNT.md.
 std::vector<MountOptionDoc> mount_option_docs();
 
-// The merged settings of a mount: option > config file > default.
+// The merged settings of a mount: option > config file > default. These initializers are the
+// defaults, the only place they are written: merge() starts from Settings{}, and the docs and
+// `mount --help` render them from it (settings_table.h).
 struct Settings {
   int scan_group = kFull;
   Encoding encoding = Encoding::progressive;

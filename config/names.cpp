@@ -8,7 +8,7 @@ std::string_view encoding_name(Encoding e) { return e == Encoding::sequential ? 
 std::string_view addressing_name(Addressing a) {
   switch (a) {
     case Addressing::path: return "path";
-    case Addressing::virtual_: return "virtual";
+    case Addressing::virtual_host: return "virtual";
     case Addressing::auto_: break;
   }
   return "auto";

@@ -6,6 +6,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include <variant>
+
+#include "config/settings_table.h"
+
 namespace fid::core {
 namespace {
 
@@ -146,43 +150,39 @@ std::string Telemetry::metrics_text() const {
 }
 
 std::string Telemetry::config_json() const {
-  nlohmann::ordered_json j;
-  const config::Settings& s = p_.settings;
-  j["store"] = p_.store.location();
-  j["mountpoint"] = p_.mountpoint;
-  j["config_file"] = s.config_file;
-  j["levels"] = p_.store.levels();
-  j["scan_group"] = config::level_text(s.scan_group);
-  j["effective_default_level"] = p_.levels.mount_default();
-  j["encoding"] = config::encoding_name(s.encoding);
-  nlohmann::ordered_json rules = nlohmann::ordered_json::array();
-  for (const auto& r : s.rules) rules.push_back({{"path", r.glob}, {"scan_group", config::level_text(r.level)}});
-  j["rules"] = rules;
-  j["threads"] = s.threads;
-  j["cache"] = s.cache_bytes;
-  j["gpu"] = config::gpu_name(s.gpu);
   const auto gpu = p_.reader.gpu_report();
-  j["gpu_decoder"] = gpu ? gpu->decoder : std::string("cpu");
-  j["gpu_batch"] = s.gpu_batch;
-  j["gpu_deadline_us"] = s.gpu_deadline_us;
-  j["gpu_memory"] = s.gpu_memory;
-  j["raw_format"] = codec::view_format_name(s.raw_format);
-  j["raw_names"] = config::raw_names_name(s.raw_names);
-  j["readdir"] = config::readdir_name(s.readdir);
-  j["source"] = p_.source.describe();
-  j["endpoint"] = s.endpoint;
-  j["region"] = s.region;
-  j["profile"] = s.profile;
-  j["addressing"] = config::addressing_name(s.addressing);
-  j["ca_file"] = s.ca_file;
-  j["disk_cache"] = s.disk_cache;
-  j["disk_cache_size"] = s.disk_cache_size;
-  j["remote_requests"] = s.remote_requests;
-  j["random_reads"] = config::random_reads_name(s.random_reads);
-  j["order_ranks"] = config::order_ranks_name(s.order_ranks);
-  j["allow_other"] = s.allow_other;
-  j["level_changes"] = config::level_changers_text(s.level_changes);
-  j["level_changers"] = p_.change_access.describe();
+  return core::config_json(p_.settings, {.store = p_.store.location(), .mountpoint = p_.mountpoint,
+                                         .levels = p_.store.levels(), .effective_default_level = p_.levels.mount_default(),
+                                         .gpu_decoder = gpu ? gpu->decoder : std::string("cpu"),
+                                         .source = p_.source.describe(), .level_changers = p_.change_access.describe()});
+}
+
+std::string config_json(const config::Settings& s, const MountFacts& facts) {
+  nlohmann::ordered_json j;
+  j["store"] = facts.store;
+  j["mountpoint"] = facts.mountpoint;
+  j["config_file"] = s.config_file;
+  j["levels"] = facts.levels;
+  for (const config::Setting& row : config::settings_table()) {
+    const std::string name(row.name);
+    j[name] = std::visit([](const auto& v) { return nlohmann::ordered_json(v); }, row.value(s));
+    // The keys that are not rows, where they have always been.
+    if (name == "scan_group") {
+      j["effective_default_level"] = facts.effective_default_level;
+    } else if (name == "encoding") {
+      nlohmann::ordered_json rules = nlohmann::ordered_json::array();
+      for (const auto& r : s.rules) rules.push_back({{"path", r.glob}, {"scan_group", config::level_text(r.level)}});
+      j["rules"] = rules;
+    } else if (name == "gpu") {
+      j["gpu_decoder"] = facts.gpu_decoder;
+    } else if (name == "readdir") {
+      j["source"] = facts.source;
+    } else if (name == "order_ranks") {
+      j["allow_other"] = s.allow_other;
+    } else if (name == "level_changes") {
+      j["level_changers"] = facts.level_changers;
+    }
+  }
   j["log"] = {{"level", config::log_level_name(s.log_level)}, {"file", s.log_file}};
   return j.dump(2) + "\n";
 }

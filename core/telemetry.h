@@ -76,4 +76,14 @@ class Telemetry {
   LatencyHistogram read_latency_;  // reads of tree files, from the request to its bytes
 };
 
+// What /.fidelity/config shows besides the settings: the store, the mount and what it decided.
+struct MountFacts {
+  std::string store, mountpoint;
+  int levels = 0, effective_default_level = 0;
+  std::string gpu_decoder, source, level_changers;
+};
+// /.fidelity/config's text: every row of the settings' table (config/settings_table.h) under its
+// name with the value `s` holds, the other settings and `facts` around them.
+std::string config_json(const config::Settings& s, const MountFacts& facts);
+
 }  // namespace fid::core

@@ -13,13 +13,14 @@
 #include <string>
 #include <string_view>
 
+#include "common/addressing.h"
 #include "common/error.h"
 #include "net/sigv4.h"
 #include "net/url.h"
 
 namespace fid::net {
 
-enum class Addressing { auto_, path, virtual_host };
+using Addressing = fid::Addressing;  // common/addressing.h
 
 struct S3Options {            // from -o / the config file; empty = not given
   std::string endpoint;       // -o endpoint=URL

@@ -8,10 +8,6 @@
 
 namespace fid::storage {
 
-namespace {
-constexpr uint64_t kDefaultDiskCacheBytes = 10ull << 30;
-}  // namespace
-
 std::filesystem::path tables_dir(const StoreOptions& opts) {
   if (!opts.map_tables) return {};
   const std::filesystem::path dir = index_cache_dir(opts) / "tables";
@@ -45,7 +41,7 @@ Result<OpenedStore> open_store(const std::string& location, const StoreOptions& 
   out.identity = std::move(remote->identity);
   if (!opts.disk_cache.empty())
     out.source = make_disk_cached_source(*out.store, std::move(out.source), opts.disk_cache,
-                                         opts.disk_cache_size ? opts.disk_cache_size : kDefaultDiskCacheBytes,
+                                         opts.disk_cache_size,
                                          out.identity);
   return out;
 }

@@ -20,7 +20,9 @@ struct StoreOptions {
   net::S3Options s3;                    // s3:// only
   std::string ca_file;             // https: PEM CA bundle instead of the system CAs
   std::string disk_cache;          // "" = no disk cache of record prefixes (remote stores only)
-  uint64_t disk_cache_size = 0;    // bytes; 0 with a disk_cache = 10 GiB
+  // The disk cache's bound in bytes: the mount's disk_cache_size setting (its default is
+  // config::Settings', cli::store_options fills this in), so no default of its own here.
+  uint64_t disk_cache_size = 0;
   // Where a remote store's index is cached (keyed by URL and ETag): disk_cache if set, else
   // $XDG_CACHE_HOME/fidelityfs, else $HOME/.cache/fidelityfs.
   std::string index_cache;

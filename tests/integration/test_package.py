@@ -4,6 +4,7 @@ dpkg, a mount through `mount -t fuse.fidelityfs` serves the bytes of a plain `fi
 its man pages and bash completion, docs/MOUNT.md's options table (all generated from the binary's
 own tables), the systemd mount unit, and the Python wheel."""
 import glob
+import json
 import os
 import re
 import shutil
@@ -250,6 +251,39 @@ def test_mount_help_lists_every_mount_option():
     text = run("mount", "--help").stdout
     for name in parser_mount_options():
         assert re.search(rf"^\s*{re.escape(name)}(=|$)", text, re.M), name
+
+
+def table_defaults():
+    """{option: its default as docs/MOUNT.md's table shows it} for every setting whose default is a
+    value (`fidelityfs doc mount-options`: "| `threads` | `threads` | `1`..`1024` (`16`): ...")."""
+    table = run("doc", "mount-options").stdout
+    return {m[1]: m[2] for m in re.finditer(r"^\| `(\w+)` \| `\w+` \| [^|]*? \(`([^`]*)`\): ", table, re.M)}
+
+
+def byte_count(text):
+    """ "10GiB" -> 10737418240, as the parser reads it."""
+    m = re.fullmatch(r"(\d+)(KiB|MiB|GiB|TiB)?", text)
+    return int(m[1]) << {None: 0, "KiB": 10, "MiB": 20, "GiB": 30, "TiB": 40}[m[2]]
+
+
+def test_defaults_agree_in_help_man_page_and_config(edge_store, tmp_path):
+    """A setting's default is written once (config::Settings) and rendered everywhere: the table,
+    `mount --help`, fidelityfs-mount(8) and a default mount's /.fidelity/config show the same one."""
+    defaults = table_defaults()
+    assert defaults["threads"] == "16" and defaults["disk_cache_size"] == "10GiB" and defaults["scan_group"] == "full"
+    assert set(defaults) >= {"cache", "gpu", "readdir", "addressing", "remote_requests", "level_changes"}
+    help_text = run("mount", "--help").stdout
+    man = run("doc", "man8").stdout
+    mnt = tmp_path / "m"
+    mnt.mkdir()
+    with mounted(edge_store, str(mnt)):
+        conf = json.loads(read_file(os.path.join(mnt, ".fidelity", "config")))
+    for name, default in defaults.items():
+        assert re.search(rf"^\s*{re.escape(name)}=.* \({re.escape(default)}\)\s*$", help_text, re.M), (name, default)
+        roff = default.replace("-", "\\-")
+        assert re.search(rf"^\\fB{re.escape(name)}\\fR\n.* \(\\fB{re.escape(roff)}\\fR\): ", man, re.M), (name, default)
+        value = conf[name]
+        assert (value == byte_count(default)) if isinstance(value, int) else (value == default), (name, value, default)
 
 
 def complete(unpacked, line):
