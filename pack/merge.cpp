@@ -14,6 +14,7 @@
 #include <queue>
 #include <string>
 
+#include "common/numbers.h"
 #include "index/format.h"
 #include "pack/pack_source.h"
 #include "pack/shard.h"
@@ -67,7 +68,9 @@ fid::Result<Part> open_part(const fsys::path& dir, const std::string& name) {
   }
   for (const char* key : {"format_version", "levels", "seed", "record_bytes"})
     if (!p.meta.count(key)) return fid::Error{EINVAL, fmt::format("{}: not a fidelityfs store (no {})", name, key)};
-  if (std::atoi(p.meta["format_version"].c_str()) > index::kFormatVersion)
+  const std::optional<uint64_t> version = parse_u64(p.meta["format_version"]);
+  if (!version) return fid::Error{EINVAL, fmt::format("{}: corrupt meta: format_version '{}'", name, p.meta["format_version"])};
+  if (*version > static_cast<uint64_t>(index::kFormatVersion))
     return fid::Error{EINVAL, fmt::format("{}: store format version {} is newer than this fidelityfs supports ({})",
                                           name, p.meta["format_version"], index::kFormatVersion)};
   for (const char* key : {"shard", "source_digest", "level_scripts"})
