@@ -38,10 +38,6 @@ T must(Result<T> r) {
   return std::move(r).value();
 }
 
-}  // namespace
-
-namespace {
-
 std::optional<std::string> meta_optional(SqliteDb& db, const char* key) {
   SqliteStatement st = must(db.prepare("SELECT value FROM meta WHERE key = ?1"));
   st.bind(1, std::string_view(key));
