@@ -185,7 +185,7 @@ class Store {
  private:
   Store();
   static std::unique_ptr<Store> load(const std::filesystem::path& dir,
-                                     const std::filesystem::path& tables_dir);  // throws StoreError
+                                     const std::filesystem::path& tables_dir);  // throws StoreError (store_load.cpp)
   // The tables from `tables_dir`'s tables file if it matches the index, else load_index (then
   // the file is made and mapped). Throws StoreError.
   void load_tables(const std::filesystem::path& index_file, const std::string& display,

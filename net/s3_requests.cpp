@@ -99,10 +99,14 @@ HttpRequest upload_part(const RemoteLocation& where, std::string_view relative, 
   return req;
 }
 
-HttpRequest complete_multipart_upload(const RemoteLocation& where, std::string_view relative, const std::string& upload_id,
-                                      const std::vector<std::string>& etags) {
+Result<HttpRequest> complete_multipart_upload(const RemoteLocation& where, std::string_view relative,
+                                              const std::string& upload_id, const std::vector<std::string>& etags) {
   auto xml = std::make_shared<const std::string>(complete_multipart_body(etags));
-  HttpRequest req = request(Method::post, where, relative, {{"uploadId", upload_id}}, sha256_hex(*xml));
+  Result<std::string> body_sha256 = sha256_hex(*xml);
+  if (!body_sha256)
+    return Error{EIO, fmt::format("{}: cannot make CompleteMultipartUpload: {}", url_for_messages(where.url_of(relative)),
+                                  body_sha256.error().message)};
+  HttpRequest req = request(Method::post, where, relative, {{"uploadId", upload_id}}, std::move(body_sha256).value());
   req.headers.emplace_back("Content-Type", "application/xml");
   req.body_size = xml->size();
   req.body = [xml](uint64_t offset, std::span<uint8_t> out) -> Result<size_t> {

@@ -52,12 +52,12 @@ HttpRequest list_folder(const RemoteLocation& where, std::string_view folder);
 
 // Multipart. Answer of create: parse_upload_id. Part k (0-based) is part number k + 1; its
 // answer's ETag goes to complete. complete's answer may hold an error after the 200
-// (complete_multipart_error).
+// (complete_multipart_error). complete fails (EIO) only when its body's SHA-256 cannot be made.
 HttpRequest create_multipart_upload(const RemoteLocation& where, std::string_view relative);
 HttpRequest upload_part(const RemoteLocation& where, std::string_view relative, const std::string& upload_id, size_t k,
                         uint64_t size, BodyReader body);
-HttpRequest complete_multipart_upload(const RemoteLocation& where, std::string_view relative, const std::string& upload_id,
-                                      const std::vector<std::string>& etags);
+Result<HttpRequest> complete_multipart_upload(const RemoteLocation& where, std::string_view relative,
+                                              const std::string& upload_id, const std::vector<std::string>& etags);
 HttpRequest abort_multipart_upload(const RemoteLocation& where, std::string_view relative, const std::string& upload_id);
 
 // A sink keeping an answer's body in `answer` (a retry starts it again at offset 0); false (the

@@ -7,7 +7,6 @@
 #include <array>
 #include <chrono>
 #include <cstdio>
-#include <stdexcept>
 
 #include "common/ascii.h"
 
@@ -16,14 +15,9 @@ namespace {
 
 using Digest = std::array<unsigned char, 32>;
 
-// An OpenSSL digest that failed (allocation, a missing provider). Thrown by the digest helpers
-// below and caught in sign(), the one entry the transfers use: it never leaves this file there.
-class DigestFailure : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
-
 constexpr std::string_view kAlgorithm = "AWS4-HMAC-SHA256";
+// SHA-256 of no bytes, the payload hash of a request without a body.
+constexpr std::string_view kEmptySha256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
 
 std::string hex(const unsigned char* data, size_t size) {
   static constexpr char kDigits[] = "0123456789abcdef";
@@ -36,16 +30,16 @@ std::string hex(const unsigned char* data, size_t size) {
   return out;
 }
 
-Digest hmac_sha256(std::string_view key, std::string_view data) {
+// EVP_Q_mac fails only on allocation failure or a missing provider: nothing to recover from,
+// and a wrong signature would be silently rejected by the server much later. EIO then.
+Result<Digest> hmac_sha256(std::string_view key, std::string_view data) {
   Digest out{};
   size_t out_size = 0;
-  // EVP_Q_mac fails only on allocation failure or a missing provider: nothing to recover from,
-  // and a wrong signature would be silently rejected by the server much later.
   if (!EVP_Q_mac(nullptr, "HMAC", nullptr, "SHA256", nullptr, key.data(), key.size(),
                  reinterpret_cast<const unsigned char*>(data.data()), data.size(), out.data(),
                  out.size(), &out_size) ||
       out_size != out.size()) {
-    throw DigestFailure("OpenSSL HMAC-SHA256 failed");
+    return Error{EIO, "OpenSSL HMAC-SHA256 failed"};
   }
   return out;
 }
@@ -80,7 +74,7 @@ std::string scope(const SignRequest& r) {
 }
 
 std::string payload_hash(const SignRequest& r) {
-  return r.payload_sha256.empty() ? sha256_hex("") : r.payload_sha256;
+  return r.payload_sha256.empty() ? std::string(kEmptySha256) : r.payload_sha256;
 }
 
 // These come from SignRequest's fields and the credentials; copies of them in r.headers would
@@ -161,12 +155,12 @@ std::string uri_encode(std::string_view s, bool keep_slash) {
   return out;
 }
 
-std::string sha256_hex(std::string_view data) {
+Result<std::string> sha256_hex(std::string_view data) {
   Digest d{};
   unsigned size = 0;
   if (!EVP_Digest(data.data(), data.size(), d.data(), &size, EVP_sha256(), nullptr) ||
       size != d.size()) {
-    throw DigestFailure("OpenSSL SHA-256 failed");
+    return Error{EIO, "OpenSSL SHA-256 failed"};
   }
   return hex(d.data(), d.size());
 }
@@ -197,34 +191,37 @@ std::string canonical_request(const SignRequest& r, const Credentials& c) {
   return out;
 }
 
-std::string string_to_sign(const SignRequest& r, const Credentials& c) {
-  return std::string(kAlgorithm) + "\n" + r.amz_date + "\n" + scope(r) + "\n" +
-         sha256_hex(canonical_request(r, c));
+Result<std::string> string_to_sign(const SignRequest& r, const Credentials& c) {
+  Result<std::string> hash = sha256_hex(canonical_request(r, c));
+  if (!hash) return hash;
+  return std::string(kAlgorithm) + "\n" + r.amz_date + "\n" + scope(r) + "\n" + *hash;
 }
 
-std::string signature(const SignRequest& r, const Credentials& c) {
-  Digest key = hmac_sha256("AWS4" + c.secret_access_key, date_of(r));
-  key = hmac_sha256(as_view(key), r.region);
-  key = hmac_sha256(as_view(key), r.service);
-  key = hmac_sha256(as_view(key), "aws4_request");
-  Digest sig = hmac_sha256(as_view(key), string_to_sign(r, c));
-  return hex(sig.data(), sig.size());
+Result<std::string> signature(const SignRequest& r, const Credentials& c) {
+  Result<std::string> to_sign = string_to_sign(r, c);
+  if (!to_sign) return to_sign;
+  // The signing key: the secret, then the date, region, service and "aws4_request" in turn.
+  Result<Digest> key = hmac_sha256("AWS4" + c.secret_access_key, date_of(r));
+  for (std::string_view step : {std::string_view(r.region), std::string_view(r.service), std::string_view("aws4_request")})
+    if (key) key = hmac_sha256(as_view(*key), step);
+  if (!key) return std::move(key).error();
+  Result<Digest> sig = hmac_sha256(as_view(*key), *to_sign);
+  if (!sig) return std::move(sig).error();
+  return hex(sig->data(), sig->size());
 }
 
 Result<Headers> sign(const SignRequest& r, const Credentials& c) {
   if (c.anonymous()) return Headers{};
-  try {
-    Headers out;
-    out.emplace_back("x-amz-date", r.amz_date);
-    if (r.content_sha256_header) out.emplace_back("x-amz-content-sha256", payload_hash(r));
-    if (!c.session_token.empty()) out.emplace_back("x-amz-security-token", c.session_token);
-    out.emplace_back("Authorization", std::string(kAlgorithm) + " Credential=" + c.access_key_id + "/" + scope(r) +
-                                          ", SignedHeaders=" + signed_headers(canonical_headers(r, c)) +
-                                          ", Signature=" + signature(r, c));
-    return out;
-  } catch (const DigestFailure& e) {
-    return Error{EIO, std::string("cannot sign the request: ") + e.what()};
-  }
+  Result<std::string> sig = signature(r, c);
+  if (!sig) return Error{sig.error().code, "cannot sign the request: " + sig.error().message};
+  Headers out;
+  out.emplace_back("x-amz-date", r.amz_date);
+  if (r.content_sha256_header) out.emplace_back("x-amz-content-sha256", payload_hash(r));
+  if (!c.session_token.empty()) out.emplace_back("x-amz-security-token", c.session_token);
+  out.emplace_back("Authorization", std::string(kAlgorithm) + " Credential=" + c.access_key_id + "/" + scope(r) +
+                                        ", SignedHeaders=" + signed_headers(canonical_headers(r, c)) +
+                                        ", Signature=" + *sig);
+  return out;
 }
 
 }  // namespace fid::net

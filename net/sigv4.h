@@ -38,10 +38,11 @@ struct SignRequest {
   bool content_sha256_header = true;
 };
 
-// The steps, exposed for the test vectors. They throw on an OpenSSL failure; sign() returns it.
+// The steps, exposed for the test vectors. Those that take a digest return EIO when OpenSSL
+// cannot make it ("OpenSSL HMAC-SHA256 failed"); sign() says "cannot sign the request: ...".
 std::string canonical_request(const SignRequest& r, const Credentials& c);
-std::string string_to_sign(const SignRequest& r, const Credentials& c);
-std::string signature(const SignRequest& r, const Credentials& c);
+Result<std::string> string_to_sign(const SignRequest& r, const Credentials& c);
+Result<std::string> signature(const SignRequest& r, const Credentials& c);
 // The headers to add to the request: x-amz-date, x-amz-content-sha256 (if asked),
 // x-amz-security-token (with a session token) and Authorization. Nothing for anonymous
 // credentials. The Host header is the caller's (r.host). EIO if OpenSSL cannot make a digest.
@@ -50,7 +51,8 @@ Result<Headers> sign(const SignRequest& r, const Credentials& c);
 // RFC 3986 unreserved characters kept, everything else %XX (upper case); '/' kept when
 // keep_slash (object keys in paths).
 std::string uri_encode(std::string_view s, bool keep_slash);
-std::string sha256_hex(std::string_view data);
+// Hex SHA-256; EIO ("OpenSSL SHA-256 failed") when OpenSSL cannot make it.
+Result<std::string> sha256_hex(std::string_view data);
 // "YYYYMMDDTHHMMSSZ" for a Unix time.
 std::string amz_date(long long unix_seconds);
 

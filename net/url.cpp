@@ -1,11 +1,11 @@
 #include "net/url.h"
 
 #include <cerrno>
-#include <charconv>
 #include <filesystem>
 #include <optional>
 
 #include "common/ascii.h"
+#include "common/numbers.h"
 
 namespace fid::net {
 namespace {
@@ -55,14 +55,10 @@ bool has_control(std::string_view s, bool space_too) {
 }
 
 std::optional<uint16_t> parse_port(std::string_view s) {
-  if (s.empty() || s.size() > 5) return std::nullopt;
-  for (char c : s) {
-    if (!is_digit(c)) return std::nullopt;
-  }
-  unsigned value = 0;
-  std::from_chars(s.data(), s.data() + s.size(), value);
-  if (value < 1 || value > 65535) return std::nullopt;
-  return static_cast<uint16_t>(value);
+  if (s.size() > 5) return std::nullopt;
+  const std::optional<uint64_t> value = parse_u64(s);
+  if (!value || *value < 1 || *value > 65535) return std::nullopt;
+  return static_cast<uint16_t>(*value);
 }
 
 bool valid_host_name(std::string_view host) {

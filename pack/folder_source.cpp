@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "common/fd.h"
+#include "common/posix_io.h"
 
 namespace fid::pack {
 
@@ -47,14 +48,15 @@ fid::Result<std::vector<std::string>> sorted_names(const fsys::path& abs) {
 }
 
 // Depth-first, children sorted bytewise, symlinks followed, loops cut: a parent's id is always
-// smaller than its children's.
-void walk(SourceTree& tree, const fsys::path& abs, uint32_t dir_id, Ancestors& ancestors,
-          const std::atomic<bool>& cancel) {
-  if (cancel) return;
+// smaller than its children's. Fails only when the listing cannot be kept (ENOMEM, the message
+// the reason only).
+fid::Status walk(SourceTree& tree, const fsys::path& abs, uint32_t dir_id, Ancestors& ancestors,
+                 const std::atomic<bool>& cancel) {
+  if (cancel) return {};
   fid::Result<std::vector<std::string>> names = sorted_names(abs);
   if (!names) {
     tree.skipped.emplace_back(tree.dirs[dir_id].rel + "/", names.error().message);
-    return;
+    return {};
   }
   const std::string parent_rel = tree.dirs[dir_id].rel;
   for (const std::string& n : *names) {
@@ -79,19 +81,20 @@ void walk(SourceTree& tree, const fsys::path& abs, uint32_t dir_id, Ancestors& a
       auto id = static_cast<uint32_t>(tree.dirs.size());
       tree.dirs.push_back(SourceDir{dir_id, n, rel, mtime_of(st)});
       ancestors.emplace_back(st.st_dev, st.st_ino);
-      walk(tree, child, id, ancestors, cancel);
+      if (fid::Status walked = walk(tree, child, id, ancestors, cancel); !walked) return walked;
       ancestors.pop_back();
     } else if (S_ISREG(st.st_mode)) {
       if (static_cast<uint64_t>(st.st_size) > kMaxSourceFileBytes) {
         tree.skipped.emplace_back(rel, "larger than 4 GiB");
         continue;
       }
-      tree.files.add(dir_id, n, static_cast<uint32_t>(st.st_size));
+      if (fid::Status added = tree.files.add(dir_id, n, static_cast<uint32_t>(st.st_size)); !added) return added;
       tree.bytes += static_cast<uint64_t>(st.st_size);
     } else {
       tree.skipped.emplace_back(rel, "not a regular file or folder");
     }
   }
+  return {};
 }
 
 }  // namespace
@@ -102,7 +105,8 @@ fid::Result<SourceTree> FolderSource::list(const std::atomic<bool>& cancel) {
   ::stat(root_.c_str(), &st);
   tree.dirs.push_back(SourceDir{0, "", "", mtime_of(st)});
   Ancestors ancestors{{st.st_dev, st.st_ino}};
-  walk(tree, root_, 0, ancestors, cancel);
+  if (fid::Status walked = walk(tree, root_, 0, ancestors, cancel); !walked)
+    return fid::Error{walked.error().code, fmt::format("{}: cannot list: {}", root_.string(), walked.error().message)};
   return tree;
 }
 
@@ -121,17 +125,14 @@ fid::Result<SourceBytes> FolderSource::read(const SourceTree& tree, uint32_t i) 
   out.mtime_ns = mtime_of(st);
   std::vector<uint8_t>& bytes = out.bytes;
   bytes.resize(static_cast<size_t>(st.st_size));
+  // Up to the end of the file, which may have grown since the fstat.
   size_t done = 0;
-  while (true) {
-    if (done == bytes.size()) bytes.resize(bytes.size() + 65536);  // the file may have grown
-    ssize_t n = ::read(fd.get(), bytes.data() + done, bytes.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      const int err = errno;
-      return fid::Error{err, fmt::format("read failed: {}", std::strerror(err))};
-    }
-    if (n == 0) break;
-    done += static_cast<size_t>(n);
+  for (;;) {
+    if (done == bytes.size()) bytes.resize(bytes.size() + 65536);
+    fid::Result<uint64_t> n = pread_loop(fd.get(), bytes.data() + done, bytes.size() - done, done, "read failed");
+    if (!n) return std::move(n).error();
+    done += static_cast<size_t>(*n);
+    if (done < bytes.size()) break;  // the end of the file
   }
   bytes.resize(done);
   return out;

@@ -38,10 +38,10 @@ class IndexWriter {
                      const std::vector<RecordInfo>& records);
 
  private:
-  explicit IndexWriter(const std::filesystem::path& scratch);
-  void write_files(index::SqliteDb& db, const SourceTree& tree);
+  IndexWriter() = default;
+  fid::Status write_files(index::SqliteDb& db, const SourceTree& tree);
 
-  index::SqliteDb scratch_;
+  std::unique_ptr<index::SqliteDb> scratch_;
   std::optional<index::SqliteStatement> insert_;
 };
 

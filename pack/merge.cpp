@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
-#include <cstdlib>
 #include <cstring>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -14,6 +13,7 @@
 #include <queue>
 #include <string>
 
+#include "common/numbers.h"
 #include "index/format.h"
 #include "pack/pack_source.h"
 #include "pack/shard.h"
@@ -58,16 +58,25 @@ fid::Result<Part> open_part(const fsys::path& dir, const std::string& name) {
   std::error_code ec;
   if (!fsys::is_regular_file(dir / index::kIndexFile, ec))
     return fid::Error{ENOENT, fmt::format("{}: not a fidelityfs store (no {})", name, index::kIndexFile)};
-  try {
-    p.db = std::make_unique<index::SqliteDb>((dir / index::kIndexFile).string(), /*writable=*/false);
-    auto q = p.db->prepare("SELECT key, value FROM meta");
-    while (q.step()) p.meta[q.text(0)] = q.text(1);
-  } catch (const index::StoreError& e) {
-    return fid::Error{EINVAL, fmt::format("{}: not a fidelityfs store: {}", name, e.what())};
-  }
+  auto not_a_store = [&](const fid::Error& e) {
+    return fid::Error{EINVAL, fmt::format("{}: not a fidelityfs store: {}", name, e.message)};
+  };
+  fid::Result<std::unique_ptr<index::SqliteDb>> db = index::SqliteDb::open((dir / index::kIndexFile).string(), /*writable=*/false);
+  if (!db) return not_a_store(db.error());
+  p.db = std::move(db).value();
+  fid::Result<index::SqliteStatement> q = p.db->prepare("SELECT key, value FROM meta");
+  if (!q) return not_a_store(q.error());
+  if (fid::Status read = q->each_row([&]() -> fid::Status {
+        p.meta[q->text(0)] = q->text(1);
+        return {};
+      });
+      !read)
+    return not_a_store(read.error());
   for (const char* key : {"format_version", "levels", "seed", "record_bytes"})
     if (!p.meta.count(key)) return fid::Error{EINVAL, fmt::format("{}: not a fidelityfs store (no {})", name, key)};
-  if (std::atoi(p.meta["format_version"].c_str()) > index::kFormatVersion)
+  const std::optional<uint64_t> version = parse_u64(p.meta["format_version"]);
+  if (!version) return fid::Error{EINVAL, fmt::format("{}: corrupt meta: format_version '{}'", name, p.meta["format_version"])};
+  if (*version > static_cast<uint64_t>(index::kFormatVersion))
     return fid::Error{EINVAL, fmt::format("{}: store format version {} is newer than this fidelityfs supports ({})",
                                           name, p.meta["format_version"], index::kFormatVersion)};
   for (const char* key : {"shard", "source_digest", "level_scripts"})
@@ -118,12 +127,20 @@ fid::Status check_parts(std::vector<Part>& parts) {
 // The folders' relative paths, by id; every part must have the same folders (ids, parents, names).
 fid::Result<std::vector<std::string>> folder_paths(std::vector<Part>& parts) {
   std::vector<index::SqliteStatement> qs;
-  for (Part& p : parts) qs.push_back(p.db->prepare("SELECT id, parent, name FROM dirs ORDER BY id"));
+  for (Part& p : parts) {
+    fid::Result<index::SqliteStatement> q = p.db->prepare("SELECT id, parent, name FROM dirs ORDER BY id");
+    if (!q) return std::move(q).error();
+    qs.push_back(std::move(q).value());
+  }
   std::vector<std::string> rel;
   for (;;) {
-    const bool more = qs[0].step();
+    fid::Result<bool> first = qs[0].step();
+    if (!first) return std::move(first).error();
+    const bool more = *first;
     for (size_t i = 1; i < qs.size(); ++i) {
-      const bool m = qs[i].step();
+      fid::Result<bool> row = qs[i].step();
+      if (!row) return std::move(row).error();
+      const bool m = *row;
       if (m != more || (more && (qs[i].integer(0) != qs[0].integer(0) || qs[i].integer(1) != qs[0].integer(1) ||
                                  as_string(qs[i].blob(2)) != as_string(qs[0].blob(2)))))
         return fid::Error{EINVAL, fmt::format("{} and {}: not parts of one source: their folders differ (folder {})",
@@ -143,19 +160,19 @@ fid::Result<std::vector<std::string>> folder_paths(std::vector<Part>& parts) {
 class MergeWriter {
  public:
   MergeWriter(std::vector<Part>& parts, const fsys::path& tmp, const MergeIo& io, const std::atomic<bool>& cancel)
-      : parts_(parts), tmp_(tmp), io_(io), cancel_(cancel), db_((tmp / index::kIndexPartialFile).string(), /*writable=*/true) {
-    db_.exec("PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF;");
-    db_.exec(index::kSchema);
-    db_.exec("BEGIN");
-  }
+      : parts_(parts), tmp_(tmp), io_(io), cancel_(cancel) {}
 
-  // Each throws StoreError for a database failure.
-  void write_meta();
-  void copy_dirs();
+  // Creates the merged index (schema, a transaction begun).
+  fid::Status begin();
+  fid::Status write_meta();
+  fid::Status copy_dirs();
   fid::Status link_records();
   fid::Status merge_files(const std::vector<std::string>& folders);
-  void copy_skipped();
-  void finish() { db_.exec("COMMIT"); }
+  fid::Status copy_skipped();
+  // Inserts the files row at `q` (a part's) with `insert` as file `id`, its record moved by `record_base`.
+  static fid::Status copy_file(const index::SqliteStatement& q, int64_t id, uint32_t record_base,
+                               index::SqliteStatement& insert);
+  fid::Status finish() { return db_->exec("COMMIT"); }
 
   MergeReport report;
 
@@ -167,33 +184,48 @@ class MergeWriter {
   const fsys::path& tmp_;
   const MergeIo& io_;
   const std::atomic<bool>& cancel_;
-  index::SqliteDb db_;
+  std::unique_ptr<index::SqliteDb> db_;
 };
 
-void MergeWriter::write_meta() {
-  auto st = db_.prepare("INSERT INTO meta(key, value) VALUES (?1, ?2)");
+fid::Status MergeWriter::begin() {
+  fid::Result<std::unique_ptr<index::SqliteDb>> db = index::SqliteDb::open((tmp_ / index::kIndexPartialFile).string(), /*writable=*/true);
+  if (!db) return std::move(db).error();
+  db_ = std::move(db).value();
+  fid::Status s = db_->exec("PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF;");
+  if (s) s = db_->exec(index::kSchema);
+  if (s) s = db_->exec("BEGIN");
+  return s;
+}
+
+fid::Status MergeWriter::write_meta() {
+  fid::Result<index::SqliteStatement> st = db_->prepare("INSERT INTO meta(key, value) VALUES (?1, ?2)");
+  if (!st) return std::move(st).error();
   for (auto [key, value] : parts_[0].meta) {
     if (key == "shard") value = shard_text(Shard{});
     if (key == "created_unix")
       value = std::to_string(
           std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count());
-    st.bind(1, std::string_view(key));
-    st.bind(2, std::string_view(value));
-    st.run();
+    st->bind(1, std::string_view(key));
+    st->bind(2, std::string_view(value));
+    if (fid::Status ran = st->run(); !ran) return ran;
   }
+  return {};
 }
 
-void MergeWriter::copy_dirs() {
-  auto q = parts_[0].db->prepare("SELECT id, parent, name, mtime_ns FROM dirs ORDER BY id");
-  auto st = db_.prepare("INSERT INTO dirs(id, parent, name, mtime_ns) VALUES (?1, ?2, ?3, ?4)");
-  while (q.step()) {
-    st.bind(1, q.integer(0));
-    st.bind(2, q.integer(1));
-    st.bind_blob(3, q.blob(2));
-    st.bind(4, q.integer(3));
-    st.run();
+fid::Status MergeWriter::copy_dirs() {
+  fid::Result<index::SqliteStatement> q = parts_[0].db->prepare("SELECT id, parent, name, mtime_ns FROM dirs ORDER BY id");
+  if (!q) return std::move(q).error();
+  fid::Result<index::SqliteStatement> st = db_->prepare("INSERT INTO dirs(id, parent, name, mtime_ns) VALUES (?1, ?2, ?3, ?4)");
+  if (!st) return std::move(st).error();
+  return q->each_row([&]() -> fid::Status {
+    st->bind(1, q->integer(0));
+    st->bind(2, q->integer(1));
+    st->bind_blob(3, q->blob(2));
+    st->bind(4, q->integer(3));
+    if (fid::Status ran = st->run(); !ran) return ran;
     report.dirs++;
-  }
+    return {};
+  });
 }
 
 fid::Status MergeWriter::place(const Part& p, const std::string& from_rel, const std::string& to) {
@@ -210,31 +242,49 @@ fid::Status MergeWriter::place(const Part& p, const std::string& from_rel, const
 // Places every part's records into the store under their merged ids (part 0's first), keeping
 // their header ids.
 fid::Status MergeWriter::link_records() {
-  auto st = db_.prepare(
+  fid::Result<index::SqliteStatement> st = db_->prepare(
       "INSERT INTO records(id, path, layout, size, region_ends, header_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6)");
+  if (!st) return std::move(st).error();
   uint32_t next = 0;
   for (Part& p : parts_) {
     p.record_base = next;
-    auto q = p.db->prepare("SELECT id, path, layout, size, region_ends, header_id FROM records ORDER BY id");
-    while (q.step()) {
-      const std::string path = q.text(1);
-      if (q.integer(0) != p.records || path.empty() || path.front() == '/' || path.find("..") != std::string::npos)
-        return fid::Error{EINVAL, fmt::format("{}: corrupt index: record {}", name_of(p), q.integer(0))};
+    fid::Result<index::SqliteStatement> q =
+        p.db->prepare("SELECT id, path, layout, size, region_ends, header_id FROM records ORDER BY id");
+    if (!q) return std::move(q).error();
+    fid::Status linked = q->each_row([&]() -> fid::Status {
+      const std::string path = q->text(1);
+      if (q->integer(0) != p.records || path.empty() || path.front() == '/' || path.find("..") != std::string::npos)
+        return fid::Error{EINVAL, fmt::format("{}: corrupt index: record {}", name_of(p), q->integer(0))};
       const std::string to = index::record_path(next);
       if (fid::Status placed = place(p, path, to); !placed) return placed;
-      st.bind(1, static_cast<int64_t>(next));
-      st.bind(2, std::string_view(to));
-      for (int c = 2; c <= 3; ++c) st.bind(c + 1, q.integer(c));  // layout, size
-      st.bind_blob(5, q.blob(4));
-      st.bind(6, q.integer(5));
-      st.run();
+      st->bind(1, static_cast<int64_t>(next));
+      st->bind(2, std::string_view(to));
+      for (int c = 2; c <= 3; ++c) st->bind(c + 1, q->integer(c));  // layout, size
+      st->bind_blob(5, q->blob(4));
+      st->bind(6, q->integer(5));
+      if (fid::Status ran = st->run(); !ran) return ran;
       ++p.records;
       ++next;
-    }
+      return {};
+    });
+    if (!linked) return linked;
     if (cancel_) return fid::Error{ECANCELED, "interrupted"};
   }
   report.records = next;
   return {};
+}
+
+fid::Status MergeWriter::copy_file(const index::SqliteStatement& q, int64_t id, uint32_t record_base,
+                                   index::SqliteStatement& insert) {
+  insert.bind(1, id);
+  insert.bind(2, q.integer(0));
+  insert.bind_blob(3, q.blob(1));
+  for (int c = 2; c <= 9; ++c) insert.bind(c + 2, q.integer(c));  // kind .. mtime_ns
+  insert.bind(6, q.integer(4) + record_base);
+  insert.bind_blob(12, q.blob(10));
+  const std::string note = q.text(11);
+  insert.bind(13, std::string_view(note));
+  return insert.run();
 }
 
 // The parts' files in walk order (each part's files are in it already: a k-way merge), renumbered
@@ -247,7 +297,8 @@ fid::Status MergeWriter::merge_files(const std::vector<std::string>& folders) {
   std::vector<Cursor> cur;
   auto advance = [&](size_t i) -> fid::Result<bool> {
     Cursor& c = cur[i];
-    if (!c.q.step()) return false;
+    fid::Result<bool> row = c.q.step();
+    if (!row || !*row) return row;
     const int64_t dir = c.q.integer(0), record = c.q.integer(4);
     if (dir < 0 || static_cast<uint64_t>(dir) >= folders.size() || record < 0 || record >= parts_[i].records)
       return fid::Error{EINVAL, fmt::format("{}: corrupt index: a file's folder {} or record {}", name_of(parts_[i]),
@@ -258,17 +309,22 @@ fid::Status MergeWriter::merge_files(const std::vector<std::string>& folders) {
   };
   auto later = [&](size_t a, size_t b) { return walk_less(cur[b].path, cur[a].path); };
   std::priority_queue<size_t, std::vector<size_t>, decltype(later)> heap(later);
-  for (Part& p : parts_)
-    cur.push_back(Cursor{p.db->prepare("SELECT dir, name, kind, script, record, slot, width, height, source_size, "
-                                       "mtime_ns, pieces, note FROM files ORDER BY id"),
-                         {}});
+  for (Part& p : parts_) {
+    fid::Result<index::SqliteStatement> q = p.db->prepare(
+        "SELECT dir, name, kind, script, record, slot, width, height, source_size, mtime_ns, pieces, note FROM files "
+        "ORDER BY id");
+    if (!q) return std::move(q).error();
+    cur.push_back(Cursor{std::move(q).value(), {}});
+  }
   for (size_t i = 0; i < cur.size(); ++i) {
     fid::Result<bool> more = advance(i);
     if (!more) return std::move(more).error();
     if (*more) heap.push(i);
   }
-  auto st = db_.prepare("INSERT INTO files(id, dir, name, kind, script, record, slot, width, height, source_size, "
-                        "mtime_ns, pieces, note) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)");
+  fid::Result<index::SqliteStatement> st =
+      db_->prepare("INSERT INTO files(id, dir, name, kind, script, record, slot, width, height, source_size, "
+                   "mtime_ns, pieces, note) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)");
+  if (!st) return std::move(st).error();
   std::string last;
   size_t last_part = 0;
   for (int64_t id = 0; !heap.empty(); ++id) {
@@ -277,15 +333,7 @@ fid::Status MergeWriter::merge_files(const std::vector<std::string>& folders) {
     index::SqliteStatement& q = cur[i].q;
     if (id > 0 && cur[i].path == last)
       return fid::Error{EINVAL, fmt::format("{} and {}: both hold {}", name_of(parts_[last_part]), name_of(parts_[i]), last)};
-    st.bind(1, id);
-    st.bind(2, q.integer(0));
-    st.bind_blob(3, q.blob(1));
-    for (int c = 2; c <= 9; ++c) st.bind(c + 2, q.integer(c));  // kind .. mtime_ns
-    st.bind(6, q.integer(4) + parts_[i].record_base);
-    st.bind_blob(12, q.blob(10));
-    const std::string note = q.text(11);
-    st.bind(13, std::string_view(note));
-    st.run();
+    if (fid::Status copied = copy_file(q, id, parts_[i].record_base, *st); !copied) return copied;
     report.files++;
     last.swap(cur[i].path);
     last_part = i;
@@ -297,18 +345,23 @@ fid::Status MergeWriter::merge_files(const std::vector<std::string>& folders) {
   return {};
 }
 
-void MergeWriter::copy_skipped() {
-  auto st = db_.prepare("INSERT INTO skipped(path, reason) VALUES (?1, ?2)");
+fid::Status MergeWriter::copy_skipped() {
+  fid::Result<index::SqliteStatement> st = db_->prepare("INSERT INTO skipped(path, reason) VALUES (?1, ?2)");
+  if (!st) return std::move(st).error();
   for (Part& p : parts_) {
-    auto q = p.db->prepare("SELECT path, reason FROM skipped");
-    while (q.step()) {
-      st.bind_blob(1, q.blob(0));
-      const std::string reason = q.text(1);
-      st.bind(2, std::string_view(reason));
-      st.run();
+    fid::Result<index::SqliteStatement> q = p.db->prepare("SELECT path, reason FROM skipped");
+    if (!q) return std::move(q).error();
+    fid::Status copied = q->each_row([&]() -> fid::Status {
+      st->bind_blob(1, q->blob(0));
+      const std::string reason = q->text(1);
+      st->bind(2, std::string_view(reason));
+      if (fid::Status ran = st->run(); !ran) return ran;
       report.skipped++;
-    }
+      return {};
+    });
+    if (!copied) return copied;
   }
+  return {};
 }
 
 // Writes the merged index into `tmp` (records linked, index complete and renamed into place).
@@ -319,12 +372,14 @@ fid::Result<MergeReport> write_store(std::vector<Part>& parts, TempStore& tmp, c
   MergeReport report;
   {
     MergeWriter w(parts, tmp.path(), io, cancel);
-    w.write_meta();
-    w.copy_dirs();
-    if (fid::Status linked = w.link_records(); !linked) return std::move(linked).error();
-    if (fid::Status merged = w.merge_files(*folders); !merged) return std::move(merged).error();
-    w.copy_skipped();
-    w.finish();
+    fid::Status written = w.begin();
+    if (written) written = w.write_meta();
+    if (written) written = w.copy_dirs();
+    if (written) written = w.link_records();
+    if (written) written = w.merge_files(*folders);
+    if (written) written = w.copy_skipped();
+    if (written) written = w.finish();
+    if (!written) return std::move(written).error();
     report = w.report;
   }
   if (fid::Status published = tmp.publish_index(); !published) return std::move(published).error();
@@ -352,13 +407,9 @@ fid::Result<std::vector<Part>> open_parts(const std::vector<fsys::path>& part_di
 }  // namespace
 
 fid::Status check_merge_parts(const std::vector<fsys::path>& part_dirs, const MergeIo& io) {
-  try {
-    fid::Result<std::vector<Part>> opened = open_parts(part_dirs, io);
-    if (!opened) return std::move(opened).error();
-    return {};
-  } catch (const index::StoreError& e) {
-    return fid::Error{EIO, fmt::format("cannot merge: {}", e.what())};
-  }
+  fid::Result<std::vector<Part>> opened = open_parts(part_dirs, io);
+  if (!opened) return std::move(opened).error();
+  return {};
 }
 
 fid::Result<MergeReport> merge(const std::vector<fsys::path>& part_dirs, const fsys::path& target,
@@ -372,13 +423,7 @@ fid::Result<MergeReport> merge(const std::vector<fsys::path>& part_dirs, const f
   std::vector<Part>& parts = *opened;
   fid::Result<std::unique_ptr<TempStore>> tmp = TempStore::begin(store);
   if (!tmp) return std::move(tmp).error();
-  fid::Result<MergeReport> report = [&]() -> fid::Result<MergeReport> {
-    try {
-      return write_store(parts, **tmp, io, cancel);
-    } catch (const index::StoreError& e) {
-      return fid::Error{EIO, fmt::format("cannot merge: {}", e.what())};
-    }
-  }();
+  fid::Result<MergeReport> report = write_store(parts, **tmp, io, cancel);
   if (!report) return report;
   if (cancel) return fid::Error{ECANCELED, "interrupted"};
   if (io.destination) {

@@ -5,7 +5,7 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <new>
+#include <cstring>
 
 namespace fid::pack {
 
@@ -24,23 +24,24 @@ void ChunkedPool::Unmap::operator()(char* p) const { ::munmap(p, kMaxEntryBytes)
 
 char* ChunkedPool::map_chunk() {
   void* m = ::mmap(nullptr, kMaxEntryBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (m == MAP_FAILED) throw std::bad_alloc();
-  return static_cast<char*>(m);
+  return m == MAP_FAILED ? nullptr : static_cast<char*>(m);
 }
 
-ChunkedPool::ChunkedPool(const ChunkedPool& other) : used_(other.used_) {
-  chunks_.reserve(other.chunks_.size());
-  for (const auto& c : other.chunks_) {
-    chunks_.emplace_back(c ? map_chunk() : nullptr);
-    if (c) std::memcpy(chunks_.back().get(), c.get(), kMaxEntryBytes);
-  }
+namespace {
+
+fid::Error no_chunk(int err) {
+  return fid::Error{err, fmt::format("out of memory for the listing (mmap: {})", std::strerror(err))};
 }
 
-uint64_t ChunkedPool::add(std::initializer_list<std::string_view> parts) {
+}  // namespace
+
+fid::Result<uint64_t> ChunkedPool::add(std::initializer_list<std::string_view> parts) {
   size_t need = 0;
   for (std::string_view p : parts) need += p.size();
   if (chunks_.empty() || used_ + need > kMaxEntryBytes) {
-    chunks_.emplace_back(map_chunk());
+    char* chunk = map_chunk();
+    if (!chunk) return no_chunk(errno);
+    chunks_.emplace_back(chunk);
     used_ = 0;
   }
   const uint64_t handle = (static_cast<uint64_t>(chunks_.size() - 1) << kChunkBits) | used_;
@@ -52,13 +53,16 @@ uint64_t ChunkedPool::add(std::initializer_list<std::string_view> parts) {
   return handle;
 }
 
-void SourceFiles::add(uint32_t dir, std::string_view name, uint32_t size) {
+fid::Status SourceFiles::add(uint32_t dir, std::string_view name, uint32_t size) {
   char head[10];
   std::memcpy(head, &dir, 4);
   std::memcpy(head + 4, &size, 4);
   const auto len = static_cast<uint16_t>(name.size());
   std::memcpy(head + 8, &len, 2);
-  entry_.push_back(pool_.add({std::string_view(head, 10), name}));
+  fid::Result<uint64_t> handle = pool_.add({std::string_view(head, 10), name});
+  if (!handle) return std::move(handle).error();
+  entry_.push_back(*handle);
+  return {};
 }
 
 fid::Result<std::string> normalize_source_path(std::string_view raw) {
@@ -170,9 +174,11 @@ fid::Result<bool> SourceTreeBuilder::add_file(const std::string& path, uint64_t 
     tree_.skipped.emplace_back(path, "larger than 4 GiB");
     return false;
   }
+  if (fid::Status added = tree_.files.add(stack_.back(), std::string_view(path).substr(parent.empty() ? 0 : parent.size() + 1),
+                                          static_cast<uint32_t>(size));
+      !added)
+    return std::move(added).error();
   last_file_ = path;
-  tree_.files.add(stack_.back(), std::string_view(path).substr(parent.empty() ? 0 : parent.size() + 1),
-                  static_cast<uint32_t>(size));
   tree_.bytes += size;
   return true;
 }

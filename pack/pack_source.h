@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <cstdint>
 #include <cstring>
 #include <initializer_list>
@@ -40,11 +41,13 @@ class ChunkedPool {
   ChunkedPool() = default;
   ChunkedPool(ChunkedPool&&) noexcept = default;
   ChunkedPool& operator=(ChunkedPool&&) noexcept = default;
-  ChunkedPool(const ChunkedPool& other);  // copies the chunks still held
-  ChunkedPool& operator=(const ChunkedPool& other) { return *this = ChunkedPool(other); }
-  // The parts, stored one after the other, are at most kMaxEntryBytes long together. Throws
-  // std::bad_alloc when no memory can be mapped.
-  uint64_t add(std::initializer_list<std::string_view> parts);
+  // Not copied: a copy would map chunks, which can fail, and no listing needs one.
+  ChunkedPool(const ChunkedPool&) = delete;
+  ChunkedPool& operator=(const ChunkedPool&) = delete;
+  // The parts, stored one after the other, are at most kMaxEntryBytes long together. The
+  // entry's handle; ENOMEM (or mmap's errno) when no memory can be mapped, the message the
+  // reason only.
+  fid::Result<uint64_t> add(std::initializer_list<std::string_view> parts);
   const char* at(uint64_t handle) const {
     return chunks_[chunk_of(handle)].get() + (handle & (kMaxEntryBytes - 1));
   }
@@ -57,6 +60,7 @@ class ChunkedPool {
   struct Unmap {
     void operator()(char* p) const;
   };
+  // A new chunk, or nullptr with errno set.
   static char* map_chunk();
   std::vector<std::unique_ptr<char, Unmap>> chunks_;
   size_t used_ = 0;  // bytes used in the last chunk
@@ -67,7 +71,8 @@ class ChunkedPool {
 class SourceFiles {
  public:
   uint32_t size() const { return static_cast<uint32_t>(entry_.size()); }
-  void add(uint32_t dir, std::string_view name, uint32_t size);
+  // ENOMEM when the pool cannot grow (the message the reason only).
+  fid::Status add(uint32_t dir, std::string_view name, uint32_t size);
   uint32_t dir(uint32_t i) const { return u32_at(i, 0); }
   uint32_t listed_size(uint32_t i) const { return u32_at(i, 4); }
   std::string_view name(uint32_t i) const {
@@ -106,16 +111,20 @@ class PathListing {
     std::string_view path, extra;
   };
 
-  // False (nothing added) when the path or the extra is longer than kMaxBytes.
-  bool add(const Info& info, std::string_view path, std::string_view extra = {}) {
-    if (path.size() > kMaxBytes || extra.size() > kMaxBytes) return false;
+  // Nothing added: ENAMETOOLONG when the path or the extra is longer than kMaxBytes, ENOMEM when
+  // the pool cannot grow. The message is the reason only ("a path longer than 4096 bytes").
+  fid::Status add(const Info& info, std::string_view path, std::string_view extra = {}) {
+    if (path.size() > kMaxBytes || extra.size() > kMaxBytes)
+      return fid::Error{ENAMETOOLONG, "a path longer than " + std::to_string(kMaxBytes) + " bytes"};
     char head[sizeof(Info) + 4];
     std::memcpy(head, &info, sizeof(Info));
     const auto path_len = static_cast<uint16_t>(path.size()), extra_len = static_cast<uint16_t>(extra.size());
     std::memcpy(head + sizeof(Info), &path_len, 2);
     std::memcpy(head + sizeof(Info) + 2, &extra_len, 2);
-    entries_.push_back(pool_.add({std::string_view(head, sizeof head), path, extra}));
-    return true;
+    fid::Result<uint64_t> handle = pool_.add({std::string_view(head, sizeof head), path, extra});
+    if (!handle) return std::move(handle).error();
+    entries_.push_back(*handle);
+    return {};
   }
   size_t size() const { return entries_.size(); }
   Entry operator[](size_t k) const { return entry_at(entries_[k]); }

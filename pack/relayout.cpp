@@ -63,6 +63,36 @@ class Arena {
   uint64_t size_ = 0;
 };
 
+// Rewrites the copied index at `to`: the layout, the format version, the JPEG records' rows.
+Status update_index(const index::Store& store, index::StoreLayout layout, const fsys::path& to,
+                    const std::vector<std::vector<uint64_t>>& region_ends) {
+  Result<std::unique_ptr<index::SqliteDb>> opened = index::SqliteDb::open(to.string(), /*writable=*/true);
+  if (!opened) return std::move(opened).error();
+  index::SqliteDb& db = **opened;
+  if (Status begun = db.exec("BEGIN"); !begun) return begun;
+  Result<index::SqliteStatement> meta = db.prepare("INSERT OR REPLACE INTO meta(key, value) VALUES (?1, ?2)");
+  if (!meta) return std::move(meta).error();
+  auto put = [&](std::string_view key, const std::string& value) {
+    meta->bind(1, key);
+    meta->bind(2, std::string_view(value));
+    return meta->run();
+  };
+  Status s = put("layout", std::string(index::layout_name(layout)));
+  if (s) s = put("format_version", std::to_string(layout == index::StoreLayout::file ? index::kFormatVersion : index::kScanLayoutFormatVersion));
+  if (!s) return s;
+  Result<index::SqliteStatement> rec = db.prepare("UPDATE records SET layout = ?1, region_ends = ?2 WHERE id = ?3");
+  if (!rec) return std::move(rec).error();
+  const index::RecordLayout jpeg = jpeg_record_layout(layout);
+  for (const index::Record& r : store.records()) {
+    if (r.layout == index::RecordLayout::whole) continue;
+    rec->bind(1, static_cast<int64_t>(jpeg));
+    rec->bind_blob(2, index::encode_u64s(region_ends[r.id]));
+    rec->bind(3, static_cast<int64_t>(r.id));
+    if (Status ran = rec->run(); !ran) return ran;
+  }
+  return db.exec("COMMIT");
+}
+
 // The index of the new store: the source's, with the layout, the format version and the JPEG
 // records' rows of `layout`.
 Status write_index(const index::Store& store, index::StoreLayout layout, const fsys::path& from, const fsys::path& to,
@@ -70,32 +100,8 @@ Status write_index(const index::Store& store, index::StoreLayout layout, const f
   std::error_code ec;
   if (!fsys::copy_file(from, to, fsys::copy_options::overwrite_existing, ec))
     return Error{ec.value(), fmt::format("{}: cannot copy the index to {}: {}", from.string(), to.string(), ec.message())};
-  try {
-    index::SqliteDb db(to.string(), /*writable=*/true);
-    db.exec("BEGIN");
-    auto meta = db.prepare("INSERT OR REPLACE INTO meta(key, value) VALUES (?1, ?2)");
-    auto put = [&](std::string_view key, const std::string& value) {
-      meta.bind(1, key);
-      meta.bind(2, std::string_view(value));
-      meta.run();
-      meta.reset();
-    };
-    put("layout", std::string(index::layout_name(layout)));
-    put("format_version", std::to_string(layout == index::StoreLayout::file ? index::kFormatVersion : index::kScanLayoutFormatVersion));
-    auto rec = db.prepare("UPDATE records SET layout = ?1, region_ends = ?2 WHERE id = ?3");
-    const index::RecordLayout jpeg = jpeg_record_layout(layout);
-    for (const index::Record& r : store.records()) {
-      if (r.layout == index::RecordLayout::whole) continue;
-      rec.bind(1, static_cast<int64_t>(jpeg));
-      rec.bind_blob(2, index::encode_u64s(region_ends[r.id]));
-      rec.bind(3, static_cast<int64_t>(r.id));
-      rec.run();
-      rec.reset();
-    }
-    db.exec("COMMIT");
-  } catch (const index::StoreError& e) {
-    return Error{EIO, fmt::format("cannot write the index: {}", e.what())};
-  }
+  Status written = update_index(store, layout, to, region_ends);
+  if (!written) return Error{EIO, fmt::format("cannot write the index: {}", written.error().message)};
   return {};
 }
 

@@ -33,8 +33,9 @@ class Listing {
   };
 
   // `invalid`: why the key cannot be a path, if known. True when the entry is kept (a folder
-  // then may be listed).
-  bool add(Kind kind, std::string_view key, uint64_t size, int64_t mtime_ns, std::string_view invalid = {}) {
+  // then may be listed), false when it is skipped; ENOMEM when the listing cannot grow (the
+  // message the reason only).
+  Result<bool> add(Kind kind, std::string_view key, uint64_t size, int64_t mtime_ns, std::string_view invalid = {}) {
     newest_ = std::max(newest_, mtime_ns);
     auto skip = [&](std::string why) {
       skipped_.emplace_back(std::string(key) + (kind == dir ? "/" : ""), std::move(why));
@@ -43,8 +44,9 @@ class Listing {
     if (!invalid.empty()) return skip(std::string(invalid));
     Result<std::string> path = normalize_source_path(key);
     if (!path) return skip(path.error().message);
-    if (!paths_.add(Info{size, mtime_ns, kind}, *path, *path == key ? std::string_view{} : key))
-      return skip(fmt::format("a path longer than {} bytes", paths_.kMaxBytes));
+    Status added = paths_.add(Info{size, mtime_ns, kind}, *path, *path == key ? std::string_view{} : key);
+    if (!added && added.error().code == ENAMETOOLONG) return skip(added.error().message);
+    if (!added) return std::move(added).error();
     return true;
   }
   bool empty() const { return paths_.size() == 0 && skipped_.empty(); }
@@ -90,6 +92,8 @@ class RemoteSource final : public PackSource {
   // A GET of `path` (relative to the source's root) and what it got, waited for.
   std::pair<Status, std::string> get_text(net::HttpRequest req) const;
   Error listing_error(const Status& s, const net::HttpResult& r, std::string_view what) const;
+  // A listing that cannot be kept (ENOMEM), naming the source.
+  Error listing_failed(const Error& e) const { return Error{e.code, fmt::format("{}: cannot list: {}", root_text(), e.message)}; }
   Status list_s3(Listing& out, const std::atomic<bool>& cancel);
   Status list_http(Listing& out, const std::atomic<bool>& cancel);
   Status list_http_folders(const std::vector<std::string>& folders, Listing& out, std::vector<std::string>& next);
@@ -172,7 +176,8 @@ Status RemoteSource::list_s3(Listing& out, const std::atomic<bool>& cancel) {
       std::string_view key = std::string_view(o.key).substr(prefix.size());
       const bool folder = key.ends_with('/');
       if (folder) key.remove_suffix(1);
-      out.add(folder ? Listing::dir : Listing::file, key, o.size, o.mtime_ns);
+      if (Result<bool> kept = out.add(folder ? Listing::dir : Listing::file, key, o.size, o.mtime_ns); !kept)
+        return listing_failed(std::move(kept).error());
     }
     token = page->truncated ? page->next_token : "";
   } while (!token.empty());
@@ -225,14 +230,16 @@ Status RemoteSource::list_http_folders(const std::vector<std::string>& folders, 
                                                   "autoindex_format json;)", url, listed.error().message)};
     for (const net::AutoindexEntry& item : *listed) {
       const std::string key = folders[k].empty() ? item.name : folders[k] + "/" + item.name;
-      if (item.type != net::AutoindexEntry::Type::dir) {
-        out.add(item.type == net::AutoindexEntry::Type::other ? Listing::other : Listing::file, key, item.size, item.mtime_ns);
-        continue;
-      }
+      const bool is_dir = item.type == net::AutoindexEntry::Type::dir;
       std::string too_deep;
-      if (std::count(key.begin(), key.end(), '/') + 1 > static_cast<std::ptrdiff_t>(kMaxFolderDepth))
+      if (is_dir && std::count(key.begin(), key.end(), '/') + 1 > static_cast<std::ptrdiff_t>(kMaxFolderDepth))
         too_deep = fmt::format("more than {} folders deep (a link loop on the server?)", kMaxFolderDepth);
-      if (out.add(Listing::dir, key, item.size, item.mtime_ns, too_deep)) next.push_back(key);
+      const Listing::Kind kind = is_dir ? Listing::dir
+                                 : item.type == net::AutoindexEntry::Type::other ? Listing::other
+                                                                                 : Listing::file;
+      Result<bool> kept = out.add(kind, key, item.size, item.mtime_ns, too_deep);
+      if (!kept) return listing_failed(std::move(kept).error());
+      if (is_dir && *kept) next.push_back(key);
     }
   }
   return {};

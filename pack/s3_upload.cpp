@@ -229,7 +229,9 @@ void S3Upload::put_part(const std::shared_ptr<Object>& obj, size_t k) {
 }
 
 void S3Upload::complete_multipart(const std::shared_ptr<Object>& obj) {
-  net::HttpRequest req = net::complete_multipart_upload(where_, obj->name, obj->upload_id, obj->etags);
+  Result<net::HttpRequest> made = net::complete_multipart_upload(where_, obj->name, obj->upload_id, obj->etags);
+  if (!made) return abort_multipart(obj, std::move(made).error());
+  net::HttpRequest req = std::move(made).value();
   obj->answer->clear();
   req.sink = net::answer_sink(obj->answer);
   req.done = [this, obj](Status s, const net::HttpResult&) {

@@ -2,18 +2,22 @@
 
 #include <xxhash.h>
 
-#include <charconv>
+#include <cstdint>
 #include <fmt/format.h>
 #include <memory>
+#include <optional>
+
+#include "common/numbers.h"
 
 namespace fid::pack {
 
 namespace {
 
 bool parse_u32(std::string_view s, uint32_t& v) {
-  if (s.empty()) return false;
-  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  return ec == std::errc() && end == s.data() + s.size();
+  const std::optional<uint64_t> n = parse_u64(s);
+  if (!n || *n > UINT32_MAX) return false;
+  v = static_cast<uint32_t>(*n);
+  return true;
 }
 
 }  // namespace

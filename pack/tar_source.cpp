@@ -315,8 +315,9 @@ fid::Result<SourceTree> TarSource::Impl::list() {
   std::vector<std::pair<std::string, std::string>> too_long;  // path, why
   std::vector<int64_t> tar_mtime;
   TarWalk walk(opt, cancel, [&](const TarMember& m, archive*) -> fid::Status {
-    if (!members.add(MemberInfo{m.offset, m.size, m.mtime_ns, m.tar, m.seq, m.kind}, m.path, m.detail))
-      too_long.emplace_back(m.path, fmt::format("a path longer than {} bytes", MemberListing::kMaxBytes));
+    fid::Status added = members.add(MemberInfo{m.offset, m.size, m.mtime_ns, m.tar, m.seq, m.kind}, m.path, m.detail);
+    if (!added && added.error().code == ENAMETOOLONG) too_long.emplace_back(m.path, added.error().message);
+    else if (!added) return fid::Error{added.error().code, fmt::format("{}: cannot list: {}", opt.tars[m.tar].string(), added.error().message)};
     return {};
   });
   for (uint32_t t = 0; t < opt.tars.size(); ++t) {

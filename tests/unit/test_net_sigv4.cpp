@@ -76,12 +76,12 @@ std::string header(const Headers& headers, std::string_view name) {
 }  // namespace
 
 TEST(Sigv4Primitives, Sha256AndEncoding) {
-  EXPECT_EQ(sha256_hex(""), kEmptySha256);
+  EXPECT_EQ(sha256_hex("").value(), kEmptySha256);
   // The body of the suite's post-x-www-form-urlencoded case and of the S3 PUT example, with the
   // payload hashes those documents give.
-  EXPECT_EQ(sha256_hex("Param1=value1"),
+  EXPECT_EQ(sha256_hex("Param1=value1").value(),
             "9095672bbd1f56dfc5b65f3e153adc8731a4a654192329106275f4c7b24d0b6e");
-  EXPECT_EQ(sha256_hex("Welcome to Amazon S3."),
+  EXPECT_EQ(sha256_hex("Welcome to Amazon S3.").value(),
             "44ce7dd67c959e0d3524ffac1771dfbba87d2b6b4b4e99e42034a8b803f8b072");
 
   EXPECT_EQ(uri_encode("AZaz09-._~", false), "AZaz09-._~");
@@ -106,9 +106,9 @@ TEST(Sigv4Suite, GetVanilla) {
             "GET\n/\n\nhost:example.amazonaws.com\nx-amz-date:20150830T123600Z\n\n"
             "host;x-amz-date\n"
             "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
-  EXPECT_EQ(string_to_sign(r, c),
+  EXPECT_EQ(string_to_sign(r, c).value(),
             suite_sts("bb579772317eb040ac9ed261061d46c1f17a8133879d6129b6e1c25292927e63"));
-  EXPECT_EQ(signature(r, c), "5fa00fa31553b73ebf1942676e86291e8372ff2a2260956d9b8aae1d763fbf31");
+  EXPECT_EQ(signature(r, c).value(), "5fa00fa31553b73ebf1942676e86291e8372ff2a2260956d9b8aae1d763fbf31");
 }
 
 // Suite case get-vanilla-query-order-key-case: GET /?Param2=value2&Param1=value1.
@@ -120,9 +120,9 @@ TEST(Sigv4Suite, GetVanillaQueryOrderKeyCase) {
             "GET\n/\nParam1=value1&Param2=value2\nhost:example.amazonaws.com\n"
             "x-amz-date:20150830T123600Z\n\nhost;x-amz-date\n"
             "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
-  EXPECT_EQ(string_to_sign(r, c),
+  EXPECT_EQ(string_to_sign(r, c).value(),
             suite_sts("816cd5b414d056048ba4f7c5386d6e0533120fb1fcfa93762cf0fc39e2cf19e0"));
-  EXPECT_EQ(signature(r, c), "b97d918cfa904a5beff61c982a1b6f458b799221646efd99d3219ec94cdf2500");
+  EXPECT_EQ(signature(r, c).value(), "b97d918cfa904a5beff61c982a1b6f458b799221646efd99d3219ec94cdf2500");
 }
 
 // Suite case get-vanilla-query-order-encoded: GET /?Param-3=Value3&Param=Value2&%E1%88%B4=Value1
@@ -135,9 +135,9 @@ TEST(Sigv4Suite, GetVanillaQueryOrderEncoded) {
             "GET\n/\n%E1%88%B4=Value1&Param=Value2&Param-3=Value3\nhost:example.amazonaws.com\n"
             "x-amz-date:20150830T123600Z\n\nhost;x-amz-date\n"
             "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
-  EXPECT_EQ(string_to_sign(r, c),
+  EXPECT_EQ(string_to_sign(r, c).value(),
             suite_sts("868294f5c38bd141c4972a373a76654f1418a8e4fc18b2e7903ae45e8ae0ec71"));
-  EXPECT_EQ(signature(r, c), "371d3713e185cc334048618a97f809c9ffe339c62934c032af5a0e595648fcac");
+  EXPECT_EQ(signature(r, c).value(), "371d3713e185cc334048618a97f809c9ffe339c62934c032af5a0e595648fcac");
 }
 
 // Suite case get-vanilla-query-unreserved: unreserved characters are not encoded.
@@ -151,9 +151,9 @@ TEST(Sigv4Suite, GetVanillaQueryUnreserved) {
             "GET\n/\n" + unreserved + "=" + unreserved +
                 "\nhost:example.amazonaws.com\nx-amz-date:20150830T123600Z\n\nhost;x-amz-date\n"
                 "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
-  EXPECT_EQ(string_to_sign(r, c),
+  EXPECT_EQ(string_to_sign(r, c).value(),
             suite_sts("c30d4703d9f799439be92736156d47ccfb2d879ddf56f5befa6d1d6aab979177"));
-  EXPECT_EQ(signature(r, c), "9c3e54bfcdf0b19771a7f523ee5669cdf59bc7cc0884027167c21bb143a40197");
+  EXPECT_EQ(signature(r, c).value(), "9c3e54bfcdf0b19771a7f523ee5669cdf59bc7cc0884027167c21bb143a40197");
 }
 
 // Suite case get-vanilla-utf8-query: GET /?ሴ=bar.
@@ -165,7 +165,7 @@ TEST(Sigv4Suite, GetVanillaUtf8Query) {
             "GET\n/\n%E1%88%B4=bar\nhost:example.amazonaws.com\nx-amz-date:20150830T123600Z\n\n"
             "host;x-amz-date\n"
             "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
-  EXPECT_EQ(signature(r, c), "2cdec8eed098649ff3a119c94853b13c643bcf08f8b0a1d91e12c9027818dd04");
+  EXPECT_EQ(signature(r, c).value(), "2cdec8eed098649ff3a119c94853b13c643bcf08f8b0a1d91e12c9027818dd04");
 }
 
 // Suite case get-utf8: GET /ሴ; the path is given already encoded, as sent.
@@ -176,9 +176,9 @@ TEST(Sigv4Suite, GetUtf8Path) {
             "GET\n/%E1%88%B4\n\nhost:example.amazonaws.com\nx-amz-date:20150830T123600Z\n\n"
             "host;x-amz-date\n"
             "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
-  EXPECT_EQ(string_to_sign(r, c),
+  EXPECT_EQ(string_to_sign(r, c).value(),
             suite_sts("2a0a97d02205e45ce2e994789806b19270cfbbb0921b278ccf58f5249ac42102"));
-  EXPECT_EQ(signature(r, c), "8318018e0b0f223aa2bbf98705b62bb787dc9c0e678f255a891fd03141be5d85");
+  EXPECT_EQ(signature(r, c).value(), "8318018e0b0f223aa2bbf98705b62bb787dc9c0e678f255a891fd03141be5d85");
 }
 
 // Suite case get-header-value-trim: names lower-cased, values trimmed, inner spaces collapsed.
@@ -190,9 +190,9 @@ TEST(Sigv4Suite, GetHeaderValueTrim) {
             "GET\n/\n\nhost:example.amazonaws.com\nmy-header1:value1\nmy-header2:\"a b c\"\n"
             "x-amz-date:20150830T123600Z\n\nhost;my-header1;my-header2;x-amz-date\n"
             "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
-  EXPECT_EQ(string_to_sign(r, c),
+  EXPECT_EQ(string_to_sign(r, c).value(),
             suite_sts("a726db9b0df21c14f559d0a978e563112acb1b9e05476f0a6a1c7d68f28605c7"));
-  EXPECT_EQ(signature(r, c), "acc3ed3afb60bb290fc8d2dd0098b9911fcaa05412b367055dee359757a9c736");
+  EXPECT_EQ(signature(r, c).value(), "acc3ed3afb60bb290fc8d2dd0098b9911fcaa05412b367055dee359757a9c736");
 }
 
 // Suite case get-header-key-duplicate: a repeated header signs its values in order, joined.
@@ -204,9 +204,9 @@ TEST(Sigv4Suite, GetHeaderKeyDuplicate) {
             "GET\n/\n\nhost:example.amazonaws.com\nmy-header1:value2,value2,value1\n"
             "x-amz-date:20150830T123600Z\n\nhost;my-header1;x-amz-date\n"
             "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
-  EXPECT_EQ(string_to_sign(r, c),
+  EXPECT_EQ(string_to_sign(r, c).value(),
             suite_sts("dc7f04a3abfde8d472b0ab1a418b741b7c67174dad1551b4117b15527fbe966c"));
-  EXPECT_EQ(signature(r, c), "c9d5ea9f3f72853aea855b47ea873832890dbdd183b4468f858259531a5138ea");
+  EXPECT_EQ(signature(r, c).value(), "c9d5ea9f3f72853aea855b47ea873832890dbdd183b4468f858259531a5138ea");
 }
 
 // Suite case post-vanilla-query: POST /?Param1=value1.
@@ -214,9 +214,9 @@ TEST(Sigv4Suite, PostVanillaQuery) {
   SignRequest r = suite_request("POST", "/");
   r.query = {{"Param1", "value1"}};
   Credentials c = suite_credentials();
-  EXPECT_EQ(string_to_sign(r, c),
+  EXPECT_EQ(string_to_sign(r, c).value(),
             suite_sts("9d659678c1756bb3113e2ce898845a0a79dbbc57b740555917687f1b3340fbbd"));
-  EXPECT_EQ(signature(r, c), "28038455d6de14eafc1f9222cf5aa6f1a96197d7deb8263271d420d138af7f11");
+  EXPECT_EQ(signature(r, c).value(), "28038455d6de14eafc1f9222cf5aa6f1a96197d7deb8263271d420d138af7f11");
 }
 
 // Suite case post-x-www-form-urlencoded (aws-c-auth's version signs the body: context.json has
@@ -224,7 +224,7 @@ TEST(Sigv4Suite, PostVanillaQuery) {
 TEST(Sigv4Suite, PostFormUrlencodedSignedBody) {
   SignRequest r = suite_request("POST", "/");
   r.headers = {{"Content-Type", "application/x-www-form-urlencoded"}, {"Content-Length", "13"}};
-  r.payload_sha256 = sha256_hex("Param1=value1");
+  r.payload_sha256 = sha256_hex("Param1=value1").value();
   r.content_sha256_header = true;
   Credentials c = suite_credentials();
   EXPECT_EQ(canonical_request(r, c),
@@ -234,9 +234,9 @@ TEST(Sigv4Suite, PostFormUrlencodedSignedBody) {
             "x-amz-date:20150830T123600Z\n\n"
             "content-length;content-type;host;x-amz-content-sha256;x-amz-date\n"
             "9095672bbd1f56dfc5b65f3e153adc8731a4a654192329106275f4c7b24d0b6e");
-  EXPECT_EQ(string_to_sign(r, c),
+  EXPECT_EQ(string_to_sign(r, c).value(),
             suite_sts("b1edd1d03544c25390e32085d55b57acc9a3961bb59415ff86c45c3d89d16cfb"));
-  EXPECT_EQ(signature(r, c), "d3875051da38690788ef43de4db0d8f280229d82040bfac253562e56c3f20e0b");
+  EXPECT_EQ(signature(r, c).value(), "d3875051da38690788ef43de4db0d8f280229d82040bfac253562e56c3f20e0b");
   // header-signed-request.txt
   Headers added = *sign(r, c);
   EXPECT_EQ(header(added, "x-amz-content-sha256"),
@@ -257,9 +257,9 @@ TEST(Sigv4Suite, SessionTokenIsSignedAndAdded) {
             "x-amz-security-token:6e86291e8372ff2a2260956d9b8aae1d763fbf315fa00fa31553b73ebf194267\n"
             "\nhost;x-amz-date;x-amz-security-token\n"
             "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
-  EXPECT_EQ(string_to_sign(r, c),
+  EXPECT_EQ(string_to_sign(r, c).value(),
             suite_sts("067b36aa60031588cea4a4cde1f21215227a047690c72247f1d70b32fbbfad2b"));
-  EXPECT_EQ(signature(r, c), "07ec1639c89043aa0e3e2de82b96708f198cceab042d4a97044c66dd9f74e7f8");
+  EXPECT_EQ(signature(r, c).value(), "07ec1639c89043aa0e3e2de82b96708f198cceab042d4a97044c66dd9f74e7f8");
   // header-signed-request.txt
   Headers added = *sign(r, c);
   EXPECT_EQ(header(added, "x-amz-security-token"), c.session_token);
@@ -281,9 +281,9 @@ TEST(Sigv4S3, GetObjectWithRange) {
             "x-amz-content-sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855\n"
             "x-amz-date:20130524T000000Z\n\nhost;range;x-amz-content-sha256;x-amz-date\n"
             "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
-  EXPECT_EQ(string_to_sign(r, c),
+  EXPECT_EQ(string_to_sign(r, c).value(),
             s3_sts("7344ae5b7ee6c3e7e6b0fe0640412a37625d1fbfff95c48bbb2dc43964946972"));
-  EXPECT_EQ(signature(r, c), "f0e8bdb87c964420e857bd35b5d6ed310bd44f0170aba48dd91039c6036bdb41");
+  EXPECT_EQ(signature(r, c).value(), "f0e8bdb87c964420e857bd35b5d6ed310bd44f0170aba48dd91039c6036bdb41");
   Headers added = *sign(r, c);
   EXPECT_EQ(header(added, "x-amz-content-sha256"), kEmptySha256);
   EXPECT_EQ(header(added, "x-amz-security-token"), "<absent>");
@@ -298,7 +298,7 @@ TEST(Sigv4S3, PutObject) {
   SignRequest r = s3_request("PUT", "/" + uri_encode("test$file.text", true));
   r.headers = {{"Date", "Fri, 24 May 2013 00:00:00 GMT"},
                {"x-amz-storage-class", "REDUCED_REDUNDANCY"}};
-  r.payload_sha256 = sha256_hex("Welcome to Amazon S3.");
+  r.payload_sha256 = sha256_hex("Welcome to Amazon S3.").value();
   Credentials c = s3_credentials();
   EXPECT_EQ(canonical_request(r, c),
             "PUT\n/test%24file.text\n\ndate:Fri, 24 May 2013 00:00:00 GMT\n"
@@ -307,9 +307,9 @@ TEST(Sigv4S3, PutObject) {
             "x-amz-date:20130524T000000Z\nx-amz-storage-class:REDUCED_REDUNDANCY\n\n"
             "date;host;x-amz-content-sha256;x-amz-date;x-amz-storage-class\n"
             "44ce7dd67c959e0d3524ffac1771dfbba87d2b6b4b4e99e42034a8b803f8b072");
-  EXPECT_EQ(string_to_sign(r, c),
+  EXPECT_EQ(string_to_sign(r, c).value(),
             s3_sts("9e0e90d9c76de8fa5b200d8c849cd5b8dc7a3be3951ddb7f6a76b4158342019d"));
-  EXPECT_EQ(signature(r, c), "98ad721746da40c64f1a55b78f14c238d841ea1380cd77a1b5971af0ece108bd");
+  EXPECT_EQ(signature(r, c).value(), "98ad721746da40c64f1a55b78f14c238d841ea1380cd77a1b5971af0ece108bd");
 }
 
 // S3 example "GET Bucket Lifecycle": a query parameter without a value signs as "lifecycle=".
@@ -322,9 +322,9 @@ TEST(Sigv4S3, GetBucketLifecycle) {
             "x-amz-content-sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855\n"
             "x-amz-date:20130524T000000Z\n\nhost;x-amz-content-sha256;x-amz-date\n"
             "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
-  EXPECT_EQ(string_to_sign(r, c),
+  EXPECT_EQ(string_to_sign(r, c).value(),
             s3_sts("9766c798316ff2757b517bc739a67f6213b4ab36dd5da2f94eaebf79c77395ca"));
-  EXPECT_EQ(signature(r, c), "fea454ca298b7da1c68078a5d1bdbfbbe0d65c699e0f91ac7a200a0136783543");
+  EXPECT_EQ(signature(r, c).value(), "fea454ca298b7da1c68078a5d1bdbfbbe0d65c699e0f91ac7a200a0136783543");
 }
 
 // S3 example "Get Bucket (List Objects)": GET /?max-keys=2&prefix=J, given out of order here.
@@ -337,9 +337,9 @@ TEST(Sigv4S3, ListObjects) {
             "x-amz-content-sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855\n"
             "x-amz-date:20130524T000000Z\n\nhost;x-amz-content-sha256;x-amz-date\n"
             "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
-  EXPECT_EQ(string_to_sign(r, c),
+  EXPECT_EQ(string_to_sign(r, c).value(),
             s3_sts("df57d21db20da04d7fa30298dd4488ba3a2b47ca3a489c74750e0f1e7df1b9b7"));
-  EXPECT_EQ(signature(r, c), "34b48302e7b5fa45bde8084f4b7868a86f0a534bc59db6670ed5711ef69dc6f7");
+  EXPECT_EQ(signature(r, c).value(), "34b48302e7b5fa45bde8084f4b7868a86f0a534bc59db6670ed5711ef69dc6f7");
 }
 
 // The signer's own rules (not from AWS's vectors): what it takes from the fields, and anonymous.
@@ -358,7 +358,7 @@ TEST(Sigv4Signer, FieldsWinOverCallerHeadersAndAnonymousAddsNothing) {
   // A session token changes the signed headers, so a token cannot be swapped in transit.
   Credentials with_token = c;
   with_token.session_token = "token";
-  EXPECT_NE(signature(r, with_token), signature(r, c));
+  EXPECT_NE(signature(r, with_token).value(), signature(r, c).value());
   EXPECT_NE(canonical_request(r, with_token).find("x-amz-security-token:token\n"),
             std::string::npos);
 }
