@@ -46,6 +46,11 @@ std::string Filesystem::describe() const {
                      store_.levels(), index::layout_name(store_.layout()), policy_.mount_default());
 }
 
+void Filesystem::received(Request op, uint64_t ino) {
+  const NodeType t = inodes_.decode(ino).type;
+  if (t == NodeType::dir || t == NodeType::file) request_errors_.received(op);
+}
+
 Result<Node> Filesystem::existing(uint64_t ino) const {
   const Node n = inodes_.decode(ino);
   if (n.type == NodeType::invalid) return Error{ENOENT, "no such inode"};

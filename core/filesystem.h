@@ -60,15 +60,13 @@ class Filesystem {
   // source's requests (the mount is ending).
   void attach(KernelCache* kernel) { changes_.attach(kernel); }
   void detach();
-  // Waits until every invalidation a level change queued has reached the kernel.
-  void wait_invalidations() { changes_.wait_idle(); }
+  void wait_invalidations() { changes_.wait_idle(); }  // until every queued invalidation is done
 
   using Entry = Namespace::Entry;
   Result<Entry> lookup(uint64_t parent, std::string_view name);
   Result<struct stat> getattr(uint64_t ino);
   Status access(uint64_t ino, int mask);
-  // Whether ino may be opened with `flags` (read-only files only).
-  Status open(uint64_t ino, int flags);
+  Status open(uint64_t ino, int flags);  // read-only opens of files only
   Status opendir(uint64_t ino, int flags);
   // Bytes [offset, offset + size) of a file, clipped at its end.
   Result<FileReader::Bytes> read(uint64_t ino, uint64_t offset, uint64_t size);
@@ -85,16 +83,16 @@ class Filesystem {
   // Held from the start of a setxattr/removexattr request until after its reply.
   LevelChanges::InFlight change_in_flight(uint64_t ino) { return LevelChanges::InFlight(changes_, inodes_.decode(ino)); }
 
-  // Where the adapter reports each request it answers with an error.
-  RequestErrors& request_errors() { return request_errors_; }
-  // One line for the log when the mount starts.
-  std::string describe() const;
+  // Counts a request on `ino` (stats' "requests") unless it is about /.fidelity: reading stats
+  // must not change them, or a stat-then-open (cp) would see two snapshots.
+  void received(Request op, uint64_t ino);
+  RequestErrors& request_errors() { return request_errors_; }  // the adapter's failed requests
+  std::string describe() const;  // a line for the log when the mount starts
   const config::Settings& settings() const { return settings_; }
 
  private:
   Result<FileReader::Bytes> read_control(const Node& n, uint64_t offset, uint64_t size);
-  // A node that exists, or ENOENT.
-  Result<Node> existing(uint64_t ino) const;
+  Result<Node> existing(uint64_t ino) const;  // a node that exists, or ENOENT
 
   // Set when the mount ends (detach): the source's requests stop (RecordSource::cancel_on). First,
   // so that it outlives every member that may still read while being destroyed.

@@ -255,7 +255,7 @@ struct Answered;
 template <core::Request Op, class... Args, void (*Handler)(fuse_req_t, Args...)>
 struct Answered<Op, Handler> {
   static void op(fuse_req_t req, Args... args) {
-    core_of(req).request_errors().received(Op);
+    core_of(req).received(Op, inode_of(args...));
     try {
       Handler(req, args...);
     } catch (const std::bad_alloc&) {

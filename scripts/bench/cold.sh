@@ -81,7 +81,7 @@ run_mount() {
   c1=$(cpu_ticks "$pid")
   b1=$(read_bytes "$pid")
   rss=$(kb "$pid" VmHWM)
-  cp "$m/.fidelity/stats" "$BENCH_DIR/cold.stats.$level.$mode.json"
+  cat "$m/.fidelity/stats" >"$BENCH_DIR/cold.stats.$level.$mode.json"  # one open: a snapshot of an uncached name may be replaced between stat and open
   fusermount3 -u "$m"
   wait_exit "$pid"  # the daemon exits after the unmount
   echo "$(field "$out" files_per_s) $(field "$out" bytes) $((b1 - b0)) $rss $rss0 $(echo "($c1 - $c0) * 1000000 / $hz / $n" | bc -l)"

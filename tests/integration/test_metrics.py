@@ -174,3 +174,18 @@ def test_failed_requests_are_counted_and_a_refused_level_change_is_logged(edge_s
     assert "user.fidelity.scan_group='eleven': " in text and "(EINVAL)" in text, text
     assert "user.fidelity.scangroup='3': no such attribute: a level is user.fidelity.scan_group" in text, text
     assert "lookup inode" not in text and "unlink inode" not in text, text
+
+
+def test_cp_copies_the_control_files_and_reading_them_changes_no_count(imagenet_store, mnt, tmp_path):
+    """cp stats a path, then opens it: both must meet one snapshot, so reading /.fidelity may not
+    change the requests it counts."""
+    with mounted(imagenet_store, mnt):
+        for name in ("stats", "config", "metrics"):
+            out = tmp_path / name
+            done = subprocess.run(["cp", os.path.join(mnt, ".fidelity", name), str(out)], capture_output=True, text=True)
+            assert done.returncode == 0 and done.stderr == "", done.stderr
+            assert out.stat().st_size > 0
+        before = stats(mnt)
+        after = stats(mnt)
+        assert before["requests"] == after["requests"], (before["requests"], after["requests"])
+        assert json.loads((tmp_path / "stats").read_text())["pid"] == before["pid"]
