@@ -20,7 +20,6 @@
 #include <exception>
 #include <new>
 #include <thread>
-#include <type_traits>
 #include <vector>
 
 #include "common/ascii.h"
@@ -267,12 +266,12 @@ struct Answered<Op, Handler> {
   // The inode a request names: its first inode argument (the file's, or its folder's).
   static uint64_t inode_of(Args... args) {
     uint64_t ino = 0;
-    ((ino = ino == 0 && std::is_same_v<Args, fuse_ino_t> ? static_cast<uint64_t>(as_inode(args)) : ino), ...);
+    ((ino = ino != 0 ? ino : as_inode(args)), ...);
     return ino;
   }
+  static uint64_t as_inode(fuse_ino_t ino) { return ino; }
   template <class T>
-  static uint64_t as_inode(T v) {
-    if constexpr (std::is_same_v<T, fuse_ino_t>) return v;
+  static uint64_t as_inode(T) {
     return 0;
   }
 };

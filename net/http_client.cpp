@@ -1,7 +1,5 @@
 #include "net/http_client.h"
 
-#include "common/log.h"
-
 #include <curl/curl.h>
 #include <fmt/format.h>
 
@@ -15,6 +13,7 @@
 #include <vector>
 
 #include "common/ascii.h"
+#include "common/log.h"
 
 namespace fid::net {
 
