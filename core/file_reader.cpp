@@ -113,7 +113,7 @@ Result<FileReader::Bytes> FileReader::read(const index::File& f, int level, bool
   if (!v) return failed(f, std::move(v).error());
   const uint64_t begin = std::min<uint64_t>(offset, (*v)->size());
   const uint64_t end = begin + std::min<uint64_t>(length, (*v)->size() - begin);
-  return Bytes{{(*v)->data() + begin, end - begin}, *v};
+  return Bytes{{(*v)->data() + begin, end - begin}, *v, {}};
 }
 
 Result<uint64_t> FileReader::sequential_size(const index::File& f, int level) {
@@ -184,27 +184,51 @@ bool FileReader::load_for_read(uint32_t r, int lvl) {
   return true;
 }
 
-Status FileReader::read_stored(const index::File& f, int level, uint64_t offset, uint64_t length,
-                               std::vector<uint8_t>& out) {
+std::shared_ptr<const Prefix> FileReader::prefix_for(const index::File& f, int level) {
   const int lvl = cache_.prefix_level(f.record, level);
   std::shared_ptr<const Prefix> pre = cache_.get(f.record, lvl);
   if (!pre && random_records() && load_for_read(f.record, lvl)) pre = cache_.get(f.record, lvl);
-  if (pre) {
-    PrefixPieces pieces(store_, *pre);
-    if (pre->bad_pieces.empty() || !pre->touches_bad(f.id)) return read_range(store_, f, level, offset, length, pieces, out);
-    // Damage found when the prefix loaded (a transfer corrupted in flight, a flipped byte): this
-    // file's own pieces are read again, so that a fault that has ended is forgotten at once.
+  // Damage found when the prefix loaded (a transfer corrupted in flight, a flipped byte): this
+  // file's own pieces are read again, so that a fault that has ended is forgotten at once.
+  if (pre && pre->touches_bad(f.id)) return nullptr;
+  return pre;
+}
+
+Status FileReader::copy_stored(const index::File& f, int level, uint64_t offset, uint64_t length, const Prefix* prefix,
+                               std::vector<uint8_t>& out) {
+  if (prefix) {
+    PrefixPieces pieces(store_, *prefix);
+    return read_range(store_, f, level, offset, length, pieces, out);
   }
   stats_.cache_misses.fetch_add(1, std::memory_order_relaxed);
   StoredPieces pieces(store_, source_, &stats_);
   return read_range(store_, f, level, offset, length, pieces, out);
 }
 
+Status FileReader::read_stored(const index::File& f, int level, uint64_t offset, uint64_t length,
+                               std::vector<uint8_t>& out) {
+  return copy_stored(f, level, offset, length, prefix_for(f, level).get(), out);
+}
+
+// A file's pieces lie back to back in a file record and in its prefixes: the reply is made from
+// where they lie (the prefix, or the bounce buffer storage read them into), with the trailer as
+// a second part, and nothing is copied on the way.
 Result<FileReader::Bytes> FileReader::read_pieces(const index::File& f, int level, uint64_t offset, uint64_t length) {
+  std::shared_ptr<const Prefix> pre = prefix_for(f, level);
+  const PieceRange range = piece_range(store_, f, level, offset, length);
+  if (pre) {
+    if (std::optional<std::span<const uint8_t>> in_prefix = prefix_span(store_, f, range, *pre))
+      return Bytes{*in_prefix, pre, range.tail};
+  } else if (range.back_to_back) {
+    stats_.cache_misses.fetch_add(1, std::memory_order_relaxed);
+    Result<std::span<const uint8_t>> stored = stored_span(store_, f, range, source_, &stats_);
+    if (!stored) return failed(f, std::move(stored).error());
+    return Bytes{*stored, nullptr, range.tail};
+  }
   thread_local std::vector<uint8_t> out;
-  Status st = read_stored(f, level, offset, length, out);
+  Status st = copy_stored(f, level, offset, length, pre.get(), out);
   if (!st.ok()) return failed(f, std::move(st).error());
-  return Bytes{out, nullptr};
+  return Bytes{out, nullptr, {}};
 }
 
 Result<FileReader::Bytes> FileReader::read_view(const index::File& f, uint64_t offset, uint64_t length) {
@@ -214,7 +238,7 @@ Result<FileReader::Bytes> FileReader::read_view(const index::File& f, uint64_t o
   if (begin == end) return Bytes{};
   Result<ViewCache::View> v = views_.get(ViewCache::view_key(f.id), [&] { return render(f); });
   if (!v.ok()) return failed(f, std::move(v).error());
-  return Bytes{{(*v)->data() + begin, end - begin}, *v};
+  return Bytes{{(*v)->data() + begin, end - begin}, *v, {}};
 }
 
 Result<ViewCache::View> FileReader::render(const index::File& f) {

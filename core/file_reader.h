@@ -17,6 +17,7 @@
 #include <optional>
 #include <span>
 #include <unordered_set>
+#include <vector>
 
 #include "codec/l3_batch.h"
 #include "codec/l3_view.h"
@@ -43,9 +44,18 @@ class FileReader {
 
   // Bytes in memory and what keeps them there: `data` stays valid while `keep` is held or, where
   // `keep` is null, until this thread's next read.
+  // `tail` follows `data` (static bytes, a JPEG level's trailer): a file's pieces served where
+  // they lie, not copied, come without it.
   struct Bytes {
     std::span<const uint8_t> data;
     std::shared_ptr<const void> keep;
+    std::span<const uint8_t> tail;
+    uint64_t size() const { return data.size() + tail.size(); }
+    std::vector<uint8_t> to_vector() const {
+      std::vector<uint8_t> v(data.begin(), data.end());
+      v.insert(v.end(), tail.begin(), tail.end());
+      return v;
+    }
   };
   // Bytes [offset, offset + length) of file f at `level` (`sequential`: re-encoded as one
   // sequential scan), clipped at its end.
@@ -82,7 +92,12 @@ class FileReader {
   std::optional<GpuReport> gpu_report() const;
 
  private:
-  // The stored bytes of f at `level` (read_range from a cached prefix, else from storage).
+  // The cached prefix that serves f at `level` (loaded for this read in random_reads=records
+  // mode); null if there is none, or it holds damaged pieces of f (then f's own pieces are read).
+  std::shared_ptr<const Prefix> prefix_for(const index::File& f, int level);
+  // The stored bytes of f at `level` copied into `out` (read_range from `prefix`, else from storage).
+  Status copy_stored(const index::File& f, int level, uint64_t offset, uint64_t length, const Prefix* prefix,
+                     std::vector<uint8_t>& out);
   Status read_stored(const index::File& f, int level, uint64_t offset, uint64_t length, std::vector<uint8_t>& out);
   // random_reads=records: loads record r's prefix at prefix level `lvl` for a read, or waits for
   // the load another reader started. False when the file's pieces are as cheap: the source's local

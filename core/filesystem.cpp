@@ -120,7 +120,7 @@ Result<FileReader::Bytes> Filesystem::read(uint64_t ino, uint64_t offset, uint64
   const auto start = std::chrono::steady_clock::now();
   const index::File& f = store_.files()[n.id];
   auto r = reader_.read(f, n.level, n.sequential, offset, size);
-  telemetry_.count_read(f.kind, n.level, r.ok() ? r->data.size() : 0, std::chrono::steady_clock::now() - start);
+  telemetry_.count_read(f.kind, n.level, r.ok() ? r->size() : 0, std::chrono::steady_clock::now() - start);
   return r;
 }
 
@@ -142,7 +142,7 @@ Result<FileReader::Bytes> Filesystem::read_control(const Node& n, uint64_t offse
   const size_t begin = std::min<uint64_t>(offset, text->size());
   const size_t len = std::min<uint64_t>(size, text->size() - begin);
   telemetry_.count_control_read(len);
-  return FileReader::Bytes{{reinterpret_cast<const uint8_t*>(text->data()) + begin, len}, text};
+  return FileReader::Bytes{{reinterpret_cast<const uint8_t*>(text->data()) + begin, len}, text, {}};
 }
 
 // ---- attributes --------------------------------------------------------------------------------

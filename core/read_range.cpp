@@ -111,6 +111,75 @@ Status MemoryPieces::read(const index::File& f, std::span<const PieceSlice> slic
   return {};
 }
 
+PieceRange piece_range(const index::Store& store, const index::File& f, int level, uint64_t offset, uint64_t length) {
+  auto pieces = store.pieces(f);
+  const uint32_t np = std::min(store.pieces_at_level(f, level), f.piece_count);
+  const std::span<const uint8_t> trailer = index::level_trailer(f.kind);
+  uint64_t trailer_at = 0;
+  for (uint32_t i = 0; i < np; ++i) trailer_at += pieces[i].size;
+  const uint64_t total = trailer_at + trailer.size();
+  PieceRange r;
+  r.begin = std::min(offset, total);
+  r.end = r.begin + std::min(length, total - r.begin);
+  r.pieces_end = std::max(r.begin, std::min(r.end, trailer_at));
+  uint64_t pos = 0;
+  for (uint32_t i = 0; i < np && pos < r.pieces_end; pos += pieces[i++].size) {
+    if (pos + pieces[i].size <= r.begin) continue;
+    if (r.count == 0) {
+      r.first = i;
+      r.first_at = pos;
+    } else if (pieces[i].offset != pieces[i - 1].offset + pieces[i - 1].size) {
+      r.back_to_back = false;
+    }
+    r.count++;
+  }
+  const uint64_t tail_from = std::max(r.begin, trailer_at);
+  if (r.end > tail_from) r.tail = trailer.subspan(tail_from - trailer_at, r.end - tail_from);
+  return r;
+}
+
+std::optional<std::span<const uint8_t>> prefix_span(const index::Store& store, const index::File& f, const PieceRange& r,
+                                                    const Prefix& prefix) {
+  if (r.count == 0) return std::span<const uint8_t>{};
+  if (!r.back_to_back) return std::nullopt;
+  const uint32_t last = r.first + r.count - 1;
+  const bool gathered = prefix.gathered();
+  if (gathered && (f.slot >= prefix.shift.size() || last > static_cast<uint32_t>(prefix.level))) return std::nullopt;
+  const uint64_t shift = gathered ? prefix.shift[f.slot] : 0;
+  auto pieces = store.pieces(f);
+  const index::Piece &a = pieces[r.first], &z = pieces[last];
+  if (a.offset < shift || z.offset + z.size - shift > prefix.len) return std::nullopt;
+  for (uint32_t i = r.first; i <= last; ++i)
+    if (prefix.is_bad(f.id, i)) return std::nullopt;
+  return std::span<const uint8_t>(prefix.data + (a.offset - shift) + (r.begin - r.first_at), r.pieces_end - r.begin);
+}
+
+Result<std::span<const uint8_t>> stored_span(const index::Store& store, const index::File& f, const PieceRange& r,
+                                             storage::RecordSource& source, ReadStats* stats) {
+  if (r.count == 0) return std::span<const uint8_t>{};
+  auto pieces = store.pieces(f);
+  const index::Piece &a = pieces[r.first], &z = pieces[r.first + r.count - 1];
+  const uint64_t len = z.offset + z.size - a.offset;
+  // The first piece, counted from `first`, that fails its checksum (count: none).
+  auto first_damaged = [&](std::span<const uint8_t> bytes) {
+    for (uint32_t k = 0; k < r.count; ++k) {
+      const index::Piece& p = pieces[r.first + k];
+      if (index::piece_checksum(bytes.subspan(p.offset - a.offset, p.size)) != p.checksum) return k;
+    }
+    return r.count;
+  };
+  Result<std::span<const uint8_t>> got = source.read_scratch(f.record, a.offset, len);
+  if (stats) stats->piece_reads.fetch_add(1, std::memory_order_relaxed);
+  uint32_t damaged = got ? first_damaged(*got) : r.count;
+  if (damaged < r.count && source.drop_cached(f.record)) {  // a damaged cached copy: read again
+    got = source.read_scratch(f.record, a.offset, len);
+    damaged = got ? first_damaged(*got) : r.count;
+  }
+  if (!got) return Error{got.error().code, fmt::format("piece {} in {}", r.first, got.error().message)};
+  if (damaged < r.count) return bad_piece(store, f, r.first + damaged, "checksum mismatch");
+  return got->subspan(r.begin - r.first_at, r.pieces_end - r.begin);
+}
+
 Status read_range(const index::Store& store, const index::File& f, int level, uint64_t offset, uint64_t length,
                   PieceSource& source, std::vector<uint8_t>& out) {
   auto pieces = store.pieces(f);

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -67,6 +68,28 @@ class MemoryPieces final : public PieceSource {
   const index::Store& store_;
   std::span<const uint8_t> bytes_;
 };
+
+// Where bytes [offset, offset + length) of file f at `level`, clipped at its end, lie: pieces
+// first .. first + count - 1 hold [begin, pieces_end), the level trailer's bytes `tail` follow.
+struct PieceRange {
+  uint64_t begin = 0, end = 0;
+  uint64_t pieces_end = 0;      // min(end, where the trailer starts), at least begin
+  uint32_t first = 0, count = 0;
+  uint64_t first_at = 0;        // where piece `first` starts in the file
+  bool back_to_back = true;     // the pieces lie back to back in the record (a file record)
+  std::span<const uint8_t> tail;
+};
+PieceRange piece_range(const index::Store& store, const index::File& f, int level, uint64_t offset, uint64_t length);
+
+// A range's piece bytes [begin, pieces_end) where they lie, not copied: in a loaded prefix
+// (checked when it loaded), or read from storage into the source's own buffer
+// (RecordSource::read_scratch: valid until this thread's next read) and checked there. nullopt
+// from the prefix where its pieces do not lie back to back in it (read_range copies them then).
+std::optional<std::span<const uint8_t>> prefix_span(const index::Store& store, const index::File& f, const PieceRange& r,
+                                                    const Prefix& prefix);
+// Needs r.back_to_back. Errors as StoredPieces'.
+Result<std::span<const uint8_t>> stored_span(const index::Store& store, const index::File& f, const PieceRange& r,
+                                             storage::RecordSource& source, ReadStats* stats);
 
 // Bytes [offset, offset + length) of file f at `level` into `out`, clipped at the end of the
 // file (out.size() says how many; 0 past the end).

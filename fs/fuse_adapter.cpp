@@ -127,7 +127,12 @@ void op_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
 void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info*) {
   auto r = core_of(req).read(ino, static_cast<uint64_t>(off), size);
   if (!r.ok()) return reply_error(req, core::Request::read, ino, {}, r.error());
-  fuse_reply_buf(req, reinterpret_cast<const char*>(r->data.data()), r->data.size());
+  if (r->tail.empty()) {
+    fuse_reply_buf(req, reinterpret_cast<const char*>(r->data.data()), r->data.size());
+    return;
+  }
+  iovec parts[2] = {{const_cast<uint8_t*>(r->data.data()), r->data.size()}, {const_cast<uint8_t*>(r->tail.data()), r->tail.size()}};
+  fuse_reply_iov(req, parts, 2);
 }
 
 void op_opendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {

@@ -39,6 +39,15 @@ void RecordSource::add_readings(Readings& out) const {
                  "bytes the prefetcher keeps loading: bandwidth x latency as measured (0 for a local store)", in_flight_target()});
 }
 
+Result<std::span<const uint8_t>> RecordSource::read_scratch(uint32_t record, uint64_t offset, uint64_t len) {
+  thread_local std::vector<uint8_t> buf;
+  buf.resize(len);
+  RangeRead r{record, offset, {buf.data(), len}, {}};
+  read_ranges({&r, 1});
+  if (!r.status.ok()) return r.status.error();
+  return std::span<const uint8_t>(buf.data(), len);
+}
+
 Status RecordSource::read_prefix(uint32_t record, uint64_t len, uint8_t* dst) {
   PrefixRead p{record, len, dst, {}};
   std::latch done(1);
@@ -362,6 +371,24 @@ bool LocalRecordSource::finish_direct(const Span& s, int res, RangeRead& r) {
   else if (*got < skip + r.dst.size()) r.status = error(r.record, EIO, fmt::format("short read at offset {}", r.offset));
   else std::memcpy(r.dst.data(), s.buf + skip, r.dst.size());
   return true;
+}
+
+Result<std::span<const uint8_t>> LocalRecordSource::read_scratch(uint32_t r, uint64_t offset, uint64_t len) {
+  const int fd = r < fds_.size() ? direct_fd(r) : -1;
+  const uint64_t a0 = offset / kSector * kSector;
+  const uint64_t span = round_up(offset + len, kSector) - a0;
+  uint8_t* buf = fd >= 0 ? t_scratch.get(span) : nullptr;
+  if (!buf) return RecordSource::read_scratch(r, offset, len);
+  counters_.requests.fetch_add(1, std::memory_order_relaxed);
+  counters_.bytes.fetch_add(span, std::memory_order_relaxed);
+  Result<uint64_t> got = pread_loop(fd, buf, span, a0, path_of(r));
+  if (!got && got.error().code == EINVAL) {  // this alignment is not the filesystem's: buffered from now on
+    drop_direct(r, fd);
+    return RecordSource::read_scratch(r, offset, len);
+  }
+  if (!got) return std::move(got).error();
+  if (*got < offset - a0 + len) return error(r, EIO, fmt::format("short read at offset {}", offset));
+  return std::span<const uint8_t>(buf + (offset - a0), len);
 }
 
 Status LocalRecordSource::read_one_prefix(const PrefixRead& p) {

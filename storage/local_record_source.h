@@ -34,6 +34,8 @@ class LocalRecordSource final : public RecordSource {
 
   void read_ranges(std::span<RangeRead> batch, Done done) override;
   void read_prefixes(std::span<PrefixRead> batch, Done done) override;
+  // Read with O_DIRECT straight into the thread's bounce buffer, where the range is then served.
+  Result<std::span<const uint8_t>> read_scratch(uint32_t record, uint64_t offset, uint64_t len) override;
   const std::vector<std::string>& problems() const override { return problems_; }
   std::string describe() const override;
   using RecordSource::read_prefix;

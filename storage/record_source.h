@@ -82,6 +82,11 @@ class RecordSource {
   // (counters()) and the in-flight target; a source with more to say (the disk cache) adds it.
   virtual void add_readings(Readings& out) const;
 
+  // Bytes [offset, offset + len) of record r, read into memory of the source's own (a local
+  // source: its O_DIRECT buffer, so nothing is copied), valid until this thread's next read
+  // from a source. The default reads them with read_ranges into a buffer of the thread's.
+  virtual Result<std::span<const uint8_t>> read_scratch(uint32_t record, uint64_t offset, uint64_t len);
+
   // Blocking forms of the two reads.
   void read_ranges(std::span<RangeRead> batch);
   Status read_prefix(uint32_t record, uint64_t len, uint8_t* dst);

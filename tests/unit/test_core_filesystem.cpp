@@ -97,7 +97,7 @@ class FilesystemTest : public fid::testutil::PackedStore {
     EXPECT_TRUE(st.ok());
     auto r = fs_->read(ino, 0, static_cast<uint64_t>(st->st_size) + 100);
     EXPECT_TRUE(r.ok()) << r.error().message;
-    return std::vector<uint8_t>(r->data.begin(), r->data.end());
+    return r->to_vector();
   }
   const fid::index::File& file(const std::string& rel) const {
     for (const auto& f : store().files())

@@ -97,7 +97,7 @@ class RandomReadsTest : public fid::testutil::PackedStore {
   std::vector<uint8_t> read_whole(FileReader& reader, const fid::index::File& f, int level) {
     auto r = reader.read(f, level, false, 0, reader.size(f, level));
     EXPECT_TRUE(r.ok()) << store().relative_path(f);
-    return r.ok() ? std::vector<uint8_t>(r->data.begin(), r->data.end()) : std::vector<uint8_t>{};
+    return r.ok() ? r->to_vector() : std::vector<uint8_t>{};
   }
   size_t records_with_files() const {
     std::vector<bool> used(store().records().size(), false);
@@ -152,7 +152,7 @@ TEST_F(RandomReadsTest, DamageInTransitIsForgottenOnceItEnds) {
   size_t failed = 0;
   for (const auto* f : members) {
     auto got = reader.read(*f, L, false, 0, reader.size(*f, L));
-    if (got.ok()) EXPECT_EQ(std::vector<uint8_t>(got->data.begin(), got->data.end()), expected(*f, L));
+    if (got.ok()) EXPECT_EQ(got->to_vector(), expected(*f, L));
     else failed += got.error().code == EIO;
   }
   ASSERT_GT(failed, 0u) << "the damage reached some files";

@@ -1,8 +1,9 @@
 // read_range, the one definition of a file's bytes at a level: every boundary (a read ending
 // inside a piece, one crossing pieces, the trailer alone, past the end, empty) gives exactly the
 // bytes the format defines, from storage, from a cached prefix and from memory alike, in both
-// layouts; a damaged piece fails only the reads that touch it; in the file layout a file at any
-// level is one storage read.
+// layouts, and where the pieces lie back to back, read in place (stored_span, prefix_span); a
+// damaged piece fails only the reads that touch it; in the file layout a file at any level is
+// one storage read.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -16,6 +17,10 @@
 
 using fid::Status;
 using fid::core::MemoryPieces;
+using fid::core::PieceRange;
+using fid::core::piece_range;
+using fid::core::prefix_span;
+using fid::core::stored_span;
 using fid::core::PrefixPieces;
 using fid::core::ReadStats;
 using fid::core::RecordCache;
@@ -59,7 +64,7 @@ TEST_P(ReadRangeTest, EveryBoundaryFromStoragePrefixAndMemory) {
   LocalRecordSource source(store());
   ReadStats stats;
   RecordCache cache(store(), source, stats, 64 << 20);
-  size_t checked = 0;
+  size_t checked = 0, in_place = 0;
   for (const File& f : store().files()) {
     const int top = f.kind == fid::index::FileKind::jpeg ? store().levels() : 1;
     std::vector<uint8_t> all_pieces;
@@ -86,10 +91,32 @@ TEST_P(ReadRangeTest, EveryBoundaryFromStoragePrefixAndMemory) {
           ASSERT_EQ(got, slice(want, off, len)) << store().relative_path(f) << " level " << k << " [" << off << ", +" << len << ")";
           ++checked;
         }
+        // The same bytes where they lie, not copied: the pieces' span, then the trailer's bytes.
+        const PieceRange range = piece_range(store(), f, k, off, len);
+        const auto joined = [&](std::span<const uint8_t> pieces) {
+          std::vector<uint8_t> v(pieces.begin(), pieces.end());
+          v.insert(v.end(), range.tail.begin(), range.tail.end());
+          return v;
+        };
+        if (GetParam() == StoreLayout::file) {
+          ASSERT_TRUE(range.back_to_back) << store().relative_path(f);
+        }
+        if (range.back_to_back) {
+          auto in_storage = stored_span(store(), f, range, source, &stats);
+          ASSERT_TRUE(in_storage.ok()) << in_storage.error().message;
+          ASSERT_EQ(joined(*in_storage), slice(want, off, len)) << store().relative_path(f) << " level " << k << " [" << off << ", +" << len << ")";
+        }
+        auto in_prefix = prefix_span(store(), f, range, *prefix);
+        ASSERT_EQ(in_prefix.has_value(), range.back_to_back);
+        if (in_prefix) {
+          ASSERT_EQ(joined(*in_prefix), slice(want, off, len)) << store().relative_path(f) << " level " << k << " [" << off << ", +" << len << ")";
+          ++in_place;
+        }
       }
     }
   }
   EXPECT_GT(checked, 3000u);
+  EXPECT_GT(in_place, 500u);
 }
 
 TEST_P(ReadRangeTest, ADamagedPieceFailsOnlyTheReadsThatTouchIt) {
@@ -122,6 +149,17 @@ TEST_P(ReadRangeTest, ADamagedPieceFailsOnlyTheReadsThatTouchIt) {
     ASSERT_FALSE(st.ok());
     EXPECT_EQ(st.error().code, EIO);
     EXPECT_NE(st.error().message.find("piece 3"), std::string::npos) << st.error().message;
+  }
+  // Read where they lie: the same outcome; the prefix does not serve the damaged file in place.
+  if (piece_range(store(), victim, store().levels(), 0, 1 << 20).back_to_back) {
+    auto before = stored_span(store(), victim, piece_range(store(), victim, store().levels(), 0, bad_begin), source, nullptr);
+    ASSERT_TRUE(before.ok()) << before.error().message;
+    EXPECT_EQ(std::vector<uint8_t>(before->begin(), before->end()), slice(want, 0, bad_begin));
+    auto touching = stored_span(store(), victim, piece_range(store(), victim, store().levels(), bad_begin + 1, 1), source, nullptr);
+    ASSERT_FALSE(touching.ok());
+    EXPECT_EQ(touching.error().code, EIO);
+    EXPECT_NE(touching.error().message.find("piece 3"), std::string::npos) << touching.error().message;
+    EXPECT_FALSE(prefix_span(store(), victim, piece_range(store(), victim, store().levels(), bad_begin + 1, 1), *prefix));
   }
   // Every other file of the record still reads.
   for (uint32_t id : store().record_files(victim.record)) {
@@ -164,6 +202,9 @@ TEST_P(ReadRangeTest, StoredPiecesReadAFileInOneRangeInTheFileLayout) {
       ASSERT_TRUE(read_range(store(), f, k, got.size() / 3, got.size() / 3, stored, got).ok());
       if (GetParam() == StoreLayout::file) {
         EXPECT_EQ(source.ranges.load() - mid, 1u);
+        // Read where it lies, the whole file is one range too.
+        ASSERT_TRUE(stored_span(store(), f, piece_range(store(), f, k, 0, 1 << 20), source, nullptr).ok());
+        EXPECT_EQ(source.ranges.load() - mid, 2u);
       }
     }
   }
@@ -222,6 +263,15 @@ TEST_F(GatheredPrefixTest, GathersEachFilesLevelsInOneBatchAndServesThem) {
       ASSERT_TRUE(read_range(store(), f, k, 0, 1 << 20, cached, got).ok());
       EXPECT_EQ(got, expected(f, k)) << store().relative_path(f) << " level " << k;
     }
+    for (int k = 1; k <= top; ++k) {  // where they lie in the gathered prefix
+      const PieceRange range = piece_range(store(), f, k, 0, 1 << 20);
+      auto span = prefix_span(store(), f, range, *prefix);
+      ASSERT_TRUE(span.has_value());
+      std::vector<uint8_t> got(span->begin(), span->end());
+      got.insert(got.end(), range.tail.begin(), range.tail.end());
+      EXPECT_EQ(got, expected(f, k)) << store().relative_path(f) << " level " << k;
+    }
+    EXPECT_FALSE(prefix_span(store(), f, piece_range(store(), f, top + 1, 0, 1 << 20), *prefix).has_value());
     std::vector<uint8_t> got;
     Status above = read_range(store(), f, top + 1, 0, 1 << 20, cached, got);
     ASSERT_FALSE(above.ok());
