@@ -66,6 +66,9 @@ field() { /usr/bin/python3 -c "import json,sys; print(json.loads(sys.argv[1])[sy
 kb() { awk -v k="$2" '$1 == k":" {print $2}' "/proc/$1/status"; }
 # cpu_ticks PID: user + system clock ticks of a process so far.
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+# ctx_switches PID: context switches of the process's live threads so far (voluntary: it slept,
+# waiting; involuntary: it was preempted).
+ctx_switches() { cat /proc/"$1"/task/*/status 2>/dev/null | awk '/^(non)?voluntary_ctxt_switches/ {n += $2} END {print n + 0}'; }
 # cold: drops the page cache (after writing back what is dirty).
 cold() { sync; echo 3 >/proc/sys/vm/drop_caches; }
 # read_bytes PID: the bytes a process has made storage deliver so far (/proc/PID/io read_bytes,

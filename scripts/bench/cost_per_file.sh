@@ -9,9 +9,10 @@
 #   full records      the same with a cache that holds the store (-o cache=4GiB: random_reads
 #   L5 records        picks records, each read loads its whole record)
 # Per file: files/s (and the ratio to ext4 in the same run), the readers' CPU (readbench's
-# rusage), the daemon's CPU (/proc/PID/stat utime+stime over the epoch), the FUSE requests the
-# daemon answered by operation (its stats' "requests"), the store reads and bytes (stats'
-# storage_reads, storage_bytes). Medians of RUNS runs; ratios are medians of per-run ratios.
+# rusage), the daemon's CPU (/proc/PID/stat utime+stime over the epoch) and context switches
+# (its threads' voluntary and involuntary ones), the FUSE requests the daemon answered by
+# operation (its stats' "requests"), the store reads and bytes (stats' storage_reads,
+# storage_bytes). Medians of RUNS runs; ratios are medians of per-run ratios.
 # With --perf, one more epoch per mount contender under `perf record -g` of the daemon, and the
 # top entries of each profile (self time) are printed. Needs root (drop_caches, mounts).
 #   scripts/bench/cost_per_file.sh [COUNT=10000] [RUNS=3] [--perf] [--only NAME,...]
@@ -69,21 +70,22 @@ print(q.get("lookup", 0), q.get("getattr", 0), q.get("read", 0), other, s["stora
 EOF
 }
 
-# Each run prints "files/s reader_us daemon_us lookup getattr read other store_reads store_bytes mode"
-# (per file where it is a count).
+# Each run prints "files/s reader_us daemon_us switches lookup getattr read other store_reads
+# store_bytes mode" (per file where it is a count).
 run_ext4() {  # SEED
   local out
   cold
   out=$("$rb" "$lists/ext4" --threads "$threads" --seed "$1")
-  echo "$(field "$out" files_per_s) $(field "$out" cpu_us_per_file) - - - - - - - -"
+  echo "$(field "$out" files_per_s) $(field "$out" cpu_us_per_file) - - - - - - - - -"
 }
 run_mount() {  # LEVEL CACHE SEED [PERF_OUT]
-  local pid out t0 t1 a b mode
+  local pid out t0 t1 s0 s1 a b mode
   "$bin" mount "$store" "$m" -o "cache=$2,scan_group=$1${MOUNT_OPTS:+,$MOUNT_OPTS}"
   pid=$(daemon_pid "$m" "$store")
   cold
   cat "$m/.fidelity/stats" >"$BENCH_DIR/cost.stats0.json"
   t0=$(cpu_ticks "$pid")
+  s0=$(ctx_switches "$pid")
   if [[ -n ${4:-} ]]; then  # perf starts disabled; the epoch starts once it acknowledges "enable"
     rm -f "$BENCH_DIR/perf.ctl" "$BENCH_DIR/perf.ack"
     mkfifo "$BENCH_DIR/perf.ctl" "$BENCH_DIR/perf.ack"
@@ -94,6 +96,7 @@ run_mount() {  # LEVEL CACHE SEED [PERF_OUT]
   fi
   out=$("$rb" "$lists/mount" --threads "$threads" --seed "$3")
   t1=$(cpu_ticks "$pid")
+  s1=$(ctx_switches "$pid")
   if [[ -n ${4:-} ]]; then
     kill -INT "$perf_pid"
     wait "$perf_pid" || true
@@ -108,6 +111,7 @@ run_mount() {  # LEVEL CACHE SEED [PERF_OUT]
   hz=$(getconf CLK_TCK)
   for k in 0 1 2 3 4 5; do per+=("$(x "(${b[$k]} - ${a[$k]}) / $n")"); done
   echo "$(field "$out" files_per_s) $(field "$out" cpu_us_per_file) $(printf '%.0f' "$(x "($t1 - $t0) * 1000000 / $hz / $n")")" \
+    "$(printf '%.2f' "$(x "($s1 - $s0) / $n")")" \
     "$(printf '%.4f ' "${per[@]}")$mode"
 }
 
@@ -119,7 +123,7 @@ if [[ -n $only ]]; then
 fi
 level_of() { [[ $1 == full* ]] && echo full || echo 5; }
 cache_of() { [[ $1 == *records ]] && echo 4GiB || echo 32MiB; }
-keys=(fps reader daemon lookup getattr read other sreads sbytes mode)
+keys=(fps reader daemon switches lookup getattr read other sreads sbytes mode)
 declare -A R=()
 for ((r = 1; r <= runs; r++)); do
   for ((i = 0; i < ${#names[@]}; i++)); do
@@ -135,15 +139,15 @@ done
 printf '\ncost_per_file benchmark: %d ImageNet-sized JPEGs, file layout, %d reader threads, %s (%s), no limits\n' \
   "$n" "$threads" "$(findmnt -no SOURCE -T "$src")" "$(disk_of "$src")"
 printf 'page cache dropped and a fresh daemon every run; medians of %d runs (ratios: medians of per-run ratios)\n' "$runs"
-printf 'CPU in us per file; requests, store reads and store bytes per file\n'
-printf '%-13s %8s %7s %8s %8s %7s %8s %6s %6s %12s %12s %8s\n' contender files/s "vs ext4" "readers" daemon lookup getattr \
-  read other "store reads" "store bytes" mode
+printf 'CPU in us per file; the daemon'"'"'s context switches, requests, store reads and store bytes per file\n'
+printf '%-13s %8s %7s %8s %8s %9s %7s %8s %6s %6s %12s %12s %8s\n' contender files/s "vs ext4" "readers" daemon switches \
+  lookup getattr read other "store reads" "store bytes" mode
 for name in "${names[@]}"; do
   if [[ $name == ext4 ]]; then
     printf '%-13s %8.0f %6.2fx %8.0f %8s\n' "$name" "$(med "$name" fps)" 1 "$(med "$name" reader)" -
   else
-    printf '%-13s %8.0f %6.2fx %8.0f %8.0f %7.2f %8.2f %6.2f %6.2f %12.2f %12.0f %8s\n' "$name" "$(med "$name" fps)" \
-      "$(ratio "$name" ext4)" "$(med "$name" reader)" "$(med "$name" daemon)" "$(med "$name" lookup)" \
+    printf '%-13s %8.0f %6.2fx %8.0f %8.0f %9.2f %7.2f %8.2f %6.2f %6.2f %12.2f %12.0f %8s\n' "$name" "$(med "$name" fps)" \
+      "$(ratio "$name" ext4)" "$(med "$name" reader)" "$(med "$name" daemon)" "$(med "$name" switches)" "$(med "$name" lookup)" \
       "$(med "$name" getattr)" "$(med "$name" read)" "$(med "$name" other)" "$(med "$name" sreads)" \
       "$(med "$name" sbytes)" "$(tr ' ' '\n' <<<"${R[$name,mode]}" | grep . | sort -u | paste -sd/)"
   fi
