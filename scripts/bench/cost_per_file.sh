@@ -4,6 +4,8 @@
 # run, one seeded random order per run shared by every contender, THREADS reader threads
 # (readbench). Contenders take turns within a run (a different one first each run):
 #   ext4              the source tree on the same disk
+#   ext4 O_DIRECT     the same files read with O_DIRECT: what the disk alone delivers to 8
+#                     readers, no page cache (the daemon's own way of reading)
 #   full pieces       the mount at full fidelity, a cache smaller than the store (-o cache=32MiB:
 #   L5 pieces         each read fetches its file's range), and at level 5
 #   full records      the same with a cache that holds the store (-o cache=4GiB: random_reads
@@ -72,10 +74,10 @@ EOF
 
 # Each run prints "files/s reader_us daemon_us switches lookup getattr read other store_reads
 # store_bytes mode" (per file where it is a count).
-run_ext4() {  # SEED
+run_ext4() {  # SEED [--direct]
   local out
   cold
-  out=$("$rb" "$lists/ext4" --threads "$threads" --seed "$1")
+  out=$("$rb" "$lists/ext4" --threads "$threads" --seed "$1" ${2:-})
   echo "$(field "$out" files_per_s) $(field "$out" cpu_us_per_file) - - - - - - - - -"
 }
 run_mount() {  # LEVEL CACHE SEED [PERF_OUT]
@@ -115,11 +117,11 @@ run_mount() {  # LEVEL CACHE SEED [PERF_OUT]
     "$(printf '%.4f ' "${per[@]}")$mode"
 }
 
-names=("ext4" "full pieces" "L5 pieces" "full records" "L5 records")
+names=("ext4" "ext4 O_DIRECT" "full pieces" "L5 pieces" "full records" "L5 records")
 if [[ -n $only ]]; then
   IFS=, read -ra keep <<<"$only"
-  names=(ext4)
-  for k in "${keep[@]}"; do [[ $k == ext4 ]] || names+=("$k"); done
+  names=(ext4 "ext4 O_DIRECT")
+  for k in "${keep[@]}"; do [[ $k == ext4* ]] || names+=("$k"); done
 fi
 level_of() { [[ $1 == full* ]] && echo full || echo 5; }
 cache_of() { [[ $1 == *records ]] && echo 4GiB || echo 32MiB; }
@@ -129,6 +131,7 @@ for ((r = 1; r <= runs; r++)); do
   for ((i = 0; i < ${#names[@]}; i++)); do
     name=${names[$(((i + r - 1) % ${#names[@]}))]}
     if [[ $name == ext4 ]]; then line=$(run_ext4 "$r")
+    elif [[ $name == "ext4 O_DIRECT" ]]; then line=$(run_ext4 "$r" --direct)
     else line=$(run_mount "$(level_of "$name")" "$(cache_of "$name")" "$r"); fi
     read -ra v <<<"$line"
     for k in "${!keys[@]}"; do [[ ${v[$k]} == - ]] || R[$name,${keys[$k]}]+="${v[$k]} "; done
@@ -143,8 +146,8 @@ printf 'CPU in us per file; the daemon'"'"'s context switches, requests, store r
 printf '%-13s %8s %7s %8s %8s %9s %7s %8s %6s %6s %12s %12s %8s\n' contender files/s "vs ext4" "readers" daemon switches \
   lookup getattr read other "store reads" "store bytes" mode
 for name in "${names[@]}"; do
-  if [[ $name == ext4 ]]; then
-    printf '%-13s %8.0f %6.2fx %8.0f %8s\n' "$name" "$(med "$name" fps)" 1 "$(med "$name" reader)" -
+  if [[ $name == ext4* ]]; then
+    printf '%-13s %8.0f %6.2fx %8.0f %8s\n' "$name" "$(med "$name" fps)" "$(ratio "$name" ext4)" "$(med "$name" reader)" -
   else
     printf '%-13s %8.0f %6.2fx %8.0f %8.0f %9.2f %7.2f %8.2f %6.2f %6.2f %12.2f %12.0f %8s\n' "$name" "$(med "$name" fps)" \
       "$(ratio "$name" ext4)" "$(med "$name" reader)" "$(med "$name" daemon)" "$(med "$name" switches)" "$(med "$name" lookup)" \
@@ -155,7 +158,7 @@ done
 
 if ((perf)); then
   for name in "${names[@]}"; do
-    [[ $name == ext4 ]] && continue
+    [[ $name == ext4* ]] && continue
     data=$BENCH_DIR/cost-perf-${name// /-}.data
     run_mount "$(level_of "$name")" "$(cache_of "$name")" 99 "$data" >/dev/null
     printf '\nperf of the daemon over one epoch, %s (self time, top entries):\n' "$name"

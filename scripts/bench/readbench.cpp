@@ -9,7 +9,9 @@
 // milliseconds per pass, is long enough to time. With several lists, the passes take turns
 // (list 1, list 2, ..., then again, the first list rotating), so that sources compared with each
 // other meet the same moments of a noisy machine; one JSON line per list, in argument order.
-//   readbench LIST_FILE... [--threads N] [--seed S | --in-order] [--passes P]
+// --direct opens every file with O_DIRECT (reads bypass the page cache, as the daemon's own):
+// how fast the disk alone delivers the files.
+//   readbench LIST_FILE... [--threads N] [--seed S | --in-order] [--passes P] [--direct]
 #include <fcntl.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -18,7 +20,9 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <fstream>
 #include <random>
 #include <string>
@@ -55,7 +59,7 @@ struct Source {
 };
 
 // One pass over `s` in a new order with `threads` readers; adds what it read and how long it took.
-void read_pass(Source& s, unsigned threads, bool in_order) {
+void read_pass(Source& s, unsigned threads, bool in_order, bool direct) {
   if (!in_order) std::shuffle(s.paths.begin(), s.paths.end(), s.rng);
   std::atomic<size_t> next{0};
   std::atomic<uint64_t> bytes{0}, errors{0};
@@ -65,13 +69,15 @@ void read_pass(Source& s, unsigned threads, bool in_order) {
   std::vector<std::thread> pool;
   for (unsigned t = 0; t < threads; ++t) {
     pool.emplace_back([&] {
-      std::vector<char> buf(1 << 20);
+      constexpr size_t kBuf = 1 << 20;  // page-aligned: O_DIRECT reads need it
+      const std::unique_ptr<char, decltype(&std::free)> buf(static_cast<char*>(std::aligned_alloc(4096, kBuf)), &std::free);
+      if (!buf) { errors++; return; }
       for (size_t i; (i = next++) < s.paths.size();) {
-        const fid::Fd fd(::open(s.paths[i].c_str(), O_RDONLY | O_CLOEXEC));
+        const fid::Fd fd(::open(s.paths[i].c_str(), O_RDONLY | O_CLOEXEC | (direct ? O_DIRECT : 0)));
         if (fd.get() < 0) { errors++; continue; }
         ssize_t n;
         uint64_t got = 0;
-        while ((n = ::read(fd.get(), buf.data(), buf.size())) > 0) got += static_cast<uint64_t>(n);
+        while ((n = ::read(fd.get(), buf.get(), kBuf)) > 0) got += static_cast<uint64_t>(n);
         if (n < 0) errors++;
         bytes += got;
       }
@@ -92,19 +98,20 @@ int main(int argc, char** argv) {
   std::vector<std::string> lists;
   unsigned threads = 2;
   uint64_t seed = 1;
-  bool in_order = false;
+  bool in_order = false, direct = false;
   unsigned passes = 1;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--threads" && i + 1 < argc) threads = static_cast<unsigned>(std::stoul(argv[++i]));
     else if (a == "--seed" && i + 1 < argc) seed = std::stoull(argv[++i]);
     else if (a == "--in-order") in_order = true;
+    else if (a == "--direct") direct = true;
     else if (a == "--passes" && i + 1 < argc) passes = std::max(1u, static_cast<unsigned>(std::stoul(argv[++i])));
     else if (a.starts_with("--")) { std::fprintf(stderr, "readbench: unknown argument %s\n", a.c_str()); return 2; }
     else lists.push_back(a);
   }
   if (lists.empty()) {
-    std::fprintf(stderr, "usage: readbench LIST_FILE... [--threads N] [--seed S | --in-order] [--passes P]\n");
+    std::fprintf(stderr, "usage: readbench LIST_FILE... [--threads N] [--seed S | --in-order] [--passes P] [--direct]\n");
     return 2;
   }
   std::vector<Source> sources(lists.size());
@@ -116,7 +123,7 @@ int main(int argc, char** argv) {
     sources[k].rng.seed(seed);  // every list gets the same sequence of shuffles
   }
   for (unsigned p = 0; p < passes; ++p)
-    for (size_t j = 0; j < sources.size(); ++j) read_pass(sources[(p + j) % sources.size()], threads, in_order);
+    for (size_t j = 0; j < sources.size(); ++j) read_pass(sources[(p + j) % sources.size()], threads, in_order, direct);
   bool failed = false;
   for (const auto& s : sources) {
     std::printf("{\"files\": %zu, \"bytes\": %llu, \"errors\": %llu, \"seconds\": %.4f, \"files_per_s\": %.1f, \"mb_per_s\": %.2f, \"read_bytes\": %llu, \"cpu_us_per_file\": %.3f}\n",
