@@ -43,9 +43,8 @@ class FileReader {
   FileReader& operator=(const FileReader&) = delete;
 
   // Bytes in memory and what keeps them there: `data` stays valid while `keep` is held or, where
-  // `keep` is null, until this thread's next read.
-  // `tail` follows `data` (static bytes, a JPEG level's trailer): a file's pieces served where
-  // they lie, not copied, come without it.
+  // `keep` is null, until this thread's next read; `tail` (static bytes, a JPEG level's trailer)
+  // follows it where the pieces are served where they lie, not copied.
   struct Bytes {
     std::span<const uint8_t> data;
     std::shared_ptr<const void> keep;

@@ -182,25 +182,19 @@ Result<std::span<const uint8_t>> stored_span(const index::Store& store, const in
 
 Status read_range(const index::Store& store, const index::File& f, int level, uint64_t offset, uint64_t length,
                   PieceSource& source, std::vector<uint8_t>& out) {
+  const PieceRange r = piece_range(store, f, level, offset, length);
+  out.resize(r.end - r.begin);
   auto pieces = store.pieces(f);
-  const uint32_t np = std::min(store.pieces_at_level(f, level), f.piece_count);
-  const std::span<const uint8_t> trailer = index::level_trailer(f.kind);
-  uint64_t trailer_at = 0;  // = the pieces' total size
-  for (uint32_t i = 0; i < np; ++i) trailer_at += pieces[i].size;
-  const uint64_t total = trailer_at + trailer.size();
-  const uint64_t begin = std::min(offset, total);
-  const uint64_t end = begin + std::min(length, total - begin);
-  out.resize(end - begin);
   thread_local std::vector<PieceSlice> slices;
   slices.clear();
-  uint64_t pos = 0;
-  for (uint32_t i = 0; i < np && pos < end; pos += pieces[i++].size) {
-    const uint64_t a = std::max(pos, begin), b = std::min(pos + pieces[i].size, end);
-    if (a < b) slices.push_back({i, static_cast<uint32_t>(a - pos), {out.data() + (a - begin), b - a}});
+  uint64_t pos = r.first_at;
+  for (uint32_t i = r.first; i < r.first + r.count; pos += pieces[i++].size) {
+    const uint64_t a = std::max(pos, r.begin), b = std::min(pos + pieces[i].size, r.pieces_end);
+    if (a < b) slices.push_back({i, static_cast<uint32_t>(a - pos), {out.data() + (a - r.begin), b - a}});
   }
   if (!slices.empty())
     if (Status st = source.read(f, slices); !st.ok()) return st;
-  for (uint64_t p = std::max(trailer_at, begin); p < end; ++p) out[p - begin] = trailer[p - trailer_at];
+  std::copy(r.tail.begin(), r.tail.end(), out.begin() + static_cast<std::ptrdiff_t>(r.pieces_end - r.begin));
   return {};
 }
 

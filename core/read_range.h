@@ -71,6 +71,7 @@ class MemoryPieces final : public PieceSource {
 
 // Where bytes [offset, offset + length) of file f at `level`, clipped at its end, lie: pieces
 // first .. first + count - 1 hold [begin, pieces_end), the level trailer's bytes `tail` follow.
+// read_range copies by it; prefix_span and stored_span serve in place by it.
 struct PieceRange {
   uint64_t begin = 0, end = 0;
   uint64_t pieces_end = 0;      // min(end, where the trailer starts), at least begin
