@@ -10,14 +10,17 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cctype>
 #include <condition_variable>
 #include <cstring>
 #include <ctime>
 #include <deque>
+#include <latch>
 #include <mutex>
 #include <string_view>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "common/fd.h"
@@ -25,6 +28,7 @@
 #include "common/private_dir.h"
 #include "index/format.h"
 #include "common/posix_io.h"
+#include "storage/direct_read.h"
 
 namespace fid::storage {
 
@@ -36,6 +40,8 @@ constexpr uint64_t kMaxQueuedBytes = 64ull << 20;  // copies waiting for the wri
 constexpr time_t kStaleTempSeconds = 600;           // a temporary file this old is a crash's leftover
 constexpr std::string_view kTempPrefix = ".tmp-";
 constexpr std::string_view kEntrySuffix = ".p";
+constexpr size_t kOpenCopies = 128;                          // copies kept open (two descriptors each)
+constexpr auto kReopenAfter = std::chrono::seconds(1);      // how long one stays open unchecked by an open
 
 std::string folder_name(const std::string& identity) {
   std::string out = identity;
@@ -87,14 +93,26 @@ class DiskCachedSource final : public RecordSource, public DiskCache {
   void add_readings(Readings& out) const override;
   DiskCacheStats disk_stats() const override;
   void flush() override;
+  // A range a copy holds is read with O_DIRECT into the thread's bounce buffer and served there.
+  Result<std::span<const uint8_t>> read_scratch(uint32_t record, uint64_t offset, uint64_t len) override;
 
  private:
-  // A record's cached copy opened for reading; size 0 when there is none to use. `unusable`: a
-  // file is there but cannot serve (foreign header, too long, read error): a new copy replaces it.
-  struct Copy {
-    Fd fd;
+  // A record's cached copy, open and checked. Kept open in open_ for the reads that follow (one
+  // fstat each instead of an open, a header read, a touch and a close), for kReopenAfter at most:
+  // reopening touches the copy, so a copy in use is marked used about once a second.
+  struct OpenCopy {
+    Fd fd;      // for reads into any buffer
+    Fd direct;  // the same file with O_DIRECT, for read_scratch; -1 where the filesystem refuses it
     uint64_t size = 0;
+    struct stat seen {};  // when it was checked: a change of size, links or ctime means reopen
+    std::chrono::steady_clock::time_point opened;
+  };
+  // A record's copy for one read; none to use when `open` is null. `unusable`: a file is there
+  // but cannot serve (foreign header, too long, read error): a new copy replaces it.
+  struct Copy {
+    std::shared_ptr<const OpenCopy> open;
     bool unusable = false;
+    uint64_t size() const { return open ? open->size : 0; }
   };
   // What to write once a read passed to the inner source succeeds: its bytes, as the part of the
   // record's prefix from `from` on.
@@ -128,9 +146,17 @@ class DiskCachedSource final : public RecordSource, public DiskCache {
   };
 
   static std::string entry_name(uint32_t record) { return fmt::format("{}{}", record, kEntrySuffix); }
+  // Record r's copy: the one open_ holds while it is unchanged, else opened and checked anew.
+  Copy copy_of(uint32_t record);
   Copy open_copy(uint32_t record);
+  // The copy of `record` (or all of them) is not read through open_ again: it was replaced,
+  // dropped, evicted or failed a read.
+  void forget(uint32_t record);
+  void forget_all();
   // Serves the leading bytes of [offset, offset + dst.size()) that `copy` holds; how many.
-  uint64_t serve(Copy& copy, uint64_t offset, std::span<uint8_t> dst);
+  uint64_t serve(Copy& copy, uint32_t record, uint64_t offset, std::span<uint8_t> dst);
+  // read_ranges, given record copy_record's copy (looked up already) for its ranges of that record.
+  void read_ranges_from(uint32_t copy_record, Copy copy, std::span<RangeRead> batch, Done done);
   // Plans the rest of a read the copy did not serve: a tail from `at` passed on (and kept when
   // it continues the copy), counted as a partial hit or a miss.
   Keep plan(const Copy& copy, uint64_t offset, uint64_t covered);
@@ -164,6 +190,10 @@ class DiskCachedSource final : public RecordSource, public DiskCache {
   Fd dir_fd_, folder_fd_;
   bool disabled_ = false;
   std::string problem_;  // why disabled_
+
+  mutable std::mutex open_mu_;
+  std::unordered_map<uint32_t, std::shared_ptr<const OpenCopy>> open_;  // at most kOpenCopies
+  std::atomic<bool> direct_refused_{false};  // the folder's filesystem refused an O_DIRECT read
 
   std::mutex disk_mu_;            // writes, evictions and drops of this mount
   std::atomic<uint64_t> used_{0};  // bytes in the folder, as last counted (written under disk_mu_)
@@ -240,64 +270,146 @@ void DiskCachedSource::add_readings(Readings& out) const {
   });
 }
 
+DiskCachedSource::Copy DiskCachedSource::copy_of(uint32_t record) {
+  if (disabled_ || record >= store_.records().size()) return {};
+  std::shared_ptr<const OpenCopy> held;
+  {
+    std::lock_guard lock(open_mu_);
+    if (auto it = open_.find(record); it != open_.end()) held = it->second;
+  }
+  if (held && std::chrono::steady_clock::now() - held->opened < kReopenAfter) {
+    // Still the file that was checked: not replaced or removed (by another mount), truncated,
+    // written to or touched since (ctime).
+    struct stat st {};
+    if (::fstat(held->fd.get(), &st) == 0 && st.st_nlink > 0 && st.st_size == held->seen.st_size &&
+        st.st_ctim.tv_sec == held->seen.st_ctim.tv_sec && st.st_ctim.tv_nsec == held->seen.st_ctim.tv_nsec)
+      return {held, false};
+  }
+  Copy c = open_copy(record);
+  std::lock_guard lock(open_mu_);
+  if (!c.open) {
+    open_.erase(record);
+    return c;
+  }
+  if (open_.size() >= kOpenCopies && !open_.contains(record)) {  // the longest open goes
+    auto oldest = std::min_element(open_.begin(), open_.end(),
+                                   [](const auto& a, const auto& b) { return a.second->opened < b.second->opened; });
+    open_.erase(oldest);
+  }
+  open_[record] = c.open;
+  return c;
+}
+
+void DiskCachedSource::forget(uint32_t record) {
+  std::lock_guard lock(open_mu_);
+  open_.erase(record);
+}
+
+void DiskCachedSource::forget_all() {
+  std::lock_guard lock(open_mu_);
+  open_.clear();
+}
+
 DiskCachedSource::Copy DiskCachedSource::open_copy(uint32_t record) {
   Copy c;
+  auto open = std::make_shared<OpenCopy>();
+  const std::string entry = entry_name(record);
   // O_NONBLOCK: a FIFO in an entry's place must not hang the read (it is then no regular file).
-  c.fd = Fd(::openat(folder_fd_.get(), entry_name(record).c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
-  if (c.fd.get() < 0) {
-    if (errno != ENOENT) disk_error(fmt::format("{}: cannot open: {}", where(entry_name(record)), std::strerror(errno)));
+  open->fd = Fd(::openat(folder_fd_.get(), entry.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+  if (open->fd.get() < 0) {
+    if (errno != ENOENT) disk_error(fmt::format("{}: cannot open: {}", where(entry), std::strerror(errno)));
     c.unusable = errno == ELOOP;  // a symbolic link: replaced by the next copy, never read through
     return c;
   }
   struct stat st {};
   uint8_t header[index::kRecordHeaderSize];
-  const uint64_t size = ::fstat(c.fd.get(), &st) == 0 && S_ISREG(st.st_mode) ? static_cast<uint64_t>(st.st_size) : 0;
+  const uint64_t size = ::fstat(open->fd.get(), &st) == 0 && S_ISREG(st.st_mode) ? static_cast<uint64_t>(st.st_size) : 0;
   // A published copy always starts with the record's header; anything else is not ours to serve.
-  const std::string name = where(entry_name(record));
+  const std::string name = where(entry);
   Status header_read = size < sizeof header ? Status(Error{EIO, fmt::format("{}: shorter than a record header", name)})
                        : size > store_.records()[record].size
                            ? Status(Error{EIO, fmt::format("{}: longer than record {}", name, record)})
-                           : pread_exact(c.fd.get(), header, sizeof header, 0, name);
+                           : pread_exact(open->fd.get(), header, sizeof header, 0, name);
   if (header_read.ok() && (std::memcmp(header, index::kRecordMagic.data(), index::kRecordMagic.size()) != 0 ||
                            index::get_le(header + 8, 4) != store_.records()[record].header_id))
     header_read = Error{EIO, fmt::format("{}: not a copy of record {} of this store (another header)", name, record)};
   if (!header_read.ok()) {
     disk_error(header_read.error().message + "; it is replaced by the next copy");
-    c.fd.reset();
     c.unusable = true;
     return c;
   }
-  c.size = size;
+  open->size = size;
   const timespec touch[2] = {{0, UTIME_OMIT}, {0, UTIME_NOW}};  // mtime = last use, for eviction
-  ::futimens(c.fd.get(), touch);
+  ::futimens(open->fd.get(), touch);
+  if (::fstat(open->fd.get(), &open->seen) != 0) return c;  // (cannot fail on an open file)
+  open->opened = std::chrono::steady_clock::now();
+  if (!direct_refused_.load(std::memory_order_relaxed)) {
+    // The same file, unless it was replaced in between (then none: reads go the buffered way).
+    open->direct = Fd(::openat(folder_fd_.get(), entry.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_DIRECT));
+    struct stat dst {};
+    if (open->direct.get() >= 0 && (::fstat(open->direct.get(), &dst) != 0 || dst.st_ino != open->seen.st_ino ||
+                                    dst.st_dev != open->seen.st_dev))
+      open->direct.reset();
+  }
+  c.open = std::move(open);
   return c;
 }
 
-uint64_t DiskCachedSource::serve(Copy& copy, uint64_t offset, std::span<uint8_t> dst) {
-  if (copy.size <= offset) return 0;
-  const uint64_t covered = std::min<uint64_t>(copy.size - offset, dst.size());
-  if (Status read = pread_exact(copy.fd.get(), dst.data(), covered, offset, "a disk cache copy"); !read.ok()) {
+uint64_t DiskCachedSource::serve(Copy& copy, uint32_t record, uint64_t offset, std::span<uint8_t> dst) {
+  if (copy.size() <= offset) return 0;
+  const uint64_t covered = std::min<uint64_t>(copy.size() - offset, dst.size());
+  if (Status read = pread_exact(copy.open->fd.get(), dst.data(), covered, offset, "a disk cache copy"); !read.ok()) {
     disk_error(read.error().message + "; the copy is not trusted again");  // it changed under us
-    copy = Copy{};
-    copy.unusable = true;
+    forget(record);
+    copy = Copy{nullptr, true};
     return 0;
   }
   stats_.bytes_from_disk.fetch_add(covered, std::memory_order_relaxed);
   return covered;
 }
 
+Result<std::span<const uint8_t>> DiskCachedSource::read_scratch(uint32_t record, uint64_t offset, uint64_t len) {
+  Copy copy = copy_of(record);
+  if (copy.open && copy.open->direct.get() >= 0 && offset + len <= copy.size() &&
+      !direct_refused_.load(std::memory_order_relaxed)) {
+    Result<std::span<const uint8_t>> got = read_direct(copy.open->direct.get(), offset, len, "a disk cache copy");
+    if (got) {
+      stats_.hits.fetch_add(1, std::memory_order_relaxed);
+      stats_.bytes_from_disk.fetch_add(len, std::memory_order_relaxed);
+      return got;
+    }
+    if (got.error().code == EINVAL) {  // this alignment is not the filesystem's: buffered from now on
+      direct_refused_.store(true, std::memory_order_relaxed);
+    } else if (got.error().code != ENOMEM) {
+      disk_error(fmt::format("{}: {}; the copy is not trusted again", where(entry_name(record)), got.error().message));
+      forget(record);
+      copy = Copy{nullptr, true};
+    }
+  }
+  // As read_ranges reads it (the part a copy holds from the copy, the rest fetched), with the copy
+  // looked up already.
+  thread_local std::vector<uint8_t> buf;
+  buf.resize(len);
+  RangeRead range{record, offset, {buf.data(), len}, {}};
+  std::latch done(1);
+  read_ranges_from(record, copy, {&range, 1}, [&done] { done.count_down(); });
+  done.wait();
+  if (!range.status.ok()) return range.status.error();
+  return std::span<const uint8_t>(buf.data(), len);
+}
+
 DiskCachedSource::Keep DiskCachedSource::plan(const Copy& copy, uint64_t offset, uint64_t covered) {
   (covered > 0 ? stats_.partial_hits : stats_.misses).fetch_add(1, std::memory_order_relaxed);
   const uint64_t at = offset + covered;
-  return Keep{at == copy.size, at, copy.unusable};  // kept only if it continues the copy (or starts one)
+  return Keep{at == copy.size(), at, copy.unusable};  // kept only if it continues the copy (or starts one)
 }
 
 void DiskCachedSource::read_prefixes(std::span<PrefixRead> batch, Done done) {
   auto job = std::make_shared<Job>();
   for (PrefixRead& p : batch) {
     Copy copy;
-    if (!disabled_ && p.record < store_.records().size() && p.len > 0) copy = open_copy(p.record);
-    const uint64_t covered = serve(copy, 0, {p.dst, p.len});
+    if (p.len > 0) copy = copy_of(p.record);
+    const uint64_t covered = serve(copy, p.record, 0, {p.dst, p.len});
     if (covered == p.len && p.len > 0) {  // (an empty read is the inner source's to answer)
       stats_.hits.fetch_add(1, std::memory_order_relaxed);
       p.status = {};
@@ -319,15 +431,17 @@ void DiskCachedSource::read_prefixes(std::span<PrefixRead> batch, Done done) {
 }
 
 void DiskCachedSource::read_ranges(std::span<RangeRead> batch, Done done) {
+  read_ranges_from(UINT32_MAX, {}, batch, std::move(done));
+}
+
+void DiskCachedSource::read_ranges_from(uint32_t copy_record, Copy copy, std::span<RangeRead> batch, Done done) {
   auto job = std::make_shared<Job>();
-  Copy copy;
-  uint32_t copy_of = UINT32_MAX;
   for (RangeRead& r : batch) {
-    if (r.record != copy_of) {  // a batch is mostly one record's pieces: open its copy once
-      copy = (!disabled_ && r.record < store_.records().size()) ? open_copy(r.record) : Copy{};
-      copy_of = r.record;
+    if (r.record != copy_record) {  // a batch is mostly one record's pieces: look its copy up once
+      copy = copy_of(r.record);
+      copy_record = r.record;
     }
-    const uint64_t covered = serve(copy, r.offset, r.dst);
+    const uint64_t covered = serve(copy, r.record, r.offset, r.dst);
     if (covered == r.dst.size() && covered > 0) {
       stats_.hits.fetch_add(1, std::memory_order_relaxed);
       r.status = {};
@@ -421,8 +535,6 @@ void DiskCachedSource::writer() {
   }
 }
 
-// Writes the longer copy beside the entry and renames it over, so that readers in any process
-// see the old copy or the new one whole; a crash before the rename leaves a temporary file.
 void DiskCachedSource::disk_error(const std::string& cause) {
   if (const uint64_t n = count_for_log(stats_.errors))
     log_warn("disk cache: {} (disk cache errors so far: {}; the store serves what the disk cannot)", cause, n);
@@ -441,6 +553,8 @@ Status DiskCachedSource::copy_head(int folder, const std::string& entry, uint64_
   return {};
 }
 
+// Writes the longer copy beside the entry and renames it over, so that readers in any process
+// see the old copy or the new one whole; a crash before the rename leaves a temporary file.
 void DiskCachedSource::store(const Pending& p) {
   const std::string entry = entry_name(p.record);
   const int folder = folder_fd_.get();
@@ -471,6 +585,7 @@ void DiskCachedSource::store(const Pending& p) {
     disk_error(ok.error().message + "; the copy is not kept");
     return;
   }
+  forget(p.record);  // the longer copy serves from now on
   used_.store(used_.load() - std::min(used_.load(), old) + total);
   stats_.bytes_written.fetch_add(total, std::memory_order_relaxed);
 }
@@ -493,7 +608,10 @@ void DiskCachedSource::evict(uint64_t grow, const std::string& keep) {
   for (const Entry& e : entries) {
     if (used_.load() <= target) break;
     if (e.dir->get() == folder_fd_.get() && e.name == keep) continue;
-    if (::unlinkat(e.dir->get(), e.name.c_str(), 0) == 0) stats_.evictions.fetch_add(1, std::memory_order_relaxed);
+    if (::unlinkat(e.dir->get(), e.name.c_str(), 0) == 0) {
+      stats_.evictions.fetch_add(1, std::memory_order_relaxed);
+      if (e.dir->get() == folder_fd_.get()) forget_all();  // an open copy would keep its space taken
+    }
     else if (errno != ENOENT) {  // ENOENT: another mount removed it
       disk_error(fmt::format("{}: cannot evict: {}", e.name, std::strerror(errno)));
       continue;
@@ -546,6 +664,11 @@ void DiskCachedSource::clean_temp(int dir, const std::string& name) {
 }
 
 uint64_t DiskCachedSource::local_copy_len(uint32_t record) const {
+  {
+    std::lock_guard lock(open_mu_);
+    if (auto it = open_.find(record); it != open_.end() && std::chrono::steady_clock::now() - it->second->opened < kReopenAfter)
+      return it->second->size;
+  }
   struct stat st {};
   if (disabled_ || record >= store_.records().size() || !stat_file(folder_fd_.get(), entry_name(record), st)) return 0;
   // A copy longer than the record is not ours (open_copy refuses it): none.
@@ -559,6 +682,7 @@ bool DiskCachedSource::drop_cached(uint32_t record) {
     std::lock_guard lock(disk_mu_);
     const std::string entry = entry_name(record);
     struct stat st {};
+    forget(record);
     if (stat_file(folder_fd_.get(), entry, st) && ::unlinkat(folder_fd_.get(), entry.c_str(), 0) == 0) {
       used_.store(used_.load() - std::min<uint64_t>(used_.load(), static_cast<uint64_t>(st.st_size)));
       stats_.dropped.fetch_add(1, std::memory_order_relaxed);

@@ -6,14 +6,17 @@
 // Layout: DIR/<identity>/<record id>.p holds bytes [0, n) of the record; the file's size is the
 // truth about n. Folders are 0700 and files 0600 (common/private_dir.h); every file is opened,
 // renamed and removed relative to the folder, never through a symbolic link: a link (or any
-// non-file) in an entry's place is an unusable copy, replaced by the next one written. A copy is written to DIR/<identity>/.tmp-<pid>-<tid>-<n>, synced and renamed
-// over the entry, so a reader (in any process) sees the old copy or the new one, never a part;
-// a crash leaves only temporary files, removed by the next scan when their process is gone or
-// they are older than ten minutes. A file's modification time is its last use (touched on every
-// hit); when the folder (all identities together) would grow past max_bytes, the least recently
-// used files go, under flock(DIR/.lock) so that two mounts do not both evict for the same bytes.
-// Each mount counts the folder's bytes itself: it rescans the folder when its count says it is
-// full, so mounts sharing it may together overshoot until that rescan (by what each wrote since).
+// non-file) in an entry's place is an unusable copy, replaced by the next one written. A copy is
+// written to DIR/<identity>/.tmp-<pid>-<tid>-<n>, synced and renamed over the entry, so a reader
+// (in any process) sees the old copy or the new one, never a part; a crash leaves only temporary
+// files, removed by the next scan when their process is gone or they are older than ten minutes. A
+// file's modification time is its last use (touched when a read opens it, about once a second while
+// it is read: the copy then stays open for the reads that follow, each of which checks with fstat
+// that it is unchanged); when the folder (all identities together) would grow past max_bytes, the
+// least recently used files go, under flock(DIR/.lock) so that two mounts do not both evict for the
+// same bytes. Each mount counts the folder's bytes itself: it rescans the folder when its count
+// says it is full, so mounts sharing it may together overshoot until that rescan (by what each
+// wrote since).
 //
 // The cache never fails a read: a missing, short, foreign (bad header) or unreadable copy, and
 // any error writing one, send the read to the inner source instead and are counted. Copies are

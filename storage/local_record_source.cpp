@@ -18,6 +18,7 @@
 
 #include "index/format.h"
 #include "common/posix_io.h"
+#include "storage/direct_read.h"
 
 namespace fid::storage {
 
@@ -58,43 +59,9 @@ Status RecordSource::read_prefix(uint32_t record, uint64_t len, uint8_t* dst) {
 
 namespace {
 
-constexpr uint64_t kSector = 512;
-constexpr uint64_t kPage = 4096;
 constexpr unsigned kRingEntries = 64;  // reads in flight at once per thread (more are issued in turns)
 constexpr int kNotRead = INT32_MIN;    // a read the ring did not do (the thread then preads it)
 constexpr int kDirectUnopened = -2;    // an O_DIRECT slot not tried yet
-
-uint64_t round_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
-
-// Page-aligned per-thread scratch for O_DIRECT range reads.
-struct Scratch {
-  uint8_t* p = nullptr;
-  size_t cap = 0;
-  ~Scratch() { std::free(p); }
-  uint8_t* get(size_t n) {
-    if (n > cap) {
-      std::free(p);
-      cap = round_up(std::max<size_t>(n, 256 * 1024), kPage);
-      p = static_cast<uint8_t*>(std::aligned_alloc(kPage, cap));
-      if (!p) cap = 0;
-    }
-    return p;
-  }
-  // Reads the ring could not reap may still land in the buffer: it is never used (nor freed)
-  // again, only kept where it can be found. At most Ring::kMaxRingFailures times per thread,
-  // after which the thread preads.
-  void abandon() {
-    if (p) {
-      static std::mutex mu;
-      static auto* abandoned = new std::vector<uint8_t*>();  // never destroyed: outlives every thread
-      std::lock_guard lock(mu);
-      abandoned->push_back(p);
-    }
-    p = nullptr;
-    cap = 0;
-  }
-};
-thread_local Scratch t_scratch;
 
 // One io_uring per thread, set up on its first use. A ring that fails is drained and dropped, and
 // the thread's next batch sets up another; after kMaxRingFailures the thread preads.
@@ -316,7 +283,7 @@ void LocalRecordSource::read_ranges(std::span<RangeRead> batch, Done done) {
   res.assign(spans.size(), kNotRead);
   buffered.assign(batch.size(), 1);
   if (uring_ && spans.size() > 1 && !ring_read<Span>(spans, res)) {
-    t_scratch.abandon();  // every range is read buffered, straight into its destination
+    abandon_thread_scratch();  // every range is read buffered, straight into its destination
     spans.clear();
   }
   for (size_t k = 0; k < spans.size(); ++k)
@@ -333,12 +300,11 @@ void LocalRecordSource::plan_direct(std::span<const RangeRead> batch, std::vecto
     const RangeRead& r = batch[k];
     const int fd = r.record < fds_.size() ? direct_fd(r.record) : -1;
     if (fd < 0) continue;
-    const uint64_t a0 = r.offset / kSector * kSector;
-    const uint64_t len = round_up(r.offset + r.dst.size(), kSector) - a0;
-    spans.push_back({fd, nullptr, len, a0, static_cast<uint32_t>(k)});
+    const uint64_t len = sector_span(r.offset, r.dst.size());
+    spans.push_back({fd, nullptr, len, sector_start(r.offset), static_cast<uint32_t>(k)});
     total += round_up(len, kPage);
   }
-  uint8_t* buf = spans.empty() ? nullptr : t_scratch.get(total);
+  uint8_t* buf = spans.empty() ? nullptr : thread_scratch(total);
   if (!buf) spans.clear();  // no bounce buffer: everything buffered
   for (Span& s : spans) {
     s.buf = buf;
@@ -375,20 +341,13 @@ bool LocalRecordSource::finish_direct(const Span& s, int res, RangeRead& r) {
 
 Result<std::span<const uint8_t>> LocalRecordSource::read_scratch(uint32_t r, uint64_t offset, uint64_t len) {
   const int fd = r < fds_.size() ? direct_fd(r) : -1;
-  const uint64_t a0 = offset / kSector * kSector;
-  const uint64_t span = round_up(offset + len, kSector) - a0;
-  uint8_t* buf = fd >= 0 ? t_scratch.get(span) : nullptr;
-  if (!buf) return RecordSource::read_scratch(r, offset, len);
+  if (fd < 0) return RecordSource::read_scratch(r, offset, len);
   counters_.requests.fetch_add(1, std::memory_order_relaxed);
-  counters_.bytes.fetch_add(span, std::memory_order_relaxed);
-  Result<uint64_t> got = pread_loop(fd, buf, span, a0, path_of(r));
-  if (!got && got.error().code == EINVAL) {  // this alignment is not the filesystem's: buffered from now on
-    drop_direct(r, fd);
-    return RecordSource::read_scratch(r, offset, len);
-  }
-  if (!got) return std::move(got).error();
-  if (*got < offset - a0 + len) return error(r, EIO, fmt::format("short read at offset {}", offset));
-  return std::span<const uint8_t>(buf + (offset - a0), len);
+  counters_.bytes.fetch_add(sector_span(offset, len), std::memory_order_relaxed);
+  Result<std::span<const uint8_t>> got = read_direct(fd, offset, len, path_of(r));
+  if (got || (got.error().code != EINVAL && got.error().code != ENOMEM)) return got;
+  if (got.error().code == EINVAL) drop_direct(r, fd);  // this alignment is not the filesystem's: buffered from now on
+  return RecordSource::read_scratch(r, offset, len);
 }
 
 Status LocalRecordSource::read_one_prefix(const PrefixRead& p) {

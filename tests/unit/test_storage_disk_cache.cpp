@@ -2,7 +2,8 @@
 // second read comes from disk; a longer prefix fetches only its tail; LRU eviction keeps the
 // folder under its size; a remount finds the copies; a crash's temporary files are never served
 // and are removed; two caches on one folder read correctly from many threads while evicting; a
-// truncated, foreign or damaged copy never gives wrong bytes; an unusable folder fails no read.
+// truncated, foreign or damaged copy never gives wrong bytes; an unusable folder fails no read;
+// read_scratch serves ranges a copy holds in place, and a copy kept open notices a change.
 #include <gtest/gtest.h>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -18,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/read_range.h"
 #include "core/record_cache.h"
 #include "counting_source.h"
 #include "storage/disk_cache.h"
@@ -622,6 +624,123 @@ TEST_F(DiskCacheTest, SymbolicLinksInTheFolderAreNeverFollowed) {
       EXPECT_EQ(mode_of(entry(r.id)), 0600u);
     }
   }
+}
+
+// A range a copy holds is read from it with O_DIRECT into the thread's buffer; a range running
+// past the copy's end comes from the source for the bytes the copy lacks.
+TEST_F(DiskCacheTest, ReadScratchServesWhatACopyHolds) {
+  Cached c = cached(64 << 20);
+  const uint32_t r = scan_record();
+  const uint64_t len = full_len(r);
+  read_prefix(*c.source, r, len / 2);  // a copy of the first half
+  c.disk->flush();
+  const uint64_t copied = c.source->local_copy_len(r);
+  ASSERT_GT(copied, 0u);
+  ASSERT_LT(copied, len);
+  const uint64_t fetched = c.counting->bytes();
+  const uint64_t hits = c.disk->disk_stats().hits;
+  int served = 0;
+  for (uint64_t off : {uint64_t{0}, uint64_t{1}, uint64_t{511}, uint64_t{512}, uint64_t{4097}, copied / 3})
+    for (uint64_t n : {uint64_t{1}, uint64_t{100}, uint64_t{513}, uint64_t{8191}}) {
+      if (off + n > copied) continue;
+      auto got = c.source->read_scratch(r, off, n);
+      ASSERT_TRUE(got.ok()) << got.error().message;
+      EXPECT_EQ(std::vector<uint8_t>(got->begin(), got->end()), file_bytes(r, off, n)) << off << "+" << n;
+      ++served;
+    }
+  auto last = c.source->read_scratch(r, copied - 7, 7);  // up to the copy's last byte
+  ASSERT_TRUE(last.ok()) << last.error().message;
+  EXPECT_EQ(std::vector<uint8_t>(last->begin(), last->end()), file_bytes(r, copied - 7, 7));
+  EXPECT_EQ(c.counting->bytes(), fetched);  // all from the copy
+  EXPECT_EQ(c.disk->disk_stats().hits, hits + served + 1);
+  // Past the copy's end: the tail from the source.
+  auto past = c.source->read_scratch(r, copied - 10, 30);
+  ASSERT_TRUE(past.ok()) << past.error().message;
+  EXPECT_EQ(std::vector<uint8_t>(past->begin(), past->end()), file_bytes(r, copied - 10, 30));
+  EXPECT_EQ(c.counting->bytes(), fetched + 20);
+}
+
+// A copy stays open for the reads that follow; whatever happens to the file meanwhile (truncated,
+// written, replaced or removed by another mount) the next read sees it and serves the right bytes.
+TEST_F(DiskCacheTest, ACopyKeptOpenNoticesWhatHappensToIt) {
+  Cached c = cached(64 << 20);
+  const uint32_t r = scan_record();
+  const uint64_t len = full_len(r);
+  read_prefix(*c.source, r, len);
+  c.disk->flush();
+  auto scratch = [&](uint64_t off, uint64_t n) {
+    auto got = c.source->read_scratch(r, off, n);
+    EXPECT_TRUE(got.ok()) << got.error().message;
+    return got ? std::vector<uint8_t>(got->begin(), got->end()) : std::vector<uint8_t>{};
+  };
+  EXPECT_EQ(scratch(len - 100, 100), file_bytes(r, len - 100, 100));
+  uint64_t before = c.counting->bytes();
+  // Truncated in place: the range past the new end comes from the source.
+  fs::resize_file(entry(r), len / 2);
+  EXPECT_EQ(scratch(len - 100, 100), file_bytes(r, len - 100, 100));
+  EXPECT_EQ(c.counting->bytes(), before + 100);
+  EXPECT_EQ(c.source->local_copy_len(r), len / 2);
+  EXPECT_EQ(read_prefix(*c.source, r, len), file_bytes(r, 0, len));  // and a whole copy again
+  c.disk->flush();
+  EXPECT_EQ(scratch(8, 100), file_bytes(r, 8, 100));
+  // Its header made foreign in place: not served, fetched and replaced.
+  fid::testutil::flip_byte(entry(r), 8);
+  before = c.counting->bytes();
+  uint64_t errors = c.disk->disk_stats().errors;
+  EXPECT_EQ(scratch(8, 100), file_bytes(r, 8, 100));
+  EXPECT_EQ(c.counting->bytes(), before + 100);
+  EXPECT_EQ(c.disk->disk_stats().errors, errors + 1);
+  EXPECT_EQ(read_prefix(*c.source, r, len), file_bytes(r, 0, len));
+  c.disk->flush();
+  EXPECT_EQ(scratch(8, 100), file_bytes(r, 8, 100));
+  // Replaced by another mount (a rename over it) with a copy that is not of this record.
+  const fs::path other = entry(r).string() + ".other";
+  fs::copy_file(entry(r), other);
+  fid::testutil::flip_byte(other, 8);
+  fs::rename(other, entry(r));
+  before = c.counting->bytes();
+  errors = c.disk->disk_stats().errors;
+  EXPECT_EQ(scratch(8, 100), file_bytes(r, 8, 100));
+  EXPECT_EQ(c.counting->bytes(), before + 100);
+  EXPECT_EQ(c.disk->disk_stats().errors, errors + 1);
+  // Removed by another mount's eviction: fetched.
+  EXPECT_EQ(read_prefix(*c.source, r, len), file_bytes(r, 0, len));
+  c.disk->flush();
+  EXPECT_EQ(scratch(8, 100), file_bytes(r, 8, 100));
+  fs::remove(entry(r));
+  before = c.counting->bytes();
+  EXPECT_EQ(scratch(8, 100), file_bytes(r, 8, 100));
+  EXPECT_EQ(c.counting->bytes(), before + 100);
+  EXPECT_EQ(c.source->local_copy_len(r), 0u);
+}
+
+// Bit rot in a copy already open: the reader's checksum finds it, the copy is dropped, and the
+// file is read again from the source (file layout: its pieces are read in place).
+class DiskCacheFileLayoutTest : public DiskCacheTest {
+ protected:
+  fid::index::StoreLayout layout() const override { return fid::index::StoreLayout::file; }
+};
+
+TEST_F(DiskCacheFileLayoutTest, ADamagedCopyReadInPlaceIsDroppedAndReadAgain) {
+  const auto& victim = jpeg_with(3);
+  const int L = store().levels();
+  const auto range = fid::core::piece_range(store(), victim, L, 0, 1 << 20);
+  ASSERT_TRUE(range.back_to_back);
+  Cached c = cached(64 << 20);
+  const uint64_t len = full_len(victim.record);
+  read_prefix(*c.source, victim.record, len);
+  c.disk->flush();
+  auto good = fid::core::stored_span(store(), victim, range, *c.source, nullptr);
+  ASSERT_TRUE(good.ok()) << good.error().message;
+  const std::vector<uint8_t> expected(good->begin(), good->end());
+  const uint64_t before = c.counting->bytes();
+  fid::testutil::flip_byte(entry(victim.record), store().pieces(victim)[2].offset + 1);
+  auto again = fid::core::stored_span(store(), victim, range, *c.source, nullptr);
+  ASSERT_TRUE(again.ok()) << again.error().message;
+  EXPECT_EQ(std::vector<uint8_t>(again->begin(), again->end()), expected);
+  EXPECT_GT(c.counting->bytes(), before);  // from the source
+  EXPECT_EQ(c.disk->disk_stats().dropped, 1u);
+  EXPECT_FALSE(fs::exists(entry(victim.record)));
 }
 
 }  // namespace
