@@ -3,7 +3,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 BENCH_DIR=${BENCH_DIR:-/tmp/fidelityfs-bench}
-bin=$root/build/cli/fidelityfs
+bin=${FIDELITYFS_BIN:-$root/build/cli/fidelityfs}  # FIDELITYFS_BIN: another build's, for an A/B
 mkdir -p "$BENCH_DIR"
 
 # bench_setup: installs what the benchmarks need and builds build/ (Release; BUILD_TARGETS: only

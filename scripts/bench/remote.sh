@@ -31,6 +31,8 @@
 #   scripts/bench/remote.sh [COUNT=5000] [RUNS=3] [KINDS=imagenet] [PARTS=cold,epochs]
 #     (KINDS: imagenet,imagenet-sized; PARTS: cold, epochs or both)
 #   env: TBF_MBIT=800 RTT_MS=20 THREADS=8 PEER_FILES=1000 CACHE=256MiB LAYOUT=scan|file
+#        EPOCH_UNITS="fid random,ext4" (the epochs part's contenders to run; all by default; the
+#        goals of contenders not run are not printed)
 source "$(dirname "$0")/common.sh"
 count=${1:-5000}
 runs=${2:-3}
@@ -267,10 +269,10 @@ errors() {
   [[ $e == 0 ]] || echo "$1: read errors: $e" >>"$work/errors"
 }
 # The runs' figures live in the calling part's associative array R: R[NAME,METRIC] = "v1 v2 ...".
-keep() {  # NAME "images/s served fetched proxy GETs requests rss files [mode]": one run's figures
-  local a b c d e f g h mode kv
-  read -r a b c d e f g h mode <<<"$2"
-  for kv in "fps $a" "served $b" "fetched $c" "proxy $d" "gets $e" "reqs $f" "rss $g" "files $h" "mode ${mode:--}"; do
+keep() {  # NAME "images/s served fetched proxy GETs requests rss files [mode [daemon CPU us/image]]": one run's figures
+  local a b c d e f g h mode cpu kv
+  read -r a b c d e f g h mode cpu <<<"$2"
+  for kv in "fps $a" "served $b" "fetched $c" "proxy $d" "gets $e" "reqs $f" "rss $g" "files $h" "mode ${mode:--}" "cpu ${cpu:--}"; do
     R[$1,${kv%% *}]+="${kv#* } "
   done
 }
@@ -394,9 +396,9 @@ cold_part() {
 #   nodes stable/per-epoch e0/e1  four mounts as four nodes, each with its own disk cache of 1.2x a
 #                       quarter of the store, reading rank orders epoch-2RUN.rank-R-of-4, then on fresh
 #                       mounts epoch-(2RUN+1); order_ranks=stable (the default) or per-epoch
-# Lines: "NAME|images/s served fetched proxy GETs requests rss files mode".
+# Lines: "NAME|images/s served fetched proxy GETs requests rss files mode daemon-CPU-us/image".
 fid_read() {  # NAME MNT LIST OPTIONS  (LIST: order:N or random:SEED:COUNT)
-  local name=$1 m=$2 what=$3 opts=$4 pid out seed nfiles st rss
+  local name=$1 m=$2 what=$3 opts=$4 pid out seed nfiles st rss t0 t1
   pid=$(fid_mount "$m" full "$opts")
   case $what in
     order:*) sed "s|^|$m/|" "$m/.fidelity/order/epoch-${what#order:}" ;;
@@ -404,14 +406,16 @@ fid_read() {  # NAME MNT LIST OPTIONS  (LIST: order:N or random:SEED:COUNT)
   esac >"$work/lists/cur"
   cold
   preset
+  t0=$(cpu_ticks "$pid")
   out=$(read_list "$work/lists/cur")
+  t1=$(cpu_ticks "$pid")
   read -r pb pg pr < <(pcount)
   st=$work/stats/$kind-${name// /_}.json
   cp "$m/.fidelity/stats" "$st"
   rss=$(kb "$pid" VmHWM)
   errors "$name" "$out"
   fid_umount "$m" "$pid"
-  echo "$name|$(field "$out" files_per_s) $(field "$out" bytes) $(json_get "$st" storage_bytes) $pb $pg $pr $rss $(field "$out" files) $(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["random_reads"]["mode"])' "$st")"
+  echo "$name|$(field "$out" files_per_s) $(field "$out" bytes) $(json_get "$st" storage_bytes) $pb $pg $pr $rss $(field "$out" files) $(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["random_reads"]["mode"])' "$st") $(x "($t1 - $t0) * 1000000 / $hz / $(field "$out" files)")"
 }
 
 ext4_read() {  # NAME SEED
@@ -420,7 +424,7 @@ ext4_read() {  # NAME SEED
   cold
   out=$(read_list "$work/lists/cur")
   errors "$1" "$out"
-  echo "$1|$(field "$out" files_per_s) $(field "$out" bytes) $(field "$out" read_bytes) 0 0 0 0 $(field "$out" files) -"
+  echo "$1|$(field "$out" files_per_s) $(field "$out" bytes) $(field "$out" read_bytes) 0 0 0 0 $(field "$out" files) - -"
 }
 
 peer_epochs() {  # PEER RUN
@@ -479,19 +483,26 @@ epochs_unit() {
 epochs_goals() {
   printf '\ngoals (%s, epochs):\n' "$kind"
   local q
-  q=$(ratio "fid random e0" fps "fid order e0" fps)
-  printf 'goal: random epoch 0 >= 0.8x the published order: measured %.2fx (%.0f vs %.0f images/s) -> %s\n' "$q" \
-    "$(med "fid random e0" fps)" "$(med "fid order e0" fps)" "$(met "$q >= 0.8")"
-  q=$(per "fid random e0" gets)
-  printf 'goal: random epoch 0 <= 0.05 GETs an image: measured %.4f -> %s\n' "$q" "$(met "$q <= 0.05")"
-  q=$(x "$(med "fid random e0" fetched) / $record_bytes")
-  printf 'goal: random epoch 0 fetches <= 1.05x the store: measured %.3fx -> %s\n' "$q" "$(met "$q <= 1.05")"
-  q=$(x "$(med "fid random e1" fetched) / $record_bytes")
-  printf 'goal: random epoch 1 fetches <= 0.01x the store: measured %.4fx -> %s\n' "$q" "$(met "$q <= 0.01")"
-  q=$(ratio "fid random e1" fps "ext4 random e1" fps)
-  printf 'goal: random epoch 1 >= 0.8x ext4 in the same order: measured %.2fx (%.0f vs %.0f images/s) -> %s\n' "$q" \
-    "$(med "fid random e1" fps)" "$(med "ext4 random e1" fps)" "$(met "$q >= 0.8")"
+  if have "fid random e0" "fid order e0"; then
+    q=$(ratio "fid random e0" fps "fid order e0" fps)
+    printf 'goal: random epoch 0 >= 0.8x the published order: measured %.2fx (%.0f vs %.0f images/s) -> %s\n' "$q" \
+      "$(med "fid random e0" fps)" "$(med "fid order e0" fps)" "$(met "$q >= 0.8")"
+  fi
+  if have "fid random e0"; then
+    q=$(per "fid random e0" gets)
+    printf 'goal: random epoch 0 <= 0.05 GETs an image: measured %.4f -> %s\n' "$q" "$(met "$q <= 0.05")"
+    q=$(x "$(med "fid random e0" fetched) / $record_bytes")
+    printf 'goal: random epoch 0 fetches <= 1.05x the store: measured %.3fx -> %s\n' "$q" "$(met "$q <= 1.05")"
+    q=$(x "$(med "fid random e1" fetched) / $record_bytes")
+    printf 'goal: random epoch 1 fetches <= 0.01x the store: measured %.4fx -> %s\n' "$q" "$(met "$q <= 0.01")"
+  fi
+  if have "fid random e1" "ext4 random e1"; then
+    q=$(ratio "fid random e1" fps "ext4 random e1" fps)
+    printf 'goal: random epoch 1 >= 1.0x ext4 in the same order: measured %.2fx (%.0f vs %.0f images/s) -> %s\n' "$q" \
+      "$(med "fid random e1" fps)" "$(med "ext4 random e1" fps)" "$(met "$q >= 1.0")"
+  fi
   for p in s3fs rclone; do
+    have "fid random e0" "$p e0" || continue
     local want=10
     [[ $p == rclone ]] && want=3
     q=$(ratio "fid random e0" fps "$p e0" fps)
@@ -501,17 +512,28 @@ epochs_goals() {
     printf 'goal: epoch 1 >= 1.0x %s with its cache on: measured %.2fx (%.0f vs %.0f images/s) -> %s\n' "$p" "$q" \
       "$(med "fid random e1" fps)" "$(med "$p e1" fps)" "$(met "$q >= 1.0")"
   done
-  q=$(ratio "small dc auto" fps "small dc pieces" fps)
-  printf 'goal: disk cache smaller than the store: auto keeps pieces (modes: %s) within 10%% of pieces: measured %.2fx -> %s\n' \
-    "$(echo ${R["small dc auto",mode]})" "$q" "$(met "$q >= 0.9 && $q <= 1.1")"
-  q=$(x "$(med "nodes stable e1" fetched) / $record_bytes")
-  printf 'goal: four nodes on rank orders fetch <= 0.05x the store in epoch 1: measured %.4fx -> %s (order_ranks=per-epoch: %.3fx)\n' \
-    "$q" "$(met "$q <= 0.05")" "$(x "$(med "nodes per-epoch e1" fetched) / $record_bytes")"
+  if have "small dc auto" "small dc pieces"; then
+    q=$(ratio "small dc auto" fps "small dc pieces" fps)
+    printf 'goal: disk cache smaller than the store: auto keeps pieces (modes: %s) within 10%% of pieces: measured %.2fx -> %s\n' \
+      "$(echo ${R["small dc auto",mode]})" "$q" "$(met "$q >= 0.9 && $q <= 1.1")"
+  fi
+  if have "nodes stable e1" "nodes per-epoch e1"; then
+    q=$(x "$(med "nodes stable e1" fetched) / $record_bytes")
+    printf 'goal: four nodes on rank orders fetch <= 0.05x the store in epoch 1: measured %.4fx -> %s (order_ranks=per-epoch: %.3fx)\n' \
+      "$q" "$(met "$q <= 0.05")" "$(x "$(med "nodes per-epoch e1" fetched) / $record_bytes")"
+  fi
+}
+
+# have NAME...: whether every contender named ran (EPOCH_UNITS may leave some out)
+have() {
+  local n
+  for n; do [[ -n ${R[$n,fps]:-} ]] || return 1; done
 }
 
 epochs_part() {
   declare -A R=()
   local units=("fid random" "fid order" "ext4" "s3fs" "rclone" "small dc" "nodes stable" "nodes per-epoch")
+  if [[ -n ${EPOCH_UNITS:-} ]]; then IFS=, read -ra units <<<"$EPOCH_UNITS"; fi
   local r i u lines name line
   for ((r = 1; r <= runs; r++)); do
     for ((i = 0; i < ${#units[@]}; i++)); do
@@ -530,11 +552,16 @@ epochs_part() {
                "nodes per-epoch e1")
   printf '\n%s, epochs: disk caches on; every epoch cold (page cache dropped; epoch 1 a fresh mount on the same cache); store records %d B\n' \
     "$kind" "$record_bytes"
-  printf '%-19s %9s %14s %15s %15s %10s %8s\n' config images/s "served B/img" "fetched B/img" "fetched/store" GETs/img mode
+  printf '%-19s %9s %14s %15s %15s %10s %8s %14s\n' config images/s "served B/img" "fetched B/img" "fetched/store" GETs/img mode \
+    "daemon us/img"
+  local cpu
   for name in "${names[@]}"; do
-    printf '%-19s %9.0f %14.0f %15.0f %15.4f %10.4f %8s\n' "$name" "$(med "$name" fps)" "$(per "$name" served)" \
+    have "$name" || continue
+    cpu=$(tr ' ' '\n' <<<"${R[$name,cpu]}" | grep -v '^-\?$' | median)
+    printf '%-19s %9.0f %14.0f %15.0f %15.4f %10.4f %8s %14s\n' "$name" "$(med "$name" fps)" "$(per "$name" served)" \
       "$(per "$name" fetched)" "$(x "$(med "$name" fetched) / $record_bytes")" "$(per "$name" gets)" \
-      "$(tr ' ' '\n' <<<"${R[$name,mode]}" | grep . | sort | uniq -c | awk '{printf "%s%s", (NR > 1 ? "," : ""), $2}')"
+      "$(tr ' ' '\n' <<<"${R[$name,mode]}" | grep . | sort | uniq -c | awk '{printf "%s%s", (NR > 1 ? "," : ""), $2}')" \
+      "$([[ -n $cpu ]] && printf '%.0f' "$cpu" || echo -)"
   done
   printf '(fetched: fidelityfs storage_bytes, the peers the proxy'"'"'s bytes_out, ext4 the reader'"'"'s read_bytes; s3fs, rclone and small dc read the first %d files of epoch 0'"'"'s order)\n' \
     "$peer_files"
