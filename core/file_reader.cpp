@@ -20,7 +20,8 @@ FileReader::FileReader(const index::Store& store, storage::RecordSource& source,
       // Read-ahead may fill three quarters of the cache: the rest serves what readers hold.
       prefetch_(store, cache_, stats_, settings.cache_bytes / 4 * 3, settings.order_window,
                 [&source] { return source.in_flight_target(); }),
-      reader_loads_([&source] { return source.in_flight_target(); }),
+      reader_loads_([&source] { return source.in_flight_target(); },
+                    source.pieces_while_loading() ? kLocalReaderLoads : kMinLoads),
       views_(std::max<uint64_t>(settings.cache_bytes / 4, 8ull << 20)),
       gpu_(gpu),
       sequential_sizes_(new std::atomic<std::atomic<uint32_t>*>[static_cast<size_t>(store.levels()) + 1]()) {
@@ -184,10 +185,29 @@ bool FileReader::load_for_read(uint32_t r, int lvl) {
   return true;
 }
 
+bool FileReader::start_load(uint32_t r, int lvl) {
+  const uint64_t len = cache_.prefix_len(r, lvl);
+  if (len == 0 || !cache_.mark_queued(r, lvl)) return false;  // cached, loading or queued already
+  const bool started = reader_loads_.try_run(len, [&] {
+    if (cache_.load(r, lvl, false, WhenFull::wait)) stats_.read_loads.fetch_add(1, std::memory_order_relaxed);
+  });
+  if (!started) cache_.unqueue(r);
+  return started;
+}
+
 std::shared_ptr<const Prefix> FileReader::prefix_for(const index::File& f, int level) {
   const int lvl = cache_.prefix_level(f.record, level);
-  std::shared_ptr<const Prefix> pre = cache_.get(f.record, lvl);
-  if (!pre && random_records() && load_for_read(f.record, lvl)) pre = cache_.get(f.record, lvl);
+  std::shared_ptr<const Prefix> pre;
+  if (random_records() && source_.pieces_while_loading()) {
+    // A local disk: a reader whose record is being loaded by another, or who finds every load
+    // slot taken, reads its own pieces meanwhile, so that the disk serves both; a reader that
+    // can start its record's load does, and is served from the prefix.
+    pre = cache_.get(f.record, lvl, false);
+    if (!pre && start_load(f.record, lvl)) pre = cache_.get(f.record, lvl);
+  } else {
+    pre = cache_.get(f.record, lvl);
+    if (!pre && random_records() && load_for_read(f.record, lvl)) pre = cache_.get(f.record, lvl);
+  }
   // Damage found when the prefix loaded (a transfer corrupted in flight, a flipped byte): this
   // file's own pieces are read again, so that a fault that has ended is forgotten at once.
   if (pre && pre->touches_bad(f.id)) return nullptr;

@@ -102,6 +102,9 @@ class FileReader {
   // the load another reader started. False when the file's pieces are as cheap: the source's local
   // copy holds them and the memory cache could not keep every record anyway.
   bool load_for_read(uint32_t r, int lvl);
+  // random_reads=records on a local disk: loads record r's prefix if nobody is loading it and a
+  // load may start now; false (the caller reads its file's pieces) if not.
+  bool start_load(uint32_t r, int lvl);
   Result<Bytes> read_pieces(const index::File& f, int level, uint64_t offset, uint64_t length);
   Result<Bytes> read_view(const index::File& f, uint64_t offset, uint64_t length);
   // The view of f's level re-encoded sequential, from the view cache or made now.

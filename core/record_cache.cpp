@@ -134,7 +134,7 @@ bool RecordCache::drop_if_damaged_locked(uint32_t r, Slot& s) {
   return true;
 }
 
-std::shared_ptr<const Prefix> RecordCache::get(uint32_t r, int level) {
+std::shared_ptr<const Prefix> RecordCache::get(uint32_t r, int level, bool wait_for_load) {
   std::unique_lock lock(mu_);
   bool waited = false;
   for (;;) {
@@ -149,7 +149,7 @@ std::shared_ptr<const Prefix> RecordCache::get(uint32_t r, int level) {
       if (waited) stats_.prefetch_waits.fetch_add(1, std::memory_order_relaxed);
       return s.prefix;
     }
-    if (s.pending_level < level) return nullptr;
+    if (s.pending_level < level || !wait_for_load) return nullptr;
     waited = true;
     cv_.wait(lock);
   }

@@ -95,9 +95,9 @@ class RecordCache {
   // Bytes of the prefix of record r at prefix level `level` (0 = whole record).
   uint64_t prefix_len(uint32_t r, int level) const;
 
-  // The cached prefix of r covering `level`; waits for one being loaded or queued by the
-  // prefetcher. nullptr if there is none (the caller reads the file's own pieces).
-  std::shared_ptr<const Prefix> get(uint32_t r, int level);
+  // The cached prefix of r covering `level`; waits for one being loaded or queued (unless
+  // wait_for_load is false). nullptr if there is none (the caller reads the file's own pieces).
+  std::shared_ptr<const Prefix> get(uint32_t r, int level, bool wait_for_load = true);
   // Marks r as queued for loading (so readers wait for it instead of reading pieces). False if
   // a prefix covering `level` is already cached, loading or queued.
   bool mark_queued(uint32_t r, int level);

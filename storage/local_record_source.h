@@ -37,6 +37,7 @@ class LocalRecordSource final : public RecordSource {
   // Read with O_DIRECT straight into the thread's bounce buffer, where the range is then served.
   Result<std::span<const uint8_t>> read_scratch(uint32_t record, uint64_t offset, uint64_t len) override;
   const std::vector<std::string>& problems() const override { return problems_; }
+  bool pieces_while_loading() const override { return true; }
   std::string describe() const override;
   using RecordSource::read_prefix;
   using RecordSource::read_ranges;

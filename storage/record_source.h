@@ -70,6 +70,10 @@ class RecordSource {
   // Whether this source keeps local copies of the record prefixes it reads (the disk cache): then
   // the read path loads whole prefixes, which it can keep, rather than ranges gathered from them.
   virtual bool keeps_copies() const { return false; }
+  // Whether a file's own pieces cost no more to read than waiting for its record's prefix being
+  // loaded: a local disk, whose queue serves both at once. A remote store pays a request per
+  // read, so readers there wait for the load instead.
+  virtual bool pieces_while_loading() const { return false; }
   // How many leading bytes of record r this source keeps in a local copy (the disk cache) that
   // serves any range of them without fetching; 0 for sources that keep none.
   virtual uint64_t local_copy_len(uint32_t /*record*/) const { return 0; }

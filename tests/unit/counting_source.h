@@ -30,6 +30,7 @@ class CountingSource final : public storage::RecordSource {
   }
   const std::vector<std::string>& problems() const override { return inner_.problems(); }
   std::string describe() const override { return "counting " + inner_.describe(); }
+  bool pieces_while_loading() const override { return inner_.pieces_while_loading(); }
   using storage::RecordSource::read_prefix;
   using storage::RecordSource::read_ranges;
 
@@ -40,10 +41,12 @@ class CountingSource final : public storage::RecordSource {
   storage::RecordSource& inner_;
 };
 
-// A source whose prefix reads wait until the test opens the gate (a slow remote read).
+// A source whose prefix reads wait until the test opens the gate: a slow remote read, or with
+// local = true a long read from a local disk.
 class GatedSource final : public storage::RecordSource {
  public:
-  explicit GatedSource(storage::RecordSource& inner) : inner_(inner) {}
+  explicit GatedSource(storage::RecordSource& inner, bool local = false) : inner_(inner), local_(local) {}
+  bool pieces_while_loading() const override { return local_; }
   void read_ranges(std::span<storage::RangeRead> batch, Done done) override { inner_.read_ranges(batch, std::move(done)); }
   void read_prefixes(std::span<storage::PrefixRead> batch, Done done) override {
     {
@@ -68,6 +71,7 @@ class GatedSource final : public storage::RecordSource {
 
  private:
   storage::RecordSource& inner_;
+  const bool local_;
   std::mutex mu_;
   std::condition_variable cv_;
   int waiting_ = 0;

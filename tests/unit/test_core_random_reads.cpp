@@ -173,6 +173,7 @@ TEST_F(RandomReadsTest, PiecesModeReadsOnlyPieces) {
   EXPECT_GT(counting.ranges.load(), 0u);
 }
 
+// From a remote store, readers of a record being loaded wait for it: one load, no piece reads.
 TEST_F(RandomReadsTest, ConcurrentReadersOfOneRecordCauseOneLoad) {
   LocalRecordSource local(store());
   GatedSource gated(local);
@@ -197,6 +198,35 @@ TEST_F(RandomReadsTest, ConcurrentReadersOfOneRecordCauseOneLoad) {
   EXPECT_EQ(counting.prefixes.load(), 1u);
   EXPECT_EQ(counting.ranges.load(), 0u);
   EXPECT_EQ(reader.stats().records_read.load(), 1u);
+}
+
+// On a local disk a reader does not wait for a record another reader is loading: it reads its
+// own pieces meanwhile (the disk serves both), and the record is still loaded once.
+TEST_F(RandomReadsTest, OnALocalDiskReadersOfARecordBeingLoadedReadTheirPieces) {
+  LocalRecordSource local(store());
+  GatedSource gated(local, /*local=*/true);
+  CountingSource counting(gated);
+  FileReader reader(store(), counting, fid::config::Settings{}, nullptr);
+  reader.set_random_reads(true, true);
+  const uint32_t r = store().files()[0].record;
+  std::vector<const fid::index::File*> members;
+  for (const auto& f : store().files())
+    if (f.record == r) members.push_back(&f);
+  ASSERT_GE(members.size(), 3u);
+  const int L = store().levels();
+  auto first = std::async(std::launch::async, [&] { return read_whole(reader, *members[0], L); });
+  gated.wait_for_reader();  // the first reader's load is in flight, held in storage
+  for (size_t i = 1; i < members.size(); ++i)  // served while the load is held
+    EXPECT_EQ(read_whole(reader, *members[i], L), expected(*members[i], L)) << store().relative_path(*members[i]);
+  EXPECT_GT(counting.ranges.load(), 0u);
+  gated.open();
+  EXPECT_EQ(first.get(), expected(*members[0], L));
+  EXPECT_EQ(counting.prefixes.load(), 1u);
+  EXPECT_EQ(reader.stats().records_read.load(), 1u);
+  // Once loaded, the record serves them all.
+  const uint64_t ranges = counting.ranges.load();
+  for (const auto* f : members) EXPECT_EQ(read_whole(reader, *f, L), expected(*f, L));
+  EXPECT_EQ(counting.ranges.load(), ranges);
 }
 
 TEST_F(RandomReadsTest, TheBudgetHoldsWithACacheSmallerThanTheStore) {

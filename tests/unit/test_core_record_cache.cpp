@@ -281,3 +281,21 @@ TEST(ReaderLoadsTest, ALoadThatThrowsGivesItsSlotBack) {
   loads.run(1 << 20, [&] { ran = true; });
   EXPECT_TRUE(ran);
 }
+
+// try_run starts a load only while a slot is free, and never waits for one.
+TEST(ReaderLoadsTest, TryRunStartsOnlyWithAFreeSlot) {
+  fid::core::ReaderLoads loads(nullptr, 2);
+  int ran = 0;
+  bool inner_started = true;
+  EXPECT_TRUE(loads.try_run(1 << 20, [&] {
+    EXPECT_EQ(loads.loading(), 1u);
+    EXPECT_TRUE(loads.try_run(1 << 20, [&] {
+      ++ran;
+      inner_started = loads.try_run(1 << 20, [&] { ++ran; });  // a third: both slots are taken
+    }));
+    ++ran;
+  }));
+  EXPECT_FALSE(inner_started);
+  EXPECT_EQ(ran, 2);
+  EXPECT_EQ(loads.loading(), 0u);
+}
