@@ -557,7 +557,8 @@ epochs_part() {
   local cpu
   for name in "${names[@]}"; do
     have "$name" || continue
-    cpu=$(tr ' ' '\n' <<<"${R[$name,cpu]}" | grep -v '^-\?$' | median)
+    cpu=$(tr ' ' '\n' <<<"${R[$name,cpu]}" | { grep -v '^-\?$' || true; })  # none for ext4 and the peers
+    [[ -z $cpu ]] || cpu=$(median <<<"$cpu")
     printf '%-19s %9.0f %14.0f %15.0f %15.4f %10.4f %8s %14s\n' "$name" "$(med "$name" fps)" "$(per "$name" served)" \
       "$(per "$name" fetched)" "$(x "$(med "$name" fetched) / $record_bytes")" "$(per "$name" gets)" \
       "$(tr ' ' '\n' <<<"${R[$name,mode]}" | grep . | sort | uniq -c | awk '{printf "%s%s", (NR > 1 ? "," : ""), $2}')" \
