@@ -99,6 +99,12 @@ class RandomReadsTest : public fid::testutil::PackedStore {
     EXPECT_TRUE(r.ok()) << store().relative_path(f);
     return r.ok() ? r->to_vector() : std::vector<uint8_t>{};
   }
+  std::vector<const fid::index::File*> files_of(uint32_t record) const {
+    std::vector<const fid::index::File*> out;
+    for (const auto& f : store().files())
+      if (f.record == record) out.push_back(&f);
+    return out;
+  }
   size_t records_with_files() const {
     std::vector<bool> used(store().records().size(), false);
     for (const auto& f : store().files()) used[f.record] = true;
@@ -146,9 +152,7 @@ TEST_F(RandomReadsTest, DamageInTransitIsForgottenOnceItEnds) {
   FileReader reader(store(), corrupting, fid::config::Settings{}, nullptr);
   reader.set_random_reads(true, true);
   const int L = store().levels();
-  std::vector<const fid::index::File*> members;
-  for (const auto& f : store().files())
-    if (f.record == r) members.push_back(&f);
+  const std::vector<const fid::index::File*> members = files_of(r);
   size_t failed = 0;
   for (const auto* f : members) {
     auto got = reader.read(*f, L, false, 0, reader.size(*f, L));
@@ -180,10 +184,7 @@ TEST_F(RandomReadsTest, ConcurrentReadersOfOneRecordCauseOneLoad) {
   CountingSource counting(gated);
   FileReader reader(store(), counting, fid::config::Settings{}, nullptr);
   reader.set_random_reads(true, true);
-  const uint32_t r = store().files()[0].record;
-  std::vector<const fid::index::File*> members;
-  for (const auto& f : store().files())
-    if (f.record == r) members.push_back(&f);
+  const std::vector<const fid::index::File*> members = files_of(store().files()[0].record);
   ASSERT_GE(members.size(), 3u);
   const int L = store().levels();
   auto first = std::async(std::launch::async, [&] { return read_whole(reader, *members[0], L); });
@@ -208,10 +209,7 @@ TEST_F(RandomReadsTest, OnALocalDiskReadersOfARecordBeingLoadedReadTheirPieces) 
   CountingSource counting(gated);
   FileReader reader(store(), counting, fid::config::Settings{}, nullptr);
   reader.set_random_reads(true, true);
-  const uint32_t r = store().files()[0].record;
-  std::vector<const fid::index::File*> members;
-  for (const auto& f : store().files())
-    if (f.record == r) members.push_back(&f);
+  const std::vector<const fid::index::File*> members = files_of(store().files()[0].record);
   ASSERT_GE(members.size(), 3u);
   const int L = store().levels();
   auto first = std::async(std::launch::async, [&] { return read_whole(reader, *members[0], L); });
