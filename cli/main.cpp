@@ -1,3 +1,5 @@
+#include <sys/resource.h>
+
 #include <cstdio>
 #include <regex>
 #include <string>
@@ -41,9 +43,21 @@ std::string usage_message(const CLI::App& app, const CLI::ParseError& e, int arg
   return what;
 }
 
+// A local store holds a descriptor open for each record (two once it is read with O_DIRECT): under
+// a soft limit of 1024, a shell's or a service's default, the records past it would read as EIO
+// (mount, verify, relayout, quality). The hard limit is the process's to take (nothing here uses
+// select(2), which stops at 1024).
+void raise_open_files_limit() {
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur >= limit.rlim_max) return;
+  limit.rlim_cur = limit.rlim_max;
+  ::setrlimit(RLIMIT_NOFILE, &limit);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  raise_open_files_limit();
   CLI::App app{"fidelityfs: a packed image dataset mounted as a directory tree at a chosen fidelity"};
   app.require_subcommand(1);
   // Probing initialises CUDA, so only when asked (a mount forks later).

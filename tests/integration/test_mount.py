@@ -16,7 +16,7 @@ import time
 import pytest
 from PIL import Image
 
-from conftest import REPO, make_tree, fid_bin, manifest, run
+from conftest import REPO, make_tree, fid_bin, manifest, pack, run
 from fidstore import Store
 from mountutil import (XA, daemon_pid, flip_level, is_mounted, mount, mounted, unmount, wait_exit, wait_invalidations,
                        walk_dirs, walk_files)
@@ -809,3 +809,17 @@ def test_without_syslog_the_daemon_logs_to_a_file_it_names(edge_store, tmp_path,
     text = log.read_text()
     assert "fidelityfs[" in text and "setxattr inode 1 user.fidelity.scan_group='eleven'" in text, text
     assert log.stat().st_mode & 0o777 == 0o600  # private, like every file of the cache folder
+
+
+def test_more_records_than_the_soft_open_files_limit(imagenet_tree, tmp_path, mnt):
+    """A local store holds a descriptor open per record: started under a soft limit of 48 open
+    files (a hard one of 4096), a mount of a store with more records than that reads every file
+    right (fidelityfs takes the hard limit)."""
+    store = pack(imagenet_tree, str(tmp_path / "many-records"), "--record-bytes", "64KiB")
+    st = Store(store)
+    assert len({f["record"] for f in st.files.values()}) > 48
+    rels = sorted(st.files)
+    argv = ["prlimit", "--nofile=48:4096", fid_bin(), "mount", store, mnt]
+    with mounted(store, mnt, argv=argv):
+        got = {r: read(os.path.join(mnt, r)) for r in rels}
+    assert [r for r in rels if got[r] != st.read(r)] == []
