@@ -170,44 +170,35 @@ void FileReader::set_random_reads(bool records, bool memory_holds_all) {
   random_records_.store(records, std::memory_order_relaxed);
 }
 
-bool FileReader::load_for_read(uint32_t r, int lvl) {
+bool FileReader::load_for_read(uint32_t r, int lvl, bool wait) {
   const uint64_t len = cache_.prefix_len(r, lvl);
   if (len == 0) return false;
   if (!memory_holds_all_.load(std::memory_order_relaxed) && source_.local_copy_len(r) >= len) {
     stats_.local_copy_reads.fetch_add(1, std::memory_order_relaxed);
     return false;
   }
-  // Queued first, so that other readers of r wait for this load instead of starting their own.
-  if (!cache_.mark_queued(r, lvl)) return true;  // cached, loading or queued already
-  reader_loads_.run(len, [&] {
+  // Queued first, so that other readers of r wait for this load (or read their pieces) instead
+  // of starting their own.
+  if (!cache_.mark_queued(r, lvl)) return wait;  // cached, loading or queued already
+  auto load = [&] {
     if (cache_.load(r, lvl, false, WhenFull::wait)) stats_.read_loads.fetch_add(1, std::memory_order_relaxed);
-  });
-  return true;
-}
-
-bool FileReader::start_load(uint32_t r, int lvl) {
-  const uint64_t len = cache_.prefix_len(r, lvl);
-  if (len == 0 || !cache_.mark_queued(r, lvl)) return false;  // cached, loading or queued already
-  const bool started = reader_loads_.try_run(len, [&] {
-    if (cache_.load(r, lvl, false, WhenFull::wait)) stats_.read_loads.fetch_add(1, std::memory_order_relaxed);
-  });
-  if (!started) cache_.unqueue(r);
-  return started;
+  };
+  if (wait) {
+    reader_loads_.run(len, load);
+    return true;
+  }
+  if (reader_loads_.try_run(len, load)) return true;
+  cache_.unqueue(r);
+  return false;
 }
 
 std::shared_ptr<const Prefix> FileReader::prefix_for(const index::File& f, int level) {
   const int lvl = cache_.prefix_level(f.record, level);
-  std::shared_ptr<const Prefix> pre;
-  if (random_records() && source_.pieces_while_loading()) {
-    // A local disk: a reader whose record is being loaded by another, or who finds every load
-    // slot taken, reads its own pieces meanwhile, so that the disk serves both; a reader that
-    // can start its record's load does, and is served from the prefix.
-    pre = cache_.get(f.record, lvl, false);
-    if (!pre && start_load(f.record, lvl)) pre = cache_.get(f.record, lvl);
-  } else {
-    pre = cache_.get(f.record, lvl);
-    if (!pre && random_records() && load_for_read(f.record, lvl)) pre = cache_.get(f.record, lvl);
-  }
+  // random_reads=records from a local disk: a reader whose record is being loaded by another, or
+  // who finds every load slot taken, reads its own pieces meanwhile, so that the disk serves both.
+  const bool wait = !(random_records() && source_.pieces_while_loading());
+  std::shared_ptr<const Prefix> pre = cache_.get(f.record, lvl, wait);
+  if (!pre && random_records() && load_for_read(f.record, lvl, wait)) pre = cache_.get(f.record, lvl);
   // Damage found when the prefix loaded (a transfer corrupted in flight, a flipped byte): this
   // file's own pieces are read again, so that a fault that has ended is forgotten at once.
   if (pre && pre->touches_bad(f.id)) return nullptr;

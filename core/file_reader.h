@@ -98,13 +98,11 @@ class FileReader {
   Status copy_stored(const index::File& f, int level, uint64_t offset, uint64_t length, const Prefix* prefix,
                      std::vector<uint8_t>& out);
   Status read_stored(const index::File& f, int level, uint64_t offset, uint64_t length, std::vector<uint8_t>& out);
-  // random_reads=records: loads record r's prefix at prefix level `lvl` for a read, or waits for
-  // the load another reader started. False when the file's pieces are as cheap: the source's local
-  // copy holds them and the memory cache could not keep every record anyway.
-  bool load_for_read(uint32_t r, int lvl);
-  // random_reads=records on a local disk: loads record r's prefix if nobody is loading it and a
-  // load may start now; false (the caller reads its file's pieces) if not.
-  bool start_load(uint32_t r, int lvl);
+  // random_reads=records: loads record r's prefix at prefix level `lvl` for a read, or, if `wait`,
+  // waits for the load another reader started (and for a load slot). False when the file's pieces
+  // are read instead: the source's local copy holds them and the memory cache could not keep
+  // every record anyway; or, without `wait`, another reader is loading it or no slot is free.
+  bool load_for_read(uint32_t r, int lvl, bool wait);
   Result<Bytes> read_pieces(const index::File& f, int level, uint64_t offset, uint64_t length);
   Result<Bytes> read_view(const index::File& f, uint64_t offset, uint64_t length);
   // The view of f's level re-encoded sequential, from the view cache or made now.

@@ -9,7 +9,6 @@
 #include <cctype>
 #include <chrono>
 #include <cstring>
-#include <latch>
 #include <mutex>
 #include <vector>
 
@@ -217,14 +216,9 @@ Result<std::span<const uint8_t>> DiskCachedSource::read_scratch(uint32_t record,
   }
   // As read_ranges reads it (the part a copy holds from the copy, the rest fetched), with the copy
   // looked up already.
-  thread_local std::vector<uint8_t> buf;
-  buf.resize(len);
-  RangeRead range{record, offset, {buf.data(), len}, {}};
-  std::latch done(1);
-  read_ranges_from(record, copy, {&range, 1}, [&done] { done.count_down(); });
-  done.wait();
-  if (!range.status.ok()) return range.status.error();
-  return std::span<const uint8_t>(buf.data(), len);
+  return read_into_thread_buffer(record, offset, len, [&](std::span<RangeRead> batch, Done done) {
+    read_ranges_from(record, copy, batch, std::move(done));
+  });
 }
 
 DiskCachedSource::Keep DiskCachedSource::plan(const Copy& copy, uint64_t offset, uint64_t covered) {

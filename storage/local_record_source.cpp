@@ -41,10 +41,18 @@ void RecordSource::add_readings(Readings& out) const {
 }
 
 Result<std::span<const uint8_t>> RecordSource::read_scratch(uint32_t record, uint64_t offset, uint64_t len) {
+  return read_into_thread_buffer(record, offset, len,
+                                 [this](std::span<RangeRead> batch, Done done) { read_ranges(batch, std::move(done)); });
+}
+
+Result<std::span<const uint8_t>> RecordSource::read_into_thread_buffer(
+    uint32_t record, uint64_t offset, uint64_t len, const std::function<void(std::span<RangeRead>, Done)>& read) {
   thread_local std::vector<uint8_t> buf;
   buf.resize(len);
   RangeRead r{record, offset, {buf.data(), len}, {}};
-  read_ranges({&r, 1});
+  std::latch done(1);
+  read({&r, 1}, [&done] { done.count_down(); });
+  done.wait();
   if (!r.status.ok()) return r.status.error();
   return std::span<const uint8_t>(buf.data(), len);
 }

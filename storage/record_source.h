@@ -96,6 +96,11 @@ class RecordSource {
   Status read_prefix(uint32_t record, uint64_t len, uint8_t* dst);
 
  protected:
+  // read_scratch's default: the range read by `read` (read_ranges, or a source's own form of it)
+  // into a buffer of the thread's.
+  static Result<std::span<const uint8_t>> read_into_thread_buffer(uint32_t record, uint64_t offset, uint64_t len,
+                                                                  const std::function<void(std::span<RangeRead>, Done)>& read);
+
   SourceCounters counters_;
 };
 
