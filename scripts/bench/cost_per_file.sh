@@ -6,10 +6,18 @@
 #   ext4              the source tree on the same disk
 #   ext4 O_DIRECT     the same files read with O_DIRECT: what the disk alone delivers to 8
 #                     readers, no page cache (the daemon's own way of reading)
+#   disk full         the store's own ranges that the mount reads for each file, at full and at
+#   disk L5           level 5, read with O_DIRECT straight from the record files by 8 readers
+#                     (readbench --ranges, scripts/bench/store_ranges.py): the mount's ceiling on
+#                     this disk, what its reads cost without FUSE
 #   full pieces       the mount at full fidelity, a cache smaller than the store (-o cache=32MiB:
 #   L5 pieces         each read fetches its file's range), and at level 5
 #   full records      the same with a cache that holds the store (-o cache=4GiB: random_reads
 #   L5 records        picks records, each read loads its whole record)
+#   ext4 listed       the tree listed first as torchvision's ImageFolder lists it when it is
+#   full listed       built (imagefolder_list.py), after the cache drop and before the epoch (not
+#   L5 listed         timed): the mount's own `readdir` setting decides how many of the epoch's
+#                     opens still need a LOOKUP (none with MOUNT_OPTS=readdir=plus); pieces
 # Per file: files/s (and the ratio to ext4 in the same run), the readers' CPU (readbench's
 # rusage), the daemon's CPU (/proc/PID/stat utime+stime over the epoch) and context switches
 # (its threads' voluntary and involuntary ones), the FUSE requests the daemon answered by
@@ -59,6 +67,9 @@ mkdir -p "$lists"
 (cd "$src" && find . -name '*.JPEG' | sort | sed 's|^\./||') >"$lists/rel"
 sed "s|^|$src/|" "$lists/rel" >"$lists/ext4"
 sed "s|^|$m/|" "$lists/rel" >"$lists/mount"
+for level in full 5; do
+  /usr/bin/python3 "$root/scripts/bench/store_ranges.py" "$store" "$level" "$lists/rel" >"$lists/ranges-$level"
+done
 n=$(wc -l <"$lists/rel")
 
 # stats_counts FILE: "lookup getattr read other storage_reads storage_bytes" of a stats snapshot.
@@ -74,17 +85,26 @@ EOF
 
 # Each run prints "files/s reader_us daemon_us switches lookup getattr read other store_reads
 # store_bytes mode" (per file where it is a count).
-run_ext4() {  # SEED [--direct]
+lister=$root/scripts/bench/imagefolder_list.py
+run_ext4() {  # SEED [--direct | listed]
   local out
   cold
+  if [[ ${2:-} == listed ]]; then /usr/bin/python3 "$lister" "$src" >/dev/null; set -- "$1"; fi
   out=$("$rb" "$lists/ext4" --threads "$threads" --seed "$1" ${2:-})
   echo "$(field "$out" files_per_s) $(field "$out" cpu_us_per_file) - - - - - - - - -"
 }
-run_mount() {  # LEVEL CACHE SEED [PERF_OUT]
+run_ranges() {  # LEVEL SEED
+  local out
+  cold
+  out=$("$rb" "$lists/ranges-$1" --ranges --threads "$threads" --seed "$2")
+  echo "$(field "$out" files_per_s) $(field "$out" cpu_us_per_file) - - - - - - - - -"
+}
+run_mount() {  # LEVEL CACHE SEED [PERF_OUT] [listed]
   local pid out t0 t1 s0 s1 a b mode
   "$bin" mount "$store" "$m" -o "cache=$2,scan_group=$1${MOUNT_OPTS:+,$MOUNT_OPTS}"
   pid=$(daemon_pid "$m" "$store")
   cold
+  [[ ${5:-} != listed ]] || /usr/bin/python3 "$lister" "$m" >/dev/null
   cat "$m/.fidelity/stats" >"$BENCH_DIR/cost.stats0.json"
   t0=$(cpu_ticks "$pid")
   s0=$(ctx_switches "$pid")
@@ -117,12 +137,14 @@ run_mount() {  # LEVEL CACHE SEED [PERF_OUT]
     "$(printf '%.4f ' "${per[@]}")$mode"
 }
 
-names=("ext4" "ext4 O_DIRECT" "full pieces" "L5 pieces" "full records" "L5 records")
+names=("ext4" "ext4 O_DIRECT" "disk full" "disk L5" "full pieces" "L5 pieces" "full records" "L5 records" "ext4 listed"
+  "full listed" "L5 listed")
 if [[ -n $only ]]; then
   IFS=, read -ra keep <<<"$only"
   names=(ext4 "ext4 O_DIRECT")
-  for k in "${keep[@]}"; do [[ $k == ext4* ]] || names+=("$k"); done
+  for k in "${keep[@]}"; do [[ $k == ext4 || $k == "ext4 O_DIRECT" ]] || names+=("$k"); done
 fi
+baseline() { [[ $1 == ext4* || $1 == disk* ]]; }
 level_of() { [[ $1 == full* ]] && echo full || echo 5; }
 cache_of() { [[ $1 == *records ]] && echo 4GiB || echo 32MiB; }
 keys=(fps reader daemon switches lookup getattr read other sreads sbytes mode)
@@ -132,6 +154,9 @@ for ((r = 1; r <= runs; r++)); do
     name=${names[$(((i + r - 1) % ${#names[@]}))]}
     if [[ $name == ext4 ]]; then line=$(run_ext4 "$r")
     elif [[ $name == "ext4 O_DIRECT" ]]; then line=$(run_ext4 "$r" --direct)
+    elif [[ $name == "ext4 listed" ]]; then line=$(run_ext4 "$r" listed)
+    elif [[ $name == disk* ]]; then line=$(run_ranges "$(level_of "${name#disk }")" "$r")
+    elif [[ $name == *listed ]]; then line=$(run_mount "$(level_of "$name")" 32MiB "$r" "" listed)
     else line=$(run_mount "$(level_of "$name")" "$(cache_of "$name")" "$r"); fi
     read -ra v <<<"$line"
     for k in "${!keys[@]}"; do [[ ${v[$k]} == - ]] || R[$name,${keys[$k]}]+="${v[$k]} "; done
@@ -141,16 +166,19 @@ done
 
 printf '\ncost_per_file benchmark: %d ImageNet-sized JPEGs, file layout, %d reader threads, %s (%s), no limits\n' \
   "$n" "$threads" "$(findmnt -no SOURCE -T "$src")" "$(disk_of "$src")"
-printf 'page cache dropped and a fresh daemon every run; medians of %d runs (ratios: medians of per-run ratios)\n' "$runs"
+printf 'page cache dropped and a fresh daemon every run; medians of %d runs (ratios: medians of per-run ratios; listed\n' "$runs"
+printf 'contenders against ext4 listed)\n'
 printf 'CPU in us per file; the daemon'"'"'s context switches, requests, store reads and store bytes per file\n'
 printf '%-13s %8s %7s %8s %8s %9s %7s %8s %6s %6s %12s %12s %8s\n' contender files/s "vs ext4" "readers" daemon switches \
   lookup getattr read other "store reads" "store bytes" mode
+# A listed contender is compared with ext4 listed the same way, where that ran.
+base_of() { if [[ $1 == *listed && $1 != ext4* && -n ${R[ext4 listed,fps]:-} ]]; then echo "ext4 listed"; else echo ext4; fi; }
 for name in "${names[@]}"; do
-  if [[ $name == ext4* ]]; then
-    printf '%-13s %8.0f %6.2fx %8.0f %8s\n' "$name" "$(med "$name" fps)" "$(ratio "$name" ext4)" "$(med "$name" reader)" -
+  if baseline "$name"; then
+    printf '%-13s %8.0f %6.2fx %8.0f %8s\n' "$name" "$(med "$name" fps)" "$(ratio "$name" "$(base_of "$name")")" "$(med "$name" reader)" -
   else
     printf '%-13s %8.0f %6.2fx %8.0f %8.0f %9.2f %7.2f %8.2f %6.2f %6.2f %12.2f %12.0f %8s\n' "$name" "$(med "$name" fps)" \
-      "$(ratio "$name" ext4)" "$(med "$name" reader)" "$(med "$name" daemon)" "$(med "$name" switches)" "$(med "$name" lookup)" \
+      "$(ratio "$name" "$(base_of "$name")")" "$(med "$name" reader)" "$(med "$name" daemon)" "$(med "$name" switches)" "$(med "$name" lookup)" \
       "$(med "$name" getattr)" "$(med "$name" read)" "$(med "$name" other)" "$(med "$name" sreads)" \
       "$(med "$name" sbytes)" "$(tr ' ' '\n' <<<"${R[$name,mode]}" | grep . | sort -u | paste -sd/)"
   fi
@@ -158,9 +186,10 @@ done
 
 if ((perf)); then
   for name in "${names[@]}"; do
-    [[ $name == ext4* ]] && continue
+    baseline "$name" && continue
     data=$BENCH_DIR/cost-perf-${name// /-}.data
-    run_mount "$(level_of "$name")" "$(cache_of "$name")" 99 "$data" >/dev/null
+    if [[ $name == *listed ]]; then run_mount "$(level_of "$name")" 32MiB 99 "$data" listed >/dev/null
+    else run_mount "$(level_of "$name")" "$(cache_of "$name")" 99 "$data" >/dev/null; fi
     printf '\nperf of the daemon over one epoch, %s (self time, top entries):\n' "$name"
     perf report -i "$data" --stdio --no-children --sort dso,symbol 2>/dev/null |
       awk '/^ +[0-9.]+%/ && n++ < 25 {sub(/ +- +- +$/, ""); print}'
