@@ -26,8 +26,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr size_t kOpenCopies = 128;                      // copies kept open (two descriptors each)
-constexpr auto kReopenAfter = std::chrono::seconds(1);  // how long one stays open without reopening
 
 std::string folder_name(const std::string& identity) {
   std::string out = identity;
@@ -114,17 +112,21 @@ DiskCachedSource::Copy DiskCachedSource::copy_of(uint32_t record) {
       return {held, false};
   }
   Copy c = open_copy(record);
-  std::lock_guard lock(open_mu_);
-  if (!c.open) {
-    open_.erase(record);
-    return c;
+  {
+    std::lock_guard lock(open_mu_);
+    if (!c.open) {
+      open_.erase(record);
+      return c;
+    }
+    if (open_.size() >= kOpenCopies && !open_.contains(record)) {  // the longest open goes
+      auto oldest = std::min_element(open_.begin(), open_.end(),
+                                     [](const auto& a, const auto& b) { return a.second->opened < b.second->opened; });
+      open_.erase(oldest);
+    }
+    open_[record] = c.open;
   }
-  if (open_.size() >= kOpenCopies && !open_.contains(record)) {  // the longest open goes
-    auto oldest = std::min_element(open_.begin(), open_.end(),
-                                   [](const auto& a, const auto& b) { return a.second->opened < b.second->opened; });
-    open_.erase(oldest);
-  }
-  open_[record] = c.open;
+  std::lock_guard queue(queue_mu_);
+  if (!stop_) start_writer_locked();  // it closes the copy once it is idle
   return c;
 }
 
@@ -136,6 +138,12 @@ void DiskCachedSource::forget(uint32_t record) {
 void DiskCachedSource::forget_all() {
   std::lock_guard lock(open_mu_);
   open_.clear();
+}
+
+void DiskCachedSource::close_idle_copies() {
+  const auto now = std::chrono::steady_clock::now();
+  std::lock_guard lock(open_mu_);
+  std::erase_if(open_, [&](const auto& held) { return now - held.second->opened >= kReopenAfter; });
 }
 
 DiskCachedSource::Copy DiskCachedSource::open_copy(uint32_t record) {

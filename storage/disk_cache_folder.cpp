@@ -61,8 +61,12 @@ void DiskCachedSource::enqueue(uint32_t record, uint64_t from, std::span<const u
   std::memcpy(p.bytes.get(), bytes.data(), bytes.size());
   queued_bytes_ += p.len;
   queue_.push_back(std::move(p));
-  if (!writer_.joinable()) writer_ = std::thread([this] { writer(); });
+  start_writer_locked();
   queue_cv_.notify_one();
+}
+
+void DiskCachedSource::start_writer_locked() {
+  if (!writer_.joinable()) writer_ = std::thread([this] { writer(); });
 }
 
 void DiskCachedSource::flush() {
@@ -73,7 +77,12 @@ void DiskCachedSource::flush() {
 void DiskCachedSource::writer() {
   std::unique_lock lock(queue_mu_);
   for (;;) {
-    queue_cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+    if (!queue_cv_.wait_for(lock, kReopenAfter, [&] { return stop_ || !queue_.empty(); })) {
+      lock.unlock();
+      close_idle_copies();
+      lock.lock();
+      continue;
+    }
     if (queue_.empty()) return;  // stopping, everything written
     Pending p = std::move(queue_.front());
     queue_.pop_front();

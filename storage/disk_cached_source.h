@@ -53,9 +53,13 @@ class DiskCachedSource final : public RecordSource, public DiskCache {
   Result<std::span<const uint8_t>> read_scratch(uint32_t record, uint64_t offset, uint64_t len) override;
 
  private:
+  static constexpr size_t kOpenCopies = 128;                      // copies kept open (two descriptors each)
+  static constexpr auto kReopenAfter = std::chrono::seconds(1);  // how long one stays open without reopening
   // A record's cached copy, open and checked. Kept open in open_ for the reads that follow (one
   // fstat each instead of an open, a header read, a touch and a close), for kReopenAfter at most:
-  // reopening touches the copy, so a copy in use is marked used about once a second.
+  // reopening touches the copy, so a copy in use is marked used about once a second. The writer
+  // thread closes copies open longer (close_idle_copies), so that one another mount evicts does
+  // not keep its space taken.
   struct OpenCopy {
     Fd fd;      // for reads into any buffer
     Fd direct;  // the same file with O_DIRECT, for read_scratch; -1 where the filesystem refuses it
@@ -115,6 +119,10 @@ class DiskCachedSource final : public RecordSource, public DiskCache {
   // dropped, evicted or failed a read.
   void forget(uint32_t record);
   void forget_all();
+  // Closes the copies open for kReopenAfter or longer: the next read would reopen them anyway.
+  void close_idle_copies();
+  // Starts the writer thread if it has not started. Under queue_mu_.
+  void start_writer_locked();
   // Serves the leading bytes of [offset, offset + dst.size()) that `copy` holds; how many.
   uint64_t serve(Copy& copy, uint32_t record, uint64_t offset, std::span<uint8_t> dst);
   // read_ranges, given record copy_record's copy (looked up already) for its ranges of that record.
@@ -166,7 +174,7 @@ class DiskCachedSource final : public RecordSource, public DiskCache {
   std::deque<Pending> queue_;
   uint64_t queued_bytes_ = 0;
   bool writing_ = false, stop_ = false;
-  std::thread writer_;  // started by the first copy (after any fork of the mount)
+  std::thread writer_;  // started by the first copy written or opened (after any fork of the mount)
 
   struct {
     std::atomic<uint64_t> hits{0}, partial_hits{0}, misses{0}, bytes_from_disk{0}, bytes_written{0}, not_kept{0},

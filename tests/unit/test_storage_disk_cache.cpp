@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <chrono>
 #include <thread>
 #include <vector>
 
@@ -712,6 +713,41 @@ TEST_F(DiskCacheTest, ACopyKeptOpenNoticesWhatHappensToIt) {
   EXPECT_EQ(scratch(8, 100), file_bytes(r, 8, 100));
   EXPECT_EQ(c.counting->bytes(), before + 100);
   EXPECT_EQ(c.source->local_copy_len(r), 0u);
+}
+
+// Descriptors of this process open on `path` (an open file keeps its space taken after unlink).
+size_t descriptors_on(const fs::path& path) {
+  size_t n = 0;
+  for (const auto& fd : fs::directory_iterator("/proc/self/fd")) {
+    std::error_code ec;
+    const std::string target = fs::read_symlink(fd.path(), ec).string();
+    n += !ec && target.starts_with(path.string()) && target.ends_with(" (deleted)");
+  }
+  return n;
+}
+
+// Another mount evicts a copy this one holds open, and this one never reads that record again:
+// the copy is closed once idle, so the eviction frees its space (within kReopenAfter and a
+// writer wake-up, 2 s), also in a mount that never writes a copy.
+TEST_F(DiskCacheTest, ACopyAnotherMountEvictsIsClosedWithoutAnotherRead) {
+  const uint32_t r = scan_record();
+  const uint64_t len = full_len(r);
+  {
+    Cached writer = cached(64 << 20);
+    read_prefix(*writer.source, r, len);
+    writer.disk->flush();
+  }
+  Cached c = cached(64 << 20);  // finds the copy; writes none
+  EXPECT_EQ(read_range(*c.source, r, 8, 100), file_bytes(r, 8, 100));
+  EXPECT_EQ(c.counting->bytes(), 0u) << "served by the copy";
+  fs::remove(entry(r));
+  EXPECT_GT(descriptors_on(entry(r)), 0u) << "held open after the eviction";
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (descriptors_on(entry(r)) > 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // polls the outcome, bounded
+  EXPECT_EQ(descriptors_on(entry(r)), 0u) << "the evicted copy is still open";
+  EXPECT_EQ(read_range(*c.source, r, 8, 100), file_bytes(r, 8, 100));
+  EXPECT_EQ(c.counting->bytes(), 100u);
 }
 
 // Bit rot in a copy already open: the reader's checksum finds it, the copy is dropped, and the
