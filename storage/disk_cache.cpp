@@ -126,7 +126,11 @@ DiskCachedSource::Copy DiskCachedSource::copy_of(uint32_t record) {
     open_[record] = c.open;
   }
   std::lock_guard queue(queue_mu_);
-  if (!stop_) start_writer_locked();  // it closes the copy once it is idle
+  if (!stop_) {  // the writer closes the copy once it is idle
+    copies_opened_ = true;
+    start_writer_locked();
+    queue_cv_.notify_one();
+  }
   return c;
 }
 
@@ -140,10 +144,11 @@ void DiskCachedSource::forget_all() {
   open_.clear();
 }
 
-void DiskCachedSource::close_idle_copies() {
+bool DiskCachedSource::close_idle_copies() {
   const auto now = std::chrono::steady_clock::now();
   std::lock_guard lock(open_mu_);
   std::erase_if(open_, [&](const auto& held) { return now - held.second->opened >= kReopenAfter; });
+  return !open_.empty();
 }
 
 DiskCachedSource::Copy DiskCachedSource::open_copy(uint32_t record) {

@@ -13,6 +13,7 @@
 #include <ctime>
 #include <mutex>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "common/fd.h"
@@ -76,14 +77,28 @@ void DiskCachedSource::flush() {
 
 void DiskCachedSource::writer() {
   std::unique_lock lock(queue_mu_);
+  using Clock = std::chrono::steady_clock;
+  bool copies_open = false;  // while some are, it closes the idle ones every kReopenAfter
+  Clock::time_point next_close{};
   for (;;) {
-    if (!queue_cv_.wait_for(lock, kReopenAfter, [&] { return stop_ || !queue_.empty(); })) {
+    const auto work = [&] { return stop_ || !queue_.empty() || copies_opened_; };
+    if (copies_open) queue_cv_.wait_until(lock, next_close, work);
+    else queue_cv_.wait(lock, work);
+    if (std::exchange(copies_opened_, false) && !copies_open) {
+      copies_open = true;
+      next_close = Clock::now() + kReopenAfter;
+    }
+    if (copies_open && Clock::now() >= next_close) {
       lock.unlock();
-      close_idle_copies();
+      copies_open = close_idle_copies();
       lock.lock();
+      next_close = Clock::now() + kReopenAfter;
       continue;
     }
-    if (queue_.empty()) return;  // stopping, everything written
+    if (queue_.empty()) {
+      if (stop_) return;  // everything written
+      continue;
+    }
     Pending p = std::move(queue_.front());
     queue_.pop_front();
     writing_ = true;

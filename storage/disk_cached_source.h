@@ -119,8 +119,9 @@ class DiskCachedSource final : public RecordSource, public DiskCache {
   // dropped, evicted or failed a read.
   void forget(uint32_t record);
   void forget_all();
-  // Closes the copies open for kReopenAfter or longer: the next read would reopen them anyway.
-  void close_idle_copies();
+  // Closes the copies open for kReopenAfter or longer (the next read would reopen them anyway);
+  // whether any are still open.
+  bool close_idle_copies();
   // Starts the writer thread if it has not started. Under queue_mu_.
   void start_writer_locked();
   // Serves the leading bytes of [offset, offset + dst.size()) that `copy` holds; how many.
@@ -174,6 +175,7 @@ class DiskCachedSource final : public RecordSource, public DiskCache {
   std::deque<Pending> queue_;
   uint64_t queued_bytes_ = 0;
   bool writing_ = false, stop_ = false;
+  bool copies_opened_ = false;  // since the writer last looked: it closes them once idle
   std::thread writer_;  // started by the first copy written or opened (after any fork of the mount)
 
   struct {
