@@ -12,7 +12,6 @@ namespace fid::core {
 Filesystem::Filesystem(const index::Store& store, storage::RecordSource& source, const config::Settings& settings,
                        const Options& options)
     : store_(store),
-      source_(source),
       settings_(settings),
       options_(options),
       inodes_(static_cast<uint32_t>(store.dirs().size()), static_cast<uint32_t>(store.files().size()), store.levels()),

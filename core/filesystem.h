@@ -98,7 +98,6 @@ class Filesystem {
   // so that it outlives every member that may still read while being destroyed.
   std::atomic<bool> stopping_{false};
   const index::Store& store_;
-  storage::RecordSource& source_;
   const config::Settings settings_;
   const Options options_;
   const InodeMap inodes_;
