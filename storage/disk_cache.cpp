@@ -26,7 +26,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-
 std::string folder_name(const std::string& identity) {
   std::string out = identity;
   for (char& c : out)
