@@ -125,8 +125,8 @@ DiskCachedSource::Copy DiskCachedSource::copy_of(uint32_t record) {
     open_[record] = c.open;
   }
   std::lock_guard queue(queue_mu_);
-  if (!stop_) {  // the writer closes the copy once it is idle
-    copies_opened_ = true;
+  if (!stop_ && !closing_copies_) {  // the writer closes the copy once it is idle
+    closing_copies_ = true;
     start_writer_locked();
     queue_cv_.notify_one();
   }

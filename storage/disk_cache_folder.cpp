@@ -13,7 +13,6 @@
 #include <ctime>
 #include <mutex>
 #include <string_view>
-#include <utility>
 #include <vector>
 
 #include "common/fd.h"
@@ -78,21 +77,21 @@ void DiskCachedSource::flush() {
 void DiskCachedSource::writer() {
   std::unique_lock lock(queue_mu_);
   using Clock = std::chrono::steady_clock;
-  bool copies_open = false;  // while some are, it closes the idle ones every kReopenAfter
-  Clock::time_point next_close{};
+  constexpr Clock::time_point kNever = Clock::time_point::max();
+  Clock::time_point next_close = kNever;  // while closing_copies_
   for (;;) {
-    const auto work = [&] { return stop_ || !queue_.empty() || copies_opened_; };
-    if (copies_open) queue_cv_.wait_until(lock, next_close, work);
-    else queue_cv_.wait(lock, work);
-    if (std::exchange(copies_opened_, false) && !copies_open) {
-      copies_open = true;
-      next_close = Clock::now() + kReopenAfter;
-    }
-    if (copies_open && Clock::now() >= next_close) {
+    const auto work = [&] { return stop_ || !queue_.empty() || (closing_copies_ && next_close == kNever); };
+    if (next_close == kNever) queue_cv_.wait(lock, work);
+    else queue_cv_.wait_until(lock, next_close, work);
+    if (closing_copies_ && next_close == kNever) next_close = Clock::now() + kReopenAfter;
+    if (next_close != kNever && Clock::now() >= next_close) {
+      // Cleared first: a copy opened while they close sets it again (or is still open after).
+      closing_copies_ = false;
       lock.unlock();
-      copies_open = close_idle_copies();
+      const bool open = close_idle_copies();
       lock.lock();
-      next_close = Clock::now() + kReopenAfter;
+      closing_copies_ = closing_copies_ || open;
+      next_close = closing_copies_ ? Clock::now() + kReopenAfter : kNever;
       continue;
     }
     if (queue_.empty()) {

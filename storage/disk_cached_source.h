@@ -175,7 +175,9 @@ class DiskCachedSource final : public RecordSource, public DiskCache {
   std::deque<Pending> queue_;
   uint64_t queued_bytes_ = 0;
   bool writing_ = false, stop_ = false;
-  bool copies_opened_ = false;  // since the writer last looked: it closes them once idle
+  // Copies are open: the writer closes the idle ones every kReopenAfter. Set by the first copy
+  // opened (which wakes the writer); cleared by the writer once none is open.
+  bool closing_copies_ = false;
   std::thread writer_;  // started by the first copy written or opened (after any fork of the mount)
 
   struct {
