@@ -144,41 +144,64 @@ void make_table(const long* counts, JHUFF_TBL* table) {
   table->sent_table = FALSE;
 }
 
-}  // namespace
-
-void set_optimal_tables(j_decompress_ptr src, jvirt_barray_ptr* blocks, j_compress_ptr dst, bool interleaved) {
-  Counts dc[NUM_HUFF_TBLS] = {}, ac[NUM_HUFF_TBLS] = {};
+// Calls visit(ci, block) for every block a sequential encode of `blocks` codes, each component's
+// blocks in the order it codes them (T.81 F.1.2): MCU by MCU in an interleaved scan, else row by
+// row; a dummy block at an edge MCU (null) repeats the DC of the block before it and has no AC.
+template <typename Visit>
+void for_each_block_in_scan_order(j_decompress_ptr src, jvirt_barray_ptr* blocks, bool interleaved, Visit&& visit) {
   const auto mcu_cols = static_cast<JDIMENSION>((src->image_width + src->max_h_samp_factor * DCTSIZE - 1) /
                                                 (src->max_h_samp_factor * DCTSIZE));
   const auto mcu_rows = static_cast<JDIMENSION>((src->image_height + src->max_v_samp_factor * DCTSIZE - 1) /
                                                 (src->max_v_samp_factor * DCTSIZE));
   for (int ci = 0; ci < src->num_components; ++ci) {
     const jpeg_component_info& c = src->comp_info[ci];
-    long* const dcs = dc[dst->comp_info[ci].dc_tbl_no];
-    long* const acs = ac[dst->comp_info[ci].ac_tbl_no];
-    // Blocks in scan order: MCU by MCU (h x v blocks each) in an interleaved scan, else row by row.
     const JDIMENSION h = interleaved ? static_cast<JDIMENSION>(c.h_samp_factor) : 1;
     const JDIMENSION v = interleaved ? static_cast<JDIMENSION>(c.v_samp_factor) : 1;
     const JDIMENSION cols = interleaved ? mcu_cols : c.width_in_blocks;
     const JDIMENSION rows = interleaved ? mcu_rows : c.height_in_blocks;
-    int last_dc = 0;
     for (JDIMENSION r = 0; r < rows; ++r) {
       JBLOCKARRAY band = (*src->mem->access_virt_barray)(reinterpret_cast<j_common_ptr>(src), blocks[ci], r * v, v, FALSE);
       for (JDIMENSION m = 0; m < cols; ++m)
         for (JDIMENSION y = 0; y < v; ++y)
           for (JDIMENSION x = 0; x < h; ++x) {
-            if (r * v + y >= c.height_in_blocks || m * h + x >= c.width_in_blocks) {
-              ++dcs[0];  // a dummy block: the DC of the block before it, no AC
-              ++acs[0];
-              continue;
-            }
-            const JCOEF* b = band[y][m * h + x];
-            ++dcs[magnitude_bits(b[0] - last_dc)];
-            last_dc = b[0];
-            count_ac(b, acs);
+            const bool dummy = r * v + y >= c.height_in_blocks || m * h + x >= c.width_in_blocks;
+            visit(ci, dummy ? nullptr : band[y][m * h + x]);
           }
     }
   }
+}
+
+}  // namespace
+
+bool dc_differences_fit(j_decompress_ptr src, jvirt_barray_ptr* blocks, bool interleaved) {
+  constexpr int kMaxDcBits = 11;  // T.81 F.1.2.1: an 8-bit JPEG's DC differences have categories 0..11
+  bool fit = true;
+  int last_ci = -1, last_dc = 0;
+  for_each_block_in_scan_order(src, blocks, interleaved, [&](int ci, const JCOEF* b) {
+    if (ci != last_ci) last_ci = ci, last_dc = 0;  // each component's prediction starts at 0
+    if (!b) return;  // a dummy block repeats the DC before it: a difference of 0
+    fit = fit && magnitude_bits(b[0] - last_dc) <= kMaxDcBits;
+    last_dc = b[0];
+  });
+  return fit;
+}
+
+void set_optimal_tables(j_decompress_ptr src, jvirt_barray_ptr* blocks, j_compress_ptr dst, bool interleaved) {
+  Counts dc[NUM_HUFF_TBLS] = {}, ac[NUM_HUFF_TBLS] = {};
+  int last_ci = -1, last_dc = 0;
+  for_each_block_in_scan_order(src, blocks, interleaved, [&](int ci, const JCOEF* b) {
+    long* const dcs = dc[dst->comp_info[ci].dc_tbl_no];
+    long* const acs = ac[dst->comp_info[ci].ac_tbl_no];
+    if (ci != last_ci) last_ci = ci, last_dc = 0;
+    if (!b) {  // a dummy block: the DC of the block before it, no AC
+      ++dcs[0];
+      ++acs[0];
+      return;
+    }
+    ++dcs[magnitude_bits(b[0] - last_dc)];
+    last_dc = b[0];
+    count_ac(b, acs);
+  });
   for (int t = 0; t < NUM_HUFF_TBLS; ++t) {
     const bool dc_used = std::any_of(std::begin(dc[t]), std::end(dc[t]), [](long n) { return n > 0; });
     const bool ac_used = std::any_of(std::begin(ac[t]), std::end(ac[t]), [](long n) { return n > 0; });

@@ -78,8 +78,11 @@ enum class HuffmanTables : uint8_t { standard, optimized };
 // A JPEG (in fidelityfs, a progressive level) re-encoded as one sequential Huffman scan whose
 // default libjpeg-turbo decode, block smoothing on, has exactly the pixels of the input's default
 // decode: the smoothing estimates of missing coefficients are written into the coefficients.
-// APPn and COM markers are kept. Errors: EINVAL with libjpeg's message (any warning counts),
-// ENOMEM when memory runs out.
+// APPn and COM markers are kept. A value outside what a sequential 8-bit JPEG codes (T.81
+// F.1.2: AC within -1023..1023, DC differences of 11 bits; estimates leave it where a quantiser is
+// 1) is moved to the nearest one that gives its block the same samples. Errors: ENOTSUP where no
+// sequential JPEG has the level's pixels (the message says which value is out of range), EINVAL
+// with libjpeg's message (any warning counts), ENOMEM when memory runs out.
 fid::Result<std::vector<uint8_t>> sequential_from_progressive(std::span<const uint8_t> jpeg, HuffmanTables tables);
 
 // The two bytes every level-k file ends with.

@@ -11,8 +11,20 @@
 // depend on re-implementing its smoothing. The decode runs with raw output, so no colour
 // conversion or upsampling is spent on pixels nobody looks at.
 //
+// A sequential 8-bit JPEG codes AC values within -1023..1023 and DC differences of at most 11 bits
+// (T.81 F.1.2). The estimates can leave that range where the quantiser is 1 (quality 96 and up): a
+// black or white area's DC is estimated past -1024 or 1023. Such a coefficient is moved to the
+// nearest value that gives the block the same samples under the decoder's own inverse DCT (each
+// sample is monotone in one coefficient, so the values that keep them form an interval, and its
+// end nearest the range is found by bisection). DC values are moved only where their differences
+// do not fit as they are. A level that still cannot be coded is ENOTSUP: its caller serves the
+// progressive level, which has those pixels anyway.
+//
 // Error handling as in jpeg.cpp: objects with destructors are constructed before setjmp.
+#include <algorithm>
+#include <array>
 #include <cerrno>
+#include <cstdlib>
 #include <csetjmp>
 #include <cstring>
 #include <limits>
@@ -41,8 +53,19 @@ struct SequentialTranscoder {
   jvirt_barray_ptr blocks[MAX_COMPONENTS]{};
   JBLOCKARRAY imcu_rows[MAX_COMPONENTS]{};  // this iMCU row of each component's blocks
   JSAMPARRAY raw_rows[MAX_COMPONENTS]{};    // the raw output rows handed to libjpeg
+  inverse_DCT_method_ptr idct[MAX_COMPONENTS]{};  // the decoder's own, to check that a moved coefficient keeps the samples
+  JDIMENSION imcu_row = 0;                  // the iMCU row being decoded
   bool bad_block = false;                   // the decoder handed a block outside the image
-  bool uncodable = false;                   // a coefficient a sequential 8-bit JPEG cannot code
+  bool outside_range = false;               // some value outside what an 8-bit DCT gives
+  bool uncodable = false;                   // an AC value a sequential 8-bit JPEG cannot code, whatever the samples allow
+  // DC values outside -1024..1023 and the value nearest that range with the same samples: used
+  // only if the DC differences do not fit as they are.
+  struct MovableDc {
+    int ci;
+    JDIMENSION block_row, block_col;
+    JCOEF dc;
+  };
+  std::vector<MovableDc> movable_dcs;
   size_t blocks_kept = 0;                   // must end as the image's count: no block left unwritten
   jpeg_scan_info scans[MAX_COMPONENTS];     // one per component, where one scan cannot hold them all
 
@@ -61,14 +84,66 @@ struct SequentialTranscoder {
   SequentialTranscoder& operator=(const SequentialTranscoder&) = delete;
 };
 
-// Whether a sequential 8-bit JPEG can code the block (T.81 F.1.2: DC differences of at most 11
-// bits, so DC values in [-1024, 1023]; AC values of at most 10 bits). A progressive JPEG codes
-// larger values (a point transform shifts them), so a crafted one can hold what no sequential
-// file can; libjpeg's sequential coder would write them as garbage, not refuse them.
-bool codable(const JCOEF* block) {
-  int over = (block[0] < -1024) | (block[0] > 1023);
-  for (int k = 1; k < DCTSIZE2; ++k) over |= (block[k] < -1023) | (block[k] > 1023);
+constexpr int kMinDc = -1024, kMaxDc = 1023, kMaxAc = 1023;  // what an 8-bit JPEG's DCT gives (T.81 F.1.2)
+
+bool in_range(const JCOEF* block) {
+  int over = (block[0] < kMinDc) | (block[0] > kMaxDc);
+  for (int k = 1; k < DCTSIZE2; ++k) over |= (block[k] < -kMaxAc) | (block[k] > kMaxAc);
   return over == 0;
+}
+
+// The samples the decoder's inverse DCT makes of a block (8 x 8: no scaling is asked for).
+using Samples = std::array<JSAMPLE, DCTSIZE2>;
+Samples samples_of(const SequentialTranscoder& t, j_decompress_ptr c, jpeg_component_info* comp, const JCOEF* block) {
+  alignas(32) JBLOCK in;
+  std::memcpy(in, block, sizeof in);
+  Samples out{};
+  JSAMPROW rows[DCTSIZE];
+  for (int r = 0; r < DCTSIZE; ++r) rows[r] = out.data() + r * DCTSIZE;
+  t.idct[comp->component_index](c, comp, in, rows, 0);
+  return out;
+}
+
+// Moves a block's values outside the coded range to the nearest ones with the same samples: AC
+// values into the range (else the block is uncodable), a DC value as near it as the samples allow
+// (recorded, not applied). `row`, `col`: the block's place in its component.
+void fit_block(SequentialTranscoder& t, j_decompress_ptr c, jpeg_component_info* comp, JCOEF* block, JDIMENSION row,
+               JDIMENSION col) {
+  if (comp->DCT_scaled_size != DCTSIZE) {
+    t.uncodable = true;
+    return;
+  }
+  const Samples want = samples_of(t, c, comp, block);
+  bool ac_moved = false;
+  for (int k = 1; k < DCTSIZE2; ++k) {
+    const JCOEF clamped = static_cast<JCOEF>(std::clamp<int>(block[k], -kMaxAc, kMaxAc));
+    ac_moved |= clamped != block[k];
+    block[k] = clamped;
+  }
+  if (ac_moved && samples_of(t, c, comp, block) != want) {
+    t.uncodable = true;
+    return;
+  }
+  const int dc = block[0];
+  if (dc >= kMinDc && dc <= kMaxDc) return;
+  // The samples are monotone in the DC value: bisection between dc (keeps them) and the range's
+  // end (may not).
+  JCOEF probe[DCTSIZE2];
+  std::memcpy(probe, block, sizeof probe);
+  auto keeps_samples = [&](int value) {
+    probe[0] = static_cast<JCOEF>(value);
+    return samples_of(t, c, comp, probe) == want;
+  };
+  int keeps = dc, changes = dc < kMinDc ? kMinDc : kMaxDc;
+  if (keeps_samples(changes)) {
+    keeps = changes;
+  } else {
+    while (std::abs(changes - keeps) > 1) {
+      const int mid = keeps + (changes - keeps) / 2;
+      (keeps_samples(mid) ? keeps : changes) = mid;
+    }
+  }
+  if (keeps != dc) t.movable_dcs.push_back({comp->component_index, row, col, static_cast<JCOEF>(keeps)});
 }
 
 // Stands in for the inverse DCT: keeps the block the decoder would transform. Its place in the
@@ -86,8 +161,13 @@ void keep_block(j_decompress_ptr c, jpeg_component_info* comp, JCOEFPTR block, J
     t->bad_block = true;
     return;
   }
-  if (!codable(block)) t->uncodable = true;
-  std::memcpy(t->imcu_rows[ci][row / size][col], block, sizeof(JBLOCK));
+  JCOEF* kept = t->imcu_rows[ci][row / size][col];
+  std::memcpy(kept, block, sizeof(JBLOCK));
+  const auto block_row = t->imcu_row * static_cast<JDIMENSION>(comp->v_samp_factor) + static_cast<JDIMENSION>(row / size);
+  if (!in_range(kept)) {
+    t->outside_range = true;
+    fit_block(*t, c, comp, kept, block_row, col);
+  }
   ++t->blocks_kept;
 }
 
@@ -106,7 +186,10 @@ void decode_smoothed(SequentialTranscoder& t, std::vector<JSAMPROW>& row_pointer
   s.do_block_smoothing = TRUE;  // the default, and the point: the blocks as a default decode sees them
   s.client_data = &t;
   jpeg_start_decompress(&s);  // reads every scan, realizes the arrays, picks the inverse DCTs
-  for (int ci = 0; ci < s.num_components; ++ci) s.idct->inverse_DCT[ci] = keep_block;
+  for (int ci = 0; ci < s.num_components; ++ci) {
+    t.idct[ci] = s.idct->inverse_DCT[ci];
+    s.idct->inverse_DCT[ci] = keep_block;
+  }
 
   // Raw output wants v_samp_factor * DCT_scaled_size rows of every component per call; their
   // pixels are never written (keep_block replaces the only writer), so all rows share one scratch row.
@@ -124,6 +207,7 @@ void decode_smoothed(SequentialTranscoder& t, std::vector<JSAMPROW>& row_pointer
 
   const JDIMENSION rows_per_call = static_cast<JDIMENSION>(s.max_v_samp_factor * s.min_DCT_scaled_size);
   for (JDIMENSION imcu = 0; s.output_scanline < s.output_height; ++imcu) {
+    t.imcu_row = imcu;
     for (int ci = 0; ci < s.num_components; ++ci) {
       const auto v = static_cast<JDIMENSION>(s.comp_info[ci].v_samp_factor);
       t.imcu_rows[ci] = (*s.mem->access_virt_barray)(reinterpret_cast<j_common_ptr>(&s), t.blocks[ci], imcu * v, v, TRUE);
@@ -136,6 +220,13 @@ bool fits_one_scan(const jpeg_decompress_struct& s) {
   int blocks = 0;
   for (int ci = 0; ci < s.num_components; ++ci) blocks += s.comp_info[ci].h_samp_factor * s.comp_info[ci].v_samp_factor;
   return s.num_components <= MAX_COMPS_IN_SCAN && blocks <= D_MAX_BLOCKS_IN_MCU;
+}
+
+// The level has no sequential form with its pixels: ENOTSUP, with why.
+bool unsupported(SequentialTranscoder& t, const char* why) {
+  std::snprintf(t.err.message, sizeof t.err.message, "%s", why);
+  t.err.code = ENOTSUP;
+  return false;
 }
 
 bool run(SequentialTranscoder& t, std::span<const uint8_t> jpeg, HuffmanTables tables, std::vector<uint8_t>& out) {
@@ -151,16 +242,9 @@ bool run(SequentialTranscoder& t, std::span<const uint8_t> jpeg, HuffmanTables t
   jpeg_mem_src(&s, jpeg.data(), static_cast<unsigned long>(jpeg.size()));
   save_markers(&s);
   jpeg_read_header(&s, TRUE);
-  if (s.arith_code || s.data_precision != 8) {
-    std::snprintf(t.err.message, sizeof t.err.message, "only 8-bit Huffman JPEGs are re-encoded sequential");
-    return false;
-  }
+  if (s.arith_code || s.data_precision != 8) return unsupported(t, "only 8-bit Huffman JPEGs are re-encoded sequential");
   decode_smoothed(t, row_pointers, scratch);
-  if (t.uncodable) {
-    std::snprintf(t.err.message, sizeof t.err.message,
-                  "a DCT coefficient is out of the range a sequential JPEG can code (a DC value outside -1024..1023 or an AC value outside -1023..1023)");
-    return false;
-  }
+  if (t.uncodable) return unsupported(t, "an AC coefficient is out of the range a sequential JPEG can code (-1023..1023)");
   size_t image_blocks = 0;
   for (int ci = 0; ci < s.num_components; ++ci)
     image_blocks += size_t{s.comp_info[ci].width_in_blocks} * s.comp_info[ci].height_in_blocks;
@@ -168,6 +252,16 @@ bool run(SequentialTranscoder& t, std::span<const uint8_t> jpeg, HuffmanTables t
     std::snprintf(t.err.message, sizeof t.err.message, "libjpeg handed %zu blocks%s for an image of %zu", t.blocks_kept,
                   t.bad_block ? " (some outside the image)" : "", image_blocks);
     return false;
+  }
+
+  const bool interleaved = fits_one_scan(s) && s.num_components > 1;
+  if (t.outside_range && !dc_differences_fit(&s, t.blocks, interleaved)) {
+    for (const SequentialTranscoder::MovableDc& m : t.movable_dcs) {
+      JBLOCKARRAY row = (*s.mem->access_virt_barray)(reinterpret_cast<j_common_ptr>(&s), t.blocks[m.ci], m.block_row, 1, TRUE);
+      row[0][m.block_col][0] = m.dc;
+    }
+    if (!dc_differences_fit(&s, t.blocks, interleaved))
+      return unsupported(t, "a DC difference is out of the range a sequential JPEG can code (11 bits)");
   }
 
   jpeg_compress_struct& d = t.dst;
@@ -188,7 +282,7 @@ bool run(SequentialTranscoder& t, std::span<const uint8_t> jpeg, HuffmanTables t
     d.scan_info = t.scans;
     d.num_scans = s.num_components;
   }
-  if (tables == HuffmanTables::optimized) set_optimal_tables(&s, t.blocks, &d, fits_one_scan(s) && s.num_components > 1);
+  if (tables == HuffmanTables::optimized) set_optimal_tables(&s, t.blocks, &d, interleaved);
   write_into(&d, t.dest, out, jpeg.size() * 2 + 4096);
   jpeg_write_coefficients(&d, t.blocks);
   copy_markers(&s, &d);

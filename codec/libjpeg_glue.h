@@ -58,4 +58,7 @@ void copy_markers(j_decompress_ptr src, j_compress_ptr dst);
 // codes every component in one scan, else one scan per component.
 void set_optimal_tables(j_decompress_ptr src, jvirt_barray_ptr* blocks, j_compress_ptr dst, bool interleaved);
 
+// Whether every DC difference a sequential encode of `blocks` codes fits an 8-bit JPEG's 11 bits.
+bool dc_differences_fit(j_decompress_ptr src, jvirt_barray_ptr* blocks, bool interleaved);
+
 }  // namespace fid::codec::libjpeg

@@ -53,7 +53,7 @@ void FileReader::add_readings(Readings& out) const {
   out.insert(out.end(), {
       {"eio_errors", K::counter, "fidelityfs_eio_errors_total",
        "reads answered EIO (a piece failed its checksum or could not be read)", failures_.load()},
-      {"eio_files", K::gauge, "", "", failed_files()},
+      {"eio_files", K::gauge, "", "", failed_files_.size()},
       {"records_read", K::counter, "fidelityfs_prefix_loads_total", "record prefixes loaded from the store", io.records_read.load()},
       {"record_bytes", K::counter, "", "", io.record_bytes.load()},
       {"prefix_extensions", K::counter, "", "", io.prefix_extensions.load()},
@@ -73,6 +73,9 @@ void FileReader::add_readings(Readings& out) const {
       {"l3_views.budget", K::gauge, "", "", views_.budget()},
       {"sequential_made", K::counter, "fidelityfs_sequential_made_total",
        "JPEG levels made sequential (encoding=sequential), each making counted", sequential_made_.load()},
+      {"sequential_fallbacks", K::counter, "fidelityfs_sequential_fallbacks_total",
+       "JPEG levels served progressive under encoding=sequential: no sequential JPEG codes their pixels",
+       sequential_fallbacks_.load()},
       {"cache.budget", K::gauge, "fidelityfs_cache_budget_bytes", "the memory cache's budget (cache=)", cache_.budget()},
       {"cache.used", K::gauge, "fidelityfs_cache_bytes", "bytes of record prefixes in the memory cache", cache_.used()},
       {"cache.peak", K::gauge, "", "", cache_.peak()},
@@ -87,19 +90,19 @@ std::optional<FileReader::GpuReport> FileReader::gpu_report() const {
   return GpuReport{gpu_->description(), gpu_->max_batch_bytes(), batcher_->stats()};
 }
 
-size_t FileReader::failed_files() const {
-  std::lock_guard lock(failed_mu_);
-  return failed_files_.size();
+bool FileReader::FileSet::insert(uint32_t file) {
+  std::lock_guard lock(mu_);
+  return files_.insert(file).second;
+}
+
+size_t FileReader::FileSet::size() const {
+  std::lock_guard lock(mu_);
+  return files_.size();
 }
 
 Error FileReader::failed(const index::File& f, Error e) {
   failures_.fetch_add(1, std::memory_order_relaxed);
-  bool first;
-  {
-    std::lock_guard lock(failed_mu_);
-    first = failed_files_.insert(f.id).second;
-  }
-  if (first)
+  if (failed_files_.insert(f.id))
     log_error("{}: {}; the file returns {}", store_.relative_path(f), e.message, e.code == EIO ? "EIO" : std::strerror(e.code));
   e.log_level = LogLevel::debug;  // logged here, once per file
   return e;
@@ -151,6 +154,14 @@ Result<ViewCache::View> FileReader::render_sequential(const index::File& f, int 
   // Optimized tables: 28% fewer bytes and a 1.3x faster decode than the standard ones, for
   // 0.1-0.25 ms more once per re-encoding (docs/BENCHMARKS.md, "Sequential levels").
   Result<std::vector<uint8_t>> seq = codec::sequential_from_progressive(stored, codec::HuffmanTables::optimized);
+  if (!seq && seq.error().code == ENOTSUP) {
+    // The progressive level has these very pixels, and every decoder reads it.
+    sequential_fallbacks_.fetch_add(1, std::memory_order_relaxed);
+    if (fallback_files_.insert(f.id))
+      log_info("{}: level {} is served progressive under encoding=sequential: {}", store_.relative_path(f), level,
+               seq.error().message);
+    seq = std::move(stored);
+  }
   if (!seq) return Error{EIO, fmt::format("level {} does not re-encode sequential: {}", level, seq.error().message)};
   if (seq->empty() || seq->size() >= std::numeric_limits<uint32_t>::max())
     return Error{EIO, fmt::format("level {} re-encoded sequential is {} bytes", level, seq->size())};

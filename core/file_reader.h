@@ -5,7 +5,8 @@
 // rendered once into the view cache; with a GPU decoder it is decoded in batches into pinned
 // memory. A JPEG level read sequential (encoding=sequential) is its stored bytes re-encoded as
 // one sequential scan with the same pixels (codec::sequential_from_progressive), made when its
-// size is first asked for and kept in the view cache; its size is remembered (4 bytes a file per
+// size is first asked for and kept in the view cache (a level with no sequential form of its
+// pixels is served progressive, counted and logged once per file); its size is remembered (4 bytes a file per
 // level in use), so it never changes under an inode even when the bytes must be made again. The
 // first failure of each file is logged once, with its cause.
 #pragma once
@@ -114,7 +115,17 @@ class FileReader {
   Result<ViewCache::View> render(const index::File& f);
   // Counts a failed read of f and logs the first one of each file (the Error says so: debug).
   Error failed(const index::File& f, Error e);
-  size_t failed_files() const;
+
+  // Files something happened to, so that it is logged once per file.
+  class FileSet {
+   public:
+    bool insert(uint32_t file);  // true the first time
+    size_t size() const;
+
+   private:
+    mutable std::mutex mu_;
+    std::unordered_set<uint32_t> files_;
+  };
 
   const index::Store& store_;
   storage::RecordSource& source_;
@@ -127,14 +138,13 @@ class FileReader {
   ViewCache views_;
   codec::L3BatchDecoder* gpu_;
   std::unique_ptr<L3Batcher> batcher_;
-  std::atomic<uint64_t> gpu_failures_{0}, failures_{0}, sequential_made_{0};
+  std::atomic<uint64_t> gpu_failures_{0}, failures_{0}, sequential_made_{0}, sequential_fallbacks_{0};
   // Per level 1..L, the size of each file's sequential re-encoding (0: not made yet); a level's
   // table is allocated on its first use and kept to the end.
   std::unique_ptr<std::atomic<std::atomic<uint32_t>*>[]> sequential_sizes_;
   std::vector<std::unique_ptr<std::atomic<uint32_t>[]>> sequential_tables_;  // owns them; under its mutex
   std::mutex sequential_mu_;
-  mutable std::mutex failed_mu_;
-  std::unordered_set<uint32_t> failed_files_;
+  FileSet failed_files_, fallback_files_;
 };
 
 }  // namespace fid::core

@@ -48,6 +48,7 @@ struct SourceSpec {
   bool progressive = false;
   bool separate_scans = false;  // sequential, one scan per component (multi-scan baseline)
   bool markers = false;         // APP1 (EXIF-like), APP2 (ICC-like) and COM
+  bool saturated = false;       // black and white areas: at quality 96+ their DC estimates leave -1024..1023
 };
 
 std::ostream& operator<<(std::ostream& os, const SourceSpec& s) { return os << s.name; }
@@ -64,7 +65,8 @@ int input_components(Color c) {
 }
 
 // Photo-like: smooth gradients, a few frequencies of texture, some noise. Deterministic.
-Bytes make_image(int w, int h, int comps, uint32_t seed = 1) {
+// `saturated`: the left quarter black, the right quarter white and a black bar across.
+Bytes make_image(int w, int h, int comps, bool saturated = false, uint32_t seed = 1) {
   Bytes px(size_t(w) * h * comps);
   std::mt19937 rng(seed);
   std::uniform_int_distribution<int> noise(-12, 12);
@@ -76,6 +78,8 @@ Bytes make_image(int w, int h, int comps, uint32_t seed = 1) {
                    30.0 * std::sin(x * 0.11 + c * 1.3) * std::cos(y * 0.07 + c) +
                    12.0 * std::sin((x + 2 * y) * 0.9) + ((x * 7 + y * 13) % 17 < 3 ? 25 : 0) +
                    noise(rng);
+        if (saturated && (x < w / 4 || (y > h / 2 && y < h / 2 + 12))) v = 0;
+        if (saturated && x >= w - w / 4) v = 255;
         px[(size_t(y) * w + x) * comps + c] = uint8_t(std::clamp(v, 0.0, 255.0));
       }
   return px;
@@ -109,7 +113,7 @@ struct EncErr {
 }
 
 Bytes encode(const SourceSpec& s) {
-  const Bytes px = make_image(s.w, s.h, input_components(s.color));
+  const Bytes px = make_image(s.w, s.h, input_components(s.color), s.saturated);
   jpeg_compress_struct c;
   EncErr err;
   c.err = jpeg_std_error(&err.pub);
@@ -505,6 +509,16 @@ INSTANTIATE_TEST_SUITE_P(
         spec("quality_100", [](SourceSpec& s) { s.quality = 100; }),
         spec("quality_10", sampling(2, 2), [](SourceSpec& s) { s.quality = 10; }),
         spec("markers", sampling(2, 2), set(&SourceSpec::markers)),
+        // Quality 96-100 with black and white areas: DC estimates past -1024..1023 at level 1.
+        spec("saturated_q100_444", size(160, 120), set(&SourceSpec::saturated), [](SourceSpec& s) { s.quality = 100; }),
+        spec("saturated_q96_420", size(160, 120), sampling(2, 2), set(&SourceSpec::saturated),
+             [](SourceSpec& s) { s.quality = 96; }),
+        spec("saturated_q98_422", size(160, 120), sampling(2, 1), set(&SourceSpec::saturated),
+             [](SourceSpec& s) { s.quality = 98; }),
+        spec("saturated_q100_gray", size(160, 120), color(Color::gray), set(&SourceSpec::saturated),
+             [](SourceSpec& s) { s.quality = 100; }),
+        spec("saturated_q100_cmyk", size(160, 120), color(Color::cmyk), set(&SourceSpec::saturated),
+             [](SourceSpec& s) { s.quality = 100; }),
         spec("markers_cmyk", color(Color::cmyk), set(&SourceSpec::markers))),
     spec_name);
 

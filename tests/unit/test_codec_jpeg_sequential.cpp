@@ -1,0 +1,138 @@
+// Unit tests for codec::sequential_from_progressive on coefficients no 8-bit DCT gives: a level
+// whose values a sequential JPEG cannot code as they are. The sources are written coefficient by
+// coefficient (libjpeg's jpeg_write_coefficients), progressive with point transforms, which code
+// values a sequential scan cannot.
+#include <gtest/gtest.h>
+
+#include <cerrno>
+#include <csetjmp>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <vector>
+
+#include "codec/jpeg.h"
+
+extern "C" {
+#include <jpeglib.h>
+}
+
+namespace fid::codec {
+namespace {
+
+using Bytes = std::vector<uint8_t>;
+
+struct WriteErr {
+  jpeg_error_mgr pub;
+  std::jmp_buf jump;
+};
+[[noreturn]] void on_write_error(j_common_ptr c) {
+  char msg[JMSG_LENGTH_MAX];
+  (*c->err->format_message)(c, msg);
+  ADD_FAILURE() << "test writer: " << msg;
+  std::longjmp(reinterpret_cast<WriteErr*>(c->err)->jump, 1);
+}
+
+// A progressive gray JPEG of `blocks_wide` x 1 blocks, quantiser 1, whose block b has the
+// coefficients fill(b, coefficients) sets (natural order). DC first with Al=1 and AC with Al=2,
+// then the refinements: so a DC difference up to 4095 and AC values up to 4092 are coded.
+Bytes progressive_from_coefficients(int blocks_wide, const std::function<void(int, JCOEF*)>& fill) {
+  jpeg_compress_struct c;
+  WriteErr err;
+  c.err = jpeg_std_error(&err.pub);
+  err.pub.error_exit = on_write_error;
+  unsigned char* buf = nullptr;
+  unsigned long size = 0;
+  static const jpeg_scan_info kScans[] = {
+      {1, {0}, 0, 0, 0, 1}, {1, {0}, 1, 63, 0, 2}, {1, {0}, 0, 0, 1, 0}, {1, {0}, 1, 63, 2, 1}, {1, {0}, 1, 63, 1, 0},
+  };
+  if (setjmp(err.jump)) {
+    jpeg_destroy_compress(&c);
+    std::free(buf);
+    return {};
+  }
+  jpeg_create_compress(&c);
+  jpeg_mem_dest(&c, &buf, &size);
+  c.image_width = JDIMENSION(8 * blocks_wide);
+  c.image_height = 8;
+  c.input_components = 1;
+  c.in_color_space = JCS_GRAYSCALE;
+  jpeg_set_defaults(&c);
+  jpeg_set_quality(&c, 100, TRUE);  // every quantiser 1
+  c.scan_info = kScans;
+  c.num_scans = 5;
+  jvirt_barray_ptr arrays[1] = {(*c.mem->request_virt_barray)(reinterpret_cast<j_common_ptr>(&c), JPOOL_IMAGE, TRUE,
+                                                                 JDIMENSION(blocks_wide), 1, 1)};
+  jpeg_write_coefficients(&c, arrays);  // realizes the arrays; their blocks are read at finish
+  JBLOCKARRAY row = (*c.mem->access_virt_barray)(reinterpret_cast<j_common_ptr>(&c), arrays[0], 0, 1, TRUE);
+  for (int b = 0; b < blocks_wide; ++b) {
+    for (JCOEF& v : row[0][b]) v = 0;
+    fill(b, row[0][b]);
+  }
+  jpeg_finish_compress(&c);
+  Bytes out(buf, buf + size);
+  jpeg_destroy_compress(&c);
+  std::free(buf);
+  return out;
+}
+
+// Flat blocks, alternately DC 1500 and -1500: differences of 3000, past a sequential JPEG's 11
+// bits. Their samples are 255 and 0 (saturated), which DC 1023 and -1024 give too: the
+// re-encoding moves them there and keeps every pixel.
+TEST(SequentialRange, DcValuesMoveWithinTheRangeWhereTheSamplesStayTheSame) {
+  const Bytes source = progressive_from_coefficients(6, [](int b, JCOEF* k) { k[0] = b % 2 ? -1500 : 1500; });
+  ASSERT_FALSE(source.empty());
+  const Result<DecodedImage> want = decode_jpeg_strict(source);
+  ASSERT_TRUE(want.ok()) << want.error().message;
+  for (HuffmanTables tables : {HuffmanTables::standard, HuffmanTables::optimized}) {
+    const Result<Bytes> seq = sequential_from_progressive(source, tables);
+    ASSERT_TRUE(seq.ok()) << seq.error().message;
+    const Result<DecodedImage> got = decode_jpeg_strict(*seq);
+    ASSERT_TRUE(got.ok()) << got.error().message;
+    EXPECT_EQ(got->pixels, want->pixels);
+  }
+  EXPECT_EQ(want->pixels[0], 255);
+  EXPECT_EQ(want->pixels[8], 0);
+}
+
+// DC values outside -1024..1023 whose differences fit 11 bits are written as they are: no
+// sample depends on a moved value.
+TEST(SequentialRange, DcValuesOutsideTheUsualRangeStayWhereTheirDifferencesFit) {
+  const Bytes source = progressive_from_coefficients(4, [](int b, JCOEF* k) {
+    k[0] = static_cast<JCOEF>(-1100 - 10 * b);
+    k[1] = 300;  // samples from 0 up: moving the DC would change them
+  });
+  ASSERT_FALSE(source.empty());
+  const Result<Bytes> seq = sequential_from_progressive(source, HuffmanTables::optimized);
+  ASSERT_TRUE(seq.ok()) << seq.error().message;
+  EXPECT_EQ(decode_jpeg_strict(*seq)->pixels, decode_jpeg_strict(source)->pixels);
+}
+
+// An AC value of 4000 has samples that 1023 does not give: no sequential JPEG has these pixels,
+// and the error says so (ENOTSUP: its caller serves the progressive level instead).
+TEST(SequentialRange, AnAcValueNoSequentialJpegCanCodeIsEnotsup) {
+  const Bytes source = progressive_from_coefficients(2, [](int, JCOEF* k) { k[1] = 4000; });
+  ASSERT_FALSE(source.empty());
+  ASSERT_TRUE(decode_jpeg_strict(source).ok());
+  const Result<Bytes> seq = sequential_from_progressive(source, HuffmanTables::optimized);
+  ASSERT_FALSE(seq.ok());
+  EXPECT_EQ(seq.error().code, ENOTSUP);
+  EXPECT_NE(seq.error().message.find("out of the range a sequential JPEG can code"), std::string::npos)
+      << seq.error().message;
+}
+
+// Unmovable DC values a whole range apart: -1500 next to 1500 with texture on both, so neither
+// sample set is saturated: ENOTSUP, not a file with other pixels.
+TEST(SequentialRange, DcDifferencesThatCannotMoveAreEnotsup) {
+  const Bytes source = progressive_from_coefficients(2, [](int b, JCOEF* k) {
+    k[0] = b ? -1500 : 1500;
+    k[1] = b ? 1000 : -1000;  // some samples of each block in 1..254
+  });
+  ASSERT_FALSE(source.empty());
+  const Result<Bytes> seq = sequential_from_progressive(source, HuffmanTables::standard);
+  ASSERT_FALSE(seq.ok());
+  EXPECT_EQ(seq.error().code, ENOTSUP);
+}
+
+}  // namespace
+}  // namespace fid::codec
