@@ -8,6 +8,7 @@
 #include <charconv>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include "common/ascii.h"
@@ -59,47 +60,55 @@ std::optional<LogLevel> parse_log_level(std::string_view s) {
   return std::nullopt;
 }
 
-// Reads the settings of one YAML document; each failure names the file, the line and the key.
+int line_of(const YAML::Node& n) { return n.Mark().line >= 0 ? n.Mark().line + 1 : 0; }
+
+// Reads the settings of one YAML document; each failure names the file, the line of the key (`at`:
+// the key's node, or a list entry's) and the key.
 struct Ctx {
   const std::string& source;
-  Error fail(const YAML::Node& n, const std::string& key, const std::string& why) const {
-    int line = n.Mark().line >= 0 ? n.Mark().line + 1 : 0;
-    return Error{EINVAL, fmt::format("{}:{}: key '{}': {}", source, line, key, why)};
+  Error fail(const YAML::Node& at, const std::string& key, const std::string& why) const {
+    return Error{EINVAL, fmt::format("{}:{}: key '{}': {}", source, line_of(at), key, why)};
   }
-  Result<std::string> scalar(const YAML::Node& n, const std::string& key) const {
-    if (!n.IsScalar()) return fail(n, key, "expected a single value");
+  Result<std::string> scalar(const YAML::Node& n, const std::string& key, const YAML::Node& at) const {
+    if (!n.IsScalar()) return fail(at, key, "expected a single value");
     return n.Scalar();
   }
-  Result<int> level(const YAML::Node& n, const std::string& key) const {
-    Result<std::string> s = scalar(n, key);
+  Result<int> level(const YAML::Node& n, const std::string& key, const YAML::Node& at) const {
+    Result<std::string> s = scalar(n, key, at);
     if (!s) return std::move(s).error();
     auto v = parse_level(*s);
-    if (!v) return fail(n, key, fmt::format("expected {}, got '{}'", find_setting("scan_group")->expected, *s));
+    if (!v) return fail(at, key, fmt::format("expected {}, got '{}'", find_setting("scan_group")->expected, *s));
     return *v;
+  }
+  // YAML forbids a key twice in one mapping (yaml-cpp keeps both): the second is an error.
+  Status once(std::map<std::string, int>& seen, const YAML::Node& keyn, const std::string& key) const {
+    auto [it, first] = seen.emplace(key, line_of(keyn));
+    if (first) return {};
+    return fail(keyn, key, fmt::format("given twice (first on line {})", it->second));
   }
 };
 
 // A key of the settings' table: one scalar, parsed as -o parses it.
-Status read_common(const Ctx& ctx, const Setting& common, const std::string& key, const YAML::Node& val,
-                   Config& cfg) {
-  Result<std::string> s = ctx.scalar(val, key);
+Status read_common(const Ctx& ctx, const Setting& common, const std::string& key, const YAML::Node& keyn,
+                   const YAML::Node& val, Config& cfg) {
+  Result<std::string> s = ctx.scalar(val, key, keyn);
   if (!s) return std::move(s).error();
-  if (!common.parse(*s, cfg)) return ctx.fail(val, key, fmt::format("expected {}, got '{}'", common.expected, *s));
+  if (!common.parse(*s, cfg)) return ctx.fail(keyn, key, fmt::format("expected {}, got '{}'", common.expected, *s));
   return {};
 }
 
 // order_seed or order_window.
-Status read_order(const Ctx& ctx, const std::string& key, const YAML::Node& val, Config& cfg) {
-  Result<std::string> s = ctx.scalar(val, key);
+Status read_order(const Ctx& ctx, const std::string& key, const YAML::Node& keyn, const YAML::Node& val, Config& cfg) {
+  Result<std::string> s = ctx.scalar(val, key, keyn);
   if (!s) return std::move(s).error();
   if (key == "order_seed") {
     auto v = parse_u64(*s);
-    if (!v) return ctx.fail(val, key, fmt::format("expected an unsigned 64-bit integer, got '{}'", *s));
+    if (!v) return ctx.fail(keyn, key, fmt::format("expected an unsigned 64-bit integer, got '{}'", *s));
     cfg.order_seed = *v;
     return {};
   }
   cfg.order_window = parse_in_range(*s, 1, 4096);
-  if (!cfg.order_window) return ctx.fail(val, key, fmt::format("expected 1..4096, got '{}'", *s));
+  if (!cfg.order_window) return ctx.fail(keyn, key, fmt::format("expected 1..4096, got '{}'", *s));
   return {};
 }
 
@@ -109,18 +118,20 @@ Result<Rule> read_rule(const Ctx& ctx, const YAML::Node& r, const std::string& r
   Rule rule;
   rule.line = r.Mark().line + 1;
   bool have_path = false, have_level = false;
+  std::map<std::string, int> seen;
   for (auto jt = r.begin(); jt != r.end(); ++jt) {
     const YAML::Node k = jt->first;
     const YAML::Node v = jt->second;
     const std::string name = key_name(k);
+    if (Status st = ctx.once(seen, k, rk + "." + name); !st) return std::move(st).error();
     if (name == "path") {
-      Result<std::string> glob = ctx.scalar(v, rk + ".path");
+      Result<std::string> glob = ctx.scalar(v, rk + ".path", k);
       if (!glob) return std::move(glob).error();
-      if (glob->empty()) return ctx.fail(v, rk + ".path", "must not be empty");
+      if (glob->empty()) return ctx.fail(k, rk + ".path", "must not be empty");
       rule.glob = std::move(glob).value();
       have_path = true;
     } else if (name == "scan_group") {
-      Result<int> level = ctx.level(v, rk + ".scan_group");
+      Result<int> level = ctx.level(v, rk + ".scan_group", k);
       if (!level) return std::move(level).error();
       rule.level = *level;
       have_level = true;
@@ -133,8 +144,8 @@ Result<Rule> read_rule(const Ctx& ctx, const YAML::Node& r, const std::string& r
   return rule;
 }
 
-Status read_rules(const Ctx& ctx, const YAML::Node& val, Config& cfg) {
-  if (!val.IsSequence()) return ctx.fail(val, "rules", "expected a list of {path, scan_group} entries");
+Status read_rules(const Ctx& ctx, const YAML::Node& keyn, const YAML::Node& val, Config& cfg) {
+  if (!val.IsSequence()) return ctx.fail(keyn, "rules", "expected a list of {path, scan_group} entries");
   size_t i = 0;
   for (const auto& r : val) {
     Result<Rule> rule = read_rule(ctx, r, fmt::format("rules[{}]", i++));
@@ -145,21 +156,23 @@ Status read_rules(const Ctx& ctx, const YAML::Node& val, Config& cfg) {
 }
 
 // log: {level: LEVEL, file: FILE}
-Status read_log(const Ctx& ctx, const YAML::Node& val, Config& cfg) {
-  if (!val.IsMap()) return ctx.fail(val, "log", "expected a mapping with 'level' and/or 'file'");
+Status read_log(const Ctx& ctx, const YAML::Node& keyn, const YAML::Node& val, Config& cfg) {
+  if (!val.IsMap()) return ctx.fail(keyn, "log", "expected a mapping with 'level' and/or 'file'");
+  std::map<std::string, int> seen;
   for (auto jt = val.begin(); jt != val.end(); ++jt) {
     const YAML::Node k = jt->first;
     const YAML::Node v = jt->second;
     const std::string full = "log." + key_name(k);
     if (full != "log.level" && full != "log.file") return ctx.fail(k, full, "unknown key (expected level, file)");
-    Result<std::string> s = ctx.scalar(v, full);
+    if (Status st = ctx.once(seen, k, full); !st) return st;
+    Result<std::string> s = ctx.scalar(v, full, k);
     if (!s) return std::move(s).error();
     if (full == "log.file") {
       cfg.log_file = std::move(s).value();
       continue;
     }
     std::optional<LogLevel> level = parse_log_level(*s);
-    if (!level) return ctx.fail(v, full, fmt::format("expected error, warn, info or debug, got '{}'", *s));
+    if (!level) return ctx.fail(k, full, fmt::format("expected error, warn, info or debug, got '{}'", *s));
     cfg.log_level = *level;
   }
   return {};
@@ -168,10 +181,10 @@ Status read_log(const Ctx& ctx, const YAML::Node& val, Config& cfg) {
 // One top-level key and its value.
 Status read_setting(const Ctx& ctx, const YAML::Node& keyn, const YAML::Node& val, Config& cfg) {
   const std::string key = key_name(keyn);
-  if (const Setting* common = find_setting(key)) return read_common(ctx, *common, key, val, cfg);
-  if (key == "order_seed" || key == "order_window") return read_order(ctx, key, val, cfg);
-  if (key == "rules") return val.IsNull() ? Status{} : read_rules(ctx, val, cfg);
-  if (key == "log") return val.IsNull() ? Status{} : read_log(ctx, val, cfg);
+  if (const Setting* common = find_setting(key)) return read_common(ctx, *common, key, keyn, val, cfg);
+  if (key == "order_seed" || key == "order_window") return read_order(ctx, key, keyn, val, cfg);
+  if (key == "rules") return val.IsNull() ? Status{} : read_rules(ctx, keyn, val, cfg);
+  if (key == "log") return val.IsNull() ? Status{} : read_log(ctx, keyn, val, cfg);
   return ctx.fail(keyn, key,
                   fmt::format("unknown key (expected {}, rules, order_seed, order_window, log)", setting_names()));
 }
@@ -181,10 +194,12 @@ Status read_settings(const Ctx& ctx, const YAML::Node& root, Config& cfg) {
   if (!root.IsMap())
     return Error{EINVAL, fmt::format("{}:{}: expected a mapping of settings at the top level", ctx.source,
                                      root.Mark().line + 1)};
+  std::map<std::string, int> seen;
   for (auto it = root.begin(); it != root.end(); ++it) {
     // Copies: it-> yields a temporary pair, so references to its members would dangle.
     const YAML::Node key = it->first;
     const YAML::Node val = it->second;
+    if (Status once = ctx.once(seen, key, key_name(key)); !once) return once;
     if (Status read = read_setting(ctx, key, val, cfg); !read) return read;
   }
   return {};

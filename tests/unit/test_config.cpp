@@ -147,6 +147,22 @@ TEST(ConfigYaml, ErrorsNameKeyAndLine) {
   EXPECT_NE(error_of("- 1\n- 2\n").find("top level"), std::string::npos);
 }
 
+// YAML forbids a key twice in a mapping: an error naming both lines, at the top level, in log and
+// in a rule. An error about a key names the key's line, also where its value is empty.
+TEST(ConfigYaml, AKeyGivenTwiceIsAnErrorNamingBothLines) {
+  EXPECT_EQ(error_of("encoding: sequential\nthreads: 2\nencoding: progressive\n"),
+            "f.yaml:3: key 'encoding': given twice (first on line 1)");
+  EXPECT_EQ(error_of("scan_group: 3\nscan_group: 5\n"), "f.yaml:2: key 'scan_group': given twice (first on line 1)");
+  EXPECT_EQ(error_of("log:\n  level: info\n  level: debug\n"), "f.yaml:3: key 'log.level': given twice (first on line 2)");
+  EXPECT_EQ(error_of("rules:\n  - path: a\n    scan_group: 2\n    path: b\n"),
+            "f.yaml:4: key 'rules[0].path': given twice (first on line 2)");
+  EXPECT_EQ(error_of("rules:\n  - {path: a, scan_group: 2}\nrules:\n  - {path: b, scan_group: 3}\n"),
+            "f.yaml:3: key 'rules': given twice (first on line 1)");
+  EXPECT_EQ(error_of("encoding:"), "f.yaml:1: key 'encoding': expected a single value");
+  EXPECT_EQ(error_of("threads: 2\nencoding:\n\n"), "f.yaml:2: key 'encoding': expected a single value");
+  EXPECT_EQ(error_of("log: 3\n"), "f.yaml:1: key 'log': expected a mapping with 'level' and/or 'file'");
+}
+
 TEST(ConfigFile, MissingFileNamed) {
   fid::Result<Config> c = load_config("/nonexistent/dir/x.yaml");
   ASSERT_FALSE(c.ok());
@@ -166,6 +182,10 @@ TEST(MountOpts, ParseAll) {
   EXPECT_EQ(o.config_file, "/x.yaml");
   parse_ok("scan_group=full", o);  // repeatable, later wins
   EXPECT_EQ(o.scan_group, kFull);
+  // As mount(8) does: the helper gets fstab's options, then the command line's, which override them.
+  parse_ok("encoding=sequential,scan_group=3,encoding=progressive,scan_group=5", o);
+  EXPECT_EQ(o.encoding, Encoding::progressive);
+  EXPECT_EQ(o.scan_group, 5);
   parse_ok(",,", o);
 }
 
