@@ -12,6 +12,7 @@
 #include <bit>
 #include <cstdlib>
 #include <cstring>
+#include <numeric>
 
 #include "codec/libjpeg_glue.h"
 
@@ -144,9 +145,10 @@ void make_table(const long* counts, JHUFF_TBL* table) {
   table->sent_table = FALSE;
 }
 
-// Calls visit(ci, block) for every block a sequential encode of `blocks` codes, each component's
-// blocks in the order it codes them (T.81 F.1.2): MCU by MCU in an interleaved scan, else row by
-// row; a dummy block at an edge MCU (null) repeats the DC of the block before it and has no AC.
+// Calls visit(ci, mcu, b, block) for every block a sequential encode of `blocks` codes, each
+// component's blocks in the order it codes them (T.81 F.1.2): MCU by MCU in an interleaved scan,
+// else row by row (a block an MCU); `mcu` counts the scan's MCUs, `b` the component's blocks in
+// it. A dummy block at an edge MCU (null) repeats the DC of the block before it and has no AC.
 template <typename Visit>
 void for_each_block_in_scan_order(j_decompress_ptr src, jvirt_barray_ptr* blocks, bool interleaved, Visit&& visit) {
   const auto mcu_cols = static_cast<JDIMENSION>((src->image_width + src->max_h_samp_factor * DCTSIZE - 1) /
@@ -165,42 +167,66 @@ void for_each_block_in_scan_order(j_decompress_ptr src, jvirt_barray_ptr* blocks
         for (JDIMENSION y = 0; y < v; ++y)
           for (JDIMENSION x = 0; x < h; ++x) {
             const bool dummy = r * v + y >= c.height_in_blocks || m * h + x >= c.width_in_blocks;
-            visit(ci, dummy ? nullptr : band[y][m * h + x]);
+            visit(ci, uint64_t{r} * cols + m, y * h + x, dummy ? nullptr : band[y][m * h + x]);
           }
     }
   }
 }
 
+// The DC predictions of a sequential encode: each component's starts at 0, and again at every
+// restart (an MCU that is a multiple of `restart_interval`, when it is not 0).
+struct DcPrediction {
+  unsigned restart_interval;
+  int last_ci = -1, last_dc = 0;
+  // The difference `block` codes (0 for a dummy block).
+  int difference(int ci, uint64_t mcu, JDIMENSION b, const JCOEF* block) {
+    if (ci != last_ci || (restart_interval != 0 && b == 0 && mcu % restart_interval == 0)) last_ci = ci, last_dc = 0;
+    if (!block) return 0;
+    const int d = block[0] - last_dc;
+    last_dc = block[0];
+    return d;
+  }
+};
+
+constexpr int kMaxDcBits = 11;  // T.81 F.1.2.1: an 8-bit JPEG's DC differences have categories 0..11
+
 }  // namespace
 
-bool dc_differences_fit(j_decompress_ptr src, jvirt_barray_ptr* blocks, bool interleaved) {
-  constexpr int kMaxDcBits = 11;  // T.81 F.1.2.1: an 8-bit JPEG's DC differences have categories 0..11
+bool dc_differences_fit(j_decompress_ptr src, jvirt_barray_ptr* blocks, bool interleaved, unsigned restart_interval) {
   bool fit = true;
-  int last_ci = -1, last_dc = 0;
-  for_each_block_in_scan_order(src, blocks, interleaved, [&](int ci, const JCOEF* b) {
-    if (ci != last_ci) last_ci = ci, last_dc = 0;  // each component's prediction starts at 0
-    if (!b) return;  // a dummy block repeats the DC before it: a difference of 0
-    fit = fit && magnitude_bits(b[0] - last_dc) <= kMaxDcBits;
-    last_dc = b[0];
+  DcPrediction dc{restart_interval};
+  for_each_block_in_scan_order(src, blocks, interleaved, [&](int ci, uint64_t mcu, JDIMENSION b, const JCOEF* block) {
+    fit = fit && magnitude_bits(dc.difference(ci, mcu, b, block)) <= kMaxDcBits;
   });
   return fit;
 }
 
+unsigned restart_interval_for_dc(j_decompress_ptr src, jvirt_barray_ptr* blocks, bool interleaved) {
+  uint64_t every = 0;  // the gcd of the MCUs whose first block's difference does not fit
+  bool inside_mcu = false;
+  DcPrediction dc{0};
+  for_each_block_in_scan_order(src, blocks, interleaved, [&](int ci, uint64_t mcu, JDIMENSION b, const JCOEF* block) {
+    if (magnitude_bits(dc.difference(ci, mcu, b, block)) <= kMaxDcBits) return;
+    if (b != 0) inside_mcu = true;
+    every = std::gcd(every, mcu);
+  });
+  if (every == 0 || inside_mcu) return 0;  // fits as it is, or no restart can help
+  for (uint64_t parts = (every + kMaxRestartInterval - 1) / kMaxRestartInterval; parts <= every; ++parts)
+    if (every % parts == 0) {
+      const auto interval = static_cast<unsigned>(every / parts);  // the largest that divides them all
+      return dc_differences_fit(src, blocks, interleaved, interval) ? interval : 0;
+    }
+  return 0;
+}
+
 void set_optimal_tables(j_decompress_ptr src, jvirt_barray_ptr* blocks, j_compress_ptr dst, bool interleaved) {
   Counts dc[NUM_HUFF_TBLS] = {}, ac[NUM_HUFF_TBLS] = {};
-  int last_ci = -1, last_dc = 0;
-  for_each_block_in_scan_order(src, blocks, interleaved, [&](int ci, const JCOEF* b) {
-    long* const dcs = dc[dst->comp_info[ci].dc_tbl_no];
+  DcPrediction prediction{dst->restart_interval};
+  for_each_block_in_scan_order(src, blocks, interleaved, [&](int ci, uint64_t mcu, JDIMENSION b, const JCOEF* block) {
     long* const acs = ac[dst->comp_info[ci].ac_tbl_no];
-    if (ci != last_ci) last_ci = ci, last_dc = 0;
-    if (!b) {  // a dummy block: the DC of the block before it, no AC
-      ++dcs[0];
-      ++acs[0];
-      return;
-    }
-    ++dcs[magnitude_bits(b[0] - last_dc)];
-    last_dc = b[0];
-    count_ac(b, acs);
+    ++dc[dst->comp_info[ci].dc_tbl_no][magnitude_bits(prediction.difference(ci, mcu, b, block))];
+    if (block) count_ac(block, acs);
+    else ++acs[0];  // a dummy block: no AC, an EOB
   });
   for (int t = 0; t < NUM_HUFF_TBLS; ++t) {
     const bool dc_used = std::any_of(std::begin(dc[t]), std::end(dc[t]), [](long n) { return n > 0; });

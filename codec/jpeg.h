@@ -85,6 +85,12 @@ enum class HuffmanTables : uint8_t { standard, optimized };
 // with libjpeg's message (any warning counts), ENOMEM when memory runs out.
 fid::Result<std::vector<uint8_t>> sequential_from_progressive(std::span<const uint8_t> jpeg, HuffmanTables tables);
 
+// The most memory sequential_from_progressive holds for a level of `level_bytes` bytes, from its
+// header (the stream up to its frame header is enough): the level, the decoder's coefficients, the
+// copy re-encoded, and the output at up to two bytes a coefficient. EINVAL if `header` has no
+// well-formed frame header.
+fid::Result<uint64_t> sequential_memory(std::span<const uint8_t> header, uint64_t level_bytes);
+
 // The two bytes every level-k file ends with.
 inline constexpr std::array<uint8_t, 2> kEoi{0xFF, 0xD9};
 

@@ -24,7 +24,8 @@ fid::Error malformed_at(const char* what, size_t pos) {
 // One pass over a JPEG stream, from SOI to EOI (walk_jpeg_markers).
 class MarkerWalker {
  public:
-  explicit MarkerWalker(std::span<const uint8_t> data) : p_(data.data()), n_(data.size()) {}
+  // `to_frame`: the walk ends at the frame header.
+  MarkerWalker(std::span<const uint8_t> data, bool to_frame) : p_(data.data()), n_(data.size()), to_frame_(to_frame) {}
 
   fid::Result<JpegMarkerLayout> walk() {
     if (n_ > std::numeric_limits<uint32_t>::max()) return malformed("JPEG stream larger than 4 GiB");
@@ -47,6 +48,7 @@ class MarkerWalker {
       }
       if (m == kTEM) continue;  // standalone marker without a length
       if (fid::Status segment = read_segment(m, marker_start); !segment) return std::move(segment).error();
+      if (to_frame_ && seen_frame_) return std::move(layout_);
     }
   }
 
@@ -74,12 +76,28 @@ class MarkerWalker {
       seen_frame_ = true;
       layout_.frame_marker = m;
       layout_.frame_offset = static_cast<uint32_t>(marker_start);
+      if (fid::Status frame = read_frame(len, marker_start); !frame) return frame;
     } else if (m == kDRI) {
       ++layout_.restart_interval_markers;
     } else if (m == kSOS) {
       return read_scan(marker_start, len);
     }
     pos_ += len;
+    return {};
+  }
+
+  // A frame header of `len` bytes at pos_ (T.81 B.2.2): precision, height, width, components.
+  fid::Status read_frame(size_t len, size_t marker_start) {
+    const size_t nf = len >= 8 ? p_[pos_ + 7] : 0;
+    if (nf < 1 || len != 8 + 3 * nf) return malformed_at("malformed frame header", marker_start);
+    layout_.height = (uint32_t{p_[pos_ + 3]} << 8) | p_[pos_ + 4];
+    layout_.width = (uint32_t{p_[pos_ + 5]} << 8) | p_[pos_ + 6];
+    for (size_t c = 0; c < nf; ++c) {
+      const uint8_t hv = p_[pos_ + 8 + 3 * c + 1];
+      const uint8_t h = hv >> 4, v = hv & 15;
+      if (h < 1 || h > 4 || v < 1 || v > 4) return malformed_at("sampling factor outside 1..4", marker_start);
+      layout_.sampling.emplace_back(h, v);
+    }
     return {};
   }
 
@@ -118,6 +136,7 @@ class MarkerWalker {
 
   const uint8_t* const p_;
   const size_t n_;
+  const bool to_frame_;
   size_t pos_ = 0;
   bool seen_frame_ = false;
   bool header_done_ = false;
@@ -127,6 +146,8 @@ class MarkerWalker {
 
 }  // namespace
 
-fid::Result<JpegMarkerLayout> walk_jpeg_markers(std::span<const uint8_t> data) { return MarkerWalker(data).walk(); }
+fid::Result<JpegMarkerLayout> walk_jpeg_markers(std::span<const uint8_t> data) { return MarkerWalker(data, false).walk(); }
+
+fid::Result<JpegMarkerLayout> read_frame_header(std::span<const uint8_t> data) { return MarkerWalker(data, true).walk(); }
 
 }  // namespace fid::codec

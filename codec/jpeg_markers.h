@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/error.h"
@@ -30,6 +31,9 @@ struct JpegMarkerLayout {
   uint32_t eoi = 0;                // offset of the EOI marker (FF D9)
   uint32_t restart_markers = 0;    // RSTn markers seen inside entropy-coded data
   uint32_t restart_interval_markers = 0;  // DRI segments seen
+  // The frame header's size and each component's sampling factors (h, v), as it states them.
+  uint32_t width = 0, height = 0;
+  std::vector<std::pair<uint8_t, uint8_t>> sampling;
 };
 
 // Walks `data` from SOI to EOI. Fails (EINVAL, with the reason) on anything malformed: no SOI,
@@ -37,5 +41,9 @@ struct JpegMarkerLayout {
 // data without a terminating marker, no EOI. Bytes after EOI are not examined (`layout.eoi + 2`
 // may be smaller than data.size()). Never reads outside `data`.
 fid::Result<JpegMarkerLayout> walk_jpeg_markers(std::span<const uint8_t> data);
+
+// Walks `data` from SOI to the frame header and no further (the header piece of a level is
+// enough): the layout's frame fields. EINVAL as walk_jpeg_markers, or on a malformed frame header.
+fid::Result<JpegMarkerLayout> read_frame_header(std::span<const uint8_t> data);
 
 }  // namespace fid::codec

@@ -16,8 +16,10 @@
 // black or white area's DC is estimated past -1024 or 1023. Such a coefficient is moved to the
 // nearest value that gives the block the same samples under the decoder's own inverse DCT (each
 // sample is monotone in one coefficient, so the values that keep them form an interval, and its
-// end nearest the range is found by bisection). DC values are moved only where their differences
-// do not fit as they are. A level that still cannot be coded is ENOTSUP: its caller serves the
+// end nearest the range is found by bisection); a block whose samples are all 0 or all 255
+// becomes the flat block at the range's end. DC values are moved only where their differences
+// do not fit as they are; where moved ones still do not, restart markers at every MCU a difference
+// does not fit (DRI: the longest interval that has them all) start those predictions at 0. A level that still cannot be coded is ENOTSUP: its caller serves the
 // progressive level, which has those pixels anyway.
 //
 // Error handling as in jpeg.cpp: objects with destructors are constructed before setjmp.
@@ -30,6 +32,7 @@
 #include <limits>
 
 #include "codec/jpeg.h"
+#include "codec/jpeg_markers.h"
 #include "codec/libjpeg_glue.h"
 
 extern "C" {
@@ -58,14 +61,14 @@ struct SequentialTranscoder {
   bool bad_block = false;                   // the decoder handed a block outside the image
   bool outside_range = false;               // some value outside what an 8-bit DCT gives
   bool uncodable = false;                   // an AC value a sequential 8-bit JPEG cannot code, whatever the samples allow
-  // DC values outside -1024..1023 and the value nearest that range with the same samples: used
-  // only if the DC differences do not fit as they are.
-  struct MovableDc {
+  // Blocks whose DC value is outside -1024..1023, as near that range as their samples allow:
+  // used only if the DC differences do not fit as they are.
+  struct MovableBlock {
     int ci;
     JDIMENSION block_row, block_col;
-    JCOEF dc;
+    JBLOCK moved;
   };
-  std::vector<MovableDc> movable_dcs;
+  std::vector<MovableBlock> movable_blocks;
   size_t blocks_kept = 0;                   // must end as the image's count: no block left unwritten
   jpeg_scan_info scans[MAX_COMPONENTS];     // one per component, where one scan cannot hold them all
 
@@ -106,7 +109,8 @@ Samples samples_of(const SequentialTranscoder& t, j_decompress_ptr c, jpeg_compo
 
 // Moves a block's values outside the coded range to the nearest ones with the same samples: AC
 // values into the range (else the block is uncodable), a DC value as near it as the samples allow
-// (recorded, not applied). `row`, `col`: the block's place in its component.
+// (recorded, not applied): a block of one saturated sample value becomes flat at the range's end,
+// any other keeps its AC values and moves its DC value. `row`, `col`: its place in its component.
 void fit_block(SequentialTranscoder& t, j_decompress_ptr c, jpeg_component_info* comp, JCOEF* block, JDIMENSION row,
                JDIMENSION col) {
   if (comp->DCT_scaled_size != DCTSIZE) {
@@ -126,15 +130,24 @@ void fit_block(SequentialTranscoder& t, j_decompress_ptr c, jpeg_component_info*
   }
   const int dc = block[0];
   if (dc >= kMinDc && dc <= kMaxDc) return;
+  SequentialTranscoder::MovableBlock m{comp->component_index, row, col, {}};
+  const JCOEF end = static_cast<JCOEF>(dc < kMinDc ? kMinDc : kMaxDc);
+  const bool one_value = std::all_of(want.begin(), want.end(), [&](JSAMPLE v) { return v == want[0]; });
+  if (one_value && (want[0] == 0 || want[0] == MAXJSAMPLE)) {
+    m.moved[0] = end;  // every AC value 0
+    if (samples_of(t, c, comp, m.moved) == want) {
+      t.movable_blocks.push_back(m);
+      return;
+    }
+  }
   // The samples are monotone in the DC value: bisection between dc (keeps them) and the range's
   // end (may not).
-  JCOEF probe[DCTSIZE2];
-  std::memcpy(probe, block, sizeof probe);
+  std::memcpy(m.moved, block, sizeof m.moved);
   auto keeps_samples = [&](int value) {
-    probe[0] = static_cast<JCOEF>(value);
-    return samples_of(t, c, comp, probe) == want;
+    m.moved[0] = static_cast<JCOEF>(value);
+    return samples_of(t, c, comp, m.moved) == want;
   };
-  int keeps = dc, changes = dc < kMinDc ? kMinDc : kMaxDc;
+  int keeps = dc, changes = end;
   if (keeps_samples(changes)) {
     keeps = changes;
   } else {
@@ -143,7 +156,8 @@ void fit_block(SequentialTranscoder& t, j_decompress_ptr c, jpeg_component_info*
       (keeps_samples(mid) ? keeps : changes) = mid;
     }
   }
-  if (keeps != dc) t.movable_dcs.push_back({comp->component_index, row, col, static_cast<JCOEF>(keeps)});
+  m.moved[0] = static_cast<JCOEF>(keeps);
+  if (keeps != dc) t.movable_blocks.push_back(m);
 }
 
 // Stands in for the inverse DCT: keeps the block the decoder would transform. Its place in the
@@ -255,13 +269,17 @@ bool run(SequentialTranscoder& t, std::span<const uint8_t> jpeg, HuffmanTables t
   }
 
   const bool interleaved = fits_one_scan(s) && s.num_components > 1;
-  if (t.outside_range && !dc_differences_fit(&s, t.blocks, interleaved)) {
-    for (const SequentialTranscoder::MovableDc& m : t.movable_dcs) {
+  unsigned restart_interval = 0;
+  if (t.outside_range && !dc_differences_fit(&s, t.blocks, interleaved, 0)) {
+    for (const SequentialTranscoder::MovableBlock& m : t.movable_blocks) {
       JBLOCKARRAY row = (*s.mem->access_virt_barray)(reinterpret_cast<j_common_ptr>(&s), t.blocks[m.ci], m.block_row, 1, TRUE);
-      row[0][m.block_col][0] = m.dc;
+      std::memcpy(row[0][m.block_col], m.moved, sizeof(JBLOCK));
     }
-    if (!dc_differences_fit(&s, t.blocks, interleaved))
-      return unsupported(t, "a DC difference is out of the range a sequential JPEG can code (11 bits)");
+    if (!dc_differences_fit(&s, t.blocks, interleaved, 0)) {
+      restart_interval = restart_interval_for_dc(&s, t.blocks, interleaved);
+      if (restart_interval == 0)
+        return unsupported(t, "a DC difference is out of the range a sequential JPEG can code (11 bits)");
+    }
   }
 
   jpeg_compress_struct& d = t.dst;
@@ -271,7 +289,7 @@ bool run(SequentialTranscoder& t, std::span<const uint8_t> jpeg, HuffmanTables t
   jpeg_copy_critical_parameters(&s, &d);
   d.arith_code = FALSE;
   d.optimize_coding = FALSE;  // optimized tables are set below, counted in one quick pass
-  d.restart_interval = 0;
+  d.restart_interval = restart_interval;  // restarts only where a DC difference needs one
   d.restart_in_rows = 0;
   if (!fits_one_scan(s)) {
     // More than 4 components or 10 blocks per MCU cannot be interleaved: one full scan per
@@ -300,6 +318,20 @@ fid::Result<std::vector<uint8_t>> sequential_from_progressive(std::span<const ui
   SequentialTranscoder t;
   if (!run(t, jpeg, tables, out)) return failure(t.err);
   return out;
+}
+
+fid::Result<uint64_t> sequential_memory(std::span<const uint8_t> header, uint64_t level_bytes) {
+  fid::Result<JpegMarkerLayout> frame = read_frame_header(header);
+  if (!frame) return std::move(frame).error();
+  uint64_t max_h = 1, max_v = 1;
+  for (const auto& [h, v] : frame->sampling) max_h = std::max<uint64_t>(max_h, h), max_v = std::max<uint64_t>(max_v, v);
+  const uint64_t mcu_cols = (frame->width + 8 * max_h - 1) / (8 * max_h);
+  const uint64_t mcu_rows = (frame->height + 8 * max_v - 1) / (8 * max_v);
+  uint64_t blocks = 0;  // each component's blocks padded to whole MCUs, and one MCU more (blocks[] above)
+  for (const auto& [h, v] : frame->sampling) blocks += (mcu_cols + 1) * h * (mcu_rows + 1) * v;
+  constexpr uint64_t kCopies = 3;             // the decoder's, the re-encoded copy, the output's bound
+  constexpr uint64_t kLibjpegWork = 1 << 20;  // tables, row buffers, the writer's state
+  return level_bytes + kCopies * blocks * sizeof(JBLOCK) + kLibjpegWork;
 }
 
 }  // namespace fid::codec

@@ -55,10 +55,17 @@ void copy_markers(j_decompress_ptr src, j_compress_ptr dst);
 // Gives `dst` (after jpeg_copy_critical_parameters) the Huffman tables that code `blocks`, the
 // coefficients of `src`'s components, in the fewest bits: what optimize_coding gives, but counted
 // in one quick pass (huffman_tables.cpp), so that the write is a single pass. `interleaved`: dst
-// codes every component in one scan, else one scan per component.
+// codes every component in one scan, else one scan per component; dst's restart_interval is
+// counted.
 void set_optimal_tables(j_decompress_ptr src, jvirt_barray_ptr* blocks, j_compress_ptr dst, bool interleaved);
 
-// Whether every DC difference a sequential encode of `blocks` codes fits an 8-bit JPEG's 11 bits.
-bool dc_differences_fit(j_decompress_ptr src, jvirt_barray_ptr* blocks, bool interleaved);
+// Whether every DC difference a sequential encode of `blocks` codes fits an 8-bit JPEG's 11 bits,
+// the prediction starting again at every `restart_interval` MCUs (0: never).
+bool dc_differences_fit(j_decompress_ptr src, jvirt_barray_ptr* blocks, bool interleaved, unsigned restart_interval);
+// The longest restart interval (in MCUs) at which every DC difference fits, where they do not all
+// fit without one: the MCUs whose first block's difference does not fit are all restarts, whose
+// prediction starts at 0. 0 where they fit without one, or where no interval makes them fit.
+unsigned restart_interval_for_dc(j_decompress_ptr src, jvirt_barray_ptr* blocks, bool interleaved);
+inline constexpr unsigned kMaxRestartInterval = 65535;  // DRI's 16 bits
 
 }  // namespace fid::codec::libjpeg

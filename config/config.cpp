@@ -11,6 +11,8 @@
 #include <map>
 #include <sstream>
 
+#include <unistd.h>
+
 #include "common/ascii.h"
 #include "common/numbers.h"
 #include "config/settings_table.h"
@@ -313,6 +315,13 @@ Status parse_mount_options(std::string_view list, MountOptions& opts) {
     if (Status parsed = parse_mount_option(item, opts); !parsed) return parsed;
   }
   return {};
+}
+
+uint64_t sequential_memory_budget(const Settings& s) {
+  if (s.sequential_memory != 0) return s.sequential_memory;
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+  const uint64_t machine = pages > 0 && page > 0 ? uint64_t(pages) * uint64_t(page) : 8ull << 30;
+  return machine / 8;
 }
 
 Status check_levels(const Settings& s, int levels) {

@@ -9,6 +9,8 @@
 //   rules:                   # per-path rules, first match wins; paths relative to the mount
 //     - path: "train/**"     # glob: * and ? stay inside one path segment, ** crosses segments,
 //       scan_group: 3        #       [abc] / [a-z] / [!a] character classes
+//   encoding: sequential     # progressive|sequential: how a JPEG level reads
+//   sequential_memory: 2GiB  # bytes the sequential re-encodings in flight may hold (default: RAM/8)
 //   threads: 8               # FUSE worker threads (1..1024)
 //   cache: 256MiB            # memory budget for cached record data (B, KiB, MiB, GiB, K, M, G)
 //   gpu: auto                # auto|on|off: decode L3 files on a CUDA device (emulate: its code on the CPU, for tests)
@@ -103,6 +105,7 @@ struct Rule {
 struct CommonSettings {
   std::optional<int> scan_group;
   std::optional<Encoding> encoding;
+  std::optional<uint64_t> sequential_memory;
   std::optional<unsigned> threads;
   std::optional<uint64_t> cache_bytes;
   std::optional<Gpu> gpu;
@@ -188,6 +191,7 @@ struct Settings {
   unsigned gpu_batch = 64;
   unsigned gpu_deadline_us = 1000;
   uint64_t gpu_memory = 1ull << 30;
+  uint64_t sequential_memory = 0;  // 0: an eighth of the machine's memory (sequential_memory_budget)
   bool allow_other = false;
   bool nonempty = false;  // mount over a folder that holds files (hiding them)
   std::optional<uint64_t> order_seed;  // nullopt: the store's seed
@@ -208,6 +212,10 @@ struct Settings {
   std::string config_file;
 };
 Settings merge(const Config& cfg, const MountOptions& opts);
+
+// The bytes the sequential re-encodings in flight may hold: s.sequential_memory, or where it is 0
+// an eighth of the machine's memory.
+uint64_t sequential_memory_budget(const Settings& s);
 
 // Checks levels against the store's level count L; EINVAL naming the setting.
 fid::Status check_levels(const Settings& s, int levels);

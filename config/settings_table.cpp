@@ -95,6 +95,7 @@ SettingValue to_value(RandomReads v) { return std::string(random_reads_name(v));
 SettingValue to_value(OrderRanks v) { return std::string(order_ranks_name(v)); }
 SettingValue to_value(const LevelChangers& v) { return level_changers_text(v); }
 SettingValue scan_group_value(const Settings& s) { return level_text(s.scan_group); }  // an int, shown as a level
+SettingValue sequential_memory_value(const Settings& s) { return sequential_memory_budget(s); }  // 0 shown resolved
 
 template <auto Set>
 SettingValue member_value(const Settings& s) { return to_value(s.*Set); }
@@ -133,6 +134,10 @@ constexpr Setting kSettings[] = {
         "encoding", "progressive or sequential", "`progressive`, `sequential`", "",
         "how a JPEG level reads: the stored progressive scans, or one sequential scan with the same pixels that "
         "decodes faster, see \"Sequential levels\""),
+    row<&C::sequential_memory, &S::sequential_memory, &parse_bytes, &sequential_memory_value>(
+        "sequential_memory", "a byte size like 2GiB", "BYTES", "an eighth of the machine's memory",
+        "bytes the sequential re-encodings in flight may hold at once; one that would exceed it waits, see "
+        "\"Sequential levels\""),
     row<&C::threads, &S::threads, &in_range<1, 1024>>("threads", "1..1024", "`1`..`1024`", "", "FUSE worker threads"),
     row<&C::cache_bytes, &S::cache_bytes, &parse_bytes>(
         "cache", "a byte size like 256MiB", "BYTES", "",

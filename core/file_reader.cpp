@@ -23,6 +23,7 @@ FileReader::FileReader(const index::Store& store, storage::RecordSource& source,
       reader_loads_([&source] { return source.in_flight_target(); },
                     source.pieces_while_loading() ? kLocalReaderLoads : kMinLoads),
       views_(std::max<uint64_t>(settings.cache_bytes / 4, 8ull << 20)),
+      sequential_memory_(config::sequential_memory_budget(settings)),
       gpu_(gpu),
       sequential_sizes_(new std::atomic<std::atomic<uint32_t>*>[static_cast<size_t>(store.levels()) + 1]()) {
   if (!gpu) return;
@@ -73,6 +74,12 @@ void FileReader::add_readings(Readings& out) const {
       {"l3_views.budget", K::gauge, "", "", views_.budget()},
       {"sequential_made", K::counter, "fidelityfs_sequential_made_total",
        "JPEG levels made sequential (encoding=sequential), each making counted", sequential_made_.load()},
+      {"sequential_memory.budget", K::gauge, "", "", sequential_memory_.budget()},
+      {"sequential_memory.used", K::gauge, "fidelityfs_sequential_memory_bytes",
+       "bytes the sequential re-encodings in flight hold", sequential_memory_.used()},
+      {"sequential_memory.peak", K::gauge, "", "", sequential_memory_.peak()},
+      {"sequential_memory.waits", K::counter, "fidelityfs_sequential_memory_waits_total",
+       "re-encodings that waited for room in sequential_memory", sequential_memory_.waits()},
       {"sequential_fallbacks", K::counter, "fidelityfs_sequential_fallbacks_total",
        "JPEG levels served progressive under encoding=sequential: no sequential JPEG codes their pixels",
        sequential_fallbacks_.load()},
@@ -149,8 +156,14 @@ Result<ViewCache::View> FileReader::sequential_view(const index::File& f, int le
 }
 
 Result<ViewCache::View> FileReader::render_sequential(const index::File& f, int level) {
+  // What the re-encoding will hold, from the level's header (its piece 0), is claimed first.
   std::vector<uint8_t> stored;  // the progressive level, freed once re-encoded
-  if (Status st = read_stored(f, level, 0, store_.size_at_level(f, level), stored); !st.ok()) return std::move(st).error();
+  const uint64_t level_bytes = store_.size_at_level(f, level);
+  if (Status st = read_stored(f, level, 0, store_.pieces(f)[0].size, stored); !st.ok()) return std::move(st).error();
+  Result<uint64_t> needs = codec::sequential_memory(stored, level_bytes);
+  if (!needs) return Error{EIO, fmt::format("level {} has no valid frame header: {}", level, needs.error().message)};
+  const MemoryBudget::Claim claim = sequential_memory_.claim(*needs);
+  if (Status st = read_stored(f, level, 0, level_bytes, stored); !st.ok()) return std::move(st).error();
   // Optimized tables: 28% fewer bytes and a 1.3x faster decode than the standard ones, for
   // 0.1-0.25 ms more once per re-encoding (docs/BENCHMARKS.md, "Sequential levels").
   Result<std::vector<uint8_t>> seq = codec::sequential_from_progressive(stored, codec::HuffmanTables::optimized);

@@ -6,7 +6,8 @@
 // memory. A JPEG level read sequential (encoding=sequential) is its stored bytes re-encoded as
 // one sequential scan with the same pixels (codec::sequential_from_progressive), made when its
 // size is first asked for and kept in the view cache (a level with no sequential form of its
-// pixels is served progressive, counted and logged once per file); its size is remembered (4 bytes a file per
+// pixels is served progressive, counted and logged once per file; re-encodings in flight hold
+// at most `sequential_memory` bytes, a claim that would exceed it waits); its size is remembered (4 bytes a file per
 // level in use), so it never changes under an inode even when the bytes must be made again. The
 // first failure of each file is logged once, with its cause.
 #pragma once
@@ -26,6 +27,7 @@
 #include "common/readings.h"
 #include "config/config.h"
 #include "core/l3_batcher.h"
+#include "core/memory_budget.h"
 #include "core/prefetcher.h"
 #include "core/record_cache.h"
 #include "core/view_cache.h"
@@ -136,6 +138,7 @@ class FileReader {
   ReaderLoads reader_loads_;
   std::atomic<bool> random_records_{false}, memory_holds_all_{false};
   ViewCache views_;
+  MemoryBudget sequential_memory_;  // what re-encodings in flight hold (sequential_memory)
   codec::L3BatchDecoder* gpu_;
   std::unique_ptr<L3Batcher> batcher_;
   std::atomic<uint64_t> gpu_failures_{0}, failures_{0}, sequential_made_{0}, sequential_fallbacks_{0};

@@ -25,6 +25,7 @@
 #include "common/ascii.h"
 #include "common/fd.h"
 #include "core/filesystem.h"
+#include "fs/fuse_transport.h"
 #include "common/log.h"
 
 namespace fid::fs {
@@ -478,6 +479,8 @@ Status serve(const index::Store& store, storage::RecordSource& source, const con
     return failed(fmt::format("cannot mount at {}: {}", req.mountpoint,
                               why.empty() ? "(is /dev/fuse available and the mount point an empty directory?)" : why));
   }
+  if (const int rc = use_parallel_dirops_transport(se); rc != 0)  // before the first request: INIT
+    log_warn("lookups in one folder run one at a time: the FUSE transport could not be set: {}", std::strerror(-rc));
   // Ready once the kernel routes a stat of the mount point to this session (root inode 1).
   std::thread probe([mnt = req.mountpoint, ready] {
     struct stat st {};

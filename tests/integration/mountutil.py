@@ -89,19 +89,29 @@ def fuse_connection(mnt):
     return os.minor(os.stat(mnt).st_dev)
 
 
-def abort_connection(conn):
-    """Aborts FUSE connection `conn` through fusectl: every request waiting on it fails with
-    ENOTCONN, so threads stuck on a hung daemon come back. The last resort of a cleanup."""
+@contextlib.contextmanager
+def fusectl():
+    """The kernel's FUSE control folder, /sys/fs/fuse/connections, mounted for the block if it
+    is not (and unmounted after it then)."""
     ctl = "/sys/fs/fuse/connections"
     mounted_here = not os.listdir(ctl) and \
         subprocess.run(["mount", "-t", "fusectl", "fusectl", ctl], capture_output=True).returncode == 0
     try:
-        with open(os.path.join(ctl, str(conn), "abort"), "w") as f:
-            f.write("1")
-    except OSError:
-        pass
-    if mounted_here:
-        subprocess.run(["umount", ctl], capture_output=True)
+        yield ctl
+    finally:
+        if mounted_here:
+            subprocess.run(["umount", ctl], capture_output=True)
+
+
+def abort_connection(conn):
+    """Aborts FUSE connection `conn` through fusectl: every request waiting on it fails with
+    ENOTCONN, so threads stuck on a hung daemon come back. The last resort of a cleanup."""
+    with fusectl() as ctl:
+        try:
+            with open(os.path.join(ctl, str(conn), "abort"), "w") as f:
+                f.write("1")
+        except OSError:
+            pass
 
 
 @contextlib.contextmanager

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from conftest import fid_bin
 from fidstore import Store
 from mountutil import XA, mounted, wait_invalidations
 from mountutil import read_file as read
@@ -136,3 +137,86 @@ def test_encoding_per_subtree_and_views(edge_store, mnt):
         with pytest.raises(OSError) as e:
             os.removexattr(folder, XE)
         assert e.value.errno == errno.ENODATA
+
+
+def crafted_uncodable_jpeg():
+    """A progressive gray 8x8 JPEG, quantiser 1, whose one AC value, 4000 (coded as 1000 with a
+    point transform of 2), no sequential JPEG codes; no value it can code gives the same samples
+    (a square wave of 255 and 0)."""
+    def seg(marker, payload):
+        return b"\xff" + bytes([marker]) + struct.pack(">H", len(payload) + 2) + payload
+    dqt = seg(0xDB, b"\x00" + b"\x01" * 64)
+    sof = seg(0xC2, bytes([8]) + struct.pack(">HH", 8, 8) + bytes([1, 1, 0x11, 0]))
+    dht_dc = seg(0xC4, bytes([0x00, 1] + [0] * 15) + bytes([0]))  # one code, "0": category 0
+    sos_dc = seg(0xDA, bytes([1, 1, 0x00, 0, 0, 0x00])) + b"\x7f"  # DC difference 0, then padding
+    dht_ac = seg(0xC4, bytes([0x10, 0, 2] + [0] * 14) + bytes([0x0A, 0x00]))  # "00": run 0 size 10, "01": EOB
+    sos_ac = seg(0xDA, bytes([1, 1, 0x00, 1, 63, 0x02])) + b"\x3e\x87"  # 1000 (<< 2) at zigzag 1, EOB
+    return b"\xff\xd8" + dqt + sof + dht_dc + sos_dc + dht_ac + sos_ac + b"\xff\xd9"
+
+
+@pytest.fixture(scope="module")
+def high_quality_store(tmp_path_factory):
+    """JPEGs at quality 90-100 with black and white areas (their DC estimates leave -1024..1023
+    at level 1 from quality 96 on): Pillow's 4:4:4, 4:2:2, 4:2:0, gray and CMYK, cjpeg's 4:4:4 and
+    4:2:0; and the crafted file no sequential JPEG can code."""
+    src = tmp_path_factory.mktemp("hq") / "src"
+    rng = np.random.default_rng(7)
+    y, x = np.mgrid[0:120, 0:160]
+    base = np.stack([x * 1.5, y * 2.0, (x + y) * 0.9], -1) + rng.normal(0, 6, (120, 160, 3))
+    base[:, :40] = 0
+    base[:, 120:] = 255
+    base[60:70] = 0
+    im = Image.fromarray(np.clip(base, 0, 255).astype(np.uint8))
+    (src / "pil").mkdir(parents=True)
+    (src / "cjpeg").mkdir()
+    for q in (90, 95, 96, 98, 100):
+        for name, sub in (("444", 0), ("422", 1), ("420", 2)):
+            im.save(src / "pil" / f"q{q}_{name}.jpg", quality=q, subsampling=sub)
+        im.convert("L").save(src / "pil" / f"q{q}_gray.jpg", quality=q)
+        im.convert("CMYK").save(src / "pil" / f"q{q}_cmyk.jpg", quality=q)
+    if shutil.which("cjpeg"):
+        ppm = io.BytesIO()
+        im.save(ppm, "PPM")
+        for q in (97, 100):
+            for sample in ("1x1", "2x2"):
+                subprocess.run(["cjpeg", "-quality", str(q), "-sample", sample, "-outfile",
+                                str(src / "cjpeg" / f"q{q}_{sample}.jpg")], input=ppm.getvalue(), check=True)
+    (src / "crafted.jpg").write_bytes(crafted_uncodable_jpeg())
+    store = str(tmp_path_factory.mktemp("hq") / "store")
+    subprocess.run([fid_bin(), "pack", str(src), store, "--progress", "off"], check=True, capture_output=True)
+    return store
+
+
+def test_high_quality_jpegs_read_sequential_at_every_level(high_quality_store, mnt, tmp_path):
+    """No EIO at any level: a value a sequential JPEG cannot code is moved where the samples allow
+    (every Pillow and cjpeg file stays sequential), and the crafted file, which has no sequential
+    form, reads as its progressive level: counted, logged once, the same pixels."""
+    st = Store(high_quality_store)
+    jpegs = sorted(r for r, m in st.files.items() if m["kind"] == "jpeg")
+    assert "crafted.jpg" in jpegs and len(jpegs) >= 26
+    fallbacks = 0
+    log = tmp_path / "daemon.log"
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(f"encoding: sequential\nlog: {{file: {log}}}\n")
+    with mounted(high_quality_store, mnt, "--config", str(cfg)):
+        for level in range(1, st.levels + 1):
+            os.setxattr(mnt, XA, str(level).encode())
+            assert wait_invalidations(mnt)
+            for rel in jpegs:
+                p = os.path.join(mnt, rel)
+                progressive = st.read(rel, level)
+                data = read(p)  # raises on EIO
+                assert os.stat(p).st_size == len(data), (rel, level)
+                assert np.array_equal(pixels_pil(data)[1], pixels_pil(progressive)[1]), (rel, level)
+                if data == progressive:
+                    assert rel == "crafted.jpg", (rel, level)
+                    fallbacks += 1
+                else:
+                    assert frame_and_scans(data)[0] in (0xC0, 0xC1), (rel, level)
+        stats = json.loads(read(os.path.join(mnt, ".fidelity", "stats")))
+        metrics = read(os.path.join(mnt, ".fidelity", "metrics")).decode()
+    assert fallbacks >= st.levels - 1  # every level with the AC value in it
+    assert stats["sequential_fallbacks"] == fallbacks and stats["eio_errors"] == 0
+    assert "fidelityfs_sequential_fallbacks_total{" in metrics
+    said = [line for line in log.read_text().splitlines() if "served progressive" in line]
+    assert len(said) == 1 and "crafted.jpg: level" in said[0] and "out of the range" in said[0], said
