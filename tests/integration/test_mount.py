@@ -516,6 +516,9 @@ def test_usage_and_runtime_errors(edge_store, tmp_path, mnt):
     bad.write_text("threads: 4\nscan_grop: 3\n")
     p = run(edge_store, mnt, "--config", bad)
     assert p.returncode == 2 and f"{bad}:2" in p.stderr and "scan_grop" in p.stderr
+    bad.write_text("encoding: sequential\nthreads: 4\nencoding: progressive\n")  # YAML forbids it
+    p = run(edge_store, mnt, "--config", bad)
+    assert p.returncode == 2 and f"{bad}:3: key 'encoding': given twice (first on line 1)" in p.stderr, p.stderr
     p = run(edge_store, mnt, "-o", f"config={tmp_path / 'missing.yaml'}")
     assert p.returncode == 2 and "missing.yaml" in p.stderr
     p = run(tmp_path / "nostore", mnt)

@@ -8,6 +8,7 @@ import os
 import shutil
 import struct
 import subprocess
+import threading
 
 import numpy as np
 import pytest
@@ -15,7 +16,7 @@ from PIL import Image
 
 from conftest import fid_bin
 from fidstore import Store
-from mountutil import XA, mounted, wait_invalidations
+from mountutil import XA, fuse_connection, fusectl, mounted, wait_invalidations
 from mountutil import read_file as read
 
 XE = "user.fidelity.encoding"
@@ -220,3 +221,59 @@ def test_high_quality_jpegs_read_sequential_at_every_level(high_quality_store, m
     assert "fidelityfs_sequential_fallbacks_total{" in metrics
     said = [line for line in log.read_text().splitlines() if "served progressive" in line]
     assert len(said) == 1 and "crafted.jpg: level" in said[0] and "out of the range" in said[0], said
+
+
+@pytest.fixture(scope="module")
+def large_store(tmp_path_factory):
+    """Eight 2400x1800 JPEGs of noise in one folder: a sequential re-encoding of each takes a
+    good part of a second."""
+    src = tmp_path_factory.mktemp("large") / "src"
+    (src / "one").mkdir(parents=True)
+    rng = np.random.default_rng(3)
+    for i in range(8):
+        Image.fromarray(rng.integers(0, 256, (1800, 2400, 3), dtype=np.uint8)).save(src / "one" / f"{i}.jpg", quality=95)
+    store = str(tmp_path_factory.mktemp("large") / "store")
+    subprocess.run([fid_bin(), "pack", str(src), store, "--progress", "off"], check=True, capture_output=True)
+    return store
+
+
+def test_first_lookups_in_one_folder_run_at_once(large_store, mnt):
+    """Eight first stats in one folder, each making its file's sequential level: the kernel has
+    them all in flight at once (fusectl's `waiting`), where it would hold the folder's lock for
+    one lookup at a time without FUSE_PARALLEL_DIROPS."""
+    with mounted(large_store, mnt, "-o", "encoding=sequential"), fusectl() as ctl:
+        waiting = os.path.join(ctl, str(fuse_connection(mnt)), "waiting")
+        threads = [threading.Thread(target=os.stat, args=(os.path.join(mnt, "one", f"{i}.jpg"),)) for i in range(8)]
+        for t in threads:
+            t.start()
+        most = 0
+        while any(t.is_alive() for t in threads):
+            with open(waiting) as f:
+                most = max(most, int(f.read()))
+        for t in threads:
+            t.join()
+    assert most >= 4, most
+
+
+def test_re_encodings_in_flight_stay_within_sequential_memory(large_store, mnt):
+    """With sequential_memory below one re-encoding's need, concurrent first reads run one at a
+    time (the most ever claimed at once is one file's need) and every file reads right."""
+    st = Store(large_store)
+    rels = sorted(st.files)
+    with mounted(large_store, mnt, "-o", "encoding=sequential,sequential_memory=1"):
+        os.stat(os.path.join(mnt, rels[0]))
+        one = json.loads(read(os.path.join(mnt, ".fidelity", "stats")))["sequential_memory"]["peak"]
+        threads = [threading.Thread(target=read, args=(os.path.join(mnt, r),)) for r in rels[1:]]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        stats = json.loads(read(os.path.join(mnt, ".fidelity", "stats")))
+        for rel in rels:
+            data = read(os.path.join(mnt, rel))
+            assert np.array_equal(pixels_pil(data)[1], pixels_pil(st.read(rel, st.levels))[1]), rel
+    memory = stats["sequential_memory"]
+    assert memory["budget"] == 1 and memory["used"] == 0
+    # The files are alike (their needs within 1%): never two claims at once.
+    assert one > 2400 * 1800 * 3 * 2 and one <= memory["peak"] < 1.5 * one
+    assert stats["sequential_made"] == len(rels) and stats["eio_errors"] == 0
