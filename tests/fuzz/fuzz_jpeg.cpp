@@ -47,6 +47,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   } else {
     check(!walked.error().message.empty());
   }
+  // The frame header alone (what sizes a re-encoding's memory claim): the walk's, where both read it.
+  if (const fid::Result<JpegMarkerLayout> frame = read_frame_header(in); frame.ok()) {
+    check(frame->frame_marker != 0 && !frame->sampling.empty());
+    if (const auto walked = walk_jpeg_markers(in); walked.ok())
+      check(walked->width == frame->width && walked->height == frame->height && walked->sampling == frame->sampling);
+    const fid::Result<uint64_t> memory = sequential_memory(in, size);
+    check(memory.ok() && *memory > size);
+  }
 
   // The script family follows from the input, so that both are fuzzed.
   const LevelScripts scripts = size % 2 ? LevelScripts::fast : LevelScripts::pcr;
