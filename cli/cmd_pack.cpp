@@ -138,6 +138,8 @@ int run_pack(const pack::PackOptions& opt, PackRemote remote, const std::string&
       fmt::print(" {}:{:.3f}", k + 1, static_cast<double>(r.bytes_by_level[k]) / static_cast<double>(r.bytes_by_level.back()));
     fmt::print("\n");
   }
+  if (r.clips > 0)
+    fmt::print("clips: {} folders of frames ({} files), each kept together in the storage order\n", r.clips, r.clip_frames);
   if (r.l3 > 0)
     fmt::print("l3: {:.1f} MB from {:.1f} MB of lossless sources ({:.3f} of the sources)\n",
                static_cast<double>(r.l3_bytes) / 1e6, static_cast<double>(r.l3_source_bytes) / 1e6,
@@ -191,6 +193,11 @@ void register_pack(CLI::App& app, int& exit_code) {
                   "the cache)")
       ->transform(one_of({"scan", "file"}))
       ->capture_default_str();
+  auto clips = std::make_shared<std::string>("auto");
+  cmd->add_option("--clips", *clips,
+                  "which folders are clips, a video's frames kept together and read in one request: auto (numbered "
+                  "JPEGs of one size, as rawframes: 00001.jpg ..., img_00001.jpg ...), off, or a glob of folder paths")
+      ->capture_default_str();
   auto shard = std::make_shared<std::string>("0/1");
   cmd->add_option("--shard", *shard,
                   "I/N: pack only part I of N of the source (the files whose path hashes to I; every folder), "
@@ -206,8 +213,13 @@ void register_pack(CLI::App& app, int& exit_code) {
   cmd->add_flag("--allow-skipped", *allow_skipped,
                 "exit 0 although source entries were skipped (unreadable, links, ...; else exit 1, the store "
                 "written without them)");
-  cmd->callback([opt, progress, levels, layout, shard, sources, source_list, store_opts, allow_skipped, &exit_code] {
+  cmd->callback([opt, progress, levels, layout, clips, shard, sources, source_list, store_opts, allow_skipped, &exit_code] {
     opt->levels = *levels == "fast" ? codec::LevelScripts::fast : codec::LevelScripts::pcr;
+    if (!pack::parse_clip_rule(*clips, opt->clips)) {
+      fmt::print(stderr, "fidelityfs pack: --clips: expected auto, off or a glob of folders\n");
+      exit_code = kExitUsage;
+      return;
+    }
     (void)index::parse_layout(*layout, opt->layout);  // checked by one_of
     fid::Result<pack::Shard> part = pack::parse_shard(*shard);
     if (!part) {

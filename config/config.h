@@ -41,9 +41,12 @@
 #include "common/addressing.h"
 #include "common/error.h"
 #include "common/log_level.h"
-#include "config/glob.h"
+#include "common/glob.h"
 
 namespace fid::config {
+
+using fid::glob_escape;  // the rules' globs (common/glob.h)
+using fid::glob_match;
 
 // A level as configured: 1..kMaxLevel, or kFull (resolved to the store's L at mount).
 inline constexpr int kFull = 1 << 16;

@@ -50,6 +50,13 @@ CREATE TABLE files(id INTEGER PRIMARY KEY, dir INTEGER NOT NULL, name BLOB NOT N
 CREATE TABLE skipped(path BLOB NOT NULL, reason TEXT NOT NULL);
 )sql";
 
+// A store with clips (format 5, docs/FORMAT.md "Clips") has this table too: a row a run of one
+// clip's frames in one record, rows in record and slot order.
+inline constexpr const char* kClipsSchema = R"sql(
+CREATE TABLE clips(id INTEGER PRIMARY KEY, dir INTEGER NOT NULL, record INTEGER NOT NULL,
+                   first_slot INTEGER NOT NULL, frames INTEGER NOT NULL);
+)sql";
+
 inline void put_le(std::vector<uint8_t>& out, uint64_t v, int bytes) {
   for (int i = 0; i < bytes; ++i) out.push_back(static_cast<uint8_t>(v >> (8 * i)));
 }

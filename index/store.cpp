@@ -61,6 +61,16 @@ std::span<const uint8_t> level_trailer(FileKind kind) {
   return codec::kEoi;  // a level cut ends its scans with the JPEG's end-of-image marker
 }
 
+const ClipRun* Store::clip_of(const File& f) const {
+  const Record& rec = records_[f.record];
+  const auto runs = std::span<const ClipRun>(clips_).subspan(rec.clip_begin, rec.clip_count);
+  auto it = std::upper_bound(runs.begin(), runs.end(), f.slot,
+                             [](uint32_t slot, const ClipRun& c) { return slot < c.first_slot; });
+  if (it == runs.begin()) return nullptr;
+  --it;
+  return it->holds(f.slot) ? &*it : nullptr;
+}
+
 uint32_t Store::pieces_at_level(const File& f, int level) const { return index::pieces_at_level(f.kind, level, levels_); }
 
 uint64_t Store::size_at_level(const File& f, int level) const {

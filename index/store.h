@@ -18,9 +18,12 @@ namespace fid::index {
 
 // The newest version Store loads (every version from 1 up to it, docs/FORMAT.md). Pack writes 3
 // for a scan-layout store and 4, the first version with file records, for a file-layout store,
-// so that a reader of format 3 still reads every scan-layout store.
-inline constexpr int kFormatVersion = 4;
+// so that a reader of format 3 still reads every scan-layout store; 5, the first with clips, for
+// a store that has clips, whose file records a reader of format 4 would misread.
+inline constexpr int kFormatVersion = 5;
 inline constexpr int kScanLayoutFormatVersion = 3;
+inline constexpr int kFileLayoutFormatVersion = 4;
+inline constexpr int kClipsFormatVersion = 5;
 
 enum class FileKind : uint8_t { jpeg = 0, l3 = 1, blob = 2 };
 std::string_view kind_name(FileKind k);
@@ -91,6 +94,20 @@ struct Record {
   uint64_t size = 0;
   RecordLayout layout = RecordLayout::scan;
   std::vector<uint64_t> region_end;  // scan: end offset of region 0 (headers), 1..L; whole, file: 1 entry
+  uint32_t clip_begin = 0, clip_count = 0;  // its clip runs: Store::clip_runs()[clip_begin, +clip_count)
+};
+
+// A run of one clip's frames in a record (docs/FORMAT.md "Clips"): slots first_slot ..
+// first_slot + frames - 1. In a file record its frames lie by level from `offset`: every frame's
+// header, then every frame's level-1 piece, ..., so that the run up to level k is the one range
+// [offset, level_end[k]); in a scan record its frames are consecutive slots, and level_end is empty.
+struct ClipRun {
+  uint32_t id = 0;   // its row in the clips table
+  uint32_t dir = 0;  // the clip's folder
+  uint32_t record = 0, first_slot = 0, frames = 0;
+  uint64_t offset = 0;
+  std::vector<uint64_t> level_end;  // file records: levels + 1 absolute end offsets
+  bool holds(uint32_t slot) const { return slot >= first_slot && slot - first_slot < frames; }
 };
 
 // The tables lookups read: the Store's own vectors, or a mapped tables file (tables_file.h).
@@ -170,6 +187,10 @@ class Store {
   std::span<const uint32_t> record_files(uint32_t r) const {
     return t_.record_files.subspan(t_.record_begin[r], t_.record_begin[r + 1] - t_.record_begin[r]);
   }
+  // The runs of clip frames, in record and slot order (their ids), and the one holding f (null
+  // when f is no clip's frame).
+  std::span<const ClipRun> clip_runs() const { return clips_; }
+  const ClipRun* clip_of(const File& f) const;
   // A file's position in storage order: the files of earlier records, then its slot.
   uint64_t storage_position(const File& f) const { return t_.record_begin[f.record] + f.slot; }
 
@@ -206,6 +227,10 @@ class Store {
   void view_vectors();
   // Format 2: the pieces' offsets from the records' layouts and the files' slots. Throws StoreError.
   void derive_offsets(const std::string& display);
+  // Lays clip run c's pieces out by level from pos (a file record), advancing it. Throws StoreError.
+  void place_clip_run(ClipRun& c, uint64_t& pos, uint64_t region_end, const std::string& display);
+  // Format 5: the clips table, checked against the records and files. Throws StoreError.
+  void load_clips(SqliteDb& db, const std::string& display);
   std::filesystem::path dir_;
   std::string location_;
   int levels_ = 0;
@@ -214,6 +239,7 @@ class Store {
   StoreLayout layout_ = StoreLayout::scan;
   Provenance provenance_;
   std::vector<Record> records_;
+  std::vector<ClipRun> clips_;
   TableSpans t_;
   std::filesystem::path tables_file_;
   std::string tables_problem_;

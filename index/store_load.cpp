@@ -156,6 +156,7 @@ void Store::load_tables(const std::filesystem::path& index_path, const std::stri
     layout_ = m->meta().layout;
     seed_ = m->meta().seed;
     records_ = std::move(m->meta().records);
+    clips_ = std::move(m->meta().clips);
     t_ = m->tables();
     mapped_ = std::move(m);
     tables_file_ = file;
@@ -164,7 +165,7 @@ void Store::load_tables(const std::filesystem::path& index_path, const std::stri
   if (mapped) return adopt(std::move(mapped).value());
   // No file yet, or one made from another index or damaged: made (again) from the index.
   load_index(index_path, display);
-  TablesMeta meta{levels_, format_version_, layout_, seed_, records_};
+  TablesMeta meta{levels_, format_version_, layout_, seed_, records_, clips_};
   if (Status w = write_tables_file(file, index_path, *identity, meta, t_); !w) {
     tables_problem_ = w.error().message;
     return;
@@ -223,6 +224,7 @@ void Store::load_index(const std::filesystem::path& index_path, const std::strin
   check_unique_names(ip);
   list_record_files();
   view_vectors();
+  load_clips(db, ip);
   if (!offsets_stored) derive_offsets(ip);
   pieces_.shrink_to_fit();
   names_.shrink_to_fit();
@@ -516,6 +518,8 @@ void Store::derive_offsets(const std::string& ip) {
     if (start != rec.size)
       throw corrupt(fmt::format("record {}: its regions end at {}, its size is {}", rec.id, start, rec.size));
     const std::span<const uint32_t> members = record_files(rec.id);
+    const std::span<ClipRun> runs = std::span<ClipRun>(clips_).subspan(rec.clip_begin, rec.clip_count);
+    size_t next_run = 0;
     // Storage order visits the file rows at random: fetch rows and pieces ahead of their turn.
     constexpr size_t kRowsAhead = 16, kPiecesAhead = 8;
     for (size_t k = 0; k < members.size(); ++k) {
@@ -530,6 +534,11 @@ void Store::derive_offsets(const std::string& ip) {
       if (f.slot != k) throw corrupt(fmt::format("record {}: its slots are not 0..{}", rec.id, members.size() - 1));
       if ((f.kind == FileKind::jpeg) != (rec.layout != RecordLayout::whole))
         throw corrupt(fmt::format("file {} ({}) in record {} of the other layout", f.id, kind_name(f.kind), rec.id));
+      if (rec.layout == RecordLayout::file && next_run < runs.size() && runs[next_run].first_slot == k) {
+        place_clip_run(runs[next_run], pos[0], rec.region_end[0], ip);
+        k += runs[next_run++].frames - 1;
+        continue;
+      }
       for (uint32_t i = 0; i < f.piece_count; ++i) {
         Piece& p = pieces_[f.first_piece + i];
         const size_t region = scan ? i : 0;
@@ -543,6 +552,55 @@ void Store::derive_offsets(const std::string& ip) {
       if (pos[k] != rec.region_end[k])
         throw corrupt(fmt::format("record {} region {}: its pieces end at {}, the region at {}", rec.id, k, pos[k],
                                   rec.region_end[k]));
+  }
+}
+
+void Store::place_clip_run(ClipRun& c, uint64_t& pos, uint64_t region_end, const std::string& ip) {
+  const std::span<const uint32_t> frames = record_files(c.record).subspan(c.first_slot, c.frames);
+  c.offset = pos;
+  c.level_end.assign(static_cast<size_t>(levels_) + 1, 0);
+  for (size_t k = 0; k < c.level_end.size(); ++k) {
+    for (uint32_t id : frames) {
+      Piece& p = pieces_[files_[id].first_piece + k];
+      if (p.size > region_end - pos)
+        throw corrupt_index(ip, fmt::format("file {} piece {} lies outside record {}", id, k, c.record));
+      p.offset = pos;
+      pos += p.size;
+    }
+    c.level_end[k] = pos;
+  }
+}
+
+void Store::load_clips(SqliteDb& db, const std::string& ip) {
+  if (format_version_ < kClipsFormatVersion) return;
+  auto corrupt = [&](const std::string& what) { return corrupt_index(ip, what); };
+  auto q = must(db.prepare("SELECT id, dir, record, first_slot, frames FROM clips ORDER BY id"));
+  while (must(q.step())) {
+    const int64_t id = q.integer(0), dir = q.integer(1), record = q.integer(2), first = q.integer(3),
+                  frames = q.integer(4);
+    if (id != static_cast<int64_t>(clips_.size())) throw corrupt("clip ids are not 0..n-1");
+    if (dir <= 0 || dir >= static_cast<int64_t>(dirs_.size()) || record < 0 ||
+        record >= static_cast<int64_t>(records_.size()))
+      throw corrupt(fmt::format("clip {} names folder {} and record {}", id, dir, record));
+    const ClipRun* before = clips_.empty() ? nullptr : &clips_.back();
+    if (before && (record < before->record || (record == before->record && first < before->first_slot + before->frames)))
+      throw corrupt(fmt::format("clip {} is not after clip {} in record and slot order", id, id - 1));
+    Record& rec = records_[static_cast<size_t>(record)];
+    const std::span<const uint32_t> members = record_files(rec.id);
+    if (rec.layout == RecordLayout::whole || first < 0 || frames < 1 ||
+        first + frames > static_cast<int64_t>(members.size()))
+      throw corrupt(fmt::format("clip {} has slots {}..{} of record {}, which holds {} files of layout {}", id, first,
+                                first + frames - 1, record, members.size(), static_cast<int>(rec.layout)));
+    for (int64_t slot = first; slot < first + frames; ++slot) {
+      const File& f = files_[members[static_cast<size_t>(slot)]];
+      if (f.kind != FileKind::jpeg || f.dir != static_cast<uint32_t>(dir) || f.slot != static_cast<uint32_t>(slot))
+        throw corrupt(fmt::format("clip {}: file {} in slot {} of record {} is not a JPEG of folder {}", id, f.id, slot,
+                                  record, dir));
+    }
+    if (rec.clip_count == 0) rec.clip_begin = static_cast<uint32_t>(clips_.size());
+    ++rec.clip_count;
+    clips_.push_back(ClipRun{static_cast<uint32_t>(id), static_cast<uint32_t>(dir), rec.id, static_cast<uint32_t>(first),
+                             static_cast<uint32_t>(frames), 0, {}});
   }
 }
 

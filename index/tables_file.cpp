@@ -28,7 +28,7 @@ namespace {
 
 // docs/FORMAT.md "The tables cache".
 constexpr char kTablesMagic[8] = {'F', 'I', 'D', 'T', 'A', 'B', 'L', 'E'};
-constexpr uint32_t kTablesLayoutVersion = 3;
+constexpr uint32_t kTablesLayoutVersion = 4;
 constexpr uint32_t kByteOrderMark = 0x01020304;
 constexpr uint64_t kSectionAlign = 64;
 constexpr uint32_t kMaxIndexPathBytes = 4096;
@@ -84,7 +84,8 @@ std::string canonical_text(const fs::path& p) {
   return (ec ? fs::absolute(p, ec) : c).string();
 }
 
-std::vector<uint8_t> encode_records(std::span<const Record> recs) {
+// Per record: layout, header id, size, path, region ends, then its clip runs.
+std::vector<uint8_t> encode_records(std::span<const Record> recs, std::span<const ClipRun> clips) {
   std::vector<uint8_t> out;
   for (const Record& r : recs) {
     put_le(out, static_cast<uint8_t>(r.layout), 1);
@@ -94,15 +95,29 @@ std::vector<uint8_t> encode_records(std::span<const Record> recs) {
     out.insert(out.end(), r.path.begin(), r.path.end());
     put_le(out, r.region_end.size(), 4);
     for (uint64_t e : r.region_end) put_le(out, e, 8);
+    put_le(out, r.clip_count, 4);
+    for (const ClipRun& c : clips.subspan(r.clip_begin, r.clip_count)) {
+      for (uint32_t v : {c.id, c.dir, c.first_slot, c.frames}) put_le(out, v, 4);
+      put_le(out, c.offset, 8);
+      put_le(out, c.level_end.size(), 4);
+      for (uint64_t e : c.level_end) put_le(out, e, 8);
+    }
   }
   return out;
 }
 
-bool decode_records(const uint8_t* p, const uint8_t* end, std::vector<Record>& out) {
+bool decode_records(const uint8_t* p, const uint8_t* end, std::vector<Record>& out, std::vector<ClipRun>& clips) {
   auto take = [&](int bytes, uint64_t& v) {
     if (end - p < bytes) return false;
     v = get_le(p, bytes);
     p += bytes;
+    return true;
+  };
+  auto take_u64s = [&](std::vector<uint64_t>& v) {
+    uint64_t n = 0;
+    if (!take(4, n) || static_cast<uint64_t>(end - p) / 8 < n) return false;
+    v.resize(n);
+    for (uint64_t& e : v) take(8, e);
     return true;
   };
   while (p < end) {
@@ -114,9 +129,19 @@ bool decode_records(const uint8_t* p, const uint8_t* end, std::vector<Record>& o
     r.header_id = static_cast<uint32_t>(header_id);
     r.path.assign(reinterpret_cast<const char*>(p), n);
     p += n;
-    if (!take(4, n) || static_cast<uint64_t>(end - p) / 8 < n) return false;
-    r.region_end.resize(n);
-    for (uint64_t& e : r.region_end) take(8, e);
+    if (!take_u64s(r.region_end) || !take(4, n) || static_cast<uint64_t>(end - p) / 24 < n) return false;
+    r.clip_begin = static_cast<uint32_t>(clips.size());
+    r.clip_count = static_cast<uint32_t>(n);
+    for (uint64_t k = 0; k < n; ++k) {
+      ClipRun c;
+      uint64_t v[4];
+      for (uint64_t& x : v)
+        if (!take(4, x)) return false;
+      c.id = static_cast<uint32_t>(v[0]), c.dir = static_cast<uint32_t>(v[1]), c.record = r.id;
+      c.first_slot = static_cast<uint32_t>(v[2]), c.frames = static_cast<uint32_t>(v[3]);
+      if (!take(8, c.offset) || !take_u64s(c.level_end)) return false;
+      clips.push_back(std::move(c));
+    }
     out.push_back(std::move(r));
   }
   return true;
@@ -125,7 +150,7 @@ bool decode_records(const uint8_t* p, const uint8_t* end, std::vector<Record>& o
 // Every row of mapped tables points inside them, as the loader made them: a row that does not
 // (a file damaged under a matching checksum, a build whose rows mean something else) is refused
 // here rather than read out of bounds later. Names, sorting and uniqueness are left to the checksum.
-const char* out_of_bounds(const TableSpans& t, std::span<const Record> records, int levels) {
+const char* out_of_bounds(const TableSpans& t, std::span<const Record> records, std::span<const ClipRun> clips, int levels) {
   auto within = [](uint64_t begin, uint64_t count, size_t size) { return begin <= size && count <= size - begin; };
   if (levels < 1 || levels > 64) return "a level count out of range";
   if (t.dirs.empty() || t.dirs[0].parent != 0) return "no root folder";
@@ -156,6 +181,14 @@ const char* out_of_bounds(const TableSpans& t, std::span<const Record> records, 
     return "record lists out of bounds";
   for (uint32_t f : t.record_files)
     if (f >= t.files.size()) return "a record list out of bounds";
+  for (size_t i = 0; i < clips.size(); ++i) {
+    const ClipRun& c = clips[i];
+    const uint64_t record_files = t.record_begin[c.record + 1] - t.record_begin[c.record];
+    const bool ends_ok = c.level_end.empty() || (c.level_end.size() == static_cast<size_t>(levels) + 1 &&
+                                                 c.offset >= kRecordHeaderSize && c.level_end.back() <= records[c.record].size);
+    if (c.id != i || c.dir >= t.dirs.size() || c.frames == 0 || !within(c.first_slot, c.frames, record_files) || !ends_ok)
+      return "a clip run out of bounds";
+  }
   return nullptr;
 }
 
@@ -259,7 +292,7 @@ Status write_tables_file(const fs::path& file, const fs::path& index_file, const
   const std::string index_path = canonical_text(index_file);
   if (index_path.size() > kMaxIndexPathBytes)
     return Error{ENAMETOOLONG, fmt::format("{}: index path too long for a tables file", index_path)};
-  const std::vector<uint8_t> recs = encode_records(meta.records);
+  const std::vector<uint8_t> recs = encode_records(meta.records, meta.clips);
   const std::span<const uint8_t> parts[kSections] = {
       recs,           raw(t.files),       raw(t.dirs),         raw(t.pieces),
       raw(t.child_dirs), raw(t.child_files), raw(t.record_begin), raw(t.record_files),
@@ -390,11 +423,12 @@ Result<std::unique_ptr<MappedTables>> MappedTables::map(const fs::path& file, co
   m->meta_.format_version = h.format_version;
   m->meta_.seed = h.seed;
   const uint8_t* rp = bytes + h.section_offset[records];
-  if (!decode_records(rp, rp + h.section_bytes[records], m->meta_.records)) return damaged("its records do not parse");
+  if (!decode_records(rp, rp + h.section_bytes[records], m->meta_.records, m->meta_.clips))
+    return damaged("its records do not parse");
   if (t.record_begin.size() != m->meta_.records.size() + 1 || t.record_files.size() != t.files.size() || t.dirs.empty() ||
       t.child_files.size() != t.files.size() || t.child_dirs.size() + 1 != t.dirs.size())
     return damaged("its tables disagree in size");
-  if (const char* why = out_of_bounds(t, m->meta_.records, m->meta_.levels)) return damaged(why);
+  if (const char* why = out_of_bounds(t, m->meta_.records, m->meta_.clips, m->meta_.levels)) return damaged(why);
   return m;
 }
 

@@ -39,6 +39,7 @@ struct TablesMeta {
   StoreLayout layout = StoreLayout::scan;
   uint64_t seed = 0;
   std::vector<Record> records;
+  std::vector<ClipRun> clips;
 };
 
 // Writes the tables to `file` (a temporary file, then a rename; no fsync: a file cut short by a

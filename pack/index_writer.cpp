@@ -24,8 +24,9 @@ fid::Status write_meta(index::SqliteDb& db, const PackMeta& meta) {
     return st->run();
   };
   const std::pair<std::string_view, std::string> rows[] = {
-      {"format_version",
-       std::to_string(meta.layout == index::StoreLayout::file ? index::kFormatVersion : index::kScanLayoutFormatVersion)},
+      {"format_version", std::to_string(meta.clips ? index::kClipsFormatVersion
+                                        : meta.layout == index::StoreLayout::file ? index::kFileLayoutFormatVersion
+                                                                                   : index::kScanLayoutFormatVersion)},
       {"layout", std::string(layout_name(meta.layout))},
       {"levels", std::to_string(codec::kJpegLevels)},
       {"seed", std::to_string(meta.seed)},
@@ -68,6 +69,24 @@ fid::Status write_records(index::SqliteDb& db, const std::vector<RecordInfo>& re
     st->bind_blob(5, index::encode_u64s(r.region_ends));
     if (fid::Status ran = st->run(); !ran) return ran;
   }
+  return {};
+}
+
+// The clips table: the records' runs of clip frames, numbered in record and slot order.
+fid::Status write_clips(index::SqliteDb& db, const std::vector<RecordInfo>& records) {
+  fid::Result<index::SqliteStatement> st =
+      db.prepare("INSERT INTO clips(id, dir, record, first_slot, frames) VALUES (?1, ?2, ?3, ?4, ?5)");
+  if (!st) return std::move(st).error();
+  int64_t id = 0;
+  for (size_t r = 0; r < records.size(); ++r)
+    for (const ClipRow& c : records[r].clips) {
+      st->bind(1, id++);
+      st->bind(2, static_cast<int64_t>(c.dir));
+      st->bind(3, static_cast<int64_t>(r));
+      st->bind(4, static_cast<int64_t>(c.first_slot));
+      st->bind(5, static_cast<int64_t>(c.frames));
+      if (fid::Status ran = st->run(); !ran) return ran;
+    }
   return {};
 }
 
@@ -156,11 +175,13 @@ fid::Status IndexWriter::finish(const std::filesystem::path& path, const PackMet
   index::SqliteDb& db = **opened;
   fid::Status written = db.exec("PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF;");
   if (written) written = db.exec(index::kSchema);
+  if (written && meta.clips) written = db.exec(index::kClipsSchema);
   if (written) written = db.exec("BEGIN");
   if (written) written = write_meta(db, meta);
   if (written) written = write_dirs(db, tree);
   if (written) written = write_records(db, records);
   if (written) written = write_files(db, tree);
+  if (written && meta.clips) written = write_clips(db, records);
   if (written) written = write_skipped(db, tree);
   if (written) written = db.exec("COMMIT");
   if (!written) return index_error(written.error());

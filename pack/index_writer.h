@@ -23,6 +23,7 @@ struct PackMeta {
   std::string source_digest;  // pack/shard.h
   std::string level_scripts;  // "pcr" or "fast"
   index::StoreLayout layout = index::StoreLayout::scan;
+  bool clips = false;  // a clips table follows: format 5
 };
 
 class IndexWriter {

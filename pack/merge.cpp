@@ -79,6 +79,9 @@ fid::Result<Part> open_part(const fsys::path& dir, const std::string& name) {
   if (*version > static_cast<uint64_t>(index::kFormatVersion))
     return fid::Error{EINVAL, fmt::format("{}: store format version {} is newer than this fidelityfs supports ({})",
                                           name, p.meta["format_version"], index::kFormatVersion)};
+  if (*version >= static_cast<uint64_t>(index::kClipsFormatVersion))
+    return fid::Error{EINVAL, fmt::format("{}: a part with clips (format {}): merge does not carry clips yet; pack the "
+                                          "source whole instead", name, *version)};
   for (const char* key : {"shard", "source_digest", "level_scripts"})
     if (!p.meta.count(key)) return not_a_part(name, fmt::format("no {} in its meta (packed by an older fidelityfs)", key));
   p.meta.try_emplace("layout", "scan");  // stores of format 3 and older

@@ -45,14 +45,23 @@ class RecordWriter {
     report_.bytes_by_level.assign(kLevels, 0);
   }
 
-  fid::Status add(PreparedFile& f) {
+  // `clip`: the clip f is a frame of (an index into `clips`), or StorageOrder::kNoClip.
+  fid::Status add(PreparedFile& f, const std::vector<Clip>& clips, uint32_t clip) {
     if (f.skipped) {
       tree_.skipped.emplace_back(tree_.rel(f.source_index), f.note);
       return {};
     }
     count(f);
+    if (f.kind != index::FileKind::jpeg) clip = StorageOrder::kNoClip;  // a frame that is no JPEG: as any blob
     RecordBuilder& b = f.kind == index::FileKind::jpeg ? jpeg_ : whole_;
-    b.add(f);
+    if (clip != StorageOrder::kNoClip && clip != last_clip_) {
+      // A clip that fits in a record starts a record rather than straddle two.
+      last_clip_ = clip;
+      const uint64_t clip_bytes = clips[clip].bytes;
+      if (!b.empty() && clip_bytes <= opt_.record_bytes && b.bytes() + clip_bytes > opt_.record_bytes)
+        if (fid::Status flushed = flush(b); !flushed) return flushed;
+    }
+    b.add(f, clip, clip == StorageOrder::kNoClip ? 0 : clips[clip].dir);
     return b.full(opt_.record_bytes, opt_.record_files) ? flush(b) : fid::Status{};
   }
 
@@ -108,6 +117,7 @@ class RecordWriter {
   std::vector<RecordInfo> records_;
   RecordBuilder jpeg_{index::jpeg_record_layout(opt_.layout), opt_.record_bytes};
   RecordBuilder whole_{index::RecordLayout::whole, opt_.record_bytes};
+  uint32_t last_clip_ = StorageOrder::kNoClip;
 };
 
 // Calls `progress` at most every 200 ms, and once more at the end.
@@ -136,22 +146,37 @@ class ProgressTicker {
 // The shard's files only: the storage order (or the stream's) keeps the files for which `in_shard` is
 // true.
 fid::Status write_records(const PackOptions& opt, PackSource& source, const SourceTree& tree,
-                          const std::vector<bool>& in_shard, RecordWriter& writer, ProgressTicker& ticker,
-                          const std::atomic<bool>& cancel) {
+                          const std::vector<Clip>& clips, const std::vector<bool>& in_shard, RecordWriter& writer,
+                          ProgressTicker& ticker, const std::atomic<bool>& cancel) {
   const uint32_t n = tree.files.size();
   const unsigned jobs = opt.jobs ? opt.jobs : std::max(1u, std::thread::hardware_concurrency());
   std::optional<std::vector<uint32_t>> streamed = source.stream_order();
-  std::vector<uint32_t> order = streamed ? std::move(*streamed) : storage_permutation(n, opt.seed);
-  if (!in_shard.empty()) std::erase_if(order, [&](uint32_t i) { return !in_shard[i]; });
-  if (!streamed) source.will_read(order);
-  OrderedPipeline pipeline(source, tree, order, jobs, opt.levels, cancel);
-  for (size_t pos = 0; pos < order.size(); ++pos) {
+  StorageOrder order;
+  if (streamed) {
+    order.files = std::move(*streamed);
+    order.clip_of.assign(order.files.size(), StorageOrder::kNoClip);
+  } else {
+    order = clip_storage_order(n, clips, opt.seed);
+  }
+  if (!in_shard.empty()) {
+    size_t kept = 0;
+    for (size_t pos = 0; pos < order.files.size(); ++pos)
+      if (in_shard[order.files[pos]]) {
+        order.files[kept] = order.files[pos];
+        order.clip_of[kept++] = order.clip_of[pos];
+      }
+    order.files.resize(kept);
+    order.clip_of.resize(kept);
+  }
+  if (!streamed) source.will_read(order.files);
+  OrderedPipeline pipeline(source, tree, order.files, jobs, opt.levels, cancel);
+  for (size_t pos = 0; pos < order.files.size(); ++pos) {
     std::optional<PreparedFile> f = pipeline.next();
     if (!f) return interrupted();
     if (f->unread && source.read_errors_fail()) return fid::Error{EIO, f->note};
     ticker.counts().files_done++;
     ticker.counts().source_bytes_done += f->source_size;
-    if (fid::Status added = writer.add(*f); !added) return std::move(added).error();
+    if (fid::Status added = writer.add(*f, clips, order.clip_of[pos]); !added) return std::move(added).error();
     ticker.tick();
   }
   return writer.finish();
@@ -162,8 +187,9 @@ fid::Status write_records(const PackOptions& opt, PackSource& source, const Sour
 fid::Status write_index(const PackOptions& opt, TempStore& tmp, std::unique_ptr<IndexWriter> index,
                         const SourceTree& tree, const std::string& digest, const std::vector<RecordInfo>& records) {
   const fsys::path partial = tmp.path() / index::kIndexPartialFile;
+  const bool clips = std::any_of(records.begin(), records.end(), [](const RecordInfo& r) { return !r.clips.empty(); });
   const PackMeta meta{opt.seed, opt.record_bytes, shard_text(opt.shard), digest,
-                      opt.levels == codec::LevelScripts::fast ? "fast" : "pcr", opt.layout};
+                      opt.levels == codec::LevelScripts::fast ? "fast" : "pcr", opt.layout, clips};
   if (fid::Status done = index->finish(partial, meta, tree, records); !done)
     return std::move(done).error();
   index.reset();
@@ -176,13 +202,18 @@ fid::Status write_index(const PackOptions& opt, TempStore& tmp, std::unique_ptr<
 }
 
 
-// The files of the shard (by file index; empty for the whole source). The listing's skipped
+// The files of the shard (by file index; empty for the whole source): a file by its path's hash, a
+// clip's frames by their folder's path with a trailing '/' (docs/FORMAT.md). The listing's skipped
 // entries outside the shard are dropped, so that the parts' skipped tables add up to a whole pack's.
-std::vector<bool> select_shard(const Shard& shard, SourceTree& tree) {
+std::vector<bool> select_shard(const Shard& shard, SourceTree& tree, const std::vector<Clip>& clips) {
   if (shard.count == 1) return {};
   std::erase_if(tree.skipped, [&](const auto& s) { return shard_of(s.first, shard.count) != shard.index; });
   std::vector<bool> in(tree.files.size());
   for (uint32_t i = 0; i < tree.files.size(); ++i) in[i] = shard_of(tree.rel(i), shard.count) == shard.index;
+  for (const Clip& c : clips) {
+    const bool here = shard_of(tree.dirs[c.dir].rel + "/", shard.count) == shard.index;
+    for (uint32_t f : c.frames) in[f] = here;
+  }
   return in;
 }
 
@@ -272,7 +303,13 @@ fid::Result<PackReport> pack_unguarded(const PackOptions& opt, PackIo io,
   if (cancel) return interrupted();
   SourceTree& tree = *listed;
   const std::string digest = source_digest(tree);
-  const std::vector<bool> in_shard = select_shard(opt.shard, tree);
+  std::vector<Clip> clips;
+  if (!source->stream_order()) {
+    fid::Result<std::vector<Clip>> found = find_clips(tree, *source, opt.clips, cancel);
+    if (!found) return std::move(found).error();
+    clips = std::move(found).value();
+  }
+  const std::vector<bool> in_shard = select_shard(opt.shard, tree, clips);
   if (!in_shard.empty()) source->read_only(in_shard);
 
   fid::Result<std::unique_ptr<IndexWriter>> index = IndexWriter::create(tmp_path / kIndexScratchFile);
@@ -290,8 +327,10 @@ fid::Result<PackReport> pack_unguarded(const PackOptions& opt, PackIo io,
         ticker.counts().source_bytes_total += tree.files.listed_size(i);
       }
   }
-  if (fid::Status written = write_records(opt, *source, tree, in_shard, writer, ticker, cancel); !written)
+  if (fid::Status written = write_records(opt, *source, tree, clips, in_shard, writer, ticker, cancel); !written)
     return std::move(written).error();
+  for (const Clip& c : clips)
+    if (in_shard.empty() || in_shard[c.frames.front()]) ++report.clips, report.clip_frames += c.frames.size();
   if (cancel) return interrupted();
   if (fid::Status indexed = write_index(opt, **tmp, std::move(index).value(), tree, digest, writer.records());
       !indexed)

@@ -12,6 +12,7 @@
 
 #include "codec/jpeg.h"
 #include "common/error.h"
+#include "pack/clips.h"
 #include "pack/pack_source.h"
 #include "pack/shard.h"
 #include "index/store.h"
@@ -31,8 +32,12 @@ struct PackOptions {
   uint64_t seed = 0;
   codec::LevelScripts levels = codec::LevelScripts::pcr;  // scan scripts of the JPEGs
   index::StoreLayout layout = index::StoreLayout::file;                  // where the JPEGs' pieces lie (docs/MOUNT.md, "Which layout")
-  // The part of the source to pack (pack/shard.h): every folder, and the files of this part.
+  // The part of the source to pack (pack/shard.h): every folder, and the files of this part (a
+  // clip's frames go with their folder).
   Shard shard;
+  // Which folders are clips, each kept together in the storage order (pack/clips.h). A source
+  // read in its own order (a compressed tar) has none.
+  ClipRule clips;
 };
 
 struct PackProgress {
@@ -48,6 +53,7 @@ struct PackReport {
   std::vector<std::pair<std::string, std::string>> skipped;  // path, why it is not in the store
   std::vector<uint64_t> bytes_by_level;                      // all JPEGs at level 1..L
   uint64_t source_bytes = 0, store_bytes = 0, records = 0, dirs = 0;
+  uint64_t clips = 0, clip_frames = 0;  // clip folders found, and their files
   double seconds = 0;
 };
 

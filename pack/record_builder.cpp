@@ -36,14 +36,30 @@ void RecordBuilder::clear() {
   }
   members_.clear();
   bytes_ = 0;
+  clips_.clear();
+  clip_ = kNoClip;
 }
 
-void RecordBuilder::add(const PreparedFile& f) {
+void RecordBuilder::add(const PreparedFile& f, uint32_t clip, uint32_t clip_dir) {
   if (reserve_ && regions_[0].capacity() == 0) regions_[0].reserve(reserve_);
+  if (clip != clip_) end_clip_run();
+  if (clip != kNoClip && clip != clip_) {
+    clip_ = clip;
+    clips_.push_back(ClipRow{clip_dir, static_cast<uint32_t>(members_.size()), 0});
+    if (layout_ == index::RecordLayout::file) by_level_.resize(kLevels + 1);
+  }
+  if (clip != kNoClip) ++clips_.back().frames;
   Member m;
   m.file = StoredFile{f.source_index, f.kind, f.script, f.width, f.height, f.source_size, f.mtime_ns, 0, 0, {}, f.note};
   if (layout_ == index::RecordLayout::scan) {
     for (int i = 0; i <= kLevels; ++i) m.pieces.push_back(append(i, f.jpeg.piece(i)));
+  } else if (layout_ == index::RecordLayout::file && clip != kNoClip) {
+    for (int i = 0; i <= kLevels; ++i) {  // placed in region 0 when the run ends (end_clip_run)
+      std::vector<uint8_t>& level = by_level_[static_cast<size_t>(i)];
+      const std::span<const uint8_t> piece = f.jpeg.piece(i);
+      m.pieces.push_back(LocalPiece{0, level.size(), static_cast<uint32_t>(piece.size()), index::piece_checksum(piece)});
+      level.insert(level.end(), piece.begin(), piece.end());
+    }
   } else if (layout_ == index::RecordLayout::file) {
     for (int i = 0; i <= kLevels; ++i) m.pieces.push_back(append(0, f.jpeg.piece(i)));
   } else {
@@ -53,9 +69,25 @@ void RecordBuilder::add(const PreparedFile& f) {
   members_.push_back(std::move(m));
 }
 
+void RecordBuilder::end_clip_run() {
+  if (clip_ == kNoClip) return;
+  clip_ = kNoClip;
+  if (layout_ != index::RecordLayout::file) return;
+  const ClipRow& run = clips_.back();
+  std::vector<uint8_t>& region = regions_[0];
+  for (size_t k = 0; k < by_level_.size(); ++k) {
+    const uint64_t at = region.size();
+    for (uint32_t j = run.first_slot; j < run.first_slot + run.frames; ++j) members_[j].pieces[k].offset += at;
+    region.insert(region.end(), by_level_[k].begin(), by_level_[k].end());
+    by_level_[k].clear();
+  }
+}
+
 fid::Result<RecordInfo> RecordBuilder::write(const std::filesystem::path& store_tmp, uint32_t id) {
+  end_clip_run();
   RecordInfo info;
   info.layout = layout_;
+  info.clips = clips_;
   info.path = index::record_path(id);
   std::vector<uint64_t> region_start;
   uint64_t pos = index::kRecordHeaderSize;

@@ -1,6 +1,7 @@
 // Lays prepared files out in one record (docs/FORMAT.md "Record files"): a scan record holds one
-// region per level piece, a file record one region of JPEGs with their pieces back to back, a
-// whole record one region of whole payloads.
+// region per level piece, a file record one region of JPEGs with their pieces back to back (a
+// clip's frames there by level: every frame's header, then every frame's level 1, ...), a whole
+// record one region of whole payloads.
 #pragma once
 
 #include <cstdint>
@@ -28,11 +29,18 @@ struct StoredFile {
   std::string note;
 };
 
+// A run of one clip's frames in a record (a row of the index's clips table).
+struct ClipRow {
+  uint32_t dir = 0;
+  uint32_t first_slot = 0, frames = 0;
+};
+
 struct RecordInfo {
   std::string path;
   index::RecordLayout layout = index::RecordLayout::scan;
   uint64_t size = 0;
   std::vector<uint64_t> region_ends;
+  std::vector<ClipRow> clips;  // in slot order
 };
 
 class RecordBuilder {
@@ -43,13 +51,17 @@ class RecordBuilder {
   RecordBuilder(index::RecordLayout layout, uint64_t record_bytes);
 
   bool empty() const { return members_.empty(); }
+  uint64_t bytes() const { return bytes_; }
   // At least `max_bytes` of payload, or `max_files` files.
   bool full(uint64_t max_bytes, uint32_t max_files) const {
     return bytes_ >= max_bytes || members_.size() >= max_files;
   }
   index::RecordLayout layout() const { return layout_; }
 
-  void add(const PreparedFile& f);
+  // `clip`: the clip the file is a frame of (any id; frames of one clip come one after another),
+  // with its folder; kNoClip for any other file.
+  static constexpr uint32_t kNoClip = UINT32_MAX;
+  void add(const PreparedFile& f, uint32_t clip = kNoClip, uint32_t clip_dir = 0);
 
   // Empties the builder for the next record, keeping its regions' memory (not that of a region a
   // large file grew past twice the record size).
@@ -78,6 +90,8 @@ class RecordBuilder {
   };
 
   LocalPiece append(int region, std::span<const uint8_t> bytes);
+  // A file record's clip frames are held by level until the clip's run ends, then laid out.
+  void end_clip_run();
 
   index::RecordLayout layout_;
   uint64_t record_bytes_ = 0;
@@ -85,6 +99,9 @@ class RecordBuilder {
   std::vector<std::vector<uint8_t>> regions_;
   std::vector<Member> members_;
   uint64_t bytes_ = 0;
+  std::vector<ClipRow> clips_;
+  uint32_t clip_ = kNoClip;                    // the clip of the run being added
+  std::vector<std::vector<uint8_t>> by_level_;  // a file record's run: its frames' piece k in by_level_[k]
 };
 
 }  // namespace fid::pack

@@ -78,7 +78,7 @@ Status update_index(const index::Store& store, index::StoreLayout layout, const 
     return meta->run();
   };
   Status s = put("layout", std::string(index::layout_name(layout)));
-  if (s) s = put("format_version", std::to_string(layout == index::StoreLayout::file ? index::kFormatVersion : index::kScanLayoutFormatVersion));
+  if (s) s = put("format_version", std::to_string(layout == index::StoreLayout::file ? index::kFileLayoutFormatVersion : index::kScanLayoutFormatVersion));
   if (!s) return s;
   Result<index::SqliteStatement> rec = db.prepare("UPDATE records SET layout = ?1, region_ends = ?2 WHERE id = ?3");
   if (!rec) return std::move(rec).error();
@@ -264,10 +264,14 @@ Status relayout_record(const index::Store& store, uint32_t r, std::span<const ui
 
 Status relayout_allowed(const index::Store& store) {
   const int v = store.format_version();
+  if (v >= index::kClipsFormatVersion)
+    return Error{EINVAL, fmt::format("{}: a store with clips (format {}): relayout does not carry clips yet; pack the "
+                                     "source again with the other --layout instead", store.location(), v)};
   if (v >= index::kScanLayoutFormatVersion) return {};
   return Error{EINVAL, fmt::format("{}: format version {}: relayout writes format {} or {} and cannot carry an index of "
                                    "format {} (its pieces are described differently); pack the source again instead",
-                                   store.location(), v, index::kScanLayoutFormatVersion, index::kFormatVersion, v)};
+                                   store.location(), v, index::kScanLayoutFormatVersion,
+                                   index::kFileLayoutFormatVersion, v)};
 }
 
 Result<RelayoutReport> relayout(const index::Store& store, index::StoreLayout layout, const fsys::path& out, const RelayoutIo& io,

@@ -1,6 +1,6 @@
-#include "config/glob.h"
+#include "common/glob.h"
 
-namespace fid::config {
+namespace fid {
 
 // Matches a character class at pattern[pi] ('[' ...). Returns the index after ']' and sets ok.
 static size_t match_class(std::string_view pat, size_t pi, char c, bool& matched, bool& valid) {
@@ -88,4 +88,4 @@ std::string glob_escape(std::string_view text) {
   return glob;
 }
 
-}  // namespace fid::config
+}  // namespace fid
