@@ -40,6 +40,7 @@ struct Summary {
   std::vector<uint64_t> bytes_by_level;
   uint64_t source_bytes = 0, store_bytes = 0;
   std::map<std::string, uint64_t> by_script;  // JPEGs per scan script (pcr or fast family)
+  uint64_t clips = 0, clip_frames = 0, split_clips = 0;  // clips, their frames, those over 2+ records
 };
 
 Summary summarize(const index::Store& store, const std::filesystem::path& index_file) {
@@ -56,6 +57,16 @@ Summary summarize(const index::Store& store, const std::filesystem::path& index_
   std::error_code ec;
   s.store_bytes = std::filesystem::file_size(index_file, ec);
   for (const index::Record& r : store.records()) s.store_bytes += r.size;
+  const auto runs = store.clip_runs();
+  bool continued = false;  // the run before continued a clip of the run before it
+  for (size_t i = 0; i < runs.size(); ++i) {
+    // A clip larger than a record goes on in the next record: its runs are consecutive rows.
+    const bool continues = i > 0 && runs[i - 1].dir == runs[i].dir && runs[i - 1].record + 1 == runs[i].record;
+    if (!continues) ++s.clips;
+    else if (!continued) ++s.split_clips;
+    continued = continues;
+    s.clip_frames += runs[i].frames;
+  }
   return s;
 }
 
@@ -73,6 +84,8 @@ void print_json(const index::Store& store, const Summary& s, const std::vector<s
   j["source_bytes"] = s.source_bytes;
   j["store_bytes"] = s.store_bytes;
   j["records"] = store.records().size();
+  j["clips"] = {{"clips", s.clips}, {"frames", s.clip_frames}, {"runs", store.clip_runs().size()},
+                {"split", s.split_clips}};
   j["seed"] = store.seed();
   const index::Store::Provenance& from = store.provenance();
   j["shard"] = from.shard;
@@ -94,6 +107,9 @@ void print_text(const index::Store& store, const Summary& s, const std::vector<s
   fmt::print("files           {} (jpeg {}, l3 {}, blob {}) in {} folders\n", store.files().size(), s.by_kind[0],
              s.by_kind[1], s.by_kind[2], store.dirs().size());
   fmt::print("records         {}\n", store.records().size());
+  if (s.clips > 0)
+    fmt::print("clips           {} ({} frames; {} over more than one record, in consecutive ones)\n", s.clips,
+               s.clip_frames, s.split_clips);
   const index::Store::Provenance& from = store.provenance();
   if (!from.shard.empty())
     fmt::print("packed          shard {}, source digest {}, levels {}, seed {}\n", shown(from.shard),

@@ -89,6 +89,13 @@ void FileReader::add_readings(Readings& out) const {
       {"cache.entries", K::gauge, "", "", cache_.entries()},
       {"cache.evictions", K::counter, "fidelityfs_cache_evictions_total", "record prefixes evicted from the memory cache",
        io.cache_evictions.load()},
+      {"clips.loads", K::counter, "fidelityfs_clip_loads_total", "clip runs loaded from the store, one read each",
+       io.clip_loads.load()},
+      {"clips.bytes", K::counter, "", "", io.clip_bytes.load()},
+      {"clips.hits", K::counter, "fidelityfs_clip_hits_total", "file reads served from a cached clip run",
+       io.clip_hits.load()},
+      {"clips.evictions", K::counter, "fidelityfs_clip_evictions_total", "clip runs evicted from the memory cache",
+       io.clip_evictions.load()},
   });
 }
 
@@ -216,6 +223,15 @@ bool FileReader::load_for_read(uint32_t r, int lvl, bool wait) {
   return false;
 }
 
+std::shared_ptr<const Prefix> FileReader::clip_prefix(const index::ClipRun& c, int level) {
+  const uint32_t key = cache_.clip_key(c);
+  const int lvl = cache_.prefix_level(key, level);
+  // One reader loads the run; the others of the same clip wait for it (or read their pieces if
+  // the cache cannot hold it).
+  if (cache_.mark_queued(key, lvl)) (void)cache_.load(key, lvl, false, WhenFull::skip);
+  return cache_.get(key, lvl);
+}
+
 std::shared_ptr<const Prefix> FileReader::prefix_for(const index::File& f, int level) {
   const int lvl = cache_.prefix_level(f.record, level);
   // random_reads=records from a local disk: a reader whose record is being loaded by another, or
@@ -223,6 +239,9 @@ std::shared_ptr<const Prefix> FileReader::prefix_for(const index::File& f, int l
   const bool wait = !(random_records() && source_.pieces_while_loading());
   std::shared_ptr<const Prefix> pre = cache_.get(f.record, lvl, wait);
   if (!pre && random_records() && load_for_read(f.record, lvl, wait)) pre = cache_.get(f.record, lvl);
+  // A clip's frame whose record is not loaded: its clip run up to the level, one read for them all.
+  const index::ClipRun* clip = pre ? nullptr : store_.clip_of(f);
+  if (clip && !clip->level_end.empty()) pre = clip_prefix(*clip, level);
   // Damage found when the prefix loaded (a transfer corrupted in flight, a flipped byte): this
   // file's own pieces are read again, so that a fault that has ended is forgotten at once.
   if (pre && pre->touches_bad(f.id)) return nullptr;

@@ -3,7 +3,8 @@
 // waited for); else, in random_reads=records mode, over the record's prefix loaded for this read
 // (core/random_reads.h); else over storage. An L3 file reads as its decoded view (codec::render_l3_view),
 // rendered once into the view cache; with a GPU decoder it is decoded in batches into pinned
-// memory. A JPEG level read sequential (encoding=sequential) is its stored bytes re-encoded as
+// memory. A clip's frame whose record is not loaded is read from its clip run (its frames up to
+// the level, one read), loaded into the same cache on the first miss. A JPEG level read sequential (encoding=sequential) is its stored bytes re-encoded as
 // one sequential scan with the same pixels (codec::sequential_from_progressive), made when its
 // size is first asked for and kept in the view cache (a level with no sequential form of its
 // pixels is served progressive, counted and logged once per file; re-encodings in flight hold
@@ -97,6 +98,9 @@ class FileReader {
   // The cached prefix that serves f at `level` (loaded for this read in random_reads=records
   // mode); null if there is none, or it holds damaged pieces of f (then f's own pieces are read).
   std::shared_ptr<const Prefix> prefix_for(const index::File& f, int level);
+  // Clip run c's prefix up to `level`: cached, being loaded by another reader (waited for), or
+  // loaded now (one read); null when the cache cannot hold it.
+  std::shared_ptr<const Prefix> clip_prefix(const index::ClipRun& c, int level);
   // The stored bytes of f at `level` copied into `out` (read_range from `prefix`, else from storage).
   Status copy_stored(const index::File& f, int level, uint64_t offset, uint64_t length, const Prefix* prefix,
                      std::vector<uint8_t>& out);

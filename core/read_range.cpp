@@ -16,7 +16,7 @@ Error bad_piece(const index::Store& store, const index::File& f, uint32_t piece,
 Status PrefixPieces::read(const index::File& f, std::span<const PieceSlice> slices) {
   auto pieces = store_.pieces(f);
   const bool gathered = prefix_.gathered();
-  if (gathered && f.slot >= prefix_.shift.size()) return bad_piece(store_, f, 0, "not in the record's prefix");
+  if (!prefix_.holds(f)) return bad_piece(store_, f, 0, "not in the record's prefix");
   const uint64_t shift = gathered ? prefix_.shift[f.slot] : 0;
   for (const PieceSlice& s : slices) {
     const index::Piece& p = pieces[s.piece];
@@ -144,7 +144,7 @@ std::optional<std::span<const uint8_t>> prefix_span(const index::Store& store, c
   if (!r.back_to_back) return std::nullopt;
   const uint32_t last = r.first + r.count - 1;
   const bool gathered = prefix.gathered();
-  if (gathered && (f.slot >= prefix.shift.size() || last > static_cast<uint32_t>(prefix.level))) return std::nullopt;
+  if (!prefix.holds(f) || (gathered && last > static_cast<uint32_t>(prefix.level))) return std::nullopt;
   const uint64_t shift = gathered ? prefix.shift[f.slot] : 0;
   auto pieces = store.pieces(f);
   const index::Piece &a = pieces[r.first], &z = pieces[last];

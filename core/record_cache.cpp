@@ -23,6 +23,7 @@ std::vector<std::pair<uint32_t, uint32_t>> bad_pieces_of(const index::Store& sto
   for (uint32_t id : store.record_files(pre.record)) {
     const index::File& f = store.files()[id];
     auto pieces = store.pieces(f);
+    if (!pre.holds(f)) continue;
     const uint64_t shift = pre.gathered() ? pre.shift[f.slot] : 0;
     const uint32_t count = pre.gathered() ? std::min<uint32_t>(f.piece_count, static_cast<uint32_t>(pre.level) + 1) : f.piece_count;
     for (uint32_t i = 0; i < count; ++i) {
@@ -105,12 +106,25 @@ int record_prefix_level(const index::Store& store, uint32_t r, int level, bool g
   return file_prefix_level(store, r, level, gather, [&](int k) { return gathered_len(store, r, k); });
 }
 
+const index::ClipRun* RecordCache::run_of(uint32_t r) const {
+  const size_t records = store_.records().size();
+  return r < records ? nullptr : &store_.clip_runs()[r - records];
+}
+
+uint32_t RecordCache::record_of(uint32_t r) const {
+  const index::ClipRun* c = run_of(r);
+  return c ? c->record : r;
+}
+
 int RecordCache::prefix_level(uint32_t r, int level) const {
+  if (run_of(r)) return std::clamp(level, 1, store_.levels());
   if (store_.records()[r].layout != index::RecordLayout::file) return record_prefix_level(store_, r, level, false);
   return file_prefix_level(store_, r, level, !source_.keeps_copies(), [&](int k) { return gathered(r, k); });
 }
 
 uint64_t RecordCache::prefix_len(uint32_t r, int level) const {
+  if (const index::ClipRun* c = run_of(r))
+    return c->level_end.empty() ? 0 : c->level_end[static_cast<size_t>(std::clamp(level, 0, store_.levels()))] - c->offset;
   if (store_.records()[r].layout == index::RecordLayout::file && level > 0 && level < store_.levels())
     return gathered(r, level);
   return record_prefix_len(store_, r, level);
@@ -144,7 +158,7 @@ std::shared_ptr<const Prefix> RecordCache::get(uint32_t r, int level, bool wait_
     Slot& s = it->second;
     if (s.prefix && s.prefix->level >= level) {
       if (s.in_lru) lru_.splice(lru_.begin(), lru_, s.lru);
-      stats_.cache_hits.fetch_add(1, std::memory_order_relaxed);
+      (run_of(r) ? stats_.clip_hits : stats_.cache_hits).fetch_add(1, std::memory_order_relaxed);
       if (s.prefix->by_prefetch) stats_.prefetch_hits.fetch_add(1, std::memory_order_relaxed);
       if (waited) stats_.prefetch_waits.fetch_add(1, std::memory_order_relaxed);
       return s.prefix;
@@ -183,7 +197,7 @@ bool RecordCache::reserve_locked(uint64_t len) {
       it->second.prefix.reset();  // freed now unless a reader still holds it
       if (it->second.pending_level < 0 && !it->second.loading) slots_.erase(it);
     }
-    stats_.cache_evictions.fetch_add(1, std::memory_order_relaxed);
+    (run_of(victim) ? stats_.clip_evictions : stats_.cache_evictions).fetch_add(1, std::memory_order_relaxed);
   }
   // Bytes of evicted prefixes that readers still hold stay counted until they let go.
   if (used_.load() + len > budget_) return false;
@@ -235,16 +249,35 @@ Status RecordCache::fetch(uint32_t r, uint8_t* data, uint64_t from, uint64_t len
 
 Status RecordCache::gather(uint32_t r, Prefix& p) {
   const auto files = store_.record_files(r);
+  const index::Record& rec = store_.records()[r];
+  const auto runs = store_.clip_runs().subspan(rec.clip_begin, rec.clip_count);
   p.shift.resize(files.size());
   thread_local std::vector<storage::RangeRead> reads;
   reads.clear();
   uint64_t at = 0;
-  for (uint32_t id : files) {
-    const index::File& f = store_.files()[id];
+  auto fits = [&](uint64_t bytes) -> Status {
+    if (at + bytes > p.len) return Error{EIO, "record " + rec.path + ": its files do not fit its prefix"};
+    return {};
+  };
+  size_t next_run = 0;
+  for (size_t k = 0; k < files.size(); ++k) {
+    if (next_run < runs.size() && runs[next_run].first_slot == k && !runs[next_run].level_end.empty()) {
+      // A clip run's frames up to the level: one range.
+      const index::ClipRun& c = runs[next_run++];
+      const uint64_t bytes = c.level_end[static_cast<size_t>(p.level)] - c.offset;
+      if (Status st = fits(bytes); !st.ok()) return st;
+      for (uint32_t j = 0; j < c.frames; ++j) p.shift[c.first_slot + j] = c.offset - at;
+      if (bytes > 0) reads.push_back({r, c.offset, {p.data + at, bytes}, {}});
+      at += bytes;
+      k += c.frames - 1;
+      continue;
+    }
+    const index::File& f = store_.files()[files[k]];
     auto pieces = store_.pieces(f);
     uint64_t bytes = 0;
     for (size_t i = 0; i < pieces.size() && i <= static_cast<size_t>(p.level); ++i) bytes += pieces[i].size;
-    if (f.slot >= p.shift.size() || at + bytes > p.len || pieces.empty()) return Error{EIO, "record " + store_.records()[r].path + ": its files do not fit its prefix"};
+    if (Status st = fits(bytes); !st.ok() || f.slot >= p.shift.size() || pieces.empty())
+      return Error{EIO, "record " + rec.path + ": its files do not fit its prefix"};
     p.shift[f.slot] = pieces[0].offset - at;
     if (bytes > 0) reads.push_back({r, pieces[0].offset, {p.data + at, bytes}, {}});
     at += bytes;
@@ -255,7 +288,17 @@ Status RecordCache::gather(uint32_t r, Prefix& p) {
   return {};
 }
 
-std::unique_ptr<Prefix> RecordCache::read(uint32_t r, int level, uint64_t len, uint64_t alloc, const Prefix* base) {
+Status RecordCache::fetch_clip(const index::ClipRun& c, Prefix& p) {
+  p.shift.assign(store_.record_files(c.record).size(), Prefix::kNotHeld);
+  for (uint32_t j = 0; j < c.frames; ++j) p.shift[c.first_slot + j] = c.offset;
+  storage::RangeRead run{c.record, c.offset, {p.data, p.len}, {}};
+  source_.read_ranges({&run, 1});
+  return run.status;
+}
+
+std::unique_ptr<Prefix> RecordCache::read(uint32_t key, int level, uint64_t len, uint64_t alloc, const Prefix* base) {
+  const index::ClipRun* run = run_of(key);
+  const uint32_t r = record_of(key);
   void* mem = ::mmap(nullptr, alloc, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (mem == MAP_FAILED) {
     log_warn("{}: no memory for a {} byte prefix", store_.records()[r].path, alloc);
@@ -271,7 +314,10 @@ std::unique_ptr<Prefix> RecordCache::read(uint32_t r, int level, uint64_t len, u
   const uint64_t from = base ? base->len : 0;
   if (base) std::memcpy(p->data, base->data, from);
   const bool gathered = store_.records()[r].layout == index::RecordLayout::file && level < store_.levels();
-  auto fetch_all = [&] { return gathered ? gather(r, *p) : fetch(r, p->data, from, len); };
+  auto fetch_all = [&] {
+    if (run) return fetch_clip(*run, *p);
+    return gathered ? gather(r, *p) : fetch(r, p->data, from, len);
+  };
   Status st = fetch_all();
   std::vector<std::pair<uint32_t, uint32_t>> bad;
   if (st.ok()) bad = bad_pieces_of(store_, *p, from);
@@ -308,8 +354,9 @@ void RecordCache::finish_locked(uint32_t r, std::unique_ptr<Prefix> p, uint64_t 
     const uint32_t n = std::min<uint32_t>(++damaged_[r], 16);
     p->retry_at = std::chrono::steady_clock::now() + std::min<std::chrono::milliseconds>(damage_backoff_ * (1u << (n - 1)), kMaxDamageBackoff);
   }
-  stats_.records_read.fetch_add(1, std::memory_order_relaxed);
-  stats_.record_bytes.fetch_add(fetched, std::memory_order_relaxed);
+  const bool clip = run_of(r) != nullptr;
+  (clip ? stats_.clip_loads : stats_.records_read).fetch_add(1, std::memory_order_relaxed);
+  (clip ? stats_.clip_bytes : stats_.record_bytes).fetch_add(fetched, std::memory_order_relaxed);
   if (fetched < p->len) stats_.prefix_extensions.fetch_add(1, std::memory_order_relaxed);
   t.prefix = std::shared_ptr<const Prefix>(p.release(), [this, alloc](const Prefix* q) {
     ::munmap(q->data, alloc);
@@ -343,7 +390,7 @@ bool RecordCache::load(uint32_t r, int level, bool by_prefetch, WhenFull when_fu
   // A lower level's prefix is extended: held (and counted) until its bytes are copied, so the
   // new prefix is reserved beside it; if both do not fit, it is let go and r read from 0.
   // (A gathered prefix is not a prefix of the next level's: that is read anew.)
-  const bool extensible = store_.records()[r].layout == index::RecordLayout::scan;
+  const bool extensible = !run_of(r) && store_.records()[r].layout == index::RecordLayout::scan;
   std::shared_ptr<const Prefix> base = extensible && s.prefix && s.prefix->len < len ? s.prefix : nullptr;
   bool reserved = len > 0 && reserve_locked(alloc);
   if (!reserved && len > 0 && base) {
@@ -369,10 +416,11 @@ bool RecordCache::load(uint32_t r, int level, bool by_prefetch, WhenFull when_fu
   try {
     p = read(r, lvl, len, alloc, base.get());
   } catch (const std::exception& e) {  // out of memory: a failed load, so waiters wake and the budget returns
-    log_warn("{}: loading a prefix failed: {}", store_.records()[r].path, e.what());
+    log_warn("{}: loading a prefix failed: {}", store_.records()[record_of(r)].path, e.what());
   }
   const uint64_t fetched = len - (base ? base->len : 0);
-  log_debug("{}: {} prefix to level {} ({} bytes read{}, {})", store_.records()[r].path, p ? "loaded" : "failed to load", lvl,
+  log_debug("{}: {} {} to level {} ({} bytes read{}, {})", store_.records()[record_of(r)].path,
+            p ? "loaded" : "failed to load", run_of(r) ? "a clip run" : "prefix", lvl,
             fetched, base ? ", extending the level below" : "", by_prefetch ? "prefetch" : "a read");
   base.reset();
   const bool ok = p != nullptr;

@@ -34,12 +34,17 @@ struct ReadStats {
   std::atomic<uint64_t> read_loads{0};        // prefixes loaded for a read (random_reads=records)
   std::atomic<uint64_t> local_copy_reads{0};  // reads served piece by piece from the source's local copy
   std::atomic<uint64_t> cache_evictions{0};
+  std::atomic<uint64_t> clip_loads{0};      // clip runs loaded (one storage read each)
+  std::atomic<uint64_t> clip_bytes{0};      // bytes those loads fetched
+  std::atomic<uint64_t> clip_hits{0};       // file reads served from a cached clip run
+  std::atomic<uint64_t> clip_evictions{0};  // clip runs evicted
 };
 
 // A loaded prefix of a record: bytes [0, len) hold every piece its files need up to `level`
 // (scan records: the record's first bytes), everything (whole records, level 0; file records
 // read whole, level L), or each file's pieces 0..level gathered back to back in slot order (file
-// records below L: `shift`).
+// records below L: `shift`); or a clip run of a file record up to `level` (its files' shift set,
+// every other slot's kNotHeld).
 struct Prefix {
   uint32_t record = 0;
   int level = 0;
@@ -49,6 +54,7 @@ struct Prefix {
   // Gathered prefixes: by slot, a piece's offset in the record minus its offset in `data`; empty
   // where the two are equal.
   std::vector<uint64_t> shift;
+  static constexpr uint64_t kNotHeld = UINT64_MAX;  // a slot a clip run's prefix does not hold
   // Pieces inside [0, len) that fail their checksums, as (file, piece), sorted. Never served: a
   // read of such a file reads its pieces from the source again.
   std::vector<std::pair<uint32_t, uint32_t>> bad_pieces;
@@ -59,6 +65,8 @@ struct Prefix {
   bool is_bad(uint32_t file, uint32_t piece) const;
   bool touches_bad(uint32_t file) const;
   bool gathered() const { return !shift.empty(); }
+  // Whether the prefix holds f's pieces (a clip run's holds its frames only).
+  bool holds(const index::File& f) const { return !gathered() || (f.slot < shift.size() && shift[f.slot] != kNotHeld); }
 };
 
 // The prefix level that serves a file of record r read at `level`: the level in a scan record;
@@ -78,6 +86,8 @@ uint64_t prefix_memory(uint64_t len);
 // is never loaded. A caller that waits must hold no prefix.
 enum class WhenFull { skip, wait };
 
+// The cache holds record prefixes and clip runs' prefixes, each under a key: a record's id, or
+// records + a clip run's id (clip_key). Its functions below take keys where they say `r`.
 class RecordCache {
  public:
   RecordCache(const index::Store& store, storage::RecordSource& source, ReadStats& stats, uint64_t budget);
@@ -90,7 +100,10 @@ class RecordCache {
   uint64_t peak() const { return peak_.load(); }
   size_t entries() const;
 
-  // The prefix level that serves a file of record r read at `level` (record_prefix_level).
+  // The key of clip run c's prefix.
+  uint32_t clip_key(const index::ClipRun& c) const { return static_cast<uint32_t>(store_.records().size()) + c.id; }
+  // The prefix level that serves a file of record r read at `level` (record_prefix_level); `level`
+  // for a clip run.
   int prefix_level(uint32_t r, int level) const;
   // Bytes of the prefix of record r at prefix level `level` (0 = whole record).
   uint64_t prefix_len(uint32_t r, int level) const;
@@ -140,6 +153,11 @@ class RecordCache {
   // Reads each file's pieces 0..level of file record r back to back into p's data (one range a
   // file, all in one batch) and sets p's shift.
   Status gather(uint32_t r, Prefix& p);
+  // The clip run that key r stands for, or null for a record's key; the record the key reads.
+  const index::ClipRun* run_of(uint32_t r) const;
+  uint32_t record_of(uint32_t r) const;
+  // Reads clip run c up to p's level into p's data (one range) and sets p's shift.
+  Status fetch_clip(const index::ClipRun& c, Prefix& p);
   // Installs a loaded prefix (or clears a failed load). Locked.
   void finish_locked(uint32_t r, std::unique_ptr<Prefix> p, uint64_t alloc, uint64_t fetched, bool by_prefetch);
 

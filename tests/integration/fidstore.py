@@ -38,6 +38,10 @@ class Store:
             rel = (rel + "/" if rel else "") + bytes(name).decode("utf-8", "surrogateescape")
             self.files[rel] = dict(id=fid, kind=("jpeg", "l3", "blob")[kind], record=rec, slot=slot,
                                    source_size=source_size, pieces=pieces)
+        # Format 5 may have clips: a row a run of one clip's frames in one record (their slots).
+        self.clips = [dict(id=i, dir=d, record=r, first_slot=first, frames=n) for i, d, r, first, n in
+                      self.db.execute("SELECT id, dir, record, first_slot, frames FROM clips ORDER BY id")] \
+            if self.version >= 5 else []
         if self.version >= 2:
             self.derive_offsets(region_ends)
         self.skipped = [(bytes(p).decode("utf-8", "surrogateescape"), r)
@@ -63,23 +67,49 @@ class Store:
     def derive_offsets(self, region_ends):
         """Format 2: within region k of a record, the pieces that lie there (piece k of each file
         of a scan record, the one piece of each file of a whole record) follow each other in slot
-        order from the region's start (the header's end, or region k-1's end)."""
+        order from the region's start (the header's end, or region k-1's end). In a file record a
+        clip run's frames lie by level: every frame's piece 0 in slot order, then every piece 1, ..."""
         by_record = {}
         for f in self.files.values():
             by_record.setdefault(f["record"], []).append(f)
+        runs = {(c["record"], c["first_slot"]): c["frames"] for c in self.clips}
         for rec, members in by_record.items():
             ends = region_ends[rec]
             pos = [16] + list(ends[:-1])
-            for f in sorted(members, key=lambda f: f["slot"]):
-                for k, piece in enumerate(f["pieces"]):
+            members = sorted(members, key=lambda f: f["slot"])
+            i = 0
+            while i < len(members):
+                frames = runs.get((rec, i), 0) if self.records[rec][1] == 2 else 0
+                if frames:
+                    for k in range(self.levels + 1):
+                        for f in members[i:i + frames]:
+                            f["pieces"][k][0] = pos[0]
+                            pos[0] += f["pieces"][k][1]
+                    i += frames
+                    continue
+                for k, piece in enumerate(members[i]["pieces"]):
                     # scan records: piece k in region k; whole and file records: every piece in
                     # region 0, a file's pieces back to back
                     region = k if self.records[rec][1] == 0 else 0
                     piece[0] = pos[region]
                     pos[region] += piece[1]
+                i += 1
             assert pos == list(ends), f"record {rec}: pieces end at {pos}, regions at {ends}"
         for f in self.files.values():
             f["pieces"] = [tuple(p) for p in f["pieces"]]
+
+    def clip_ranges(self, level):
+        """Each clip run's frames up to `level` in a file record: (record, first byte, bytes)."""
+        out = []
+        by_slot = {(f["record"], f["slot"]): f for f in self.files.values()}
+        for c in self.clips:
+            if self.records[c["record"]][1] != 2:
+                continue
+            frames = [by_slot[(c["record"], c["first_slot"] + j)] for j in range(c["frames"])]
+            start = frames[0]["pieces"][0][0]
+            end = max(f["pieces"][level][0] + f["pieces"][level][1] for f in frames)
+            out.append((c["record"], start, end - start))
+        return out
 
     def check_headers(self):
         """Every record file starts with the magic, its header id and its layout."""
