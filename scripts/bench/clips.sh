@@ -1,0 +1,118 @@
+#!/usr/bin/env bash
+# Video clips on a disk model: clips/s of a clip loader (scripts/bench/clip_reader.py: 4 readers,
+# clips in a seeded random order, each clip's frames in name order) with a cold page cache, the
+# reads of the contender's process (the reader, or the mount's daemon) limited by a cgroup-v1
+# blkio group to IOPS reads/s and BPS bytes/s on the data's disk (default 150 and 150 MiB/s, a
+# 7200 rpm disk's figures). Contenders, on the same clips in the same order:
+#   ext4      the rawframes folders, a file a frame;
+#   gulp      GulpIO-like: each clip's frames concatenated in chunk files of 100 clips, one pread a
+#             clip (clip_reader.py make-gulp);
+#   full, L5  the mount (pack's defaults: clips auto, file layout) at full and at level 5, with the
+#             default cache and with cache=32MiB (a store bigger than the cache).
+# Two sets made from real photos (scripts/bench/make_clips.py): Jester-like (JESTER clips x 36
+# frames, 176x100) and Kinetics-like (KINETICS clips x 64 frames, 340x256); every frame of a clip
+# (`all`), then 8 spread over it as TSN takes them (`sparse`). A contender reads for at most
+# SECONDS; it prints clips/s, the ratios, and the disk reads per clip (blkio.io_serviced).
+# Needs root (drop_caches, cgroups, mounts).
+#   scripts/bench/clips.sh [RUNS=1] [SECONDS=20]
+#   env: JESTER=300 KINETICS=100 IOPS=150 BPS=157286400 SETS="jester kinetics" FRAMES="all sparse"
+source "$(dirname "$0")/common.sh"
+runs=${1:-1}
+seconds=${2:-20}
+iops=${IOPS:-150}
+bps=${BPS:-157286400}
+[[ $EUID == 0 ]] || { echo "clips.sh: needs root (drop_caches, cgroups, mounts)" >&2; exit 2; }
+BUILD_TARGETS=fidelityfs bench_setup
+reader=$root/scripts/bench/clip_reader.py
+
+# make_set KIND CLIPS FRAMES: the rawframes tree, its clip list, its gulp chunks and its store.
+make_set() {
+  local dir=$BENCH_DIR/clips-$1-$2x$3
+  if [[ ! -f $dir/.done ]]; then
+    rm -rf "$dir"
+    /usr/bin/python3 "$root/scripts/bench/make_clips.py" --kind "$1" --clips "$2" --frames "$3" --out "$dir/src" >&2
+    (cd "$dir/src" && find . -type f | sed 's|^\./||; s|/[^/]*$||' | sort -u) >"$dir/list"
+    /usr/bin/python3 "$reader" make-gulp "$dir/src" "$dir/list" "$dir/gulp"
+    "$bin" pack "$dir/src" "$dir/store" --progress off >/dev/null
+    touch "$dir/.done"
+  fi
+  echo "$dir"
+}
+
+cg=/sys/fs/cgroup/blkio/fidelityfs-clips
+m=$BENCH_DIR/clips-mnt
+dev=''
+limits() { echo "$dev $1" >"$cg/blkio.throttle.read_iops_device" && echo "$dev $2" >"$cg/blkio.throttle.read_bps_device"; }
+cleanup() {
+  local i
+  fusermount3 -u "$m" 2>/dev/null || fusermount3 -uz "$m" 2>/dev/null || true
+  [[ -d $cg ]] || return 0
+  [[ -z $dev ]] || limits 0 0 2>/dev/null || true
+  for p in $(cat "$cg/cgroup.procs" 2>/dev/null); do wait_exit "$p"; done
+  for ((i = 0; i < 150; i++)); do  # the daemon is reaped by init, which nothing announces (bounded)
+    rmdir "$cg" 2>/dev/null && return 0
+    sleep 0.2
+  done
+}
+mkdir -p "$m" "$cg"
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+cg_reads() { awk -v d="$dev" '$1 == d && $2 == "Read" {r = $3} END {print r + 0}' "$cg/blkio.throttle.io_serviced"; }
+
+# run CONTENDER SET_DIR FRAMES SEED: prints "clips/s reads/clip".
+run() {
+  local what=$1 dir=$2 frames=$3 seed=$4 out q0 opts
+  case $what in
+    ext4 | gulp)
+      cold
+      q0=$(cg_reads)
+      if [[ $what == ext4 ]]; then
+        out=$(in_cgroup "$cg" /usr/bin/python3 "$reader" frames "$dir/src" "$dir/list" --frames "$frames" --seed "$seed" --seconds "$seconds")
+      else
+        out=$(in_cgroup "$cg" /usr/bin/python3 "$reader" gulp "$dir/gulp/index.json" --seed "$seed" --seconds "$seconds")
+      fi ;;
+    *)
+      opts="scan_group=${what%% *}"
+      [[ $what == *32MiB* ]] && opts+=",cache=32MiB"
+      in_cgroup "$cg" "$bin" mount "$dir/store" "$m" -o "${opts/scan_group=L5/scan_group=5}"
+      cold
+      q0=$(cg_reads)
+      out=$(/usr/bin/python3 "$reader" frames "$m" "$dir/list" --frames "$frames" --seed "$seed" --seconds "$seconds")
+      cp "$m/.fidelity/stats" "$BENCH_DIR/clips.stats.json"
+      fusermount3 -u "$m" ;;
+  esac
+  local clips
+  clips=$(field "$out" clips)
+  echo "$(field "$out" clips_per_s) $(x "($(cg_reads) - $q0) / $clips")"
+}
+
+contenders=("ext4" "gulp" "full" "L5" "full 32MiB" "L5 32MiB")
+for set in ${SETS:-jester kinetics}; do
+  if [[ $set == jester ]]; then dir=$(make_set jester "${JESTER:-300}" 36); else dir=$(make_set kinetics "${KINETICS:-100}" 64); fi
+  dev=$(disk_of "$dir/src")
+  limits "$iops" "$bps"
+  for frames in ${FRAMES:-all sparse}; do
+    declare -A R=()
+    for ((r = 0; r < runs; r++)); do
+      for c in "${contenders[@]}"; do  # (GulpIO reads a clip whole, sparse or not)
+        read -r cps rpc < <(run "$c" "$dir" "$frames" "$r")
+        R[$c,fps]+=" $cps"
+        R[$c,rpc]+=" $rpc"
+      done
+    done
+    printf '\n## %s (%s), frames: %s, blkio %s reads/s and %s MiB/s, cold, 4 readers, median of %s\n\n' \
+      "$set" "$(basename "$dir")" "$frames" "$iops" "$((bps >> 20))" "$runs"
+    printf '| contender | clips/s | vs ext4 | vs gulp | disk reads/clip |\n| --- | ---: | ---: | ---: | ---: |\n'
+    for c in "${contenders[@]}"; do
+      printf '| %s | %.1f | %.2fx | %.2fx | %.1f |\n' "$c" "$(med "$c" fps)" "$(ratio "$c" ext4)" "$(ratio "$c" gulp)" "$(med "$c" rpc)"
+    done
+    printf '\ngoals: full >= 10x ext4: %s (%.1fx); full >= 0.9x gulp: %s (%.2fx)' "$(met "$(ratio full ext4) >= 10")" \
+      "$(ratio full ext4)" "$(met "$(ratio full gulp) >= 0.9")" "$(ratio full gulp)"
+    printf '; 32MiB: %.1fx ext4, %.2fx gulp' "$(ratio "full 32MiB" ext4)" "$(ratio "full 32MiB" gulp)"
+    [[ $set == kinetics ]] && printf '; L5 >= 1.1x full: %s (%.2fx; 32MiB %.2fx)' "$(met "$(ratio L5 full) >= 1.1")" \
+      "$(ratio L5 full)" "$(ratio "L5 32MiB" "full 32MiB")"
+    [[ $frames == sparse ]] && printf '; sparse >= 5x ext4: %s' "$(met "$(ratio "full 32MiB" ext4) >= 5")"
+    printf '\n'
+  done
+  limits 0 0
+done
