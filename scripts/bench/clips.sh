@@ -74,7 +74,7 @@ run() {
     *)
       opts="scan_group=${what%% *}"
       [[ $what == *32MiB* ]] && opts+=",cache=32MiB"
-      in_cgroup "$cg" "$bin" mount "$dir/store" "$m" -o "${opts/scan_group=L5/scan_group=5}"
+      in_cgroup "$cg" "$bin" mount "$dir/store" "$m" -o "${opts/scan_group=L5/scan_group=5}" 2>/dev/null
       cold
       q0=$(cg_reads)
       out=$(/usr/bin/python3 "$reader" frames "$m" "$dir/list" --frames "$frames" --seed "$seed" --seconds "$seconds")

@@ -1,0 +1,104 @@
+"""Clips over a real mount: pack keeps a rawframes folder's frames together (clips auto), the
+store says so (inspect, format 5, the second reader), every frame reads right at every level, and
+a clip read frame by frame, or sparse as TSN reads it, costs one storage read at any level; an
+image-classification store gets no clips."""
+import json
+import os
+import subprocess
+import threading
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from conftest import fid_bin, index_meta
+from fidstore import Store
+from mountutil import mounted
+from mountutil import read_file as read
+
+CLIPS, FRAMES = 6, 12
+
+
+@pytest.fixture(scope="module")
+def clip_tree(tmp_path_factory):
+    """Six clips in mmaction2's layout (CLASS/VIDEO/img_N.jpg, unpadded numbers: natural order
+    matters) panning over a gradient with noise, and one loose image beside them."""
+    src = tmp_path_factory.mktemp("clips") / "src"
+    rng = np.random.default_rng(5)
+    y, x = np.mgrid[0:120, 0:400]
+    scene = np.stack([x * 0.6, y * 2.0, (x + y) * 0.4], -1)
+    for c in range(CLIPS):
+        folder = src / f"class{c % 2}" / f"video_{c}"
+        folder.mkdir(parents=True)
+        for i in range(FRAMES):
+            frame = scene[:, i * 10:i * 10 + 160] + rng.normal(0, 4, (120, 160, 3)) + c * 7
+            Image.fromarray(np.clip(frame, 0, 255).astype(np.uint8)).save(folder / f"img_{i + 1}.jpg", quality=90)
+    Image.fromarray(rng.integers(0, 256, (50, 60, 3), dtype=np.uint8)).save(src / "class0" / "loose.jpg")
+    return src
+
+
+@pytest.fixture(scope="module")
+def clip_store(clip_tree, tmp_path_factory):
+    store = str(tmp_path_factory.mktemp("clips") / "store")
+    p = subprocess.run([fid_bin(), "pack", str(clip_tree), store, "--progress", "off", "--record-bytes", "256KiB"],
+                       capture_output=True, text=True, check=True)
+    assert f"clips: {CLIPS} folders of frames ({CLIPS * FRAMES} files)" in p.stdout, p.stdout
+    return store
+
+
+def frames_of(st, folder):
+    return sorted((r for r in st.files if os.path.dirname(r) == folder), key=lambda r: int(r.split("_")[-1][:-4]))
+
+
+def test_pack_keeps_each_clip_together_in_frame_order(clip_store):
+    st = Store(clip_store)
+    assert st.version == 5 and index_meta(clip_store)["format_version"] == "5"
+    st.check_headers()
+    by_slot = {(f["record"], f["slot"]): rel for rel, f in st.files.items()}
+    runs = {}
+    for c in st.clips:
+        names = [by_slot[(c["record"], c["first_slot"] + j)] for j in range(c["frames"])]
+        runs.setdefault(os.path.dirname(names[0]), []).extend(names)
+    assert len(runs) == CLIPS
+    for folder, names in runs.items():
+        assert names == frames_of(st, folder), folder  # img_2 before img_10, no frame of another file between
+    summary = json.loads(subprocess.run([fid_bin(), "inspect", "--json", clip_store], capture_output=True, text=True,
+                                        check=True).stdout)
+    assert summary["clips"]["clips"] == CLIPS and summary["clips"]["frames"] == CLIPS * FRAMES
+    assert "loose.jpg" not in {os.path.basename(n) for n in sum(runs.values(), [])}
+
+
+def test_an_image_classification_store_has_no_clips(imagenet_store):
+    assert Store(imagenet_store).clips == []
+    assert int(index_meta(imagenet_store)["format_version"]) < 5
+
+
+def test_clip_frames_read_right_and_a_clip_costs_one_read(clip_store, mnt):
+    """random_reads=pieces, so that no record is loaded whole: each clip is read once, at level 5
+    and then at full, its frames from its cached run; the bytes are the second reader's."""
+    st = Store(clip_store)
+    folders = sorted({os.path.dirname(r) for r in st.files if "video_" in r})
+    with mounted(clip_store, mnt, "-o", "random_reads=pieces,scan_group=5"):
+        for level in (5, None):
+            if level is None:
+                os.setxattr(mnt, "user.fidelity.scan_group", b"full")
+            before = json.loads(read(os.path.join(mnt, ".fidelity", "stats")))
+            for folder in folders:
+                rels = frames_of(st, folder)
+                got = {}
+                readers = [threading.Thread(target=lambda r=r: got.__setitem__(r, read(os.path.join(mnt, r))))
+                           for r in rels[::3]]  # sparse, and at once
+                for t in readers:
+                    t.start()
+                for t in readers:
+                    t.join()
+                for r in rels:  # then every frame, in order
+                    got[r] = read(os.path.join(mnt, r))
+                for r in rels:
+                    assert got[r] == st.read(r, level), (r, level)
+            after = json.loads(read(os.path.join(mnt, ".fidelity", "stats")))
+            loads = after["clips"]["loads"] - before["clips"]["loads"]
+            assert loads == len(st.clips), (loads, st.clips)  # each run once
+            assert after["storage_reads"] - before["storage_reads"] == loads
+            want = sum(size for _, _, size in st.clip_ranges(level or st.levels))
+            assert after["clips"]["bytes"] - before["clips"]["bytes"] == want
