@@ -573,34 +573,26 @@ void Store::place_clip_run(ClipRun& c, uint64_t& pos, uint64_t region_end, const
 
 void Store::load_clips(SqliteDb& db, const std::string& ip) {
   if (format_version_ < kClipsFormatVersion) return;
-  auto corrupt = [&](const std::string& what) { return corrupt_index(ip, what); };
   auto q = must(db.prepare("SELECT id, dir, record, first_slot, frames FROM clips ORDER BY id"));
   while (must(q.step())) {
-    const int64_t id = q.integer(0), dir = q.integer(1), record = q.integer(2), first = q.integer(3),
-                  frames = q.integer(4);
-    if (id != static_cast<int64_t>(clips_.size())) throw corrupt("clip ids are not 0..n-1");
-    if (dir <= 0 || dir >= static_cast<int64_t>(dirs_.size()) || record < 0 ||
-        record >= static_cast<int64_t>(records_.size()))
-      throw corrupt(fmt::format("clip {} names folder {} and record {}", id, dir, record));
+    const int64_t id = q.integer(0), dir = q.integer(1), record = q.integer(2), first = q.integer(3), n = q.integer(4);
     const ClipRun* before = clips_.empty() ? nullptr : &clips_.back();
-    if (before && (record < before->record || (record == before->record && first < before->first_slot + before->frames)))
-      throw corrupt(fmt::format("clip {} is not after clip {} in record and slot order", id, id - 1));
+    if (id != static_cast<int64_t>(clips_.size()) || dir <= 0 || dir >= static_cast<int64_t>(dirs_.size()) ||
+        record < 0 || record >= static_cast<int64_t>(records_.size()) ||
+        (before && (record < before->record || (record == before->record && first < before->first_slot + before->frames))))
+      throw corrupt_index(ip, fmt::format("clip {} (folder {}, record {}) is out of range or order", id, dir, record));
     Record& rec = records_[static_cast<size_t>(record)];
     const std::span<const uint32_t> members = record_files(rec.id);
-    if (rec.layout == RecordLayout::whole || first < 0 || frames < 1 ||
-        first + frames > static_cast<int64_t>(members.size()))
-      throw corrupt(fmt::format("clip {} has slots {}..{} of record {}, which holds {} files of layout {}", id, first,
-                                first + frames - 1, record, members.size(), static_cast<int>(rec.layout)));
-    for (int64_t slot = first; slot < first + frames; ++slot) {
+    const bool fits = rec.layout != RecordLayout::whole && first >= 0 && n >= 1 && first + n <= static_cast<int64_t>(members.size());
+    for (int64_t slot = first; fits && slot < first + n; ++slot) {
       const File& f = files_[members[static_cast<size_t>(slot)]];
-      if (f.kind != FileKind::jpeg || f.dir != static_cast<uint32_t>(dir) || f.slot != static_cast<uint32_t>(slot))
-        throw corrupt(fmt::format("clip {}: file {} in slot {} of record {} is not a JPEG of folder {}", id, f.id, slot,
-                                  record, dir));
+      if (f.kind != FileKind::jpeg || f.dir != static_cast<uint32_t>(dir))
+        throw corrupt_index(ip, fmt::format("clip {}: file {} of record {} is not a JPEG of folder {}", id, f.id, record, dir));
     }
-    if (rec.clip_count == 0) rec.clip_begin = static_cast<uint32_t>(clips_.size());
-    ++rec.clip_count;
+    if (!fits) throw corrupt_index(ip, fmt::format("clip {}: slots {}..{} are not JPEGs of record {}", id, first, first + n - 1, record));
+    if (rec.clip_count++ == 0) rec.clip_begin = static_cast<uint32_t>(clips_.size());
     clips_.push_back(ClipRun{static_cast<uint32_t>(id), static_cast<uint32_t>(dir), rec.id, static_cast<uint32_t>(first),
-                             static_cast<uint32_t>(frames), 0, {}});
+                             static_cast<uint32_t>(n), 0, {}});
   }
 }
 
