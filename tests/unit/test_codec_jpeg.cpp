@@ -20,6 +20,7 @@
 
 #include "codec/jpeg.h"
 #include "codec/jpeg_markers.h"
+#include "jpeg_test_writer.h"
 #include "test_files.h"
 
 extern "C" {
@@ -101,23 +102,13 @@ Bytes icc_payload() {
 const char kComment[] = "fidelityfs test comment \xff\x00 with binary";
 Bytes com_payload() { return Bytes(kComment, kComment + sizeof kComment - 1); }
 
-struct EncErr {
-  jpeg_error_mgr pub;
-  std::jmp_buf jump;
-};
-[[noreturn]] void enc_error_exit(j_common_ptr c) {
-  char msg[JMSG_LENGTH_MAX];
-  (*c->err->format_message)(c, msg);
-  std::fprintf(stderr, "test encoder: %s\n", msg);
-  std::longjmp(reinterpret_cast<EncErr*>(c->err)->jump, 1);
-}
 
 Bytes encode(const SourceSpec& s) {
   const Bytes px = make_image(s.w, s.h, input_components(s.color), s.saturated);
   jpeg_compress_struct c;
-  EncErr err;
+  testutil::JpegWriterErrors err;
   c.err = jpeg_std_error(&err.pub);
-  err.pub.error_exit = enc_error_exit;
+  err.pub.error_exit = testutil::jpeg_writer_error_exit;
   unsigned char* buf = nullptr;
   unsigned long size = 0;
   jpeg_scan_info scans[MAX_COMPONENTS];

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "codec/jpeg.h"
+#include "jpeg_test_writer.h"
 
 extern "C" {
 #include <jpeglib.h>
@@ -22,17 +23,6 @@ namespace {
 
 using Bytes = std::vector<uint8_t>;
 
-struct WriteErr {
-  jpeg_error_mgr pub;
-  std::jmp_buf jump;
-};
-[[noreturn]] void on_write_error(j_common_ptr c) {
-  char msg[JMSG_LENGTH_MAX];
-  (*c->err->format_message)(c, msg);
-  ADD_FAILURE() << "test writer: " << msg;
-  std::longjmp(reinterpret_cast<WriteErr*>(c->err)->jump, 1);
-}
-
 // A progressive JPEG, quantiser 1, of `blocks_wide` x `blocks_high` blocks of its first component:
 // gray, or YCbCr 4:2:0 (`color`: the chroma blocks are 0). fill(row, col, coefficients) sets the
 // first component's blocks (natural order). DC first with Al=1 and AC with Al=2, then the
@@ -40,9 +30,9 @@ struct WriteErr {
 Bytes progressive_from_coefficients(int blocks_wide, int blocks_high, bool color,
                                     const std::function<void(int, int, JCOEF*)>& fill) {
   jpeg_compress_struct c;
-  WriteErr err;
+  testutil::JpegWriterErrors err;
   c.err = jpeg_std_error(&err.pub);
-  err.pub.error_exit = on_write_error;
+  err.pub.error_exit = testutil::jpeg_writer_error_exit;
   unsigned char* buf = nullptr;
   unsigned long size = 0;
   jpeg_scan_info scans[2 + 3 * 3];
