@@ -53,13 +53,32 @@ std::vector<std::vector<uint32_t>> record_members(const Store& store) {
   return members;
 }
 
-// Files drawn uniformly from the not-yet-drawn files of a window of `window` records taken from
-// `records` in turn (empty ones skipped), the next joining when one runs out.
+// Each record's units in slot order, as (first member, members): a clip run, or a file in none.
+std::vector<std::vector<std::pair<uint32_t, uint32_t>>> record_units(const Store& store,
+                                                                    const std::vector<std::vector<uint32_t>>& members) {
+  std::vector<std::vector<std::pair<uint32_t, uint32_t>>> units(members.size());
+  for (size_t r = 0; r < members.size(); ++r) {
+    const Record& rec = store.records()[r];
+    const auto runs = store.clip_runs().subspan(rec.clip_begin, rec.clip_count);
+    size_t next_run = 0;
+    for (uint32_t k = 0; k < members[r].size();) {
+      const bool run = next_run < runs.size() && runs[next_run].first_slot == k;
+      const uint32_t n = run ? runs[next_run++].frames : 1;
+      units[r].emplace_back(k, n);
+      k += n;
+    }
+  }
+  return units;
+}
+
+// Units (files, or clip runs whose frames come out in slot order) drawn uniformly from the
+// not-yet-drawn units of a window of `window` records taken from `records` in turn (empty ones
+// skipped), the next joining when one runs out.
 std::vector<uint32_t> draw(const Store& store, const std::vector<std::vector<uint32_t>>& members,
                            const std::vector<uint32_t>& records, uint32_t window, SplitMix64& rng) {
-  const auto files = store.files();
+  const auto units = record_units(store, members);
   std::vector<uint32_t> order;
-  std::vector<uint32_t> pool;  // not-yet-drawn files of the active records
+  std::vector<uint64_t> pool;  // not-yet-drawn units of the active records: record << 32 | unit
   size_t next_rec = 0;
   uint32_t active = 0;
   std::vector<uint32_t> remaining(members.size(), 0);
@@ -67,19 +86,20 @@ std::vector<uint32_t> draw(const Store& store, const std::vector<std::vector<uin
     while (active < window && next_rec < records.size()) {
       const uint32_t r = records[next_rec++];
       if (members[r].empty()) continue;
-      pool.insert(pool.end(), members[r].begin(), members[r].end());
-      remaining[r] = static_cast<uint32_t>(members[r].size());
+      for (uint32_t u = 0; u < units[r].size(); ++u) pool.push_back(uint64_t{r} << 32 | u);
+      remaining[r] = static_cast<uint32_t>(units[r].size());
       ++active;
     }
   };
   admit();
   while (!pool.empty()) {
     const uint32_t i = rng.below(static_cast<uint32_t>(pool.size()));
-    const uint32_t id = pool[i];
+    const auto r = static_cast<uint32_t>(pool[i] >> 32);
+    const auto [first, n] = units[r][static_cast<uint32_t>(pool[i])];
     pool[i] = pool.back();
     pool.pop_back();
-    order.push_back(id);
-    if (--remaining[files[id].record] == 0) {
+    order.insert(order.end(), members[r].begin() + first, members[r].begin() + first + n);
+    if (--remaining[r] == 0) {
       --active;
       admit();
     }

@@ -195,6 +195,15 @@ def rank_orders(store, seed, epoch, world=1, window=4, deal="stable"):
         members[f["record"]].append((f["slot"], rel))
     members = {r: [rel for _, rel in sorted(m)] for r, m in members.items()}
     nrec = len(store.records)
+    # A record's units in slot order: a clip run (its frames drawn together, in slot order) or a file.
+    runs = {(c["record"], c["first_slot"]): c["frames"] for c in store.clips}
+    units = {}
+    for r, m in members.items():
+        units[r], k = [], 0
+        while k < len(m):
+            n = runs.get((r, k), 1)
+            units[r].append(m[k:k + n])
+            k += n
 
     def draw(records, g):
         pool, out, nxt, active, left = [], [], 0, 0, {}
@@ -205,17 +214,17 @@ def rank_orders(store, seed, epoch, world=1, window=4, deal="stable"):
                 r = records[nxt]
                 nxt += 1
                 if members[r]:
-                    pool.extend(members[r])
-                    left[r] = len(members[r])
+                    pool.extend(units[r])
+                    left[r] = len(units[r])
                     active += 1
         admit()
         while pool:
             i = g.below(len(pool))
-            rel = pool[i]
+            unit = pool[i]
             pool[i] = pool[-1]
             pool.pop()
-            out.append(rel)
-            rec = store.files[rel]["record"]
+            out.extend(unit)
+            rec = store.files[unit[0]]["record"]
             left[rec] -= 1
             if left[rec] == 0:
                 active -= 1

@@ -102,3 +102,22 @@ def test_clip_frames_read_right_and_a_clip_costs_one_read(clip_store, mnt):
             assert after["storage_reads"] - before["storage_reads"] == loads
             want = sum(size for _, _, size in st.clip_ranges(level or st.levels))
             assert after["clips"]["bytes"] - before["clips"]["bytes"] == want
+
+
+def test_published_orders_draw_a_clip_as_one_unit(clip_store, mnt):
+    """epoch-N and rank shares give each clip's frames one after another in frame order, and are
+    the second reader's orders, written from docs/FORMAT.md."""
+    import fidstore
+
+    st = Store(clip_store)
+    seed = int(st.meta["seed"])
+    with mounted(clip_store, mnt):
+        for name, want in (("epoch-1", fidstore.epoch_order(st, seed, 1)),
+                           ("epoch-0.rank-1-of-2", fidstore.epoch_order(st, seed, 0, 1, 2))):
+            got = read(os.path.join(mnt, ".fidelity", "order", name)).decode().splitlines()
+            assert got == want, name
+            for folder in {os.path.dirname(r) for r in got if "video_" in r}:
+                at = [i for i, r in enumerate(got) if os.path.dirname(r) == folder]
+                frames = frames_of(st, folder)
+                if len(at) == len(frames):  # the whole clip in this order: together, in frame order
+                    assert at == list(range(at[0], at[0] + len(at))) and [got[i] for i in at] == frames, name
