@@ -255,17 +255,14 @@ Status RecordCache::gather(uint32_t r, Prefix& p) {
   thread_local std::vector<storage::RangeRead> reads;
   reads.clear();
   uint64_t at = 0;
-  auto fits = [&](uint64_t bytes) -> Status {
-    if (at + bytes > p.len) return Error{EIO, "record " + rec.path + ": its files do not fit its prefix"};
-    return {};
-  };
+  const Error misfit{EIO, "record " + rec.path + ": its files do not fit its prefix"};
   size_t next_run = 0;
   for (size_t k = 0; k < files.size(); ++k) {
     if (next_run < runs.size() && runs[next_run].first_slot == k && !runs[next_run].level_end.empty()) {
       // A clip run's frames up to the level: one range.
       const index::ClipRun& c = runs[next_run++];
       const uint64_t bytes = c.level_end[static_cast<size_t>(p.level)] - c.offset;
-      if (Status st = fits(bytes); !st.ok()) return st;
+      if (at + bytes > p.len) return misfit;
       for (uint32_t j = 0; j < c.frames; ++j) p.shift[c.first_slot + j] = c.offset - at;
       if (bytes > 0) reads.push_back({r, c.offset, {p.data + at, bytes}, {}});
       at += bytes;
@@ -276,8 +273,7 @@ Status RecordCache::gather(uint32_t r, Prefix& p) {
     auto pieces = store_.pieces(f);
     uint64_t bytes = 0;
     for (size_t i = 0; i < pieces.size() && i <= static_cast<size_t>(p.level); ++i) bytes += pieces[i].size;
-    if (Status st = fits(bytes); !st.ok() || f.slot >= p.shift.size() || pieces.empty())
-      return Error{EIO, "record " + rec.path + ": its files do not fit its prefix"};
+    if (at + bytes > p.len || f.slot >= p.shift.size() || pieces.empty()) return misfit;
     p.shift[f.slot] = pieces[0].offset - at;
     if (bytes > 0) reads.push_back({r, pieces[0].offset, {p.data + at, bytes}, {}});
     at += bytes;
