@@ -63,6 +63,8 @@ std::string_view raw_names_name(RawNames n);
 enum class Encoding { progressive, sequential };
 std::string_view encoding_name(Encoding e);
 std::optional<Encoding> parse_encoding(std::string_view s);
+// "on" or "off" (any case): true or false.
+std::optional<bool> parse_on_off(std::string_view s);
 // How the mount answers directory listings: READDIRPLUS (every entry with its attributes, so the
 // kernel instantiates it), plain READDIR (names and types; a file gets a LOOKUP when first
 // opened), or the kernel's choice (FUSE_CAP_READDIRPLUS_AUTO).
@@ -128,6 +130,7 @@ struct CommonSettings {
   std::optional<uint64_t> disk_cache_size;     // its bound in bytes
   std::optional<unsigned> remote_requests;     // requests in flight at once
   std::optional<RandomReads> random_reads;
+  std::optional<bool> clip_reads;  // on: a clip's frame read reads its whole clip run
   std::optional<OrderRanks> order_ranks;
   std::optional<LevelChangers> level_changes;
 };
@@ -208,6 +211,7 @@ struct Settings {
   uint64_t disk_cache_size = 10ull << 30;
   unsigned remote_requests = 64;
   RandomReads random_reads = RandomReads::auto_;
+  bool clip_reads = true;  // the mount's default; a file's or folder's user.fidelity.clip_reads overrides it
   OrderRanks order_ranks = OrderRanks::stable;
   LevelChangers level_changes;
   LogLevel log_level = LogLevel::info;

@@ -21,6 +21,12 @@ std::optional<Encoding> parse_encoding(std::string_view s) {
   return std::nullopt;
 }
 
+std::optional<bool> parse_on_off(std::string_view s) {
+  if (ascii_iequals(s, "on")) return true;
+  if (ascii_iequals(s, "off")) return false;
+  return std::nullopt;
+}
+
 namespace {
 
 // ---- the values' parsers ---------------------------------------------------------------------
@@ -82,6 +88,7 @@ std::optional<unsigned> in_range(std::string_view s) { return parse_in_range(s, 
 
 // ---- a row's functions, made from its members ------------------------------------------------
 
+SettingValue to_value(bool v) { return std::string(v ? "on" : "off"); }
 SettingValue to_value(unsigned v) { return uint64_t{v}; }
 SettingValue to_value(uint64_t v) { return v; }
 SettingValue to_value(const std::string& v) { return v; }
@@ -184,6 +191,10 @@ constexpr Setting kSettings[] = {
     row<&C::random_reads, &S::random_reads, &parse_random_reads>(
         "random_reads", "auto, records or pieces", "`auto`, `records`, `pieces`", "",
         "how a read of a file whose record prefix is not cached is served, see \"Random reads\""),
+    row<&C::clip_reads, &S::clip_reads, &parse_on_off>(
+        "clip_reads", "on or off", "`on`, `off`", "",
+        "whether the first read of a clip's frame whose record is not loaded reads its whole clip run at the level "
+        "in one request (`on`) or only the frame (`off`); per subtree as `user.fidelity.clip_reads`, see \"Clips\""),
     row<&C::order_ranks, &S::order_ranks, &parse_order_ranks>(
         "order_ranks", "stable or per-epoch", "`stable`, `per-epoch`", "",
         "whether rank orders keep each rank's records for the whole run, see \"Published read orders\""),

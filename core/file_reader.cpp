@@ -12,7 +12,7 @@
 namespace fid::core {
 
 FileReader::FileReader(const index::Store& store, storage::RecordSource& source, const config::Settings& settings,
-                       codec::L3BatchDecoder* gpu)
+                       codec::L3BatchDecoder* gpu, const LevelPolicy* clip_reads)
     : store_(store),
       source_(source),
       view_format_(settings.raw_format),
@@ -25,6 +25,7 @@ FileReader::FileReader(const index::Store& store, storage::RecordSource& source,
       views_(std::max<uint64_t>(settings.cache_bytes / 4, 8ull << 20)),
       sequential_memory_(config::sequential_memory_budget(settings)),
       gpu_(gpu),
+      clip_reads_(clip_reads),
       sequential_sizes_(new std::atomic<std::atomic<uint32_t>*>[static_cast<size_t>(store.levels()) + 1]()) {
   if (!gpu) return;
   L3Batcher::Options o{settings.gpu_batch, std::chrono::microseconds(settings.gpu_deadline_us)};
@@ -239,9 +240,11 @@ std::shared_ptr<const Prefix> FileReader::prefix_for(const index::File& f, int l
   const bool wait = !(random_records() && source_.pieces_while_loading());
   std::shared_ptr<const Prefix> pre = cache_.get(f.record, lvl, wait);
   if (!pre && random_records() && load_for_read(f.record, lvl, wait)) pre = cache_.get(f.record, lvl);
-  // A clip's frame whose record is not loaded: its clip run up to the level, one read for them all.
+  // A clip's frame whose record is not loaded: its clip run up to the level, one read for them all
+  // (unless clip_reads is off for it: a loader that takes one frame a clip reads that frame only).
   const index::ClipRun* clip = pre ? nullptr : store_.clip_of(f);
-  if (clip && !clip->level_end.empty()) pre = clip_prefix(*clip, level);
+  if (clip && !clip->level_end.empty() && (!clip_reads_ || clip_reads_->effective(f.id) == kClipReadsOn))
+    pre = clip_prefix(*clip, level);
   // Damage found when the prefix loaded (a transfer corrupted in flight, a flipped byte): this
   // file's own pieces are read again, so that a fault that has ended is forgotten at once.
   if (pre && pre->touches_bad(f.id)) return nullptr;

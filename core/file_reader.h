@@ -28,6 +28,7 @@
 #include "common/readings.h"
 #include "config/config.h"
 #include "core/l3_batcher.h"
+#include "core/level_policy.h"
 #include "core/memory_budget.h"
 #include "core/prefetcher.h"
 #include "core/record_cache.h"
@@ -39,9 +40,10 @@ namespace fid::core {
 
 class FileReader {
  public:
-  // `gpu`: the mount's batch decoder for L3 (null: decode on the CPU); must outlive the reader.
+  // `gpu`: the mount's batch decoder for L3 (null: decode on the CPU); `clip_reads`: per file,
+  // whether a clip's frame read reads its clip run (null: always). Both must outlive the reader.
   FileReader(const index::Store& store, storage::RecordSource& source, const config::Settings& settings,
-             codec::L3BatchDecoder* gpu);
+             codec::L3BatchDecoder* gpu, const LevelPolicy* clip_reads = nullptr);
   ~FileReader();
   FileReader(const FileReader&) = delete;
   FileReader& operator=(const FileReader&) = delete;
@@ -144,6 +146,7 @@ class FileReader {
   ViewCache views_;
   MemoryBudget sequential_memory_;  // what re-encodings in flight hold (sequential_memory)
   codec::L3BatchDecoder* gpu_;
+  const LevelPolicy* clip_reads_;
   std::unique_ptr<L3Batcher> batcher_;
   std::atomic<uint64_t> gpu_failures_{0}, failures_{0}, sequential_made_{0}, sequential_fallbacks_{0};
   // Per level 1..L, the size of each file's sequential re-encoding (0: not made yet); a level's

@@ -103,6 +103,7 @@ class Filesystem {
   const InodeMap inodes_;
   LevelPolicy policy_;
   LevelPolicy encodings_;  // kProgressive or kSequential per file, inherited like levels
+  LevelPolicy clip_reads_;  // kClipReadsOn or kClipReadsOff per file, inherited like levels
   const DisplayNames display_names_;
   FileReader reader_;
   OrderFiles orders_;

@@ -15,8 +15,14 @@ constexpr std::chrono::milliseconds kOwnEntryWait{200};
 }  // namespace
 
 LevelChanges::LevelChanges(const index::Store& store, const InodeMap& inodes, LevelPolicy& levels, LevelPolicy& encodings,
-                           const Namespace& names, unsigned workers)
-    : store_(store), inodes_(inodes), levels_(levels), encodings_(encodings), names_(names), workers_(workers) {}
+                           LevelPolicy& clip_reads, const Namespace& names, unsigned workers)
+    : store_(store),
+      inodes_(inodes),
+      levels_(levels),
+      encodings_(encodings),
+      clip_reads_(clip_reads),
+      names_(names),
+      workers_(workers) {}
 
 LevelChanges::~LevelChanges() { detach(); }
 
@@ -82,16 +88,45 @@ size_t LevelChanges::pending() const {
   return deferred_pending_ + own_pending_;
 }
 
+namespace {
+// What a setting is called in errors, its attribute and a value as the log shows it.
+struct SettingNames {
+  const char* noun;       // "level"
+  const char* plural;     // "levels"
+  const char* attribute;  // "scan_group"
+};
+SettingNames names_of(SubtreeSetting what) {
+  switch (what) {
+    case SubtreeSetting::scan_group: return {"level", "levels", "scan_group"};
+    case SubtreeSetting::encoding: return {"encoding", "an encoding", "encoding"};
+    case SubtreeSetting::clip_reads: break;
+  }
+  return {"clip_reads setting", "a clip_reads setting", "clip_reads"};
+}
+std::string value_text(SubtreeSetting what, int value) {
+  switch (what) {
+    case SubtreeSetting::scan_group: return std::to_string(value);
+    case SubtreeSetting::encoding: return std::string(config::encoding_name(encoding_of(value)));
+    case SubtreeSetting::clip_reads: break;
+  }
+  return value == kClipReadsOn ? "on" : "off";
+}
+}  // namespace
+
 Status LevelChanges::change(const Node& n, SubtreeSetting what, std::optional<int> value, int flags) {
-  const bool level = what == SubtreeSetting::scan_group;
+  const SettingNames names = names_of(what);
   if ((n.type != NodeType::dir && n.type != NodeType::file) || n.view)
-    return Error{EPERM, level ? "only live files and folders take a level (views have a fixed one)"
-                              : "only live files and folders take an encoding (views read as stored)"};
+    return Error{EPERM, what == SubtreeSetting::scan_group
+                            ? "only live files and folders take a level (views have a fixed one)"
+                            : fmt::format("only live files and folders take {} (views read as stored)", names.plural)};
   const bool file = n.type == NodeType::file;
   if (file && store_.files()[n.id].kind != index::FileKind::jpeg)
-    return Error{EINVAL, level ? "only JPEG files have levels" : "only JPEG files have an encoding"};
-  LevelPolicy& policy = level ? levels_ : encodings_;
-  const char* const name = level ? "level" : "encoding";
+    return Error{EINVAL, what == SubtreeSetting::scan_group ? std::string("only JPEG files have levels")
+                                                            : fmt::format("only JPEG files have {}", names.plural)};
+  LevelPolicy& policy = what == SubtreeSetting::scan_group ? levels_
+                        : what == SubtreeSetting::encoding ? encodings_
+                                                           : clip_reads_;
+  const char* const name = names.noun;
   const std::optional<int> cur = file ? policy.file_override(n.id) : policy.dir_override(n.id);
   if (value && (flags & XATTR_CREATE) && cur) return Error{EEXIST, fmt::format("the {} is already set", name)};
   if (value && (flags & XATTR_REPLACE) && !cur) return Error{ENODATA, fmt::format("no {} is set", name)};
@@ -99,23 +134,23 @@ Status LevelChanges::change(const Node& n, SubtreeSetting what, std::optional<in
   if (!(file ? policy.set_file(n.id, value) : policy.set_dir(n.id, value)))
     return value ? Error{EINVAL, fmt::format("bad {}", name)} : Error{ENODATA, fmt::format("no {} is set", name)};
   changes_.fetch_add(1, std::memory_order_relaxed);
-  names_.order_with_lookups();  // before reading is_known (see Namespace::order_with_lookups)
-  {
-    std::lock_guard lock(inflight_mu_);
-    ++invalidating_;
+  // A level or an encoding chooses the inode a name leads to: the kernel forgets the old ones.
+  if (what != SubtreeSetting::clip_reads) {
+    names_.order_with_lookups();  // before reading is_known (see Namespace::order_with_lookups)
+    {
+      std::lock_guard lock(inflight_mu_);
+      ++invalidating_;
+    }
+    if (kernel_.load()) invalidate(plan(n), file, file || n.id != 0);
+    {
+      std::lock_guard lock(inflight_mu_);
+      --invalidating_;
+    }
+    inflight_cv_.notify_all();
   }
-  if (kernel_.load()) invalidate(plan(n), file, file || n.id != 0);
-  {
-    std::lock_guard lock(inflight_mu_);
-    --invalidating_;
-  }
-  inflight_cv_.notify_all();
-  const std::string now = !value ? std::string("override removed")
-                          : level  ? std::to_string(*value)
-                                   : std::string(config::encoding_name(encoding_of(*value)));
   log_info("{}{}: {} {}", file ? "" : "directory ",
            file ? store_.relative_path(store_.files()[n.id]) : store_.relative_path(store_.dirs()[n.id]),
-           level ? "scan_group" : "encoding", now);
+           names.attribute, value ? value_text(what, *value) : std::string("override removed"));
   return {};
 }
 

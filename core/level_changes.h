@@ -63,14 +63,15 @@ class KernelCache {
   virtual void forget_inode(uint64_t ino) = 0;
 };
 
-// The two settings a file or folder takes per subtree; both choose a file's inode.
-enum class SubtreeSetting { scan_group, encoding };
+// The settings a file or folder takes per subtree: a level and an encoding choose a file's inode;
+// clip reads only how a miss is read, so a change of it invalidates nothing.
+enum class SubtreeSetting { scan_group, encoding, clip_reads };
 
 class LevelChanges {
  public:
   // `workers`: the threads answering requests (at most half of them invalidate at once).
   LevelChanges(const index::Store& store, const InodeMap& inodes, LevelPolicy& levels, LevelPolicy& encodings,
-               const Namespace& names, unsigned workers);
+               LevelPolicy& clip_reads, const Namespace& names, unsigned workers);
   ~LevelChanges();
   LevelChanges(const LevelChanges&) = delete;
   LevelChanges& operator=(const LevelChanges&) = delete;
@@ -98,7 +99,7 @@ class LevelChanges {
     std::optional<uint32_t> dir_;
   };
 
-  // Sets (a level 1..L, or kProgressive/kSequential) or removes (nullopt) the override of `what`
+  // Sets (a level 1..L, kProgressive/kSequential or kClipReadsOn/Off) or removes (nullopt) the override of `what`
   // of live file or folder n. `flags`: XATTR_CREATE / XATTR_REPLACE. Errors: EPERM (not a live
   // file or folder), EINVAL (not a JPEG or a bad value), EEXIST, ENODATA.
   Status change(const Node& n, SubtreeSetting what, std::optional<int> value, int flags);
@@ -129,6 +130,7 @@ class LevelChanges {
   const InodeMap& inodes_;
   LevelPolicy& levels_;
   LevelPolicy& encodings_;
+  LevelPolicy& clip_reads_;
   const Namespace& names_;
   const unsigned workers_;
   std::atomic<KernelCache*> kernel_{nullptr};

@@ -162,4 +162,8 @@ LevelPolicy make_encoding_policy(const index::Store& store, const config::Settin
   return policy_over_tree(store, 2, s.encoding == config::Encoding::sequential ? kSequential : kProgressive, {});
 }
 
+LevelPolicy make_clip_reads_policy(const index::Store& store, const config::Settings& s) {
+  return policy_over_tree(store, 2, s.clip_reads ? kClipReadsOn : kClipReadsOff, {});
+}
+
 }  // namespace fid::core

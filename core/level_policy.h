@@ -80,4 +80,10 @@ inline config::Encoding encoding_of(int value) {
 }
 LevelPolicy make_encoding_policy(const index::Store& store, const config::Settings& settings);
 
+// Whether a clip's frame read reads its whole clip run (config clip_reads), inherited the same
+// way from user.fidelity.clip_reads: a LevelPolicy over these two values.
+inline constexpr int kClipReadsOn = 1;
+inline constexpr int kClipReadsOff = 2;
+LevelPolicy make_clip_reads_policy(const index::Store& store, const config::Settings& settings);
+
 }  // namespace fid::core

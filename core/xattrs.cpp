@@ -47,22 +47,27 @@ Error not_writable(std::string_view name) {
   if (is_read_only(name)) return Error{EPERM, "read-only attribute"};
   if (key == "order_seed") return Error{EINVAL, "user.fidelity.order_seed is on the mount's root only"};
   return Error{ENOTSUP, "no such attribute: a level is user.fidelity.scan_group, an encoding "
-                        "user.fidelity.encoding, the order seed user.fidelity.order_seed (on the mount's root)"};
+                        "user.fidelity.encoding, clip reads user.fidelity.clip_reads, the order seed "
+                        "user.fidelity.order_seed (on the mount's root)"};
 }
 
 std::string encoding_text(int value) {
   return std::string(config::encoding_name(encoding_of(value)));
 }
 
+std::string clip_reads_text(int value) { return value == kClipReadsOn ? "on" : "off"; }
+
 }  // namespace
 
 bool Xattrs::is_ours(std::string_view name) { return key_of(name).has_value(); }
 
 Xattrs::Xattrs(const index::Store& store, const LevelPolicy& levels, const LevelPolicy& encodings,
-               const FileReader& reader, OrderFiles& orders, LevelChanges& changes, RandomReads& random_reads)
+               const LevelPolicy& clip_reads, const FileReader& reader, OrderFiles& orders, LevelChanges& changes,
+               RandomReads& random_reads)
     : store_(store),
       levels_(levels),
       encodings_(encodings),
+      clip_reads_(clip_reads),
       reader_(reader),
       orders_(orders),
       changes_(changes),
@@ -75,6 +80,7 @@ std::optional<std::string> Xattrs::file_value(const index::File& f, int view, st
     if (!jpeg) return std::nullopt;
     return encoding_text(view ? kProgressive : encodings_.effective(f.id));
   }
+  if (key == "clip_reads") return jpeg ? std::optional(clip_reads_text(clip_reads_.effective(f.id))) : std::nullopt;
   if (key == "kind") return std::string(index::kind_name(f.kind));
   if (key == "format") {
     if (f.kind != index::FileKind::l3) return std::nullopt;
@@ -102,6 +108,7 @@ Result<std::string> Xattrs::get(const Node& n, std::string_view name) const {
   if (n.type == NodeType::dir) {
     if (*key == "scan_group") v = std::to_string(n.view ? n.view : levels_.dir_effective(n.id));
     else if (*key == "encoding") v = encoding_text(n.view ? kProgressive : encodings_.dir_effective(n.id));
+    else if (*key == "clip_reads") v = clip_reads_text(clip_reads_.dir_effective(n.id));
     else if (is_order_seed(n, name)) v = std::to_string(orders_.seed());
   } else if (n.type == NodeType::file) {
     v = file_value(store_.files()[n.id], n.view, *key);
@@ -118,12 +125,14 @@ std::string Xattrs::list(const Node& n) const {
   if (n.type == NodeType::dir) {
     add("scan_group");
     add("encoding");
+    add("clip_reads");
     if (n.view == 0 && n.id == 0) add("order_seed");
   } else if (n.type == NodeType::file) {
     const index::FileKind kind = store_.files()[n.id].kind;
     if (kind == index::FileKind::jpeg) {
       add("scan_group");
       add("encoding");
+      add("clip_reads");
     }
     for (auto k : kReadOnly)
       if (k != "format" || kind == index::FileKind::l3) add(k);
@@ -173,6 +182,11 @@ Status Xattrs::change(const Node& n, std::string_view name, std::string_view val
     return changes_.change(n, SubtreeSetting::encoding, *e == config::Encoding::sequential ? kSequential : kProgressive,
                            flags);
   }
+  if (key_of(name) == "clip_reads") {
+    const std::optional<bool> on = config::parse_on_off(value_text(value));
+    if (!on) return Error{EINVAL, "clip_reads is on or off"};
+    return changes_.change(n, SubtreeSetting::clip_reads, *on ? kClipReadsOn : kClipReadsOff, flags);
+  }
   if (key_of(name) != "scan_group") return not_writable(name);
   auto level = config::parse_level(value_text(value));
   if (!level || (*level != config::kFull && *level > store_.levels())) return Error{EINVAL, "not a level of this store"};
@@ -191,6 +205,7 @@ Status Xattrs::remove_change(const Node& n, std::string_view name) {
   }
   if (!key_of(name)) return no_data();
   if (key_of(name) == "encoding") return changes_.change(n, SubtreeSetting::encoding, std::nullopt, 0);
+  if (key_of(name) == "clip_reads") return changes_.change(n, SubtreeSetting::clip_reads, std::nullopt, 0);
   if (key_of(name) != "scan_group") return not_writable(name);
   return level_changed(changes_.change(n, SubtreeSetting::scan_group, std::nullopt, 0));
 }

@@ -1,5 +1,5 @@
-// The extended attributes under user.fidelity.*: a file's or folder's level (scan_group) and
-// encoding (progressive or sequential), the two that can be set, the order seed on the root (order_seed, settable), and read-only facts about
+// The extended attributes under user.fidelity.*: a file's or folder's level (scan_group),
+// encoding (progressive or sequential) and clip reads (on or off), the three that can be set, the order seed on the root (order_seed, settable), and read-only facts about
 // a file (kind, levels, bytes per level, record, storage position, source size, L3 view format).
 // Any other attribute cannot be stored on a read-only tree.
 #pragma once
@@ -22,8 +22,9 @@ namespace fid::core {
 class Xattrs {
  public:
   // A level or order seed set here is handed to `random_reads`, which depends on both.
-  Xattrs(const index::Store& store, const LevelPolicy& levels, const LevelPolicy& encodings, const FileReader& reader,
-         OrderFiles& orders, LevelChanges& changes, RandomReads& random_reads);
+  Xattrs(const index::Store& store, const LevelPolicy& levels, const LevelPolicy& encodings,
+         const LevelPolicy& clip_reads, const FileReader& reader, OrderFiles& orders, LevelChanges& changes,
+         RandomReads& random_reads);
 
   // Whether `name` is one of ours (user.fidelity.*).
   static bool is_ours(std::string_view name);
@@ -52,6 +53,7 @@ class Xattrs {
   const index::Store& store_;
   const LevelPolicy& levels_;
   const LevelPolicy& encodings_;
+  const LevelPolicy& clip_reads_;
   const FileReader& reader_;
   OrderFiles& orders_;
   LevelChanges& changes_;

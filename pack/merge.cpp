@@ -27,8 +27,9 @@ namespace fsys = std::filesystem;
 namespace {
 
 // Meta keys that the parts of one pack share; a difference means they are not parts of one pack.
-constexpr const char* kSharedKeys[] = {"source_digest", "seed",           "levels",
-                                       "level_scripts", "format_version", "record_bytes"};
+// (format_version is compared without the clips' bump: a part that found no clips is format 3 or
+// 4, one that did 5; see same_format.)
+constexpr const char* kSharedKeys[] = {"source_digest", "seed", "levels", "level_scripts", "record_bytes"};
 
 struct Part {
   fsys::path dir;
@@ -39,6 +40,7 @@ struct Part {
   Shard shard;
   uint32_t records = 0;      // records of this part
   uint32_t record_base = 0;  // the merged id of its record 0
+  bool clips = false;        // it has a clips table (format 5)
 };
 
 const std::string& name_of(const Part& p) { return p.name; }
@@ -79,9 +81,7 @@ fid::Result<Part> open_part(const fsys::path& dir, const std::string& name) {
   if (*version > static_cast<uint64_t>(index::kFormatVersion))
     return fid::Error{EINVAL, fmt::format("{}: store format version {} is newer than this fidelityfs supports ({})",
                                           name, p.meta["format_version"], index::kFormatVersion)};
-  if (*version >= static_cast<uint64_t>(index::kClipsFormatVersion))
-    return fid::Error{EINVAL, fmt::format("{}: a part with clips (format {}): merge does not carry clips yet; pack the "
-                                          "source whole instead", name, *version)};
+  p.clips = *version >= static_cast<uint64_t>(index::kClipsFormatVersion);
   for (const char* key : {"shard", "source_digest", "level_scripts"})
     if (!p.meta.count(key)) return not_a_part(name, fmt::format("no {} in its meta (packed by an older fidelityfs)", key));
   p.meta.try_emplace("layout", "scan");  // stores of format 3 and older
@@ -106,6 +106,9 @@ fid::Status check_parts(std::vector<Part>& parts) {
         return fid::Error{EINVAL, fmt::format("{} and {}: not parts of one {}: {} {} and {}", name_of(first), name_of(p),
                                               std::string(key) == "source_digest" ? "source" : "pack", key, a, b)};
     }
+    if (!p.clips && !first.clips && p.meta.at("format_version") != first.meta.at("format_version"))
+      return fid::Error{EINVAL, fmt::format("{} and {}: not parts of one pack: format_version {} and {}", name_of(first),
+                                            name_of(p), first.meta.at("format_version"), p.meta.at("format_version"))};
     if (p.shard.count != first.shard.count)
       return fid::Error{EINVAL, fmt::format("{} and {}: not parts of one pack: shard {} and shard {}", name_of(first),
                                             name_of(p), shard_text(first.shard), shard_text(p.shard))};
@@ -172,6 +175,9 @@ class MergeWriter {
   fid::Status link_records();
   fid::Status merge_files(const std::vector<std::string>& folders);
   fid::Status copy_skipped();
+  // The parts' clips tables, in part order, renumbered, their records moved: a part's records
+  // follow the part before's, so the rows stay in record and slot order.
+  fid::Status copy_clips();
   // Inserts the files row at `q` (a part's) with `insert` as file `id`, its record moved by `record_base`.
   static fid::Status copy_file(const index::SqliteStatement& q, int64_t id, uint32_t record_base,
                                index::SqliteStatement& insert);
@@ -203,8 +209,10 @@ fid::Status MergeWriter::begin() {
 fid::Status MergeWriter::write_meta() {
   fid::Result<index::SqliteStatement> st = db_->prepare("INSERT INTO meta(key, value) VALUES (?1, ?2)");
   if (!st) return std::move(st).error();
+  const bool clips = std::any_of(parts_.begin(), parts_.end(), [](const Part& p) { return p.clips; });
   for (auto [key, value] : parts_[0].meta) {
     if (key == "shard") value = shard_text(Shard{});
+    if (key == "format_version" && clips) value = std::to_string(index::kClipsFormatVersion);
     if (key == "created_unix")
       value = std::to_string(
           std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count());
@@ -367,6 +375,33 @@ fid::Status MergeWriter::copy_skipped() {
   return {};
 }
 
+fid::Status MergeWriter::copy_clips() {
+  if (std::none_of(parts_.begin(), parts_.end(), [](const Part& p) { return p.clips; })) return {};
+  if (fid::Status made = db_->exec(index::kClipsSchema); !made) return made;
+  fid::Result<index::SqliteStatement> st =
+      db_->prepare("INSERT INTO clips(id, dir, record, first_slot, frames) VALUES (?1, ?2, ?3, ?4, ?5)");
+  if (!st) return std::move(st).error();
+  int64_t id = 0;
+  for (Part& p : parts_) {
+    if (!p.clips) continue;
+    fid::Result<index::SqliteStatement> q = p.db->prepare("SELECT dir, record, first_slot, frames FROM clips ORDER BY id");
+    if (!q) return std::move(q).error();
+    fid::Status copied = q->each_row([&]() -> fid::Status {
+      const int64_t record = q->integer(1);
+      if (record < 0 || record >= p.records)  // the rest is checked when the store loads
+        return fid::Error{EINVAL, fmt::format("{}: corrupt index: clip of record {}", name_of(p), record)};
+      st->bind(1, id++);
+      st->bind(2, q->integer(0));
+      st->bind(3, record + p.record_base);
+      st->bind(4, q->integer(2));
+      st->bind(5, q->integer(3));
+      return st->run();
+    });
+    if (!copied) return copied;
+  }
+  return {};
+}
+
 // Writes the merged index into `tmp` (records linked, index complete and renamed into place).
 fid::Result<MergeReport> write_store(std::vector<Part>& parts, TempStore& tmp, const MergeIo& io,
                                      const std::atomic<bool>& cancel) {
@@ -381,6 +416,7 @@ fid::Result<MergeReport> write_store(std::vector<Part>& parts, TempStore& tmp, c
     if (written) written = w.link_records();
     if (written) written = w.merge_files(*folders);
     if (written) written = w.copy_skipped();
+    if (written) written = w.copy_clips();
     if (written) written = w.finish();
     if (!written) return std::move(written).error();
     report = w.report;

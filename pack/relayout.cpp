@@ -78,7 +78,11 @@ Status update_index(const index::Store& store, index::StoreLayout layout, const 
     return meta->run();
   };
   Status s = put("layout", std::string(index::layout_name(layout)));
-  if (s) s = put("format_version", std::to_string(layout == index::StoreLayout::file ? index::kFileLayoutFormatVersion : index::kScanLayoutFormatVersion));
+  // A store with clips stays format 5 in either layout: the clips table is kept as it is.
+  const int version = !store.clip_runs().empty()            ? index::kClipsFormatVersion
+                      : layout == index::StoreLayout::file ? index::kFileLayoutFormatVersion
+                                                           : index::kScanLayoutFormatVersion;
+  if (s) s = put("format_version", std::to_string(version));
   if (!s) return s;
   Result<index::SqliteStatement> rec = db.prepare("UPDATE records SET layout = ?1, region_ends = ?2 WHERE id = ?3");
   if (!rec) return std::move(rec).error();
@@ -251,22 +255,33 @@ Status relayout_record(const index::Store& store, uint32_t r, std::span<const ui
     }
     for (size_t i = 1; i < pieces_per_file; ++i) at[i] = at[i - 1] + region_bytes[i - 1];
   }
-  for (uint32_t id : members) {
-    const auto pieces = store.pieces(store.files()[id]);
-    for (size_t i = 0; i < pieces.size(); ++i) {
-      uint64_t& pos = at[to == index::RecordLayout::scan ? i : 0];
-      std::memcpy(out.data() + pos, in.data() + pieces[i].offset, pieces[i].size);
-      pos += pieces[i].size;
+  auto copy = [&](const index::File& f, size_t i) {
+    const index::Piece& p = store.pieces(f)[i];
+    uint64_t& pos = at[to == index::RecordLayout::scan ? i : 0];
+    std::memcpy(out.data() + pos, in.data() + p.offset, p.size);
+    pos += p.size;
+  };
+  // A file record lays each clip run by level (docs/FORMAT.md "Clips"): every frame's piece 0,
+  // then every frame's piece 1, ...; a scan record lays clips' frames as any file's.
+  const std::span<const index::ClipRun> runs = store.clip_runs().subspan(rec.clip_begin, rec.clip_count);
+  size_t next_run = 0;
+  for (size_t slot = 0; slot < members.size(); ++slot) {
+    if (to == index::RecordLayout::file && next_run < runs.size() && runs[next_run].first_slot == slot) {
+      const std::span<const uint32_t> frames = members.subspan(slot, runs[next_run].frames);
+      for (size_t i = 0; i < pieces_per_file; ++i)
+        for (uint32_t id : frames) copy(store.files()[id], i);
+      slot += frames.size() - 1;
+      ++next_run;
+      continue;
     }
+    const index::File& f = store.files()[members[slot]];
+    for (size_t i = 0; i < f.piece_count; ++i) copy(f, i);
   }
   return {};
 }
 
 Status relayout_allowed(const index::Store& store) {
   const int v = store.format_version();
-  if (v >= index::kClipsFormatVersion)
-    return Error{EINVAL, fmt::format("{}: a store with clips (format {}): relayout does not carry clips yet; pack the "
-                                     "source again with the other --layout instead", store.location(), v)};
   if (v >= index::kScanLayoutFormatVersion) return {};
   return Error{EINVAL, fmt::format("{}: format version {}: relayout writes format {} or {} and cannot carry an index of "
                                    "format {} (its pieces are described differently); pack the source again instead",

@@ -6,13 +6,15 @@ for at most SECONDS (then the clips done so far count).
 
   clip_reader.py frames ROOT LIST   # LIST: clip folders relative to ROOT, one a line (rawframes)
   clip_reader.py gulp INDEX         # chunk files of concatenated frames: one pread a clip, as
-                                    # GulpIO reads
+                                    # GulpIO reads (--direct: with O_DIRECT, the clip's pages
+                                    # around it, as the mount reads its store)
   clip_reader.py make-gulp ROOT LIST OUT   # writes those chunk files (100 clips each, every
                                     # frame 4-byte aligned, as GulpIO's) and OUT/index.json
-  options: --threads 4 --seed 0 --seconds 20 --frames all|sparse
+  options: --threads 4 --seed 0 --seconds 20 --frames all|sparse --direct
 """
 import argparse
 import json
+import mmap
 import os
 import random
 import re
@@ -44,21 +46,28 @@ def frames_reader(root, which):
     return read_clip
 
 
-def gulp_reader(index):
+def gulp_reader(index, direct):
     chunks = {}
     lock = threading.Lock()
 
     def fd_of(path):
         with lock:
             if path not in chunks:
-                chunks[path] = os.open(path, os.O_RDONLY)
+                chunks[path] = os.open(path, os.O_RDONLY | (os.O_DIRECT if direct else 0))
             return chunks[path]
 
     def read_clip(clip):
         entry = index["clips"][clip]
-        data = os.pread(fd_of(entry["chunk"]), entry["bytes"], entry["offset"])  # the whole clip: one read
-        assert len(data) == entry["bytes"]
-        return len(data)
+        if not direct:
+            data = os.pread(fd_of(entry["chunk"]), entry["bytes"], entry["offset"])  # the whole clip: one read
+            assert len(data) == entry["bytes"]
+            return len(data)
+        start, end = entry["offset"] // 4096 * 4096, -(-(entry["offset"] + entry["bytes"]) // 4096) * 4096
+        buf = mmap.mmap(-1, end - start)  # page-aligned, as O_DIRECT needs
+        got = os.preadv(fd_of(entry["chunk"]), [buf], start)
+        assert got >= entry["offset"] + entry["bytes"] - start
+        buf.close()
+        return entry["bytes"]
     return read_clip
 
 
@@ -90,6 +99,7 @@ def main():
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--seconds", type=float, default=20)
     ap.add_argument("--frames", choices=("all", "sparse"), default="all")
+    ap.add_argument("--direct", action="store_true", help="gulp: read with O_DIRECT")
     a = ap.parse_args()
     if a.mode == "make-gulp":
         return make_gulp(*a.paths)
@@ -102,7 +112,7 @@ def main():
         with open(a.paths[0]) as f:
             index = json.load(f)
         clips = sorted(index["clips"])
-        read_clip = gulp_reader(index)
+        read_clip = gulp_reader(index, a.direct)
     random.Random(a.seed).shuffle(clips)
     nxt, done, total_bytes = [0], [0], [0]
     lock = threading.Lock()

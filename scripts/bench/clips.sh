@@ -7,6 +7,8 @@
 #   ext4      the rawframes folders, a file a frame;
 #   gulp      GulpIO-like: each clip's frames concatenated in chunk files of 100 clips, one pread a
 #             clip (clip_reader.py make-gulp);
+#   gulp-direct  the same reads with O_DIRECT, as the mount reads its store: the blkio model
+#             charges buffered reads less than direct ones (docs/BENCHMARKS.md, "Video clips");
 #   full, L5  the mount (pack's defaults: clips auto, file layout) at full and at level 5, with the
 #             default cache and with cache=32MiB (a store bigger than the cache).
 # Two sets made from real photos (scripts/bench/make_clips.py): Jester-like (JESTER clips x 36
@@ -63,13 +65,14 @@ cg_reads() { awk -v d="$dev" '$1 == d && $2 == "Read" {r = $3} END {print r + 0}
 run() {
   local what=$1 dir=$2 frames=$3 seed=$4 out q0 opts
   case $what in
-    ext4 | gulp)
+    ext4 | gulp | gulp-direct)
       cold
       q0=$(cg_reads)
       if [[ $what == ext4 ]]; then
         out=$(in_cgroup "$cg" /usr/bin/python3 "$reader" frames "$dir/src" "$dir/list" --frames "$frames" --seed "$seed" --seconds "$seconds")
       else
-        out=$(in_cgroup "$cg" /usr/bin/python3 "$reader" gulp "$dir/gulp/index.json" --seed "$seed" --seconds "$seconds")
+        out=$(in_cgroup "$cg" /usr/bin/python3 "$reader" gulp "$dir/gulp/index.json" --seed "$seed" --seconds "$seconds" \
+          $([[ $what == gulp-direct ]] && echo --direct))
       fi ;;
     *)
       opts="scan_group=${what%% *}"
@@ -86,7 +89,7 @@ run() {
   echo "$(field "$out" clips_per_s) $(x "($(cg_reads) - $q0) / $clips")"
 }
 
-contenders=("ext4" "gulp" "full" "L5" "full 32MiB" "L5 32MiB")
+contenders=("ext4" "gulp" "gulp-direct" "full" "L5" "full 32MiB" "L5 32MiB")
 for set in ${SETS:-jester kinetics}; do
   if [[ $set == jester ]]; then dir=$(make_set jester "${JESTER:-300}" 36); else dir=$(make_set kinetics "${KINETICS:-100}" 64); fi
   dev=$(disk_of "$dir/src")
@@ -109,6 +112,7 @@ for set in ${SETS:-jester kinetics}; do
     printf '\ngoals: full >= 10x ext4: %s (%.1fx); full >= 0.9x gulp: %s (%.2fx)' "$(met "$(ratio full ext4) >= 10")" \
       "$(ratio full ext4)" "$(met "$(ratio full gulp) >= 0.9")" "$(ratio full gulp)"
     printf '; 32MiB: %.1fx ext4, %.2fx gulp' "$(ratio "full 32MiB" ext4)" "$(ratio "full 32MiB" gulp)"
+    printf '; against gulp-direct: full %.2fx, 32MiB %.2fx' "$(ratio full gulp-direct)" "$(ratio "full 32MiB" gulp-direct)"
     [[ $set == kinetics ]] && printf '; L5 >= 1.1x full: %s (%.2fx; 32MiB %.2fx)' "$(met "$(ratio L5 full) >= 1.1")" \
       "$(ratio L5 full)" "$(ratio "L5 32MiB" "full 32MiB")"
     [[ $frames == sparse ]] && printf '; sparse >= 5x ext4: %s' "$(met "$(ratio "full 32MiB" ext4) >= 5")"

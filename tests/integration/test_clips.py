@@ -2,6 +2,7 @@
 store says so (inspect, format 5, the second reader), every frame reads right at every level, and
 a clip read frame by frame, or sparse as TSN reads it, costs one storage read at any level; an
 image-classification store gets no clips."""
+import errno
 import json
 import os
 import subprocess
@@ -50,15 +51,21 @@ def frames_of(st, folder):
     return sorted((r for r in st.files if os.path.dirname(r) == folder), key=lambda r: int(r.split("_")[-1][:-4]))
 
 
-def test_pack_keeps_each_clip_together_in_frame_order(clip_store):
-    st = Store(clip_store)
-    assert st.version == 5 and index_meta(clip_store)["format_version"] == "5"
-    st.check_headers()
+def clip_frames(st):
+    """Each clip's folder: its frames' names in the order its runs hold them."""
     by_slot = {(f["record"], f["slot"]): rel for rel, f in st.files.items()}
     runs = {}
     for c in st.clips:
         names = [by_slot[(c["record"], c["first_slot"] + j)] for j in range(c["frames"])]
         runs.setdefault(os.path.dirname(names[0]), []).extend(names)
+    return runs
+
+
+def test_pack_keeps_each_clip_together_in_frame_order(clip_store):
+    st = Store(clip_store)
+    assert st.version == 5 and index_meta(clip_store)["format_version"] == "5"
+    st.check_headers()
+    runs = clip_frames(st)
     assert len(runs) == CLIPS
     for folder, names in runs.items():
         assert names == frames_of(st, folder), folder  # img_2 before img_10, no frame of another file between
@@ -121,3 +128,82 @@ def test_published_orders_draw_a_clip_as_one_unit(clip_store, mnt):
                 frames = frames_of(st, folder)
                 if len(at) == len(frames):  # the whole clip in this order: together, in frame order
                     assert at == list(range(at[0], at[0] + len(at))) and [got[i] for i in at] == frames, name
+
+
+def test_relayout_carries_clips_both_ways(clip_store, tmp_path):
+    """file -> scan -> file: the clips table and format 5 stay, every frame reads the same bytes
+    at every level from the second reader, and the way back gives the packed records exactly."""
+    st = Store(clip_store)
+    scan, back = str(tmp_path / "scan"), str(tmp_path / "back")
+    for src, out, layout in ((clip_store, scan, "scan"), (scan, back, "file")):
+        subprocess.run([fid_bin(), "relayout", src, out, "--layout", layout, "--progress", "off"],
+                       capture_output=True, text=True, check=True)
+    for store in (scan, back):
+        got = Store(store)
+        assert got.version == 5 and got.clips == st.clips, store
+        got.check_headers()
+        subprocess.run([fid_bin(), "verify", store, "--progress", "off"], capture_output=True, check=True)
+        for rel in st.files:
+            assert got.all_levels(rel) == st.all_levels(rel), (store, rel)
+    for path, _, _ in st.records.values():
+        with open(os.path.join(clip_store, path), "rb") as a, open(os.path.join(back, path), "rb") as b:
+            assert a.read() == b.read(), path
+
+
+def test_clip_reads_off_reads_each_frame_alone(clip_store, mnt):
+    """clip_reads=off on one clip's folder: its frames are read alone (a read a range of their
+    pieces, which lie by level in the run), the bytes
+    unchanged, while another clip still costs one read; -o clip_reads=off turns it off mount-wide.
+    The attribute is inherited as levels are and takes only on or off."""
+    st = Store(clip_store)
+    folders = sorted({os.path.dirname(r) for r in st.files if "video_" in r})
+    off, on = folders[0], folders[1]
+
+    def ranges(folder):  # a frame's pieces up to level 5, as contiguous ranges: by level in its run
+        n = 0
+        for r in frames_of(st, folder):
+            pieces = st.files[r]["pieces"][:6]
+            n += 1 + sum(a[0] + a[1] != b[0] for a, b in zip(pieces, pieces[1:]))
+        return n
+
+    def reads_for(folder):
+        before = json.loads(read(os.path.join(mnt, ".fidelity", "stats")))
+        for r in frames_of(st, folder):
+            assert read(os.path.join(mnt, r)) == st.read(r, 5), r
+        after = json.loads(read(os.path.join(mnt, ".fidelity", "stats")))
+        return after["storage_reads"] - before["storage_reads"], after["clips"]["loads"] - before["clips"]["loads"]
+
+    with mounted(clip_store, mnt, "-o", "random_reads=pieces,scan_group=5"):
+        os.setxattr(os.path.join(mnt, off), "user.fidelity.clip_reads", b"off")
+        frame = os.path.join(mnt, frames_of(st, off)[0])
+        assert os.getxattr(frame, "user.fidelity.clip_reads") == b"off"
+        assert os.getxattr(os.path.join(mnt, on), "user.fidelity.clip_reads") == b"on"
+        assert "user.fidelity.clip_reads" in os.listxattr(frame)
+        with pytest.raises(OSError) as e:
+            os.setxattr(frame, "user.fidelity.clip_reads", b"sometimes")
+        assert e.value.errno == errno.EINVAL
+        assert reads_for(off) == (ranges(off), 0)
+        assert reads_for(on) == (1, 1)
+    with mounted(clip_store, mnt, "-o", "random_reads=pieces,scan_group=5,clip_reads=off"):
+        assert reads_for(on) == (ranges(on), 0)
+        os.setxattr(os.path.join(mnt, folders[2]), "user.fidelity.clip_reads", b"on")
+        assert reads_for(folders[2]) == (1, 1)
+
+
+def test_merge_carries_clips(clip_tree, clip_store, tmp_path):
+    """pack --shard keeps each clip in one part; merging the parts gives the single pack's files
+    and bytes, and the same clips, each a run of its frames in frame order (format 5)."""
+    parts = []
+    for i in range(3):
+        parts.append(str(tmp_path / f"part{i}"))
+        subprocess.run([fid_bin(), "pack", str(clip_tree), parts[-1], "--shard", f"{i}/3", "--progress", "off",
+                        "--record-bytes", "256KiB"], capture_output=True, text=True, check=True)
+    merged = str(tmp_path / "merged")
+    subprocess.run([fid_bin(), "merge", *parts, merged], capture_output=True, text=True, check=True)
+    st, single = Store(merged), Store(clip_store)
+    assert st.version == 5 and len(st.clips) == len(single.clips)
+    assert clip_frames(st) == clip_frames(single)
+    assert st.files.keys() == single.files.keys()
+    for rel in single.files:
+        assert st.all_levels(rel) == single.all_levels(rel), rel
+    subprocess.run([fid_bin(), "verify", merged, "--progress", "off"], capture_output=True, check=True)
