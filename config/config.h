@@ -63,8 +63,9 @@ std::string_view raw_names_name(RawNames n);
 enum class Encoding { progressive, sequential };
 std::string_view encoding_name(Encoding e);
 std::optional<Encoding> parse_encoding(std::string_view s);
-// "on" or "off" (any case): true or false.
+// "on" or "off" (any case): true or false; and back.
 std::optional<bool> parse_on_off(std::string_view s);
+std::string_view on_off_name(bool on);
 // How the mount answers directory listings: READDIRPLUS (every entry with its attributes, so the
 // kernel instantiates it), plain READDIR (names and types; a file gets a LOOKUP when first
 // opened), or the kernel's choice (FUSE_CAP_READDIRPLUS_AUTO).

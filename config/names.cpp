@@ -5,6 +5,7 @@ namespace fid::config {
 
 std::string_view raw_names_name(RawNames n) { return n == RawNames::keep ? "keep" : "ext"; }
 std::string_view encoding_name(Encoding e) { return e == Encoding::sequential ? "sequential" : "progressive"; }
+std::string_view on_off_name(bool on) { return on ? "on" : "off"; }
 std::string_view addressing_name(Addressing a) {
   switch (a) {
     case Addressing::path: return "path";

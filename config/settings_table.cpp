@@ -88,7 +88,7 @@ std::optional<unsigned> in_range(std::string_view s) { return parse_in_range(s, 
 
 // ---- a row's functions, made from its members ------------------------------------------------
 
-SettingValue to_value(bool v) { return std::string(v ? "on" : "off"); }
+SettingValue to_value(bool v) { return std::string(on_off_name(v)); }
 SettingValue to_value(unsigned v) { return uint64_t{v}; }
 SettingValue to_value(uint64_t v) { return v; }
 SettingValue to_value(const std::string& v) { return v; }

@@ -109,7 +109,7 @@ std::string value_text(SubtreeSetting what, int value) {
     case SubtreeSetting::encoding: return std::string(config::encoding_name(encoding_of(value)));
     case SubtreeSetting::clip_reads: break;
   }
-  return value == kClipReadsOn ? "on" : "off";
+  return std::string(config::on_off_name(value == kClipReadsOn));
 }
 }  // namespace
 

@@ -99,8 +99,8 @@ class LevelChanges {
     std::optional<uint32_t> dir_;
   };
 
-  // Sets (a level 1..L, kProgressive/kSequential or kClipReadsOn/Off) or removes (nullopt) the override of `what`
-  // of live file or folder n. `flags`: XATTR_CREATE / XATTR_REPLACE. Errors: EPERM (not a live
+  // Sets (a level 1..L, kProgressive/kSequential or kClipReadsOn/Off) or removes (nullopt) the
+  // override of `what` of live file or folder n. `flags`: XATTR_CREATE / XATTR_REPLACE. Errors: EPERM (not a live
   // file or folder), EINVAL (not a JPEG or a bad value), EEXIST, ENODATA.
   Status change(const Node& n, SubtreeSetting what, std::optional<int> value, int flags);
 

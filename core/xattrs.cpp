@@ -55,7 +55,7 @@ std::string encoding_text(int value) {
   return std::string(config::encoding_name(encoding_of(value)));
 }
 
-std::string clip_reads_text(int value) { return value == kClipReadsOn ? "on" : "off"; }
+std::string clip_reads_text(int value) { return std::string(config::on_off_name(value == kClipReadsOn)); }
 
 }  // namespace
 

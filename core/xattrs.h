@@ -1,6 +1,7 @@
 // The extended attributes under user.fidelity.*: a file's or folder's level (scan_group),
-// encoding (progressive or sequential) and clip reads (on or off), the three that can be set, the order seed on the root (order_seed, settable), and read-only facts about
-// a file (kind, levels, bytes per level, record, storage position, source size, L3 view format).
+// encoding (progressive or sequential) and clip reads (on or off), the three that can be set;
+// the order seed on the root (order_seed, settable); read-only facts about a file (kind, levels,
+// bytes per level, record, storage position, source size, L3 view format).
 // Any other attribute cannot be stored on a read-only tree.
 #pragma once
 
