@@ -28,7 +28,6 @@ readers=${READERS:-4}
 cache=${CACHE:-32MiB}
 [[ $EUID == 0 ]] || { echo "clips_s3.sh: needs root (network namespace, tc, drop_caches, mounts)" >&2; exit 2; }
 reader=$root/scripts/bench/clip_reader.py
-proxy_py=$root/tests/integration/fault_proxy.py
 set_dir=$BENCH_DIR/clips-$kind-${clips}x$frames_per_clip  # clips.sh's set, made the same way
 
 # ---- outside the namespace: build, the set and its two stores; then the namespace ---------------
@@ -69,13 +68,8 @@ for store in store store-noclips; do
   aws --endpoint-url "$rgw" s3 cp --only-show-errors --recursive "$set_dir/$store" "s3://$bucket/$store"
 done
 
-tc qdisc add dev lo root tbf rate "${tbf_mbit}mbit" burst 512kb latency 100ms
-exec {proxy_fd}< <(exec /usr/bin/python3 "$proxy_py" --upstream "${rgw#http://}" 2>"$work/proxy.err")
-proxy_pid=$!
-read -r -t 10 word proxy_port <&"$proxy_fd" && [[ $word == PORT ]] ||
-  { echo "clips_s3.sh: the fault proxy did not start: $(tail -n 5 "$work/proxy.err")" >&2; exit 1; }
-purl=http://127.0.0.1:$proxy_port
-curl -sf -X POST "$purl/__fault__?mode=none&latency_ms=$rtt_ms" >/dev/null
+# The link: tbf on this namespace's loopback, the proxy adding RTT_MS to every request.
+emulated_link "$rgw" "$tbf_mbit" "$rtt_ms" "$work/proxy.err"
 gets() { curl -sf "$purl/__fault__/stats" | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["by_method"].get("GET", 0))'; }
 export -n AWS_ENDPOINT_URL
 

@@ -116,6 +116,22 @@ run_in_netns() {
   exit $rc
 }
 
+# emulated_link UPSTREAM TBF_MBIT RTT_MS LOG (inside a namespace of run_in_netns): a tc tbf of
+# TBF_MBIT on the namespace's loopback, and tests/integration/fault_proxy.py in front of UPSTREAM (a
+# URL) adding RTT_MS to every request, its stderr in LOG. Sets proxy_pid and purl (its URL). The
+# proxy prints "PORT n" once it listens: that line is read from its stdout (kept open so that it
+# never writes into a closed pipe), waiting at most 10 s.
+emulated_link() {
+  local word port
+  tc qdisc add dev lo root tbf rate "${2}mbit" burst 512kb latency 100ms
+  exec {proxy_fd}< <(exec /usr/bin/python3 "$root/tests/integration/fault_proxy.py" --upstream "${1#http://}" 2>"$4")
+  proxy_pid=$!
+  read -r -t 10 word port <&"$proxy_fd" && [[ $word == PORT ]] ||
+    { echo "$(basename "$0"): the fault proxy did not start: $(tail -n 5 "$4")" >&2; exit 1; }
+  purl=http://127.0.0.1:$port
+  curl -sf -X POST "$purl/__fault__?mode=none&latency_ms=$3" >/dev/null
+}
+
 # med NAME KEY: the median of the runs' values R[NAME,KEY] (the caller's associative array R, as
 # below).
 med() { tr ' ' '\n' <<<"${R[$1,$2]}" | grep . | median; }

@@ -23,7 +23,6 @@ tbf_mbit=${TBF_MBIT:-800}
 rtt_ms=${RTT_MS:-20}
 jobs=${JOBS:-2}
 [[ $EUID == 0 ]] || { echo "pack_s3.sh: needs root (network namespace, tc, drop_caches)" >&2; exit 2; }
-proxy_py=$root/tests/integration/fault_proxy.py
 work=$BENCH_DIR/pack-s3
 
 if [[ -z ${FIDBENCH_INNER:-} ]]; then
@@ -55,13 +54,8 @@ s3 mb "s3://$bucket" >&2
 s3 cp --only-show-errors --recursive --exclude .done "$src" "s3://$bucket/raw"
 head -c $((128 << 20)) /dev/urandom >"$work/link-test"
 
-tc qdisc add dev lo root tbf rate "${tbf_mbit}mbit" burst 512kb latency 100ms
-exec {proxy_fd}< <(exec /usr/bin/python3 "$proxy_py" --upstream "${rgw#http://}" 2>"$work/proxy.err")
-proxy_pid=$!
-read -r -t 10 word proxy_port <&"$proxy_fd" && [[ $word == PORT ]] ||
-  { echo "pack_s3.sh: the fault proxy did not start: $(tail -n 5 "$work/proxy.err")" >&2; exit 1; }
-purl=http://127.0.0.1:$proxy_port
-curl -sf -X POST "$purl/__fault__?mode=none&latency_ms=$rtt_ms" >/dev/null
+# The link: tbf on this namespace's loopback, the proxy adding RTT_MS to every request.
+emulated_link "$rgw" "$tbf_mbit" "$rtt_ms" "$work/proxy.err"
 export AWS_ENDPOINT_URL=$purl  # every fidelityfs request goes through the link
 
 # (RGW wants x-amz-content-sha256, which curl does not send by itself)

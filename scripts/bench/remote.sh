@@ -45,7 +45,6 @@ peer_files=${PEER_FILES:-1000}
 cache=${CACHE:-256MiB}
 [[ $EUID == 0 ]] || { echo "remote.sh: needs root (network namespace, tc, drop_caches, mounts)" >&2; exit 2; }
 rb=$root/build/scripts/bench/readbench
-proxy_py=$root/tests/integration/fault_proxy.py
 work=$BENCH_DIR/remote
 # LAYOUT=file: the store packed with --layout file (the same files and records, each JPEG's levels
 # back to back); the peers read the same raw tree either way.
@@ -106,15 +105,7 @@ rm -f "$work/link-test"
 printf 'uploaded in %.0f s\n' "$(echo "$(now) - $t0" | bc -l)" >&2
 
 # The link: tbf on this namespace's loopback, the proxy adding RTT_MS to every request.
-tc qdisc add dev lo root tbf rate "${tbf_mbit}mbit" burst 512kb latency 100ms
-# The proxy prints "PORT n" once it listens: read that line from its stdout (kept open so that
-# it never writes into a closed pipe), waiting at most 10 s.
-exec {proxy_fd}< <(exec /usr/bin/python3 "$proxy_py" --upstream "${rgw#http://}" 2>"$work/proxy.err")
-proxy_pid=$!
-read -r -t 10 word proxy_port <&"$proxy_fd" && [[ $word == PORT ]] ||
-  { echo "remote.sh: the fault proxy did not start: $(tail -n 5 "$work/proxy.err")" >&2; exit 1; }
-purl=http://127.0.0.1:$proxy_port
-curl -sf -X POST "$purl/__fault__?mode=none&latency_ms=$rtt_ms" >/dev/null
+emulated_link "$rgw" "$tbf_mbit" "$rtt_ms" "$work/proxy.err"
 pstats() { curl -sf "$purl/__fault__/stats"; }
 preset() { curl -sf -X POST "$purl/__fault__/reset-stats" >/dev/null; }
 # the proxy's counters: "bytes_out GET requests"
