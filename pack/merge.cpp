@@ -28,7 +28,7 @@ namespace {
 
 // Meta keys that the parts of one pack share; a difference means they are not parts of one pack.
 // (format_version is compared without the clips' bump: a part that found no clips is format 3 or
-// 4, one that did 5; see same_format.)
+// 4, one that did 5: check_parts compares it among the parts without clips.)
 constexpr const char* kSharedKeys[] = {"source_digest", "seed", "levels", "level_scripts", "record_bytes"};
 
 struct Part {
