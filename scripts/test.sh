@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 jobs=$(nproc)
-step() { printf '\n=== %s\n' "$*"; }
+step() { printf '\n=== %s  [%d s into the run]\n' "$*" "$SECONDS"; }  # the times show where CI's minutes go
 
 step "dependencies"
 scripts/deps.sh test
@@ -143,4 +143,5 @@ step "fuzz executions per target (${FUZZ_SECONDS:-20}s each)"
 
 step "integration tests (real mounts)"
 export FIDELITYFS_BIN=$root/build/cli/fidelityfs FIDELITYFS_TSAN_BIN=$root/build-tsan/cli/fidelityfs
-/usr/bin/python3 -m pytest -q -p no:cacheprovider --durations=15 tests/integration
+/usr/bin/python3 -m pytest -q -p no:cacheprovider --durations=25 tests/integration
+step "done"
