@@ -18,6 +18,7 @@
 #include "pack/packer.h"
 #include "pack/remote_source.h"
 #include "pack/s3_jobs.h"
+#include "video/video_frames.h"
 
 namespace fid::cli {
 
@@ -144,7 +145,12 @@ int run_pack(const pack::PackOptions& opt, PackRemote remote, const std::string&
     fmt::print("l3: {:.1f} MB from {:.1f} MB of lossless sources ({:.3f} of the sources)\n",
                static_cast<double>(r.l3_bytes) / 1e6, static_cast<double>(r.l3_source_bytes) / 1e6,
                r.l3_source_bytes ? static_cast<double>(r.l3_bytes) / static_cast<double>(r.l3_source_bytes) : 0.0);
+  if (r.videos.videos > 0)
+    fmt::print("videos: {} ({:.1f} MB) into {} frames ({:.1f} MB of JPEGs at quality {}, before levels)\n", r.videos.videos,
+               static_cast<double>(r.videos.video_bytes) / 1e6, r.videos.frames,
+               static_cast<double>(r.videos.frame_bytes) / 1e6, opt.video_frames ? opt.video_frames->quality : 0);
   print_notes("blob", r.blobbed);
+  print_notes("video cut short", r.videos.cut_short);
   print_notes("skipped", r.skipped);
   if (!r.skipped.empty() && !allow_skipped) {
     fmt::print(stderr,
@@ -198,6 +204,12 @@ void register_pack(CLI::App& app, int& exit_code) {
                   "which folders are clips, a video's frames kept together and read in one request: auto (numbered "
                   "JPEGs of one size, as rawframes: 00001.jpg ..., img_00001.jpg ...), off, or a glob of folder paths")
       ->capture_default_str();
+  auto video = std::make_shared<std::string>();
+  CLI::Option* video_opt =
+      cmd->add_option("--video-frames", *video,
+                      "decode videos (.mp4 .webm .mkv .avi .mov) into clip folders of JPEG frames, VIDEO/img_00001.jpg "
+                      "...; optional fps=N,short_side=S,quality=Q (default: the video's frames and size, quality 95)")
+          ->expected(0, 1);
   auto shard = std::make_shared<std::string>("0/1");
   cmd->add_option("--shard", *shard,
                   "I/N: pack only part I of N of the source (the files whose path hashes to I; every folder), "
@@ -213,8 +225,21 @@ void register_pack(CLI::App& app, int& exit_code) {
   cmd->add_flag("--allow-skipped", *allow_skipped,
                 "exit 0 although source entries were skipped (unreadable, links, ...; else exit 1, the store "
                 "written without them)");
-  cmd->callback([opt, progress, levels, layout, clips, shard, sources, source_list, store_opts, allow_skipped, &exit_code] {
+  cmd->callback([opt, progress, levels, layout, clips, video, video_opt, shard, sources, source_list, store_opts,
+                 allow_skipped, &exit_code] {
     opt->levels = *levels == "fast" ? codec::LevelScripts::fast : codec::LevelScripts::pcr;
+    if (video_opt->count() > 0) {
+      fid::Result<video::FramesOptions> frames = video::parse_frames_options(*video);
+      if (!frames) {
+        fmt::print(stderr, "fidelityfs pack: --video-frames {}{}\n", frames.error().message,
+                   video->find('=') == std::string::npos ? " (a path after --video-frames is taken as its options: "
+                                                            "write the paths first, or --video-frames=)"
+                                                          : "");
+        exit_code = kExitUsage;
+        return;
+      }
+      opt->video_frames = *frames;
+    }
     if (!pack::parse_clip_rule(*clips, opt->clips)) {
       fmt::print(stderr, "fidelityfs pack: --clips: expected auto, off or a glob of folders\n");
       exit_code = kExitUsage;

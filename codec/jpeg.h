@@ -7,6 +7,7 @@
 #include <span>
 #include <vector>
 
+#include "codec/image.h"
 #include "common/error.h"
 
 namespace fid::codec {
@@ -59,6 +60,11 @@ bool looks_like_jpeg(std::span<const uint8_t> data);
 // ENOMEM when memory runs out.
 fid::Result<ProgressiveJpeg> transcode_progressive(std::span<const uint8_t> source,
                                                    LevelScripts scripts = LevelScripts::pcr);
+
+// A baseline JPEG of gray or RGB samples at `quality` (1-100, libjpeg's scale), 4:2:0 for RGB,
+// with libjpeg's standard Huffman tables (pack's transcode optimizes them). EINVAL for other
+// channel counts or sizes a JPEG cannot have, ENOMEM when memory runs out.
+fid::Result<std::vector<uint8_t>> encode_jpeg(const ImageView& image, int quality);
 
 // A fully decoded JPEG: the samples in libjpeg's output colour space, interleaved.
 struct DecodedImage {

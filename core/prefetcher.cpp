@@ -9,13 +9,29 @@ constexpr uint32_t kTolerance = 4;  // positions between an access and an earlie
 }  // namespace
 
 bool OrderDetector::on_access(uint32_t p, uint32_t tolerance) {
-  bool seq = false;
-  for (size_t k = 0; k < recent_n_ && !seq; ++k) seq = recent_[k] < p && p - recent_[k] <= tolerance;
-  recent_[recent_head_] = p;
-  recent_head_ = (recent_head_ + 1) % kRecent;
-  recent_n_ = std::min(recent_n_ + 1, kRecent);
-  score_ = seq ? std::min(score_ + 1, kMaxScore) : std::max(score_ - kMissPenalty, 0);
-  return following();
+  ++accesses_;
+  for (size_t k = 0; k < streams_n_; ++k) {
+    Stream& s = streams_[k];
+    if (p > s.front && p - s.front <= tolerance) {
+      s.score = accesses_ - s.used <= kStreams ? std::min(s.score + 1, kMaxScore) : 1;
+      s.front = p;
+    } else if (p > s.front || s.front - p > tolerance) {
+      continue;
+    }
+    s.used = accesses_;
+    return s.score >= kFollowScore;
+  }
+  Stream* slot = streams_n_ < kStreams ? &streams_[streams_n_++]
+                                       : std::min_element(streams_, streams_ + kStreams,
+                                                          [](const Stream& a, const Stream& b) { return a.used < b.used; });
+  *slot = Stream{p, 0, accesses_};
+  return false;
+}
+
+bool OrderDetector::following() const {
+  for (size_t k = 0; k < streams_n_; ++k)
+    if (streams_[k].score >= kFollowScore && accesses_ - streams_[k].used <= kStreams) return true;
+  return false;
 }
 
 Prefetcher::Prefetcher(const index::Store& store, RecordCache& cache, ReadStats& stats, uint64_t window_bytes,

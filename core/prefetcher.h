@@ -19,28 +19,36 @@
 
 namespace fid::core {
 
-// Says whether accesses follow an order: an access is in order when one of the last kRecent
-// positions precedes it closely (within `tolerance`: reader threads run a little out of step).
-// Ranks sharing a mount read separate stretches of positions (their own records), so each
-// rank's accesses find its own earlier ones among the recent positions. The score rises by
-// one per in-order access and falls fast otherwise; the detector follows once it reaches
-// kFollowScore.
+// Says whether accesses follow an order. It keeps kStreams streams, each the front (furthest
+// position) of one reader's progress: an access a little ahead of a stream's front (within
+// `tolerance`) extends it and raises its score, one a little behind it (reader threads run out of
+// step) keeps it alive, and any other access starts a stream in place of the stalest. A score
+// only rises while its stream is extended densely (within kStreams accesses of the last time);
+// random access, which lands near a front only by chance, keeps restarting it. Ranks sharing a
+// mount and DataLoader workers each extend their own stream, and readers in random order beside
+// them (a random sampler, a `find`) churn only the other streams: they never lower a follower's
+// score. An access is followed when its stream's score has reached kFollowScore.
 class OrderDetector {
  public:
-  static constexpr size_t kRecent = 16;
+  static constexpr size_t kStreams = 16;
   static constexpr int kFollowScore = 8;
   static constexpr int kMaxScore = 32;
-  static constexpr int kMissPenalty = 4;
 
-  // Records an access at order position p; returns whether the detector now follows.
+  // Records an access at order position p; returns whether its stream is followed.
   bool on_access(uint32_t p, uint32_t tolerance);
-  bool following() const { return score_ >= kFollowScore; }
+  // Whether some stream is followed and was extended within the last kStreams accesses.
+  bool following() const;
   void reset() { *this = OrderDetector(); }
 
  private:
-  uint32_t recent_[kRecent] = {};
-  size_t recent_n_ = 0, recent_head_ = 0;
-  int score_ = 0;
+  struct Stream {
+    uint32_t front = 0;
+    int score = 0;
+    uint64_t used = 0;  // the access count when last extended, for replacing the stalest
+  };
+  Stream streams_[kStreams];
+  size_t streams_n_ = 0;
+  uint64_t accesses_ = 0;
 };
 
 // How many prefix loads run at once: at least kMinLoads, more while fewer than `target` bytes

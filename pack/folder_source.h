@@ -13,6 +13,7 @@ class FolderSource final : public PackSource {
   explicit FolderSource(std::filesystem::path root) : root_(std::move(root)) {}
   fid::Result<SourceTree> list(const std::atomic<bool>& cancel) override;
   fid::Result<SourceBytes> read(const SourceTree& tree, uint32_t i) const override;
+  std::string local_path(const SourceTree& tree, uint32_t i) const override { return (root_ / tree.rel(i)).string(); }
 
  private:
   std::filesystem::path root_;

@@ -257,6 +257,12 @@ class PackSource {
   // of a source read at random: a remote source fetches ahead in it. Reads then come from
   // several threads, roughly (not exactly) in this order.
   virtual void will_read(const std::vector<uint32_t>& order) { (void)order; }
+  // The path of file `i` when it is a local file that a reader may open itself (a video is read
+  // a little at a time, never whole); empty when the source has none.
+  virtual std::string local_path(const SourceTree& tree, uint32_t i) const {
+    (void)tree, (void)i;
+    return {};
+  }
   // True when a file that cannot be read fails the pack: a remote source's reads fail for the
   // storage's reasons (gone since listed, denied, unreachable), and a store silently without
   // those files would be wrong. False: the file is skipped with the reason, as a local file

@@ -27,6 +27,8 @@ fid::Result<bool> sources_are_tars(const std::vector<fsys::path>& sources);
 namespace {
 
 constexpr int kLevels = codec::kJpegLevels;
+
+unsigned pack_jobs(const PackOptions& opt) { return opt.jobs ? opt.jobs : std::max(1u, std::thread::hardware_concurrency()); }
 // The rows of the index while the records are written (IndexWriter), inside the temporary folder.
 constexpr const char* kIndexScratchFile = "index.scratch";
 
@@ -149,7 +151,7 @@ fid::Status write_records(const PackOptions& opt, PackSource& source, const Sour
                           const std::vector<Clip>& clips, const std::vector<bool>& in_shard, RecordWriter& writer,
                           ProgressTicker& ticker, const std::atomic<bool>& cancel) {
   const uint32_t n = tree.files.size();
-  const unsigned jobs = opt.jobs ? opt.jobs : std::max(1u, std::thread::hardware_concurrency());
+  const unsigned jobs = pack_jobs(opt);
   std::optional<std::vector<uint32_t>> streamed = source.stream_order();
   StorageOrder order;
   if (streamed) {
@@ -297,7 +299,10 @@ fid::Result<PackReport> pack_unguarded(const PackOptions& opt, PackIo io,
   if (!tmp) return std::move(tmp).error();
   const fsys::path& tmp_path = (*tmp)->path();
 
+  PackReport report;
   std::unique_ptr<PackSource> source = io.source ? std::move(io.source) : local_source(opt);
+  if (opt.video_frames)
+    source = video_frames_source(std::move(source), *opt.video_frames, tmp_path, pack_jobs(opt), report.videos);
   fid::Result<SourceTree> listed = source->list(cancel);
   if (!listed) return std::move(listed).error();
   if (cancel) return interrupted();
@@ -314,7 +319,6 @@ fid::Result<PackReport> pack_unguarded(const PackOptions& opt, PackIo io,
 
   fid::Result<std::unique_ptr<IndexWriter>> index = IndexWriter::create(tmp_path / kIndexScratchFile);
   if (!index) return std::move(index).error();
-  PackReport report;
   RecordWriter writer(opt, tmp_path, tree, **index, report, io.destination);
   ProgressTicker ticker(progress, t0);
   ticker.counts().files_total = tree.files.size();

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,7 @@
 #include "pack/clips.h"
 #include "pack/pack_source.h"
 #include "pack/shard.h"
+#include "pack/video_source.h"
 #include "index/store.h"
 
 namespace fid::pack {
@@ -38,6 +40,9 @@ struct PackOptions {
   // Which folders are clips, each kept together in the storage order (pack/clips.h). A source
   // read in its own order (a compressed tar) has none.
   ClipRule clips;
+  // `--video-frames`: videos become clip folders of JPEG frames (pack/video_source.h); unset, a
+  // video is a file like any other (a blob).
+  std::optional<video::FramesOptions> video_frames;
 };
 
 struct PackProgress {
@@ -54,6 +59,7 @@ struct PackReport {
   std::vector<uint64_t> bytes_by_level;                      // all JPEGs at level 1..L
   uint64_t source_bytes = 0, store_bytes = 0, records = 0, dirs = 0;
   uint64_t clips = 0, clip_frames = 0;  // clip folders found, and their files
+  VideoSummary videos;                  // --video-frames: the videos turned into frames
   double seconds = 0;
 };
 

@@ -5,12 +5,12 @@ set -euo pipefail
 what=${1:-build}
 pkgs=(build-essential cmake pkg-config libfuse3-dev fuse3 libjpeg62-turbo-dev libturbojpeg0-dev
       libjpeg-turbo-progs libsqlite3-dev libyaml-cpp-dev libcli11-dev nlohmann-json3-dev libxxhash-dev
-      libfmt-dev liburing-dev libspng-dev libarchive-dev libcurl4-openssl-dev libssl-dev libpng-dev attr python3 python3-pil python3-numpy
+      libfmt-dev liburing-dev libspng-dev libarchive-dev libavformat-dev libavcodec-dev libswscale-dev libavutil-dev libcurl4-openssl-dev libssl-dev libpng-dev attr python3 python3-pil python3-numpy
       dpkg-dev file)  # the last two: cpack's Debian package (dpkg-shlibdeps, and file to find the binaries)
 if [[ $what == test || $what == bench ]]; then
   pkgs+=(libgtest-dev clang libclang-rt-14-dev python3-pytest python3-xxhash python3-torch python3-torchvision
          parallel zstd python3-setuptools python3-wheel python3-pip python3-prometheus-client python3-skimage python3-yaml python3-matplotlib man-db universal-ctags
-         nginx-light openssl curl awscli radosgw ceph-mon ceph-osd ceph-common)
+         nginx-light openssl curl awscli ffmpeg radosgw ceph-mon ceph-osd ceph-common)
 fi
 if [[ $what == bench ]]; then
   pkgs+=(squashfuse squashfs-tools bc libwebp-dev webp python3-matplotlib libbenchmark-dev s3fs rclone iproute2

@@ -77,11 +77,12 @@ def test_every_level_reads_sequential_with_the_progressive_pixels(edge_store, mn
                 assert os.getxattr(p, XE) == b"sequential"
                 frame, scans = frame_and_scans(data)
                 assert frame in (0xC0, 0xC1), (rel, level, hex(frame))
-                assert pixels_pil(data)[0] == pixels_pil(progressive)[0]
-                assert np.array_equal(pixels_pil(data)[1], pixels_pil(progressive)[1]), (rel, level)
+                (got_mode, got), (want_mode, want) = pixels_pil(data), pixels_pil(progressive)
+                assert got_mode == want_mode
+                assert np.array_equal(got, want), (rel, level)
                 if djpeg:
                     assert pixels_djpeg(data) == pixels_djpeg(progressive), (rel, level)
-                if pixels_pil(progressive)[0] in ("L", "RGB"):  # torchvision reads no CMYK
+                if want_mode in ("L", "RGB"):  # torchvision reads no CMYK
                     got = torchvision_io.decode_jpeg(torch.frombuffer(bytearray(data), dtype=torch.uint8))
                     want = torchvision_io.decode_jpeg(torch.frombuffer(bytearray(progressive), dtype=torch.uint8))
                     assert torch.equal(got, want), (rel, level)

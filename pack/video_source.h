@@ -1,0 +1,41 @@
+// `pack --video-frames`: the videos of a source (.mp4 .webm .mkv .avi .mov) become clip folders
+// of JPEG frames. VIDEO.mp4 becomes the folder VIDEO holding img_00001.jpg ... (mmaction2's
+// names), each frame a JPEG of the options' quality that pack then transcodes and levels like
+// any other. The videos are decoded while the source is listed, several at once, each frame
+// written to a scratch file next to the store as soon as it is encoded (unlinked at once: a
+// crash leaves nothing), so that memory holds one frame per video being decoded.
+#pragma once
+
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "pack/pack_source.h"
+#include "video/video_frames.h"
+
+namespace fid::pack {
+
+// What became of each video: its frames' folder or why it is not in the store.
+struct VideoSummary {
+  uint64_t videos = 0, video_bytes = 0, frames = 0, frame_bytes = 0;  // the videos packed as frames
+  std::vector<std::pair<std::string, std::string>> cut_short;           // folder, what was kept and why
+  // The clip folders' video attributes (index::VideoRow), by folder path.
+  struct Folder {
+    std::string rel;
+    video::VideoInfo info;
+    uint64_t source_bytes = 0;
+  };
+  std::vector<Folder> folders;
+};
+
+// True for the names --video-frames decodes (the extension, in any case).
+bool is_video_name(std::string_view name);
+
+// `inner` with its videos turned into frames. `scratch_dir` holds the frames until pack has read
+// them; `jobs` videos decode at once. The summary is filled by list().
+std::unique_ptr<PackSource> video_frames_source(std::unique_ptr<PackSource> inner, const video::FramesOptions& opt,
+                                                std::filesystem::path scratch_dir, unsigned jobs,
+                                                VideoSummary& summary);
+
+}  // namespace fid::pack
