@@ -1,0 +1,156 @@
+"""pack --video-frames over a real mount, on videos the ffmpeg CLI made (tests/fixtures/make_videos.py):
+each video a clip folder of img_00001.jpg ... whose frame count is ffprobe's, each frame at full
+within 40 dB PSNR of the ffmpeg CLI's decode (compared in luma, where colour conversion cannot
+differ), rotation applied, odd sizes, 10-bit and VFR taken; a video cut short keeps what decodes
+and says so; an audio-only file is skipped with its reason; fps and short_side as ffmpeg's
+filters count and size; without --video-frames videos stay byte-identical blobs."""
+import glob
+import io
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from conftest import REPO, _photos, fid_bin
+from fidstore import Store
+from mountutil import mounted
+from mountutil import read_file as read
+
+pytestmark = pytest.mark.skipif(shutil.which("ffmpeg") is None, reason="the ffmpeg CLI makes the test videos")
+
+DECODABLE = ["h264.mp4", "vp9.webm", "phone.mp4", "odd.mkv", "deep.mkv", "vfr.mkv", "cut.mp4"]
+
+
+@pytest.fixture(scope="module")
+def videos(tmp_path_factory):
+    out = str(tmp_path_factory.mktemp("videos") / "src")
+    photos = _photos()
+    photo = sorted(glob.glob(os.path.join(photos, "*.jpg")))[:1] if photos else []
+    subprocess.run([sys.executable, os.path.join(REPO, "tests", "fixtures", "make_videos.py"), "--out", out,
+                    *(["--photo", photo[0]] if photo else [])], check=True, capture_output=True)
+    return out
+
+
+def pack(src, store, *extra):
+    return subprocess.run([fid_bin(), "pack", src, store, "--progress", "off", *extra], capture_output=True, text=True)
+
+
+@pytest.fixture(scope="module")
+def video_store(videos, tmp_path_factory):
+    store = str(tmp_path_factory.mktemp("videos") / "store")
+    p = pack(videos, store, "--video-frames", "--allow-skipped")
+    assert p.returncode == 0, p.stderr
+    return store, p.stdout
+
+
+def ffprobe_frames(path):
+    p = subprocess.run(["ffprobe", "-v", "error", "-count_frames", "-select_streams", "v:0", "-show_entries",
+                        "stream=nb_read_frames", "-of", "csv=p=0", path], capture_output=True, text=True, check=True)
+    return int(p.stdout.split(",")[0].strip())  # (a rotated stream adds its side data after a comma)
+
+
+def ffmpeg_luma(path, width, height, *vf):
+    """The ffmpeg CLI's decode of every frame (rotation applied, no frame dropped or repeated), as
+    full-range luma, one array of frames."""
+    p = subprocess.run(["ffmpeg", "-v", "error", "-i", path, *vf, "-vsync", "passthrough", "-f", "rawvideo",
+                        "-pix_fmt", "gray", "-"], capture_output=True, check=True)
+    return np.frombuffer(p.stdout, np.uint8).reshape(-1, height, width)
+
+
+def luma(jpeg):
+    im = Image.open(io.BytesIO(jpeg))
+    im.draft("YCbCr", im.size)  # libjpeg's own samples, before any conversion to RGB
+    return np.asarray(im)[..., 0].astype(np.float64)
+
+
+def psnr(a, b):
+    mse = np.mean((a - b.astype(np.float64)) ** 2)
+    return 99.0 if mse == 0 else 10 * np.log10(255.0 ** 2 / mse)
+
+
+def test_every_frame_matches_the_ffmpeg_cli(videos, video_store, mnt):
+    store, _ = video_store
+    st = Store(store)
+    with mounted(store, mnt):
+        assert sorted(os.listdir(mnt)) == sorted([v.rsplit(".", 1)[0] for v in DECODABLE] + ["notes.txt"])
+        for video in DECODABLE:
+            folder = os.path.join(mnt, video.rsplit(".", 1)[0])
+            names = sorted(os.listdir(folder))
+            n = ffprobe_frames(os.path.join(videos, video))
+            assert names == [f"img_{k:05d}.jpg" for k in range(1, n + 1)], (video, len(names), n)
+            width, height = Image.open(os.path.join(folder, names[0])).size
+            want = ffmpeg_luma(os.path.join(videos, video), width, height)
+            assert len(want) == n, video
+            worst = min(psnr(luma(read(os.path.join(folder, name))), want[k]) for k, name in enumerate(names))
+            assert worst >= 40.0, (video, worst)
+            # Every level is a JPEG of the same size.
+            for level in (1, 5):
+                im = Image.open(io.BytesIO(read(os.path.join(mnt, ".fidelity", "sg", str(level), video.rsplit(".", 1)[0],
+                                                             names[-1]))))
+                im.load()
+                assert im.size == (width, height)
+        assert Image.open(os.path.join(mnt, "phone", "img_00001.jpg")).size == (180, 320)  # turned upright
+        assert Image.open(os.path.join(mnt, "odd", "img_00001.jpg")).size == (161, 97)
+        assert read(os.path.join(mnt, "notes.txt")) == open(os.path.join(videos, "notes.txt"), "rb").read()
+    # Each video's frames are one clip, in frame order.
+    by_slot = {(f["record"], f["slot"]): rel for rel, f in st.files.items()}
+    runs = {}
+    for c in st.clips:
+        names = [by_slot[(c["record"], c["first_slot"] + j)] for j in range(c["frames"])]
+        runs.setdefault(os.path.dirname(names[0]), []).extend(names)
+    assert sorted(runs) == sorted(v.rsplit(".", 1)[0] for v in DECODABLE)
+    for folder, names in runs.items():
+        assert names == sorted(names), folder
+
+
+def test_pack_says_what_it_kept_and_skipped(videos, video_store, tmp_path):
+    _, out = video_store
+    total = sum(ffprobe_frames(os.path.join(videos, v)) for v in DECODABLE)
+    assert f"videos: {len(DECODABLE)} (" in out and f"into {total} frames" in out, out
+    assert f"clips: {len(DECODABLE)} folders of frames ({total} files)" in out, out
+    cut = ffprobe_frames(os.path.join(videos, "cut.mp4"))
+    assert f"video cut short: cut: kept {cut} frames: " in out, out
+    assert "skipped: sound.mp4: no video stream" in out, out
+    # Without --allow-skipped the audio-only file fails the pack, the store written all the same.
+    p = pack(videos, str(tmp_path / "strict"), "--video-frames")
+    assert p.returncode == 1 and "1 source entry was skipped" in p.stderr, p.stderr
+    assert os.path.exists(tmp_path / "strict" / "index.sqlite")
+
+
+def test_fps_and_short_side_as_the_ffmpeg_filters(videos, tmp_path, mnt):
+    store = str(tmp_path / "store")
+    p = pack(videos, store, "--video-frames", "fps=10,short_side=96,quality=90", "--allow-skipped")
+    assert p.returncode == 0, p.stderr
+    with mounted(store, mnt):
+        for video in DECODABLE:
+            folder = os.path.join(mnt, video.rsplit(".", 1)[0])
+            frames = sorted(os.listdir(folder))
+            q = subprocess.run(["ffmpeg", "-v", "error", "-i", os.path.join(videos, video), "-vf", "fps=10", "-f",
+                                "framemd5", "-"], capture_output=True, text=True, check=True)
+            want = sum(1 for line in q.stdout.splitlines() if line and not line.startswith("#"))
+            assert len(frames) == want, (video, len(frames), want)
+            size = Image.open(os.path.join(folder, frames[0])).size
+            assert min(size) == 96, (video, size)
+        assert Image.open(os.path.join(mnt, "phone", "img_00001.jpg")).size == (96, 171)
+
+
+def test_without_the_option_videos_are_blobs_and_bad_options_are_usage_errors(videos, tmp_path, mnt):
+    store = str(tmp_path / "plain")
+    p = pack(videos, store)
+    assert p.returncode == 0, p.stderr
+    with mounted(store, mnt):
+        for video in DECODABLE + ["sound.mp4"]:
+            assert read(os.path.join(mnt, video)) == open(os.path.join(videos, video), "rb").read(), video
+    for bad, why in (("fps=0", "fps takes a positive rate"), ("short_side=4", "short_side takes pixels"),
+                     ("quality=101", "quality takes 1 to 100"), ("speed=2", "expected fps=N")):
+        p = pack(videos, str(tmp_path / "bad"), f"--video-frames={bad}")
+        assert p.returncode == 2 and why in p.stderr, (bad, p.stderr)
+        assert not os.path.exists(tmp_path / "bad")
+    # A path right after the option is taken as its options: the message says so.
+    p = subprocess.run([fid_bin(), "pack", "--video-frames", videos, str(tmp_path / "bad")], capture_output=True,
+                       text=True)
+    assert p.returncode == 2 and "write the paths first" in p.stderr, p.stderr
