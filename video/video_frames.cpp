@@ -82,6 +82,19 @@ struct MemoryReader {
   }
 };
 
+// A stranger's video may claim any size: frames larger than this are refused before they are
+// converted (an 8K frame is 33 megapixels).
+constexpr uint64_t kMaxFramePixels = 64ull << 20;
+constexpr int kMaxFrameSide = 16384;
+
+fid::Status check_frame_size(int width, int height) {
+  if (width <= 0 || height <= 0 || width > kMaxFrameSide || height > kMaxFrameSide ||
+      static_cast<uint64_t>(width) * static_cast<uint64_t>(height) > kMaxFramePixels)
+    return fid::Error{EINVAL, "frames of " + std::to_string(width) + "x" + std::to_string(height) +
+                                  " pixels are over the limit (16384 a side, 64 megapixels)"};
+  return {};
+}
+
 void quiet_libav() {
   static std::once_flag once;
   std::call_once(once, [] { av_log_set_level(AV_LOG_QUIET); });  // reasons come back as errors
@@ -147,6 +160,9 @@ fid::Result<Opened> open_video(const VideoInput& input, MemoryReader& memory, co
   }
   o.stream = rc;
   AVStream* st = f->streams[rc];
+  if (st->codecpar->width > 0 && st->codecpar->height > 0)  // else known from the first frame
+    if (fid::Status fits = check_frame_size(st->codecpar->width, st->codecpar->height); !fits)
+      return std::move(fits).error();
   for (unsigned i = 0; i < f->nb_streams; ++i)
     if (static_cast<int>(i) != rc) f->streams[i]->discard = AVDISCARD_ALL;
   o.codec.reset(avcodec_alloc_context3(decoder));
@@ -213,11 +229,15 @@ class FrameSink {
 
   // picture_ = the frame as RGB, scaled and turned.
   fid::Status convert(const AVFrame* frame) {
+    if (fid::Status fits = check_frame_size(frame->width, frame->height); !fits) return fits;
     uint32_t w = static_cast<uint32_t>(frame->width), h = static_cast<uint32_t>(frame->height);
     if (opt_.short_side != 0) {
       const double scale = static_cast<double>(opt_.short_side) / std::min(w, h);
       w = static_cast<uint32_t>(std::max(1L, std::lround(w * scale)));
       h = static_cast<uint32_t>(std::max(1L, std::lround(h * scale)));
+      if (fid::Status fits = check_frame_size(static_cast<int>(std::min(w, 1u << 20)), static_cast<int>(std::min(h, 1u << 20)));
+          !fits)
+        return fits;
     }
     sws_.reset(sws_getCachedContext(sws_.release(), frame->width, frame->height, static_cast<AVPixelFormat>(frame->format),
                                     static_cast<int>(w), static_cast<int>(h), AV_PIX_FMT_RGB24,
