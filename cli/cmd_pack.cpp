@@ -162,6 +162,28 @@ int run_pack(const pack::PackOptions& opt, PackRemote remote, const std::string&
   return kExitOk;
 }
 
+CLI::Option* add_video_frames_option(CLI::App* cmd, std::string& text) {
+  return cmd
+      ->add_option("--video-frames", text,
+                   "decode videos (.mp4 .webm .mkv .avi .mov) into clip folders of JPEG frames, VIDEO/img_00001.jpg "
+                   "...; optional fps=N,short_side=S,quality=Q (default: the video's frames and size, quality 95)")
+      ->expected(0, 1);
+}
+
+// --video-frames' options into opt; false (the message printed) when they are wrong.
+bool take_video_frames(const std::string& text, pack::PackOptions& opt) {
+  fid::Result<video::FramesOptions> frames = video::parse_frames_options(text);
+  if (!frames) {
+    fmt::print(stderr, "fidelityfs pack: --video-frames {}{}\n", frames.error().message,
+               text.find('=') == std::string::npos ? " (a path after --video-frames is taken as its options: "
+                                                     "write the paths first, or --video-frames=)"
+                                                   : "");
+    return false;
+  }
+  opt.video_frames = *frames;
+  return true;
+}
+
 }  // namespace
 
 void register_pack(CLI::App& app, int& exit_code) {
@@ -205,11 +227,7 @@ void register_pack(CLI::App& app, int& exit_code) {
                   "JPEGs of one size, as rawframes: 00001.jpg ..., img_00001.jpg ...), off, or a glob of folder paths")
       ->capture_default_str();
   auto video = std::make_shared<std::string>();
-  CLI::Option* video_opt =
-      cmd->add_option("--video-frames", *video,
-                      "decode videos (.mp4 .webm .mkv .avi .mov) into clip folders of JPEG frames, VIDEO/img_00001.jpg "
-                      "...; optional fps=N,short_side=S,quality=Q (default: the video's frames and size, quality 95)")
-          ->expected(0, 1);
+  CLI::Option* video_opt = add_video_frames_option(cmd, *video);
   auto shard = std::make_shared<std::string>("0/1");
   cmd->add_option("--shard", *shard,
                   "I/N: pack only part I of N of the source (the files whose path hashes to I; every folder), "
@@ -228,17 +246,9 @@ void register_pack(CLI::App& app, int& exit_code) {
   cmd->callback([opt, progress, levels, layout, clips, video, video_opt, shard, sources, source_list, store_opts,
                  allow_skipped, &exit_code] {
     opt->levels = *levels == "fast" ? codec::LevelScripts::fast : codec::LevelScripts::pcr;
-    if (video_opt->count() > 0) {
-      fid::Result<video::FramesOptions> frames = video::parse_frames_options(*video);
-      if (!frames) {
-        fmt::print(stderr, "fidelityfs pack: --video-frames {}{}\n", frames.error().message,
-                   video->find('=') == std::string::npos ? " (a path after --video-frames is taken as its options: "
-                                                            "write the paths first, or --video-frames=)"
-                                                          : "");
-        exit_code = kExitUsage;
-        return;
-      }
-      opt->video_frames = *frames;
+    if (video_opt->count() > 0 && !take_video_frames(*video, *opt)) {
+      exit_code = kExitUsage;
+      return;
     }
     if (!pack::parse_clip_rule(*clips, opt->clips)) {
       fmt::print(stderr, "fidelityfs pack: --clips: expected auto, off or a glob of folders\n");
