@@ -162,6 +162,26 @@ int run_pack(const pack::PackOptions& opt, PackRemote remote, const std::string&
   return kExitOk;
 }
 
+// --levels, --layout and --clips: how the store lays out what it holds.
+void add_store_shape_options(CLI::App* cmd, std::string& levels, std::string& layout, std::string& clips) {
+  cmd->add_option("--levels", levels,
+                  "scan scripts of the JPEG levels: pcr (libjpeg's standard progression, the best quality "
+                  "for the bytes at low levels) or fast (decodes faster, for loaders bound by their CPU)")
+      ->transform(one_of({"pcr", "fast"}))
+      ->capture_default_str();
+  cmd->add_option("--layout", layout,
+                  "where a JPEG's levels lie: scan (each record's files level by level: a record up to level k "
+                  "is one read of its prefix, best for published orders) or file (each file's levels back "
+                  "to back: a file at any level is one read, best for shuffled reads of a store larger than "
+                  "the cache)")
+      ->transform(one_of({"scan", "file"}))
+      ->capture_default_str();
+  cmd->add_option("--clips", clips,
+                  "which folders are clips, a video's frames kept together and read in one request: auto (numbered "
+                  "JPEGs of one size, as rawframes: 00001.jpg ..., img_00001.jpg ...), off, or a glob of folder paths")
+      ->capture_default_str();
+}
+
 CLI::Option* add_video_frames_option(CLI::App* cmd, std::string& text) {
   return cmd
       ->add_option("--video-frames", text,
@@ -208,24 +228,9 @@ void register_pack(CLI::App& app, int& exit_code) {
       ->transform(byte_size());
   add_u64_option(cmd, "--seed", opt->seed, "seed of the storage order (default 0)");
   auto levels = std::make_shared<std::string>("pcr");
-  cmd->add_option("--levels", *levels,
-                  "scan scripts of the JPEG levels: pcr (libjpeg's standard progression, the best quality "
-                  "for the bytes at low levels) or fast (decodes faster, for loaders bound by their CPU)")
-      ->transform(one_of({"pcr", "fast"}))
-      ->capture_default_str();
   auto layout = std::make_shared<std::string>("file");
-  cmd->add_option("--layout", *layout,
-                  "where a JPEG's levels lie: scan (each record's files level by level: a record up to level k "
-                  "is one read of its prefix, best for published orders) or file (each file's levels back "
-                  "to back: a file at any level is one read, best for shuffled reads of a store larger than "
-                  "the cache)")
-      ->transform(one_of({"scan", "file"}))
-      ->capture_default_str();
   auto clips = std::make_shared<std::string>("auto");
-  cmd->add_option("--clips", *clips,
-                  "which folders are clips, a video's frames kept together and read in one request: auto (numbered "
-                  "JPEGs of one size, as rawframes: 00001.jpg ..., img_00001.jpg ...), off, or a glob of folder paths")
-      ->capture_default_str();
+  add_store_shape_options(cmd, *levels, *layout, *clips);
   auto video = std::make_shared<std::string>();
   CLI::Option* video_opt = add_video_frames_option(cmd, *video);
   auto shard = std::make_shared<std::string>("0/1");
