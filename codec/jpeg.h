@@ -7,7 +7,6 @@
 #include <span>
 #include <vector>
 
-#include "codec/image.h"
 #include "common/error.h"
 
 namespace fid::codec {
@@ -64,6 +63,7 @@ fid::Result<ProgressiveJpeg> transcode_progressive(std::span<const uint8_t> sour
 // A baseline JPEG of gray or RGB samples at `quality` (1-100, libjpeg's scale), 4:2:0 for RGB,
 // with libjpeg's standard Huffman tables (pack's transcode optimizes them). EINVAL for other
 // channel counts or sizes a JPEG cannot have, ENOMEM when memory runs out.
+struct ImageView;  // codec/image.h
 fid::Result<std::vector<uint8_t>> encode_jpeg(const ImageView& image, int quality);
 
 // A fully decoded JPEG: the samples in libjpeg's output colour space, interleaved.

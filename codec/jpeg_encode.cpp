@@ -3,6 +3,7 @@
 #include <cerrno>
 #include <string>
 
+#include "codec/image.h"
 #include "codec/jpeg.h"
 #include "codec/libjpeg_glue.h"
 
