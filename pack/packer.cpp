@@ -27,10 +27,10 @@ fid::Result<bool> sources_are_tars(const std::vector<fsys::path>& sources);
 namespace {
 
 constexpr int kLevels = codec::kJpegLevels;
-
-unsigned pack_jobs(const PackOptions& opt) { return opt.jobs ? opt.jobs : std::max(1u, std::thread::hardware_concurrency()); }
 // The rows of the index while the records are written (IndexWriter), inside the temporary folder.
 constexpr const char* kIndexScratchFile = "index.scratch";
+
+unsigned pack_jobs(const PackOptions& opt) { return opt.jobs ? opt.jobs : std::max(1u, std::thread::hardware_concurrency()); }
 
 using Clock = std::chrono::steady_clock;
 

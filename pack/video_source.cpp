@@ -222,7 +222,6 @@ class VideoFramesSource final : public PackSource {
       summary_.frame_bytes += v.frame_end.empty() ? 0 : v.frame_end.back();
       if (!v.info.cut_short.empty())
         summary_.cut_short.emplace_back(v.folder, fmt::format("kept {} frames: {}", v.frame_end.size(), v.info.cut_short));
-      summary_.folders.push_back({v.folder, v.info, v.source_bytes});
     }
     for (uint32_t i = 0; i < inner_tree_.files.size(); ++i)
       if (!is_video[i])

@@ -20,13 +20,6 @@ namespace fid::pack {
 struct VideoSummary {
   uint64_t videos = 0, video_bytes = 0, frames = 0, frame_bytes = 0;  // the videos packed as frames
   std::vector<std::pair<std::string, std::string>> cut_short;           // folder, what was kept and why
-  // The clip folders' video attributes (index::VideoRow), by folder path.
-  struct Folder {
-    std::string rel;
-    video::VideoInfo info;
-    uint64_t source_bytes = 0;
-  };
-  std::vector<Folder> folders;
 };
 
 // True for the names --video-frames decodes (the extension, in any case).
