@@ -243,7 +243,11 @@ class FrameSink {
                                     static_cast<int>(w), static_cast<int>(h), AV_PIX_FMT_RGB24,
                                     SWS_BICUBIC | SWS_ACCURATE_RND | SWS_FULL_CHR_H_INT, nullptr, nullptr, nullptr));
     if (!sws_) return fid::Error{EINVAL, "libswscale cannot convert its frames"};
-    const bool full_range = frame->color_range == AVCOL_RANGE_JPEG;
+    // The deprecated YUVJ formats (MJPEG in an .avi) are full range whatever the frame says.
+    const auto format = static_cast<AVPixelFormat>(frame->format);
+    const bool full_range = frame->color_range == AVCOL_RANGE_JPEG || format == AV_PIX_FMT_YUVJ420P ||
+                            format == AV_PIX_FMT_YUVJ422P || format == AV_PIX_FMT_YUVJ444P ||
+                            format == AV_PIX_FMT_YUVJ440P || format == AV_PIX_FMT_YUVJ411P;
     sws_setColorspaceDetails(sws_.get(), sws_getCoefficients(frame->colorspace), full_range,
                              sws_getCoefficients(SWS_CS_DEFAULT), 1, 0, 1 << 16, 1 << 16);
     rgb_.width = w, rgb_.height = h, rgb_.channels = 3;

@@ -1,7 +1,7 @@
 """pack --video-frames over a real mount, on videos the ffmpeg CLI made (tests/fixtures/make_videos.py):
 each video a clip folder of img_00001.jpg ... whose frame count is ffprobe's, each frame at full
 within 40 dB PSNR of the ffmpeg CLI's decode (compared in luma, where colour conversion cannot
-differ), rotation applied, odd sizes, 10-bit and VFR taken; a video cut short keeps what decodes
+differ), rotation applied, odd sizes, full-range MJPEG, 10-bit and VFR taken; a video cut short keeps what decodes
 and says so; an audio-only file is skipped with its reason; fps and short_side as ffmpeg's
 filters count and size; without --video-frames videos stay byte-identical blobs."""
 import glob
@@ -22,7 +22,7 @@ from mountutil import read_file as read
 
 pytestmark = pytest.mark.skipif(shutil.which("ffmpeg") is None, reason="the ffmpeg CLI makes the test videos")
 
-DECODABLE = ["h264.mp4", "vp9.webm", "phone.mp4", "odd.mkv", "deep.mkv", "vfr.mkv", "cut.mp4"]
+DECODABLE = ["h264.mp4", "vp9.webm", "phone.mp4", "odd.mkv", "mjpeg.avi", "deep.mkv", "vfr.mkv", "cut.mp4"]
 
 
 @pytest.fixture(scope="module")
