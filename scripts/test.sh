@@ -2,7 +2,7 @@
 # The whole test suite on a fresh Debian machine: installs what it needs, builds (normal,
 # ASan/UBSan with libFuzzer, ThreadSanitizer), runs the unit tests, the fuzz targets for a bounded time and the
 # real-mount integration tests. Exits non-zero on any failure.
-#   FUZZ_SECONDS=N  seconds per fuzz target (default 20)
+#   FUZZ_SECONDS=N  seconds per fuzz target (default 15)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -91,7 +91,7 @@ BUILD_DIR=build-tsan BUILD_TYPE=Debug BUILD_TARGETS="fid_unit_tests fidelityfs" 
 TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" unit_tests build-tsan \
   '-L3Codec.*:L3Block.*:L3View.*:Jpeg*:ImageIo.*:EdgeZoo.*:Transcode*:CodecQuality*'
 
-step "fuzz targets (${FUZZ_SECONDS:-20}s each)"
+step "fuzz targets (${FUZZ_SECONDS:-15}s each)"
 seeds=build-asan/seeds
 if [[ ! -d $seeds/tree ]]; then
   /usr/bin/python3 tests/fixtures/make_tree.py --kind edge --out "$seeds/tree"
@@ -133,7 +133,7 @@ run_fuzzer() {  # NAME: runs build-asan/tests/NAME, exit status in build-asan/NA
     fuzz_l3) seed_dirs+=("$seeds/l3") ;;
     fuzz_image_io) seed_dirs+=("$seeds/tree/png" "$seeds/tree/other") ;;
   esac
-  "build-asan/tests/$name" -max_total_time="${FUZZ_SECONDS:-20}" -timeout=10 -rss_limit_mb=2048 \
+  "build-asan/tests/$name" -max_total_time="${FUZZ_SECONDS:-15}" -timeout=10 -rss_limit_mb=2048 \
     -print_final_stats=1 "$corpus" "${seed_dirs[@]}" >"build-asan/$name.log" 2>&1 || rc=$?
   echo "$rc" >"build-asan/$name.rc"
 }
@@ -158,7 +158,7 @@ for name in "${fuzzers[@]}"; do
   rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -1)
   fuzz_summary+=("$(printf '%-16s %12s executions  %9s/s' "$name" "${execs:-?}" "${rate:-?}")")
 done
-step "fuzz executions per target (${FUZZ_SECONDS:-20}s each)"
+step "fuzz executions per target (${FUZZ_SECONDS:-15}s each)"
 ((${#fuzz_summary[@]})) && printf '%s\n' "${fuzz_summary[@]}" || echo "no fuzz targets were built"
 
 step "integration tests (real mounts)"
