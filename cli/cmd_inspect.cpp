@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <filesystem>
 #include <map>
 #include <optional>
@@ -41,7 +42,26 @@ struct Summary {
   uint64_t source_bytes = 0, store_bytes = 0;
   std::map<std::string, uint64_t> by_script;  // JPEGs per scan script (pcr or fast family)
   uint64_t clips = 0, clip_frames = 0, split_clips = 0;  // clips, their frames, those over 2+ records
+  // Clip folders made from videos (pack --video-frames): the videos' bytes, and their frames'.
+  uint64_t videos = 0, video_bytes = 0, video_frames = 0;
+  std::vector<uint64_t> frame_bytes_by_level;
 };
+
+void count_videos(const index::Store& store, Summary& s) {
+  s.frame_bytes_by_level.assign(static_cast<size_t>(store.levels()), 0);
+  for (const index::VideoSource& v : store.videos()) {
+    ++s.videos;
+    s.video_bytes += v.source_size;
+    const index::Dir& d = store.dirs()[v.dir];
+    for (uint32_t id : store.child_files().subspan(d.file_begin, d.file_count)) {
+      const index::File& f = store.files()[id];
+      ++s.video_frames;
+      const int levels = f.kind == index::FileKind::jpeg ? store.levels() : 1;
+      for (int k = 1; k <= store.levels(); ++k)
+        s.frame_bytes_by_level[static_cast<size_t>(k - 1)] += store.size_at_level(f, std::min(k, levels));
+    }
+  }
+}
 
 Summary summarize(const index::Store& store, const std::filesystem::path& index_file) {
   Summary s;
@@ -67,6 +87,7 @@ Summary summarize(const index::Store& store, const std::filesystem::path& index_
     continued = continues;
     s.clip_frames += runs[i].frames;
   }
+  count_videos(store, s);
   return s;
 }
 
@@ -86,6 +107,8 @@ void print_json(const index::Store& store, const Summary& s, const std::vector<s
   j["records"] = store.records().size();
   j["clips"] = {{"clips", s.clips}, {"frames", s.clip_frames}, {"runs", store.clip_runs().size()},
                 {"split", s.split_clips}};
+  j["videos"] = {{"videos", s.videos}, {"bytes", s.video_bytes}, {"frames", s.video_frames},
+                 {"frame_bytes_by_level", s.videos ? s.frame_bytes_by_level : std::vector<uint64_t>{}}};
   j["seed"] = store.seed();
   const index::Store::Provenance& from = store.provenance();
   j["shard"] = from.shard;
@@ -127,6 +150,15 @@ void print_text(const index::Store& store, const Summary& s, const std::vector<s
       fmt::print("  level {:2}  {:>14} bytes  {:5.1f}% of full  {:8.1f} kB/image\n", k, b,
                  100.0 * static_cast<double>(b) / static_cast<double>(s.bytes_by_level.back()),
                  static_cast<double>(b) / 1e3 / static_cast<double>(s.by_kind[0]));
+    }
+  }
+  if (s.videos > 0) {
+    fmt::print("videos          {} ({} bytes) into {} frames (bytes of their frames at each level)\n", s.videos,
+               s.video_bytes, s.video_frames);
+    for (int k = 1; k <= store.levels(); ++k) {
+      const uint64_t b = s.frame_bytes_by_level[static_cast<size_t>(k - 1)];
+      fmt::print("  level {:2}  {:>14} bytes  {:6.2f}x the videos\n", k, b,
+                 static_cast<double>(b) / static_cast<double>(std::max<uint64_t>(1, s.video_bytes)));
     }
   }
   for (const std::string& p : problems) fmt::print("problem: {}\n", shown(p));

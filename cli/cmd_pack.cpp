@@ -149,6 +149,12 @@ int run_pack(const pack::PackOptions& opt, PackRemote remote, const std::string&
     fmt::print("videos: {} ({:.1f} MB) into {} frames ({:.1f} MB of JPEGs at quality {}, before levels)\n", r.videos.videos,
                static_cast<double>(r.videos.video_bytes) / 1e6, r.videos.frames,
                static_cast<double>(r.videos.frame_bytes) / 1e6, opt.video_frames ? opt.video_frames->quality : 0);
+  if (r.videos.videos > 0 && r.videos.video_bytes > 0) {
+    fmt::print("video frames by level (bytes stored, over the videos' bytes):");
+    for (size_t k = 0; k < r.frame_bytes_by_level.size(); ++k)
+      fmt::print(" {}:{:.2f}", k + 1, static_cast<double>(r.frame_bytes_by_level[k]) / static_cast<double>(r.videos.video_bytes));
+    fmt::print("\n");
+  }
   print_notes("blob", r.blobbed);
   print_notes("video cut short", r.videos.cut_short);
   print_notes("skipped", r.skipped);

@@ -2,6 +2,8 @@
 
 #include "common/log.h"
 
+#include <fmt/format.h>
+
 #include <sys/xattr.h>
 
 #include <charconv>
@@ -11,7 +13,9 @@ namespace fid::core {
 namespace {
 
 constexpr std::string_view kPrefix = "user.fidelity.";
-constexpr std::string_view kReadOnly[] = {"kind", "levels", "bytes", "record", "position", "source_size", "format"};
+constexpr std::string_view kFileFacts[] = {"kind", "levels", "bytes", "record", "position", "source_size", "format"};
+// On a clip folder made from a video (index::VideoSource).
+constexpr std::string_view kVideoFacts[] = {"source", "source_size", "codec", "frame_rate", "frame_size", "frames"};
 
 // The key after "user.fidelity.", or nullopt for any other attribute.
 std::optional<std::string_view> key_of(std::string_view name) {
@@ -22,7 +26,9 @@ std::optional<std::string_view> key_of(std::string_view name) {
 bool is_read_only(std::string_view name) {
   auto key = key_of(name);
   if (!key) return false;
-  for (auto k : kReadOnly)
+  for (auto k : kFileFacts)
+    if (*key == k) return true;
+  for (auto k : kVideoFacts)
     if (*key == k) return true;
   return false;
 }
@@ -101,6 +107,18 @@ std::optional<std::string> Xattrs::file_value(const index::File& f, int view, st
   return std::nullopt;
 }
 
+std::optional<std::string> Xattrs::video_value(uint32_t dir, std::string_view key) const {
+  const index::VideoSource* v = store_.video_of(dir);
+  if (!v) return std::nullopt;
+  if (key == "source") return v->name;
+  if (key == "source_size") return std::to_string(v->source_size);
+  if (key == "codec") return v->codec;
+  if (key == "frame_rate") return fmt::format("{}/{}", v->fps_num, v->fps_den);
+  if (key == "frame_size") return fmt::format("{}x{}", v->width, v->height);
+  if (key == "frames") return std::to_string(v->frames);
+  return std::nullopt;
+}
+
 Result<std::string> Xattrs::get(const Node& n, std::string_view name) const {
   auto key = key_of(name);
   if (!key) return no_data();
@@ -110,6 +128,7 @@ Result<std::string> Xattrs::get(const Node& n, std::string_view name) const {
     else if (*key == "encoding") v = encoding_text(n.view ? kProgressive : encodings_.dir_effective(n.id));
     else if (*key == "clip_reads") v = clip_reads_text(clip_reads_.dir_effective(n.id));
     else if (is_order_seed(n, name)) v = std::to_string(orders_.seed());
+    else v = video_value(n.id, *key);
   } else if (n.type == NodeType::file) {
     v = file_value(store_.files()[n.id], n.view, *key);
   }
@@ -127,6 +146,8 @@ std::string Xattrs::list(const Node& n) const {
     add("encoding");
     add("clip_reads");
     if (n.view == 0 && n.id == 0) add("order_seed");
+    if (store_.video_of(n.id))
+      for (auto k : kVideoFacts) add(k);
   } else if (n.type == NodeType::file) {
     const index::FileKind kind = store_.files()[n.id].kind;
     if (kind == index::FileKind::jpeg) {
@@ -134,7 +155,7 @@ std::string Xattrs::list(const Node& n) const {
       add("encoding");
       add("clip_reads");
     }
-    for (auto k : kReadOnly)
+    for (auto k : kFileFacts)
       if (k != "format" || kind == index::FileKind::l3) add(k);
   }
   return out;

@@ -1,7 +1,8 @@
 // The extended attributes under user.fidelity.*: a file's or folder's level (scan_group),
 // encoding (progressive or sequential) and clip reads (on or off), the three that can be set;
 // the order seed on the root (order_seed, settable); read-only facts about a file (kind, levels,
-// bytes per level, record, storage position, source size, L3 view format).
+// bytes per level, record, storage position, source size, L3 view format); read-only facts
+// about a clip folder made from a video (its name, bytes, codec, frame rate and size, frames).
 // Any other attribute cannot be stored on a read-only tree.
 #pragma once
 
@@ -44,6 +45,8 @@ class Xattrs {
 
  private:
   std::optional<std::string> file_value(const index::File& f, int view, std::string_view key) const;
+  // A fact of the video clip folder `dir` was made from; nullopt for any other folder.
+  std::optional<std::string> video_value(uint32_t dir, std::string_view key) const;
   Status set_seed(std::string_view value, int flags);
   Status change(const Node& n, std::string_view name, std::string_view value, int flags);
   Status remove_change(const Node& n, std::string_view name);

@@ -57,6 +57,14 @@ CREATE TABLE clips(id INTEGER PRIMARY KEY, dir INTEGER NOT NULL, record INTEGER 
                    first_slot INTEGER NOT NULL, frames INTEGER NOT NULL);
 )sql";
 
+// A store packed with --video-frames (docs/FORMAT.md "Videos") may have this table too: a row a
+// clip folder made from a video. A reader that does not know it reads the store as before.
+inline constexpr const char* kVideosSchema = R"sql(
+CREATE TABLE videos(dir INTEGER PRIMARY KEY, name BLOB NOT NULL, source_size INTEGER NOT NULL,
+                    codec TEXT NOT NULL, fps_num INTEGER NOT NULL, fps_den INTEGER NOT NULL,
+                    width INTEGER NOT NULL, height INTEGER NOT NULL, frames INTEGER NOT NULL);
+)sql";
+
 inline void put_le(std::vector<uint8_t>& out, uint64_t v, int bytes) {
   for (int i = 0; i < bytes; ++i) out.push_back(static_cast<uint8_t>(v >> (8 * i)));
 }

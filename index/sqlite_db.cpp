@@ -78,6 +78,13 @@ Result<SqliteStatement> SqliteDb::prepare(const char* sql) const {
   return SqliteStatement(*this, stmt);
 }
 
+Result<bool> SqliteDb::has_table(const char* name) const {
+  Result<SqliteStatement> q = prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?1");
+  if (!q) return std::move(q).error();
+  q->bind(1, std::string_view(name));
+  return q->step();
+}
+
 SqliteStatement::~SqliteStatement() { sqlite3_finalize(stmt_); }
 
 void SqliteStatement::bind(int i, int64_t v) { bound(sqlite3_bind_int64(stmt_, i, v)); }

@@ -32,6 +32,8 @@ class SqliteDb {
   Status exec(const char* sql);
   // "<path>: bad index schema: ..." when SQLite cannot prepare it.
   Result<SqliteStatement> prepare(const char* sql) const;
+  // Whether the database has a table `name` (an optional one, such as videos).
+  Result<bool> has_table(const char* name) const;
   sqlite3* handle() const { return db_; }
   const std::string& path() const { return path_; }
   // "<path>: <what>: <error_text()>", EIO.

@@ -71,6 +71,11 @@ const ClipRun* Store::clip_of(const File& f) const {
   return it->holds(f.slot) ? &*it : nullptr;
 }
 
+const VideoSource* Store::video_of(uint32_t dir) const {
+  auto it = std::lower_bound(videos_.begin(), videos_.end(), dir, [](const VideoSource& v, uint32_t d) { return v.dir < d; });
+  return it != videos_.end() && it->dir == dir ? &*it : nullptr;
+}
+
 uint32_t Store::pieces_at_level(const File& f, int level) const { return index::pieces_at_level(f.kind, level, levels_); }
 
 uint64_t Store::size_at_level(const File& f, int level) const {

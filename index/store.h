@@ -110,6 +110,18 @@ struct ClipRun {
   bool holds(uint32_t slot) const { return slot >= first_slot && slot - first_slot < frames; }
 };
 
+// A clip folder made from a video by `pack --video-frames` (docs/FORMAT.md "Videos"): what the
+// video was, read without decoding a frame.
+struct VideoSource {
+  uint32_t dir = 0;                    // the clip's folder
+  uint32_t frames = 0;                 // frames in the folder (img_00001.jpg ...)
+  uint32_t fps_num = 0, fps_den = 1;   // the video's average frame rate; 0/1 when unknown
+  uint32_t width = 0, height = 0;      // a frame as displayed (rotation applied), before scaling
+  uint64_t source_size = 0;            // the video file's bytes
+  std::string name;                    // the video file's name ("clip.mp4")
+  std::string codec;                   // libavcodec's name ("h264")
+};
+
 // The tables lookups read: the Store's own vectors, or a mapped tables file (tables_file.h).
 struct TableSpans {
   std::span<const File> files;
@@ -191,6 +203,9 @@ class Store {
   // when f is no clip's frame).
   std::span<const ClipRun> clip_runs() const { return clips_; }
   const ClipRun* clip_of(const File& f) const;
+  // The clip folders made from videos, by folder id, and the one of folder `dir` (null if none).
+  std::span<const VideoSource> videos() const { return videos_; }
+  const VideoSource* video_of(uint32_t dir) const;
   // A file's position in storage order: the files of earlier records, then its slot.
   uint64_t storage_position(const File& f) const { return t_.record_begin[f.record] + f.slot; }
 
@@ -231,6 +246,8 @@ class Store {
   void place_clip_run(ClipRun& c, uint64_t& pos, uint64_t region_end, const std::string& display);
   // Format 5: the clips table, checked against the records and files. Throws StoreError.
   void load_clips(SqliteDb& db, const std::string& display);
+  // The videos table where there is one, checked against the folders. Throws StoreError.
+  void load_videos(SqliteDb& db, const std::string& display);
   std::filesystem::path dir_;
   std::string location_;
   int levels_ = 0;
@@ -240,6 +257,7 @@ class Store {
   Provenance provenance_;
   std::vector<Record> records_;
   std::vector<ClipRun> clips_;
+  std::vector<VideoSource> videos_;  // by dir
   TableSpans t_;
   std::filesystem::path tables_file_;
   std::string tables_problem_;

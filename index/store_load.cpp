@@ -18,25 +18,12 @@
 #include "index/format.h"
 #include "index/sqlite_db.h"
 #include "index/store.h"
+#include "index/store_load_errors.h"
 #include "index/tables_file.h"
 
 namespace fid::index {
 
 namespace {
-
-// What a failing SQLite call or a corrupt index throws inside the loader; Store::open and
-// Store::open_index return it as an Error with the same message.
-class StoreError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
-
-// The value of a SQLite call, or its Error thrown as a StoreError.
-template <class T>
-T must(Result<T> r) {
-  if (!r) throw StoreError(r.error().message);
-  return std::move(r).value();
-}
 
 std::optional<std::string> meta_optional(SqliteDb& db, const char* key) {
   SqliteStatement st = must(db.prepare("SELECT value FROM meta WHERE key = ?1"));
@@ -157,6 +144,7 @@ void Store::load_tables(const std::filesystem::path& index_path, const std::stri
     seed_ = m->meta().seed;
     records_ = std::move(m->meta().records);
     clips_ = std::move(m->meta().clips);
+    videos_ = std::move(m->meta().videos);
     t_ = m->tables();
     mapped_ = std::move(m);
     tables_file_ = file;
@@ -165,7 +153,7 @@ void Store::load_tables(const std::filesystem::path& index_path, const std::stri
   if (mapped) return adopt(std::move(mapped).value());
   // No file yet, or one made from another index or damaged: made (again) from the index.
   load_index(index_path, display);
-  TablesMeta meta{levels_, format_version_, layout_, seed_, records_, clips_};
+  TablesMeta meta{levels_, format_version_, layout_, seed_, records_, clips_, videos_};
   if (Status w = write_tables_file(file, index_path, *identity, meta, t_); !w) {
     tables_problem_ = w.error().message;
     return;
@@ -194,10 +182,6 @@ void Store::view_vectors() {
 
 namespace {
 
-StoreError corrupt_index(const std::string& ip, const std::string& what) {
-  return StoreError(fmt::format("{}: corrupt index: {}", ip, what));
-}
-
 // Why `name` cannot be one component of a path in the mount (a name of the store's tree), or
 // nullptr if it can.
 const char* bad_component(std::string_view name) {
@@ -225,6 +209,7 @@ void Store::load_index(const std::filesystem::path& index_path, const std::strin
   list_record_files();
   view_vectors();
   load_clips(db, ip);
+  load_videos(db, ip);
   if (!offsets_stored) derive_offsets(ip);
   pieces_.shrink_to_fit();
   names_.shrink_to_fit();
@@ -552,47 +537,6 @@ void Store::derive_offsets(const std::string& ip) {
       if (pos[k] != rec.region_end[k])
         throw corrupt(fmt::format("record {} region {}: its pieces end at {}, the region at {}", rec.id, k, pos[k],
                                   rec.region_end[k]));
-  }
-}
-
-void Store::place_clip_run(ClipRun& c, uint64_t& pos, uint64_t region_end, const std::string& ip) {
-  const std::span<const uint32_t> frames = record_files(c.record).subspan(c.first_slot, c.frames);
-  c.offset = pos;
-  c.level_end.assign(static_cast<size_t>(levels_) + 1, 0);
-  for (size_t k = 0; k < c.level_end.size(); ++k) {
-    for (uint32_t id : frames) {
-      Piece& p = pieces_[files_[id].first_piece + k];
-      if (p.size > region_end - pos)
-        throw corrupt_index(ip, fmt::format("file {} piece {} lies outside record {}", id, k, c.record));
-      p.offset = pos;
-      pos += p.size;
-    }
-    c.level_end[k] = pos;
-  }
-}
-
-void Store::load_clips(SqliteDb& db, const std::string& ip) {
-  if (format_version_ < kClipsFormatVersion) return;
-  auto q = must(db.prepare("SELECT id, dir, record, first_slot, frames FROM clips ORDER BY id"));
-  while (must(q.step())) {
-    const int64_t id = q.integer(0), dir = q.integer(1), record = q.integer(2), first = q.integer(3), n = q.integer(4);
-    const ClipRun* before = clips_.empty() ? nullptr : &clips_.back();
-    if (id != static_cast<int64_t>(clips_.size()) || dir <= 0 || dir >= static_cast<int64_t>(dirs_.size()) ||
-        record < 0 || record >= static_cast<int64_t>(records_.size()) ||
-        (before && (record < before->record || (record == before->record && first < before->first_slot + before->frames))))
-      throw corrupt_index(ip, fmt::format("clip {} (folder {}, record {}) is out of range or order", id, dir, record));
-    Record& rec = records_[static_cast<size_t>(record)];
-    const std::span<const uint32_t> members = record_files(rec.id);
-    const bool fits = rec.layout != RecordLayout::whole && first >= 0 && n >= 1 && first + n <= static_cast<int64_t>(members.size());
-    for (int64_t slot = first; fits && slot < first + n; ++slot) {
-      const File& f = files_[members[static_cast<size_t>(slot)]];
-      if (f.kind != FileKind::jpeg || f.dir != static_cast<uint32_t>(dir))
-        throw corrupt_index(ip, fmt::format("clip {}: file {} of record {} is not a JPEG of folder {}", id, f.id, record, dir));
-    }
-    if (!fits) throw corrupt_index(ip, fmt::format("clip {}: slots {}..{} are not JPEGs of record {}", id, first, first + n - 1, record));
-    if (rec.clip_count++ == 0) rec.clip_begin = static_cast<uint32_t>(clips_.size());
-    clips_.push_back(ClipRun{static_cast<uint32_t>(id), static_cast<uint32_t>(dir), rec.id, static_cast<uint32_t>(first),
-                             static_cast<uint32_t>(n), 0, {}});
   }
 }
 

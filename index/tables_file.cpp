@@ -28,7 +28,7 @@ namespace {
 
 // docs/FORMAT.md "The tables cache".
 constexpr char kTablesMagic[8] = {'F', 'I', 'D', 'T', 'A', 'B', 'L', 'E'};
-constexpr uint32_t kTablesLayoutVersion = 4;
+constexpr uint32_t kTablesLayoutVersion = 5;
 constexpr uint32_t kByteOrderMark = 0x01020304;
 constexpr uint64_t kSectionAlign = 64;
 constexpr uint32_t kMaxIndexPathBytes = 4096;
@@ -36,7 +36,7 @@ constexpr size_t kHeadHashBytes = 4096;
 constexpr std::string_view kTablesSuffix = ".tables";
 constexpr std::string_view kTempMarker = ".tables.tmp-";
 
-enum Section : size_t { records, files, dirs, pieces, child_dirs, child_files, record_begin, record_files, names, kSections };
+enum Section : size_t { records, files, dirs, pieces, child_dirs, child_files, record_begin, record_files, names, videos, kSections };
 
 struct Header {
   char magic[8];
@@ -58,7 +58,7 @@ struct Header {
   uint64_t body_hash;    // XXH3-64 of every byte after the index path
   uint64_t header_hash;  // XXH3-64 of the header before this field, then the index path
 };
-static_assert(std::is_trivially_copyable_v<Header> && sizeof(Header) == 256, "no padding in the header");
+static_assert(std::is_trivially_copyable_v<Header> && sizeof(Header) == 272, "no padding in the header");
 static_assert(sizeof(File) == 64 && sizeof(Dir) == 40 && sizeof(Piece) == 16, "rows without hidden padding");
 
 template <typename T>
@@ -147,10 +147,53 @@ bool decode_records(const uint8_t* p, const uint8_t* end, std::vector<Record>& o
   return true;
 }
 
+// Per video: folder, frames, frame rate, width, height (u32), source size (u64), then its name
+// and codec (u32 length, bytes).
+std::vector<uint8_t> encode_videos(std::span<const VideoSource> videos) {
+  std::vector<uint8_t> out;
+  for (const VideoSource& v : videos) {
+    for (uint32_t x : {v.dir, v.frames, v.fps_num, v.fps_den, v.width, v.height}) put_le(out, x, 4);
+    put_le(out, v.source_size, 8);
+    for (const std::string* s : {&v.name, &v.codec}) {
+      put_le(out, s->size(), 4);
+      out.insert(out.end(), s->begin(), s->end());
+    }
+  }
+  return out;
+}
+
+bool decode_videos(const uint8_t* p, const uint8_t* end, std::vector<VideoSource>& out) {
+  auto take = [&](int bytes, uint64_t& v) {
+    if (end - p < bytes) return false;
+    v = get_le(p, bytes);
+    p += bytes;
+    return true;
+  };
+  auto take_text = [&](std::string& s) {
+    uint64_t n = 0;
+    if (!take(4, n) || static_cast<uint64_t>(end - p) < n) return false;
+    s.assign(reinterpret_cast<const char*>(p), n);
+    p += n;
+    return true;
+  };
+  while (p < end) {
+    uint64_t v[6];
+    for (uint64_t& x : v)
+      if (!take(4, x)) return false;
+    VideoSource s{static_cast<uint32_t>(v[0]), static_cast<uint32_t>(v[1]), static_cast<uint32_t>(v[2]),
+                  static_cast<uint32_t>(v[3]), static_cast<uint32_t>(v[4]), static_cast<uint32_t>(v[5]), 0, {}, {}};
+    if (!take(8, s.source_size) || !take_text(s.name) || !take_text(s.codec)) return false;
+    if (!out.empty() && s.dir <= out.back().dir) return false;
+    out.push_back(std::move(s));
+  }
+  return true;
+}
+
 // Every row of mapped tables points inside them, as the loader made them: a row that does not
 // (a file damaged under a matching checksum, a build whose rows mean something else) is refused
 // here rather than read out of bounds later. Names, sorting and uniqueness are left to the checksum.
-const char* out_of_bounds(const TableSpans& t, std::span<const Record> records, std::span<const ClipRun> clips, int levels) {
+const char* out_of_bounds(const TableSpans& t, std::span<const Record> records, std::span<const ClipRun> clips,
+                          std::span<const VideoSource> videos, int levels) {
   auto within = [](uint64_t begin, uint64_t count, size_t size) { return begin <= size && count <= size - begin; };
   if (levels < 1 || levels > 64) return "a level count out of range";
   if (t.dirs.empty() || t.dirs[0].parent != 0) return "no root folder";
@@ -189,6 +232,8 @@ const char* out_of_bounds(const TableSpans& t, std::span<const Record> records, 
     if (c.id != i || c.dir >= t.dirs.size() || c.frames == 0 || !within(c.first_slot, c.frames, record_files) || !ends_ok)
       return "a clip run out of bounds";
   }
+  for (const VideoSource& v : videos)
+    if (v.dir == 0 || v.dir >= t.dirs.size()) return "a video out of bounds";
   return nullptr;
 }
 
@@ -293,10 +338,11 @@ Status write_tables_file(const fs::path& file, const fs::path& index_file, const
   if (index_path.size() > kMaxIndexPathBytes)
     return Error{ENAMETOOLONG, fmt::format("{}: index path too long for a tables file", index_path)};
   const std::vector<uint8_t> recs = encode_records(meta.records, meta.clips);
+  const std::vector<uint8_t> vids = encode_videos(meta.videos);
   const std::span<const uint8_t> parts[kSections] = {
       recs,           raw(t.files),       raw(t.dirs),         raw(t.pieces),
       raw(t.child_dirs), raw(t.child_files), raw(t.record_begin), raw(t.record_files),
-      raw(std::span<const char>(t.names)),
+      raw(std::span<const char>(t.names)), vids,
   };
   Header h = header_of(index_path, id, meta);
   const uint64_t body_start = align_up(sizeof(Header) + index_path.size());
@@ -425,10 +471,12 @@ Result<std::unique_ptr<MappedTables>> MappedTables::map(const fs::path& file, co
   const uint8_t* rp = bytes + h.section_offset[records];
   if (!decode_records(rp, rp + h.section_bytes[records], m->meta_.records, m->meta_.clips))
     return damaged("its records do not parse");
+  const uint8_t* vp = bytes + h.section_offset[videos];
+  if (!decode_videos(vp, vp + h.section_bytes[videos], m->meta_.videos)) return damaged("its videos do not parse");
   if (t.record_begin.size() != m->meta_.records.size() + 1 || t.record_files.size() != t.files.size() || t.dirs.empty() ||
       t.child_files.size() != t.files.size() || t.child_dirs.size() + 1 != t.dirs.size())
     return damaged("its tables disagree in size");
-  if (const char* why = out_of_bounds(t, m->meta_.records, m->meta_.clips, m->meta_.levels)) return damaged(why);
+  if (const char* why = out_of_bounds(t, m->meta_.records, m->meta_.clips, m->meta_.videos, m->meta_.levels)) return damaged(why);
   return m;
 }
 

@@ -40,6 +40,7 @@ struct TablesMeta {
   uint64_t seed = 0;
   std::vector<Record> records;
   std::vector<ClipRun> clips;
+  std::vector<VideoSource> videos;
 };
 
 // Writes the tables to `file` (a temporary file, then a rename; no fsync: a file cut short by a

@@ -150,6 +150,7 @@ fid::Status IndexWriter::write_files(index::SqliteDb& db, const SourceTree& tree
       "SELECT src, kind, script, record, slot, width, height, source_size, mtime_ns, pieces, note "
       "FROM rows ORDER BY src");
   if (!rows) return std::move(rows).error();
+  files_in_dir_.assign(tree.dirs.size(), 0);
   for (int64_t id = 0;; ++id) {
     fid::Result<bool> row = rows->step();
     if (!row) return std::move(row).error();
@@ -157,6 +158,7 @@ fid::Status IndexWriter::write_files(index::SqliteDb& db, const SourceTree& tree
     const auto src = static_cast<uint32_t>(rows->integer(0));
     st->bind(1, id);
     st->bind(2, static_cast<int64_t>(tree.files.dir(src)));
+    files_in_dir_[tree.files.dir(src)]++;
     st->bind_blob(3, bytes_of(tree.files.name(src)));
     for (int c = 1; c <= 8; ++c) st->bind(c + 3, rows->integer(c));  // kind .. mtime_ns
     st->bind_blob(12, rows->blob(9));
@@ -164,6 +166,26 @@ fid::Status IndexWriter::write_files(index::SqliteDb& db, const SourceTree& tree
     st->bind(13, std::string_view(note));
     if (fid::Status ran = st->run(); !ran) return ran;
   }
+}
+
+fid::Status IndexWriter::write_videos(index::SqliteDb& db, const SourceTree& tree) {
+  if (tree.videos.empty()) return {};
+  if (fid::Status made = db.exec(index::kVideosSchema); !made) return made;
+  fid::Result<index::SqliteStatement> st = db.prepare(
+      "INSERT INTO videos(dir, name, source_size, codec, fps_num, fps_den, width, height, frames) "
+      "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)");
+  if (!st) return std::move(st).error();
+  for (const index::VideoSource& v : tree.videos) {
+    if (files_in_dir_[v.dir] == 0) continue;  // in another shard
+    st->bind(1, static_cast<int64_t>(v.dir));
+    st->bind_blob(2, bytes_of(v.name));
+    st->bind(3, static_cast<int64_t>(v.source_size));
+    st->bind(4, std::string_view(v.codec));
+    const int64_t values[] = {v.fps_num, v.fps_den, v.width, v.height, files_in_dir_[v.dir]};
+    for (int c = 0; c < 5; ++c) st->bind(5 + c, values[c]);
+    if (fid::Status ran = st->run(); !ran) return ran;
+  }
+  return {};
 }
 
 fid::Status IndexWriter::finish(const std::filesystem::path& path, const PackMeta& meta, const SourceTree& tree,
@@ -182,6 +204,7 @@ fid::Status IndexWriter::finish(const std::filesystem::path& path, const PackMet
   if (written) written = write_records(db, records);
   if (written) written = write_files(db, tree);
   if (written && meta.clips) written = write_clips(db, records);
+  if (written) written = write_videos(db, tree);
   if (written) written = write_skipped(db, tree);
   if (written) written = db.exec("COMMIT");
   if (!written) return index_error(written.error());

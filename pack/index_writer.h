@@ -41,9 +41,12 @@ class IndexWriter {
  private:
   IndexWriter() = default;
   fid::Status write_files(index::SqliteDb& db, const SourceTree& tree);
+  // The videos table: tree.videos whose folders hold files, with the count written.
+  fid::Status write_videos(index::SqliteDb& db, const SourceTree& tree);
 
   std::unique_ptr<index::SqliteDb> scratch_;
   std::optional<index::SqliteStatement> insert_;
+  std::vector<uint32_t> files_in_dir_;  // by dir, counted by write_files
 };
 
 }  // namespace fid::pack

@@ -178,6 +178,9 @@ class MergeWriter {
   // The parts' clips tables, in part order, renumbered, their records moved: a part's records
   // follow the part before's, so the rows stay in record and slot order.
   fid::Status copy_clips();
+  // The parts' videos tables: a folder's row from the part that holds its frames (a clip is in
+  // one shard; were a folder's frames in several, their counts add up).
+  fid::Status copy_videos();
   // Inserts the files row at `q` (a part's) with `insert` as file `id`, its record moved by `record_base`.
   static fid::Status copy_file(const index::SqliteStatement& q, int64_t id, uint32_t record_base,
                                index::SqliteStatement& insert);
@@ -375,6 +378,35 @@ fid::Status MergeWriter::copy_skipped() {
   return {};
 }
 
+fid::Status MergeWriter::copy_videos() {
+  constexpr const char* kColumns = "dir, name, source_size, codec, fps_num, fps_den, width, height, frames";
+  bool made = false;
+  for (Part& p : parts_) {
+    fid::Result<bool> found = p.db->has_table("videos");
+    if (!found) return std::move(found).error();
+    if (!*found) continue;
+    if (!made) {
+      if (fid::Status m = db_->exec(index::kVideosSchema); !m) return m;
+      made = true;
+    }
+    fid::Result<index::SqliteStatement> q = p.db->prepare(fmt::format("SELECT {} FROM videos", kColumns).c_str());
+    if (!q) return std::move(q).error();
+    fid::Result<index::SqliteStatement> st = db_->prepare(
+        fmt::format("INSERT INTO videos({}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) "
+                    "ON CONFLICT(dir) DO UPDATE SET frames = frames + excluded.frames", kColumns).c_str());
+    if (!st) return std::move(st).error();
+    fid::Status copied = q->each_row([&]() -> fid::Status {
+      for (int c = 0; c < 9; ++c)
+        if (c == 1) st->bind_blob(2, q->blob(1));
+        else if (c == 3) st->bind(4, std::string_view(q->text(3)));
+        else st->bind(c + 1, q->integer(c));
+      return st->run();
+    });
+    if (!copied) return copied;
+  }
+  return {};
+}
+
 fid::Status MergeWriter::copy_clips() {
   if (std::none_of(parts_.begin(), parts_.end(), [](const Part& p) { return p.clips; })) return {};
   if (fid::Status made = db_->exec(index::kClipsSchema); !made) return made;
@@ -417,6 +449,7 @@ fid::Result<MergeReport> write_store(std::vector<Part>& parts, TempStore& tmp, c
     if (written) written = w.merge_files(*folders);
     if (written) written = w.copy_skipped();
     if (written) written = w.copy_clips();
+    if (written) written = w.copy_videos();
     if (written) written = w.finish();
     if (!written) return std::move(written).error();
     report = w.report;

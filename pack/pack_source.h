@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "index/store.h"
 
 namespace fid::pack {
 
@@ -189,6 +190,7 @@ struct SourceTree {
   SourceFiles files;
   uint64_t bytes = 0;  // the files' sizes when listed (progress)
   std::vector<std::pair<std::string, std::string>> skipped;  // path, why it is not in the store
+  std::vector<index::VideoSource> videos;  // folders made from videos (--video-frames), by dir
 
   std::string rel(uint32_t i) const {
     const std::string& d = dirs[files.dir(i)].rel;

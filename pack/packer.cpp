@@ -45,6 +45,9 @@ class RecordWriter {
                PackDestination* destination)
       : opt_(opt), tmp_(tmp), tree_(tree), index_(index), report_(report), destination_(destination) {
     report_.bytes_by_level.assign(kLevels, 0);
+    report_.frame_bytes_by_level.assign(kLevels, 0);
+    video_dir_.assign(tree.dirs.size(), false);
+    for (const index::VideoSource& v : tree.videos) video_dir_[v.dir] = true;
   }
 
   // `clip`: the clip f is a frame of (an index into `clips`), or StorageOrder::kNoClip.
@@ -81,8 +84,11 @@ class RecordWriter {
     if (f.kind == index::FileKind::jpeg) {
       report_.jpeg++;
       const uint64_t trailer = index::level_trailer(index::FileKind::jpeg).size();
-      for (int k = 1; k <= kLevels; ++k)
+      const bool frame = video_dir_[tree_.files.dir(f.source_index)];
+      for (int k = 1; k <= kLevels; ++k) {
         report_.bytes_by_level[static_cast<size_t>(k - 1)] += f.jpeg.piece_end[k] + trailer;
+        if (frame) report_.frame_bytes_by_level[static_cast<size_t>(k - 1)] += f.jpeg.piece_end[k] + trailer;
+      }
     } else if (f.kind == index::FileKind::l3) {
       report_.l3++;
       report_.l3_bytes += f.payload.size();
@@ -120,6 +126,7 @@ class RecordWriter {
   RecordBuilder jpeg_{index::jpeg_record_layout(opt_.layout), opt_.record_bytes};
   RecordBuilder whole_{index::RecordLayout::whole, opt_.record_bytes};
   uint32_t last_clip_ = StorageOrder::kNoClip;
+  std::vector<bool> video_dir_;  // by dir: a clip folder made from a video
 };
 
 // Calls `progress` at most every 200 ms, and once more at the end.

@@ -60,6 +60,7 @@ struct PackReport {
   uint64_t source_bytes = 0, store_bytes = 0, records = 0, dirs = 0;
   uint64_t clips = 0, clip_frames = 0;  // clip folders found, and their files
   VideoSummary videos;                  // --video-frames: the videos turned into frames
+  std::vector<uint64_t> frame_bytes_by_level;  // their frames (JPEGs) at level 1..L
   double seconds = 0;
 };
 

@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 #include <mutex>
 #include <thread>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "codec/jpeg.h"
@@ -238,9 +239,27 @@ class VideoFramesSource final : public PackSource {
     });
     if (!built) return std::move(built).error();
     SourceTree tree = builder.take();
+    add_videos(tree);
     for (auto& s : inner_tree_.skipped) tree.skipped.push_back(s);
     for (auto& s : skipped_) tree.skipped.push_back(s);
     return tree;
+  }
+
+  // What each decoded video was, by its frames' folder (the index's videos table).
+  void add_videos(SourceTree& tree) const {
+    std::unordered_map<std::string_view, const DecodedVideo*> by_folder;
+    for (const DecodedVideo& v : videos_)
+      if (v.failed.empty()) by_folder.emplace(v.folder, &v);
+    for (uint32_t d = 1; d < tree.dirs.size(); ++d) {
+      auto it = by_folder.find(tree.dirs[d].rel);
+      if (it == by_folder.end()) continue;
+      const DecodedVideo& v = *it->second;
+      const video::VideoInfo& i = v.info;
+      const bool rate = i.fps_num > 0 && i.fps_den > 0;
+      tree.videos.push_back(index::VideoSource{d, static_cast<uint32_t>(v.frame_end.size()), rate ? i.fps_num : 0,
+                                               rate ? i.fps_den : 1, i.width, i.height, v.source_bytes,
+                                               std::string(inner_tree_.files.name(v.inner)), i.codec.substr(0, 64)});
+    }
   }
 
   std::unique_ptr<PackSource> inner_;

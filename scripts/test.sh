@@ -116,6 +116,18 @@ EOF
 fi
 if [[ ! -d $seeds/index ]]; then
   rm -rf "$seeds/store" && build/cli/fidelityfs pack "$seeds/tree" "$seeds/store" --progress off >/dev/null
+  # A videos table (docs/FORMAT.md "videos") on the first folder, as --video-frames writes one,
+  # so that fuzz_index and fuzz_tables reach its rows without a video decoded here.
+  /usr/bin/python3 - "$seeds/store/index.sqlite" <<'EOF'
+import sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+db.execute("CREATE TABLE videos(dir INTEGER PRIMARY KEY, name BLOB NOT NULL, source_size INTEGER NOT NULL, "
+           "codec TEXT NOT NULL, fps_num INTEGER NOT NULL, fps_den INTEGER NOT NULL, width INTEGER NOT NULL, "
+           "height INTEGER NOT NULL, frames INTEGER NOT NULL)")
+db.execute("INSERT INTO videos SELECT id, CAST(name || '.mp4' AS BLOB), 123456, 'h264', 30000, 1001, 640, 480, "
+           "(SELECT count(*) FROM files WHERE files.dir = dirs.id) FROM dirs WHERE id = 1")
+db.commit()
+EOF
   mkdir -p "$seeds/index" && cp "$seeds/store/index.sqlite" "$seeds/index/"
 fi
 # fuzz_index runs "SQL:" inputs on a copy of this index; fuzz_control mounts this store in-process;

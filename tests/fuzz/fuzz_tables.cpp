@@ -26,8 +26,8 @@ namespace {
 namespace fs = std::filesystem;
 
 // Offsets of docs/FORMAT.md's header table.
-constexpr size_t kPathBytesAt = 36, kIdentityAt = 48, kIdentityBytes = 40, kBodyHashAt = 240, kHeaderHashAt = 248,
-                 kHeaderBytes = 256;
+constexpr size_t kPathBytesAt = 36, kIdentityAt = 48, kIdentityBytes = 40, kBodyHashAt = 256, kHeaderHashAt = 264,
+                 kHeaderBytes = 272;
 
 struct Base {
   fs::path store, tables_dir, file;

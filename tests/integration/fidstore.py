@@ -46,6 +46,13 @@ class Store:
             self.derive_offsets(region_ends)
         self.skipped = [(bytes(p).decode("utf-8", "surrogateescape"), r)
                         for p, r in self.db.execute("SELECT path, reason FROM skipped")]
+        # Any version may have a videos table: a row a clip folder made from a video, by its path.
+        has_videos = self.db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'videos'").fetchone()
+        self.videos = {self.dir_path(d): dict(name=bytes(n).decode("utf-8", "surrogateescape"), source_size=size,
+                                              codec=codec, frame_rate=(num, den), width=w, height=h, frames=frames)
+                       for d, n, size, codec, num, den, w, h, frames in self.db.execute(
+                           "SELECT dir, name, source_size, codec, fps_num, fps_den, width, height, frames FROM videos")
+                       } if has_videos else {}
 
     @staticmethod
     def sizes_and_checksums(blob):

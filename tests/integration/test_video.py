@@ -4,8 +4,11 @@ within 40 dB PSNR of the ffmpeg CLI's decode (compared in luma, where colour con
 differ), rotation applied, odd sizes, full-range MJPEG, 10-bit and VFR taken; a video cut short keeps what decodes
 and says so; an audio-only file is skipped with its reason; fps and short_side as ffmpeg's
 filters count and size; without --video-frames videos stay byte-identical blobs."""
+import errno
 import glob
 import io
+import json
+import math
 import os
 import shutil
 import subprocess
@@ -96,6 +99,7 @@ def test_every_frame_matches_the_ffmpeg_cli(videos, video_store, mnt):
         assert Image.open(os.path.join(mnt, "phone", "img_00001.jpg")).size == (180, 320)  # turned upright
         assert Image.open(os.path.join(mnt, "odd", "img_00001.jpg")).size == (161, 97)
         assert read(os.path.join(mnt, "notes.txt")) == open(os.path.join(videos, "notes.txt"), "rb").read()
+        check_video_attributes(videos, st, mnt)
     # Each video's frames are one clip, in frame order.
     by_slot = {(f["record"], f["slot"]): rel for rel, f in st.files.items()}
     runs = {}
@@ -107,6 +111,42 @@ def test_every_frame_matches_the_ffmpeg_cli(videos, video_store, mnt):
         assert names == sorted(names), folder
 
 
+def ffprobe_stream(path):
+    p = subprocess.run(["ffprobe", "-v", "error", "-select_streams", "v:0", "-show_entries",
+                        "stream=codec_name,avg_frame_rate,width,height", "-of", "json", path],
+                       capture_output=True, text=True, check=True)
+    return json.loads(p.stdout)["streams"][0]
+
+
+def check_video_attributes(videos, st, mnt):
+    """Each clip folder tells its video (getfattr, also under /.fidelity/sg/K/), as ffprobe
+    does and as the index's videos table holds it; other folders have no such attribute."""
+    facts = ["source", "source_size", "codec", "frame_rate", "frame_size", "frames"]
+    for video in DECODABLE:
+        clip = video.rsplit(".", 1)[0]
+        probe = ffprobe_stream(os.path.join(videos, video))
+        w, h = probe["width"], probe["height"]
+        if video == "phone.mp4":
+            w, h = h, w  # displayed upright
+        num, den = (int(x) for x in probe["avg_frame_rate"].split("/"))
+        g = math.gcd(num, den) if num else 1
+        want = {"source": video, "source_size": str(os.path.getsize(os.path.join(videos, video))),
+                "codec": probe["codec_name"], "frame_rate": f"{num // g}/{den // g}" if num else "0/1",
+                "frame_size": f"{w}x{h}", "frames": str(len(os.listdir(os.path.join(mnt, clip))))}
+        for folder in (os.path.join(mnt, clip), os.path.join(mnt, ".fidelity", "sg", "3", clip)):
+            got = {k: os.getxattr(folder, "user.fidelity." + k).decode() for k in facts}
+            assert got == want, (folder, got, want)
+            assert {"user.fidelity." + k for k in facts} <= set(os.listxattr(folder)), folder
+        v = st.videos[clip]
+        assert (v["name"], str(v["frames"]), f"{v['width']}x{v['height']}") == (video, want["frames"], want["frame_size"])
+    with pytest.raises(OSError) as e:
+        os.getxattr(mnt, "user.fidelity.frames")
+    assert e.value.errno == errno.ENODATA
+    with pytest.raises(OSError) as e:
+        os.setxattr(os.path.join(mnt, "h264"), "user.fidelity.frames", b"3")
+    assert e.value.errno == errno.EPERM
+
+
 def test_pack_says_what_it_kept_and_skipped(videos, video_store, tmp_path):
     _, out = video_store
     total = sum(ffprobe_frames(os.path.join(videos, v)) for v in DECODABLE)
@@ -115,6 +155,31 @@ def test_pack_says_what_it_kept_and_skipped(videos, video_store, tmp_path):
     cut = ffprobe_frames(os.path.join(videos, "cut.mp4"))
     assert f"video cut short: cut: kept {cut} frames: " in out, out
     assert "skipped: sound.mp4: no video stream" in out, out
+    # The videos' bytes and their frames' at each level, in pack's summary and in inspect.
+    store, _ = video_store
+    st = Store(store)
+    j = json.loads(subprocess.run([fid_bin(), "inspect", store, "--json"], capture_output=True, text=True,
+                                  check=True).stdout)["videos"]
+    video_bytes = sum(os.path.getsize(os.path.join(videos, v)) for v in DECODABLE)
+    assert (j["videos"], j["bytes"], j["frames"]) == (len(DECODABLE), video_bytes, total), j
+    frames = [rel for rel in st.files if os.path.dirname(rel) in st.videos]
+    assert len(frames) == total
+    for level in (1, 5, st.levels):
+        assert j["frame_bytes_by_level"][level - 1] == sum(len(st.read(rel, level)) for rel in frames), level
+    ratios = " ".join(f"{k + 1}:{b / video_bytes:.2f}" for k, b in enumerate(j["frame_bytes_by_level"]))
+    assert f"video frames by level (bytes stored, over the videos' bytes): {ratios}\n" in out, out
+    text = subprocess.run([fid_bin(), "inspect", store], capture_output=True, text=True, check=True).stdout
+    assert f"videos          {len(DECODABLE)} ({video_bytes} bytes) into {total} frames" in text, text
+    # Shards of a pack each keep their clips' videos; merged, the store has them all.
+    for i in (0, 1):
+        p = pack(videos, str(tmp_path / f"part{i}"), "--video-frames", "--allow-skipped", "--shard", f"{i}/2")
+        assert p.returncode == 0, p.stderr
+    parts = [Store(str(tmp_path / f"part{i}")).videos for i in (0, 1)]
+    assert parts[0] and parts[1] and not set(parts[0]) & set(parts[1])
+    m = subprocess.run([fid_bin(), "merge", str(tmp_path / "part0"), str(tmp_path / "part1"), str(tmp_path / "merged")],
+                       capture_output=True, text=True)
+    assert m.returncode == 0, m.stderr
+    assert Store(str(tmp_path / "merged")).videos == st.videos
     # Without --allow-skipped the audio-only file fails the pack, the store written all the same.
     p = pack(videos, str(tmp_path / "strict"), "--video-frames")
     assert p.returncode == 1 and "1 source entry was skipped" in p.stderr, p.stderr

@@ -384,3 +384,61 @@ TEST_F(FileLayoutStore, TheTablesFileKeepsTheLayout) {
         EXPECT_EQ(s->pieces(f)[i].offset, store().pieces(store().files()[f.id])[i].offset);
   }
 }
+
+// The videos table (a store packed with --video-frames): read without a frame decoded, the same
+// from the index and from a mapped tables file; a row that does not describe a folder and its
+// files is refused, naming the folder.
+TEST(Store, VideosTableGivesEachClipFoldersVideoAndIsChecked) {
+  TempDir t;
+  make_tree(t.path() / "src");
+  pack(t.path() / "src", t.path() / "store");
+  const fsys::path db = t.path() / "store/index.sqlite";
+  uint32_t cat = 0, cat_files = 0;
+  {
+    const std::unique_ptr<Store> s = open_store(t.path() / "store");
+    for (const auto& d : s->dirs())
+      if (s->name(d) == "cat") cat = d.id, cat_files = d.file_count;
+    ASSERT_NE(cat, 0u);
+    EXPECT_TRUE(s->videos().empty());
+    EXPECT_EQ(s->video_of(cat), nullptr);
+  }
+  sql(db, fid::index::kVideosSchema);
+  sql(db, fmt::format("INSERT INTO videos VALUES ({}, CAST('cat.mp4' AS BLOB), 123456, 'h264', 30000, 1001, 1920, 1080, {})",
+                      cat, cat_files));
+  auto check = [&](const Store& s) {
+    const fid::index::VideoSource* v = s.video_of(cat);
+    ASSERT_NE(v, nullptr);
+    EXPECT_EQ(v->name, "cat.mp4");
+    EXPECT_EQ(v->source_size, 123456u);
+    EXPECT_EQ(v->codec, "h264");
+    EXPECT_EQ(v->fps_num, 30000u);
+    EXPECT_EQ(v->fps_den, 1001u);
+    EXPECT_EQ(v->width, 1920u);
+    EXPECT_EQ(v->height, 1080u);
+    EXPECT_EQ(v->frames, cat_files);
+    EXPECT_EQ(s.video_of(0), nullptr);
+    EXPECT_EQ(s.videos().size(), 1u);
+  };
+  check(*open_store(t.path() / "store"));
+  const fsys::path tables = t.path() / "tables";
+  fsys::create_directories(tables);
+  fsys::permissions(tables, fsys::perms::owner_all);
+  for (int open = 0; open < 2; ++open) {  // made from the index, then mapped as it is
+    auto mapped = Store::open(t.path() / "store", tables);
+    ASSERT_TRUE(mapped.ok()) << mapped.error().message;
+    EXPECT_FALSE((*mapped)->tables_file().empty()) << (*mapped)->tables_problem();
+    check(**mapped);
+  }
+  auto expect_error = [&](const std::string& change, const std::string& fragment) {
+    sql(db, "CREATE TABLE saved_videos AS SELECT * FROM videos; " + change);
+    const std::string e = open_error(t.path() / "store");
+    EXPECT_NE(e.find(fragment), std::string::npos) << change << ": " << e;
+    sql(db, "DELETE FROM videos; INSERT INTO videos SELECT * FROM saved_videos; DROP TABLE saved_videos");
+  };
+  expect_error("UPDATE videos SET frames = frames + 1", fmt::format("video of folder {} says {} frames, the folder holds {}", cat, cat_files + 1, cat_files));
+  expect_error("UPDATE videos SET dir = 0", "video of folder 0 has a value out of range");
+  expect_error("UPDATE videos SET fps_den = 0", "has a value out of range");
+  expect_error("UPDATE videos SET width = -1", "has a value out of range");
+  expect_error("UPDATE videos SET name = x''", "has a value out of range");
+  check(*open_store(t.path() / "store"));
+}

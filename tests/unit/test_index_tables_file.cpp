@@ -135,7 +135,8 @@ TEST_F(TablesFile, RowsOutOfBoundsUnderMatchingChecksumsAreRefused) {
   const auto identity = fid::index::identify_index(index_file()).value();
   const fid::index::TablesMeta meta{loaded.levels(), loaded.format_version(), loaded.layout(), loaded.seed(),
                                     {loaded.records().begin(), loaded.records().end()},
-                                    {loaded.clip_runs().begin(), loaded.clip_runs().end()}};
+                                    {loaded.clip_runs().begin(), loaded.clip_runs().end()},
+                                    {}};
   struct Damage {
     const char* what;
     std::function<void(std::vector<fid::index::File>&, std::vector<fid::index::Dir>&, std::vector<fid::index::Piece>&,

@@ -1,0 +1,59 @@
+// Store's loader, continued: the optional tables of clips (format 5) and videos, checked against
+// the records, files and folders loaded before them.
+#include <fmt/format.h>
+
+#include "index/sqlite_db.h"
+#include "index/store.h"
+#include "index/store_load_errors.h"
+#include "index/videos_table.h"
+
+namespace fid::index {
+
+void Store::place_clip_run(ClipRun& c, uint64_t& pos, uint64_t region_end, const std::string& ip) {
+  const std::span<const uint32_t> frames = record_files(c.record).subspan(c.first_slot, c.frames);
+  c.offset = pos;
+  c.level_end.assign(static_cast<size_t>(levels_) + 1, 0);
+  for (size_t k = 0; k < c.level_end.size(); ++k) {
+    for (uint32_t id : frames) {
+      Piece& p = pieces_[files_[id].first_piece + k];
+      if (p.size > region_end - pos)
+        throw corrupt_index(ip, fmt::format("file {} piece {} lies outside record {}", id, k, c.record));
+      p.offset = pos;
+      pos += p.size;
+    }
+    c.level_end[k] = pos;
+  }
+}
+
+void Store::load_clips(SqliteDb& db, const std::string& ip) {
+  if (format_version_ < kClipsFormatVersion) return;
+  auto q = must(db.prepare("SELECT id, dir, record, first_slot, frames FROM clips ORDER BY id"));
+  while (must(q.step())) {
+    const int64_t id = q.integer(0), dir = q.integer(1), record = q.integer(2), first = q.integer(3), n = q.integer(4);
+    const ClipRun* before = clips_.empty() ? nullptr : &clips_.back();
+    if (id != static_cast<int64_t>(clips_.size()) || dir <= 0 || dir >= static_cast<int64_t>(dirs_.size()) ||
+        record < 0 || record >= static_cast<int64_t>(records_.size()) ||
+        (before && (record < before->record || (record == before->record && first < before->first_slot + before->frames))))
+      throw corrupt_index(ip, fmt::format("clip {} (folder {}, record {}) is out of range or order", id, dir, record));
+    Record& rec = records_[static_cast<size_t>(record)];
+    const std::span<const uint32_t> members = record_files(rec.id);
+    const bool fits = rec.layout != RecordLayout::whole && first >= 0 && n >= 1 && first + n <= static_cast<int64_t>(members.size());
+    for (int64_t slot = first; fits && slot < first + n; ++slot) {
+      const File& f = files_[members[static_cast<size_t>(slot)]];
+      if (f.kind != FileKind::jpeg || f.dir != static_cast<uint32_t>(dir))
+        throw corrupt_index(ip, fmt::format("clip {}: file {} of record {} is not a JPEG of folder {}", id, f.id, record, dir));
+    }
+    if (!fits) throw corrupt_index(ip, fmt::format("clip {}: slots {}..{} are not JPEGs of record {}", id, first, first + n - 1, record));
+    if (rec.clip_count++ == 0) rec.clip_begin = static_cast<uint32_t>(clips_.size());
+    clips_.push_back(ClipRun{static_cast<uint32_t>(id), static_cast<uint32_t>(dir), rec.id, static_cast<uint32_t>(first),
+                             static_cast<uint32_t>(n), 0, {}});
+  }
+}
+
+void Store::load_videos(SqliteDb& db, const std::string& ip) {
+  Result<std::vector<VideoSource>> videos = read_videos_table(db, dirs_);
+  if (!videos && videos.error().code == EINVAL) throw corrupt_index(ip, videos.error().message);
+  videos_ = must(std::move(videos));
+}
+
+}  // namespace fid::index
