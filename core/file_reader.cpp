@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstring>
 #include <limits>
 
@@ -10,6 +11,25 @@
 #include "core/read_range.h"
 
 namespace fid::core {
+
+namespace {
+
+// The view cache must hold the views readers are in: a view is read in many requests, and one
+// evicted between them is rendered again. So it holds twice `threads` of the store's largest L3
+// view (a view being rendered for each FUSE thread, and as many whose readers are between two
+// requests), up to the record cache's budget; never less than a quarter of that budget
+// (sequential re-encodings are kept there too).
+uint64_t view_budget(const index::Store& store, const config::Settings& settings) {
+  uint64_t largest = 0;
+  for (const index::File& f : store.files())
+    if (f.kind == index::FileKind::l3)
+      largest = std::max(largest, codec::l3_view_size(FileReader::shape_of(f), settings.raw_format));
+  const uint64_t readers_in =
+      std::min<uint64_t>((largest + ViewCache::kEntryOverhead) * 2 * settings.threads, settings.cache_bytes);
+  return std::max({settings.cache_bytes / 4, readers_in, uint64_t{8} << 20});
+}
+
+}  // namespace
 
 FileReader::FileReader(const index::Store& store, storage::RecordSource& source, const config::Settings& settings,
                        codec::L3BatchDecoder* gpu, const LevelPolicy* clip_reads)
@@ -22,7 +42,7 @@ FileReader::FileReader(const index::Store& store, storage::RecordSource& source,
                 [&source] { return source.in_flight_target(); }),
       reader_loads_([&source] { return source.in_flight_target(); },
                     source.pieces_while_loading() ? kLocalReaderLoads : kMinLoads),
-      views_(std::max<uint64_t>(settings.cache_bytes / 4, 8ull << 20)),
+      views_(view_budget(store, settings)),
       sequential_memory_(config::sequential_memory_budget(settings)),
       gpu_(gpu),
       clip_reads_(clip_reads),
@@ -160,7 +180,7 @@ std::atomic<uint32_t>& FileReader::sequential_size_slot(uint32_t file, int level
 }
 
 Result<ViewCache::View> FileReader::sequential_view(const index::File& f, int level) {
-  return views_.get(ViewCache::view_key(f.id, level), [&] { return render_sequential(f, level); });
+  return views_.get(ViewCache::view_key(f.id, level), size(f, level), [&] { return render_sequential(f, level); });
 }
 
 Result<ViewCache::View> FileReader::render_sequential(const index::File& f, int level) {
@@ -293,7 +313,7 @@ Result<FileReader::Bytes> FileReader::read_view(const index::File& f, uint64_t o
   const uint64_t begin = std::min(offset, total);
   const uint64_t end = begin + std::min(length, total - begin);
   if (begin == end) return Bytes{};
-  Result<ViewCache::View> v = views_.get(ViewCache::view_key(f.id), [&] { return render(f); });
+  Result<ViewCache::View> v = views_.get(ViewCache::view_key(f.id), size(f, 1), [&] { return render(f); });
   if (!v.ok()) return failed(f, std::move(v).error());
   return Bytes{{(*v)->data() + begin, end - begin}, *v, {}};
 }

@@ -4,7 +4,7 @@
 
 namespace fid::core {
 
-Result<ViewCache::View> ViewCache::get(uint64_t key, const std::function<Result<View>()>& render) {
+Result<ViewCache::View> ViewCache::get(uint64_t key, uint64_t expected_bytes, const std::function<Result<View>()>& render) {
   std::unique_lock lock(mu_);
   if (auto found = by_key_.find(key); found != by_key_.end()) {
     entries_.splice(entries_.begin(), entries_, found->second);
@@ -15,9 +15,10 @@ Result<ViewCache::View> ViewCache::get(uint64_t key, const std::function<Result<
     return Error{EIO, "its render failed in another reader"};
   }
   std::promise<View> promise;
-  entries_.push_front(Entry{key, promise.get_future().share(), 0});
+  entries_.push_front(Entry{key, promise.get_future().share(), 0, expected_bytes});
   by_key_.emplace(key, entries_.begin());
-  used_ += kEntryOverhead;
+  used_ += kEntryOverhead + expected_bytes;
+  evict_locked(key);  // room for it now, from views no one reads, not from those rendered beside it
   lock.unlock();
   Result<View> r = Error{EIO, "rendering it failed"};
   bool returned = false;
@@ -40,6 +41,8 @@ Result<ViewCache::View> ViewCache::get(uint64_t key, const std::function<Result<
 
 void ViewCache::finish_locked(uint64_t key, const View& v) {
   if (auto found = by_key_.find(key); found != by_key_.end() && found->second->bytes == 0) {
+    used_ -= found->second->reserved;
+    found->second->reserved = 0;
     if (!v) {
       entries_.erase(found->second);
       by_key_.erase(found);
@@ -49,9 +52,13 @@ void ViewCache::finish_locked(uint64_t key, const View& v) {
       used_ += found->second->bytes;
     }
   }
+  evict_locked(key);
+}
+
+void ViewCache::evict_locked(uint64_t keep) {
   for (auto it = entries_.end(); used_ > budget_ && it != entries_.begin();) {
     --it;
-    if (it->bytes == 0 || it->key == key) continue;  // being rendered, or just rendered
+    if (it->bytes == 0 || it->key == keep) continue;  // being rendered, or just rendered
     used_ -= it->bytes + kEntryOverhead;
     by_key_.erase(it->key);
     it = entries_.erase(it);

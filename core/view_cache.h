@@ -33,10 +33,11 @@ class ViewCache {
   // The view under `key`: cached, being rendered by another reader (waited for), or rendered now
   // by `render`. A failed render is not cached (the next read tries again): its caller gets its
   // Error (ENOMEM if it ran out of memory, EIO for any other exception), the readers waiting for
-  // it EIO.
-  Result<View> get(uint64_t key, const std::function<Result<View>()>& render);
+  // it EIO. A render counts `expected_bytes` (its view's size, where known) from its start, so
+  // that the views rendered at once never evict each other or those being read when they finish.
+  Result<View> get(uint64_t key, uint64_t expected_bytes, const std::function<Result<View>()>& render);
 
-  // Bytes of views kept plus kEntryOverhead for each view kept or being rendered.
+  // Bytes of views kept, and expected of views being rendered, plus kEntryOverhead for each.
   uint64_t used() const;
   size_t entries() const;
   uint64_t budget() const { return budget_; }
@@ -49,12 +50,15 @@ class ViewCache {
   struct Entry {
     uint64_t key;
     std::shared_future<View> view;
-    uint64_t bytes;  // 0 while rendering
+    uint64_t bytes;     // 0 while rendering
+    uint64_t reserved;  // while rendering: the bytes expected
   };
   using Entries = std::list<Entry>;
   // Accounts the rendered view under `key` (or forgets a failed one) and evicts least recently
   // used finished views beyond the budget, never the one just rendered. Locked.
   void finish_locked(uint64_t key, const View& v);
+  // Evicts least recently used finished views while over the budget, never `keep`. Locked.
+  void evict_locked(uint64_t keep);
 
   const uint64_t budget_;
   mutable std::mutex mu_;
