@@ -181,3 +181,34 @@ def test_cli_errors(edge_tree, tmp_path):
     p = run("l3", "decode", os.path.join(edge_tree, "png/rgb.png"), tmp_path / "y.png", check=False)
     assert p.returncode == 1 and "rgb.png" in p.stderr
     assert run("l3", "encode", check=False).returncode == 2
+
+
+def test_sixteen_readers_decode_each_view_once(tmp_path):
+    """16 readers on 16 FUSE threads, each reading whole NPY views (2.4 MB) of more files than the
+    view cache holds (cache=64MiB: a quarter of it would hold 6 views): every view is decoded once
+    (the cache holds the views readers are in, and views decoded at once never evict each other),
+    and every byte equals the source's pixels."""
+    import random
+    from concurrent.futures import ThreadPoolExecutor
+    src = tmp_path / "src" / "cls"
+    src.mkdir(parents=True)
+    base = np.asarray(photo_like(random.Random(5), 1024, 768))
+    for i in range(32):
+        Image.fromarray(np.roll(base, 37 * i, axis=1)).save(src / f"{i:02d}.png", compress_level=1)
+    store = pack(str(tmp_path / "src"), str(tmp_path / "store"))
+    mnt = str(tmp_path / "mnt")
+    with mounted(store, mnt, "-o", "raw_format=npy,threads=16,cache=64MiB"):
+        names = sorted(os.listdir(os.path.join(mnt, "cls")))
+        assert len(names) == 32
+
+        def read(name):
+            with open(os.path.join(mnt, "cls", name), "rb") as f:
+                return np.load(io.BytesIO(f.read()))
+
+        with ThreadPoolExecutor(16) as ex:
+            got = list(ex.map(read, names))
+        views = json.load(open(os.path.join(mnt, ".fidelity", "stats")))["l3_views"]
+    for i, g in enumerate(got):
+        assert np.array_equal(g, np.roll(base, 37 * i, axis=1)), i
+    assert views["budget"] < 32 * got[0].nbytes  # the views do not all fit
+    assert views["renders"] == 32, views

@@ -226,7 +226,7 @@ def test_stress_readers_flips_and_control_files(request, mnt, random_reads, layo
     lat = sorted([x for t in tallies for x in t.latencies] + [x for d in done for x in d[4]])
     p50, p99 = lat[(len(lat) - 1) // 2], lat[int(0.99 * (len(lat) - 1))]
     index_bytes = os.path.getsize(os.path.join(store, "index.sqlite"))
-    views = max(CACHE // 4, 8 * MiB) if has_l3 else 0  # the l3 view cache, only used by l3 files
+    views = max(CACHE, 8 * MiB) if has_l3 else 0  # the l3 view cache (at most `cache`), only used by l3 files
     per_worker = FUSE_BUF + 3 * largest  # + the reply, piece and O_DIRECT scratch buffers
     bound = FIXED + index_bytes + CACHE + views + WORKERS * per_worker + (WORKERS + OTHER_THREADS) * STACK
     report(f"stress ({random_reads}, {layout} layout): {reads} file reads in {elapsed:.1f} s, "
