@@ -184,20 +184,20 @@ def test_cli_errors(edge_tree, tmp_path):
 
 
 def test_sixteen_readers_decode_each_view_once(tmp_path):
-    """16 readers on 16 FUSE threads, each reading whole NPY views (2.4 MB) of more files than the
-    view cache holds (cache=64MiB: a quarter of it would hold 6 views): every view is decoded once
+    """16 readers on 16 FUSE threads, each reading whole NPY views (1.2 MB) of more files than the
+    view cache holds (cache=32MiB: a quarter of it would hold 6 views): every view is decoded once
     (the cache holds the views readers are in, and views decoded at once never evict each other),
     and every byte equals the source's pixels."""
     import random
     from concurrent.futures import ThreadPoolExecutor
     src = tmp_path / "src" / "cls"
     src.mkdir(parents=True)
-    base = np.asarray(photo_like(random.Random(5), 1024, 768))
+    base = np.asarray(photo_like(random.Random(5), 768, 512))
     for i in range(32):
         Image.fromarray(np.roll(base, 37 * i, axis=1)).save(src / f"{i:02d}.png", compress_level=1)
     store = pack(str(tmp_path / "src"), str(tmp_path / "store"))
     mnt = str(tmp_path / "mnt")
-    with mounted(store, mnt, "-o", "raw_format=npy,threads=16,cache=64MiB"):
+    with mounted(store, mnt, "-o", "raw_format=npy,threads=16,cache=32MiB"):
         names = sorted(os.listdir(os.path.join(mnt, "cls")))
         assert len(names) == 32
 
