@@ -210,16 +210,20 @@ Status check_mountpoint(const std::string& mnt, bool nonempty) {
 std::unique_ptr<codec::L3BatchDecoder> open_l3_decoder(const config::Settings& s, const index::Store& store,
                                                       std::string& usage_error) {
   if (s.gpu == config::Gpu::off) return nullptr;
+  gpu::DecoderOptions o;
+  o.memory_bytes = s.gpu_memory;
   if (s.gpu == config::Gpu::emulate) {
-    auto dec = codec::make_emulated_batch_decoder();
-    log_info("gpu=emulate: L3 files decode through the GPU path on the CPU: {}", dec->description());
-    return dec;
+    auto made = gpu::make_emulated_decoder(o);
+    if (!made) {
+      usage_error = fmt::format("gpu=emulate: {}", made.error().message);
+      return nullptr;
+    }
+    log_info("gpu=emulate: L3 files decode through the GPU path on the CPU: {}", (*made)->description());
+    return std::move(made).value();
   }
   bool has_l3 = false;
   for (const auto& f : store.files()) has_l3 = has_l3 || f.kind == index::FileKind::l3;
   if (!has_l3 && s.gpu == config::Gpu::auto_) return nullptr;  // nothing to decode: no CUDA context
-  gpu::DecoderOptions o;
-  o.memory_bytes = s.gpu_memory;
   auto made = gpu::make_gpu_decoder(o);
   const std::string why = made ? std::string() : made.error().message;
   std::unique_ptr<codec::L3BatchDecoder> dec = made ? std::move(made).value() : nullptr;

@@ -70,41 +70,4 @@ void l3_finish_batch(const L3BatchLayout& b, const int* status) {
   }
 }
 
-namespace {
-
-// Runs the batch exactly as the GPU decoder lays it out (staged input, one output buffer, status
-// words), with the block kernel emulated on the CPU.
-class EmulatedBatchDecoder final : public L3BatchDecoder {
- public:
-  std::string description() const override { return "CPU emulation of the CUDA block decoder"; }
-  unsigned concurrency() const override { return 2; }
-  std::shared_ptr<HostBuffer> allocate(size_t bytes) override { return HostBuffer::heap(bytes); }
-  fid::Status decode(std::span<L3Job* const> jobs) override {
-    try {
-      run(jobs);
-    } catch (const std::bad_alloc&) {  // the batch's staging buffers, as the GPU's device memory
-      return fid::Error{ENOMEM, "emulated GPU decoder: out of memory for a batch"};
-    }
-    return {};
-  }
-
- private:
-  static void run(std::span<L3Job* const> jobs) {
-    L3BatchLayout b;
-    l3_layout_batch(jobs, b);
-    if (b.blocked.empty()) return;
-    std::vector<uint8_t> staged(b.staged_bytes), out(b.out_bytes);
-    std::vector<int> status(b.blocked.size(), 0);
-    b.stage(staged.data());  // the bitstreams where the kernel finds them (data_at + in_base)
-    l3_run_plan_emulated(b.plan, staged.data() + b.data_at, out.data(), status.data(), 256, false);
-    for (size_t i = 0; i < b.blocked.size(); ++i)
-      std::memcpy(b.blocked[i]->pixels.data(), out.data() + b.out_base[i], b.blocked[i]->pixels.size());
-    l3_finish_batch(b, status.data());
-  }
-};
-
-}  // namespace
-
-std::unique_ptr<L3BatchDecoder> make_emulated_batch_decoder() { return std::make_unique<EmulatedBatchDecoder>(); }
-
 }  // namespace fid::codec

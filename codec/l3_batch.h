@@ -52,6 +52,16 @@ struct L3Job {
   std::string error;  // why, when !ok
 };
 
+// What a batch decoder counts about its own memory and device (the mount's stats "gpu").
+struct L3DecoderStats {
+  uint64_t pageable_views = 0;     // views given heap memory: the pinned views were all in use
+  uint64_t buffer_growths = 0;     // batch buffers grown past their size at start (a job over the batch cap)
+  uint64_t host_allocations = 0;   // pinned allocations made, at start included
+  uint64_t device_allocations = 0; // device allocations made, at start included
+  unsigned peak_in_flight = 0;     // the most batches on the device at once
+  double kernel_seconds = 0;       // kernel time of every batch so far
+};
+
 class L3BatchDecoder {
  public:
   virtual ~L3BatchDecoder() = default;
@@ -69,6 +79,7 @@ class L3BatchDecoder {
   // The most bitstream + pixel bytes one decode() call should get (0: no limit); it bounds
   // the decoder's working buffers. A job larger than this alone still goes, in a batch of one.
   virtual size_t max_batch_bytes() const { return 0; }
+  virtual L3DecoderStats stats() const { return {}; }
 };
 
 // ---- batches for the block decoder (codec/l3_block.h), shared by the GPU and its emulation ----
@@ -97,9 +108,5 @@ void l3_layout_batch(std::span<L3Job* const> jobs, L3BatchLayout& layout);
 // Sets ok/error of the blocked jobs from the block decoder's status words (one per image); a
 // failed image is decoded again on the CPU, for its precise reason.
 void l3_finish_batch(const L3BatchLayout& layout, const int* status);
-
-// The block decoder run on the CPU (codec/l3_block_plan.h's emulation), as a batch decoder:
-// the mount's gpu=emulate, for testing the GPU path's batching and view buffers without a GPU.
-std::unique_ptr<L3BatchDecoder> make_emulated_batch_decoder();
 
 }  // namespace fid::codec

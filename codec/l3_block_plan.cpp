@@ -85,15 +85,21 @@ fid::Result<L3Info> l3_plan_image(std::span<const uint8_t> data, uint64_t in_bas
   return probed;
 }
 
-void l3_run_plan_emulated(const L3BatchPlan& plan, const uint8_t* in, uint8_t* out, int* status,
-                          unsigned block_threads, bool reverse_threads) {
+void l3_run_tasks_emulated(const l3k::PatchTask* tasks, size_t count, const uint8_t* in, const l3k::HuffTable* tables,
+                           uint8_t* out, int* status, unsigned block_threads, bool reverse_threads) {
   EmuBlock b{std::max(block_threads, 1u), reverse_threads};
   auto sh = std::make_unique<l3k::PatchShared>();
-  for (size_t i = 0; i < plan.tasks.size(); ++i) {
+  for (size_t i = 0; i < count; ++i) {
     // Shared memory is not initialised on a GPU: a different garbage pattern per task.
     std::memset(sh.get(), static_cast<int>((i * 37 + 0x5A) & 0xFF), sizeof(l3k::PatchShared));
-    l3k::decode_patch_block(b, *sh, plan.tasks[i], in, plan.tables.data(), out, status);
+    l3k::decode_patch_block(b, *sh, tasks[i], in, tables, out, status);
   }
+}
+
+void l3_run_plan_emulated(const L3BatchPlan& plan, const uint8_t* in, uint8_t* out, int* status,
+                          unsigned block_threads, bool reverse_threads) {
+  l3_run_tasks_emulated(plan.tasks.data(), plan.tasks.size(), in, plan.tables.data(), out, status, block_threads,
+                        reverse_threads);
 }
 
 fid::Status l3_decode_emulated(std::span<const uint8_t> data, std::span<uint8_t> out, unsigned block_threads,

@@ -36,6 +36,10 @@ fid::Result<L3Info> l3_plan_image(std::span<const uint8_t> data, uint64_t in_bas
 // cleared). Shared memory starts each task filled with garbage, as on a GPU.
 void l3_run_plan_emulated(const L3BatchPlan& plan, const uint8_t* in, uint8_t* out, int* status,
                           unsigned block_threads, bool reverse_threads);
+// The same over a kernel's arguments as a device sees them: `count` tasks and the tables in
+// memory (a staged batch, codec::L3BatchLayout).
+void l3_run_tasks_emulated(const l3k::PatchTask* tasks, size_t count, const uint8_t* in, const l3k::HuffTable* tables,
+                           uint8_t* out, int* status, unsigned block_threads, bool reverse_threads);
 
 // Convenience: decode one image through plan + emulation (same contract as l3_decode_into;
 // an INTER_PATCH image is an error here).

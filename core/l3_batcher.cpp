@@ -59,9 +59,10 @@ void L3Batcher::work() {
   for (;;) {
     queued_cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
     if (queue_.empty()) return;  // stopping, nothing left
-    // Wait for a full batch, or until the oldest job's deadline (not at all when stopping).
+    // With no batch on the decoder, go at once: waiting would leave the device idle. Otherwise
+    // wait for a full batch, or until the oldest job's deadline (not at all when stopping).
     const auto due = queue_.front()->queued + options_.deadline;
-    while (!stop_ && !next_batch().second && std::chrono::steady_clock::now() < due) {
+    while (!stop_ && in_flight_ > 0 && !next_batch().second && std::chrono::steady_clock::now() < due) {
       queued_cv_.wait_until(lock, due);
       if (queue_.empty()) break;  // another worker took them
     }
@@ -70,6 +71,7 @@ void L3Batcher::work() {
     batch.assign(queue_.begin(), queue_.begin() + static_cast<std::ptrdiff_t>(n));
     queue_.erase(queue_.begin(), queue_.begin() + static_cast<std::ptrdiff_t>(n));
     if (!queue_.empty()) queued_cv_.notify_one();  // the rest starts the next batch's clock
+    ++in_flight_;
     lock.unlock();
     jobs.clear();
     for (Pending* p : batch) jobs.push_back(&p->job);
@@ -80,6 +82,7 @@ void L3Batcher::work() {
       for (auto* j : jobs) codec::l3_decode_job_on_cpu(*j);
     }
     lock.lock();
+    --in_flight_;
     stats_.cpu_fallbacks += fallback ? 1 : 0;
     stats_.jobs += n;
     stats_.batches += 1;
@@ -89,6 +92,7 @@ void L3Batcher::work() {
       p->done = true;
     }
     done_cv_.notify_all();
+    if (in_flight_ == 0 && !queue_.empty()) queued_cv_.notify_one();  // a waiting worker may go now
   }
 }
 

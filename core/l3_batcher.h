@@ -1,8 +1,8 @@
 // Batches concurrent L3 decodes for a batch decoder (the GPU): FUSE threads that miss the view
-// cache queue their bitstream and wait; a batch goes to the decoder when it holds max_batch
-// jobs, or the decoder's max_batch_bytes() of bitstreams and pixels, or when its oldest job has
-// waited `deadline`. One worker per decoder stream, so one
-// batch fills while another is on the device. If the decoder itself fails (its decode() returns
+// cache queue their bitstream and wait. When no batch is on the decoder, what is queued goes at
+// once; while one is, the next batch goes when it holds max_batch jobs, or the decoder's
+// max_batch_bytes() of bitstreams and pixels, or when its oldest job has waited `deadline`.
+// One worker per decoder stream, so one batch fills while another is on the device. If the decoder itself fails (its decode() returns
 // an Error, e.g. a CUDA error), that batch is decoded on the CPU instead: readers get their
 // pixels, never an error for a device problem.
 #pragma once
@@ -33,7 +33,7 @@ class L3Batcher {
   struct Stats {
     uint64_t jobs = 0;
     uint64_t batches = 0;
-    uint64_t full_batches = 0;  // sent because a full batch (jobs or bytes) was waiting; the rest hit the deadline
+    uint64_t full_batches = 0;  // sent because a full batch (jobs or bytes) was waiting; the rest: the deadline or an idle decoder
     uint64_t failed_jobs = 0;     // bitstreams that do not decode (corrupt data)
     uint64_t cpu_fallbacks = 0;   // batches decoded on the CPU because the decoder failed
   };
@@ -70,6 +70,7 @@ class L3Batcher {
   std::condition_variable done_cv_;    // callers: a batch finished
   std::deque<Pending*> queue_;
   bool stop_ = false;
+  unsigned in_flight_ = 0;  // batches on the decoder
   Stats stats_;
   std::vector<std::thread> workers_;
 };

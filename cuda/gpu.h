@@ -44,12 +44,12 @@ MemorySplit split_memory(const DecoderOptions& options);
 
 // The GPU L3 decoder on device 0. Fails with ENOTSUP when this build has no CUDA decoder,
 // ENODEV when the machine has no usable device, EIO when the CUDA runtime fails to set it up
-// (the message names the call and the runtime's reason). Images the block decoder cannot take
+// (the message names the call and the runtime's reason). Its host side is cuda/gpu_decoder.h. Images the block decoder cannot take
 // (INTER_PATCH) are decoded on the CPU inside decode(); a CUDA error there is decode()'s EIO.
 fid::Result<std::unique_ptr<codec::L3BatchDecoder>> make_gpu_decoder(const DecoderOptions& options);
 
-// Kernel time of every batch decoded so far by a decoder from make_gpu_decoder (seconds, from
-// CUDA events), for the benchmark; 0 for any other decoder.
-double kernel_seconds(const codec::L3BatchDecoder& decoder);
+// The same decoder on a modelled device that runs the kernel's code on the CPU (the mount's
+// gpu=emulate): the GPU path's host code, batches and view memory, tested without a GPU.
+fid::Result<std::unique_ptr<codec::L3BatchDecoder>> make_emulated_decoder(const DecoderOptions& options);
 
 }  // namespace fid::gpu

@@ -3,12 +3,18 @@
 #include <algorithm>
 
 #include "cuda/gpu.h"
+#include "cuda/gpu_decoder.h"
+#include "cuda/gpu_model_device.h"
 
 namespace fid::gpu {
 
 MemorySplit split_memory(const DecoderOptions& o) {
   const size_t streams = std::max(1u, o.streams);
   return {o.memory_bytes / 2, std::max<size_t>(1, o.memory_bytes / 4 / streams)};
+}
+
+fid::Result<std::unique_ptr<codec::L3BatchDecoder>> make_emulated_decoder(const DecoderOptions& options) {
+  return start_decoder(std::make_shared<ModelDevice>(DeviceModel{}), options);
 }
 
 std::string describe(const Probe& p) {

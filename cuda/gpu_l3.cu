@@ -1,13 +1,10 @@
-// The CUDA L3 batch decoder: one thread block per patch (codec/l3_block.h, the same code the
-// CPU emulation test runs), pinned host buffers for input and views, one stream per slot.
+// The CUDA device of the GPU L3 decoder (cuda/gpu_device.h): one thread block per patch
+// (codec/l3_block.h, the same code the CPU emulation runs), streams with timing events.
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cerrno>
-#include <condition_variable>
-#include <map>
 #include <mutex>
-#include <new>
 #include <string>
 #include <vector>
 
@@ -15,6 +12,8 @@
 #include "codec/l3_block.h"
 #include "common/error.h"
 #include "cuda/gpu.h"
+#include "cuda/gpu_decoder.h"
+#include "cuda/gpu_device.h"
 
 namespace fid::gpu {
 namespace {
@@ -48,257 +47,77 @@ fid::Status check(cudaError_t e, const char* what) {
   return fid::Error{EIO, std::string("CUDA ") + what + ": " + cudaGetErrorString(e)};
 }
 
-size_t align_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
-
-// Pinned host memory for views, reused by size class (at most 1/8 above the request), with a cap
-// on the total; over the cap a view gets heap memory, which still works, only with a staged copy.
-class PinnedPool {
+class CudaDevice final : public Device {
  public:
-  explicit PinnedPool(size_t cap) : cap_(cap) {}
-  ~PinnedPool() {
-    for (auto& [cls, list] : free_)
-      for (uint8_t* p : list) cudaFreeHost(p);
+  explicit CudaDevice(std::string name) : name_(std::move(name)) {}
+  ~CudaDevice() override {
+    for (Stream& s : streams_) {
+      if (s.start) cudaEventDestroy(s.start);
+      if (s.stop) cudaEventDestroy(s.stop);
+      if (s.stream) cudaStreamDestroy(s.stream);
+    }
   }
+  std::string name() const override { return name_; }
 
-  uint8_t* take(size_t cls) {
-    std::lock_guard lock(mu_);
-    auto it = free_.find(cls);
-    if (it != free_.end() && !it->second.empty()) {
-      uint8_t* p = it->second.back();
-      it->second.pop_back();
-      return p;
-    }
-    // Give back idle buffers of other sizes until the new one fits under the cap.
-    for (auto f = free_.begin(); total_ + cls > cap_ && f != free_.end(); ++f) {
-      while (total_ + cls > cap_ && !f->second.empty()) {
-        cudaFreeHost(f->second.back());
-        f->second.pop_back();
-        total_ -= f->first;
-      }
-    }
-    if (total_ + cls > cap_) return nullptr;
+  fid::Result<uint8_t*> alloc_host(size_t bytes) override {
     void* p = nullptr;
-    if (cudaHostAlloc(&p, cls, cudaHostAllocPortable) != cudaSuccess) return nullptr;
-    total_ += cls;
+    if (fid::Status st = check(cudaHostAlloc(&p, bytes, cudaHostAllocPortable), "pinned allocation"); !st)
+      return std::move(st).error();
     return static_cast<uint8_t*>(p);
   }
-  void give(uint8_t* p, size_t cls) {
+  void free_host(uint8_t* p) override { cudaFreeHost(p); }
+  fid::Result<uint8_t*> alloc_device(size_t bytes) override {
+    void* p = nullptr;
+    if (fid::Status st = check(cudaMalloc(&p, bytes), "device allocation"); !st) return std::move(st).error();
+    return static_cast<uint8_t*>(p);
+  }
+  void free_device(uint8_t* p) override { cudaFree(p); }
+
+  // Streams are made at start, before any read; their vector does not change after.
+  fid::Result<unsigned> create_stream() override {
     std::lock_guard lock(mu_);
-    free_[cls].push_back(p);
+    Stream& s = streams_.emplace_back();  // the destructor frees what was made
+    if (fid::Status st = check(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking), "stream"); !st)
+      return std::move(st).error();
+    if (fid::Status st = check(cudaEventCreate(&s.start), "event"); !st) return std::move(st).error();
+    if (fid::Status st = check(cudaEventCreate(&s.stop), "event"); !st) return std::move(st).error();
+    return static_cast<unsigned>(streams_.size() - 1);
   }
-
-  static size_t size_class(size_t n) {
-    size_t step = 4096;
-    while (step * 8 < n) step <<= 1;
-    return align_up(std::max<size_t>(n, 1), step);
+  fid::Status upload(unsigned i, uint8_t* dev, const uint8_t* host, size_t bytes) override {
+    return check(cudaMemcpyAsync(dev, host, bytes, cudaMemcpyHostToDevice, streams_[i].stream), "upload");
   }
-
- private:
-  const size_t cap_;
-  std::mutex mu_;
-  size_t total_ = 0;
-  std::map<size_t, std::vector<uint8_t*>> free_;
-};
-
-// A buffer that grows to the largest batch seen (in MiB steps) and is never shrunk: batches are
-// capped by bytes (max_batch_bytes), so this stays within the decoder's memory split.
-template <class Alloc, class Free>
-fid::Status reserve(uint8_t*& p, size_t& cap, size_t need, Alloc alloc, Free release, const char* what) {
-  if (need <= cap) return {};
-  constexpr size_t kStep = size_t{1} << 20;
-  const size_t n = (need + kStep - 1) / kStep * kStep;
-  if (p) release(p);
-  p = nullptr;
-  cap = 0;
-  void* q = nullptr;
-  if (fid::Status allocated = check(alloc(&q, n), what); !allocated) return allocated;
-  p = static_cast<uint8_t*>(q);
-  cap = n;
-  return {};
-}
-
-// One batch in flight: a stream, its events, a pinned staging area holding the batch's
-// batch (codec::L3BatchLayout) and a device copy of it, the device output and status words.
-struct Slot {
-  cudaStream_t stream = nullptr;
-  cudaEvent_t start = nullptr, stop = nullptr;
-  uint8_t* host_in = nullptr;
-  size_t host_in_cap = 0;
-  uint8_t* dev_in = nullptr;
-  size_t dev_in_cap = 0;
-  uint8_t* dev_out = nullptr;
-  size_t dev_out_cap = 0;
-  uint8_t* host_status = nullptr;  // int per image, pinned
-  size_t host_status_cap = 0;
-  uint8_t* dev_status = nullptr;
-  size_t dev_status_cap = 0;
-  codec::L3BatchLayout layout;
-
-  Slot() = default;
-  // The stream and its events; the destructor frees what was created.
-  fid::Status init() {
-    if (fid::Status st = check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "stream"); !st) return st;
-    if (fid::Status st = check(cudaEventCreate(&start), "event"); !st) return st;
-    return check(cudaEventCreate(&stop), "event");
+  fid::Status zero(unsigned i, uint8_t* dev, size_t bytes) override {
+    return check(cudaMemsetAsync(dev, 0, bytes, streams_[i].stream), "memset");
   }
-  ~Slot() {
-    if (host_in) cudaFreeHost(host_in);
-    if (host_status) cudaFreeHost(host_status);
-    if (dev_in) cudaFree(dev_in);
-    if (dev_out) cudaFree(dev_out);
-    if (dev_status) cudaFree(dev_status);
-    if (start) cudaEventDestroy(start);
-    if (stop) cudaEventDestroy(stop);
-    if (stream) cudaStreamDestroy(stream);
-  }
-  Slot(const Slot&) = delete;
-  Slot& operator=(const Slot&) = delete;
-};
-
-auto pinned_alloc = [](void** p, size_t n) { return cudaHostAlloc(p, n, cudaHostAllocPortable); };
-auto pinned_free = [](uint8_t* p) { cudaFreeHost(p); };
-auto device_alloc = [](void** p, size_t n) { return cudaMalloc(p, n); };
-auto device_free = [](uint8_t* p) { cudaFree(p); };
-
-class GpuDecoder final : public codec::L3BatchDecoder {
- public:
-  GpuDecoder(const DecoderOptions& o, std::string name)
-      : split_(split_memory(o)), pool_(std::make_shared<PinnedPool>(split_.view_bytes)), name_(std::move(name)) {}
-
-  // One slot per stream (at least one).
-  fid::Status start(unsigned streams) {
-    for (unsigned i = 0; i < std::max(1u, streams); ++i) {
-      slots_.push_back(std::make_unique<Slot>());
-      if (fid::Status st = slots_.back()->init(); !st) return st;
-      idle_.push_back(slots_.back().get());
-    }
-    return {};
-  }
-
-  std::string description() const override { return name_; }
-  unsigned concurrency() const override { return static_cast<unsigned>(slots_.size()); }
-  size_t max_batch_bytes() const override { return split_.batch_bytes; }
-
-  std::shared_ptr<codec::HostBuffer> allocate(size_t bytes) override {
-    const size_t cls = PinnedPool::size_class(bytes);
-    if (uint8_t* p = pool_->take(cls)) {
-      std::shared_ptr<PinnedPool> pool = pool_;  // the pool outlives every buffer it lent
-      return std::make_shared<codec::HostBuffer>(p, bytes, [pool, cls](uint8_t* q, size_t) { pool->give(q, cls); });
-    }
-    return codec::HostBuffer::heap(bytes);
-  }
-
-  // A CUDA error fails the whole batch (EIO); the caller decodes it elsewhere. Out of host
-  // memory (the batch layout's vectors) is ENOMEM, the same way.
-  fid::Status decode(std::span<codec::L3Job* const> jobs) override {
-    Slot* s = acquire();
-    fid::Status decoded = run_in_memory(*s, jobs);
-    release(s);
-    return decoded;
-  }
-
-  double kernel_seconds() const {
-    std::lock_guard lock(mu_);
-    return kernel_ms_ / 1000.0;
-  }
-
- private:
-  Slot* acquire() {
-    std::unique_lock lock(mu_);
-    idle_cv_.wait(lock, [&] { return !idle_.empty(); });
-    Slot* s = idle_.back();
-    idle_.pop_back();
-    return s;
-  }
-  void release(Slot* s) {
-    {
-      std::lock_guard lock(mu_);
-      idle_.push_back(s);
-    }
-    idle_cv_.notify_one();
-  }
-
-  fid::Status run_in_memory(Slot& s, std::span<codec::L3Job* const> jobs) {
-    try {
-      return run(s, jobs);
-    } catch (const std::bad_alloc&) {
-      return fid::Error{ENOMEM, "GPU decoder: out of host memory for a batch"};
-    }
-  }
-
-  fid::Status run(Slot& s, std::span<codec::L3Job* const> jobs) {
-    codec::L3BatchLayout& b = s.layout;
-    codec::l3_layout_batch(jobs, b);  // what the block decoder cannot take is done here on the CPU
-    if (b.blocked.empty()) return {};
-    if (fid::Status st = reserve_buffers(s, b); !st) return st;
-    b.stage(s.host_in);
-    if (fid::Status st = enqueue(s, b); !st) return st;
-    if (fid::Status st = check(cudaStreamSynchronize(s.stream), "kernel"); !st) return st;
-    float ms = 0;
-    if (cudaEventElapsedTime(&ms, s.start, s.stop) == cudaSuccess) {
-      std::lock_guard lock(mu_);
-      kernel_ms_ += ms;
-    }
-    codec::l3_finish_batch(b, reinterpret_cast<const int*>(s.host_status));
-    return {};
-  }
-
-  // The slot's buffers, grown to the batch.
-  static fid::Status reserve_buffers(Slot& s, const codec::L3BatchLayout& b) {
-    const size_t status_bytes = b.blocked.size() * sizeof(int);
-    if (fid::Status st = reserve(s.host_in, s.host_in_cap, b.staged_bytes, pinned_alloc, pinned_free, "pinned input");
-        !st)
-      return st;
-    if (fid::Status st = reserve(s.dev_in, s.dev_in_cap, b.staged_bytes, device_alloc, device_free, "device input");
-        !st)
-      return st;
-    if (fid::Status st = reserve(s.dev_out, s.dev_out_cap, b.out_bytes, device_alloc, device_free, "device output");
-        !st)
-      return st;
-    if (fid::Status st =
-            reserve(s.host_status, s.host_status_cap, status_bytes, pinned_alloc, pinned_free, "pinned status");
-        !st)
-      return st;
-    return reserve(s.dev_status, s.dev_status_cap, status_bytes, device_alloc, device_free, "device status");
-  }
-
-  // Upload, kernel, downloads and status on the slot's stream; a failed call stops the rest.
-  static fid::Status enqueue(Slot& s, const codec::L3BatchLayout& b) {
-    const size_t status_bytes = b.blocked.size() * sizeof(int);
-    const cudaStream_t stream = s.stream;
-    if (fid::Status st = check(cudaMemcpyAsync(s.dev_in, s.host_in, b.staged_bytes, cudaMemcpyHostToDevice, stream),
-                               "upload");
-        !st)
-      return st;
-    if (fid::Status st = check(cudaMemsetAsync(s.dev_status, 0, status_bytes, stream), "memset"); !st) return st;
-    if (fid::Status st = check(cudaEventRecord(s.start, stream), "event"); !st) return st;
-    const auto blocks = static_cast<unsigned>(b.plan.tasks.size());
-    decode_patches<<<blocks, kBlockThreads, 0, stream>>>(
-        reinterpret_cast<const l3k::PatchTask*>(s.dev_in), s.dev_in + b.data_at,
-        reinterpret_cast<const l3k::HuffTable*>(s.dev_in + b.tables_at), s.dev_out,
-        reinterpret_cast<int*>(s.dev_status));
+  fid::Status launch(unsigned i, const KernelArgs& k) override {
+    const Stream& s = streams_[i];
+    if (fid::Status st = check(cudaEventRecord(s.start, s.stream), "event"); !st) return st;
+    decode_patches<<<static_cast<unsigned>(k.blocks), kBlockThreads, 0, s.stream>>>(
+        reinterpret_cast<const l3k::PatchTask*>(k.tasks), k.data, reinterpret_cast<const l3k::HuffTable*>(k.tables),
+        k.out, k.status);
     if (fid::Status st = check(cudaGetLastError(), "kernel launch"); !st) return st;
-    if (fid::Status st = check(cudaEventRecord(s.stop, stream), "event"); !st) return st;
-    // Pixels go straight into the callers' buffers (pinned views: a DMA, no extra pass).
-    for (size_t i = 0; i < b.blocked.size(); ++i) {
-      const std::span<uint8_t> px = b.blocked[i]->pixels;
-      if (fid::Status st = check(
-              cudaMemcpyAsync(px.data(), s.dev_out + b.out_base[i], px.size(), cudaMemcpyDeviceToHost, stream),
-              "download");
-          !st)
-        return st;
-    }
-    return check(cudaMemcpyAsync(s.host_status, s.dev_status, status_bytes, cudaMemcpyDeviceToHost, stream), "status");
+    return check(cudaEventRecord(s.stop, s.stream), "event");
+  }
+  fid::Status download(unsigned i, uint8_t* host, const uint8_t* dev, size_t bytes) override {
+    return check(cudaMemcpyAsync(host, dev, bytes, cudaMemcpyDeviceToHost, streams_[i].stream), "download");
+  }
+  // The context was made with blocking synchronisation: this thread sleeps, it does not spin.
+  fid::Result<double> finish(unsigned i) override {
+    const Stream& s = streams_[i];
+    if (fid::Status st = check(cudaStreamSynchronize(s.stream), "kernel"); !st) return std::move(st).error();
+    float ms = 0;
+    if (cudaEventElapsedTime(&ms, s.start, s.stop) != cudaSuccess) ms = 0;
+    return static_cast<double>(ms);
   }
 
-  const MemorySplit split_;
-  std::shared_ptr<PinnedPool> pool_;
-  std::string name_;
-  std::vector<std::unique_ptr<Slot>> slots_;
-  mutable std::mutex mu_;
-  std::condition_variable idle_cv_;
-  std::vector<Slot*> idle_;
-  double kernel_ms_ = 0;
+ private:
+  struct Stream {
+    cudaStream_t stream = nullptr;
+    cudaEvent_t start = nullptr, stop = nullptr;
+  };
+  const std::string name_;
+  std::mutex mu_;
+  std::vector<Stream> streams_;
 };
 
 }  // namespace
@@ -324,15 +143,11 @@ fid::Result<std::unique_ptr<codec::L3BatchDecoder>> make_gpu_decoder(const Decod
   Probe p = probe();
   if (p.devices == 0) return fid::Error{ENODEV, "no CUDA device: " + p.why_none};
   if (fid::Status st = check(cudaSetDevice(0), "set device"); !st) return std::move(st).error();
+  // Waiting threads sleep on the driver instead of spinning a core each; set before the context.
+  if (fid::Status st = check(cudaSetDeviceFlags(cudaDeviceScheduleBlockingSync), "device flags"); !st)
+    return std::move(st).error();
   if (fid::Status st = check(cudaFree(nullptr), "context"); !st) return std::move(st).error();
-  auto decoder = std::make_unique<GpuDecoder>(options, "CUDA device 0: " + p.device);
-  if (fid::Status started = decoder->start(options.streams); !started) return std::move(started).error();
-  return std::unique_ptr<codec::L3BatchDecoder>(std::move(decoder));
-}
-
-double kernel_seconds(const codec::L3BatchDecoder& decoder) {
-  auto* g = dynamic_cast<const GpuDecoder*>(&decoder);
-  return g ? g->kernel_seconds() : 0;
+  return start_decoder(std::make_shared<CudaDevice>("CUDA device 0: " + p.device), options);
 }
 
 }  // namespace fid::gpu

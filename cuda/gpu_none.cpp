@@ -11,6 +11,4 @@ fid::Result<std::unique_ptr<codec::L3BatchDecoder>> make_gpu_decoder(const Decod
   return fid::Error{ENOTSUP, "this build has no CUDA decoder (nvcc was not found when it was built)"};
 }
 
-double kernel_seconds(const codec::L3BatchDecoder&) { return 0; }
-
 }  // namespace fid::gpu

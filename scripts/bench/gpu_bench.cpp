@@ -193,13 +193,13 @@ int gpu_rows(const Args& a, const std::vector<Image>& ims, double spng_ips, std:
   std::atomic<bool> bad{false};
   decode_all(*dec, jobs, a.batch, bad);  // warm up: device buffers, module load
   if (!matches_cpu(ims, jobs, a.pngs, buf)) return 1;
-  const double k0 = gpu::kernel_seconds(*dec);
+  const double k0 = dec->stats().kernel_seconds;
   size_t passes = 0;
   Rate e2e = measure(ims, a.seconds, [&] {
     decode_all(*dec, jobs, a.batch, bad);
     ++passes;
   });
-  const double kernel_s = (gpu::kernel_seconds(*dec) - k0) / static_cast<double>(passes);
+  const double kernel_s = (dec->stats().kernel_seconds - k0) / static_cast<double>(passes);
   Rate kernel{static_cast<double>(ims.size()) / kernel_s, static_cast<double>(raw_total) / kernel_s / 1e9};
   print("L3 GPU, kernel only", kernel, spng_ips);
   print("L3 GPU, end to end (pinned host output)", e2e, spng_ips);

@@ -4,6 +4,7 @@
 
 #include <cerrno>
 #include <chrono>
+#include <condition_variable>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -11,6 +12,7 @@
 #include "codec/l3.h"
 #include "codec/l3_batch.h"
 #include "core/l3_batcher.h"
+#include "cuda/gpu.h"
 #include "l3_test_images.h"
 #include "test_result.h"
 
@@ -29,8 +31,13 @@ class FakeDecoder final : public codec::L3BatchDecoder {
   std::shared_ptr<codec::HostBuffer> allocate(size_t n) override { return codec::HostBuffer::heap(n); }
   Status decode(std::span<codec::L3Job* const> jobs) override {
     {
-      std::lock_guard lock(mu);
+      std::unique_lock lock(mu);
       sizes.push_back(jobs.size());
+      if (hold_first && sizes.size() == 1) {  // the batch on the device while others queue
+        first_in = true;
+        cv.notify_all();
+        cv.wait(lock, [&] { return released; });
+      }
     }
     for (auto* j : jobs) {
       j->ok = j->l3[0] != 0xEE;
@@ -41,7 +48,37 @@ class FakeDecoder final : public codec::L3BatchDecoder {
   }
   size_t byte_limit = 0;
   std::mutex mu;
+  std::condition_variable cv;
+  bool hold_first = false, first_in = false, released = false;
   std::vector<size_t> sizes;
+};
+
+// A first decode that stays on the decoder (FakeDecoder::hold_first) until this goes out of
+// scope, so that the batches after it form while a batch is in flight.
+class BatchInFlight {
+ public:
+  BatchInFlight(core::L3Batcher& b, FakeDecoder& dec) : dec_(dec) {
+    dec.hold_first = true;
+    thread_ = std::thread([&b] {
+      std::vector<uint8_t> px(4);
+      const std::vector<uint8_t> stream{1};
+      (void)b.decode(stream, px);
+    });
+    std::unique_lock lock(dec.mu);
+    dec.cv.wait(lock, [&] { return dec.first_in; });
+  }
+  ~BatchInFlight() {
+    {
+      std::lock_guard lock(dec_.mu);
+      dec_.released = true;
+    }
+    dec_.cv.notify_all();
+    thread_.join();
+  }
+
+ private:
+  FakeDecoder& dec_;
+  std::thread thread_;
 };
 
 struct Decoded {
@@ -68,11 +105,14 @@ std::vector<Decoded> decode_concurrently(core::L3Batcher& b, const std::vector<s
 
 }  // namespace
 
+// While a batch is on the decoder, the next ones wait to be full: 8 jobs under max_batch 4 go
+// as two full batches, at once (far within the 30 s deadline).
 TEST(L3Batcher, FullBatchesGoWithoutWaitingForTheDeadline) {
   FakeDecoder dec;
   const auto t0 = std::chrono::steady_clock::now();
   {
     core::L3Batcher b(dec, {4, 30s});
+    BatchInFlight busy(b, dec);
     std::vector<std::vector<uint8_t>> streams;
     for (uint8_t i = 0; i < 8; ++i) streams.push_back({i});
     auto r = decode_concurrently(b, streams, 16);
@@ -85,9 +125,8 @@ TEST(L3Batcher, FullBatchesGoWithoutWaitingForTheDeadline) {
     EXPECT_EQ(s.batches, 2u);
     EXPECT_EQ(s.full_batches, 2u);
   }
-  // Far less than the 30 s deadline: full batches left at once.
   EXPECT_LT(std::chrono::steady_clock::now() - t0, 20s);
-  EXPECT_EQ(dec.sizes, (std::vector<size_t>{4, 4}));
+  EXPECT_EQ(dec.sizes, (std::vector<size_t>{1, 4, 4}));  // the batch in flight, then two full ones
 }
 
 // The decoder's byte limit caps a batch before max_batch does, and a byte-full batch leaves at
@@ -98,6 +137,7 @@ TEST(L3Batcher, BatchesStayWithinTheDecodersByteLimit) {
   const auto t0 = std::chrono::steady_clock::now();
   {
     core::L3Batcher b(dec, {64, 30s});
+    BatchInFlight busy(b, dec);
     std::vector<std::vector<uint8_t>> streams;
     for (uint8_t i = 0; i < 9; ++i) streams.push_back({i});
     auto r = decode_concurrently(b, streams, 16);
@@ -108,7 +148,7 @@ TEST(L3Batcher, BatchesStayWithinTheDecodersByteLimit) {
     EXPECT_EQ(b.stats().full_batches, 3u);
   }
   EXPECT_LT(std::chrono::steady_clock::now() - t0, 20s);
-  EXPECT_EQ(dec.sizes, (std::vector<size_t>{3, 3, 3}));
+  EXPECT_EQ(dec.sizes, (std::vector<size_t>{1, 3, 3, 3}));
 }
 
 // A job larger than the byte limit still decodes, alone and without waiting for the deadline.
@@ -128,11 +168,29 @@ TEST(L3Batcher, AJobOverTheByteLimitGoesAlone) {
   EXPECT_EQ(dec.sizes, (std::vector<size_t>{1, 1}));
 }
 
-TEST(L3Batcher, ALoneDecodeGoesAtTheDeadline) {
+// With no batch on the decoder a lone decode goes at once: waiting for the deadline would leave
+// the device idle.
+TEST(L3Batcher, ALoneDecodeGoesAtOnceWhenTheDecoderIsIdle) {
+  FakeDecoder dec;
+  core::L3Batcher b(dec, {64, 30s});
+  std::vector<uint8_t> px(4);
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::vector<uint8_t> stream{7};
+  Status st = b.decode(stream, px);
+  ASSERT_TRUE(st.ok()) << st.error().message;
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 20s);
+  EXPECT_EQ(px, std::vector<uint8_t>(4, 7));
+  auto s = b.stats();
+  EXPECT_EQ(s.batches, 1u);
+  EXPECT_EQ(s.full_batches, 0u);
+}
+
+// While a batch is on the decoder, a lone decode waits for company until its deadline.
+TEST(L3Batcher, WhileABatchIsInFlightALoneDecodeGoesAtTheDeadline) {
   FakeDecoder dec;
   core::L3Batcher b(dec, {64, 20ms});
+  BatchInFlight busy(b, dec);
   std::vector<uint8_t> px(4);
-  std::string err;
   const auto t0 = std::chrono::steady_clock::now();
   const std::vector<uint8_t> stream{7};
   Status st = b.decode(stream, px);
@@ -140,7 +198,7 @@ TEST(L3Batcher, ALoneDecodeGoesAtTheDeadline) {
   EXPECT_GE(std::chrono::steady_clock::now() - t0, 20ms);
   EXPECT_EQ(px, std::vector<uint8_t>(4, 7));
   auto s = b.stats();
-  EXPECT_EQ(s.batches, 1u);
+  EXPECT_EQ(s.batches, 1u);  // the batch in flight has not finished
   EXPECT_EQ(s.full_batches, 0u);
 }
 
@@ -197,7 +255,9 @@ TEST(L3Batcher, StopsWithNothingQueued) {
 // image comes back as the CPU decoder's pixels; INTER_PATCH images (not block-decodable) and
 // corrupt ones take the CPU path, with the CPU decoder's verdict.
 TEST(L3Batcher, EmulatedBlockDecoderMatchesTheCpuDecoder) {
-  auto dec = codec::make_emulated_batch_decoder();
+  gpu::DecoderOptions options;
+  options.memory_bytes = 64 << 20;
+  auto dec = testutil::value_or_throw(gpu::make_emulated_decoder(options));
   core::L3Batcher b(*dec, {5, 2ms});
   struct Case {
     std::vector<uint8_t> l3;
