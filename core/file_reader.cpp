@@ -122,7 +122,7 @@ void FileReader::add_readings(Readings& out) const {
 
 std::optional<FileReader::GpuReport> FileReader::gpu_report() const {
   if (!batcher_) return std::nullopt;
-  return GpuReport{gpu_->description(), gpu_->max_batch_bytes(), batcher_->stats()};
+  return GpuReport{gpu_->description(), gpu_->max_batch_bytes(), batcher_->stats(), gpu_->stats()};
 }
 
 bool FileReader::FileSet::insert(uint32_t file) {

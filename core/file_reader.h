@@ -93,6 +93,7 @@ class FileReader {
     std::string decoder;
     uint64_t max_batch_bytes = 0;
     L3Batcher::Stats batches;
+    codec::L3DecoderStats decoder_stats;
   };
   std::optional<GpuReport> gpu_report() const;
 

@@ -133,8 +133,12 @@ std::string Telemetry::stats_json() const {
                        {"local_copy_reads", io.local_copy_reads.load()}};
   if (const auto gpu = p_.reader.gpu_report()) {
     const L3Batcher::Stats& s = gpu->batches;
+    const codec::L3DecoderStats& dec = gpu->decoder_stats;
     j["gpu"] = {{"decoder", gpu->decoder}, {"jobs", s.jobs}, {"batches", s.batches}, {"full_batches", s.full_batches},
-                {"failed_jobs", s.failed_jobs}, {"cpu_fallbacks", s.cpu_fallbacks}, {"max_batch_bytes", gpu->max_batch_bytes}};
+                {"failed_jobs", s.failed_jobs}, {"cpu_fallbacks", s.cpu_fallbacks}, {"max_batch_bytes", gpu->max_batch_bytes},
+                {"pageable_views", dec.pageable_views}, {"buffer_growths", dec.buffer_growths},
+                {"host_allocations", dec.host_allocations}, {"device_allocations", dec.device_allocations},
+                {"peak_in_flight", dec.peak_in_flight}, {"kernel_seconds", dec.kernel_seconds}};
   } else {
     j["gpu"] = nullptr;
   }

@@ -60,7 +60,12 @@ def test_emulated_gpu_path_serves_the_cpu_bytes(edge_tree, edge_store, tmp_path,
         gpu = stats["gpu"]
         assert gpu["decoder"].startswith("CPU emulation")
         assert gpu["jobs"] == len(rels) and gpu["failed_jobs"] == 0
-        assert gpu["max_batch_bytes"] == 0  # the emulation has no device memory to bound
+        assert gpu["max_batch_bytes"] == (1 << 30) // 4 // 2  # gpu_memory 1GiB: a quarter over two streams
+        # Everything was allocated at start (an arena of views, two streams' buffers): no view
+        # went to heap memory, no buffer grew.
+        assert gpu["pageable_views"] == 0 and gpu["buffer_growths"] == 0, gpu
+        assert gpu["host_allocations"] == 2 * 2 + 1 and gpu["device_allocations"] == 3 * 2, gpu
+        assert 1 <= gpu["peak_in_flight"] <= 2, gpu
         assert 1 <= gpu["batches"] <= len(rels)
         cfg = json.load(open(os.path.join(mnt, ".fidelity", "config")))
         assert cfg["gpu"] == "emulate" and cfg["gpu_batch"] == 4 and cfg["gpu_deadline_us"] == 2000
