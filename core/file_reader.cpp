@@ -19,11 +19,14 @@ namespace {
 // view (a view being rendered for each FUSE thread, and as many whose readers are between two
 // requests), up to the record cache's budget; never less than a quarter of that budget
 // (sequential re-encodings are kept there too).
-uint64_t view_budget(const index::Store& store, const config::Settings& settings) {
+uint64_t largest_l3_view(const index::Store& store, codec::ViewFormat format) {
   uint64_t largest = 0;
   for (const index::File& f : store.files())
-    if (f.kind == index::FileKind::l3)
-      largest = std::max(largest, codec::l3_view_size(FileReader::shape_of(f), settings.raw_format));
+    if (f.kind == index::FileKind::l3) largest = std::max(largest, codec::l3_view_size(FileReader::shape_of(f), format));
+  return largest;
+}
+
+uint64_t view_budget(uint64_t largest, const config::Settings& settings) {
   const uint64_t readers_in =
       std::min<uint64_t>((largest + ViewCache::kEntryOverhead) * 2 * settings.threads, settings.cache_bytes);
   return std::max({settings.cache_bytes / 4, readers_in, uint64_t{8} << 20});
@@ -42,7 +45,8 @@ FileReader::FileReader(const index::Store& store, storage::RecordSource& source,
                 [&source] { return source.in_flight_target(); }),
       reader_loads_([&source] { return source.in_flight_target(); },
                     source.pieces_while_loading() ? kLocalReaderLoads : kMinLoads),
-      views_(view_budget(store, settings)),
+      largest_view_(largest_l3_view(store, settings.raw_format)),
+      views_(view_budget(largest_view_, settings)),
       sequential_memory_(config::sequential_memory_budget(settings)),
       gpu_(gpu),
       clip_reads_(clip_reads),

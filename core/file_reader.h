@@ -73,6 +73,7 @@ class FileReader {
   // The shape an L3 file has (validated when the store was loaded).
   static codec::L3Shape shape_of(const index::File& f);
   codec::ViewFormat view_format() const { return view_format_; }
+  uint64_t largest_view() const { return largest_view_; }  // the store's largest L3 view, in bytes
 
   // Whether reads of records with no cached prefix load the prefix (random_reads=records), and
   // whether the memory cache holds every prefix the mount reads (then a local copy of the source,
@@ -144,6 +145,7 @@ class FileReader {
   Prefetcher prefetch_;
   ReaderLoads reader_loads_;
   std::atomic<bool> random_records_{false}, memory_holds_all_{false};
+  const uint64_t largest_view_;
   ViewCache views_;
   MemoryBudget sequential_memory_;  // what re-encodings in flight hold (sequential_memory)
   codec::L3BatchDecoder* gpu_;

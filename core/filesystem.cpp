@@ -78,12 +78,19 @@ Status Filesystem::access(uint64_t ino, int mask) {
   return {};
 }
 
-Status Filesystem::open(uint64_t ino, int flags) {
+Result<Filesystem::OpenMode> Filesystem::open(uint64_t ino, int flags) {
   if ((flags & O_ACCMODE) != O_RDONLY || (flags & O_TRUNC)) return Error{EROFS, "read-only file system"};
   auto n = existing(ino);
   if (!n.ok()) return n.error();
   if (is_dir_node(n->type)) return Error{EISDIR, "a folder"};
-  return {};
+  OpenMode mode;
+  mode.answered = large_views_direct_.load();
+  if (mode.answered && n->type == NodeType::file && n->id < store_.files().size() &&
+      store_.files()[n->id].kind == index::FileKind::l3) {
+    struct stat st {};
+    mode.direct_io = names_.attributes(ino, st) && static_cast<uint64_t>(st.st_size) > kDirectViewBytes;
+  }
+  return mode;
 }
 
 Status Filesystem::opendir(uint64_t ino, int flags) {

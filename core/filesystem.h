@@ -66,7 +66,22 @@ class Filesystem {
   Result<Entry> lookup(uint64_t parent, std::string_view name);
   Result<struct stat> getattr(uint64_t ino);
   Status access(uint64_t ino, int mask);
-  Status open(uint64_t ino, int flags);  // read-only opens of files only
+  // How a file opens. Unanswered (the default): the kernel stops sending OPEN and RELEASE after
+  // the first (FUSE's no-open), a file costs a LOOKUP and its READs, and reads go through the
+  // page cache in readahead-sized requests. Where large views are read directly (a mount whose
+  // readahead stays at 128 KiB, a user's, on a store with L3 views over 1 MiB), OPEN is
+  // answered, and such a view opens with direct I/O: a read(2) of it arrives whole, in requests
+  // of up to 1 MiB, instead of 128 KiB ones.
+  struct OpenMode {
+    bool answered = false;
+    bool direct_io = false;
+  };
+  static constexpr uint64_t kDirectViewBytes = uint64_t{1} << 20;
+  Result<OpenMode> open(uint64_t ino, int flags);  // read-only opens of files only
+  // Set by the adapter once it knows the kernel and the mount's readahead (before the mount is
+  // announced ready); takes effect only on a store with views over kDirectViewBytes.
+  void read_large_views_directly(bool on) { large_views_direct_.store(on && reader_.largest_view() > kDirectViewBytes); }
+  bool large_views_direct() const { return large_views_direct_.load(); }
   Status opendir(uint64_t ino, int flags);
   // Bytes [offset, offset + size) of a file, clipped at its end.
   Result<FileReader::Bytes> read(uint64_t ino, uint64_t offset, uint64_t size);
@@ -97,6 +112,7 @@ class Filesystem {
   // Set when the mount ends (detach): the source's requests stop (RecordSource::cancel_on). First,
   // so that it outlives every member that may still read while being destroyed.
   std::atomic<bool> stopping_{false};
+  std::atomic<bool> large_views_direct_{false};
   const index::Store& store_;
   const config::Settings settings_;
   const Options options_;

@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <new>
@@ -116,13 +117,17 @@ void op_access(fuse_req_t req, fuse_ino_t ino, int mask) {
   reply_status(req, core::Request::access, ino, {}, core_of(req).access(ino, mask));
 }
 
-// Files are never opened: the daemon answers OPEN with ENOSYS once, after which the kernel sends
-// no OPEN/RELEASE at all and keeps every cached page (inodes are immutable). A warm read then
-// never reaches the daemon.
+// Files are not opened (the daemon answers OPEN with ENOSYS once, after which the kernel sends
+// no OPEN/RELEASE at all and keeps every cached page: inodes are immutable; a warm read never
+// reaches the daemon), except where large views are read directly (core::Filesystem::OpenMode).
 void op_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
-  Status s = core_of(req).open(ino, fi->flags);
-  if (s.ok()) fuse_reply_err(req, ENOSYS);
-  else reply_error(req, core::Request::open, ino, {}, s.error());
+  auto mode = core_of(req).open(ino, fi->flags);
+  if (!mode.ok()) return reply_error(req, core::Request::open, ino, {}, mode.error());
+  if (!mode->answered) return (void)fuse_reply_err(req, ENOSYS);
+  fi->direct_io = mode->direct_io;
+  fi->keep_cache = !mode->direct_io;
+  fi->noflush = 1;
+  fuse_reply_open(req, fi);
 }
 
 void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info*) {
@@ -319,13 +324,20 @@ const fuse_lowlevel_ops& operations() {
 }
 
 // The kernel reads FUSE files in readahead-sized requests (128 KiB by default); raise the mount's
-// readahead to 1 MiB (FUSE's largest request) so most files are one request. Needs root; best effort.
-void set_readahead(dev_t dev) {
-  std::string path = fmt::format("/sys/class/bdi/{}:{}/read_ahead_kb", major(dev), minor(dev));
-  const Fd fd(::open(path.c_str(), O_WRONLY | O_CLOEXEC));
-  if (fd.get() < 0) return;
-  ssize_t w = ::write(fd.get(), "1024", 4);
-  (void)w;
+// readahead to 1 MiB (FUSE's largest request) so most files are one request. Needs root; best
+// effort. Whether the mount's readahead is 1 MiB now.
+bool set_readahead(dev_t dev) {
+  const std::string path = fmt::format("/sys/class/bdi/{}:{}/read_ahead_kb", major(dev), minor(dev));
+  {
+    const Fd fd(::open(path.c_str(), O_WRONLY | O_CLOEXEC));
+    if (fd.get() >= 0) {
+      ssize_t w = ::write(fd.get(), "1024", 4);
+      (void)w;
+    }
+  }
+  char now[32] = {};
+  const Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  return fd.get() >= 0 && ::read(fd.get(), now, sizeof now - 1) > 0 && std::atoi(now) >= 1024;
 }
 
 std::string escape_opt(const std::string& s) {
@@ -479,13 +491,17 @@ Status serve(const index::Store& store, storage::RecordSource& source, const con
     return failed(fmt::format("cannot mount at {}: {}", req.mountpoint,
                               why.empty() ? "(is /dev/fuse available and the mount point an empty directory?)" : why));
   }
-  if (const int rc = use_parallel_dirops_transport(se); rc != 0)  // before the first request: INIT
+  if (const int rc = use_own_transport(se); rc != 0)  // before the first request: INIT
     log_warn("lookups in one folder run one at a time: the FUSE transport could not be set: {}", std::strerror(-rc));
   // Ready once the kernel routes a stat of the mount point to this session (root inode 1).
-  std::thread probe([mnt = req.mountpoint, ready] {
+  std::thread probe([mnt = req.mountpoint, ready, &fs] {
     struct stat st {};
     if (::stat(mnt.c_str(), &st) == 0 && st.st_ino == 1) {
-      set_readahead(st.st_dev);
+      const bool readahead_1m = set_readahead(st.st_dev);
+      fs.read_large_views_directly(!readahead_1m && kernel_maps_direct_io_files());
+      if (fs.large_views_direct())
+        log_info("views over 1 MiB are read with direct I/O (requests of up to 1 MiB): the mount's readahead "
+                 "stays at 128 KiB without root");
       ready("");
     } else {
       ready(fmt::format("{}: the new mount does not answer: {}", mnt, std::strerror(errno)));

@@ -135,3 +135,27 @@ def mnt(tmp_path):
     os.makedirs(m)
     yield m
     unmount(m)
+
+
+@pytest.fixture
+def user_mounts():
+    """Lets a non-root user mount with allow_other for one test: Debian's /dev/fuse mode (0666;
+    a container may have made it 0600) and user_allow_other in /etc/fuse.conf; both restored."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root to let another user mount with allow_other")
+    conf = "/etc/fuse.conf"
+    before = open(conf).read() if os.path.exists(conf) else None
+    mode = os.stat("/dev/fuse").st_mode & 0o7777
+    if before is None or "\nuser_allow_other" not in "\n" + before:
+        with open(conf, "a") as f:
+            f.write("\nuser_allow_other\n")
+    os.chmod("/dev/fuse", 0o666)
+    try:
+        yield
+    finally:
+        os.chmod("/dev/fuse", mode)
+        if before is None:
+            os.unlink(conf)
+        else:
+            with open(conf, "w") as f:
+                f.write(before)

@@ -185,21 +185,21 @@ def test_cli_errors(edge_tree, tmp_path):
 
 def test_sixteen_readers_decode_each_view_once(tmp_path):
     """16 readers on 16 FUSE threads, each reading whole NPY views (1.2 MB) of more files than the
-    view cache holds (cache=32MiB: a quarter of it would hold 6 views): every view is decoded once
-    (the cache holds the views readers are in, and views decoded at once never evict each other),
-    and every byte equals the source's pixels."""
+    view cache holds (cache=48MiB: its budget is twice 16 views, 38 MB, where a quarter of the
+    cache would hold 10): every view is decoded once (the cache holds the views readers are in,
+    and views decoded at once never evict each other), and every byte equals the source's pixels."""
     import random
     from concurrent.futures import ThreadPoolExecutor
     src = tmp_path / "src" / "cls"
     src.mkdir(parents=True)
     base = np.asarray(photo_like(random.Random(5), 768, 512))
-    for i in range(32):
+    for i in range(48):
         Image.fromarray(np.roll(base, 37 * i, axis=1)).save(src / f"{i:02d}.png", compress_level=1)
     store = pack(str(tmp_path / "src"), str(tmp_path / "store"))
     mnt = str(tmp_path / "mnt")
-    with mounted(store, mnt, "-o", "raw_format=npy,threads=16,cache=32MiB"):
+    with mounted(store, mnt, "-o", "raw_format=npy,threads=16,cache=48MiB"):
         names = sorted(os.listdir(os.path.join(mnt, "cls")))
-        assert len(names) == 32
+        assert len(names) == 48
 
         def read(name):
             with open(os.path.join(mnt, "cls", name), "rb") as f:
@@ -210,5 +210,58 @@ def test_sixteen_readers_decode_each_view_once(tmp_path):
         views = json.load(open(os.path.join(mnt, ".fidelity", "stats")))["l3_views"]
     for i, g in enumerate(got):
         assert np.array_equal(g, np.roll(base, 37 * i, axis=1)), i
-    assert views["budget"] < 32 * got[0].nbytes  # the views do not all fit
-    assert views["renders"] == 32, views
+    assert views["budget"] < 48 * got[0].nbytes  # the views do not all fit
+    assert views["renders"] == 48, views
+
+
+def test_a_users_mount_reads_large_views_in_large_requests(request, user_mounts):
+    """A non-root user's mount cannot raise its readahead (128 KiB requests): views over 1 MiB
+    open with direct I/O, so reading a 6.2 MB NPY view whole takes at most 8 FUSE reads (48
+    through the page cache), a shared map of it still works (np.load(mmap_mode="r")), and a
+    small view keeps the page cache (read again, it costs no FUSE read)."""
+    import pwd
+    import re
+    import shutil
+    import tempfile
+    from pathlib import Path
+    from conftest import fid_bin
+    if tuple(int(x) for x in re.findall(r"\d+", os.uname().release)[:2]) < (6, 6):
+        pytest.skip("the kernel cannot map direct-I/O files (FUSE_DIRECT_IO_ALLOW_MMAP is Linux 6.6)")
+    owner = pwd.getpwnam("www-data").pw_uid
+    work = Path(tempfile.mkdtemp(prefix="fid-user-", dir="/tmp"))  # outside root's private pytest folders
+    request.addfinalizer(lambda: shutil.rmtree(work, ignore_errors=True))
+    (work / "src" / "cls").mkdir(parents=True)
+    base = np.asarray(photo_like(__import__("random").Random(3), 480, 270))
+    big = np.tile(base, (4, 4, 1))  # 1920x1080: a 6.2 MB NPY view
+    Image.fromarray(big).save(work / "src" / "cls" / "big.png", compress_level=1)
+    Image.fromarray(base[:64, :64]).save(work / "src" / "cls" / "small.png")
+    store = pack(str(work / "src"), str(work / "store"))
+    mnt = work / "mnt"
+    mnt.mkdir()
+    binary = shutil.copy(fid_bin(), work / "fidelityfs")  # the checkout may be closed to others
+    for d in [work, *work.rglob("*")]:
+        os.chmod(d, 0o755 if d.is_dir() or d.name == "fidelityfs" else 0o644)
+    os.chown(mnt, owner, owner)
+    (work / "cache").mkdir()
+    os.chown(work / "cache", owner, owner)
+    argv = ["setpriv", "--reuid", str(owner), "--regid", str(owner), "--clear-groups", binary, "mount", store,
+            str(mnt), "-o", "allow_other,raw_format=npy"]
+    env = dict(os.environ, XDG_CACHE_HOME=str(work / "cache"))
+
+    def fuse_reads():
+        return json.load(open(mnt / ".fidelity" / "stats"))["requests"]["read"]
+
+    with mounted(store, str(mnt), argv=argv, env=env):
+        path = mnt / "cls" / "big.png"  # the source name: raw_names=keep
+        assert os.stat(path).st_size > 6_000_000
+        before = fuse_reads()
+        with open(path, "rb") as f:
+            data = f.read()
+        assert fuse_reads() - before <= 8, fuse_reads() - before
+        assert np.array_equal(np.load(io.BytesIO(data)), big)
+        assert np.array_equal(np.load(path, mmap_mode="r"), big)
+        small = mnt / "cls" / "small.png"
+        assert np.array_equal(np.load(small), base[:64, :64])
+        before = fuse_reads()
+        assert np.array_equal(np.load(small), base[:64, :64])
+        assert fuse_reads() == before  # from the page cache

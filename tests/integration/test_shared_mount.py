@@ -101,30 +101,6 @@ def test_only_the_owner_and_root_change_levels(shared):
     assert f"uid {OTHER}" in lines[0] and "level_changes=owner" in lines[0]
 
 
-@pytest.fixture
-def user_mounts():
-    """Lets a non-root user mount with allow_other for one test: Debian's /dev/fuse mode (0666;
-    a container may have made it 0600) and user_allow_other in /etc/fuse.conf; both restored."""
-    if os.geteuid() != 0:
-        pytest.skip("needs root to let another user mount with allow_other")
-    conf = "/etc/fuse.conf"
-    before = open(conf).read() if os.path.exists(conf) else None
-    mode = os.stat("/dev/fuse").st_mode & 0o7777
-    if before is None or "\nuser_allow_other" not in "\n" + before:
-        with open(conf, "a") as f:
-            f.write("\nuser_allow_other\n")
-    os.chmod("/dev/fuse", 0o666)
-    try:
-        yield
-    finally:
-        os.chmod("/dev/fuse", mode)
-        if before is None:
-            os.unlink(conf)
-        else:
-            with open(conf, "w") as f:
-                f.write(before)
-
-
 def test_a_non_root_owner_changes_levels_and_others_do_not(shared, user_mounts):
     root, store, mnt = shared
     cache = os.path.join(root, "cache")
