@@ -92,7 +92,7 @@ Summary summarize(const index::Store& store, const std::filesystem::path& index_
 }
 
 void print_json(const index::Store& store, const Summary& s, const std::vector<std::string>& problems,
-                const index::Store::PackNotes& notes) {
+                const index::Store::PackNotes& notes, const std::vector<std::string>& leftovers) {
   nlohmann::json j;
   j["format_version"] = store.format_version();
   j["layout"] = index::layout_name(store.layout());
@@ -115,6 +115,7 @@ void print_json(const index::Store& store, const Summary& s, const std::vector<s
   j["source_digest"] = from.source_digest;
   j["level_scripts"] = from.level_scripts;
   j["problems"] = problems;
+  j["append_leftovers"] = leftovers;
   j["blobs"] = listed(notes.blobs);  // at most the notes asked for; *_count: all of them
   j["blob_count"] = notes.blob_count;
   j["skipped"] = listed(notes.skipped);
@@ -123,7 +124,7 @@ void print_json(const index::Store& store, const Summary& s, const std::vector<s
 }
 
 void print_text(const index::Store& store, const Summary& s, const std::vector<std::string>& problems,
-                const index::Store::PackNotes& notes) {
+                const index::Store::PackNotes& notes, const std::string& location) {
   fmt::print("store           {}\n", store.location());
   fmt::print("format version  {}\n", store.format_version());
   fmt::print("layout          {}\n", index::layout_name(store.layout()));
@@ -162,6 +163,7 @@ void print_text(const index::Store& store, const Summary& s, const std::vector<s
     }
   }
   for (const std::string& p : problems) fmt::print("problem: {}\n", shown(p));
+  print_append_leftovers(location, store.records().size());
   print_notes("blob", notes.blobs, notes.blob_count);
   print_notes("skipped", notes.skipped, notes.skipped_count);
 }
@@ -177,8 +179,9 @@ int run_inspect(const std::string& location, const std::vector<std::string>& opt
     return kExitRuntime;
   }
   const Summary summary = summarize(*opened->store, opened->index_file);
-  if (json) print_json(*opened->store, summary, opened->source->problems(), *notes);
-  else print_text(*opened->store, summary, opened->source->problems(), *notes);
+  if (json) print_json(*opened->store, summary, opened->source->problems(), *notes,
+                       local_append_leftovers(location, opened->store->records().size()));
+  else print_text(*opened->store, summary, opened->source->problems(), *notes, location);
   return kExitOk;
 }
 

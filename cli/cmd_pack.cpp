@@ -15,6 +15,7 @@
 #include "cli/store_options.h"
 #include "codec/jpeg.h"
 #include "net/url.h"
+#include "pack/append.h"
 #include "pack/packer.h"
 #include "pack/remote_source.h"
 #include "pack/s3_jobs.h"
@@ -108,6 +109,8 @@ void print_notes(const char* kind, const std::vector<std::pair<std::string, std:
     fmt::print("{}: ... and {} more (`fidelityfs inspect STORE` lists them)\n", kind, rows.size() - kNotesShown);
 }
 
+int print_report(const pack::PackOptions& opt, const pack::PackReport& r, bool allow_skipped);
+
 int run_pack(const pack::PackOptions& opt, PackRemote remote, const std::string& progress_mode, bool allow_skipped) {
   // What the options say is wrong is the user's to fix: a usage error, reported before any work.
   pack::PackIo io{std::move(remote.source), nullptr};
@@ -128,7 +131,42 @@ int run_pack(const pack::PackOptions& opt, PackRemote remote, const std::string&
     fmt::print(stderr, "fidelityfs pack: {}\n", packed.error().message);
     return kExitRuntime;
   }
-  const pack::PackReport& r = *packed;
+  return print_report(opt, *packed, allow_skipped);
+}
+
+// An append: the store's options (a conflicting one given is a usage error), then the pack of the
+// new files into the store.
+int run_append(pack::PackOptions& opt, PackRemote remote, const std::string& progress_mode, bool allow_skipped,
+               const pack::GivenStoreOptions& given) {
+  if (remote.store) {
+    fmt::print(stderr, "fidelityfs pack: --append: {}: appending to an s3:// store is not supported yet\n",
+               remote.store->text);
+    return kExitUsage;
+  }
+  if (fid::Status taken = pack::take_store_options(opt, given); !taken) {
+    fmt::print(stderr, "fidelityfs pack: --append: {}\n", taken.error().message);
+    return taken.error().code == EINVAL && taken.error().message.find("corrupt") == std::string::npos ? kExitUsage
+                                                                                                       : kExitRuntime;
+  }
+  const std::atomic<bool>& cancel = cancel_on_interrupt();
+  ProgressLine line(parse_progress_mode(progress_mode), "pack");
+  auto progress = [&](const pack::PackProgress& p) {
+    line.update(p.files_done, p.files_total, p.source_bytes_done, p.seconds);
+  };
+  const fid::Result<pack::AppendReport> appended =
+      pack::append(opt, pack::PackIo{std::move(remote.source), nullptr}, progress, cancel);
+  line.finish();
+  if (!appended) {
+    fmt::print(stderr, "fidelityfs pack: --append: {}\n", appended.error().message);
+    return kExitRuntime;
+  }
+  const pack::AppendReport& a = *appended;
+  fmt::print("appended to {}: files {} -> {}, records from {} on; wrote {:.1f} MB (new records and the index)\n",
+             opt.store.string(), a.files_before, a.files_after, a.first_record, static_cast<double>(a.bytes_written) / 1e6);
+  return print_report(opt, a.pack, allow_skipped);
+}
+
+int print_report(const pack::PackOptions& opt, const pack::PackReport& r, bool allow_skipped) {
   uint64_t files = r.jpeg + r.l3 + r.blob;
   fmt::print("packed {} files ({} jpeg, {} l3, {} blob) in {} folders into {} records, {:.1f}s ({:.0f} files/s)\n",
              files, r.jpeg, r.l3, r.blob, r.dirs, r.records, r.seconds, r.seconds > 0 ? static_cast<double>(files) / r.seconds : 0.0);
@@ -254,8 +292,12 @@ void register_pack(CLI::App& app, int& exit_code) {
   cmd->add_flag("--allow-skipped", *allow_skipped,
                 "exit 0 although source entries were skipped (unreadable, links, ...; else exit 1, the store "
                 "written without them)");
-  cmd->callback([opt, progress, levels, layout, clips, video, video_opt, shard, sources, source_list, store_opts,
-                 allow_skipped, &exit_code] {
+  auto append = std::make_shared<bool>(false);
+  cmd->add_flag("--append", *append,
+                "add the sources' files to the existing store STORE_DIR (a folder) as new records and a new index, "
+                "nothing there rewritten; levels, layout, record size and seed are the store's");
+  cmd->callback([cmd, opt, progress, levels, layout, clips, video, video_opt, shard, sources, source_list, store_opts,
+                 allow_skipped, append, &exit_code] {
     opt->levels = *levels == "fast" ? codec::LevelScripts::fast : codec::LevelScripts::pcr;
     if (video_opt->count() > 0 && !take_video_frames(*video, *opt)) {
       exit_code = kExitUsage;
@@ -280,7 +322,21 @@ void register_pack(CLI::App& app, int& exit_code) {
       exit_code = kExitUsage;
       return;
     }
-    exit_code = run_pack(*opt, std::move(remote).value(), *progress, *allow_skipped);
+    if (!*append) {
+      exit_code = run_pack(*opt, std::move(remote).value(), *progress, *allow_skipped);
+      return;
+    }
+    if (cmd->get_option("--shard")->count() > 0) {
+      fmt::print(stderr, "fidelityfs pack: --append takes no --shard: it adds to a whole store\n");
+      exit_code = kExitUsage;
+      return;
+    }
+    pack::GivenStoreOptions given;
+    if (cmd->get_option("--levels")->count() > 0) given.emplace_back("level_scripts", *levels);
+    if (cmd->get_option("--layout")->count() > 0) given.emplace_back("layout", *layout);
+    if (cmd->get_option("--record-bytes")->count() > 0) given.emplace_back("record_bytes", std::to_string(opt->record_bytes));
+    if (cmd->get_option("--seed")->count() > 0) given.emplace_back("seed", std::to_string(opt->seed));
+    exit_code = run_append(*opt, std::move(remote).value(), *progress, *allow_skipped, given);
   });
 }
 

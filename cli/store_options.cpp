@@ -3,7 +3,9 @@
 #include <fmt/format.h>
 
 #include "cli/commands.h"
+#include "common/ascii.h"
 #include "config/settings_table.h"
+#include "pack/append.h"
 
 namespace fid::cli {
 
@@ -46,6 +48,19 @@ std::optional<storage::OpenedStore> open_command_store(std::string_view command,
     return std::nullopt;
   }
   return std::move(opened).value();
+}
+
+std::vector<std::string> local_append_leftovers(const std::string& location, uint64_t records) {
+  fid::Result<net::StoreUrl> url = net::parse_store_url(location);
+  std::error_code ec;
+  if ((url && url->remote()) || !std::filesystem::is_directory(location, ec)) return {};
+  return pack::append_leftovers(location, records);
+}
+
+void print_append_leftovers(const std::string& location, uint64_t records) {
+  for (const std::string& rel : local_append_leftovers(location, records))
+    fmt::print("left by an interrupted append, not part of the store (the next append removes it): {}\n",
+               printable(rel, 4096));
 }
 
 }  // namespace fid::cli

@@ -32,4 +32,9 @@ std::optional<storage::OpenedStore> open_command_store(std::string_view command,
                                                        const std::vector<std::string>& options, int& exit_code,
                                                        bool direct_io = true, const std::atomic<bool>* cancel = nullptr);
 
+// What an interrupted `pack --append` left in a local store folder (pack::append_leftovers);
+// nothing for a remote store. print_append_leftovers says each on a line of its own.
+std::vector<std::string> local_append_leftovers(const std::string& location, uint64_t records);
+void print_append_leftovers(const std::string& location, uint64_t records);
+
 }  // namespace fid::cli

@@ -314,6 +314,8 @@ fid::Result<PackReport> pack_unguarded(const PackOptions& opt, PackIo io,
   if (!listed) return std::move(listed).error();
   if (cancel) return interrupted();
   SourceTree& tree = *listed;
+  if (opt.check_listing)
+    if (fid::Status fits = opt.check_listing(tree); !fits) return std::move(fits).error();
   const std::string digest = source_digest(tree);
   std::vector<Clip> clips;
   if (!source->stream_order()) {

@@ -43,6 +43,9 @@ struct PackOptions {
   // `--video-frames`: videos become clip folders of JPEG frames (pack/video_source.h); unset, a
   // video is a file like any other (a blob).
   std::optional<video::FramesOptions> video_frames;
+  // Called once the source is listed, before a file is read; its error fails the pack (pack
+  // --append: a path the store already has).
+  std::function<fid::Status(const SourceTree&)> check_listing;
 };
 
 struct PackProgress {

@@ -8,7 +8,7 @@ per file; then medians over the rounds and the ratios of the first mode to the s
 
 Needs python3 with numpy only (no Debian package): it runs as it is on a machine with a GPU.
   gpu_mount.py PNG_DIR --fidelityfs BIN --readbench BIN [--modes on,off] [--rounds 3]
-               [--daemon-cores 4] [--work DIR] [--budget-s 190]
+               [--daemon-cores 4] [--work DIR] [--budget-s 190] [--mount-user NAME]
 A mode that does not mount (gpu=on without a device) is replaced by gpu=emulate, said so."""
 import argparse
 import json
@@ -59,6 +59,10 @@ def drop_caches():
 
 def mount(args, store, mnt, mode, cores):
     cmd = [args.fidelityfs, "mount", store, mnt, "-o", f"gpu={mode},raw_format=npy,threads={THREADS}"]
+    if args.mount_user:  # a user's mount: its readahead stays at the kernel's 128 KiB
+        cmd = ["setpriv", "--reuid", args.mount_user, "--regid", args.mount_user, "--init-groups",
+               "env", f"XDG_CACHE_HOME={os.path.join(os.path.dirname(mnt), 'cache')}"] + cmd
+        cmd[-1] += ",allow_other"
     if cores:  # the daemon and every thread it starts on the first `cores` CPUs
         cmd = [sys.executable, "-c", "import os, sys; os.sched_setaffinity(0, range(int(sys.argv[1]))); "
                "os.execvp(sys.argv[2], sys.argv[2:])", str(cores)] + cmd
@@ -108,12 +112,22 @@ def main():
     ap.add_argument("--daemon-cores", type=int, default=4)
     ap.add_argument("--work", default="")
     ap.add_argument("--budget-s", type=float, default=190)
+    ap.add_argument("--mount-user", default="", help="mount as this user (root runs the bench; needs "
+                    "user_allow_other in /etc/fuse.conf), as a node where the daemon is not root")
     args = ap.parse_args()
     t_start = time.monotonic()
     work = args.work or tempfile.mkdtemp(prefix="gpu-mount-")
     store, mnt = os.path.join(work, "store"), os.path.join(work, "mnt")
     shutil.rmtree(store, ignore_errors=True)
     os.makedirs(mnt, exist_ok=True)
+    if args.mount_user:  # the user reaches the store, the binary and a cache folder; owns the mount point
+        import pwd
+        user = pwd.getpwnam(args.mount_user)
+        os.chmod(work, 0o755)
+        args.fidelityfs = shutil.copy(args.fidelityfs, os.path.join(work, "fidelityfs"))
+        os.makedirs(os.path.join(work, "cache"), exist_ok=True)
+        for d in (mnt, os.path.join(work, "cache")):
+            os.chown(d, user.pw_uid, user.pw_gid)
     p = run(args.fidelityfs, "pack", args.png_dir, store, "--progress", "off")
     if p.returncode != 0:
         sys.exit(f"pack failed: {p.stderr.strip()}")

@@ -5,7 +5,9 @@
 # and 16 Python np.load threads; 3 rounds, a fresh mount per run (scripts/bench/gpu_mount.py).
 # Runs as it is on a machine with a GPU (../shared/gpu/run.sh calls it): python3 with numpy, and
 # fidelityfs and readbench from FIDELITYFS_BIN / READBENCH_BIN, PATH or this checkout's build/.
-# Without a GPU, GPU_MODES=emulate,off (gpu=on falls back to emulate by itself).
+# Without a GPU, GPU_MODES=emulate,off (gpu=on falls back to emulate by itself). MOUNT_USER=NAME
+# mounts as that user (needs user_allow_other in /etc/fuse.conf): a mount that cannot raise its
+# readahead, as on a node where the daemon is not root.
 #   scripts/bench/gpu_mount.sh PNG_DIR
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -26,4 +28,4 @@ trap 'fusermount3 -u "$work/mnt" 2>/dev/null || umount "$work/mnt" 2>/dev/null; 
 py=python3  # the one with numpy: on PATH (the GPU machine), else Debian's
 $py -c 'import numpy' 2>/dev/null || py=/usr/bin/python3
 $py "$here/gpu_mount.py" "$1" --fidelityfs "$fid" --readbench "$readbench" --modes "${GPU_MODES:-on,off}" \
-  --rounds "${ROUNDS:-3}" --work "$work" --budget-s "${GPU_MOUNT_BUDGET_S:-185}"
+  --rounds "${ROUNDS:-3}" --work "$work" --budget-s "${GPU_MOUNT_BUDGET_S:-185}" --mount-user "${MOUNT_USER:-}"

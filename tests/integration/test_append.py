@@ -1,0 +1,178 @@
+"""pack --append: a source's new files added to a store as new records and a new index, the
+store's records untouched, a mount opened before it serving its index, and a killed append
+leaving the store as it was (docs/FORMAT.md "Appended stores")."""
+import hashlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from PIL import Image
+
+from conftest import fid_bin, pack, run
+from fidstore import Store
+from mountutil import mounted, read_all, walk_files
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures"))
+from make_tree import photo_like  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def trees(imagenet_tree, tmp_path_factory):
+    """`old`: the ImageNet-like tree less every fifth file; `new`: those files plus a new class
+    holding two lossless images (L3) and a JPEG; `all`: both together."""
+    import random
+    root = tmp_path_factory.mktemp("append")
+    old, new, both = root / "old", root / "new", root / "all"
+    shutil.copytree(imagenet_tree, old, ignore=shutil.ignore_patterns("MANIFEST*"))
+    for i, rel in enumerate(walk_files(str(old))):
+        if i % 5 == 4:
+            (new / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.move(str(old / rel), str(new / rel))
+    (new / "zz_new").mkdir(parents=True)
+    rng = random.Random(7)
+    for i in range(2):
+        photo_like(rng, 96, 64).save(new / "zz_new" / f"lossless_{i}.png")
+    shutil.copy(next(p for p in sorted(old.rglob("*")) if p.is_file()), new / "zz_new" / "copy.jpg")
+    shutil.copytree(old, both)
+    shutil.copytree(new, both, dirs_exist_ok=True)
+    return old, new, both
+
+
+def digest(path):
+    return hashlib.sha256(open(path, "rb").read()).hexdigest()
+
+
+def record_digests(store):
+    d = os.path.join(store, "records")
+    return {n: digest(os.path.join(d, n)) for n in sorted(os.listdir(d))}
+
+
+def append(src, store, *extra, env=None, check=True):
+    p = subprocess.run([fid_bin(), "pack", "--append", str(src), str(store), "--progress", "off", *extra],
+                       capture_output=True, text=True, env=env)
+    if check:
+        assert p.returncode == 0, p.stderr
+    return p
+
+
+def test_append_writes_only_new_records_and_a_mount_before_it_keeps_reading(trees, tmp_path):
+    old, new, both = trees
+    store = pack(str(old), str(tmp_path / "store"), "--record-bytes", "256KiB")
+    records_before = record_digests(store)
+    mnt_old, mnt_new = str(tmp_path / "m_old"), str(tmp_path / "m_new")
+    with mounted(store, mnt_old, "-o", "scan_group=4"):
+        old_rels = walk_files(mnt_old)
+        want_old = read_all(mnt_old, old_rels)
+        p = append(new, store)
+        assert "appended to" in p.stdout and f"files {len(old_rels)} -> " in p.stdout, p.stdout
+        # The mount opened before reads every file as before, during and after the append.
+        assert read_all(mnt_old, old_rels) == want_old
+        assert walk_files(mnt_old) == old_rels
+    after = record_digests(store)
+    assert {n: after[n] for n in records_before} == records_before  # no record rewritten
+    added = sorted(set(after) - set(records_before))
+    assert added and added[0] == f"{len(records_before):06d}.rec", added
+    written = sum(os.path.getsize(os.path.join(store, "records", n)) for n in added)
+    assert f"wrote {(written + os.path.getsize(os.path.join(store, 'index.sqlite'))) / 1e6:.1f} MB" in p.stdout, p.stdout
+
+    fresh = pack(str(both), str(tmp_path / "fresh"), "--record-bytes", "256KiB")
+    with mounted(store, mnt_new, "-o", "scan_group=4"):
+        rels = walk_files(mnt_new)
+        got = read_all(mnt_new, rels)
+    with mounted(fresh, str(tmp_path / "m_fresh"), "-o", "scan_group=4") as m:
+        assert walk_files(m) == rels  # the same tree as a pack of both
+        want = read_all(m, rels)
+    assert got == want  # old files as before, new ones as a fresh pack has them
+    assert {r: got[r] for r in old_rels} == want_old
+
+    s = Store(store)
+    s.check_headers()
+    assert s.meta["appends"] == "1"
+    assert sorted(s.files) == sorted(Store(fresh).files)
+    for rel in rels[::7]:
+        assert s.read(rel) == Store(fresh).read(rel), rel
+    v = run("verify", store)
+    assert f"verified {len(rels)} files, 0 bad" in v.stdout and "interrupted append" not in v.stdout
+
+
+def test_append_refuses_paths_the_store_has_options_it_does_not_and_a_second_append(trees, tmp_path):
+    old, new, _ = trees
+    store = pack(str(old), str(tmp_path / "store"), "--record-bytes", "256KiB")
+    index_before = digest(os.path.join(store, "index.sqlite"))
+    p = append(old, store, check=False)
+    assert p.returncode == 1 and "of the source are in the store already" in p.stderr, p.stderr
+    p = append(new, store, "--levels", "fast", check=False)
+    assert p.returncode == 2 and "the store has level_scripts pcr, not fast" in p.stderr, p.stderr
+    p = append(new, store, "--record-bytes", "1MiB", check=False)
+    assert p.returncode == 2 and "record_bytes 262144, not 1048576" in p.stderr, p.stderr
+    p = append(new, tmp_path / "nothing", check=False)
+    assert p.returncode == 1 and "pack --append adds to a store that exists" in p.stderr, p.stderr
+    assert digest(os.path.join(store, "index.sqlite")) == index_before
+    assert os.listdir(store) == ["index.sqlite", "records"] or sorted(os.listdir(store)) == ["index.sqlite", "records"]
+
+    # While one append runs (held at a phase), a second one is refused.
+    held = subprocess.Popen([fid_bin(), "pack", "--append", str(new), store, "--progress", "off"],
+                            env=dict(os.environ, FIDELITYFS_APPEND_STOP="records"),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_stopped(held.pid)
+        p = append(new, store, check=False)
+        assert p.returncode == 1 and "another fidelityfs append is writing this store" in p.stderr, p.stderr
+    finally:
+        held.kill()
+        held.wait()
+
+
+def wait_stopped(pid, seconds=60):
+    """Until the process stops itself (SIGSTOP at its phase), within `seconds`."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        with open(f"/proc/{pid}/stat") as f:
+            if f.read().rsplit(")", 1)[1].split()[0] == "T":
+                return
+        time.sleep(0.02)
+    raise AssertionError(f"process {pid} did not reach its phase within {seconds} s")
+
+
+@pytest.mark.parametrize("phase", ["records", "between-records", "index"])
+def test_a_killed_append_leaves_the_store_as_it_was(trees, tmp_path, phase):
+    """Killed before its records move into the store, between two of them, and with the new
+    index written but not yet in place: the store mounts and verifies as before, verify and
+    inspect name what was left, and the next append removes it and succeeds."""
+    old, new, _ = trees
+    store = pack(str(old), str(tmp_path / "store"), "--record-bytes", "128KiB")
+    index_before = digest(os.path.join(store, "index.sqlite"))
+    records_before = record_digests(store)
+    with mounted(store, str(tmp_path / "m0")) as m:
+        rels = walk_files(m)
+        want = read_all(m, rels)
+    proc = subprocess.Popen([fid_bin(), "pack", "--append", str(new), store, "--progress", "off"],
+                            env=dict(os.environ, FIDELITYFS_APPEND_STOP=phase),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_stopped(proc.pid)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    assert digest(os.path.join(store, "index.sqlite")) == index_before
+    assert {n: d for n, d in record_digests(store).items() if n in records_before} == records_before
+    with mounted(store, str(tmp_path / "m1")) as m:
+        assert walk_files(m) == rels
+        assert read_all(m, rels) == want
+    v = run("verify", store)
+    assert f"verified {len(rels)} files, 0 bad" in v.stdout, v.stdout
+    left = [line for line in v.stdout.splitlines() if "interrupted append" in line]
+    assert left, v.stdout
+    if phase != "records":
+        assert any(f"records/{len(records_before):06d}.rec" in line for line in left), left
+    if phase == "index":
+        assert any(line.endswith("index.sqlite.partial") for line in left), left
+    assert "interrupted append" in run("inspect", store).stdout
+    append(new, store)
+    v = run("verify", store)
+    assert "interrupted append" not in v.stdout and ", 0 bad" in v.stdout, v.stdout
+    assert sorted(os.listdir(store)) == ["index.sqlite", "records"]
