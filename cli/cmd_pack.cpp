@@ -134,6 +134,19 @@ int run_pack(const pack::PackOptions& opt, PackRemote remote, const std::string&
   return print_report(opt, *packed, allow_skipped);
 }
 
+// The options a store fixes that the command line gave, as the store's meta says them; a
+// --shard given (an append adds to a whole store) as the key "shard".
+pack::GivenStoreOptions given_store_options(const CLI::App& cmd, const std::string& levels, const std::string& layout,
+                                            const pack::PackOptions& opt) {
+  pack::GivenStoreOptions given;
+  if (cmd.get_option("--levels")->count() > 0) given.emplace_back("level_scripts", levels);
+  if (cmd.get_option("--layout")->count() > 0) given.emplace_back("layout", layout);
+  if (cmd.get_option("--record-bytes")->count() > 0) given.emplace_back("record_bytes", std::to_string(opt.record_bytes));
+  if (cmd.get_option("--seed")->count() > 0) given.emplace_back("seed", std::to_string(opt.seed));
+  if (cmd.get_option("--shard")->count() > 0) given.emplace_back("shard", pack::shard_text(opt.shard));
+  return given;
+}
+
 // An append: the store's options (a conflicting one given is a usage error), then the pack of the
 // new files into the store.
 int run_append(pack::PackOptions& opt, PackRemote remote, const std::string& progress_mode, bool allow_skipped,
@@ -322,21 +335,9 @@ void register_pack(CLI::App& app, int& exit_code) {
       exit_code = kExitUsage;
       return;
     }
-    if (!*append) {
-      exit_code = run_pack(*opt, std::move(remote).value(), *progress, *allow_skipped);
-      return;
-    }
-    if (cmd->get_option("--shard")->count() > 0) {
-      fmt::print(stderr, "fidelityfs pack: --append takes no --shard: it adds to a whole store\n");
-      exit_code = kExitUsage;
-      return;
-    }
-    pack::GivenStoreOptions given;
-    if (cmd->get_option("--levels")->count() > 0) given.emplace_back("level_scripts", *levels);
-    if (cmd->get_option("--layout")->count() > 0) given.emplace_back("layout", *layout);
-    if (cmd->get_option("--record-bytes")->count() > 0) given.emplace_back("record_bytes", std::to_string(opt->record_bytes));
-    if (cmd->get_option("--seed")->count() > 0) given.emplace_back("seed", std::to_string(opt->seed));
-    exit_code = run_append(*opt, std::move(remote).value(), *progress, *allow_skipped, given);
+    exit_code = *append ? run_append(*opt, std::move(remote).value(), *progress, *allow_skipped,
+                                     given_store_options(*cmd, *levels, *layout, *opt))
+                        : run_pack(*opt, std::move(remote).value(), *progress, *allow_skipped);
   });
 }
 

@@ -67,9 +67,24 @@ def test_append_writes_only_new_records_and_a_mount_before_it_keeps_reading(tree
     with mounted(store, mnt_old, "-o", "scan_group=4"):
         old_rels = walk_files(mnt_old)
         want_old = read_all(mnt_old, old_rels)
-        p = append(new, store)
-        assert "appended to" in p.stdout and f"files {len(old_rels)} -> " in p.stdout, p.stdout
-        # The mount opened before reads every file as before, during and after the append.
+        # Held between two of its records' moves, then let go: the mount reads right meanwhile.
+        proc = subprocess.Popen([fid_bin(), "pack", "--append", str(new), store, "--progress", "off"],
+                                env=dict(os.environ, FIDELITYFS_APPEND_STOP="between-records"),
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            wait_stopped(proc.pid)
+            assert read_all(mnt_old, old_rels) == want_old
+        finally:
+            proc.send_signal(signal.SIGCONT)
+            out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err
+        assert "appended to" in out and f"files {len(old_rels)} -> " in out, out
+        # The mount opened before reads every file as before, after the append, and after a new
+        # mount of the appended store made its tables file anew.
+        assert read_all(mnt_old, old_rels) == want_old
+        with mounted(store, mnt_new, "-o", "scan_group=4"):
+            rels = walk_files(mnt_new)
+            got = read_all(mnt_new, rels)
         assert read_all(mnt_old, old_rels) == want_old
         assert walk_files(mnt_old) == old_rels
     after = record_digests(store)
@@ -77,12 +92,9 @@ def test_append_writes_only_new_records_and_a_mount_before_it_keeps_reading(tree
     added = sorted(set(after) - set(records_before))
     assert added and added[0] == f"{len(records_before):06d}.rec", added
     written = sum(os.path.getsize(os.path.join(store, "records", n)) for n in added)
-    assert f"wrote {(written + os.path.getsize(os.path.join(store, 'index.sqlite'))) / 1e6:.1f} MB" in p.stdout, p.stdout
+    assert f"wrote {(written + os.path.getsize(os.path.join(store, 'index.sqlite'))) / 1e6:.1f} MB" in out, out
 
     fresh = pack(str(both), str(tmp_path / "fresh"), "--record-bytes", "256KiB")
-    with mounted(store, mnt_new, "-o", "scan_group=4"):
-        rels = walk_files(mnt_new)
-        got = read_all(mnt_new, rels)
     with mounted(fresh, str(tmp_path / "m_fresh"), "-o", "scan_group=4") as m:
         assert walk_files(m) == rels  # the same tree as a pack of both
         want = read_all(m, rels)
@@ -176,3 +188,34 @@ def test_a_killed_append_leaves_the_store_as_it_was(trees, tmp_path, phase):
     v = run("verify", store)
     assert "interrupted append" not in v.stdout and ", 0 bad" in v.stdout, v.stdout
     assert sorted(os.listdir(store)) == ["index.sqlite", "records"]
+
+
+def test_append_adds_whole_clips_and_refuses_frames_for_a_clip_of_the_store(tmp_path):
+    """A new clip folder is appended as a clip (its frames together in the new records); frames
+    for a clip the store has are refused, since a clip's frames lie together."""
+    import random
+    rng = random.Random(11)
+    frames = [photo_like(rng, 64, 48) for _ in range(6)]
+
+    def clip(root, name, numbers):
+        d = root / "videos" / name
+        d.mkdir(parents=True)
+        for n in numbers:
+            frames[n % len(frames)].save(d / f"img_{n:05d}.jpg", quality=90)
+
+    old, new, more = tmp_path / "old", tmp_path / "new", tmp_path / "more"
+    clip(old, "a", range(1, 5))
+    clip(new, "b", range(1, 5))
+    clip(more, "a", [5])
+    store = pack(str(old), str(tmp_path / "store"))
+    append(new, store)
+    s = Store(store)
+    assert {s.dir_path(c["dir"]) for c in s.clips} == {"videos/a", "videos/b"}
+    b_runs = [c for c in s.clips if s.dir_path(c["dir"]) == "videos/b"]
+    assert b_runs[0]["record"] >= min(c["record"] for c in s.clips if s.dir_path(c["dir"]) == "videos/a") + 1
+    with mounted(store, str(tmp_path / "m")) as m:
+        assert sorted(os.listdir(os.path.join(m, "videos", "b"))) == [f"img_{n:05d}.jpg" for n in range(1, 5)]
+        assert read_all(m, walk_files(m))  # every frame reads
+    assert ", 0 bad" in run("verify", store).stdout
+    p = append(more, store, check=False)
+    assert p.returncode == 1 and "adds files to a clip folder of the store (videos/a/img_00005.jpg)" in p.stderr, p.stderr
