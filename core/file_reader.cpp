@@ -156,6 +156,7 @@ Result<FileReader::Bytes> FileReader::read(const index::File& f, int level, bool
   if (!v) return failed(f, std::move(v).error());
   const uint64_t begin = std::min<uint64_t>(offset, (*v)->size());
   const uint64_t end = begin + std::min<uint64_t>(length, (*v)->size() - begin);
+  if (end == (*v)->size()) views_.read_to_end(ViewCache::view_key(f.id, level));
   return Bytes{{(*v)->data() + begin, end - begin}, *v, {}};
 }
 
@@ -319,6 +320,7 @@ Result<FileReader::Bytes> FileReader::read_view(const index::File& f, uint64_t o
   if (begin == end) return Bytes{};
   Result<ViewCache::View> v = views_.get(ViewCache::view_key(f.id), size(f, 1), [&] { return render(f); });
   if (!v.ok()) return failed(f, std::move(v).error());
+  if (end == total) views_.read_to_end(ViewCache::view_key(f.id));
   return Bytes{{(*v)->data() + begin, end - begin}, *v, {}};
 }
 

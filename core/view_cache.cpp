@@ -39,6 +39,12 @@ Result<ViewCache::View> ViewCache::get(uint64_t key, uint64_t expected_bytes, co
   return r;
 }
 
+void ViewCache::read_to_end(uint64_t key) {
+  std::lock_guard lock(mu_);
+  if (auto found = by_key_.find(key); found != by_key_.end() && found->second->bytes != 0)
+    entries_.splice(entries_.end(), entries_, found->second);
+}
+
 void ViewCache::finish_locked(uint64_t key, const View& v) {
   if (auto found = by_key_.find(key); found != by_key_.end() && found->second->bytes == 0) {
     used_ -= found->second->reserved;

@@ -97,4 +97,18 @@ TEST(ViewCache, ViewsRenderedAtOnceNeverEvictEachOther) {
   EXPECT_LE(cache.used(), cache.budget());
 }
 
+// Views of readers between two requests outlast views read to their end, even older ones.
+TEST(ViewCache, AViewReadToItsEndGoesFirst) {
+  constexpr uint64_t kView = 100 << 10;
+  ViewCache cache(3 * (kView + ViewCache::kEntryOverhead));
+  (void)cache.get(1, kView, [] { return view_of(kView, 1); });  // a reader is in it
+  (void)cache.get(2, kView, [] { return view_of(kView, 2); });
+  (void)cache.get(3, kView, [] { return view_of(kView, 3); });
+  cache.read_to_end(3);
+  (void)cache.get(4, kView, [] { return view_of(kView, 4); });  // room for it: 3 goes, not 1
+  EXPECT_EQ(got(cache.get(1, kView, [] { return view_of(kView, 0xFF); }))->data()[0], 1);
+  EXPECT_EQ(cache.renders(), 4u);
+  EXPECT_EQ(got(cache.get(3, kView, [] { return view_of(kView, 0xFF); }))->data()[0], 0xFF);  // rendered again
+}
+
 }  // namespace
