@@ -38,10 +38,6 @@ constexpr const char* kPartDir = ".append-part";
 std::string as_string(std::span<const uint8_t> b) { return {reinterpret_cast<const char*>(b.data()), b.size()}; }
 std::string join_path(const std::string& dir, const std::string& name) { return dir.empty() ? name : dir + "/" + name; }
 
-fid::Error system_error(int code, const std::string& what) {
-  return fid::Error{code, fmt::format("{}: {}", what, std::strerror(code))};
-}
-
 // Fault injection for the tests of an interrupted append: FIDELITYFS_APPEND_STOP=PHASE stops
 // the process (SIGSTOP) at that phase, where the test kills it.
 void stop_here_for_tests(const char* phase) {
@@ -447,7 +443,10 @@ fid::Result<uint64_t> move_records(const fsys::path& part, const fsys::path& sto
   fid::Status moved = q->each_row([&]() -> fid::Status {
     const fsys::path from = part / q->text(1);
     const fsys::path to = store / index::record_path(first + static_cast<uint32_t>(q->integer(0)));
-    if (::rename(from.c_str(), to.c_str()) != 0) return system_error(errno, fmt::format("{}: cannot move into the store", from.string()));
+    if (::rename(from.c_str(), to.c_str()) != 0) {
+      const int err = errno;
+      return io_error(err, fmt::format("{}: cannot move into the store", from.string()));
+    }
     bytes += static_cast<uint64_t>(q->integer(2));
     if (q->integer(0) == 0) stop_here_for_tests("between-records");  // after the first record moved
     return {};
@@ -495,8 +494,10 @@ fid::Result<AppendReport> append_locked(const PackOptions& opt, PackIo io,
   if (fid::Status flushed = fsync_path(partial); !flushed) return fail(std::move(flushed).error());
   stop_here_for_tests("index");
   if (cancel) return fail(fid::Error{ECANCELED, "interrupted"});
-  if (::rename(partial.c_str(), (store / index::kIndexFile).c_str()) != 0)
-    return fail(system_error(errno, fmt::format("{}: cannot rename the index", partial.string())));
+  if (::rename(partial.c_str(), (store / index::kIndexFile).c_str()) != 0) {
+    const int err = errno;
+    return fail(io_error(err, partial.string() + ": cannot rename the index"));
+  }
   (void)fsync_path(store);  // committed; a lost flush of the folder only risks the rename on power loss
   std::error_code ec;
   fsys::remove_all(part_dir, ec);
@@ -557,12 +558,16 @@ fid::Result<AppendReport> append(const PackOptions& opt, PackIo io,
   std::error_code ec;
   const fsys::path store = fsys::absolute(opt.store, ec);
   const Fd lock(::open(store.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (lock.get() < 0) return system_error(errno, fmt::format("{}: cannot open the store", store.string()));
+  if (lock.get() < 0) {
+    const int err = errno;
+    return io_error(err, store.string() + ": cannot open the store");
+  }
   if (::flock(lock.get(), LOCK_EX | LOCK_NB) != 0) {
     if (errno == EWOULDBLOCK)
       return fid::Error{EBUSY, fmt::format("{}: another fidelityfs append is writing this store; wait for it to "
                                            "finish, then append again", store.string())};
-    return system_error(errno, fmt::format("{}: cannot lock the store", store.string()));
+    const int err = errno;
+    return io_error(err, store.string() + ": cannot lock the store");
   }
   return append_locked(opt, std::move(io), progress, cancel, store);
 }

@@ -7,7 +7,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
 from PIL import Image
@@ -72,7 +71,7 @@ def test_append_writes_only_new_records_and_a_mount_before_it_keeps_reading(tree
                                 env=dict(os.environ, FIDELITYFS_APPEND_STOP="between-records"),
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
-            wait_stopped(proc.pid)
+            wait_stopped(proc)
             assert read_all(mnt_old, old_rels) == want_old
         finally:
             proc.send_signal(signal.SIGCONT)
@@ -131,7 +130,7 @@ def test_append_refuses_paths_the_store_has_options_it_does_not_and_a_second_app
                             env=dict(os.environ, FIDELITYFS_APPEND_STOP="records"),
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        wait_stopped(held.pid)
+        wait_stopped(held)
         p = append(new, store, check=False)
         assert p.returncode == 1 and "another fidelityfs append is writing this store" in p.stderr, p.stderr
     finally:
@@ -139,15 +138,18 @@ def test_append_refuses_paths_the_store_has_options_it_does_not_and_a_second_app
         held.wait()
 
 
-def wait_stopped(pid, seconds=60):
-    """Until the process stops itself (SIGSTOP at its phase), within `seconds`."""
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        with open(f"/proc/{pid}/stat") as f:
-            if f.read().rsplit(")", 1)[1].split()[0] == "T":
-                return
-        time.sleep(0.02)
-    raise AssertionError(f"process {pid} did not reach its phase within {seconds} s")
+def wait_stopped(proc, seconds=60):
+    """Until the process stops itself (SIGSTOP at its phase): waitpid(WUNTRACED), given `seconds`."""
+    import threading
+    status = {}
+    waiter = threading.Thread(target=lambda: status.update(s=os.waitpid(proc.pid, os.WUNTRACED)[1]), daemon=True)
+    waiter.start()
+    waiter.join(seconds)
+    if waiter.is_alive():
+        proc.kill()
+        waiter.join()
+        raise AssertionError(f"process {proc.pid} did not reach its phase within {seconds} s")
+    assert os.WIFSTOPPED(status["s"]), f"process {proc.pid} ended before its phase: status {status['s']}"
 
 
 @pytest.mark.parametrize("phase", ["records", "between-records", "index"])
@@ -166,7 +168,7 @@ def test_a_killed_append_leaves_the_store_as_it_was(trees, tmp_path, phase):
                             env=dict(os.environ, FIDELITYFS_APPEND_STOP=phase),
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        wait_stopped(proc.pid)
+        wait_stopped(proc)
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait()
