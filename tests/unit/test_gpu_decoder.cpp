@@ -39,9 +39,10 @@ std::vector<Encoded> images(size_t n) {
 
 // `readers` threads each render `per_reader` views as the mount does: a view buffer from the
 // decoder, a decode through the batcher, the buffer dropped (as the view cache evicts it).
-// Returns how many views came back with the CPU decoder's pixels.
+// Returns how many views came back with the CPU decoder's pixels (with `check_pixels` false: how
+// many decodes succeeded, for a model that runs no kernel).
 size_t render(codec::L3BatchDecoder& dec, core::L3Batcher& batcher, const std::vector<Encoded>& ims, unsigned readers,
-              size_t per_reader) {
+              size_t per_reader, bool check_pixels = true) {
   std::atomic<size_t> right{0};
   std::vector<std::thread> threads;
   for (unsigned r = 0; r < readers; ++r)
@@ -49,7 +50,8 @@ size_t render(codec::L3BatchDecoder& dec, core::L3Batcher& batcher, const std::v
       for (size_t k = 0; k < per_reader; ++k) {
         const Encoded& e = ims[(r * per_reader + k) % ims.size()];
         std::shared_ptr<codec::HostBuffer> view = dec.allocate(e.pixels.size());
-        if (batcher.decode(e.l3, view->span()).ok() && std::equal(e.pixels.begin(), e.pixels.end(), view->data()))
+        if (batcher.decode(e.l3, view->span()).ok() &&
+            (!check_pixels || std::equal(e.pixels.begin(), e.pixels.end(), view->data())))
           right.fetch_add(1);
       }
     });
@@ -99,27 +101,34 @@ TEST(GpuDecoderModel, ViewsPastThePinnedArenaAreHeapMemoryAndCounted) {
   for (auto& v : held) std::fill(v->data(), v->data() + v->size(), uint8_t{7});  // all writable
 }
 
-// A GPU's timing (a kernel wave of 2 ms, copies at 12 GB/s): with 16 readers both streams carry
-// a batch at once, and a lone decode on an idle device does not wait for the 10 s deadline.
-TEST(GpuDecoderModel, BatchesOverlapAndALoneDecodeGoesAtOnce) {
+// On an idle device a lone decode goes at once, without waiting for the batcher's 10 s deadline.
+TEST(GpuDecoderModel, ALoneDecodeOnAnIdleDeviceGoesAtOnce) {
   gpu::DeviceModel model;
   model.copy_gb_per_s = 12;
   model.wave = 2ms;
+  auto dec = testutil::value_or_throw(gpu::start_decoder(std::make_shared<gpu::ModelDevice>(model), {64 << 20, 2}));
+  const auto ims = images(1);
+  core::L3Batcher batcher(*dec, {64, 10s});
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<uint8_t> px(ims[0].pixels.size());
+  ASSERT_TRUE(batcher.decode(ims[0].l3, px).ok());
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s);
+  EXPECT_EQ(px, ims[0].pixels);
+}
+
+// A GPU's timing (a kernel wave of 20 ms, copies at 12 GB/s; the kernel's CPU emulation off, so
+// that its time on this host, long under a sanitizer, does not stand in for the device's): with
+// 16 readers both streams carry a batch at once.
+TEST(GpuDecoderModel, BatchesOverlapOnTheTwoStreams) {
+  gpu::DeviceModel model;
+  model.copy_gb_per_s = 12;
+  model.wave = 20ms;
+  model.run_kernel = false;
   auto device = std::make_shared<gpu::ModelDevice>(model);
-  gpu::DecoderOptions o;
-  o.memory_bytes = 64 << 20;
-  auto dec = testutil::value_or_throw(gpu::start_decoder(device, o));
+  auto dec = testutil::value_or_throw(gpu::start_decoder(device, {64 << 20, 2}));
   const auto ims = images(12);
-  {
-    core::L3Batcher batcher(*dec, {64, 10s});
-    const auto t0 = std::chrono::steady_clock::now();
-    std::vector<uint8_t> px(ims[0].pixels.size());
-    ASSERT_TRUE(batcher.decode(ims[0].l3, px).ok());
-    EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s);
-    EXPECT_EQ(px, ims[0].pixels);
-  }
   core::L3Batcher batcher(*dec, {8, 1ms});
-  EXPECT_EQ(render(*dec, batcher, ims, 16, 8), 128u);
+  EXPECT_EQ(render(*dec, batcher, ims, 16, 8, /*check_pixels=*/false), 128u);
   EXPECT_GE(dec->stats().peak_in_flight, 2u);
   EXPECT_GE(device->counts().peak_streams_busy, 2u);
   EXPECT_GT(dec->stats().kernel_seconds, 0.0);
