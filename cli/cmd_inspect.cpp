@@ -124,7 +124,7 @@ void print_json(const index::Store& store, const Summary& s, const std::vector<s
 }
 
 void print_text(const index::Store& store, const Summary& s, const std::vector<std::string>& problems,
-                const index::Store::PackNotes& notes, const std::string& location) {
+                const index::Store::PackNotes& notes, const std::vector<std::string>& leftovers) {
   fmt::print("store           {}\n", store.location());
   fmt::print("format version  {}\n", store.format_version());
   fmt::print("layout          {}\n", index::layout_name(store.layout()));
@@ -163,7 +163,7 @@ void print_text(const index::Store& store, const Summary& s, const std::vector<s
     }
   }
   for (const std::string& p : problems) fmt::print("problem: {}\n", shown(p));
-  print_append_leftovers(location, store.records().size());
+  print_append_leftovers(leftovers);
   print_notes("blob", notes.blobs, notes.blob_count);
   print_notes("skipped", notes.skipped, notes.skipped_count);
 }
@@ -179,9 +179,9 @@ int run_inspect(const std::string& location, const std::vector<std::string>& opt
     return kExitRuntime;
   }
   const Summary summary = summarize(*opened->store, opened->index_file);
-  if (json) print_json(*opened->store, summary, opened->source->problems(), *notes,
-                       local_append_leftovers(location, opened->store->records().size()));
-  else print_text(*opened->store, summary, opened->source->problems(), *notes, location);
+  const std::vector<std::string> leftovers = append_leftovers(location, options, *opened->store);
+  if (json) print_json(*opened->store, summary, opened->source->problems(), *notes, leftovers);
+  else print_text(*opened->store, summary, opened->source->problems(), *notes, leftovers);
   return kExitOk;
 }
 

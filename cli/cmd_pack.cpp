@@ -151,12 +151,19 @@ pack::GivenStoreOptions given_store_options(const CLI::App& cmd, const std::stri
 // new files into the store.
 int run_append(pack::PackOptions& opt, PackRemote remote, const std::string& progress_mode, bool allow_skipped,
                const pack::GivenStoreOptions& given) {
+  // On s3://, the store's index is fetched first: the options are taken from it.
+  std::optional<pack::S3AppendTarget> target;
   if (remote.store) {
-    fmt::print(stderr, "fidelityfs pack: --append: {}: appending to an s3:// store is not supported yet\n",
-               remote.store->text);
-    return kExitUsage;
+    fid::Result<pack::S3AppendTarget> opened = pack::open_s3_append(*remote.store, remote.options);
+    if (!opened) {
+      fmt::print(stderr, "fidelityfs pack: --append: {}\n", opened.error().message);
+      return kExitRuntime;
+    }
+    target.emplace(std::move(opened).value());
   }
-  if (fid::Status taken = pack::take_store_options(opt, given); !taken) {
+  const std::string store_name = target ? target->url.text : opt.store.string();
+  if (fid::Status taken = pack::take_store_options(opt, given, target ? target->index_dir() : opt.store, store_name);
+      !taken) {
     fmt::print(stderr, "fidelityfs pack: --append: {}\n", taken.error().message);
     return taken.error().code == EINVAL && taken.error().message.find("corrupt") == std::string::npos ? kExitUsage
                                                                                                        : kExitRuntime;
@@ -167,7 +174,8 @@ int run_append(pack::PackOptions& opt, PackRemote remote, const std::string& pro
     line.update(p.files_done, p.files_total, p.source_bytes_done, p.seconds);
   };
   const fid::Result<pack::AppendReport> appended =
-      pack::append(opt, pack::PackIo{std::move(remote.source), nullptr}, progress, cancel);
+      target ? pack::append_to_s3(*target, opt, std::move(remote.source), progress, cancel)
+             : pack::append(opt, pack::PackIo{std::move(remote.source), nullptr}, progress, cancel);
   line.finish();
   if (!appended) {
     fmt::print(stderr, "fidelityfs pack: --append: {}\n", appended.error().message);
@@ -175,7 +183,7 @@ int run_append(pack::PackOptions& opt, PackRemote remote, const std::string& pro
   }
   const pack::AppendReport& a = *appended;
   fmt::print("appended to {}: files {} -> {}, records from {} on; wrote {:.1f} MB (new records and the index)\n",
-             opt.store.string(), a.files_before, a.files_after, a.first_record, static_cast<double>(a.bytes_written) / 1e6);
+             store_name, a.files_before, a.files_after, a.first_record, static_cast<double>(a.bytes_written) / 1e6);
   return print_report(opt, a.pack, allow_skipped);
 }
 
@@ -307,8 +315,8 @@ void register_pack(CLI::App& app, int& exit_code) {
                 "written without them)");
   auto append = std::make_shared<bool>(false);
   cmd->add_flag("--append", *append,
-                "add the sources' files to the existing store STORE_DIR (a folder) as new records and a new index, "
-                "nothing there rewritten; levels, layout, record size and seed are the store's");
+                "add the sources' files to the existing store STORE (a folder or s3://BUCKET/PREFIX) as new records "
+                "and a new index, nothing there rewritten; levels, layout, record size and seed are the store's");
   cmd->callback([cmd, opt, progress, levels, layout, clips, video, video_opt, shard, sources, source_list, store_opts,
                  allow_skipped, append, &exit_code] {
     opt->levels = *levels == "fast" ? codec::LevelScripts::fast : codec::LevelScripts::pcr;

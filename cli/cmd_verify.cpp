@@ -85,7 +85,7 @@ int run_verify(const std::string& location, const std::vector<std::string>& opti
   for (auto& [path, why] : bad) fmt::print(stderr, "BAD {}: {}\n", printable(path, 4096), printable(why, 4096));
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   fmt::print("verified {} files, {} bad, {:.1f}s\n", files.size(), bad.size(), secs);
-  print_append_leftovers(location, store.records().size());
+  print_append_leftovers(append_leftovers(location, options, store));
   return bad.empty() && source.problems().empty() ? kExitOk : kExitRuntime;
 }
 

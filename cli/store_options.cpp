@@ -6,6 +6,7 @@
 #include "common/ascii.h"
 #include "config/settings_table.h"
 #include "pack/append.h"
+#include "pack/s3_jobs.h"
 
 namespace fid::cli {
 
@@ -50,15 +51,22 @@ std::optional<storage::OpenedStore> open_command_store(std::string_view command,
   return std::move(opened).value();
 }
 
-std::vector<std::string> local_append_leftovers(const std::string& location, uint64_t records) {
+std::vector<std::string> append_leftovers(const std::string& location, const std::vector<std::string>& options,
+                                          const index::Store& store) {
   fid::Result<net::StoreUrl> url = net::parse_store_url(location);
+  if (url && url->kind == net::StoreUrl::Kind::s3) {
+    fid::Result<config::Settings> settings = parse_store_location_options(options);
+    if (!settings) return {};
+    fid::Result<std::vector<std::string>> left = pack::s3_append_leftovers(*url, store_options(*settings), store);
+    return left ? std::move(left).value() : std::vector<std::string>{};
+  }
   std::error_code ec;
   if ((url && url->remote()) || !std::filesystem::is_directory(location, ec)) return {};
-  return pack::append_leftovers(location, records);
+  return pack::append_leftovers(location, store.records().size());
 }
 
-void print_append_leftovers(const std::string& location, uint64_t records) {
-  for (const std::string& rel : local_append_leftovers(location, records))
+void print_append_leftovers(const std::vector<std::string>& leftovers) {
+  for (const std::string& rel : leftovers)
     fmt::print("left by an interrupted append, not part of the store (the next append removes it): {}\n",
                printable(rel, 4096));
 }

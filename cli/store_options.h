@@ -13,6 +13,7 @@
 
 #include "common/error.h"
 #include "config/config.h"
+#include "index/store.h"
 #include "net/url.h"
 #include "storage/open_store.h"
 
@@ -32,9 +33,12 @@ std::optional<storage::OpenedStore> open_command_store(std::string_view command,
                                                        const std::vector<std::string>& options, int& exit_code,
                                                        bool direct_io = true, const std::atomic<bool>* cancel = nullptr);
 
-// What an interrupted `pack --append` left in a local store folder (pack::append_leftovers);
-// nothing for a remote store. print_append_leftovers says each on a line of its own.
-std::vector<std::string> local_append_leftovers(const std::string& location, uint64_t records);
-void print_append_leftovers(const std::string& location, uint64_t records);
+// What interrupted or refused `pack --append`s left in the store at `location` (opened as
+// `store`, with the -o lists `options`): pack::append_leftovers in a folder,
+// pack::s3_append_leftovers on s3:// (nothing when the bucket cannot be listed), nothing over
+// http(s)://. print_append_leftovers says each on a line of its own.
+std::vector<std::string> append_leftovers(const std::string& location, const std::vector<std::string>& options,
+                                          const index::Store& store);
+void print_append_leftovers(const std::vector<std::string>& leftovers);
 
 }  // namespace fid::cli

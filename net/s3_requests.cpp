@@ -1,11 +1,18 @@
 #include "net/s3_requests.h"
 
 #include <fmt/format.h>
+#include <fcntl.h>
 #include <openssl/evp.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
 #include <cstring>
+#include <memory>
+#include <vector>
+
+#include "common/fd.h"
+#include "common/posix_io.h"
 
 namespace fid::net {
 
@@ -58,9 +65,12 @@ HttpRequest delete_object(const RemoteLocation& where, std::string_view relative
   return request(Method::del, where, relative);
 }
 
-HttpRequest put_object(const RemoteLocation& where, std::string_view relative, uint64_t size, BodyReader body) {
-  if (!body) return request(Method::put, where, relative);
-  HttpRequest req = request(Method::put, where, relative, {}, std::string(kUnsignedPayload));
+HttpRequest put_object(const RemoteLocation& where, std::string_view relative, uint64_t size, BodyReader body,
+                       const std::string& if_match) {
+  Headers conditions;
+  if (!if_match.empty()) conditions.emplace_back("If-Match", if_match);
+  if (!body) return request(Method::put, where, relative, {}, {}, std::move(conditions));
+  HttpRequest req = request(Method::put, where, relative, {}, std::string(kUnsignedPayload), std::move(conditions));
   req.headers.emplace_back("Content-Type", "application/octet-stream");
   req.body_size = size;
   req.body = std::move(body);
@@ -227,6 +237,30 @@ std::string multipart_etag(const std::vector<std::string>& part_etags) {
   std::string out = "\"";
   for (unsigned k = 0; k < len; ++k) out += fmt::format("{:02x}", md[k]);
   return out + fmt::format("-{}\"", part_etags.size());
+}
+
+Result<std::string> single_put_etag(const std::string& path) {
+  const Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.get() < 0) {
+    const int err = errno;
+    return io_error(err, path);
+  }
+  std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx(EVP_MD_CTX_new(), &EVP_MD_CTX_free);
+  if (!ctx || !EVP_DigestInit_ex(ctx.get(), EVP_md5(), nullptr)) return Error{EIO, path + ": cannot hash (MD5)"};
+  std::vector<uint8_t> buf(1 << 20);
+  for (uint64_t at = 0;;) {
+    Result<uint64_t> got = pread_loop(fd.get(), buf.data(), buf.size(), at, path);
+    if (!got) return std::move(got).error();
+    if (*got == 0) break;
+    if (!EVP_DigestUpdate(ctx.get(), buf.data(), *got)) return Error{EIO, path + ": cannot hash (MD5)"};
+    at += *got;
+  }
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  if (!EVP_DigestFinal_ex(ctx.get(), md, &len)) return Error{EIO, path + ": cannot hash (MD5)"};
+  std::string out = "\"";
+  for (unsigned k = 0; k < len; ++k) out += fmt::format("{:02x}", md[k]);
+  return out + "\"";
 }
 
 std::optional<std::string> completed_object_mismatch(long status, std::string_view etag,

@@ -37,8 +37,13 @@ HttpRequest get_object(const RemoteLocation& where, std::string_view relative);
 HttpRequest head_object(const RemoteLocation& where, std::string_view relative);
 HttpRequest delete_object(const RemoteLocation& where, std::string_view relative);
 // A PUT of `size` bytes read through `body` (UNSIGNED-PAYLOAD, application/octet-stream); with no
-// `body`, an empty object.
-HttpRequest put_object(const RemoteLocation& where, std::string_view relative, uint64_t size = 0, BodyReader body = {});
+// `body`, an empty object. With `if_match`, conditional: S3 answers 412 (Precondition Failed)
+// unless the object's ETag is that one now (a server without conditional writes ignores it).
+HttpRequest put_object(const RemoteLocation& where, std::string_view relative, uint64_t size = 0, BodyReader body = {},
+                       const std::string& if_match = {});
+// The ETag S3 gives the object that one PUT of the file at `path` makes (its MD5, quoted as S3
+// sends it; not so under SSE-KMS, nor on some other servers).
+Result<std::string> single_put_etag(const std::string& path);
 // A PUT with x-amz-copy-source: `from`'s object `from_relative` copied on the server (no larger
 // than kMaxCopySize). Its answer, into a sink, may hold an error after the 200 (copy_object_error).
 HttpRequest copy_object(const RemoteLocation& where, std::string_view relative, const RemoteLocation& from,

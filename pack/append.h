@@ -24,10 +24,12 @@ namespace fid::pack {
 // command line gave, as meta values ("fast", "scan", "4194304", "7").
 using GivenStoreOptions = std::vector<std::pair<std::string, std::string>>;
 
-// Takes the store's levels, layout, record size and seed into `opt` (opt.store names the store);
-// a given option that differs is refused, naming it and both values (EINVAL). So is a store that
-// is not a whole local store (a part of a sharded pack; not a store).
-fid::Status take_store_options(PackOptions& opt, const GivenStoreOptions& given);
+// Takes the levels, layout, record size and seed of the store named `store` into `opt`, from
+// its index in the folder `index_dir`; a given option that differs is refused, naming it and
+// both values (EINVAL). So is a store that is not a whole store (a part of a sharded pack; not a
+// store).
+fid::Status take_store_options(PackOptions& opt, const GivenStoreOptions& given, const std::filesystem::path& index_dir,
+                               const std::string& store);
 
 struct AppendReport {
   PackReport pack;                // the appended files, as pack reports them

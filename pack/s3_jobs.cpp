@@ -122,7 +122,7 @@ Result<ScratchLock> ScratchLock::take(const net::StoreUrl& url) {
       return Error{errno, fmt::format("{}: cannot create the lock file {}: {}", url.text, file.string(), std::strerror(errno))};
     if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
       if (errno == EWOULDBLOCK)
-        return Error{EBUSY, fmt::format("{}: another pack, merge or relayout to this store is running (it holds {})", url.text,
+        return Error{EBUSY, fmt::format("{}: another pack, merge, relayout or append to this store is running (it holds {})", url.text,
                                         file.string())};
       return Error{errno, fmt::format("{}: cannot lock {}: {}", url.text, file.string(), std::strerror(errno))};
     }

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -15,6 +16,7 @@
 #include "common/fd.h"
 #include "index/store.h"
 #include "net/url.h"
+#include "pack/append.h"
 #include "pack/merge.h"
 #include "pack/packer.h"
 #include "pack/relayout.h"
@@ -66,5 +68,33 @@ Result<RelayoutReport> relayout_to_s3(const index::Store& store, index::StoreLay
                                       const net::StoreUrl& url, const storage::StoreOptions& store_options,
                                       const std::function<void(uint64_t, uint64_t)>& progress,
                                       const std::atomic<bool>& cancel);
+
+// An append to the s3:// store `url` (docs/FORMAT.md "Appended stores"), opened: one per URL
+// here at a time (its ScratchLock), the store's index fetched (its records checked) into the
+// scratch folder, where take_store_options reads it, and its ETag kept.
+struct S3AppendTarget {
+  net::StoreUrl url;
+  storage::StoreOptions options;
+  ScratchLock lock;
+  std::filesystem::path scratch;  // scratch_store("append", url), cleared
+  std::string index_etag;         // of the index fetched
+  std::filesystem::path index_dir() const { return scratch / "store"; }
+};
+Result<S3AppendTarget> open_s3_append(const net::StoreUrl& url, const storage::StoreOptions& options);
+
+// Appends options.sources (or `source`) to the target: the new records go up under names of this
+// append's own (records/NNNNNN-BASE-OWN.rec), then the union index, as one PUT with If-Match on
+// the ETag of the index it was made from (EBUSY when another append replaced it first), then the
+// records that earlier appends left, and that no index references, are deleted. On any failure,
+// and on `cancel`, the store is the one it was; the records already uploaded are left over.
+Result<AppendReport> append_to_s3(const S3AppendTarget& target, const PackOptions& options,
+                                  std::unique_ptr<PackSource> source,
+                                  const std::function<void(const PackProgress&)>& progress,
+                                  const std::atomic<bool>& cancel);
+
+// The records under the s3:// store `url` named as an append names them that `store` (its
+// index) does not reference: what interrupted or refused appends left.
+Result<std::vector<std::string>> s3_append_leftovers(const net::StoreUrl& url, const storage::StoreOptions& options,
+                                                     const index::Store& store);
 
 }  // namespace fid::pack

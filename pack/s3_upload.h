@@ -77,6 +77,8 @@ class S3Upload final : public PackDestination {
   Status copy_record(const net::RemoteLocation& from, const std::string& from_relative, const std::string& name);
   // Waits for every record, then uploads `index_file` as PREFIX/index.sqlite (kept locally).
   Status finish(const std::filesystem::path& index_file) override;
+  // Waits for every record; no index goes up (an append puts its own, conditionally).
+  Status finish_records() { return wait_all(); }
 
   const net::RemoteLocation& where() const { return where_; }
 

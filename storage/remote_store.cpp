@@ -84,9 +84,14 @@ Error index_error(const net::RemoteLocation& where, const net::StoreUrl& url, co
   return Error{e.code, fmt::format("{}: cannot fetch {}: {}{}", where.text, kIndexName, e.message, detail)};
 }
 
+struct FetchedIndex {
+  fs::path file;
+  std::string etag;  // the server's; "" when it gave none
+};
+
 // The index in the cache: reused when the server's ETag matches the cached copy's (one
 // conditional GET), else downloaded to a temporary file, synced and renamed into place.
-Result<fs::path> fetch_index(net::HttpClient& client, const net::StoreUrl& url, const net::RemoteLocation& where, const fs::path& dir,
+Result<FetchedIndex> fetch_index(net::HttpClient& client, const net::StoreUrl& url, const net::RemoteLocation& where, const fs::path& dir,
                              const std::atomic<bool>* cancel,
                              uint64_t max_bytes) {
   if (Status s = make_private_dir(dir); !s) return std::move(s).error();
@@ -130,7 +135,7 @@ Result<fs::path> fetch_index(net::HttpClient& client, const net::StoreUrl& url, 
   }
   if (result.status == 304) {
     discard();
-    return cached_file(cached_etag);
+    return FetchedIndex{cached_file(cached_etag), cached_etag};
   }
   // An earlier attempt may have written more than the last one delivered.
   if (::ftruncate(fd.get(), static_cast<off_t>(result.body_bytes)) != 0 || ::fsync(fd.get()) != 0) {
@@ -155,7 +160,7 @@ Result<fs::path> fetch_index(net::HttpClient& client, const net::StoreUrl& url, 
     const std::string name = entry.path().filename().string();
     if (name.starts_with(key + "-") && name.ends_with(".sqlite") && entry.path() != final_file) fs::remove(entry.path(), ec);
   }
-  return final_file;
+  return FetchedIndex{final_file, result.etag};
 }
 
 // HEADs every record in parallel; an Error naming the missing or short ones (a few of them).
@@ -238,8 +243,10 @@ Result<RemoteStore> open_remote_store(const net::StoreUrl& url, const StoreOptio
   {
     // A client of its own, gone (thread joined) before returning: the mount forks after this.
     net::HttpClient client(http);
-    Result<fs::path> index_file = fetch_index(client, url, *where, index_cache_dir(opts), opts.cancel, opts.max_index_bytes);
-    if (!index_file) return std::move(index_file).error();
+    Result<FetchedIndex> fetched = fetch_index(client, url, *where, index_cache_dir(opts), opts.cancel, opts.max_index_bytes);
+    if (!fetched) return std::move(fetched).error();
+    const fs::path* index_file = &fetched->file;
+    out.index_etag = fetched->etag;
     auto store = index::Store::open_index(*index_file, url.text, tables_dir(opts));
     if (!store) return std::move(store).error();
     out.store = std::move(store).value();

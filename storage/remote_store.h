@@ -21,6 +21,7 @@ struct RemoteStore {
   std::unique_ptr<index::Store> store;
   std::unique_ptr<RecordSource> source;  // starts its transfer thread on first use (after fork)
   std::filesystem::path index_file;      // the cached copy of index.sqlite
+  std::string index_etag;                // the server's ETag of it ("" when it gave none)
   std::string identity;                  // hex XXH3-64 of the index file
 };
 

@@ -159,3 +159,43 @@ def user_mounts():
         else:
             with open(conf, "w") as f:
                 f.write(before)
+
+
+@pytest.fixture(scope="module")
+def append_trees(imagenet_tree, tmp_path_factory):
+    """`old`: the ImageNet-like tree less every fifth file; `new`: those files plus a new class
+    holding two lossless images (L3) and a JPEG; `all`: both together."""
+    import random
+    import shutil
+    sys.path.insert(0, os.path.join(REPO, "tests", "fixtures"))
+    from make_tree import photo_like
+    from mountutil import walk_files
+    root = tmp_path_factory.mktemp("append")
+    old, new, both = root / "old", root / "new", root / "all"
+    shutil.copytree(imagenet_tree, old, ignore=shutil.ignore_patterns("MANIFEST*"))
+    for i, rel in enumerate(walk_files(str(old))):
+        if i % 5 == 4:
+            (new / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.move(str(old / rel), str(new / rel))
+    (new / "zz_new").mkdir(parents=True)
+    rng = random.Random(7)
+    for i in range(2):
+        photo_like(rng, 96, 64).save(new / "zz_new" / f"lossless_{i}.png")
+    shutil.copy(next(p for p in sorted(old.rglob("*")) if p.is_file()), new / "zz_new" / "copy.jpg")
+    shutil.copytree(old, both)
+    shutil.copytree(new, both, dirs_exist_ok=True)
+    return old, new, both
+
+
+def wait_stopped(proc, seconds=60):
+    """Until the process stops itself (SIGSTOP at its phase): waitpid(WUNTRACED), given `seconds`."""
+    import threading
+    status = {}
+    waiter = threading.Thread(target=lambda: status.update(s=os.waitpid(proc.pid, os.WUNTRACED)[1]), daemon=True)
+    waiter.start()
+    waiter.join(seconds)
+    if waiter.is_alive():
+        proc.kill()
+        waiter.join()
+        raise AssertionError(f"process {proc.pid} did not reach its phase within {seconds} s")
+    assert os.WIFSTOPPED(status["s"]), f"process {proc.pid} ended before its phase: status {status['s']}"

@@ -11,34 +11,12 @@ import sys
 import pytest
 from PIL import Image
 
-from conftest import fid_bin, pack, run
+from conftest import fid_bin, pack, run, wait_stopped
 from fidstore import Store
 from mountutil import mounted, read_all, walk_files
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures"))
 from make_tree import photo_like  # noqa: E402
-
-
-@pytest.fixture(scope="module")
-def trees(imagenet_tree, tmp_path_factory):
-    """`old`: the ImageNet-like tree less every fifth file; `new`: those files plus a new class
-    holding two lossless images (L3) and a JPEG; `all`: both together."""
-    import random
-    root = tmp_path_factory.mktemp("append")
-    old, new, both = root / "old", root / "new", root / "all"
-    shutil.copytree(imagenet_tree, old, ignore=shutil.ignore_patterns("MANIFEST*"))
-    for i, rel in enumerate(walk_files(str(old))):
-        if i % 5 == 4:
-            (new / rel).parent.mkdir(parents=True, exist_ok=True)
-            shutil.move(str(old / rel), str(new / rel))
-    (new / "zz_new").mkdir(parents=True)
-    rng = random.Random(7)
-    for i in range(2):
-        photo_like(rng, 96, 64).save(new / "zz_new" / f"lossless_{i}.png")
-    shutil.copy(next(p for p in sorted(old.rglob("*")) if p.is_file()), new / "zz_new" / "copy.jpg")
-    shutil.copytree(old, both)
-    shutil.copytree(new, both, dirs_exist_ok=True)
-    return old, new, both
 
 
 def digest(path):
@@ -58,8 +36,8 @@ def append(src, store, *extra, env=None, check=True):
     return p
 
 
-def test_append_writes_only_new_records_and_a_mount_before_it_keeps_reading(trees, tmp_path):
-    old, new, both = trees
+def test_append_writes_only_new_records_and_a_mount_before_it_keeps_reading(append_trees, tmp_path):
+    old, new, both = append_trees
     store = pack(str(old), str(tmp_path / "store"), "--record-bytes", "256KiB")
     records_before = record_digests(store)
     mnt_old, mnt_new = str(tmp_path / "m_old"), str(tmp_path / "m_new")
@@ -110,8 +88,8 @@ def test_append_writes_only_new_records_and_a_mount_before_it_keeps_reading(tree
     assert f"verified {len(rels)} files, 0 bad" in v.stdout and "interrupted append" not in v.stdout
 
 
-def test_append_refuses_paths_the_store_has_options_it_does_not_and_a_second_append(trees, tmp_path):
-    old, new, _ = trees
+def test_append_refuses_paths_the_store_has_options_it_does_not_and_a_second_append(append_trees, tmp_path):
+    old, new, _ = append_trees
     store = pack(str(old), str(tmp_path / "store"), "--record-bytes", "256KiB")
     index_before = digest(os.path.join(store, "index.sqlite"))
     p = append(old, store, check=False)
@@ -138,26 +116,12 @@ def test_append_refuses_paths_the_store_has_options_it_does_not_and_a_second_app
         held.wait()
 
 
-def wait_stopped(proc, seconds=60):
-    """Until the process stops itself (SIGSTOP at its phase): waitpid(WUNTRACED), given `seconds`."""
-    import threading
-    status = {}
-    waiter = threading.Thread(target=lambda: status.update(s=os.waitpid(proc.pid, os.WUNTRACED)[1]), daemon=True)
-    waiter.start()
-    waiter.join(seconds)
-    if waiter.is_alive():
-        proc.kill()
-        waiter.join()
-        raise AssertionError(f"process {proc.pid} did not reach its phase within {seconds} s")
-    assert os.WIFSTOPPED(status["s"]), f"process {proc.pid} ended before its phase: status {status['s']}"
-
-
 @pytest.mark.parametrize("phase", ["records", "between-records", "index"])
-def test_a_killed_append_leaves_the_store_as_it_was(trees, tmp_path, phase):
+def test_a_killed_append_leaves_the_store_as_it_was(append_trees, tmp_path, phase):
     """Killed before its records move into the store, between two of them, and with the new
     index written but not yet in place: the store mounts and verifies as before, verify and
     inspect name what was left, and the next append removes it and succeeds."""
-    old, new, _ = trees
+    old, new, _ = append_trees
     store = pack(str(old), str(tmp_path / "store"), "--record-bytes", "128KiB")
     index_before = digest(os.path.join(store, "index.sqlite"))
     records_before = record_digests(store)

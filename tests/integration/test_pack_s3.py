@@ -4,11 +4,14 @@ multipart threshold included), a re-run replaces it, bad credentials or buckets 
 packing, and a pack that fails or is stopped mid-way leaves no store that mounts (nor multipart
 uploads). Faults come from the fault proxy in front of RGW. `fidelityfs merge` of parts packed
 to S3 copies their records on the server into a store that gives the bytes of a single pack, and
-refuses missing parts and parts that are not stores, leaving no store that mounts."""
+refuses missing parts and parts that are not stores, leaving no store that mounts. `pack --append`
+to S3 uploads only the new records and the index (If-Match on the ETag it started from), and a
+killed or overtaken append leaves the store as it was."""
 import collections
 import hashlib
 import os
 import random
+import re
 import shutil
 import signal
 import subprocess
@@ -17,7 +20,7 @@ import time
 import pytest
 
 import remote_servers
-from conftest import fid_bin, pack, run
+from conftest import fid_bin, pack, run, wait_stopped
 from fidstore import Store
 from mountutil import mount, mounted, read_all, unmount, walk_files
 
@@ -384,9 +387,9 @@ def test_a_second_pack_or_merge_to_the_same_store_is_refused(rgw, scratch, tree,
         wait_for_fault(proxy)
         first.send_signal(signal.SIGSTOP)  # held there, its lock with it
         p = pack_s3(rgw, scratch, imagenet_tree, url, "--record-bytes", "1MiB", check=False)
-        assert p.returncode == 1 and url in p.stderr and "another pack, merge or relayout to this store is running" in p.stderr, p.stderr
+        assert p.returncode == 1 and url in p.stderr and "another pack, merge, relayout or append to this store is running" in p.stderr, p.stderr
         p = merge_s3(rgw, scratch, *shards, url, check=False)
-        assert p.returncode == 1 and url in p.stderr and "another pack, merge or relayout to this store is running" in p.stderr, p.stderr
+        assert p.returncode == 1 and url in p.stderr and "another pack, merge, relayout or append to this store is running" in p.stderr, p.stderr
         first.send_signal(signal.SIGCONT)
         out, err = first.communicate(timeout=120)
         assert first.returncode == 0 and "packed" in out, err
@@ -398,3 +401,145 @@ def test_a_second_pack_or_merge_to_the_same_store_is_refused(rgw, scratch, tree,
     expect_store_matches(rgw, url, pack(tree, str(tmp_path / "local"), "--seed", "5", "--record-bytes", "1MiB"),
                          tmp_path)
     merge_s3(rgw, scratch, *shards, url)  # free again
+
+
+@pytest.fixture(scope="module")
+def small_append_trees(append_trees, tmp_path_factory):
+    """append_trees cut to one class and the new class (about a fifth): S3 tests verify often."""
+    old, new, _ = append_trees
+    root = tmp_path_factory.mktemp("small-append")
+    cls = sorted(os.listdir(old))[0]
+    shutil.copytree(old / cls, root / "old" / cls)
+    for d in (cls, "zz_new"):
+        shutil.copytree(new / d, root / "new" / d)
+        shutil.copytree(root / "new" / d, root / "all" / d, dirs_exist_ok=True)
+    shutil.copytree(old / cls, root / "all" / cls, dirs_exist_ok=True)
+    return root / "old", root / "new", root / "all"
+
+
+def append_s3(env, scratch, src, url, *extra, stop=None, check=True):
+    """pack --append to url: the finished run, or with `stop` the process held at that phase."""
+    run_env = {**os.environ, **env, "TMPDIR": scratch}
+    cmd = [fid_bin(), "pack", "--append", str(src), url, "--progress", "off", *extra]
+    if stop:
+        proc = subprocess.Popen(cmd, env={**run_env, "FIDELITYFS_APPEND_STOP": stop}, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+        wait_stopped(proc)
+        return proc
+    p = subprocess.run(cmd, env=run_env, capture_output=True, text=True, timeout=300)
+    if check:
+        assert p.returncode == 0, p.stderr
+    return p
+
+
+def leftover_lines(out):
+    return [line for line in out.splitlines() if "interrupted append" in line]
+
+
+def test_append_to_s3_uploads_only_new_records_and_a_mount_before_it_keeps_reading(rgw, scratch,
+                                                                                   small_append_trees, tmp_path):
+    old, new, both = small_append_trees
+    url, prefix = f"s3://{BUCKET}/append/grow", "append/grow"
+    pack_s3(rgw, scratch, old, url, "--record-bytes", "256KiB")
+    before = objects(rgw, prefix)
+    env = {**os.environ, **rgw}
+    with mounted(url, str(tmp_path / "m_old"), "-o", "scan_group=4", env=env) as mnt_old:
+        old_rels = walk_files(mnt_old)
+        want_old = read_all(mnt_old, old_rels)
+        held = append_s3(rgw, scratch, new, url, stop="between-records")
+        try:
+            assert read_all(mnt_old, old_rels) == want_old
+        finally:
+            held.send_signal(signal.SIGCONT)
+            out, err = held.communicate(timeout=120)
+        assert held.returncode == 0 and f"files {len(old_rels)} -> " in out, err
+        assert read_all(mnt_old, old_rels) == want_old
+        with mounted(url, str(tmp_path / "m_new"), "-o", "scan_group=4", env=env) as mnt:
+            rels = walk_files(mnt)
+            got = read_all(mnt, rels)
+    after = objects(rgw, prefix)
+    # The store's objects as they were, but its index; the new ones are records of this append.
+    assert {k: v for k, v in after.items() if k in before and k != "index.sqlite"} == \
+        {k: v for k, v in before.items() if k != "index.sqlite"}
+    added = sorted(set(after) - set(before))
+    assert added and all(re.fullmatch(r"records/[0-9]{6}-[0-9a-f]{8}-[0-9a-f]{16}\.rec", k) for k in added), added
+    assert added[0].startswith(f"records/{len(before) - 1:06d}-"), added  # ids after the store's
+    written = sum(after[k][0] for k in added) + after["index.sqlite"][0]
+    assert f"wrote {written / 1e6:.1f} MB" in out, out
+    assert os.listdir(scratch) == []
+
+    fresh = pack(str(both), str(tmp_path / "fresh"), "--record-bytes", "256KiB")
+    with mounted(fresh, str(tmp_path / "m_fresh"), "-o", "scan_group=4") as m:
+        assert walk_files(m) == rels
+        assert read_all(m, rels) == got  # old files as before, new ones as a fresh pack has them
+    assert {r: got[r] for r in old_rels} == want_old
+    v = run("verify", url, env={**os.environ, **rgw})
+    assert f"verified {len(rels)} files, 0 bad" in v.stdout and not leftover_lines(v.stdout), v.stdout
+
+
+@pytest.mark.parametrize("phase", ["records", "between-records", "index", "index-upload"])
+def test_a_killed_append_to_s3_leaves_the_store_as_it_was(rgw, scratch, small_append_trees, tmp_path, phase):
+    """Killed with its records uploaded, between two of them, with the index made but not sent,
+    and half-way through the index's upload: the store's index is the one before, it mounts and
+    verifies, inspect names the records left, and the next append removes them."""
+    old, new, _ = small_append_trees
+    url, prefix = f"s3://{BUCKET}/append/killed-{phase}", f"append/killed-{phase}"
+    pack_s3(rgw, scratch, old, url, "--record-bytes", "256KiB")
+    before = objects(rgw, prefix)
+    held = append_s3(rgw, scratch, new, url, stop=phase)
+    held.kill()
+    held.communicate()
+    after = objects(rgw, prefix)
+    assert after["index.sqlite"] == before["index.sqlite"]
+    assert {k: after[k] for k in before} == before
+    env = {**os.environ, **rgw}
+    with mounted(url, str(tmp_path / "m"), env=env) as m:
+        rels = walk_files(m)
+    v = run("verify", url, env=env)
+    assert f"verified {len(rels)} files, 0 bad" in v.stdout, v.stdout
+    left = leftover_lines(v.stdout)
+    assert sorted(line.rsplit(": ", 1)[1] for line in left) == sorted(k for k in after if k not in before)
+    if phase != "between-records":
+        assert len(left) >= 2, left
+    assert leftover_lines(run("inspect", url, env=env).stdout) == left
+    append_s3(rgw, scratch, new, url)
+    v = run("verify", url, env=env)
+    assert ", 0 bad" in v.stdout and not leftover_lines(v.stdout), v.stdout
+    assert {line.rsplit(": ", 1)[1] for line in left}.isdisjoint(objects(rgw, prefix))
+
+
+def test_an_append_overtaken_by_another_is_refused_and_leaves_no_trace(rgw, scratch, small_append_trees, tmp_path):
+    """Two appends to one store: here the second stops at once (the scratch lock); from another
+    machine (another TMPDIR) it runs, and the one that puts its index second finds it changed
+    (If-Match: HTTP 412) and fails, the store being the other's. The winner has deleted the
+    loser's records already (they were made for an index that is gone)."""
+    old, new, _ = small_append_trees
+    url, prefix = f"s3://{BUCKET}/append/race", "append/race"
+    pack_s3(rgw, scratch, old, url, "--record-bytes", "256KiB")
+    zz, rest = tmp_path / "zz", tmp_path / "rest"
+    shutil.copytree(new / "zz_new", zz / "zz_new")
+    shutil.copytree(new, rest, ignore=shutil.ignore_patterns("zz_new"))
+    first = append_s3(rgw, scratch, rest, url, stop="index")
+    try:
+        p = append_s3(rgw, scratch, zz, url, check=False)
+        assert p.returncode == 1 and "another pack, merge, relayout or append to this store is running" in p.stderr, \
+            p.stderr
+        other = str(tmp_path / "other-machine")
+        os.mkdir(other)
+        append_s3(rgw, other, zz, url)
+        first.send_signal(signal.SIGCONT)
+        _, err = first.communicate(timeout=120)
+        assert first.returncode == 1 and "the store's index changed while this append ran" in err, err
+    finally:
+        if first.poll() is None:
+            first.kill()
+            first.wait()
+    env = {**os.environ, **rgw}
+    with mounted(url, str(tmp_path / "m"), env=env) as m:
+        rels = walk_files(m)
+    assert any(r.startswith("zz_new/") for r in rels) and len(rels) == len(walk_files(str(old))) + 3
+    assert not leftover_lines(run("inspect", url, env=env).stdout)
+    append_s3(rgw, scratch, rest, url)
+    v = run("verify", url, env=env)
+    assert f"verified {len(walk_files(str(old))) + len(walk_files(str(new)))} files, 0 bad" in v.stdout, v.stdout
+    assert not leftover_lines(v.stdout), v.stdout

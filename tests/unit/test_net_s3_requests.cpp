@@ -12,6 +12,7 @@
 
 #include "net/remote_location.h"
 #include "net/s3_requests.h"
+#include "test_files.h"
 
 namespace fid::net {
 namespace {
@@ -262,6 +263,41 @@ TEST(S3UploadLostComplete, AnythingElseIsRefusedAndSaid) {
             "the object's ETag \"abc-3\" is not that of an object of 2 parts");
   EXPECT_TRUE(completed_object_mismatch(200, "\"abc\"", size, size, opaque));
   EXPECT_TRUE(completed_object_mismatch(200, "\"abc-12\"", size, size, opaque));
+}
+
+TEST(S3UploadConditional, IfMatchIsSentAndSigned) {
+  RemoteLocation where;
+  where.origin = "http://127.0.0.1:1";
+  where.host_header = "127.0.0.1:1";
+  where.base_path = "/b/p";
+  where.bucket = "b";
+  where.key_prefix = "p";
+  where.sign = true;
+  where.credentials.access_key_id = "AK";
+  where.credentials.secret_access_key = "SK";
+  where.region = "us-east-1";
+  HttpRequest req = put_object(where, "index.sqlite", 3, [](uint64_t, std::span<uint8_t>) -> Result<size_t> { return 0; },
+                               "\"abc\"");
+  EXPECT_NE(std::find(req.headers.begin(), req.headers.end(), std::make_pair(std::string("If-Match"), std::string("\"abc\""))),
+            req.headers.end());
+  Result<Headers> signed_headers = req.sign();
+  ASSERT_TRUE(signed_headers) << signed_headers.error().message;
+  std::string authorization;
+  for (const auto& [name, value] : *signed_headers)
+    if (name == "Authorization") authorization = value;
+  EXPECT_NE(authorization.find("if-match"), std::string::npos) << authorization;
+  const HttpRequest plain = put_object(where, "x", 1, req.body);
+  EXPECT_TRUE(std::none_of(plain.headers.begin(), plain.headers.end(), [](const auto& h) { return h.first == "If-Match"; }));
+}
+
+TEST(S3UploadConditional, SinglePutEtagIsTheQuotedMd5OfTheFile) {
+  testutil::TempDir dir;
+  const auto file = dir.path() / "f";
+  { std::ofstream(file) << ""; }
+  EXPECT_EQ(single_put_etag(file.string()).value(), "\"d41d8cd98f00b204e9800998ecf8427e\"");
+  { std::ofstream(file) << "The quick brown fox jumps over the lazy dog"; }
+  EXPECT_EQ(single_put_etag(file.string()).value(), "\"9e107d9d372bb6826bd81d3542a419d6\"");
+  EXPECT_EQ(single_put_etag((dir.path() / "absent").string()).error().code, ENOENT);
 }
 
 }  // namespace
