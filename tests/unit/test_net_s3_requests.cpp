@@ -266,16 +266,7 @@ TEST(S3UploadLostComplete, AnythingElseIsRefusedAndSaid) {
 }
 
 TEST(S3UploadConditional, IfMatchIsSentAndSigned) {
-  RemoteLocation where;
-  where.origin = "http://127.0.0.1:1";
-  where.host_header = "127.0.0.1:1";
-  where.base_path = "/b/p";
-  where.bucket = "b";
-  where.key_prefix = "p";
-  where.sign = true;
-  where.credentials.access_key_id = "AK";
-  where.credentials.secret_access_key = "SK";
-  where.region = "us-east-1";
+  const RemoteLocation where = location();
   HttpRequest req = put_object(where, "index.sqlite", 3, [](uint64_t, std::span<uint8_t>) -> Result<size_t> { return 0; },
                                "\"abc\"");
   EXPECT_NE(std::find(req.headers.begin(), req.headers.end(), std::make_pair(std::string("If-Match"), std::string("\"abc\""))),
