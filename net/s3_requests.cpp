@@ -132,9 +132,9 @@ HttpRequest abort_multipart_upload(const RemoteLocation& where, std::string_view
 }
 
 // Stores an answer's body (a retry starts it again at offset 0); false beyond kMaxAnswer.
-std::function<bool(uint64_t, std::span<const uint8_t>)> answer_sink(std::shared_ptr<std::string> answer) {
-  return [answer = std::move(answer)](uint64_t offset, std::span<const uint8_t> bytes) {
-    if (offset + bytes.size() > kMaxAnswer) return false;
+std::function<bool(uint64_t, std::span<const uint8_t>)> answer_sink(std::shared_ptr<std::string> answer, size_t max) {
+  return [answer = std::move(answer), max](uint64_t offset, std::span<const uint8_t> bytes) {
+    if (offset + bytes.size() > max) return false;
     answer->resize(offset);
     answer->append(reinterpret_cast<const char*>(bytes.data()), bytes.size());
     return true;
@@ -288,7 +288,7 @@ std::optional<std::string> completed_object_mismatch(long status, std::string_vi
 
 std::string copy_source(const RemoteLocation& from, std::string_view relative) {
   const std::string key = from.key_prefix.empty() ? std::string(relative) : from.key_prefix + "/" + std::string(relative);
-  return "/" + uri_encode(from.bucket, false) + "/" + uri_encode(key, /*keep_slash=*/true);
+  return fmt::format("/{}/{}", uri_encode(from.bucket, false), uri_encode(key, /*keep_slash=*/true));
 }
 
 }  // namespace fid::net

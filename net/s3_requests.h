@@ -66,8 +66,9 @@ Result<HttpRequest> complete_multipart_upload(const RemoteLocation& where, std::
 HttpRequest abort_multipart_upload(const RemoteLocation& where, std::string_view relative, const std::string& upload_id);
 
 // A sink keeping an answer's body in `answer` (a retry starts it again at offset 0); false (the
-// request fails) beyond kMaxAnswer bytes.
-std::function<bool(uint64_t, std::span<const uint8_t>)> answer_sink(std::shared_ptr<std::string> answer);
+// request fails) beyond `max` bytes (a listing's page: kMaxListingBytes, s3_listing.h).
+std::function<bool(uint64_t, std::span<const uint8_t>)> answer_sink(std::shared_ptr<std::string> answer,
+                                                                    size_t max = kMaxAnswer);
 
 // The parts (offset, length) of an object of `size` bytes: part_size each (at least
 // kMinPartSize, more when 10000 parts would not hold the object), the last one the rest.

@@ -71,7 +71,7 @@ Result<std::vector<std::string>> list_records(net::HttpClient& client, const net
   do {
     auto body = std::make_shared<std::string>();
     net::HttpRequest req = net::list_objects_v2(bucket, prefix, token);
-    req.sink = net::answer_sink(body);
+    req.sink = net::answer_sink(body, net::kMaxListingBytes);  // a page of 1000 keys: a few hundred KiB
     req.cancel = cancel;
     auto [listed, result] = client.perform(std::move(req));
     if (!listed) return Error{listed.error().code, fmt::format("{}: cannot list {}: {}", where.text, prefix, listed.error().message)};

@@ -291,5 +291,18 @@ TEST(S3UploadConditional, SinglePutEtagIsTheQuotedMd5OfTheFile) {
   EXPECT_EQ(single_put_etag((dir.path() / "absent").string()).error().code, ENOENT);
 }
 
+TEST(S3UploadXml, AnswerSinkKeepsUpToItsLimitAndStartsAgainOnARetry) {
+  auto body = std::make_shared<std::string>();
+  const std::string page(kMaxAnswer + 1000, 'x');  // a listing's page is larger than other answers
+  const auto bytes = [](const std::string& s) { return std::span(reinterpret_cast<const uint8_t*>(s.data()), s.size()); };
+  EXPECT_FALSE(answer_sink(body)(0, bytes(page)));
+  auto listing = answer_sink(body, kMaxAnswer * 2);
+  EXPECT_TRUE(listing(0, bytes(page)));
+  EXPECT_EQ(*body, page);
+  EXPECT_TRUE(listing(0, bytes(std::string("retry"))));  // a retry's body from offset 0 again
+  EXPECT_EQ(*body, "retry");
+  EXPECT_FALSE(listing(kMaxAnswer * 2, bytes(std::string("y"))));
+}
+
 }  // namespace
 }  // namespace fid::net
