@@ -127,8 +127,8 @@ Result<std::string> commit_index(net::HttpClient& client, const net::RemoteLocat
   std::error_code ec;
   const uint64_t size = fs::file_size(file, ec);
   if (ec) return Error{ec.value(), fmt::format("{}: {}", file.string(), ec.message())};
-  Result<std::string> ours = net::single_put_etag(file.string());
-  if (!ours) return std::move(ours).error();
+  // The ETag of these bytes: needed only to settle a 412 or an answer without one, so hashed then.
+  const auto ours = [&] { return net::single_put_etag(file.string()); };
   const std::string what = file.string();
   auto put = [&](const std::string& condition) {
     // The first call gives half the body, so that a test can stop the upload between its halves.
@@ -144,11 +144,15 @@ Result<std::string> commit_index(net::HttpClient& client, const net::RemoteLocat
   std::string condition = if_match;
   for (bool unquoted_tried = false;;) {
     auto [status, result] = put(condition);
-    if (status) return result.etag.empty() ? *ours : result.etag;
+    if (status) return result.etag.empty() ? ours() : Result<std::string>(result.etag);
     if (result.status != 412)
       return Error{status.error().code, fmt::format("{}: cannot put {}: {}", where.text, kIndexName, status.error().message)};
     auto [head, there] = client.perform(net::head_object(where, kIndexName));
-    if (head && there.etag == *ours) return there.etag;
+    if (head) {
+      Result<std::string> mine = ours();
+      if (!mine) return std::move(mine).error();
+      if (there.etag == *mine) return there.etag;
+    }
     const bool quoted = condition.size() >= 2 && condition.front() == '"' && condition.back() == '"';
     if (!head || there.etag != if_match || !quoted || unquoted_tried)
       return Error{EBUSY, fmt::format("{}: the store's index changed while this append ran (another append to it "
