@@ -57,6 +57,12 @@ CREATE TABLE clips(id INTEGER PRIMARY KEY, dir INTEGER NOT NULL, record INTEGER 
                    first_slot INTEGER NOT NULL, frames INTEGER NOT NULL);
 )sql";
 
+// A store where an append replaced files (format 6, docs/FORMAT.md "unreferenced") has this
+// table too: a row the pieces of a file no longer in the store, which still take their slot.
+inline constexpr const char* kUnreferencedSchema = R"sql(
+CREATE TABLE unreferenced(record INTEGER NOT NULL, slot INTEGER NOT NULL, pieces BLOB NOT NULL);
+)sql";
+
 // A store packed with --video-frames (docs/FORMAT.md "Videos") may have this table too: a row a
 // clip folder made from a video. A reader that does not know it reads the store as before.
 inline constexpr const char* kVideosSchema = R"sql(
@@ -108,6 +114,22 @@ inline std::vector<uint8_t> encode_pieces(std::span<const Piece> pieces) {
     put_le(out, p.checksum, 4);
   }
   return out;
+}
+
+// The reverse of encode_pieces: `count` pieces appended to `out` (offsets 0). kMalformed: a
+// piece is missing or its size is not a varint; kTrailing: bytes after the last one.
+enum class PiecesBlob { kOk, kMalformed, kTrailing };
+inline PiecesBlob decode_pieces(std::span<const uint8_t> blob, size_t count, std::vector<Piece>& out) {
+  const uint8_t* p = blob.data();
+  const uint8_t* end = p + blob.size();
+  for (size_t i = 0; i < count; ++i) {
+    Piece piece;
+    if (!get_varint(p, end, piece.size) || end - p < 4) return PiecesBlob::kMalformed;
+    piece.checksum = static_cast<uint32_t>(get_le(p, 4));
+    p += 4;
+    out.push_back(piece);
+  }
+  return p == end ? PiecesBlob::kOk : PiecesBlob::kTrailing;
 }
 
 inline std::vector<uint8_t> encode_u64s(std::span<const uint64_t> values) {

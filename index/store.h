@@ -19,11 +19,14 @@ namespace fid::index {
 // The newest version Store loads (every version from 1 up to it, docs/FORMAT.md). Pack writes 3
 // for a scan-layout store and 4, the first version with file records, for a file-layout store,
 // so that a reader of format 3 still reads every scan-layout store; 5, the first with clips, for
-// a store that has clips, whose file records a reader of format 4 would misread.
-inline constexpr int kFormatVersion = 5;
+// a store that has clips, whose file records a reader of format 4 would misread; 6, the first with
+// pieces no file references (an append that replaced files), whose slots a reader of format 5
+// would find with gaps.
+inline constexpr int kFormatVersion = 6;
 inline constexpr int kScanLayoutFormatVersion = 3;
 inline constexpr int kFileLayoutFormatVersion = 4;
 inline constexpr int kClipsFormatVersion = 5;
+inline constexpr int kUnreferencedFormatVersion = 6;
 
 enum class FileKind : uint8_t { jpeg = 0, l3 = 1, blob = 2 };
 std::string_view kind_name(FileKind k);
@@ -49,7 +52,9 @@ struct File {
   uint8_t reserved[3] = {};  // zero: the row is written to the tables file as it is in memory
   uint32_t script = 0;       // jpeg: codec::ScanScript; l3: codec::shape_code (mode, palette)
   uint32_t record = 0;
-  uint32_t slot = 0;         // position of the file inside its record (storage order)
+  // Position of the file among its record's files (storage order): the index's slot less the
+  // unreferenced slots before it (format 6), so that a record's files are slots 0..n-1.
+  uint32_t slot = 0;
   uint32_t first_piece = 0;  // jpeg: levels()+1 pieces (header, level 1..L); others: 1 piece
   uint32_t piece_count = 0;
   uint32_t width = 0, height = 0;
@@ -218,6 +223,10 @@ class Store {
   uint32_t pieces_at_level(const File& f, int level) const;
   uint64_t size_at_level(const File& f, int level) const;
 
+  // The bytes of the records that no file's piece holds (format 6: the old bytes of files an
+  // append replaced), record headers aside; 0 in a store without them.
+  uint64_t unreferenced_bytes() const;
+
  private:
   Store();
   static std::unique_ptr<Store> load(const std::filesystem::path& dir,
@@ -240,6 +249,10 @@ class Store {
   void list_record_files();
   // Points t_ at the vectors below.
   void view_vectors();
+  // Format 6: the unreferenced table, checked against the records, then the files' slots made
+  // 0..n-1 in each record around the unreferenced ones. Throws StoreError.
+  void load_unreferenced(SqliteDb& db, const std::string& display);
+  void close_slot_gaps(const std::string& display);
   // Format 2: the pieces' offsets from the records' layouts and the files' slots. Throws StoreError.
   void derive_offsets(const std::string& display);
   // Lays clip run c's pieces out by level from pos (a file record), advancing it. Throws StoreError.
@@ -270,6 +283,14 @@ class Store {
   std::string names_;
   std::vector<uint32_t> record_begin_;
   std::vector<uint32_t> record_files_;
+  // While loading (format 6): the unreferenced rows, by record then slot; `files_before` is how
+  // many of the record's files lie before it.
+  struct Unreferenced {
+    uint32_t record = 0, slot = 0, files_before = 0;
+    std::vector<uint32_t> sizes;  // its pieces' sizes
+  };
+  std::vector<Unreferenced> unreferenced_;
+  std::span<const Unreferenced> unreferenced_in(uint32_t record) const;
 };
 
 // Checksum used for every piece: low 32 bits of XXH3-64.

@@ -208,9 +208,12 @@ void Store::load_index(const std::filesystem::path& index_path, const std::strin
   check_unique_names(ip);
   list_record_files();
   view_vectors();
+  load_unreferenced(db, ip);
+  close_slot_gaps(ip);
   load_clips(db, ip);
   load_videos(db, ip);
   if (!offsets_stored) derive_offsets(ip);
+  std::vector<Unreferenced>().swap(unreferenced_);
   pieces_.shrink_to_fit();
   names_.shrink_to_fit();
   files_.shrink_to_fit();
@@ -387,17 +390,12 @@ void Store::load_pieces(File& f, std::span<const uint8_t> blob, bool offsets_sto
       pieces_.push_back(piece);
     }
   } else {  // sizes and checksums; the offsets follow below, once the records' slot orders are known
-    const uint8_t* p = blob.data();
-    const uint8_t* end = p + blob.size();
-    for (size_t i = 0; i < want; ++i) {
-      Piece piece;
-      if (!get_varint(p, end, piece.size) || end - p < 4)
+    switch (decode_pieces(blob, want, pieces_)) {
+      case PiecesBlob::kOk: break;
+      case PiecesBlob::kMalformed:
         throw corrupt(fmt::format("file {} has a malformed pieces blob ({} pieces expected)", f.id, want));
-      piece.checksum = static_cast<uint32_t>(get_le(p, 4));
-      p += 4;
-      pieces_.push_back(piece);
+      case PiecesBlob::kTrailing: throw corrupt(fmt::format("file {} has bytes after its {} pieces", f.id, want));
     }
-    if (p != end) throw corrupt(fmt::format("file {} has bytes after its {} pieces", f.id, want));
   }
 }
 
@@ -505,6 +503,19 @@ void Store::derive_offsets(const std::string& ip) {
     const std::span<const uint32_t> members = record_files(rec.id);
     const std::span<ClipRun> runs = std::span<ClipRun>(clips_).subspan(rec.clip_begin, rec.clip_count);
     size_t next_run = 0;
+    const std::span<const Unreferenced> gaps = unreferenced_in(rec.id);
+    size_t next_gap = 0;
+    // An unreferenced row's pieces lie where a file's would in its slot (close_slot_gaps).
+    const auto step_over_gaps = [&](size_t files_before) {
+      for (; next_gap < gaps.size() && gaps[next_gap].files_before == files_before; ++next_gap)
+        for (size_t i = 0; i < gaps[next_gap].sizes.size(); ++i) {
+          const size_t region = scan ? i : 0;
+          if (gaps[next_gap].sizes[i] > rec.region_end[region] - pos[region])
+            throw corrupt(fmt::format("record {}: an unreferenced piece of slot {} lies outside it", rec.id,
+                                      gaps[next_gap].slot));
+          pos[region] += gaps[next_gap].sizes[i];
+        }
+    };
     // Storage order visits the file rows at random: fetch rows and pieces ahead of their turn.
     constexpr size_t kRowsAhead = 16, kPiecesAhead = 8;
     for (size_t k = 0; k < members.size(); ++k) {
@@ -515,6 +526,7 @@ void Store::derive_offsets(const std::string& ip) {
         const auto* last = reinterpret_cast<const char*>(pieces_.data() + next.first_piece + next.piece_count);
         for (const char* line = first; line < last; line += 64) __builtin_prefetch(line, 1);
       }
+      step_over_gaps(k);
       const File& f = files_[members[k]];
       if (f.slot != k) throw corrupt(fmt::format("record {}: its slots are not 0..{}", rec.id, members.size() - 1));
       if ((f.kind == FileKind::jpeg) != (rec.layout != RecordLayout::whole))
@@ -533,6 +545,7 @@ void Store::derive_offsets(const std::string& ip) {
         pos[region] += p.size;
       }
     }
+    step_over_gaps(members.size());
     for (size_t k = 0; k < regions; ++k)
       if (pos[k] != rec.region_end[k])
         throw corrupt(fmt::format("record {} region {}: its pieces end at {}, the region at {}", rec.id, k, pos[k],

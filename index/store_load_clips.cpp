@@ -29,10 +29,18 @@ void Store::load_clips(SqliteDb& db, const std::string& ip) {
   if (format_version_ < kClipsFormatVersion) return;
   auto q = must(db.prepare("SELECT id, dir, record, first_slot, frames FROM clips ORDER BY id"));
   while (must(q.step())) {
-    const int64_t id = q.integer(0), dir = q.integer(1), record = q.integer(2), first = q.integer(3), n = q.integer(4);
+    const int64_t id = q.integer(0), dir = q.integer(1), record = q.integer(2), n = q.integer(4);
+    int64_t first = q.integer(3);
     const ClipRun* before = clips_.empty() ? nullptr : &clips_.back();
-    if (id != static_cast<int64_t>(clips_.size()) || dir <= 0 || dir >= static_cast<int64_t>(dirs_.size()) ||
-        record < 0 || record >= static_cast<int64_t>(records_.size()) ||
+    const bool known = record >= 0 && record < static_cast<int64_t>(records_.size());
+    // The index's slots count the unreferenced ones (format 6), the files' slots do not.
+    const int64_t index_first = first;
+    for (const Unreferenced& u : known ? unreferenced_in(static_cast<uint32_t>(record)) : std::span<const Unreferenced>()) {
+      if (u.slot >= index_first && u.slot - index_first < n)
+        throw corrupt_index(ip, fmt::format("clip {}: slot {} of record {} is an unreferenced one", id, u.slot, record));
+      if (u.slot < index_first) --first;
+    }
+    if (id != static_cast<int64_t>(clips_.size()) || dir <= 0 || dir >= static_cast<int64_t>(dirs_.size()) || !known ||
         (before && (record < before->record || (record == before->record && first < before->first_slot + before->frames))))
       throw corrupt_index(ip, fmt::format("clip {} (folder {}, record {}) is out of range or order", id, dir, record));
     Record& rec = records_[static_cast<size_t>(record)];

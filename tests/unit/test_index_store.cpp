@@ -442,3 +442,102 @@ TEST(Store, VideosTableGivesEachClipFoldersVideoAndIsChecked) {
   expect_error("UPDATE videos SET name = x''", "has a value out of range");
   check(*open_store(t.path() / "store"));
 }
+
+namespace {
+
+// Turns files `victims` of the store at `dir` into unreferenced rows, as an append with --replace
+// leaves the files it replaced (docs/FORMAT.md "unreferenced"): their rows gone, the remaining
+// files renumbered, their pieces kept in their slots. Returns the victims' piece bytes.
+uint64_t unreference(const fsys::path& dir, const std::vector<uint32_t>& victims) {
+  auto s = Store::open(dir);
+  EXPECT_TRUE(s.ok()) << s.error().message;
+  uint64_t bytes = 0;
+  std::string ids;
+  for (uint32_t id : victims) {
+    for (const auto& p : (*s)->pieces((*s)->files()[id])) bytes += p.size;
+    ids += (ids.empty() ? "" : ", ") + std::to_string(id);
+  }
+  sql(dir / "index.sqlite",
+      fmt::format("BEGIN; UPDATE meta SET value = '6' WHERE key = 'format_version';"
+                  "CREATE TABLE IF NOT EXISTS clips(id INTEGER PRIMARY KEY, dir INTEGER NOT NULL, record INTEGER "
+                  "NOT NULL, first_slot INTEGER NOT NULL, frames INTEGER NOT NULL);"
+                  "{1}"
+                  "INSERT INTO unreferenced SELECT record, slot, pieces FROM files WHERE id IN ({0});"
+                  "CREATE TABLE kept AS SELECT * FROM files WHERE id NOT IN ({0}); DELETE FROM files;"
+                  "INSERT INTO files SELECT row_number() OVER (ORDER BY id) - 1, dir, name, kind, script, record, "
+                  "slot, width, height, source_size, mtime_ns, pieces, note FROM kept; DROP TABLE kept; COMMIT;",
+                  ids, fid::index::kUnreferencedSchema));
+  return bytes;
+}
+
+// Files with unreferenced pieces before, between and after them in their records (scan, file and
+// whole records) read as before: the loader steps over those pieces, numbers each record's files
+// 0..n-1, maps them so from a tables file, counts the bytes, and refuses rows that do not fit.
+void check_unreferenced_pieces_are_stepped_over(const fsys::path& dir, const Store& before) {
+  std::map<std::string, std::vector<fid::index::Piece>> want;
+  std::map<std::string, std::string> bytes;
+  std::vector<uint32_t> victims;
+  for (const auto& r : before.records()) {
+    const auto members = before.record_files(r.id);
+    if (members.size() >= 3 && victims.size() < 2) victims.push_back(members[victims.empty() ? 1 : members.size() - 1]);
+    if (r.layout == fid::index::RecordLayout::whole) victims.push_back(members[0]);
+  }
+  ASSERT_EQ(victims.size(), 3u);
+  for (const auto& f : before.files()) {
+    if (std::find(victims.begin(), victims.end(), f.id) != victims.end()) continue;
+    const auto p = before.pieces(f);
+    want[before.relative_path(f)] = {p.begin(), p.end()};
+    bytes[before.relative_path(f)] = read_file(before, f);
+  }
+  const uint64_t gone = unreference(dir, victims);
+  const TempDir tables;
+  for (int opening = 0; opening < 3; ++opening) {  // from the index, making the tables file, mapping it
+    auto s = Store::open(dir, opening == 0 ? fsys::path() : tables.path());
+    ASSERT_TRUE(s.ok()) << s.error().message;
+    EXPECT_EQ((*s)->format_version(), 6);
+    EXPECT_EQ((*s)->unreferenced_bytes(), gone);
+    ASSERT_EQ((*s)->files().size(), want.size());
+    for (const auto& f : (*s)->files()) {
+      const auto p = (*s)->pieces(f);
+      const std::string rel = (*s)->relative_path(f);
+      ASSERT_TRUE(want.count(rel)) << rel;
+      ASSERT_EQ(p.size(), want[rel].size());
+      for (size_t i = 0; i < p.size(); ++i) EXPECT_EQ(p[i].offset, want[rel][i].offset) << rel << " piece " << i;
+      int rc = -1;
+      EXPECT_EQ(read_file(**s, f, &rc), bytes[rel]) << rel;
+      EXPECT_EQ(rc, 0);
+    }
+    for (const auto& r : (*s)->records())
+      for (uint32_t k = 0; k < (*s)->record_files(r.id).size(); ++k)
+        EXPECT_EQ((*s)->files()[(*s)->record_files(r.id)[k]].slot, k);
+  }
+  const auto db = dir / "index.sqlite";
+  auto expect_error = [&](const std::string& fragment) {
+    const std::string e = open_error(dir);
+    EXPECT_NE(e.find(fragment), std::string::npos) << e;
+  };
+  sql(db, "CREATE TABLE saved AS SELECT * FROM unreferenced");
+  sql(db, "INSERT INTO unreferenced SELECT record, slot, pieces FROM files WHERE id = 0");
+  expect_error("its slots and its unreferenced ones are not");
+  sql(db, "DELETE FROM unreferenced; INSERT INTO unreferenced SELECT * FROM saved");
+  sql(db, "UPDATE unreferenced SET pieces = substr(pieces, 1, 5) WHERE rowid = 1");
+  expect_error("pieces");
+  sql(db, "DELETE FROM unreferenced; INSERT INTO unreferenced SELECT * FROM saved");
+  sql(db, "UPDATE unreferenced SET record = 9999 WHERE rowid = 1");
+  expect_error("an unreferenced row has record 9999");
+  sql(db, "DELETE FROM unreferenced; INSERT INTO unreferenced SELECT * FROM saved");
+  sql(db, "UPDATE meta SET value = '5' WHERE key = 'format_version'");  // gaps without the table
+  expect_error("slots are not");
+  sql(db, "UPDATE meta SET value = '6' WHERE key = 'format_version'; DROP TABLE unreferenced");
+  expect_error("unreferenced");
+}
+
+}  // namespace
+
+TEST_F(PackedStore, UnreferencedPiecesInScanAndWholeRecordsAreSteppedOver) {
+  check_unreferenced_pieces_are_stepped_over(path(), store());
+}
+
+TEST_F(FileLayoutStore, UnreferencedPiecesInFileRecordsAreSteppedOver) {
+  check_unreferenced_pieces_are_stepped_over(path(), store());
+}
