@@ -104,6 +104,7 @@ void print_json(const index::Store& store, const Summary& s, const std::vector<s
   j["jpeg_scripts"] = s.by_script;
   j["source_bytes"] = s.source_bytes;
   j["store_bytes"] = s.store_bytes;
+  j["unreferenced_bytes"] = store.unreferenced_bytes();
   j["records"] = store.records().size();
   j["clips"] = {{"clips", s.clips}, {"frames", s.clip_frames}, {"runs", store.clip_runs().size()},
                 {"split", s.split_clips}};
@@ -140,6 +141,9 @@ void print_text(const index::Store& store, const Summary& s, const std::vector<s
                shown(from.source_digest), shown(from.level_scripts), store.seed());
   fmt::print("source bytes    {}\n", s.source_bytes);
   fmt::print("store bytes     {}\n", s.store_bytes);
+  if (const uint64_t gone = store.unreferenced_bytes(); gone > 0)
+    fmt::print("unreferenced    {} bytes ({:.1f}% of the store) no file references: files an append replaced; a "
+               "relayout reclaims them\n", gone, 100.0 * static_cast<double>(gone) / static_cast<double>(std::max<uint64_t>(1, s.store_bytes)));
   if (s.by_kind[0] > 0) {
     std::string scripts;
     for (const auto& [name, count] : s.by_script) scripts += fmt::format("{}{} {}", scripts.empty() ? "" : ", ", name, count);

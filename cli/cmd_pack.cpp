@@ -182,8 +182,10 @@ int run_append(pack::PackOptions& opt, PackRemote remote, const std::string& pro
     return kExitRuntime;
   }
   const pack::AppendReport& a = *appended;
-  fmt::print("appended to {}: files {} -> {}, records from {} on; wrote {:.1f} MB (new records and the index)\n",
-             store_name, a.files_before, a.files_after, a.first_record, static_cast<double>(a.bytes_written) / 1e6);
+  fmt::print("appended to {}: files {} -> {}{}, records from {} on; wrote {:.1f} MB (new records and the index)\n",
+             store_name, a.files_before, a.files_after,
+             a.replaced > 0 ? fmt::format(" ({} replaced)", a.replaced) : std::string(), a.first_record,
+             static_cast<double>(a.bytes_written) / 1e6);
   return print_report(opt, a.pack, allow_skipped);
 }
 
@@ -317,8 +319,16 @@ void register_pack(CLI::App& app, int& exit_code) {
   cmd->add_flag("--append", *append,
                 "add the sources' files to the existing store STORE (a folder or s3://BUCKET/PREFIX) as new records "
                 "and a new index, nothing there rewritten; levels, layout, record size and seed are the store's");
+  cmd->add_flag("--replace", opt->replace,
+                "with --append: a source file at a path the store has replaces the store's file (its old bytes stay "
+                "in their record, unreferenced, until a relayout)");
   cmd->callback([cmd, opt, progress, levels, layout, clips, video, video_opt, shard, sources, source_list, store_opts,
                  allow_skipped, append, &exit_code] {
+    if (opt->replace && !*append) {
+      fmt::print(stderr, "fidelityfs pack: --replace replaces files of a store appended to: give --append too\n");
+      exit_code = kExitUsage;
+      return;
+    }
     opt->levels = *levels == "fast" ? codec::LevelScripts::fast : codec::LevelScripts::pcr;
     if (video_opt->count() > 0 && !take_video_frames(*video, *opt)) {
       exit_code = kExitUsage;

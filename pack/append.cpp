@@ -82,7 +82,7 @@ fid::Result<AppendReport> append_locked(const PackOptions& opt, PackIo io,
   const fsys::path part_dir = store / kPartDir;
   PackOptions part = opt;
   part.store = part_dir;
-  part.check_listing = [&](const SourceTree& tree) { return refuse_existing(*old, tree, store.string()); };
+  part.check_listing = [&](const SourceTree& tree) { return refuse_existing(*old, tree, store.string(), opt.replace); };
   fid::Result<PackReport> packed = pack(part, std::move(io), progress, cancel);
   if (!packed) return std::move(packed).error();
   AppendReport report;
@@ -116,7 +116,8 @@ fid::Result<AppendReport> append_locked(const PackOptions& opt, PackIo io,
   (void)fsync_path(store);  // committed; a lost flush of the folder only risks the rename on power loss
   std::error_code ec;
   fsys::remove_all(part_dir, ec);
-  report.files_after = report.files_before + part_tree->files.size();
+  report.replaced = replaced_files(*old, *part_tree);
+  report.files_after = report.files_before + part_tree->files.size() - report.replaced;
   report.bytes_written = *moved + fsys::file_size(store / index::kIndexFile, ec);
   return report;
 }

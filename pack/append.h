@@ -36,11 +36,13 @@ struct AppendReport {
   uint64_t bytes_written = 0;     // the new records and the new index
   uint32_t first_record = 0;      // the id of the first new record
   uint64_t files_before = 0, files_after = 0;
+  uint64_t replaced = 0;          // the store's files that appended ones replaced (--replace)
 };
 
 // Appends opt.sources to the store at opt.store (options from take_store_options). Refuses a
 // source path that the store already has (a file or a folder that is a file there, or the
-// reverse), naming the first ones, and a second append while one runs (EBUSY, a lock on the
+// reverse; with opt.replace, a file there is replaced by the source's and its bytes stay in their
+// record, unreferenced), naming the first ones, and a second append while one runs (EBUSY, a lock on the
 // store folder). On any failure, and on `cancel`, the store is left as it was.
 fid::Result<AppendReport> append(const PackOptions& opt, PackIo io,
                                  const std::function<void(const PackProgress&)>& progress,

@@ -64,6 +64,14 @@ class UnionWriter {
   const AppendTree& part_;
   const PartRecordPath& part_record_path_;
   std::unique_ptr<index::SqliteDb> db_;
+  // The store's files that the part's replace: their record, slot and pieces (write_files).
+  struct Replaced {
+    int64_t record = 0, slot = 0;
+    std::vector<uint8_t> pieces;
+  };
+  std::vector<Replaced> replaced_;
+  fid::Status write_unreferenced();
+  bool unreferenced_ = false;
   std::vector<int64_t> old_dir_, part_dir_;  // new folder id by the old store's, by the part's
   bool clips_ = false;
 };
@@ -82,6 +90,7 @@ fid::Status UnionWriter::write(const fsys::path& to) {
   if (s) s = write_skipped();
   if (s) s = write_clips();
   if (s) s = write_videos();
+  if (s) s = write_unreferenced();
   if (s) s = db_->exec("COMMIT");
   return s;
 }
@@ -91,8 +100,10 @@ fid::Status UnionWriter::write_meta() {
   if (!old_meta) return std::move(old_meta).error();
   if (!part_meta) return std::move(part_meta).error();
   std::map<std::string, std::string> meta = *old_meta;
-  const uint64_t version = std::max(parse_u64(meta["format_version"]).value_or(0),
-                                    parse_u64((*part_meta)["format_version"]).value_or(0));
+  unreferenced_ = old_.unreferenced || replaced_files(old_, part_) > 0;
+  const uint64_t version = std::max({parse_u64(meta["format_version"]).value_or(0),
+                                     parse_u64((*part_meta)["format_version"]).value_or(0),
+                                     static_cast<uint64_t>(unreferenced_ ? index::kUnreferencedFormatVersion : 0)});
   clips_ = version >= static_cast<uint64_t>(index::kClipsFormatVersion);
   meta["format_version"] = std::to_string(version);
   meta["appends"] = std::to_string(parse_u64(meta["appends"]).value_or(0) + 1);
@@ -173,7 +184,8 @@ fid::Status UnionWriter::write_records() {
 }
 
 // Both stores' files in walk order of their paths (each is in it already: a two-way merge),
-// renumbered from 0, folders and the part's records moved.
+// renumbered from 0, folders and the part's records moved. Where both have a path (--replace)
+// the part's file is taken and the store's goes to replaced_.
 fid::Status UnionWriter::write_files() {
   constexpr const char* kSelect =
       "SELECT dir, name, kind, script, record, slot, width, height, source_size, mtime_ns, pieces, note FROM files "
@@ -199,7 +211,20 @@ fid::Status UnionWriter::write_files() {
     if (!row) return std::move(row).error();
     c.more = *row;
   }
+  auto advance = [](Cursor& c) -> fid::Status {
+    ++c.at;
+    fid::Result<bool> row = c.q->step();
+    if (!row) return std::move(row).error();
+    c.more = *row;
+    return {};
+  };
   for (int64_t id = 0; cur[0].more || cur[1].more; ++id) {
+    if (cur[0].more && cur[1].more && (*cur[0].paths)[cur[0].at] == (*cur[1].paths)[cur[1].at]) {
+      const index::SqliteStatement& q = *cur[0].q;
+      const std::span<const uint8_t> pieces = q.blob(10);
+      replaced_.push_back(Replaced{q.integer(4), q.integer(5), {pieces.begin(), pieces.end()}});
+      if (fid::Status next = advance(cur[0]); !next) return next;
+    }
     const bool take_part = !cur[0].more || (cur[1].more && walk_less((*cur[1].paths)[cur[1].at], (*cur[0].paths)[cur[0].at]));
     Cursor& c = cur[take_part ? 1 : 0];
     const index::SqliteStatement& q = *c.q;
@@ -212,10 +237,34 @@ fid::Status UnionWriter::write_files() {
     const std::string note = q.text(11);
     st->bind(13, std::string_view(note));
     if (fid::Status ran = st->run(); !ran) return ran;
-    ++c.at;
-    fid::Result<bool> row = c.q->step();
-    if (!row) return std::move(row).error();
-    c.more = *row;
+    if (fid::Status next = advance(c); !next) return next;
+  }
+  return {};
+}
+
+// The store's unreferenced rows as they are (its records keep their ids), then those of the files
+// the part replaced.
+fid::Status UnionWriter::write_unreferenced() {
+  if (!unreferenced_) return {};
+  if (fid::Status made = db_->exec(index::kUnreferencedSchema); !made) return made;
+  fid::Result<index::SqliteStatement> st = db_->prepare("INSERT INTO unreferenced(record, slot, pieces) VALUES (?1, ?2, ?3)");
+  if (!st) return std::move(st).error();
+  if (old_.unreferenced) {
+    fid::Result<index::SqliteStatement> q = old_db_.prepare("SELECT record, slot, pieces FROM unreferenced");
+    if (!q) return std::move(q).error();
+    fid::Status copied = q->each_row([&]() -> fid::Status {
+      st->bind(1, q->integer(0));
+      st->bind(2, q->integer(1));
+      st->bind_blob(3, q->blob(2));
+      return st->run();
+    });
+    if (!copied) return copied;
+  }
+  for (const Replaced& r : replaced_) {
+    st->bind(1, r.record);
+    st->bind(2, r.slot);
+    st->bind_blob(3, r.pieces);
+    if (fid::Status ran = st->run(); !ran) return ran;
   }
   return {};
 }
@@ -356,6 +405,9 @@ fid::Result<AppendTree> read_append_tree(const index::SqliteDb& db, const std::s
     });
     if (!read) return std::move(read).error();
   }
+  fid::Result<bool> has_unreferenced = db.has_table("unreferenced");
+  if (!has_unreferenced) return std::move(has_unreferenced).error();
+  t.unreferenced = *has_unreferenced;
   fid::Result<index::SqliteStatement> r = db.prepare("SELECT count(*), coalesce(max(id), -1) FROM records");
   if (!r) return std::move(r).error();
   fid::Result<bool> row = r->step();
@@ -366,8 +418,9 @@ fid::Result<AppendTree> read_append_tree(const index::SqliteDb& db, const std::s
 }
 
 // The source's paths that the store has already (as a file, or as a file where the source has
-// a folder, or the reverse); an error naming the first ones.
-fid::Status refuse_existing(const AppendTree& old, const SourceTree& tree, const std::string& store) {
+// a folder, or the reverse; with `replace`, a file where it has a file is let through); an error
+// naming the first ones.
+fid::Status refuse_existing(const AppendTree& old, const SourceTree& tree, const std::string& store, bool replace) {
   const std::unordered_set<std::string> files(old.files.begin(), old.files.end());
   const std::unordered_set<std::string> dirs(old.dirs.begin(), old.dirs.end());
   std::vector<std::string> clash;
@@ -379,8 +432,9 @@ fid::Status refuse_existing(const AppendTree& old, const SourceTree& tree, const
   std::vector<std::string> into_clip;  // a clip's frames lie together: a clip of the store takes no more
   for (uint32_t i = 0; i < tree.files.size(); ++i) {
     std::string rel = tree.rel(i);
-    if (files.count(rel) || dirs.count(rel)) note(std::move(rel));
-    else if (old.clip_dirs.count(tree.dirs[tree.files.dir(i)].rel) && into_clip.size() < 5) into_clip.push_back(rel);
+    const bool into_a_clip = old.clip_dirs.count(tree.dirs[tree.files.dir(i)].rel) > 0;
+    if (dirs.count(rel) || (files.count(rel) && !(replace && !into_a_clip))) note(std::move(rel));
+    else if (into_a_clip && into_clip.size() < 5) into_clip.push_back(rel);
   }
   if (count == 0 && !into_clip.empty())
     return fid::Error{EEXIST, fmt::format("{}: the source adds files to a clip folder of the store ({}): a clip's frames "
@@ -389,9 +443,17 @@ fid::Status refuse_existing(const AppendTree& old, const SourceTree& tree, const
   for (const SourceDir& d : tree.dirs)
     if (!d.rel.empty() && files.count(d.rel)) note(d.rel);
   if (count == 0) return {};
-  return fid::Error{EEXIST, fmt::format("{}: {} path{} of the source {} in the store already: {}{} (an append adds new "
-                                        "paths only)", store, count, count == 1 ? "" : "s",
-                                        count == 1 ? "is" : "are", fmt::join(clash, ", "), count > clash.size() ? ", ..." : "")};
+  return fid::Error{EEXIST, fmt::format("{}: {} path{} of the source {} in the store already: {}{} ({})", store, count,
+                                        count == 1 ? "" : "s", count == 1 ? "is" : "are", fmt::join(clash, ", "),
+                                        count > clash.size() ? ", ..." : "",
+                                        replace ? "--replace replaces a file with a file, outside clip folders"
+                                                : "an append adds new paths only; --replace replaces the store's files")};
+}
+
+size_t replaced_files(const AppendTree& old, const AppendTree& part) {
+  const std::unordered_set<std::string> files(old.files.begin(), old.files.end());
+  return static_cast<size_t>(std::count_if(part.files.begin(), part.files.end(),
+                                           [&](const std::string& rel) { return files.count(rel) > 0; }));
 }
 
 fid::Status take_store_options(PackOptions& opt, const GivenStoreOptions& given, const fsys::path& index_dir,

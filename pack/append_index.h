@@ -25,6 +25,7 @@ struct AppendTree {
   std::vector<std::string> files;
   std::unordered_set<std::string> clip_dirs;  // folders with clip runs
   uint32_t records = 0;
+  bool unreferenced = false;  // it has an unreferenced table (format 6: files an append replaced)
 };
 
 // The index.sqlite in the folder `dir` (a store, a part, or where an s3:// store's index was
@@ -33,14 +34,18 @@ fid::Result<std::unique_ptr<index::SqliteDb>> open_append_index(const std::files
 // `name` says whose index it is in errors (EINVAL: corrupt).
 fid::Result<AppendTree> read_append_tree(const index::SqliteDb& db, const std::string& name);
 // EEXIST naming the first source paths that the store has already (a file, or a file where the
-// source has a folder, or the reverse), or that add files to one of its clip folders.
-fid::Status refuse_existing(const AppendTree& old, const SourceTree& tree, const std::string& store_name);
+// source has a folder, or the reverse), or that add files to one of its clip folders. With
+// `replace`, a file where the store has a file (outside clip folders) is not refused.
+fid::Status refuse_existing(const AppendTree& old, const SourceTree& tree, const std::string& store_name, bool replace);
+// How many of the part's files replace a file of the store (pack --append --replace).
+size_t replaced_files(const AppendTree& old, const AppendTree& part);
 // The record paths the index at `db` references (records.path).
 fid::Result<std::unordered_set<std::string>> record_paths(const index::SqliteDb& db);
 
 // The path, in the union index, of the appended part's record that gets id `id` there.
 using PartRecordPath = std::function<std::string(uint32_t id)>;
-// Writes the union index of the store (old_db, old) and the part (part_db, part) to `to`.
+// Writes the union index of the store (old_db, old) and the part (part_db, part) to `to`; a part's
+// file at a path the store has replaces the store's, whose pieces become unreferenced rows.
 fid::Status write_union_index(const index::SqliteDb& old_db, const AppendTree& old, const index::SqliteDb& part_db,
                               const AppendTree& part, const PartRecordPath& part_record_path,
                               const std::filesystem::path& to);

@@ -46,6 +46,9 @@ struct PackOptions {
   // Called once the source is listed, before a file is read; its error fails the pack (pack
   // --append: a path the store already has).
   std::function<fid::Status(const SourceTree&)> check_listing;
+  // pack --append --replace: a source file at a path the store has replaces the store's file
+  // (append.h); without it such a path is refused.
+  bool replace = false;
 };
 
 struct PackProgress {

@@ -63,7 +63,37 @@ class Arena {
   uint64_t size_ = 0;
 };
 
-// Rewrites the copied index at `to`: the layout, the format version, the JPEG records' rows.
+// A record's bytes without the pieces no file references (format 6): its header and its files'.
+uint64_t held_bytes(const index::Store& store, uint32_t r) {
+  uint64_t bytes = index::kRecordHeaderSize;
+  for (uint32_t id : store.record_files(r))
+    for (const index::Piece& p : store.pieces(store.files()[id])) bytes += p.size;
+  return bytes;
+}
+
+// A store of format 6 leaves its unreferenced pieces behind: its files' and clips' slots become
+// the places the loader gave them (0..n-1 in each record), and the table goes.
+Status drop_unreferenced(const index::Store& store, index::SqliteDb& db) {
+  if (store.format_version() < index::kUnreferencedFormatVersion) return {};
+  Result<index::SqliteStatement> file = db.prepare("UPDATE files SET slot = ?1 WHERE id = ?2");
+  if (!file) return std::move(file).error();
+  for (const index::File& f : store.files()) {
+    file->bind(1, static_cast<int64_t>(f.slot));
+    file->bind(2, static_cast<int64_t>(f.id));
+    if (Status ran = file->run(); !ran) return ran;
+  }
+  Result<index::SqliteStatement> clip = db.prepare("UPDATE clips SET first_slot = ?1 WHERE id = ?2");
+  if (!clip) return std::move(clip).error();
+  for (const index::ClipRun& c : store.clip_runs()) {
+    clip->bind(1, static_cast<int64_t>(c.first_slot));
+    clip->bind(2, static_cast<int64_t>(c.id));
+    if (Status ran = clip->run(); !ran) return ran;
+  }
+  return db.exec("DROP TABLE IF EXISTS unreferenced");
+}
+
+// Rewrites the copied index at `to`: the layout, the format version, the records' rows, and the
+// slots where unreferenced pieces are dropped.
 Status update_index(const index::Store& store, index::StoreLayout layout, const fsys::path& to,
                     const std::vector<std::vector<uint64_t>>& region_ends) {
   Result<std::unique_ptr<index::SqliteDb>> opened = index::SqliteDb::open(to.string(), /*writable=*/true);
@@ -84,16 +114,18 @@ Status update_index(const index::Store& store, index::StoreLayout layout, const 
                                                            : index::kScanLayoutFormatVersion;
   if (s) s = put("format_version", std::to_string(version));
   if (!s) return s;
-  Result<index::SqliteStatement> rec = db.prepare("UPDATE records SET layout = ?1, region_ends = ?2 WHERE id = ?3");
+  Result<index::SqliteStatement> rec =
+      db.prepare("UPDATE records SET layout = ?1, region_ends = ?2, size = ?3 WHERE id = ?4");
   if (!rec) return std::move(rec).error();
   const index::RecordLayout jpeg = jpeg_record_layout(layout);
   for (const index::Record& r : store.records()) {
-    if (r.layout == index::RecordLayout::whole) continue;
-    rec->bind(1, static_cast<int64_t>(jpeg));
+    rec->bind(1, static_cast<int64_t>(r.layout == index::RecordLayout::whole ? r.layout : jpeg));
     rec->bind_blob(2, index::encode_u64s(region_ends[r.id]));
-    rec->bind(3, static_cast<int64_t>(r.id));
+    rec->bind(3, static_cast<int64_t>(region_ends[r.id].back()));
+    rec->bind(4, static_cast<int64_t>(r.id));
     if (Status ran = rec->run(); !ran) return ran;
   }
+  if (Status dropped = drop_unreferenced(store, db); !dropped) return dropped;
   return db.exec("COMMIT");
 }
 
@@ -236,10 +268,11 @@ Status relayout_record(const index::Store& store, uint32_t r, std::span<const ui
   const index::Record& rec = store.records()[r];
   const std::span<const uint32_t> members = store.record_files(r);
   if (rec.layout == index::RecordLayout::whole) to = index::RecordLayout::whole;
-  out.resize(in.size());
+  const uint64_t held = held_bytes(store, r);  // less than its size where pieces are unreferenced
+  out.resize(held);
   const auto header = index::record_header(rec.header_id, to);
   std::memcpy(out.data(), header.data(), header.size());
-  if (to == rec.layout) {
+  if (to == rec.layout && held == in.size()) {
     std::memcpy(out.data() + index::kRecordHeaderSize, in.data() + index::kRecordHeaderSize, in.size() - index::kRecordHeaderSize);
     return {};
   }
@@ -312,15 +345,17 @@ Result<RelayoutReport> relayout(const index::Store& store, index::StoreLayout la
     for (size_t k = 0; k < b.ids.size(); ++k) {
       const index::Record& rec = records[b.ids[k]];
       const std::span<const uint8_t> in(b.buffers[k], rec.size);
-      // A record whose layout stays is written as read, once checked.
-      const bool same = rec.layout == index::RecordLayout::whole || rec.layout == jpeg;
+      // A record whose layout stays is written as read, once checked, unless it holds
+      // unreferenced pieces (format 6), which are left behind.
+      const uint64_t held = held_bytes(store, rec.id);
+      const bool same = (rec.layout == index::RecordLayout::whole || rec.layout == jpeg) && held == rec.size;
       Status moved = same ? check_record(store, rec.id, in) : relayout_record(store, rec.id, in, jpeg, laid_out);
       if (!moved) return std::move(moved).error();
-      if (rec.layout != index::RecordLayout::whole) {
+      {
         // The region ends the new layout's index row names.
         std::vector<uint64_t>& ends = region_ends[rec.id];
-        if (jpeg == index::RecordLayout::file) {
-          ends = {rec.size};
+        if (rec.layout == index::RecordLayout::whole || jpeg == index::RecordLayout::file) {
+          ends = {held};
         } else {
           ends.assign(static_cast<size_t>(store.levels()) + 1, 0);
           uint64_t pos = index::kRecordHeaderSize;
@@ -329,7 +364,7 @@ Result<RelayoutReport> relayout(const index::Store& store, index::StoreLayout la
             ends[i] = pos;
           }
         }
-        report.rewritten += rec.layout != jpeg;
+        report.rewritten += rec.layout != index::RecordLayout::whole && rec.layout != jpeg;
       }
       const fsys::path file = dir / rec.path;
       if (Status written = write_record(file, same ? in : std::span<const uint8_t>(laid_out)); !written)
@@ -338,7 +373,7 @@ Result<RelayoutReport> relayout(const index::Store& store, index::StoreLayout la
         if (Status sent = io.destination->add_record(file, rec.path); !sent) return std::move(sent).error();
       }
       report.records++;
-      report.bytes += rec.size;
+      report.bytes += held;
       if (progress) progress(report.records, records.size());
     }
     reader.recycle(std::move(b));

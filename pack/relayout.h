@@ -3,7 +3,9 @@
 // slots; only the order of the bytes inside each JPEG record differs. So each JPEG record is read
 // once, its pieces checked and moved to their places in the other layout, and written under the
 // same path; whole records are copied as they are; the index is the source's with the layout,
-// the format version and the JPEG records' rows changed. The new store is committed as a pack
+// the format version and the JPEG records' rows changed. A store of format 6 leaves its
+// unreferenced pieces (files an append replaced) behind: the records that hold some are written
+// without them, its files numbered 0..n-1 in each record, the table dropped. The new store is committed as a pack
 // commits one (a temporary folder, the index last, a rename), or sent to a PackDestination.
 #pragma once
 

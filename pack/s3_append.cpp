@@ -234,7 +234,7 @@ Result<AppendReport> append_to_s3(const S3AppendTarget& target, const PackOption
   AppendUpload destination(**upload, name_of, old->records, part_index);
   PackOptions part = options;
   part.store = target.scratch / "part";
-  part.check_listing = [&](const SourceTree& tree) { return refuse_existing(*old, tree, target.url.text); };
+  part.check_listing = [&](const SourceTree& tree) { return refuse_existing(*old, tree, target.url.text, options.replace); };
   Result<PackReport> packed = pack(part, PackIo{std::move(source), &destination}, progress, cancel);
   if (!packed) return std::move(packed).error();
   stop_here_for_tests("records");
@@ -268,7 +268,8 @@ Result<AppendReport> append_to_s3(const S3AppendTarget& target, const PackOption
   report.pack = std::move(packed).value();
   report.first_record = old->records;
   report.files_before = old->files.size();
-  report.files_after = report.files_before + part_tree->files.size();
+  report.replaced = replaced_files(*old, *part_tree);
+  report.files_after = report.files_before + part_tree->files.size() - report.replaced;
   report.bytes_written = *new_bytes + fs::file_size(union_index, ec);
   return report;
 }

@@ -42,6 +42,10 @@ class Store:
         self.clips = [dict(id=i, dir=d, record=r, first_slot=first, frames=n) for i, d, r, first, n in
                       self.db.execute("SELECT id, dir, record, first_slot, frames FROM clips ORDER BY id")] \
             if self.version >= 5 else []
+        # Format 6 may have unreferenced rows: the pieces of files an append replaced, in their slots.
+        self.unreferenced = [dict(record=r, slot=slot, pieces=self.sizes_and_checksums(blob)) for r, slot, blob in
+                             self.db.execute("SELECT record, slot, pieces FROM unreferenced")] \
+            if self.version >= 6 else []
         if self.version >= 2:
             self.derive_offsets(region_ends)
         self.skipped = [(bytes(p).decode("utf-8", "surrogateescape"), r)
@@ -75,15 +79,18 @@ class Store:
         """Format 2: within region k of a record, the pieces that lie there (piece k of each file
         of a scan record, the one piece of each file of a whole record) follow each other in slot
         order from the region's start (the header's end, or region k-1's end). In a file record a
-        clip run's frames lie by level: every frame's piece 0 in slot order, then every piece 1, ..."""
+        clip run's frames lie by level: every frame's piece 0 in slot order, then every piece 1, ...
+        An unreferenced row (format 6) takes its slot as a file does; afterwards each record's files
+        are numbered 0..n-1 without those (as orders count them), clip runs' first slots with them."""
         by_record = {}
-        for f in self.files.values():
+        for f in list(self.files.values()) + self.unreferenced:
             by_record.setdefault(f["record"], []).append(f)
         runs = {(c["record"], c["first_slot"]): c["frames"] for c in self.clips}
         for rec, members in by_record.items():
             ends = region_ends[rec]
             pos = [16] + list(ends[:-1])
             members = sorted(members, key=lambda f: f["slot"])
+            assert [m["slot"] for m in members] == list(range(len(members))), f"record {rec}: slots"
             i = 0
             while i < len(members):
                 frames = runs.get((rec, i), 0) if self.records[rec][1] == 2 else 0
@@ -102,8 +109,19 @@ class Store:
                     pos[region] += piece[1]
                 i += 1
             assert pos == list(ends), f"record {rec}: pieces end at {pos}, regions at {ends}"
+            if self.unreferenced:
+                files = [m for m in members if "id" in m]  # not the unreferenced rows
+                place = {m["slot"]: k for k, m in enumerate(files)}
+                for c in self.clips:
+                    if c["record"] == rec:
+                        c["first_slot"] = place[c["first_slot"]]
+                for k, m in enumerate(files):
+                    m["slot"] = k
         for f in self.files.values():
             f["pieces"] = [tuple(p) for p in f["pieces"]]
+
+    def unreferenced_bytes(self):
+        return sum(size for u in self.unreferenced for _, size, _ in u["pieces"])
 
     def clip_ranges(self, level):
         """Each clip run's frames up to `level` in a file record: (record, first byte, bytes)."""

@@ -2,6 +2,7 @@
 store's records untouched, a mount opened before it serving its index, and a killed append
 leaving the store as it was (docs/FORMAT.md "Appended stores")."""
 import hashlib
+import json
 import os
 import shutil
 import signal
@@ -185,3 +186,68 @@ def test_append_adds_whole_clips_and_refuses_frames_for_a_clip_of_the_store(tmp_
     assert ", 0 bad" in run("verify", store).stdout
     p = append(more, store, check=False)
     assert p.returncode == 1 and "adds files to a clip folder of the store (videos/a/img_00005.jpg)" in p.stderr, p.stderr
+    # Nor does --replace replace a clip's frame: the clip's frames lie by level in its run.
+    clip(tmp_path / "frame", "a", [2])
+    p = append(tmp_path / "frame", store, "--replace", check=False)
+    assert p.returncode == 1 and "videos/a/img_00002.jpg" in p.stderr and "outside clip folders" in p.stderr, p.stderr
+
+
+def test_append_replace_serves_the_new_files_and_counts_the_old_bytes_until_a_relayout(append_trees, tmp_path):
+    """--replace: the source's files at paths the store has replace them. A mount opened before
+    keeps the old bytes; a new one serves the new; the old bytes stay in their records,
+    unreferenced, counted by inspect (and carried by the next append) until a relayout drops them."""
+    old, _, _ = append_trees
+    store = pack(str(old), str(tmp_path / "store"), "--record-bytes", "128KiB")
+    before = Store(store)
+    rels = sorted(before.files)
+    # Three files take other files' bytes (JPEGs, and a blob where the tree has one), one is new.
+    jpegs = [r for r in rels if before.files[r]["kind"] == "jpeg"]
+    swaps = {jpegs[0]: jpegs[-1], jpegs[len(jpegs) // 2]: jpegs[1], jpegs[-1]: jpegs[0]}
+    upd = tmp_path / "upd"
+    for rel, like in swaps.items():
+        (upd / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(old / like, upd / rel)
+    photo_like(__import__("random").Random(3), 80, 60).save(upd / os.path.dirname(jpegs[0]) / "added.jpg", quality=88)
+    old_bytes = sum(size for rel in swaps for _, size, _ in before.files[rel]["pieces"])
+    records_before = record_digests(store)
+    with mounted(store, str(tmp_path / "m_old")) as mnt_old:
+        want_old = read_all(mnt_old, rels)
+        p = append(upd, store, "--replace")
+        assert f"files {len(rels)} -> {len(rels) + 1} (3 replaced)" in p.stdout, p.stdout
+        assert read_all(mnt_old, rels) == want_old  # the mount opened before serves what it opened
+        with mounted(store, str(tmp_path / "m_new")) as m:
+            new_rels = walk_files(m)
+            got = read_all(m, new_rels)
+    assert {n: d for n, d in record_digests(store).items() if n in records_before} == records_before
+    assert sorted(new_rels) == sorted(rels + [os.path.dirname(jpegs[0]) + "/added.jpg"])
+    for rel in rels:
+        assert got[rel] == want_old[swaps.get(rel, rel)], rel  # a replaced file reads as its new bytes' pack
+    s = Store(store)
+    assert s.version == 6 and s.unreferenced_bytes() == old_bytes
+    for rel in rels[::5] + list(swaps):
+        assert s.read(rel) == before.read(swaps.get(rel, rel)), rel
+    info = json.loads(run("inspect", "--json", store).stdout)
+    assert info["unreferenced_bytes"] == old_bytes and info["files"] == len(rels) + 1, info
+    assert f"unreferenced    {old_bytes} bytes" in run("inspect", store).stdout
+    assert f"verified {len(rels) + 1} files, 0 bad" in run("verify", store).stdout
+
+    # Replaced again: the earlier rows are carried, the new one added.
+    again = tmp_path / "again"
+    (again / jpegs[0]).parent.mkdir(parents=True)
+    shutil.copy(old / jpegs[1], again / jpegs[0])
+    append(again, store, "--replace")
+    s = Store(store)
+    assert s.unreferenced_bytes() == old_bytes + sum(size for _, size, _ in before.files[jpegs[-1]]["pieces"])
+    with mounted(store, str(tmp_path / "m_again")) as m:
+        got = read_all(m, new_rels)
+    assert got[jpegs[0]] == want_old[jpegs[1]]
+
+    # A relayout leaves the unreferenced bytes behind.
+    out = str(tmp_path / "relaid")
+    run("relayout", store, out, "--layout", "scan")
+    info = json.loads(run("inspect", "--json", out).stdout)
+    assert info["unreferenced_bytes"] == 0 and info["format_version"] == 3, info
+    assert Store(out).unreferenced == [] and "unreferenced" not in run("inspect", out).stdout
+    with mounted(out, str(tmp_path / "m_relaid")) as m:
+        assert read_all(m, new_rels) == got
+    assert f"verified {len(rels) + 1} files, 0 bad" in run("verify", out).stdout
