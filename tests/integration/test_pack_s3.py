@@ -9,6 +9,7 @@ to S3 uploads only the new records and the index (If-Match on the ETag it starte
 killed or overtaken append leaves the store as it was."""
 import collections
 import hashlib
+import json
 import os
 import random
 import re
@@ -475,6 +476,18 @@ def test_append_to_s3_uploads_only_new_records_and_a_mount_before_it_keeps_readi
     assert {r: got[r] for r in old_rels} == want_old
     v = run("verify", url, env={**os.environ, **rgw})
     assert f"verified {len(rels)} files, 0 bad" in v.stdout and not leftover_lines(v.stdout), v.stdout
+
+    # --replace: a file takes another's bytes; its old ones stay in their record, unreferenced.
+    upd = tmp_path / "upd"
+    (upd / old_rels[0]).parent.mkdir(parents=True)
+    shutil.copy(old / old_rels[1], upd / old_rels[0])
+    p = append_s3(rgw, scratch, upd, url, "--replace")
+    assert f"files {len(rels)} -> {len(rels)} (1 replaced)" in p.stdout, p.stdout
+    with mounted(url, str(tmp_path / "m_replaced"), "-o", "scan_group=4", env=env) as mnt:
+        assert read_all(mnt, rels) == {**got, old_rels[0]: got[old_rels[1]]}
+    info = json.loads(run("inspect", "--json", url, env=env).stdout)
+    assert info["unreferenced_bytes"] > 0 and info["format_version"] == 6, info
+    assert f"verified {len(rels)} files, 0 bad" in run("verify", url, env=env).stdout
 
 
 @pytest.mark.parametrize("phase", ["records", "between-records", "index", "index-upload"])
