@@ -188,6 +188,13 @@ TEST_F(Merge, RefusesGapsOverlapsAndOtherPacks) {
   EXPECT_NE(m.find("seed"), std::string::npos) << m;
   m = refused({parts[0], tmp.path() / "src", parts[2]});
   EXPECT_NE(m.find("not a fidelityfs store"), std::string::npos) << m;
+  // A store whose files an append replaced (format 6) keeps pieces no file references: not a part.
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open((parts[1] / "index.sqlite").c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db, "UPDATE meta SET value = '6' WHERE key = 'format_version'", nullptr, nullptr, nullptr), SQLITE_OK);
+  sqlite3_close(db);
+  m = refused({parts[0], parts[1], parts[2]});
+  EXPECT_NE(m.find("a store whose files an append replaced (format 6); relayout it first"), std::string::npos) << m;
 }
 
 }  // namespace
