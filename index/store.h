@@ -300,7 +300,8 @@ uint32_t piece_checksum(std::span<const uint8_t> bytes);
 // start of a piece that runs past their end (or all of them), provided the bytes of the record's
 // 16-byte header among them are the header the index implies, every piece wholly inside matches
 // its checksum and none starts before `from` and ends inside; else 0. (Every byte of a record
-// after its header is a piece's.)
+// after its header is a file's piece, or in format 6 an unreferenced one's, which no read is
+// served from and which is not checked here.)
 uint64_t checked_len(const Store& store, uint32_t r, uint64_t from, std::span<const uint8_t> bytes);
 
 }  // namespace fid::index
