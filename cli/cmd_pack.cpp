@@ -249,6 +249,18 @@ void add_store_shape_options(CLI::App* cmd, std::string& levels, std::string& la
       ->capture_default_str();
 }
 
+void add_append_options(CLI::App* cmd, bool& append, bool& replace) {
+  CLI::Option* append_opt =
+      cmd->add_flag("--append", append,
+                    "add the sources' files to the existing store STORE (a folder or s3://BUCKET/PREFIX) as new "
+                    "records and a new index, nothing there rewritten; levels, layout, record size and seed are the "
+                    "store's");
+  cmd->add_flag("--replace", replace,
+                "with --append: a source file at a path the store has replaces the store's file (its old bytes stay "
+                "in their record, unreferenced, until a relayout)")
+      ->needs(append_opt);
+}
+
 CLI::Option* add_video_frames_option(CLI::App* cmd, std::string& text) {
   return cmd
       ->add_option("--video-frames", text,
@@ -316,19 +328,9 @@ void register_pack(CLI::App& app, int& exit_code) {
                 "exit 0 although source entries were skipped (unreadable, links, ...; else exit 1, the store "
                 "written without them)");
   auto append = std::make_shared<bool>(false);
-  cmd->add_flag("--append", *append,
-                "add the sources' files to the existing store STORE (a folder or s3://BUCKET/PREFIX) as new records "
-                "and a new index, nothing there rewritten; levels, layout, record size and seed are the store's");
-  cmd->add_flag("--replace", opt->replace,
-                "with --append: a source file at a path the store has replaces the store's file (its old bytes stay "
-                "in their record, unreferenced, until a relayout)");
+  add_append_options(cmd, *append, opt->replace);
   cmd->callback([cmd, opt, progress, levels, layout, clips, video, video_opt, shard, sources, source_list, store_opts,
                  allow_skipped, append, &exit_code] {
-    if (opt->replace && !*append) {
-      fmt::print(stderr, "fidelityfs pack: --replace replaces files of a store appended to: give --append too\n");
-      exit_code = kExitUsage;
-      return;
-    }
     opt->levels = *levels == "fast" ? codec::LevelScripts::fast : codec::LevelScripts::pcr;
     if (video_opt->count() > 0 && !take_video_frames(*video, *opt)) {
       exit_code = kExitUsage;
