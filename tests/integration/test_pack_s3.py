@@ -490,6 +490,27 @@ def test_append_to_s3_uploads_only_new_records_and_a_mount_before_it_keeps_readi
     assert f"verified {len(rels)} files, 0 bad" in run("verify", url, env=env).stdout
 
 
+def test_leftovers_over_more_than_one_page_of_a_listing_are_named_and_deleted(rgw, scratch, small_append_trees,
+                                                                              tmp_path):
+    """1,100 records left by appends: more than one page of a listing (1,000 keys), a page larger
+    than an ordinary answer. inspect names every one, and the next append deletes every one."""
+    old, new, _ = small_append_trees
+    url, prefix = f"s3://{BUCKET}/append/pages", "append/pages"
+    pack_s3(rgw, scratch, old, url, "--record-bytes", "256KiB")
+    left = tmp_path / "left" / "records"
+    left.mkdir(parents=True)
+    names = [f"records/{500 + i:06d}-00000000-{i:016x}.rec" for i in range(1100)]
+    for n in names:
+        (tmp_path / "left" / n).write_bytes(b"")
+    aws(rgw, "s3", "cp", "--recursive", "--quiet", str(tmp_path / "left"), f"s3://{BUCKET}/{prefix}/")
+    env = {**os.environ, **rgw}
+    named = [line.rsplit(" ", 1)[1] for line in leftover_lines(run("inspect", url, env=env).stdout)]
+    assert sorted(named) == names
+    append_s3(rgw, scratch, new, url)
+    assert not set(names) & set(objects(rgw, prefix))
+    assert not leftover_lines(run("verify", url, env=env).stdout)
+
+
 @pytest.mark.parametrize("phase", ["records", "between-records", "index", "index-upload"])
 def test_a_killed_append_to_s3_leaves_the_store_as_it_was(rgw, scratch, small_append_trees, tmp_path, phase):
     """Killed with its records uploaded, between two of them, with the index made but not sent,
