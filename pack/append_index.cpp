@@ -57,6 +57,7 @@ class UnionWriter {
   fid::Status write_skipped();
   fid::Status write_clips();
   fid::Status write_videos();
+  fid::Status write_unreferenced();
 
   const index::SqliteDb& old_db_;
   const AppendTree& old_;
@@ -70,8 +71,7 @@ class UnionWriter {
     std::vector<uint8_t> pieces;
   };
   std::vector<Replaced> replaced_;
-  fid::Status write_unreferenced();
-  bool unreferenced_ = false;
+  bool unreferenced_ = false;  // the union has an unreferenced table
   std::vector<int64_t> old_dir_, part_dir_;  // new folder id by the old store's, by the part's
   bool clips_ = false;
 };
