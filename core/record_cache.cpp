@@ -85,6 +85,11 @@ size_t RecordCache::entries() const {
   return lru_.size();
 }
 
+size_t RecordCache::waiting() const {
+  std::lock_guard lock(mu_);
+  return waiting_;
+}
+
 namespace {
 // The prefix level of a file record read at `level`, given a function of the gathered length at a
 // level. One read of the whole record against a read a file: reading a little over half the
@@ -165,7 +170,9 @@ std::shared_ptr<const Prefix> RecordCache::get(uint32_t r, int level, bool wait_
     }
     if (s.pending_level < level || !wait_for_load) return nullptr;
     waited = true;
+    ++waiting_;
     cv_.wait(lock);
+    --waiting_;
   }
 }
 

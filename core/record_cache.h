@@ -99,6 +99,8 @@ class RecordCache {
   uint64_t used() const { return used_.load(); }
   uint64_t peak() const { return peak_.load(); }
   size_t entries() const;
+  // Readers waiting in get() for a load now (what a test waits for before it lets a load finish).
+  size_t waiting() const;
 
   // The key of clip run c's prefix.
   uint32_t clip_key(const index::ClipRun& c) const { return static_cast<uint32_t>(store_.records().size()) + c.id; }
@@ -171,6 +173,7 @@ class RecordCache {
   std::atomic<uint64_t> used_{0}, peak_{0};
   mutable std::mutex mu_;
   std::condition_variable cv_;
+  size_t waiting_ = 0;  // readers in cv_.wait (mu_)
   std::unordered_map<uint32_t, Slot> slots_;
   std::list<uint32_t> lru_;  // front = most recently used
   std::unordered_map<uint32_t, uint32_t> damaged_;  // record -> damaged loads in a row

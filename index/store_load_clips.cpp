@@ -33,6 +33,8 @@ void Store::load_clips(SqliteDb& db, const std::string& ip) {
     int64_t first = q.integer(3);
     const ClipRun* before = clips_.empty() ? nullptr : &clips_.back();
     const bool known = record >= 0 && record < static_cast<int64_t>(records_.size());
+    if (first < 0 || n < 1)
+      throw corrupt_index(ip, fmt::format("clip {}: {} frames from slot {}", id, n, first));
     // The index's slots count the unreferenced ones (format 6), the files' slots do not.
     const int64_t index_first = first;
     for (const Unreferenced& u : known ? unreferenced_in(static_cast<uint32_t>(record)) : std::span<const Unreferenced>()) {
@@ -45,13 +47,17 @@ void Store::load_clips(SqliteDb& db, const std::string& ip) {
       throw corrupt_index(ip, fmt::format("clip {} (folder {}, record {}) is out of range or order", id, dir, record));
     Record& rec = records_[static_cast<size_t>(record)];
     const std::span<const uint32_t> members = record_files(rec.id);
-    const bool fits = rec.layout != RecordLayout::whole && first >= 0 && n >= 1 && first + n <= static_cast<int64_t>(members.size());
-    for (int64_t slot = first; fits && slot < first + n; ++slot) {
+    // n and first are compared with the record's file count before any sum of theirs is made: a
+    // crafted count near 2^63 must not wrap past the check.
+    const auto count = static_cast<int64_t>(members.size());
+    if (rec.layout == RecordLayout::whole || n > count || first > count - n)
+      throw corrupt_index(ip, fmt::format("clip {}: {} frames from slot {} do not fit the {} JPEG slots of record {}", id,
+                                          n, first, rec.layout == RecordLayout::whole ? 0 : count, record));
+    for (int64_t slot = first; slot < first + n; ++slot) {
       const File& f = files_[members[static_cast<size_t>(slot)]];
       if (f.kind != FileKind::jpeg || f.dir != static_cast<uint32_t>(dir))
         throw corrupt_index(ip, fmt::format("clip {}: file {} of record {} is not a JPEG of folder {}", id, f.id, record, dir));
     }
-    if (!fits) throw corrupt_index(ip, fmt::format("clip {}: slots {}..{} are not JPEGs of record {}", id, first, first + n - 1, record));
     if (rec.clip_count++ == 0) rec.clip_begin = static_cast<uint32_t>(clips_.size());
     clips_.push_back(ClipRun{static_cast<uint32_t>(id), static_cast<uint32_t>(dir), rec.id, static_cast<uint32_t>(first),
                              static_cast<uint32_t>(n), 0, {}});

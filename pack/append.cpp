@@ -19,6 +19,7 @@
 #include "index/sqlite_db.h"
 #include "index/store.h"
 #include "pack/append_index.h"
+#include "pack/index_check.h"
 
 namespace fid::pack {
 
@@ -82,6 +83,7 @@ fid::Result<AppendReport> append_locked(const PackOptions& opt, PackIo io,
   const fsys::path part_dir = store / kPartDir;
   PackOptions part = opt;
   part.store = part_dir;
+  part.writes_into = store;
   part.check_listing = [&](const SourceTree& tree) { return refuse_existing(*old, tree, store.string(), opt.replace); };
   fid::Result<PackReport> packed = pack(part, std::move(io), progress, cancel);
   if (!packed) return std::move(packed).error();
@@ -106,6 +108,7 @@ fid::Result<AppendReport> append_locked(const PackOptions& opt, PackIo io,
   const fsys::path partial = store / index::kIndexPartialFile;
   if (fid::Status written = write_union_index(**old_db, *old, **part_db, *part_tree, index::record_path, partial); !written)
     return fail(std::move(written).error());
+  if (fid::Status loads = check_before_commit(partial, store.string(), "append"); !loads) return fail(std::move(loads).error());
   if (fid::Status flushed = fsync_path(partial); !flushed) return fail(std::move(flushed).error());
   stop_here_for_tests("index");
   if (cancel) return fail(fid::Error{ECANCELED, "interrupted"});

@@ -405,6 +405,19 @@ fid::Result<AppendTree> read_append_tree(const index::SqliteDb& db, const std::s
     });
     if (!read) return std::move(read).error();
   }
+  fid::Result<bool> has_videos = db.has_table("videos");
+  if (!has_videos) return std::move(has_videos).error();
+  if (*has_videos) {
+    fid::Result<index::SqliteStatement> v = db.prepare("SELECT dir FROM videos");
+    if (!v) return std::move(v).error();
+    read = v->each_row([&]() -> fid::Status {
+      const int64_t dir = v->integer(0);
+      if (dir < 0 || static_cast<size_t>(dir) >= t.dirs.size()) return corrupt(fmt::format("a video's folder {}", dir));
+      t.video_dirs.insert(t.dirs[static_cast<size_t>(dir)]);
+      return {};
+    });
+    if (!read) return std::move(read).error();
+  }
   fid::Result<bool> has_unreferenced = db.has_table("unreferenced");
   if (!has_unreferenced) return std::move(has_unreferenced).error();
   t.unreferenced = *has_unreferenced;
@@ -429,17 +442,28 @@ fid::Status refuse_existing(const AppendTree& old, const SourceTree& tree, const
     if (clash.size() < 5) clash.push_back(std::move(rel));
     ++count;
   };
-  std::vector<std::string> into_clip;  // a clip's frames lie together: a clip of the store takes no more
+  std::vector<std::string> into_clip;   // a clip's frames lie together: a clip of the store takes no more
+  std::vector<std::string> into_video;  // a video's folder holds the frames its row counts
   for (uint32_t i = 0; i < tree.files.size(); ++i) {
     std::string rel = tree.rel(i);
-    const bool into_a_clip = old.clip_dirs.count(tree.dirs[tree.files.dir(i)].rel) > 0;
+    const std::string& folder = tree.dirs[tree.files.dir(i)].rel;
+    const bool into_a_clip = old.clip_dirs.count(folder) > 0;
     if (dirs.count(rel) || (files.count(rel) && !(replace && !into_a_clip))) note(std::move(rel));
     else if (into_a_clip && into_clip.size() < 5) into_clip.push_back(rel);
+    else if (!files.count(rel) && old.video_dirs.count(folder) && into_video.size() < 5) into_video.push_back(rel);
   }
   if (count == 0 && !into_clip.empty())
     return fid::Error{EEXIST, fmt::format("{}: the source adds files to a clip folder of the store ({}): a clip's frames "
                                           "lie together, so an append adds whole clips only", store,
                                           fmt::join(into_clip, ", "))};
+  if (count == 0 && !into_video.empty())
+    return fid::Error{EEXIST, fmt::format("{}: the source adds files to a folder the store made from a video ({}): "
+                                          "that folder holds the video's frames only", store, fmt::join(into_video, ", "))};
+  for (const index::VideoSource& v : tree.videos)
+    if (dirs.count(tree.dirs[v.dir].rel))
+      return fid::Error{EEXIST, fmt::format("{}: the store has a folder '{}' already, where the source's video '{}' would "
+                                            "put its frames: an append adds a video's frames as a new folder", store,
+                                            tree.dirs[v.dir].rel, v.name)};
   for (const SourceDir& d : tree.dirs)
     if (!d.rel.empty() && files.count(d.rel)) note(d.rel);
   if (count == 0) return {};

@@ -23,7 +23,8 @@ struct AppendTree {
   std::vector<std::string> dirs;
   std::vector<int64_t> dir_mtimes;
   std::vector<std::string> files;
-  std::unordered_set<std::string> clip_dirs;  // folders with clip runs
+  std::unordered_set<std::string> clip_dirs;   // folders with clip runs
+  std::unordered_set<std::string> video_dirs;  // folders made from videos (the videos table)
   uint32_t records = 0;
   bool unreferenced = false;  // it has an unreferenced table (format 6: files an append replaced)
 };
@@ -34,8 +35,10 @@ fid::Result<std::unique_ptr<index::SqliteDb>> open_append_index(const std::files
 // `name` says whose index it is in errors (EINVAL: corrupt).
 fid::Result<AppendTree> read_append_tree(const index::SqliteDb& db, const std::string& name);
 // EEXIST naming the first source paths that the store has already (a file, or a file where the
-// source has a folder, or the reverse), or that add files to one of its clip folders. With
-// `replace`, a file where the store has a file (outside clip folders) is not refused.
+// source has a folder, or the reverse), that add files to one of its clip folders or to a folder
+// it made from a video (whose frame count the index holds), or the folder of a source video that
+// the store has already. With `replace`, a file where the store has a file (outside clip folders)
+// is not refused.
 fid::Status refuse_existing(const AppendTree& old, const SourceTree& tree, const std::string& store_name, bool replace);
 // How many of the part's files replace a file of the store (pack --append --replace).
 size_t replaced_files(const AppendTree& old, const AppendTree& part);

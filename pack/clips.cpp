@@ -103,9 +103,11 @@ fid::Result<std::vector<Clip>> find_clips(const SourceTree& tree, const PackSour
   for (uint32_t d = 0; d < by_dir.size(); ++d) {
     if (cancel) return fid::Error{ECANCELED, "interrupted"};
     std::vector<uint32_t>& files = by_dir[d];
-    if (files.empty()) continue;
+    // The root is never a clip (a store's clips are folders of it): the frames of a source
+    // that is one clip's folder stay plain files.
+    if (files.empty() || d == 0) continue;
     if (rule.mode == ClipRule::Mode::glob) {
-      if (d == 0 || !glob_match(rule.glob, tree.dirs[d].rel)) continue;
+      if (!glob_match(rule.glob, tree.dirs[d].rel)) continue;
     } else if (files.size() < kMinClipFrames || !numbered_frames(tree, files)) {
       continue;
     }

@@ -37,12 +37,13 @@ bool natural_less(std::string_view a, std::string_view b);
 // A clip needs at least this many frames under `auto`.
 inline constexpr size_t kMinClipFrames = 4;
 
-// The clips of `tree` under `rule`, in walk order of their folders. Under auto, a folder is a clip
-// when its files, at least kMinClipFrames, are all JPEGs by name (.jpg, .jpeg, any case) named
-// PREFIX + NUMBER, the numbers of each PREFIX consecutive, and its first and last frames have the
-// same pixel size (their frame headers, read from `source`): an image-classification folder
-// (ImageNet's n01440764_10026.JPEG ...) has gaps in its numbers, or images of many sizes. Under a
-// glob, every matching folder with files is a clip. An error only when the source fails.
+// The clips of `tree` under `rule`, in walk order of their folders; the root is never one. Under
+// auto, a folder is a clip when its files, at least kMinClipFrames, are all JPEGs by name (.jpg,
+// .jpeg, any case) named PREFIX + NUMBER, the numbers of each PREFIX consecutive, and its first and
+// last frames have the same pixel size (their frame headers, read from `source`): an
+// image-classification folder (ImageNet's n01440764_10026.JPEG ...) has gaps in its numbers, or
+// images of many sizes. Under a glob, every matching folder with files is a clip. An error only
+// when the source fails.
 fid::Result<std::vector<Clip>> find_clips(const SourceTree& tree, const PackSource& source, const ClipRule& rule,
                                           const std::atomic<bool>& cancel);
 

@@ -27,7 +27,6 @@ std::string join_rel(const std::string& parent, const std::string& name) {
   return parent.empty() ? name : parent + "/" + name;
 }
 
-using Ancestors = std::vector<std::pair<dev_t, ino_t>>;
 
 // The folder's entry names sorted bytewise, or the reason it cannot be listed.
 fid::Result<std::vector<std::string>> sorted_names(const fsys::path& abs) {
@@ -50,8 +49,8 @@ fid::Result<std::vector<std::string>> sorted_names(const fsys::path& abs) {
 // Depth-first, children sorted bytewise, symlinks followed, loops cut: a parent's id is always
 // smaller than its children's. Fails only when the listing cannot be kept (ENOMEM, the message
 // the reason only).
-fid::Status walk(SourceTree& tree, const fsys::path& abs, uint32_t dir_id, Ancestors& ancestors,
-                 const std::atomic<bool>& cancel) {
+fid::Status walk(SourceTree& tree, const fsys::path& abs, uint32_t dir_id, FolderIds& ancestors,
+                 const FolderIds& excluded, const std::atomic<bool>& cancel) {
   if (cancel) return {};
   fid::Result<std::vector<std::string>> names = sorted_names(abs);
   if (!names) {
@@ -72,16 +71,19 @@ fid::Status walk(SourceTree& tree, const fsys::path& abs, uint32_t dir_id, Ances
       continue;
     }
     if (S_ISDIR(st.st_mode)) {
-      bool loop = std::any_of(ancestors.begin(), ancestors.end(),
-                              [&](auto& a) { return a.first == st.st_dev && a.second == st.st_ino; });
-      if (loop) {
+      const auto is_this = [&](const auto& a) { return a.first == st.st_dev && a.second == st.st_ino; };
+      if (std::any_of(ancestors.begin(), ancestors.end(), is_this)) {
         tree.skipped.emplace_back(rel + "/", "symlink loop (folder is its own ancestor)");
+        continue;
+      }
+      if (std::any_of(excluded.begin(), excluded.end(), is_this)) {
+        tree.skipped.emplace_back(rel + "/", "the store being written (reached through a symlink)");
         continue;
       }
       auto id = static_cast<uint32_t>(tree.dirs.size());
       tree.dirs.push_back(SourceDir{dir_id, n, rel, mtime_of(st)});
       ancestors.emplace_back(st.st_dev, st.st_ino);
-      if (fid::Status walked = walk(tree, child, id, ancestors, cancel); !walked) return walked;
+      if (fid::Status walked = walk(tree, child, id, ancestors, excluded, cancel); !walked) return walked;
       ancestors.pop_back();
     } else if (S_ISREG(st.st_mode)) {
       if (static_cast<uint64_t>(st.st_size) > kMaxSourceFileBytes) {
@@ -99,13 +101,22 @@ fid::Status walk(SourceTree& tree, const fsys::path& abs, uint32_t dir_id, Ances
 
 }  // namespace
 
+FolderIds folder_ids(std::initializer_list<fsys::path> folders) {
+  FolderIds out;
+  for (const fsys::path& f : folders) {
+    struct stat st {};
+    if (!f.empty() && ::stat(f.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) out.emplace_back(st.st_dev, st.st_ino);
+  }
+  return out;
+}
+
 fid::Result<SourceTree> FolderSource::list(const std::atomic<bool>& cancel) {
   SourceTree tree;
   struct stat st {};
   ::stat(root_.c_str(), &st);
   tree.dirs.push_back(SourceDir{0, "", "", mtime_of(st)});
-  Ancestors ancestors{{st.st_dev, st.st_ino}};
-  if (fid::Status walked = walk(tree, root_, 0, ancestors, cancel); !walked)
+  FolderIds ancestors{{st.st_dev, st.st_ino}};
+  if (fid::Status walked = walk(tree, root_, 0, ancestors, excluded_, cancel); !walked)
     return fid::Error{walked.error().code, fmt::format("{}: cannot list: {}", root_.string(), walked.error().message)};
   return tree;
 }

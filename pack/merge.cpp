@@ -437,7 +437,7 @@ fid::Status MergeWriter::copy_clips() {
 }
 
 // Writes the merged index into `tmp` (records linked, index complete and renamed into place).
-fid::Result<MergeReport> write_store(std::vector<Part>& parts, TempStore& tmp, const MergeIo& io,
+fid::Result<MergeReport> write_store(std::vector<Part>& parts, TempStore& tmp, const fsys::path& store, const MergeIo& io,
                                      const std::atomic<bool>& cancel) {
   fid::Result<std::vector<std::string>> folders = folder_paths(parts);
   if (!folders) return std::move(folders).error();
@@ -456,7 +456,7 @@ fid::Result<MergeReport> write_store(std::vector<Part>& parts, TempStore& tmp, c
     if (!written) return std::move(written).error();
     report = w.report;
   }
-  if (fid::Status published = tmp.publish_index(); !published) return std::move(published).error();
+  if (fid::Status published = tmp.publish_index(store.string(), "merge"); !published) return std::move(published).error();
   return report;
 }
 
@@ -497,7 +497,7 @@ fid::Result<MergeReport> merge(const std::vector<fsys::path>& part_dirs, const f
   std::vector<Part>& parts = *opened;
   fid::Result<std::unique_ptr<TempStore>> tmp = TempStore::begin(store);
   if (!tmp) return std::move(tmp).error();
-  fid::Result<MergeReport> report = write_store(parts, **tmp, io, cancel);
+  fid::Result<MergeReport> report = write_store(parts, **tmp, store, io, cancel);
   if (!report) return report;
   if (cancel) return fid::Error{ECANCELED, "interrupted"};
   if (io.destination) {

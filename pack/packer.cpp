@@ -207,7 +207,7 @@ fid::Status write_index(const PackOptions& opt, TempStore& tmp, std::unique_ptr<
     const int err = errno;
     return fid::Error{err, fmt::format("{}: cannot remove: {}", scratch.string(), std::strerror(err))};
   }
-  return tmp.publish_index();
+  return tmp.publish_index(opt.store.string(), "pack");
 }
 
 
@@ -228,10 +228,10 @@ std::vector<bool> select_shard(const Shard& shard, SourceTree& tree, const std::
 
 }  // namespace
 
-std::unique_ptr<PackSource> local_source(const PackOptions& opt) {
+std::unique_ptr<PackSource> local_source(const PackOptions& opt, FolderIds excluded) {
   if (fid::Result<bool> tars = sources_are_tars(opt.sources); tars && *tars)
     return std::make_unique<TarSource>(TarSourceOptions{opt.sources, opt.expand_inner_tars});
-  return std::make_unique<FolderSource>(opt.sources[0]);
+  return std::make_unique<FolderSource>(opt.sources[0], std::move(excluded));
 }
 
 __extension__ typedef unsigned __int128 uint128;
@@ -271,6 +271,18 @@ fid::Result<bool> sources_are_tars(const std::vector<fsys::path>& sources) {
   return true;
 }
 
+namespace {
+
+// The path with its symlinks resolved, as far as it exists.
+fsys::path real_path(const fsys::path& p) {
+  std::error_code ec;
+  fsys::path real = fsys::weakly_canonical(fsys::absolute(p, ec), ec);
+  if (ec) return fsys::absolute(p, ec).lexically_normal();
+  return real.filename().empty() ? real.parent_path() : real;
+}
+
+}  // namespace
+
 fid::Result<fsys::path> check_pack_options(const PackOptions& opt, const PackIo& io) {
   std::error_code ec;
   fid::Result<bool> tars = io.source ? fid::Result<bool>(true) : sources_are_tars(opt.sources);
@@ -281,10 +293,20 @@ fid::Result<fsys::path> check_pack_options(const PackOptions& opt, const PackIo&
   if (opt.record_files < 1) return fid::Error{EINVAL, "a record must be allowed at least one file"};
   fid::Result<fsys::path> target = check_store_target(opt.store);
   if (!target) return target;
-  const fsys::path& store = *target;
-  fsys::path source_abs = *tars ? fsys::path() : fsys::canonical(opt.sources[0], ec);
-  if (!*tars && !ec && (store == source_abs || store.string().rfind(source_abs.string() + "/", 0) == 0))
-    return fid::Error{EINVAL, fmt::format("{}: the store must not be inside the source folder", store.string())};
+  if (*tars) return target;
+  // Real paths: a store reached through a symlink is the same store.
+  const fsys::path source = fsys::canonical(opt.sources[0], ec);
+  if (ec) return target;
+  const fsys::path store = real_path(opt.writes_into.empty() ? *target : opt.writes_into);
+  const auto within = [](const fsys::path& inner, const fsys::path& outer) {
+    return inner == outer || inner.string().rfind(outer.string() == "/" ? "/" : outer.string() + "/", 0) == 0;
+  };
+  if (within(store, source))
+    return fid::Error{EINVAL, fmt::format("{}: the store must not be inside the source folder {}", store.string(),
+                                          source.string())};
+  if (within(source, store))
+    return fid::Error{EINVAL, fmt::format("{}: the source folder is inside the store {}", opt.sources[0].string(),
+                                          store.string())};
   return target;
 }
 
@@ -307,7 +329,8 @@ fid::Result<PackReport> pack_unguarded(const PackOptions& opt, PackIo io,
   const fsys::path& tmp_path = (*tmp)->path();
 
   PackReport report;
-  std::unique_ptr<PackSource> source = io.source ? std::move(io.source) : local_source(opt);
+  std::unique_ptr<PackSource> source =
+      io.source ? std::move(io.source) : local_source(opt, folder_ids({tmp_path, opt.writes_into.empty() ? store : opt.writes_into}));
   if (opt.video_frames)
     source = video_frames_source(std::move(source), *opt.video_frames, tmp_path, pack_jobs(opt), report.videos);
   fid::Result<SourceTree> listed = source->list(cancel);

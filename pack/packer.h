@@ -14,6 +14,7 @@
 #include "codec/jpeg.h"
 #include "common/error.h"
 #include "pack/clips.h"
+#include "pack/folder_source.h"
 #include "pack/pack_source.h"
 #include "pack/shard.h"
 #include "pack/video_source.h"
@@ -49,6 +50,10 @@ struct PackOptions {
   // pack --append --replace: a source file at a path the store has replaces the store's file
   // (append.h); without it such a path is refused.
   bool replace = false;
+  // pack --append: the store that `store` (the appended part's folder) lies in. The source must
+  // neither hold the store it writes nor lie in it (compared as real paths, symlinks resolved),
+  // and a folder walk skips the store where a symlink leads into it.
+  std::filesystem::path writes_into;
 };
 
 struct PackProgress {
@@ -95,15 +100,16 @@ struct PackIo {
 };
 
 // Checks the options before anything is written: the sources are one folder or tar files, the
-// record size is at least 4096, the store is absent or an empty folder, not inside a source
-// folder, and its parent folder exists. Returns the store's absolute path. Touches nothing. A failure here is the
+// record size is at least 4096, the store is absent or an empty folder, neither inside a source
+// folder nor holding it (nor is options.writes_into), and its parent folder exists. Returns the store's absolute path. Touches nothing. A failure here is the
 // caller's mistake (the command line reports it as a usage error); pack() checks the same first.
 // With io.source, options.sources only names it in messages.
 fid::Result<std::filesystem::path> check_pack_options(const PackOptions& options, const PackIo& io = {});
 
 // The source pack reads when the caller gives none: the folder, or the tar files, that
-// options.sources names (as check_pack_options accepted them).
-std::unique_ptr<PackSource> local_source(const PackOptions& options);
+// options.sources names (as check_pack_options accepted them). A folder's walk skips the folders
+// `excluded` (device, inode): the store being written, where a symlink of the source leads to it.
+std::unique_ptr<PackSource> local_source(const PackOptions& options, FolderIds excluded = {});
 
 // Packs options.source into options.store. On any failure, and when `cancel` becomes true
 // (ECANCELED), nothing is left at options.store. `progress` is called from one thread.

@@ -388,7 +388,7 @@ Result<RelayoutReport> relayout(const index::Store& store, index::StoreLayout la
   if (cancel) return Error{ECANCELED, "interrupted"};
   if (Status indexed = write_index(store, layout, io.index_file, dir / index::kIndexPartialFile, region_ends); !indexed)
     return std::move(indexed).error();
-  if (Status published = (*tmp)->publish_index(); !published) return std::move(published).error();
+  if (Status published = (*tmp)->publish_index(target->string(), "relayout"); !published) return std::move(published).error();
   if (io.destination) {
     if (Status uploaded = io.destination->finish(dir / index::kIndexFile); !uploaded) return std::move(uploaded).error();
   } else if (Status committed = (*tmp)->commit(*target); !committed) {

@@ -15,6 +15,7 @@
 #include "net/s3_listing.h"
 #include "net/s3_requests.h"
 #include "pack/append_index.h"
+#include "pack/index_check.h"
 #include "pack/s3_jobs.h"
 #include "pack/s3_upload.h"
 #include "storage/remote_store.h"
@@ -252,6 +253,7 @@ Result<AppendReport> append_to_s3(const S3AppendTarget& target, const PackOption
   const fs::path union_index = union_dir / index::kIndexFile;
   if (Status written = write_union_index(**old_db, *old, **part_db, *part_tree, name_of, union_index); !written)
     return std::move(written).error();
+  if (Status loads = check_before_commit(union_index, target.url.text, "append"); !loads) return std::move(loads).error();
   stop_here_for_tests("index");
   if (cancel) return Error{ECANCELED, "interrupted"};
 

@@ -11,6 +11,7 @@
 
 #include "common/posix_io.h"
 #include "index/format.h"
+#include "pack/index_check.h"
 
 namespace fid::pack {
 
@@ -87,8 +88,9 @@ TempStore::~TempStore() {
   }
 }
 
-fid::Status TempStore::publish_index() {
+fid::Status TempStore::publish_index(const std::string& store, const char* writer) {
   const fsys::path partial = path_ / index::kIndexPartialFile;
+  if (fid::Status loads = check_before_commit(partial, store, writer); !loads) return loads;
   if (fid::Status flushed = fsync_path(partial); !flushed) return std::move(flushed).error();
   if (::rename(partial.c_str(), (path_ / index::kIndexFile).c_str()) != 0) {
     const int err = errno;

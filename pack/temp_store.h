@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <memory>
+#include <string>
 
 #include "common/error.h"
 #include "common/fd.h"
@@ -25,9 +26,10 @@ class TempStore {
   // Flushes the records folder and the folder, then renames the folder to `store` (an empty
   // target folder is replaced atomically by rename(2)).
   fid::Status commit(const std::filesystem::path& store);
-  // Flushes the complete index written as index.sqlite.partial and renames it index.sqlite: a
-  // folder that has an index.sqlite has all of it.
-  fid::Status publish_index();
+  // Checks the complete index written as index.sqlite.partial (check_before_commit: `writer`
+  // writes `store`), flushes it and renames it index.sqlite: a folder that has an index.sqlite
+  // has all of it.
+  fid::Status publish_index(const std::string& store, const char* writer);
 
  private:
   TempStore() = default;

@@ -200,15 +200,19 @@ class VideoFramesSource final : public PackSource {
     for (size_t d = 1; d < inner_tree_.dirs.size(); ++d)
       if (fid::Status s = listing.add(Entry{1, {}, 0, inner_tree_.dirs[d].mtime_ns}, inner_tree_.dirs[d].rel); !s) return std::move(s).error();
     std::vector<bool> is_video(inner_tree_.files.size(), false);
+    std::unordered_map<std::string, std::string> claimed;  // frames' folder -> the video whose frames it holds
     for (size_t k = 0; k < videos_.size(); ++k) {
       DecodedVideo& v = videos_[k];
       is_video[v.inner] = true;
       const std::string rel = inner_tree_.rel(v.inner);
       if (v.failed.empty() && taken.count(v.folder)) v.failed = fmt::format("its frames' folder '{}' is taken", v.folder);
+      if (auto other = claimed.find(v.folder); v.failed.empty() && other != claimed.end())
+        v.failed = fmt::format("its frames' folder '{}' is taken by the frames of {}", v.folder, other->second);
       if (!v.failed.empty()) {
         skipped_.emplace_back(rel, v.failed);
         continue;
       }
+      claimed.emplace(v.folder, rel);
       if (fid::Status s = listing.add(Entry{1, {}, 0, v.mtime_ns}, v.folder); !s) return std::move(s).error();
       for (size_t f = 0; f < v.frame_end.size(); ++f) {
         const uint64_t size = v.frame_end[f] - (f ? v.frame_end[f - 1] : 0);

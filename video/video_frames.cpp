@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
+#include <cstdarg>
+#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -18,6 +20,8 @@ extern "C" {
 #include <libavutil/imgutils.h>
 #include <libswscale/swscale.h>
 }
+
+#include <fmt/format.h>
 
 #include "common/numbers.h"
 
@@ -95,10 +99,44 @@ fid::Status check_frame_size(int width, int height) {
   return {};
 }
 
+// The first warning (or worse) that the demuxer of the video this thread decodes logged (while
+// probing its streams or reading them): the one sign libavformat gives of a container that ends
+// early ("File ended prematurely") while its reads still end in a plain end of file.
+struct DemuxerWarning {
+  std::string first;
+};
+thread_local DemuxerWarning* t_demuxer_warning = nullptr;
+
+void keep_demuxer_warning(void* avcl, int level, const char* format, va_list args) {
+  DemuxerWarning* w = t_demuxer_warning;
+  if (w == nullptr || avcl == nullptr || *static_cast<const AVClass* const*>(avcl) != avformat_get_class() ||
+      level > AV_LOG_WARNING || !w->first.empty())
+    return;
+  char line[256];
+  std::vsnprintf(line, sizeof line, format, args);
+  w->first = line;
+  while (!w->first.empty() && (w->first.back() == '\n' || w->first.back() == ' ')) w->first.pop_back();
+}
+
+// libav's own log stays quiet (reasons come back as errors); a demuxer's warnings are kept.
 void quiet_libav() {
   static std::once_flag once;
-  std::call_once(once, [] { av_log_set_level(AV_LOG_QUIET); });  // reasons come back as errors
+  std::call_once(once, [] { av_log_set_callback(keep_demuxer_warning); });
 }
+
+// Keeps the warnings of the demuxers this thread runs while it lives (one video's).
+class WarningsKept {
+ public:
+  WarningsKept() : previous_(t_demuxer_warning) { t_demuxer_warning = &warning_; }
+  ~WarningsKept() { t_demuxer_warning = previous_; }
+  WarningsKept(const WarningsKept&) = delete;
+  WarningsKept& operator=(const WarningsKept&) = delete;
+  const std::string& first() const { return warning_.first; }
+
+ private:
+  DemuxerWarning warning_;
+  DemuxerWarning* previous_;
+};
 
 // Degrees clockwise that the container asks a player to turn the picture, as the ffmpeg CLI
 // reads its display matrix (a multiple of 90, else 0).
@@ -179,18 +217,18 @@ fid::Result<Opened> open_video(const VideoInput& input, MemoryReader& memory, co
 // The frames a decoder returns, converted, scaled, rotated and resampled in time, to on_frame.
 class FrameSink {
  public:
-  FrameSink(const FramesOptions& opt, const AVStream* st, VideoInfo& info,
-            const std::function<fid::Status(const codec::ImageView&)>& on_frame)
-      : opt_(opt), st_(st), info_(info), on_frame_(on_frame) {}
+  FrameSink(const FramesOptions& opt, const AVStream* st, uint64_t max_frames, VideoInfo& info,
+            const std::function<fid::Status(const codec::ImageView&)>& on_frame, const std::atomic<bool>& cancel)
+      : opt_(opt), st_(st), max_frames_(max_frames), info_(info), on_frame_(on_frame), cancel_(cancel) {}
 
   fid::Status take(const AVFrame* frame) {
     if (fid::Status converted = convert(frame); !converted) return converted;
-    if (opt_.fps_num == 0) return emit(picture_);
     int64_t ts = frame->best_effort_timestamp;
     if (ts == AV_NOPTS_VALUE) ts = last_ts_ == AV_NOPTS_VALUE ? 0 : last_ts_ + std::max<int64_t>(1, last_duration_);
     if (start_ == AV_NOPTS_VALUE) start_ = ts;
     last_ts_ = ts;
     last_duration_ = frame->pkt_duration;
+    if (opt_.fps_num == 0) return emit(picture_);
     // As the fps filter: output slot k shows the latest frame whose time rounds to k or less.
     const int64_t slot = slot_of(ts);
     while (pending_ && next_slot_ < slot) {
@@ -216,6 +254,10 @@ class FrameSink {
     return {};
   }
 
+  // Where the frames taken end (the last one's time plus its duration), in the stream's time
+  // base; AV_NOPTS_VALUE before the first.
+  int64_t end_ts() const { return last_ts_ == AV_NOPTS_VALUE ? last_ts_ : last_ts_ + std::max<int64_t>(last_duration_, 0); }
+
  private:
   int64_t slot_of(int64_t ts) const {
     return av_rescale_q_rnd(ts - start_, st_->time_base, AVRational{static_cast<int>(opt_.fps_den), static_cast<int>(opt_.fps_num)},
@@ -223,6 +265,11 @@ class FrameSink {
   }
 
   fid::Status emit(const codec::Image& image) {
+    if (cancel_) return fid::Error{ECANCELED, "interrupted"};
+    if (info_.frames >= max_frames_)
+      return fid::Error{EFBIG, fmt::format("it gives more than {} frames{}: a longer video takes max_frames=N in "
+                                           "--video-frames", max_frames_,
+                                           opt_.max_frames == 0 ? " (4 hours at the output frame rate)" : "")};
     ++info_.frames;
     return on_frame_(image);
   }
@@ -266,8 +313,10 @@ class FrameSink {
 
   const FramesOptions& opt_;
   const AVStream* st_;
+  const uint64_t max_frames_;
   VideoInfo& info_;
   const std::function<fid::Status(const codec::ImageView&)>& on_frame_;
+  const std::atomic<bool>& cancel_;
   std::unique_ptr<SwsContext, SwsCloser> sws_;
   codec::Image rgb_, picture_;
   std::optional<codec::Image> pending_;
@@ -289,12 +338,41 @@ fid::Status drain(AVCodecContext* codec, AVFrame* frame, FrameSink& sink, int& d
   }
 }
 
+// The frame cap of `opt` for stream `st` (FramesOptions::max_frames).
+uint64_t max_frames_of(const FramesOptions& opt, const AVStream* st) {
+  if (opt.max_frames != 0) return opt.max_frames;
+  double rate = opt.fps_num != 0 ? static_cast<double>(opt.fps_num) / opt.fps_den : 0;
+  if (rate == 0) {
+    const AVRational own = st->avg_frame_rate.num > 0 && st->avg_frame_rate.den > 0 ? st->avg_frame_rate : st->r_frame_rate;
+    rate = own.num > 0 && own.den > 0 ? std::clamp(av_q2d(own), 1.0, 1000.0) : 60.0;
+  }
+  return static_cast<uint64_t>(std::ceil(static_cast<double>(kDefaultMaxSeconds) * rate));
+}
+
+// Why a video whose reads ended at its end of file is short of what its container declares, or
+// "": the demuxer warned (a truncated Matroska file: "File ended prematurely"), and its frames end
+// more than a frame and a half before the video's declared duration (or it declares none).
+std::string ends_early(const AVFormatContext* f, const AVStream* st, int64_t frames_end, const std::string& warning) {
+  if (warning.empty()) return {};
+  const double start = st->start_time != AV_NOPTS_VALUE ? static_cast<double>(st->start_time) * av_q2d(st->time_base) : 0;
+  double declared = -1;
+  if (st->duration != AV_NOPTS_VALUE && st->duration > 0) declared = static_cast<double>(st->duration) * av_q2d(st->time_base);
+  else if (f->duration != AV_NOPTS_VALUE && f->duration > 0) declared = static_cast<double>(f->duration) / AV_TIME_BASE;
+  const double frame = st->avg_frame_rate.num > 0 && st->avg_frame_rate.den > 0 ? 1 / av_q2d(st->avg_frame_rate) : 0.04;
+  const double ended = frames_end == AV_NOPTS_VALUE ? 0 : static_cast<double>(frames_end) * av_q2d(st->time_base) - start;
+  if (declared < 0) return "its container ends early (" + warning + ")";
+  if (ended + 1.5 * frame >= declared) return {};
+  return fmt::format("its container ends early ({}): its frames end at {:.2f} s of the {:.2f} s it declares", warning,
+                     ended, declared);
+}
+
 }  // namespace
 
 fid::Result<VideoInfo> decode_frames(const VideoInput& input, const FramesOptions& opt,
                                      const std::function<fid::Status(const codec::ImageView&)>& on_frame,
                                      const std::atomic<bool>& cancel) {
   MemoryReader memory{input.bytes};
+  const WarningsKept warnings;
   fid::Result<Opened> opened = open_video(input, memory, opt);
   if (!opened) return std::move(opened).error();
   AVFormatContext* f = opened->format.get();
@@ -312,7 +390,7 @@ fid::Result<VideoInfo> decode_frames(const VideoInput& input, const FramesOption
   std::unique_ptr<AVPacket, PacketCloser> packet(av_packet_alloc());
   std::unique_ptr<AVFrame, FrameCloser> frame(av_frame_alloc());
   if (!packet || !frame) return fid::Error{ENOMEM, "out of memory"};
-  FrameSink sink(opt, st, info, on_frame);
+  FrameSink sink(opt, st, max_frames_of(opt, st), info, on_frame, cancel);
   int decode_errors = 0, rc = 0;
   while ((rc = av_read_frame(f, packet.get())) >= 0) {
     if (cancel) return fid::Error{ECANCELED, "interrupted"};
@@ -326,6 +404,7 @@ fid::Result<VideoInfo> decode_frames(const VideoInput& input, const FramesOption
   if (fid::Status s = sink.finish(); !s) return std::move(s).error();
   if (info.frames == 0)
     return fid::Error{EINVAL, "no frame decodes" + (info.cut_short.empty() ? std::string() : ": " + info.cut_short)};
+  if (info.cut_short.empty()) info.cut_short = ends_early(f, st, sink.end_ts(), warnings.first());
   if (info.cut_short.empty() && decode_errors > 0)
     info.cut_short = std::to_string(decode_errors) + " packets of its video did not decode";
   if (info.cut_short.empty() && opt.fps_num == 0 && st->nb_frames > 0 && info.frames < static_cast<uint64_t>(st->nb_frames))
@@ -396,12 +475,16 @@ fid::Result<FramesOptions> parse_frames_options(std::string_view text) {
       auto s = parse_u64(value);
       if (!s || *s < 8 || *s > 16384) return fid::Error{EINVAL, bad + "short_side takes pixels from 8 to 16384"};
       opt.short_side = static_cast<uint32_t>(*s);
+    } else if (key == "max_frames") {
+      auto m = parse_u64(value);
+      if (!m || *m == 0) return fid::Error{EINVAL, bad + "max_frames takes a count of frames from 1"};
+      opt.max_frames = *m;
     } else if (key == "quality") {
       auto q = parse_u64(value);
       if (!q || *q < 1 || *q > 100) return fid::Error{EINVAL, bad + "quality takes 1 to 100"};
       opt.quality = static_cast<int>(*q);
     } else {
-      return fid::Error{EINVAL, bad + "expected fps=N, short_side=S or quality=Q"};
+      return fid::Error{EINVAL, bad + "expected fps=N, short_side=S, quality=Q or max_frames=M"};
     }
   }
   return opt;

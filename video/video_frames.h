@@ -22,10 +22,17 @@ struct FramesOptions {
   uint32_t short_side = 0;            // 0: the video's size; else the shorter side scaled to this
   int quality = 95;                   // of the frames' JPEGs (libjpeg's scale)
   int threads = 1;                    // libavcodec's threads for one video
+  // A video that would give more frames is refused (EFBIG) when it reaches this many: a few bytes
+  // of crafted timestamps can ask a frame-rate resampler for endless copies of one frame. 0:
+  // kDefaultMaxSeconds at the output frame rate (fps, else the video's own, 1 to 1000).
+  uint64_t max_frames = 0;
 };
 
-// "fps=N,short_side=S,quality=Q" in any order, each optional; "" is the defaults. N may be a
-// fraction ("30000/1001") or a decimal ("29.97"). The error names the bad part.
+// max_frames 0: this long a video at the output frame rate (4 hours).
+inline constexpr uint64_t kDefaultMaxSeconds = 4 * 3600;
+
+// "fps=N,short_side=S,quality=Q,max_frames=M" in any order, each optional; "" is the defaults. N
+// may be a fraction ("30000/1001") or a decimal ("29.97"). The error names the bad part.
 fid::Result<FramesOptions> parse_frames_options(std::string_view text);
 
 // What the container and the decoder say of a video, as stored with its frames.
@@ -48,8 +55,10 @@ struct VideoInput {
 // Calls `on_frame` with each output frame in order (RGB, rotated, scaled; the view is valid only
 // during the call). An error from on_frame stops decoding and is returned. Errors: EINVAL with
 // the reason when the input is not a video (no video stream, an unknown codec, nothing decodes);
-// ECANCELED when `cancel` is set. A video that stops decoding part way keeps the frames before
-// and says why in info.cut_short.
+// EFBIG when it would give more than max_frames frames; ECANCELED when `cancel` is set (checked
+// before each frame given). A video that stops decoding part way (an error while reading, or a
+// container that ends before the time it declares, as a truncated file does) keeps the frames
+// before and says why in info.cut_short.
 fid::Result<VideoInfo> decode_frames(const VideoInput& input, const FramesOptions& opt,
                                      const std::function<fid::Status(const codec::ImageView&)>& on_frame,
                                      const std::atomic<bool>& cancel);

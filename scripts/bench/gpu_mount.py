@@ -189,8 +189,9 @@ def summarise(results, modes, core_sets, cores_all):
                       f"{m['reads']:.1f} FUSE reads/file ({len(runs)} runs)")
             if len(med) == 2:
                 a, b = (med[m] for m in modes)
-                print(f"    gpu={modes[0]} / gpu={modes[1]}: files/s {a['files_s'] / b['files_s']:.2f}x, daemon CPU per "
-                      f"file {a['cpu_ms'] / b['cpu_ms']:.2f}x")
+                ratio = lambda k: f"{a[k] / b[k]:.2f}x" if b[k] > 0 else "n/a (0 in the second)"
+                print(f"    gpu={modes[0]} / gpu={modes[1]}: files/s {ratio('files_s')}, daemon CPU per "
+                      f"file {ratio('cpu_ms')}")
 
 
 if __name__ == "__main__":

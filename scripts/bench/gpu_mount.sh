@@ -23,7 +23,7 @@ find_bin() {  # NAME ENV_VALUE BUILD_PATH
 fid=$(find_bin fidelityfs "${FIDELITYFS_BIN:-}" build/cli/fidelityfs)
 readbench=$(find_bin readbench "${READBENCH_BIN:-}" build/scripts/bench/readbench)
 work=$(mktemp -d "${TMPDIR:-/tmp}/gpu-mount.XXXXXX")
-trap 'fusermount3 -u "$work/mnt" 2>/dev/null || umount "$work/mnt" 2>/dev/null; rm -rf "$work"' EXIT
+trap 'fusermount3 -u "$work/mnt" 2>/dev/null || umount "$work/mnt" 2>/dev/null || true; rm -rf "$work"' EXIT
 "$fid" --version | head -2
 py=python3  # the one with numpy: on PATH (the GPU machine), else Debian's
 $py -c 'import numpy' 2>/dev/null || py=/usr/bin/python3

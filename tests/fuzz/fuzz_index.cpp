@@ -54,5 +54,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     (void)(*store)->storage_position(f);
   }
   for (const auto& r : (*store)->records()) (void)(*store)->record_files(r.id);
+  // Accepted clip runs lie inside their record's slots, and their level ends inside the record.
+  for (const auto& c : (*store)->clip_runs()) {
+    const size_t slots = (*store)->record_files(c.record).size();
+    if (c.frames == 0 || c.first_slot > slots || c.frames > slots - c.first_slot) std::abort();
+    for (uint64_t end : c.level_end)
+      if (end > (*store)->records()[c.record].size) std::abort();
+  }
   return 0;
 }

@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from conftest import fid_bin, manifest
+from conftest import REPO, fid_bin, manifest
 from mountutil import mounted, read_all
 
 
@@ -82,3 +82,26 @@ def test_gpu_on_matches_cpu_with_a_device(edge_tree, edge_store, tmp_path):
         gpu = json.load(open(os.path.join(mnt, ".fidelity", "stats")))["gpu"]
         assert gpu["decoder"].startswith("CUDA")
         assert gpu["max_batch_bytes"] == (64 << 20) // 8  # a quarter of gpu_memory over 2 streams
+
+
+def test_the_gpu_mount_bench_exits_0_after_a_complete_run_and_leaves_nothing(tmp_path):
+    """scripts/bench/gpu_mount.sh, as the device kit runs it, on a few small PNGs (gpu=emulate
+    against gpu=off where there is no device): exit 0 once every figure is printed, its work
+    folder gone, mounted or not at the end."""
+    from PIL import Image
+
+    pngs = tmp_path / "pngs"
+    pngs.mkdir()
+    for i in range(4):
+        Image.frombytes("RGB", (48, 32), bytes((i * 7 + k) % 256 for k in range(48 * 32 * 3))).save(pngs / f"{i}.png")
+    work = tmp_path / "tmp"
+    work.mkdir()
+    env = dict(os.environ, TMPDIR=str(work), ROUNDS="1", GPU_MOUNT_BUDGET_S="60", FIDELITYFS_BIN=fid_bin(),
+               READBENCH_BIN=os.path.join(REPO, "build", "scripts", "bench", "readbench"))
+    if not has_device():
+        env["GPU_MODES"] = "emulate,off"
+    p = subprocess.run(["bash", os.path.join(REPO, "scripts", "bench", "gpu_mount.sh"), str(pngs)], capture_output=True,
+                       text=True, env=env, timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "medians over the rounds" in p.stdout and " / gpu=" in p.stdout, p.stdout
+    assert os.listdir(work) == []

@@ -11,8 +11,10 @@ import json
 import math
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -219,3 +221,138 @@ def test_without_the_option_videos_are_blobs_and_bad_options_are_usage_errors(vi
     p = subprocess.run([fid_bin(), "pack", "--video-frames", videos, str(tmp_path / "bad")], capture_output=True,
                        text=True)
     assert p.returncode == 2 and "write the paths first" in p.stderr, p.stderr
+
+
+def ffmpeg(*args):
+    subprocess.run(["ffmpeg", "-nostdin", "-loglevel", "error", "-y", *args], check=True)
+
+
+@pytest.fixture(scope="module")
+def odd_videos(tmp_path_factory):
+    """Videos a new user meets: an mkv cut short, two frames a day apart, two videos of one stem,
+    a video of two frames (too short for a clip)."""
+    out = tmp_path_factory.mktemp("odd")
+    x264 = ["-c:v", "libx264", "-preset", "veryfast", "-crf", "18", "-pix_fmt", "yuv420p"]
+    ffmpeg("-f", "lavfi", "-i", "testsrc2=size=160x120:rate=25", "-frames:v", "10", *x264, str(out / "whole.mkv"))
+    data = (out / "whole.mkv").read_bytes()
+    (out / "cut").mkdir()
+    (out / "cut" / "ten.mkv").write_bytes(data[:len(data) * 6 // 10])
+    (out / "gap").mkdir()  # the second frame at t = 1e8 s
+    ffmpeg("-f", "lavfi", "-i", "color=c=red:size=32x32:rate=1", "-frames:v", "2", "-vf", "setpts=N*100000000/TB",
+           "-fps_mode", "passthrough", *x264, str(out / "gap" / "gap.mkv"))
+    (out / "stem").mkdir()
+    ffmpeg("-f", "lavfi", "-i", "testsrc2=size=64x48:rate=25", "-frames:v", "6", *x264, str(out / "stem" / "clip.mkv"))
+    ffmpeg("-f", "lavfi", "-i", "testsrc2=size=64x48:rate=25", "-frames:v", "5", *x264, str(out / "stem" / "clip.mp4"))
+    (out / "two").mkdir()
+    ffmpeg("-f", "lavfi", "-i", "testsrc2=size=64x48:rate=25", "-frames:v", "2", *x264, str(out / "two" / "short.mp4"))
+    return out
+
+
+def test_a_truncated_container_is_said_cut_short(odd_videos, tmp_path):
+    src = str(odd_videos / "cut")
+    kept = ffprobe_frames(os.path.join(src, "ten.mkv"))
+    assert 0 < kept < 10
+    p = pack(src, str(tmp_path / "store"), "--video-frames")
+    assert p.returncode == 0, p.stderr
+    assert f"video cut short: ten: kept {kept} frames: its container ends early (File ended prematurely)" in p.stdout, \
+        p.stdout
+    # The whole video is not.
+    whole = tmp_path / "whole"
+    whole.mkdir()
+    shutil.copy(odd_videos / "whole.mkv", whole)
+    p = pack(str(whole), str(tmp_path / "store2"), "--video-frames")
+    assert p.returncode == 0 and "cut short" not in p.stdout, p.stdout
+
+
+def test_repeated_frames_stop_at_the_cap_and_on_sigterm(odd_videos, tmp_path):
+    src = str(odd_videos / "gap")
+    # fps=1 over a second frame at 1e8 s would repeat it 1e8 times: the default cap (4 hours at
+    # 1 fps) skips the video with its reason, at once.
+    p = subprocess.run([fid_bin(), "pack", src, str(tmp_path / "capped"), "--progress", "off", "--video-frames=fps=1"],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 1, p.stderr
+    assert "skipped: gap.mkv: it gives more than 14400 frames (4 hours at the output frame rate)" in p.stdout, p.stdout
+    p = pack(src, str(tmp_path / "lower"), "--video-frames=fps=1,max_frames=50", "--allow-skipped")
+    assert p.returncode == 0 and "skipped: gap.mkv: it gives more than 50 frames: " in p.stdout, p.stdout
+    # With a cap that high the repeats run on; SIGTERM stops the pack within 2 s, leaving nothing.
+    store = tmp_path / "stopped"
+    proc = subprocess.Popen([fid_bin(), "pack", src, str(store), "--progress", "off",
+                             "--video-frames=fps=1,max_frames=1000000000"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and scratch_bytes(proc.pid) < (1 << 20):  # the frames repeat now
+            assert proc.poll() is None, proc.communicate()
+        assert scratch_bytes(proc.pid) >= (1 << 20)
+        proc.send_signal(signal.SIGTERM)
+        t0 = time.monotonic()
+        _, err = proc.communicate(timeout=30)
+        assert time.monotonic() - t0 < 2.0
+        assert proc.returncode != 0 and "interrupted" in err, err
+    finally:
+        proc.kill()
+        proc.wait()
+    assert not store.exists() and not [n for n in os.listdir(tmp_path) if n.startswith(".stopped.tmp-")]
+
+
+def scratch_bytes(pid):
+    """The bytes of the unlinked scratch files (the frames decoded so far) that `pid` holds open."""
+    total = 0
+    try:
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            try:
+                if "video-frames." in os.readlink(f"/proc/{pid}/fd/{fd}"):
+                    total += os.stat(f"/proc/{pid}/fd/{fd}").st_size
+            except OSError:
+                pass
+    except OSError:
+        pass
+    return total
+
+
+def test_videos_of_one_stem_keep_the_first_and_skip_the_others(odd_videos, tmp_path, mnt):
+    store = str(tmp_path / "store")
+    p = pack(str(odd_videos / "stem"), store, "--video-frames")
+    assert p.returncode == 1, p.stderr
+    assert "skipped: clip.mp4: its frames' folder 'clip' is taken by the frames of clip.mkv" in p.stdout, p.stdout
+    with mounted(store, mnt):
+        assert sorted(os.listdir(mnt)) == ["clip"]
+        assert len(os.listdir(os.path.join(mnt, "clip"))) == 6  # clip.mkv's frames
+        assert os.getxattr(os.path.join(mnt, "clip"), "user.fidelity.source") == b"clip.mkv"
+
+
+def test_an_append_adds_no_file_to_a_video_folder_nor_a_video_over_a_folder(odd_videos, tmp_path):
+    store = str(tmp_path / "store")
+    p = pack(str(odd_videos / "two"), store, "--video-frames")
+    assert p.returncode == 0, p.stderr
+    with open(os.path.join(store, "index.sqlite"), "rb") as f:
+        before = f.read()
+    extra = tmp_path / "extra"
+    (extra / "short").mkdir(parents=True)
+    Image.new("RGB", (64, 48)).save(extra / "short" / "extra.jpg")
+    p = subprocess.run([fid_bin(), "pack", "--append", str(extra), store, "--progress", "off"], capture_output=True,
+                       text=True)
+    assert p.returncode == 1, p.stderr
+    assert "the source adds files to a folder the store made from a video (short/extra.jpg)" in p.stderr, p.stderr
+    with open(os.path.join(store, "index.sqlite"), "rb") as f:
+        assert f.read() == before
+    # A video whose frames' folder the store has as a plain folder.
+    (extra / "short" / "extra.jpg").unlink()
+    (extra / "short").rmdir()
+    (extra / "plain").mkdir()
+    Image.new("RGB", (64, 48)).save(extra / "plain" / "a.jpg")
+    assert subprocess.run([fid_bin(), "pack", "--append", str(extra), store, "--progress", "off"],
+                          capture_output=True).returncode == 0
+    with open(os.path.join(store, "index.sqlite"), "rb") as f:
+        before = f.read()
+    videos = tmp_path / "videos"
+    videos.mkdir()
+    shutil.copy(odd_videos / "stem" / "clip.mp4", videos / "plain.mp4")
+    p = subprocess.run([fid_bin(), "pack", "--append", str(videos), store, "--progress", "off", "--video-frames"],
+                       capture_output=True, text=True)
+    assert p.returncode == 1, p.stderr
+    assert "the store has a folder 'plain' already, where the source's video 'plain.mp4' would put its frames" in \
+        p.stderr, p.stderr
+    with open(os.path.join(store, "index.sqlite"), "rb") as f:
+        assert f.read() == before
+    assert subprocess.run([fid_bin(), "verify", store], capture_output=True).returncode == 0

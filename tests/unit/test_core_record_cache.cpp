@@ -64,7 +64,12 @@ TEST_F(RecordCacheTest, ReadersWaitForALoadInFlight) {
   std::thread loader([&] { cache.load(r, level, true); });
   gated.wait_for_reader();  // the load is in flight, blocked in storage
   auto reader = std::async(std::launch::async, [&] { return cache.get(r, level); });
-  EXPECT_EQ(reader.wait_for(std::chrono::milliseconds(50)), std::future_status::timeout);  // it waits
+  // The load is let go only once the reader waits for it (however long a loaded machine takes to
+  // get it there), so that the read counts as a wait.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (cache.waiting() == 0 && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+  EXPECT_EQ(cache.waiting(), 1u) << "the reader never waited for the load";
+  EXPECT_EQ(reader.wait_for(std::chrono::milliseconds(0)), std::future_status::timeout);  // it waits
   gated.open();
   auto p = reader.get();
   loader.join();

@@ -12,6 +12,7 @@
 
 #include "core/file_reader.h"
 #include "core/read_range.h"
+#include "index/sqlite_db.h"
 #include "counting_source.h"
 #include "pack/clips.h"
 #include "pack/folder_source.h"
@@ -177,6 +178,37 @@ TEST_F(ClipStore, AClipLargerThanARecordGoesOnInTheNextRecord) {
       frames += runs[i]->frames;
     }
     EXPECT_EQ(frames, 12u);
+  }
+}
+
+// A crafted clips row whose counts would overflow the loader's sums (frames near 2^63, a first
+// slot past the record) is refused in either layout with the loader's message, before any frame
+// is laid out; so are negative counts.
+TEST_F(ClipStore, ACraftedClipRowIsRefusedInEitherLayout) {
+  for (index::StoreLayout layout : {index::StoreLayout::file, index::StoreLayout::scan}) {
+    const fs::path store = dir_.path() / fmt::format("crafted-{}", index::layout_name(layout));
+    pack::PackOptions opt = testutil::pack_options(src(), store, 1 << 20);
+    opt.layout = layout;
+    std::atomic<bool> cancel{false};
+    ASSERT_TRUE(pack::pack(opt, nullptr, cancel).ok());
+    const fs::path index_file = store / "index.sqlite";
+    const fs::path pristine = dir_.path() / "pristine.sqlite";
+    fs::copy_file(index_file, pristine, fs::copy_options::overwrite_existing);
+    for (const char* edit : {"UPDATE clips SET first_slot = first_slot + 1, frames = 9223372036854775807 WHERE id = 0",
+                             "UPDATE clips SET frames = 4294967297 WHERE id = 0",
+                             "UPDATE clips SET first_slot = 4294967295 WHERE id = 0",
+                             "UPDATE clips SET first_slot = -9223372036854775807 WHERE id = 0",
+                             "UPDATE clips SET frames = -1 WHERE id = 0"}) {
+      fs::copy_file(pristine, index_file, fs::copy_options::overwrite_existing);
+      {
+        auto db = testutil::value_or_throw(index::SqliteDb::open(index_file.string(), /*writable=*/true));
+        ASSERT_TRUE(db->exec(edit).ok()) << edit;
+      }
+      Result<std::unique_ptr<index::Store>> opened = index::Store::open(store);
+      ASSERT_FALSE(opened) << edit << " (" << index::layout_name(layout) << ")";
+      EXPECT_EQ(opened.error().code, EINVAL);
+      EXPECT_NE(opened.error().message.find("corrupt index: clip 0"), std::string::npos) << opened.error().message;
+    }
   }
 }
 
