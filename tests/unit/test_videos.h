@@ -1,0 +1,74 @@
+// Tiny videos made in process (libavformat's AVI muxer, libavcodec's MJPEG encoder), for unit
+// tests that need video files and no ffmpeg CLI: `frames` frames of w x h (even sides), each a
+// different shade, 25 frames a second.
+#pragma once
+
+#include <filesystem>
+#include <memory>
+#include <stdexcept>
+#include <string>
+
+extern "C" {
+#include <libavcodec/avcodec.h>
+#include <libavformat/avformat.h>
+}
+
+namespace fid::testutil {
+
+inline void write_test_video(const std::filesystem::path& path, int frames, int w, int h) {
+  const auto check = [&](bool ok, const char* what) {
+    if (!ok) throw std::runtime_error(path.string() + ": " + what);
+  };
+  AVFormatContext* out = nullptr;
+  check(avformat_alloc_output_context2(&out, nullptr, "avi", path.c_str()) >= 0, "no AVI muxer");
+  std::unique_ptr<AVFormatContext, void (*)(AVFormatContext*)> format(out, [](AVFormatContext* f) {
+    if (f->pb) avio_closep(&f->pb);
+    avformat_free_context(f);
+  });
+  const AVCodec* codec = avcodec_find_encoder(AV_CODEC_ID_MJPEG);
+  check(codec != nullptr, "no MJPEG encoder");
+  AVStream* stream = avformat_new_stream(out, nullptr);
+  std::unique_ptr<AVCodecContext, void (*)(AVCodecContext*)> enc(avcodec_alloc_context3(codec),
+                                                                  [](AVCodecContext* c) { avcodec_free_context(&c); });
+  enc->width = w;
+  enc->height = h;
+  enc->time_base = AVRational{1, 25};
+  enc->framerate = AVRational{25, 1};
+  enc->pix_fmt = AV_PIX_FMT_YUVJ420P;
+  check(avcodec_open2(enc.get(), codec, nullptr) >= 0, "the encoder does not open");
+  check(avcodec_parameters_from_context(stream->codecpar, enc.get()) >= 0, "no stream parameters");
+  stream->time_base = enc->time_base;
+  check(avio_open(&out->pb, path.c_str(), AVIO_FLAG_WRITE) >= 0, "cannot write");
+  check(avformat_write_header(out, nullptr) >= 0, "no header");
+  std::unique_ptr<AVFrame, void (*)(AVFrame*)> frame(av_frame_alloc(), [](AVFrame* f) { av_frame_free(&f); });
+  std::unique_ptr<AVPacket, void (*)(AVPacket*)> packet(av_packet_alloc(), [](AVPacket* p) { av_packet_free(&p); });
+  frame->format = enc->pix_fmt;
+  frame->width = w;
+  frame->height = h;
+  check(av_frame_get_buffer(frame.get(), 0) >= 0, "no frame buffer");
+  const auto drain = [&] {
+    while (avcodec_receive_packet(enc.get(), packet.get()) >= 0) {
+      av_packet_rescale_ts(packet.get(), enc->time_base, stream->time_base);
+      packet->stream_index = stream->index;
+      check(av_interleaved_write_frame(out, packet.get()) >= 0, "a packet was not written");
+    }
+  };
+  for (int i = 0; i <= frames; ++i) {
+    if (i == frames) {
+      check(avcodec_send_frame(enc.get(), nullptr) >= 0, "no flush");
+    } else {
+      check(av_frame_make_writable(frame.get()) >= 0, "frame not writable");
+      for (int y = 0; y < h; ++y)
+        for (int x = 0; x < w; ++x) frame->data[0][y * frame->linesize[0] + x] = static_cast<uint8_t>(16 + 20 * i + x + y);
+      for (int plane : {1, 2})
+        for (int y = 0; y < h / 2; ++y)
+          for (int x = 0; x < w / 2; ++x) frame->data[plane][y * frame->linesize[plane] + x] = static_cast<uint8_t>(128 + 8 * i);
+      frame->pts = i;
+      check(avcodec_send_frame(enc.get(), frame.get()) >= 0, "a frame was not taken");
+    }
+    drain();
+  }
+  check(av_write_trailer(out) >= 0, "no trailer");
+}
+
+}  // namespace fid::testutil
