@@ -17,8 +17,8 @@
 #include "net/url.h"
 #include "pack/append.h"
 #include "pack/packer.h"
-#include "pack/remote_source.h"
 #include "pack/s3_jobs.h"
+#include "sources/remote_source.h"
 #include "video/video_frames.h"
 
 namespace fid::cli {
@@ -54,18 +54,18 @@ fid::Result<std::vector<std::filesystem::path>> source_paths(const std::vector<s
 }
 
 // A source at s3:// or http(s)://, when that is what the only SRC names; null otherwise.
-fid::Result<std::unique_ptr<pack::PackSource>> remote_source(const std::vector<std::string>& given,
+fid::Result<std::unique_ptr<sources::PackSource>> remote_source(const std::vector<std::string>& given,
                                                               const std::string& list_file,
                                                               const storage::StoreOptions& store_opts) {
-  if (given.size() != 1 || !list_file.empty()) return std::unique_ptr<pack::PackSource>();
+  if (given.size() != 1 || !list_file.empty()) return std::unique_ptr<sources::PackSource>();
   fid::Result<net::StoreUrl> url = net::parse_store_url(given[0]);
-  if (!url || !url->remote()) return std::unique_ptr<pack::PackSource>();
-  return pack::make_remote_source(*url, store_opts);
+  if (!url || !url->remote()) return std::unique_ptr<sources::PackSource>();
+  return sources::make_remote_source(*url, store_opts);
 }
 
 // Where a pack reads and writes when that is not a local path.
 struct PackRemote {
-  std::unique_ptr<pack::PackSource> source;  // s3:// or http(s)://
+  std::unique_ptr<sources::PackSource> source;  // s3:// or http(s)://
   std::optional<net::StoreUrl> store;     // s3://
   storage::StoreOptions options;              // from -o
 };
@@ -88,7 +88,7 @@ fid::Result<PackRemote> resolve_locations(pack::PackOptions& opt, std::vector<st
     remote.store = std::move(url).value();
     opt.store = pack::scratch_store("pack", *remote.store);
   }
-  fid::Result<std::unique_ptr<pack::PackSource>> source = remote_source(args, source_list, remote.options);
+  fid::Result<std::unique_ptr<sources::PackSource>> source = remote_source(args, source_list, remote.options);
   if (!source) return std::move(source).error();
   if (*source) {
     opt.sources = {args.front()};

@@ -84,7 +84,7 @@ fid::Result<AppendReport> append_locked(const PackOptions& opt, PackIo io,
   PackOptions part = opt;
   part.store = part_dir;
   part.writes_into = store;
-  part.check_listing = [&](const SourceTree& tree) { return refuse_existing(*old, tree, store.string(), opt.replace); };
+  part.check_listing = [&](const sources::SourceTree& tree) { return refuse_existing(*old, tree, store.string(), opt.replace); };
   fid::Result<PackReport> packed = pack(part, std::move(io), progress, cancel);
   if (!packed) return std::move(packed).error();
   AppendReport report;

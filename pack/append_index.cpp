@@ -126,7 +126,7 @@ fid::Status UnionWriter::write_dirs() {
     int64_t mtime = 0;
     int64_t old_id = -1, part_id = -1;
   };
-  std::map<std::string, Dir, decltype(&walk_less)> all(&walk_less);
+  std::map<std::string, Dir, decltype(&sources::walk_less)> all(&sources::walk_less);
   for (size_t i = 0; i < old_.dirs.size(); ++i) all[old_.dirs[i]] = Dir{old_.dir_mtimes[i], static_cast<int64_t>(i), -1};
   for (size_t i = 0; i < part_.dirs.size(); ++i) {
     Dir& d = all[part_.dirs[i]];
@@ -225,7 +225,7 @@ fid::Status UnionWriter::write_files() {
       replaced_.push_back(Replaced{q.integer(4), q.integer(5), {pieces.begin(), pieces.end()}});
       if (fid::Status next = advance(cur[0]); !next) return next;
     }
-    const bool take_part = !cur[0].more || (cur[1].more && walk_less((*cur[1].paths)[cur[1].at], (*cur[0].paths)[cur[0].at]));
+    const bool take_part = !cur[0].more || (cur[1].more && sources::walk_less((*cur[1].paths)[cur[1].at], (*cur[0].paths)[cur[0].at]));
     Cursor& c = cur[take_part ? 1 : 0];
     const index::SqliteStatement& q = *c.q;
     st->bind(1, id);
@@ -433,7 +433,7 @@ fid::Result<AppendTree> read_append_tree(const index::SqliteDb& db, const std::s
 // The source's paths that the store has already (as a file, or as a file where the source has
 // a folder, or the reverse; with `replace`, a file where it has a file is let through); an error
 // naming the first ones.
-fid::Status refuse_existing(const AppendTree& old, const SourceTree& tree, const std::string& store, bool replace) {
+fid::Status refuse_existing(const AppendTree& old, const sources::SourceTree& tree, const std::string& store, bool replace) {
   const std::unordered_set<std::string> files(old.files.begin(), old.files.end());
   const std::unordered_set<std::string> dirs(old.dirs.begin(), old.dirs.end());
   std::vector<std::string> clash;
@@ -464,7 +464,7 @@ fid::Status refuse_existing(const AppendTree& old, const SourceTree& tree, const
       return fid::Error{EEXIST, fmt::format("{}: the store has a folder '{}' already, where the source's video '{}' would "
                                             "put its frames: an append adds a video's frames as a new folder", store,
                                             tree.dirs[v.dir].rel, v.name)};
-  for (const SourceDir& d : tree.dirs)
+  for (const sources::SourceDir& d : tree.dirs)
     if (!d.rel.empty() && files.count(d.rel)) note(d.rel);
   if (count == 0) return {};
   return fid::Error{EEXIST, fmt::format("{}: {} path{} of the source {} in the store already: {}{} ({})", store, count,

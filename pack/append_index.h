@@ -13,7 +13,7 @@
 
 #include "common/error.h"
 #include "index/sqlite_db.h"
-#include "pack/pack_source.h"
+#include "sources/pack_source.h"
 
 namespace fid::pack {
 
@@ -39,7 +39,7 @@ fid::Result<AppendTree> read_append_tree(const index::SqliteDb& db, const std::s
 // it made from a video (whose frame count the index holds), or the folder of a source video that
 // the store has already. With `replace`, a file where the store has a file (outside clip folders)
 // is not refused.
-fid::Status refuse_existing(const AppendTree& old, const SourceTree& tree, const std::string& store_name, bool replace);
+fid::Status refuse_existing(const AppendTree& old, const sources::SourceTree& tree, const std::string& store_name, bool replace);
 // How many of the part's files replace a file of the store (pack --append --replace).
 size_t replaced_files(const AppendTree& old, const AppendTree& part);
 // The record paths the index at `db` references (records.path).

@@ -44,7 +44,7 @@ std::optional<FrameName> frame_name(std::string_view name) {
 }
 
 // Whether the files are numbered frames: each prefix's numbers consecutive.
-bool numbered_frames(const SourceTree& tree, const std::vector<uint32_t>& files) {
+bool numbered_frames(const sources::SourceTree& tree, const std::vector<uint32_t>& files) {
   std::map<std::string_view, std::vector<uint64_t>> by_prefix;
   for (uint32_t i : files) {
     const std::optional<FrameName> f = frame_name(tree.files.name(i));
@@ -60,8 +60,8 @@ bool numbered_frames(const SourceTree& tree, const std::vector<uint32_t>& files)
 }
 
 // The pixel size a JPEG's frame header gives, or nullopt.
-std::optional<std::pair<uint32_t, uint32_t>> frame_size(const SourceTree& tree, const PackSource& source, uint32_t i) {
-  fid::Result<SourceBytes> read = source.read(tree, i);
+std::optional<std::pair<uint32_t, uint32_t>> frame_size(const sources::SourceTree& tree, const sources::PackSource& source, uint32_t i) {
+  fid::Result<sources::SourceBytes> read = source.read(tree, i);
   if (!read) return std::nullopt;
   fid::Result<codec::JpegMarkerLayout> frame = codec::read_frame_header(read->bytes);
   if (!frame) return std::nullopt;
@@ -94,7 +94,7 @@ bool natural_less(std::string_view a, std::string_view b) {
   return a.size() - i < b.size() - j;
 }
 
-fid::Result<std::vector<Clip>> find_clips(const SourceTree& tree, const PackSource& source, const ClipRule& rule,
+fid::Result<std::vector<Clip>> find_clips(const sources::SourceTree& tree, const sources::PackSource& source, const ClipRule& rule,
                                           const std::atomic<bool>& cancel) {
   std::vector<Clip> clips;
   if (rule.mode == ClipRule::Mode::off) return clips;

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "common/error.h"
-#include "pack/pack_source.h"
+#include "sources/pack_source.h"
 
 namespace fid::pack {
 
@@ -44,7 +44,7 @@ inline constexpr size_t kMinClipFrames = 4;
 // image-classification folder (ImageNet's n01440764_10026.JPEG ...) has gaps in its numbers, or
 // images of many sizes. Under a glob, every matching folder with files is a clip. An error only
 // when the source fails.
-fid::Result<std::vector<Clip>> find_clips(const SourceTree& tree, const PackSource& source, const ClipRule& rule,
+fid::Result<std::vector<Clip>> find_clips(const sources::SourceTree& tree, const sources::PackSource& source, const ClipRule& rule,
                                           const std::atomic<bool>& cancel);
 
 // The storage order with clips as units (docs/FORMAT.md "Storage order"): the units are the clips

@@ -42,11 +42,11 @@ fid::Status write_meta(index::SqliteDb& db, const PackMeta& meta) {
   return {};
 }
 
-fid::Status write_dirs(index::SqliteDb& db, const SourceTree& tree) {
+fid::Status write_dirs(index::SqliteDb& db, const sources::SourceTree& tree) {
   fid::Result<index::SqliteStatement> st = db.prepare("INSERT INTO dirs(id, parent, name, mtime_ns) VALUES (?1, ?2, ?3, ?4)");
   if (!st) return std::move(st).error();
   for (size_t i = 0; i < tree.dirs.size(); ++i) {
-    const SourceDir& d = tree.dirs[i];
+    const sources::SourceDir& d = tree.dirs[i];
     st->bind(1, static_cast<int64_t>(i));
     st->bind(2, static_cast<int64_t>(d.parent));
     st->bind_blob(3, bytes_of(d.name));
@@ -90,7 +90,7 @@ fid::Status write_clips(index::SqliteDb& db, const std::vector<RecordInfo>& reco
   return {};
 }
 
-fid::Status write_skipped(index::SqliteDb& db, const SourceTree& tree) {
+fid::Status write_skipped(index::SqliteDb& db, const sources::SourceTree& tree) {
   fid::Result<index::SqliteStatement> st = db.prepare("INSERT INTO skipped(path, reason) VALUES (?1, ?2)");
   if (!st) return std::move(st).error();
   for (auto& [p, why] : tree.skipped) {
@@ -141,7 +141,7 @@ fid::Status IndexWriter::add(const StoredFile& f) {
 }
 
 // Files in source order (ids follow the sorted listing), skipped ones dropped.
-fid::Status IndexWriter::write_files(index::SqliteDb& db, const SourceTree& tree) {
+fid::Status IndexWriter::write_files(index::SqliteDb& db, const sources::SourceTree& tree) {
   fid::Result<index::SqliteStatement> st = db.prepare(
       "INSERT INTO files(id, dir, name, kind, script, record, slot, width, height, source_size, mtime_ns, "
       "pieces, note) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)");
@@ -168,7 +168,7 @@ fid::Status IndexWriter::write_files(index::SqliteDb& db, const SourceTree& tree
   }
 }
 
-fid::Status IndexWriter::write_videos(index::SqliteDb& db, const SourceTree& tree) {
+fid::Status IndexWriter::write_videos(index::SqliteDb& db, const sources::SourceTree& tree) {
   if (tree.videos.empty()) return {};
   if (fid::Status made = db.exec(index::kVideosSchema); !made) return made;
   fid::Result<index::SqliteStatement> st = db.prepare(
@@ -188,7 +188,7 @@ fid::Status IndexWriter::write_videos(index::SqliteDb& db, const SourceTree& tre
   return {};
 }
 
-fid::Status IndexWriter::finish(const std::filesystem::path& path, const PackMeta& meta, const SourceTree& tree,
+fid::Status IndexWriter::finish(const std::filesystem::path& path, const PackMeta& meta, const sources::SourceTree& tree,
                                 const std::vector<RecordInfo>& records) {
   insert_.reset();
   if (fid::Status committed = scratch_->exec("COMMIT"); !committed) return index_error(committed.error());

@@ -35,14 +35,14 @@ class IndexWriter {
   fid::Status add(const StoredFile& f);
 
   // Writes the complete index at `path` (docs/FORMAT.md).
-  fid::Status finish(const std::filesystem::path& path, const PackMeta& meta, const SourceTree& tree,
+  fid::Status finish(const std::filesystem::path& path, const PackMeta& meta, const sources::SourceTree& tree,
                      const std::vector<RecordInfo>& records);
 
  private:
   IndexWriter() = default;
-  fid::Status write_files(index::SqliteDb& db, const SourceTree& tree);
+  fid::Status write_files(index::SqliteDb& db, const sources::SourceTree& tree);
   // The videos table: tree.videos whose folders hold files, with the count written.
-  fid::Status write_videos(index::SqliteDb& db, const SourceTree& tree);
+  fid::Status write_videos(index::SqliteDb& db, const sources::SourceTree& tree);
 
   std::unique_ptr<index::SqliteDb> scratch_;
   std::optional<index::SqliteStatement> insert_;

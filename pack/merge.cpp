@@ -15,10 +15,10 @@
 
 #include "common/numbers.h"
 #include "index/format.h"
-#include "pack/pack_source.h"
 #include "pack/shard.h"
 #include "index/sqlite_db.h"
 #include "pack/temp_store.h"
+#include "sources/pack_source.h"
 
 namespace fid::pack {
 
@@ -323,7 +323,7 @@ fid::Status MergeWriter::merge_files(const std::vector<std::string>& folders) {
     c.path = up.empty() ? as_string(c.q.blob(1)) : up + "/" + as_string(c.q.blob(1));
     return true;
   };
-  auto later = [&](size_t a, size_t b) { return walk_less(cur[b].path, cur[a].path); };
+  auto later = [&](size_t a, size_t b) { return sources::walk_less(cur[b].path, cur[a].path); };
   std::priority_queue<size_t, std::vector<size_t>, decltype(later)> heap(later);
   for (Part& p : parts_) {
     fid::Result<index::SqliteStatement> q = p.db->prepare(

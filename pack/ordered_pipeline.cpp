@@ -5,7 +5,7 @@
 
 namespace fid::pack {
 
-OrderedPipeline::OrderedPipeline(const PackSource& source, const SourceTree& tree, const std::vector<uint32_t>& order,
+OrderedPipeline::OrderedPipeline(const sources::PackSource& source, const sources::SourceTree& tree, const std::vector<uint32_t>& order,
                                  unsigned jobs, codec::LevelScripts levels, const std::atomic<bool>& cancel)
     : source_(source), tree_(tree), order_(order), levels_(levels),
       window_(std::max<size_t>(4, 4 * static_cast<size_t>(jobs))), slots_(window_), cancel_(cancel) {

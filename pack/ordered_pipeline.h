@@ -15,7 +15,7 @@ namespace fid::pack {
 
 class OrderedPipeline {
  public:
-  OrderedPipeline(const PackSource& source, const SourceTree& tree, const std::vector<uint32_t>& order, unsigned jobs,
+  OrderedPipeline(const sources::PackSource& source, const sources::SourceTree& tree, const std::vector<uint32_t>& order, unsigned jobs,
                   codec::LevelScripts levels, const std::atomic<bool>& cancel);
   ~OrderedPipeline() { stop(); }
 
@@ -26,8 +26,8 @@ class OrderedPipeline {
  private:
   void work();
 
-  const PackSource& source_;
-  const SourceTree& tree_;
+  const sources::PackSource& source_;
+  const sources::SourceTree& tree_;
   const std::vector<uint32_t>& order_;
   const codec::LevelScripts levels_;
   const size_t window_;

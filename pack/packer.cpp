@@ -10,13 +10,13 @@
 #include <optional>
 #include <thread>
 
-#include "pack/folder_source.h"
 #include "index/format.h"
 #include "pack/index_writer.h"
 #include "pack/ordered_pipeline.h"
 #include "pack/record_builder.h"
-#include "pack/tar_source.h"
 #include "pack/temp_store.h"
+#include "sources/folder_source.h"
+#include "sources/tar_source.h"
 
 namespace fid::pack {
 
@@ -41,7 +41,7 @@ fid::Error interrupted() { return fid::Error{ECANCELED, "interrupted"}; }
 // when full and sends its files' rows to the index; keeps the report's counts.
 class RecordWriter {
  public:
-  RecordWriter(const PackOptions& opt, const fsys::path& tmp, SourceTree& tree, IndexWriter& index, PackReport& report,
+  RecordWriter(const PackOptions& opt, const fsys::path& tmp, sources::SourceTree& tree, IndexWriter& index, PackReport& report,
                PackDestination* destination)
       : opt_(opt), tmp_(tmp), tree_(tree), index_(index), report_(report), destination_(destination) {
     report_.bytes_by_level.assign(kLevels, 0);
@@ -118,7 +118,7 @@ class RecordWriter {
 
   const PackOptions& opt_;
   const fsys::path& tmp_;
-  SourceTree& tree_;
+  sources::SourceTree& tree_;
   IndexWriter& index_;
   PackReport& report_;
   PackDestination* const destination_;
@@ -154,7 +154,7 @@ class ProgressTicker {
 // Prepares the tree's files in parallel, in storage order, and lays them out in records.
 // The shard's files only: the storage order (or the stream's) keeps the files for which `in_shard` is
 // true.
-fid::Status write_records(const PackOptions& opt, PackSource& source, const SourceTree& tree,
+fid::Status write_records(const PackOptions& opt, sources::PackSource& source, const sources::SourceTree& tree,
                           const std::vector<Clip>& clips, const std::vector<bool>& in_shard, RecordWriter& writer,
                           ProgressTicker& ticker, const std::atomic<bool>& cancel) {
   const uint32_t n = tree.files.size();
@@ -194,7 +194,7 @@ fid::Status write_records(const PackOptions& opt, PackSource& source, const Sour
 // Writes the index under another name and renames it once complete and flushed: a folder that
 // has an index.sqlite has all of it and all its (already flushed) records.
 fid::Status write_index(const PackOptions& opt, TempStore& tmp, std::unique_ptr<IndexWriter> index,
-                        const SourceTree& tree, const std::string& digest, const std::vector<RecordInfo>& records) {
+                        const sources::SourceTree& tree, const std::string& digest, const std::vector<RecordInfo>& records) {
   const fsys::path partial = tmp.path() / index::kIndexPartialFile;
   const bool clips = std::any_of(records.begin(), records.end(), [](const RecordInfo& r) { return !r.clips.empty(); });
   const PackMeta meta{opt.seed, opt.record_bytes, shard_text(opt.shard), digest,
@@ -214,7 +214,7 @@ fid::Status write_index(const PackOptions& opt, TempStore& tmp, std::unique_ptr<
 // The files of the shard (by file index; empty for the whole source): a file by its path's hash, a
 // clip's frames by their folder's path with a trailing '/' (docs/FORMAT.md). The listing's skipped
 // entries outside the shard are dropped, so that the parts' skipped tables add up to a whole pack's.
-std::vector<bool> select_shard(const Shard& shard, SourceTree& tree, const std::vector<Clip>& clips) {
+std::vector<bool> select_shard(const Shard& shard, sources::SourceTree& tree, const std::vector<Clip>& clips) {
   if (shard.count == 1) return {};
   std::erase_if(tree.skipped, [&](const auto& s) { return shard_of(s.first, shard.count) != shard.index; });
   std::vector<bool> in(tree.files.size());
@@ -228,10 +228,10 @@ std::vector<bool> select_shard(const Shard& shard, SourceTree& tree, const std::
 
 }  // namespace
 
-std::unique_ptr<PackSource> local_source(const PackOptions& opt, FolderIds excluded) {
+std::unique_ptr<sources::PackSource> local_source(const PackOptions& opt, sources::FolderIds excluded) {
   if (fid::Result<bool> tars = sources_are_tars(opt.sources); tars && *tars)
-    return std::make_unique<TarSource>(TarSourceOptions{opt.sources, opt.expand_inner_tars});
-  return std::make_unique<FolderSource>(opt.sources[0], std::move(excluded));
+    return std::make_unique<sources::TarSource>(sources::TarSourceOptions{opt.sources, opt.expand_inner_tars});
+  return std::make_unique<sources::FolderSource>(opt.sources[0], std::move(excluded));
 }
 
 __extension__ typedef unsigned __int128 uint128;
@@ -264,7 +264,7 @@ fid::Result<bool> sources_are_tars(const std::vector<fsys::path>& sources) {
       return fid::Error{EINVAL, fmt::format("{}: a folder source must be the only source", p.string())};
     if (!fsys::exists(fsys::symlink_status(p, ec)))
       return fid::Error{ENOENT, fmt::format("{}: no such file or folder", p.string())};
-    if (!fsys::is_regular_file(p, ec) || !is_tar_name(p))
+    if (!fsys::is_regular_file(p, ec) || !sources::is_tar_name(p))
       return fid::Error{ENOTDIR, fmt::format("{}: source is not a folder or a tar file (.tar, .tar.gz, .tar.zst, ...)",
                                              p.string())};
   }
@@ -329,14 +329,14 @@ fid::Result<PackReport> pack_unguarded(const PackOptions& opt, PackIo io,
   const fsys::path& tmp_path = (*tmp)->path();
 
   PackReport report;
-  std::unique_ptr<PackSource> source =
-      io.source ? std::move(io.source) : local_source(opt, folder_ids({tmp_path, opt.writes_into.empty() ? store : opt.writes_into}));
+  std::unique_ptr<sources::PackSource> source =
+      io.source ? std::move(io.source) : local_source(opt, sources::folder_ids({tmp_path, opt.writes_into.empty() ? store : opt.writes_into}));
   if (opt.video_frames)
-    source = video_frames_source(std::move(source), *opt.video_frames, tmp_path, pack_jobs(opt), report.videos);
-  fid::Result<SourceTree> listed = source->list(cancel);
+    source = sources::video_frames_source(std::move(source), *opt.video_frames, tmp_path, pack_jobs(opt), report.videos);
+  fid::Result<sources::SourceTree> listed = source->list(cancel);
   if (!listed) return std::move(listed).error();
   if (cancel) return interrupted();
-  SourceTree& tree = *listed;
+  sources::SourceTree& tree = *listed;
   if (opt.check_listing)
     if (fid::Status fits = opt.check_listing(tree); !fits) return std::move(fits).error();
   const std::string digest = source_digest(tree);

@@ -14,10 +14,10 @@
 #include "codec/jpeg.h"
 #include "common/error.h"
 #include "pack/clips.h"
-#include "pack/folder_source.h"
-#include "pack/pack_source.h"
 #include "pack/shard.h"
-#include "pack/video_source.h"
+#include "sources/folder_source.h"
+#include "sources/pack_source.h"
+#include "sources/video_source.h"
 #include "index/store.h"
 
 namespace fid::pack {
@@ -41,12 +41,12 @@ struct PackOptions {
   // Which folders are clips, each kept together in the storage order (pack/clips.h). A source
   // read in its own order (a compressed tar) has none.
   ClipRule clips;
-  // `--video-frames`: videos become clip folders of JPEG frames (pack/video_source.h); unset, a
+  // `--video-frames`: videos become clip folders of JPEG frames (sources/video_source.h); unset, a
   // video is a file like any other (a blob).
   std::optional<video::FramesOptions> video_frames;
   // Called once the source is listed, before a file is read; its error fails the pack (pack
   // --append: a path the store already has).
-  std::function<fid::Status(const SourceTree&)> check_listing;
+  std::function<fid::Status(const sources::SourceTree&)> check_listing;
   // pack --append --replace: a source file at a path the store has replaces the store's file
   // (append.h); without it such a path is refused.
   bool replace = false;
@@ -70,7 +70,7 @@ struct PackReport {
   std::vector<uint64_t> bytes_by_level;                      // all JPEGs at level 1..L
   uint64_t source_bytes = 0, store_bytes = 0, records = 0, dirs = 0;
   uint64_t clips = 0, clip_frames = 0;  // clip folders found, and their files
-  VideoSummary videos;                  // --video-frames: the videos turned into frames
+  sources::VideoSummary videos;         // --video-frames: the videos turned into frames
   std::vector<uint64_t> frame_bytes_by_level;  // their frames (JPEGs) at level 1..L
   double seconds = 0;
 };
@@ -92,8 +92,8 @@ class PackDestination {
 
 // What a pack reads from and writes to when that is not given by the options' paths.
 struct PackIo {
-  // A source the caller made (s3://, http(s)://: pack/remote_source.h); null: options.sources.
-  std::unique_ptr<PackSource> source;
+  // A source the caller made (s3://, http(s)://: sources/remote_source.h); null: options.sources.
+  std::unique_ptr<sources::PackSource> source;
   // A store the caller opened for writing (s3://). Then options.store is a local scratch path
   // (absent or an empty folder): the store is built beside it and removed when pack returns.
   PackDestination* destination = nullptr;
@@ -109,7 +109,7 @@ fid::Result<std::filesystem::path> check_pack_options(const PackOptions& options
 // The source pack reads when the caller gives none: the folder, or the tar files, that
 // options.sources names (as check_pack_options accepted them). A folder's walk skips the folders
 // `excluded` (device, inode): the store being written, where a symlink of the source leads to it.
-std::unique_ptr<PackSource> local_source(const PackOptions& options, FolderIds excluded = {});
+std::unique_ptr<sources::PackSource> local_source(const PackOptions& options, sources::FolderIds excluded = {});
 
 // Packs options.source into options.store. On any failure, and when `cancel` becomes true
 // (ECANCELED), nothing is left at options.store. `progress` is called from one thread.

@@ -52,12 +52,12 @@ void prepare_bytes(std::vector<uint8_t>&& bytes, codec::LevelScripts levels, Pre
 
 }  // namespace
 
-PreparedFile prepare_file(const PackSource& source, const SourceTree& tree, uint32_t index,
+PreparedFile prepare_file(const sources::PackSource& source, const sources::SourceTree& tree, uint32_t index,
                           codec::LevelScripts levels) {
   PreparedFile out;
   out.source_index = index;
   try {
-    fid::Result<SourceBytes> read = source.read(tree, index);
+    fid::Result<sources::SourceBytes> read = source.read(tree, index);
     if (!read) {
       out.skipped = out.unread = true;
       out.note = read.error().message;

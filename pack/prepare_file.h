@@ -8,7 +8,7 @@
 
 #include "codec/jpeg.h"
 #include "index/format.h"
-#include "pack/pack_source.h"
+#include "sources/pack_source.h"
 
 namespace fid::pack {
 
@@ -31,7 +31,7 @@ struct PreparedFile {
 
 // Reads file `index` of the tree from `source` and prepares it; never throws (a file that cannot
 // be read or held in memory comes back skipped, with the reason).
-PreparedFile prepare_file(const PackSource& source, const SourceTree& tree, uint32_t index,
+PreparedFile prepare_file(const sources::PackSource& source, const sources::SourceTree& tree, uint32_t index,
                           codec::LevelScripts levels);
 
 }  // namespace fid::pack

@@ -216,7 +216,7 @@ Result<S3AppendTarget> open_s3_append(const net::StoreUrl& url, const storage::S
 }
 
 Result<AppendReport> append_to_s3(const S3AppendTarget& target, const PackOptions& options,
-                                  std::unique_ptr<PackSource> source,
+                                  std::unique_ptr<sources::PackSource> source,
                                   const std::function<void(const PackProgress&)>& progress,
                                   const std::atomic<bool>& cancel) {
   const ScratchRemoved removed{target.scratch};
@@ -235,7 +235,7 @@ Result<AppendReport> append_to_s3(const S3AppendTarget& target, const PackOption
   AppendUpload destination(**upload, name_of, old->records, part_index);
   PackOptions part = options;
   part.store = target.scratch / "part";
-  part.check_listing = [&](const SourceTree& tree) { return refuse_existing(*old, tree, target.url.text, options.replace); };
+  part.check_listing = [&](const sources::SourceTree& tree) { return refuse_existing(*old, tree, target.url.text, options.replace); };
   Result<PackReport> packed = pack(part, PackIo{std::move(source), &destination}, progress, cancel);
   if (!packed) return std::move(packed).error();
   stop_here_for_tests("records");

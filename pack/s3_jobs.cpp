@@ -38,24 +38,24 @@ std::string url_tag(const net::StoreUrl& url) {
 // A source whose listing, once it succeeds, prepares the s3:// store (S3Upload::prepare_target,
 // which clears a store there): a source that cannot be listed leaves that store as it was, and
 // the store is still checked writable before any file is packed.
-class PrepareTargetAfterListing final : public PackSource {
+class PrepareTargetAfterListing final : public sources::PackSource {
  public:
-  PrepareTargetAfterListing(std::unique_ptr<PackSource> source, S3Upload& target)
+  PrepareTargetAfterListing(std::unique_ptr<sources::PackSource> source, S3Upload& target)
       : source_(std::move(source)), target_(target) {}
-  Result<SourceTree> list(const std::atomic<bool>& cancel) override {
-    Result<SourceTree> listed = source_->list(cancel);
+  Result<sources::SourceTree> list(const std::atomic<bool>& cancel) override {
+    Result<sources::SourceTree> listed = source_->list(cancel);
     if (!listed || cancel) return listed;
     if (Status ready = target_.prepare_target(); !ready) return std::move(ready).error();
     return listed;
   }
-  Result<SourceBytes> read(const SourceTree& tree, uint32_t i) const override { return source_->read(tree, i); }
+  Result<sources::SourceBytes> read(const sources::SourceTree& tree, uint32_t i) const override { return source_->read(tree, i); }
   std::optional<std::vector<uint32_t>> stream_order() const override { return source_->stream_order(); }
   void read_only(std::vector<bool> files) override { source_->read_only(std::move(files)); }
   void will_read(const std::vector<uint32_t>& order) override { source_->will_read(order); }
   bool read_errors_fail() const override { return source_->read_errors_fail(); }
 
  private:
-  std::unique_ptr<PackSource> source_;
+  std::unique_ptr<sources::PackSource> source_;
   S3Upload& target_;
 };
 
@@ -137,7 +137,7 @@ ScratchLock::~ScratchLock() {
   if (fd_.get() >= 0) (void)::unlink(file_.c_str());  // before the close lets go of the lock
 }
 
-Result<PackReport> pack_to_s3(const PackOptions& options, std::unique_ptr<PackSource> source,
+Result<PackReport> pack_to_s3(const PackOptions& options, std::unique_ptr<sources::PackSource> source,
                               const net::StoreUrl& url, const storage::StoreOptions& store_options,
                               const std::function<void(const PackProgress&)>& progress, const std::atomic<bool>& cancel) {
   Result<ScratchLock> lock = ScratchLock::take(url);

@@ -53,7 +53,7 @@ class ScratchLock {
 // check_pack_options accepted it). `source` null: the local sources options names. The store at
 // the URL is cleared only once the source has been listed: a source that cannot be listed leaves
 // it as it was.
-Result<PackReport> pack_to_s3(const PackOptions& options, std::unique_ptr<PackSource> source,
+Result<PackReport> pack_to_s3(const PackOptions& options, std::unique_ptr<sources::PackSource> source,
                               const net::StoreUrl& url, const storage::StoreOptions& store_options,
                               const std::function<void(const PackProgress&)>& progress, const std::atomic<bool>& cancel);
 
@@ -88,7 +88,7 @@ Result<S3AppendTarget> open_s3_append(const net::StoreUrl& url, const storage::S
 // records that earlier appends left, and that no index references, are deleted. On any failure,
 // and on `cancel`, the store is the one it was; the records already uploaded are left over.
 Result<AppendReport> append_to_s3(const S3AppendTarget& target, const PackOptions& options,
-                                  std::unique_ptr<PackSource> source,
+                                  std::unique_ptr<sources::PackSource> source,
                                   const std::function<void(const PackProgress&)>& progress,
                                   const std::atomic<bool>& cancel);
 

@@ -37,7 +37,7 @@ uint32_t shard_of(std::string_view rel, uint32_t count) {
   return static_cast<uint32_t>(XXH64(rel.data(), rel.size(), 0) % count);
 }
 
-std::string source_digest(const SourceTree& tree) {
+std::string source_digest(const sources::SourceTree& tree) {
   std::unique_ptr<XXH64_state_t, decltype(&XXH64_freeState)> st(XXH64_createState(), &XXH64_freeState);
   XXH64_reset(st.get(), 0);
   const char nul = 0;

@@ -8,7 +8,7 @@
 #include <string_view>
 
 #include "common/error.h"
-#include "pack/pack_source.h"
+#include "sources/pack_source.h"
 
 namespace fid::pack {
 
@@ -28,6 +28,6 @@ uint32_t shard_of(std::string_view rel, uint32_t count);
 // XXH64 (seed 0), as 16 lowercase hex digits, of the listing: every folder but the root in id
 // order, its relative path and a NUL; then every file in id order, its relative path, a NUL and
 // its listed size as u64 LE.
-std::string source_digest(const SourceTree& tree);
+std::string source_digest(const sources::SourceTree& tree);
 
 }  // namespace fid::pack

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "net/s3_listing.h"
-#include "pack/pack_source.h"
+#include "sources/pack_source.h"
 
 
 namespace {
@@ -22,12 +22,12 @@ void build_tree(const std::vector<fid::net::ListedObject>& objects) {
     std::string_view key = o.key;
     const bool dir = !key.empty() && key.back() == '/';
     if (dir) key.remove_suffix(1);
-    auto p = fid::pack::normalize_source_path(key);
+    auto p = fid::sources::normalize_source_path(key);
     if (p) paths.emplace_back(std::move(*p), dir);
   }
   std::stable_sort(paths.begin(), paths.end(),
-                   [](const auto& a, const auto& b) { return fid::pack::walk_less(a.first, b.first); });
-  fid::pack::SourceTreeBuilder builder(0);
+                   [](const auto& a, const auto& b) { return fid::sources::walk_less(a.first, b.first); });
+  fid::sources::SourceTreeBuilder builder(0);
   for (const auto& [path, dir] : paths) {
     if (dir) {
       if (!builder.add_dir(path, 0, 0)) return;
@@ -35,7 +35,7 @@ void build_tree(const std::vector<fid::net::ListedObject>& objects) {
       return;
     }
   }
-  const fid::pack::SourceTree tree = builder.take();
+  const fid::sources::SourceTree tree = builder.take();
   for (size_t d = 1; d < tree.dirs.size(); ++d)
     if (tree.dirs[d].parent >= d) std::abort();
   for (uint32_t i = 0; i < tree.files.size(); ++i)

@@ -10,7 +10,7 @@
 #include <filesystem>
 #include <string>
 
-#include "pack/tar_source.h"
+#include "sources/tar_source.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // bzip2 expands a few bytes into gigabytes (a run-length stage before the block sort): such
@@ -26,14 +26,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   const std::atomic<bool> cancel{false};
   for (bool expand : {false, true}) {
-    fid::pack::TarSource source({{tar}, expand});
-    fid::Result<fid::pack::SourceTree> tree = source.list(cancel);
+    fid::sources::TarSource source({{tar}, expand});
+    fid::Result<fid::sources::SourceTree> tree = source.list(cancel);
     if (!tree) continue;
     const std::optional<std::vector<uint32_t>> streamed = source.stream_order();
     const uint32_t n = tree->files.size();
     for (uint32_t k = 0; k < n && k < 64; ++k) {
       const uint32_t i = streamed ? (*streamed)[k] : k;
-      fid::Result<fid::pack::SourceBytes> bytes = source.read(*tree, i);
+      fid::Result<fid::sources::SourceBytes> bytes = source.read(*tree, i);
       (void)bytes;
     }
     for (uint32_t i = 0; i < n; ++i) {

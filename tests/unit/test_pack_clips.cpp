@@ -15,8 +15,8 @@
 #include "index/sqlite_db.h"
 #include "counting_source.h"
 #include "pack/clips.h"
-#include "pack/folder_source.h"
 #include "pack/packer.h"
+#include "sources/folder_source.h"
 #include "storage/local_record_source.h"
 #include "test_files.h"
 #include "test_pack_tree.h"
@@ -73,9 +73,9 @@ class ClipTree : public ::testing::Test {
   }
   fs::path src() const { return dir_.path() / "src"; }
   std::vector<std::string> clip_folders(const ClipRule& rule) {
-    pack::FolderSource source(src());
+    sources::FolderSource source(src());
     std::atomic<bool> cancel{false};
-    pack::SourceTree tree = testutil::value_or_throw(source.list(cancel));
+    sources::SourceTree tree = testutil::value_or_throw(source.list(cancel));
     std::vector<std::string> out;
     for (const Clip& c : testutil::value_or_throw(pack::find_clips(tree, source, rule, cancel))) {
       out.push_back(tree.dirs[c.dir].rel);

@@ -11,9 +11,9 @@
 #include <vector>
 
 #include "pack/merge.h"
-#include "pack/pack_source.h"
 #include "pack/packer.h"
 #include "pack/shard.h"
+#include "sources/pack_source.h"
 #include "index/store.h"
 #include "test_files.h"
 #include "test_result.h"
@@ -49,7 +49,7 @@ TEST(ShardSpec, EveryPathHasOnePartSpreadOverAll) {
 }
 
 TEST(WalkOrder, FolderContentsFollowTheFolder) {
-  using fid::pack::walk_less;
+  using fid::sources::walk_less;
   EXPECT_TRUE(walk_less("a/b/1.jpg", "a/c.jpg"));
   EXPECT_TRUE(walk_less("a/z", "a.jpg"));  // '/' below '.'
   EXPECT_TRUE(walk_less("a", "a/b"));
@@ -58,16 +58,16 @@ TEST(WalkOrder, FolderContentsFollowTheFolder) {
 }
 
 TEST(SourceDigest, CoversPathsSizesAndFolders) {
-  fid::pack::SourceTree t;
+  fid::sources::SourceTree t;
   t.dirs.push_back({0, "", "", 0});
   t.dirs.push_back({0, "cls", "cls", 0});
   ASSERT_TRUE(t.files.add(1, "a.jpg", 10));
   const std::string d = fid::pack::source_digest(t);
   EXPECT_EQ(d.size(), 16u);
-  fid::pack::SourceTree same;  // the same tree, made again (a listing is not copied)
+  fid::sources::SourceTree same;  // the same tree, made again (a listing is not copied)
   same.dirs = t.dirs;
   ASSERT_TRUE(same.files.add(1, "a.jpg", 10));
-  fid::pack::SourceTree other;
+  fid::sources::SourceTree other;
   other.dirs = t.dirs;
   ASSERT_TRUE(other.files.add(1, "a.jpg", 11));
   EXPECT_NE(fid::pack::source_digest(other), d);

@@ -135,7 +135,7 @@ class PackProperty : public ::testing::TestWithParam<int> {
     }
     std::vector<std::string> blobs;
     for (const auto& [rel, bytes] : model.files)  // (with videos as frames, a video's name is read as a video)
-      if (bytes && !whole.count(fs::path(rel).parent_path().string()) && !(opt.video_frames && pack::is_video_name(rel)))
+      if (bytes && !whole.count(fs::path(rel).parent_path().string()) && !(opt.video_frames && sources::is_video_name(rel)))
         blobs.push_back(rel);
     if (!blobs.empty() && chance(0.2)) {
       opt.replace = true;

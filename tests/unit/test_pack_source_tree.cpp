@@ -4,9 +4,9 @@
 #include <string>
 #include <vector>
 
-#include "pack/pack_source.h"
+#include "sources/pack_source.h"
 
-using fid::pack::SourceTreeBuilder;
+using fid::sources::SourceTreeBuilder;
 
 TEST(SourceTreeBuilder, FoldersBeforeChildrenAndRefusals) {
   SourceTreeBuilder b(7);
@@ -16,7 +16,7 @@ TEST(SourceTreeBuilder, FoldersBeforeChildrenAndRefusals) {
   ASSERT_TRUE(b.add_skipped("a/d/odd", "why", 1));
   ASSERT_TRUE(b.add_file(".fidelity/x", 1, 1));
   ASSERT_TRUE(b.add_file(std::string(256, 'n'), 1, 1));
-  fid::pack::SourceTree t = b.take();
+  fid::sources::SourceTree t = b.take();
   ASSERT_EQ(t.dirs.size(), 4u);  // root, a, a/b, a/d
   EXPECT_EQ(t.dirs[0].mtime_ns, 9);
   EXPECT_EQ(t.dirs[2].rel, "a/b");
@@ -31,16 +31,16 @@ TEST(SourceTreeBuilder, FoldersBeforeChildrenAndRefusals) {
   SourceTreeBuilder both(0);
   ASSERT_TRUE(both.add_file("a", 1, 0));
   EXPECT_EQ(both.add_file("a/b", 1, 0).error().code, EEXIST);
-  EXPECT_EQ(*fid::pack::normalize_source_path("./a//b/."), "a/b");
-  EXPECT_FALSE(fid::pack::normalize_source_path("a/../b"));
-  EXPECT_FALSE(fid::pack::normalize_source_path("/a"));
+  EXPECT_EQ(*fid::sources::normalize_source_path("./a//b/."), "a/b");
+  EXPECT_FALSE(fid::sources::normalize_source_path("a/../b"));
+  EXPECT_FALSE(fid::sources::normalize_source_path("/a"));
 }
 
 TEST(PathListing, SortsInWalkOrderStablyAndFindsPaths) {
   struct Info {
     uint32_t n;
   };
-  fid::pack::PathListing<Info> l;
+  fid::sources::PathListing<Info> l;
   // "a/b" sorts before "a-b" in walk order ('/' below every byte), after it bytewise.
   ASSERT_TRUE(l.add({0}, "a-b"));
   ASSERT_TRUE(l.add({1}, "a/b", "key of a/b"));
@@ -62,7 +62,7 @@ TEST(PathListing, SortsInWalkOrderStablyAndFindsPaths) {
   EXPECT_EQ(l.lower_bound("b"), 4u);
 
   // Entries span many pool chunks (64 KiB each) and stay intact.
-  fid::pack::PathListing<Info> big;
+  fid::sources::PathListing<Info> big;
   const std::string name(3000, 'n');
   for (uint32_t i = 0; i < 1000; ++i) ASSERT_TRUE(big.add({i}, name + std::to_string(1000 + 999 - i), name));
   big.sort();
@@ -73,7 +73,7 @@ TEST(PathListing, SortsInWalkOrderStablyAndFindsPaths) {
   // drain() hands out every entry in order (chunks are given back behind it), stops at the
   // first error, and leaves the listing empty.
   uint32_t next = 999;
-  EXPECT_TRUE(big.drain([&](const fid::pack::PathListing<Info>::Entry& e) -> fid::Status {
+  EXPECT_TRUE(big.drain([&](const fid::sources::PathListing<Info>::Entry& e) -> fid::Status {
     EXPECT_EQ(e.info.n, next--);
     EXPECT_TRUE(e.path == name + std::to_string(1999 - e.info.n)) << e.info.n;
     return {};
@@ -81,7 +81,7 @@ TEST(PathListing, SortsInWalkOrderStablyAndFindsPaths) {
   EXPECT_EQ(next, UINT32_MAX);
   EXPECT_EQ(big.size(), 0u);
   int seen = 0;
-  fid::Status stopped = l.drain([&](const fid::pack::PathListing<Info>::Entry& e) -> fid::Status {
+  fid::Status stopped = l.drain([&](const fid::sources::PathListing<Info>::Entry& e) -> fid::Status {
     ++seen;
     if (e.path == "a/b") return fid::Error{EEXIST, "stop"};
     return {};

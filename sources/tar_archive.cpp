@@ -1,4 +1,4 @@
-#include "pack/tar_archive.h"
+#include "sources/tar_archive.h"
 
 #include <unistd.h>
 
@@ -7,7 +7,7 @@
 #include <cstring>
 #include <fmt/format.h>
 
-namespace fid::pack {
+namespace fid::sources {
 
 la_ssize_t RangeInput::read(archive* a, void* self, const void** out) {
   auto* r = static_cast<RangeInput*>(self);
@@ -102,4 +102,4 @@ fid::Status read_member(archive* a, uint64_t size, std::vector<uint8_t>& out) {
   return {};
 }
 
-}  // namespace fid::pack
+}  // namespace fid::sources

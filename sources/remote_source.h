@@ -18,10 +18,10 @@
 #include "common/error.h"
 #include "net/http_client.h"
 #include "net/url.h"
-#include "pack/pack_source.h"
+#include "sources/pack_source.h"
 #include "storage/open_store.h"
 
-namespace fid::pack {
+namespace fid::sources {
 
 // The window of GETs kept in flight ahead of pack's readers.
 inline constexpr unsigned kPrefetchFiles = 64;
@@ -34,4 +34,4 @@ inline constexpr uint64_t kPrefetchBytes = 64ull << 20;
 Result<std::unique_ptr<PackSource>> make_remote_source(const net::StoreUrl& url, const storage::StoreOptions& opts,
                                                               net::HttpOptions http = {});
 
-}  // namespace fid::pack
+}  // namespace fid::sources

@@ -12,7 +12,7 @@
 
 #include "common/error.h"
 
-namespace fid::pack {
+namespace fid::sources {
 
 struct ArchiveDeleter {
   void operator()(archive* a) const { archive_read_free(a); }
@@ -55,4 +55,4 @@ fid::Error archive_error(archive* a, const std::string& where);
 // The current member's data, grown as it arrives rather than sized by the header's claim.
 fid::Status read_member(archive* a, uint64_t size, std::vector<uint8_t>& out);
 
-}  // namespace fid::pack
+}  // namespace fid::sources

@@ -19,7 +19,7 @@
 #include "common/error.h"
 #include "index/store.h"
 
-namespace fid::pack {
+namespace fid::sources {
 
 inline constexpr uint64_t kMaxSourceFileBytes = 0xFFFFFFFFull;  // a piece size is a u32
 
@@ -273,4 +273,4 @@ class PackSource {
   virtual bool read_errors_fail() const { return false; }
 };
 
-}  // namespace fid::pack
+}  // namespace fid::sources

@@ -9,9 +9,9 @@
 #include <utility>
 #include <vector>
 
-#include "pack/pack_source.h"
+#include "sources/pack_source.h"
 
-namespace fid::pack {
+namespace fid::sources {
 
 // Folders by device and inode: one folder whatever path (symlinks included) reaches it.
 using FolderIds = std::vector<std::pair<dev_t, ino_t>>;
@@ -32,4 +32,4 @@ class FolderSource final : public PackSource {
   FolderIds excluded_;
 };
 
-}  // namespace fid::pack
+}  // namespace fid::sources

@@ -1,4 +1,4 @@
-#include "pack/remote_source.h"
+#include "sources/remote_source.h"
 
 #include <fmt/format.h>
 
@@ -13,7 +13,7 @@
 #include "net/s3_listing.h"
 #include "net/s3_requests.h"
 
-namespace fid::pack {
+namespace fid::sources {
 
 namespace {
 
@@ -396,4 +396,4 @@ Result<std::unique_ptr<PackSource>> make_remote_source(const net::StoreUrl& url,
   return std::unique_ptr<PackSource>(std::make_unique<RemoteSource>(url, std::move(where).value(), std::move(http)));
 }
 
-}  // namespace fid::pack
+}  // namespace fid::sources

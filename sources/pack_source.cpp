@@ -1,4 +1,4 @@
-#include "pack/pack_source.h"
+#include "sources/pack_source.h"
 
 #include <fmt/format.h>
 #include <sys/mman.h>
@@ -7,7 +7,7 @@
 #include <cerrno>
 #include <cstring>
 
-namespace fid::pack {
+namespace fid::sources {
 
 bool walk_less(std::string_view a, std::string_view b) {
   const size_t n = std::min(a.size(), b.size());
@@ -193,4 +193,4 @@ fid::Status SourceTreeBuilder::add_skipped(const std::string& path, std::string 
   return {};
 }
 
-}  // namespace fid::pack
+}  // namespace fid::sources

@@ -11,10 +11,10 @@
 #include <string>
 #include <vector>
 
-#include "pack/pack_source.h"
+#include "sources/pack_source.h"
 #include "video/video_frames.h"
 
-namespace fid::pack {
+namespace fid::sources {
 
 // What became of each video: its frames' folder or why it is not in the store.
 struct VideoSummary {
@@ -31,4 +31,4 @@ std::unique_ptr<PackSource> video_frames_source(std::unique_ptr<PackSource> inne
                                                 std::filesystem::path scratch_dir, unsigned jobs,
                                                 VideoSummary& summary);
 
-}  // namespace fid::pack
+}  // namespace fid::sources

@@ -1,4 +1,4 @@
-#include "pack/folder_source.h"
+#include "sources/folder_source.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -13,7 +13,7 @@
 #include "common/fd.h"
 #include "common/posix_io.h"
 
-namespace fid::pack {
+namespace fid::sources {
 
 namespace fsys = std::filesystem;
 
@@ -149,4 +149,4 @@ fid::Result<SourceBytes> FolderSource::read(const SourceTree& tree, uint32_t i) 
   return out;
 }
 
-}  // namespace fid::pack
+}  // namespace fid::sources

@@ -1,5 +1,5 @@
 // See video_source.h.
-#include "pack/video_source.h"
+#include "sources/video_source.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -19,7 +19,7 @@
 #include "common/fd.h"
 #include "common/posix_io.h"
 
-namespace fid::pack {
+namespace fid::sources {
 
 namespace fsys = std::filesystem;
 
@@ -285,4 +285,4 @@ std::unique_ptr<PackSource> video_frames_source(std::unique_ptr<PackSource> inne
   return std::make_unique<VideoFramesSource>(std::move(inner), opt, std::move(scratch_dir), jobs, summary);
 }
 
-}  // namespace fid::pack
+}  // namespace fid::sources

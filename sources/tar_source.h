@@ -13,9 +13,9 @@
 #include <memory>
 #include <vector>
 
-#include "pack/pack_source.h"
+#include "sources/pack_source.h"
 
-namespace fid::pack {
+namespace fid::sources {
 
 struct TarSourceOptions {
   std::vector<std::filesystem::path> tars;
@@ -42,4 +42,4 @@ class TarSource final : public PackSource {
 // .tar.bz2): decided by the name, so that a folder source stays a folder.
 bool is_tar_name(const std::filesystem::path& path);
 
-}  // namespace fid::pack
+}  // namespace fid::sources

@@ -1,4 +1,4 @@
-#include "pack/tar_source.h"
+#include "sources/tar_source.h"
 
 #include <archive.h>
 #include <archive_entry.h>
@@ -19,9 +19,9 @@
 
 #include "common/fd.h"
 #include "common/posix_io.h"
-#include "pack/tar_archive.h"
+#include "sources/tar_archive.h"
 
-namespace fid::pack {
+namespace fid::sources {
 
 namespace fsys = std::filesystem;
 
@@ -433,4 +433,4 @@ bool is_tar_name(const fsys::path& path) {
   return false;
 }
 
-}  // namespace fid::pack
+}  // namespace fid::sources
