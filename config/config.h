@@ -132,6 +132,8 @@ struct CommonSettings {
   std::optional<unsigned> remote_requests;     // requests in flight at once
   std::optional<RandomReads> random_reads;
   std::optional<bool> clip_reads;  // on: a clip's frame read reads its whole clip run
+  std::optional<bool> clip_push;   // auto (true): a clip's frames go to the kernel's page cache
+  std::optional<uint64_t> clip_push_bytes;
   std::optional<OrderRanks> order_ranks;
   std::optional<LevelChangers> level_changes;
 };
@@ -213,6 +215,8 @@ struct Settings {
   unsigned remote_requests = 64;
   RandomReads random_reads = RandomReads::auto_;
   bool clip_reads = true;  // the mount's default; a file's or folder's user.fidelity.clip_reads overrides it
+  bool clip_push = true;   // clip_push=auto: pushes where the kernel takes them (core/clip_pushes.h)
+  uint64_t clip_push_bytes = 16ull << 20;  // the most one push sends
   OrderRanks order_ranks = OrderRanks::stable;
   LevelChangers level_changes;
   LogLevel log_level = LogLevel::info;

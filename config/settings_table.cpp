@@ -31,6 +31,12 @@ namespace {
 
 // ---- the values' parsers ---------------------------------------------------------------------
 
+std::optional<bool> parse_auto_off(std::string_view s) {
+  if (ascii_iequals(s, "auto")) return true;
+  if (ascii_iequals(s, "off")) return false;
+  return std::nullopt;
+}
+
 std::optional<RandomReads> parse_random_reads(std::string_view s) {
   if (ascii_iequals(s, "auto")) return RandomReads::auto_;
   if (ascii_iequals(s, "records")) return RandomReads::records;
@@ -103,6 +109,7 @@ SettingValue to_value(OrderRanks v) { return std::string(order_ranks_name(v)); }
 SettingValue to_value(const LevelChangers& v) { return level_changers_text(v); }
 SettingValue scan_group_value(const Settings& s) { return level_text(s.scan_group); }  // an int, shown as a level
 SettingValue sequential_memory_value(const Settings& s) { return sequential_memory_budget(s); }  // 0 shown resolved
+SettingValue clip_push_value(const Settings& s) { return std::string(s.clip_push ? "auto" : "off"); }
 
 template <auto Set>
 SettingValue member_value(const Settings& s) { return to_value(s.*Set); }
@@ -195,6 +202,13 @@ constexpr Setting kSettings[] = {
         "clip_reads", "on or off", "`on`, `off`", "",
         "whether the first read of a clip's frame whose record is not loaded reads its whole clip run at the level "
         "in one request (`on`) or only the frame (`off`); per subtree as `user.fidelity.clip_reads`, see \"Clips\""),
+    row<&C::clip_push, &S::clip_push, &parse_auto_off, &clip_push_value>(
+        "clip_push", "auto or off", "`auto`, `off`", "",
+        "whether a clip's frames go to the kernel's page cache once its run is read, so that reading the clip costs "
+        "one read request (`auto`: wherever the kernel takes them), see \"Clips\""),
+    row<&C::clip_push_bytes, &S::clip_push_bytes, &parse_bytes>(
+        "clip_push_bytes", "a byte size like 16MiB", "BYTES", "",
+        "the most bytes of frames one read of a clip pushes to the kernel's page cache"),
     row<&C::order_ranks, &S::order_ranks, &parse_order_ranks>(
         "order_ranks", "stable or per-epoch", "`stable`, `per-epoch`", "",
         "whether rank orders keep each rank's records for the whole run, see \"Published read orders\""),

@@ -249,6 +249,25 @@ bool FileReader::load_for_read(uint32_t r, int lvl, bool wait) {
   return false;
 }
 
+std::optional<FileReader::Bytes> FileReader::cached(const index::File& f, int level) {
+  std::shared_ptr<const Prefix> pre = cache_.peek(f.record, cache_.prefix_level(f.record, level));
+  if (!pre || !pre->holds(f)) {
+    const index::ClipRun* clip = store_.clip_of(f);
+    if (clip == nullptr || clip->level_end.empty()) return std::nullopt;
+    const uint32_t key = cache_.clip_key(*clip);
+    pre = cache_.peek(key, cache_.prefix_level(key, level));
+  }
+  if (!pre || !pre->holds(f)) return std::nullopt;
+  const uint64_t size = store_.size_at_level(f, level);
+  const PieceRange range = piece_range(store_, f, level, 0, size);
+  if (std::optional<std::span<const uint8_t>> in_prefix = prefix_span(store_, f, range, *pre))
+    return Bytes{*in_prefix, pre, range.tail};
+  thread_local std::vector<uint8_t> out;
+  PrefixPieces pieces(store_, *pre);
+  if (!read_range(store_, f, level, 0, size, pieces, out).ok()) return std::nullopt;
+  return Bytes{out, pre, {}};
+}
+
 std::shared_ptr<const Prefix> FileReader::clip_prefix(const index::ClipRun& c, int level) {
   const uint32_t key = cache_.clip_key(c);
   const int lvl = cache_.prefix_level(key, level);

@@ -65,6 +65,11 @@ class FileReader {
   // Bytes [offset, offset + length) of file f at `level` (`sequential`: re-encoded as one
   // sequential scan), clipped at its end.
   Result<Bytes> read(const index::File& f, int level, bool sequential, uint64_t offset, uint64_t length);
+  // The bytes of f at `level` as stored, all of them, where a cached prefix holds them now (its
+  // record's or its clip run's); nullopt otherwise. Loads nothing, waits for nothing, counts no
+  // read: what a push to the kernel's page cache sends (core/clip_pushes.h). `data` is valid
+  // while `keep` is held and until this thread's next call.
+  std::optional<Bytes> cached(const index::File& f, int level);
   // Bytes a read of the whole file returns at `level` as stored (an L3 file: its view's size).
   uint64_t size(const index::File& f, int level) const;
   // Bytes of JPEG f's level re-encoded sequential: made (and kept in the view cache) on the first

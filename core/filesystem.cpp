@@ -24,9 +24,10 @@ Filesystem::Filesystem(const index::Store& store, storage::RecordSource& source,
               &display_names_),
       random_reads_(store, source, settings_, policy_, reader_),
       telemetry_({store, source, settings_, reader_, policy_, changes_, change_access_, orders_, random_reads_,
-                  request_errors_, options.mountpoint}),
+                  request_errors_, pushes_, options.mountpoint}),
       control_(inodes_, telemetry_),
       names_(store, inodes_, policy_, encodings_, reader_, control_, orders_, display_names_),
+      pushes_(store, inodes_, names_, reader_, settings_),
       changes_(store, inodes_, policy_, encodings_, clip_reads_, names_, settings.threads),
       xattrs_(store, policy_, encodings_, clip_reads_, reader_, orders_, changes_, random_reads_),
       change_access_(settings.level_changes, options.owner, options.level_change_group) {
@@ -37,6 +38,7 @@ Filesystem::Filesystem(const index::Store& store, storage::RecordSource& source,
 
 void Filesystem::detach() {
   stopping_.store(true);  // reads on the wire end now: a shutdown never waits for a server
+  pushes_.detach();
   changes_.detach();
 }
 
@@ -128,6 +130,7 @@ Result<FileReader::Bytes> Filesystem::read(uint64_t ino, uint64_t offset, uint64
   const index::File& f = store_.files()[n.id];
   auto r = reader_.read(f, n.level, n.sequential, offset, size);
   telemetry_.count_read(f.kind, n.level, r.ok() ? r->size() : 0, std::chrono::steady_clock::now() - start);
+  if (r.ok()) pushes_.on_read(n, offset);  // its clip's next frames, pushed while this one is answered
   return r;
 }
 

@@ -24,6 +24,7 @@
 #include "common/error.h"
 #include "config/config.h"
 #include "core/change_access.h"
+#include "core/clip_pushes.h"
 #include "core/control_files.h"
 #include "core/file_reader.h"
 #include "core/inodes.h"
@@ -58,7 +59,10 @@ class Filesystem {
 
   // Level changes invalidate through `kernel` from now on, until detach(), which also stops the
   // source's requests (the mount is ending).
-  void attach(KernelCache* kernel) { changes_.attach(kernel); }
+  void attach(KernelCache* kernel) {
+    changes_.attach(kernel);
+    pushes_.attach(kernel);
+  }
   void detach();
   void wait_invalidations() { changes_.wait_idle(); }  // until every queued invalidation is done
 
@@ -85,6 +89,11 @@ class Filesystem {
   Status opendir(uint64_t ino, int flags);
   // Bytes [offset, offset + size) of a file, clipped at its end.
   Result<FileReader::Bytes> read(uint64_t ino, uint64_t offset, uint64_t size);
+  // The reply to a LOOKUP that gave `ino` is sent (the kernel makes the inode as it takes it): a
+  // clip's frame is queued for the kernel's page cache (core/clip_pushes.h).
+  void lookup_replied(uint64_t ino) { pushes_.on_lookup(inodes_.decode(ino)); }
+  // Until every clip frame queued for the kernel's page cache is pushed (tests).
+  void wait_pushes() { pushes_.wait_idle(); }
   // Entry i of folder `dir`'s listing; nullopt past the end. ENOTDIR if dir is not a folder.
   Result<std::optional<Namespace::DirEntry>> entry_at(uint64_t dir, size_t i);
   Result<Entry> listed_entry(const Namespace::DirEntry& d) { return names_.listed_entry(d); }
@@ -128,6 +137,7 @@ class Filesystem {
   Telemetry telemetry_;  // renders changes_ and change_access_, built below, only when asked
   ControlFiles control_;
   Namespace names_;
+  ClipPushes pushes_;
   LevelChanges changes_;
   Xattrs xattrs_;
   ChangeAccess change_access_;

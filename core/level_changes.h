@@ -36,6 +36,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <span>
 #include <string_view>
 #include <thread>
 #include <unordered_set>
@@ -61,6 +62,10 @@ class KernelCache {
   // The content or attributes of `ino` changed. Best effort, so no result: the failures are the
   // kernel not having the inode (nothing stale) or the session ending (no one to tell).
   virtual void forget_inode(uint64_t ino) = 0;
+  // Stores `data` then `tail`, a whole file's bytes, into the page cache of inode `ino` from
+  // offset 0 (FUSE_NOTIFY_STORE: core/clip_pushes.h). ENOENT: the kernel holds no such inode;
+  // another error: it takes no stores.
+  virtual Status store(uint64_t ino, std::span<const uint8_t> data, std::span<const uint8_t> tail) = 0;
 };
 
 // The settings a file or folder takes per subtree: a level and an encoding choose a file's inode;

@@ -176,6 +176,14 @@ std::shared_ptr<const Prefix> RecordCache::get(uint32_t r, int level, bool wait_
   }
 }
 
+std::shared_ptr<const Prefix> RecordCache::peek(uint32_t r, int level) const {
+  std::lock_guard lock(mu_);
+  auto it = slots_.find(r);
+  if (it == slots_.end() || !it->second.prefix || it->second.prefix->level < level || !it->second.prefix->bad_pieces.empty())
+    return nullptr;
+  return it->second.prefix;
+}
+
 bool RecordCache::mark_queued(uint32_t r, int level) {
   std::lock_guard lock(mu_);
   Slot& s = slots_[r];

@@ -113,6 +113,9 @@ class RecordCache {
   // The cached prefix of r covering `level`; waits for one being loaded or queued (unless
   // wait_for_load is false). nullptr if there is none (the caller reads the file's own pieces).
   std::shared_ptr<const Prefix> get(uint32_t r, int level, bool wait_for_load = true);
+  // The cached prefix of r covering `level` if there is one now, undamaged: never waits, counts
+  // no hit and leaves the eviction order as it is (a push of its bytes is no read).
+  std::shared_ptr<const Prefix> peek(uint32_t r, int level) const;
   // Marks r as queued for loading (so readers wait for it instead of reading pieces). False if
   // a prefix covering `level` is already cached, loading or queued.
   bool mark_queued(uint32_t r, int level);

@@ -13,6 +13,7 @@
 #include "common/readings.h"
 #include "config/config.h"
 #include "core/change_access.h"
+#include "core/clip_pushes.h"
 #include "core/file_reader.h"
 #include "core/inodes.h"
 #include "core/level_changes.h"
@@ -41,6 +42,7 @@ class Telemetry {
     const OrderFiles& orders;
     const RandomReads& random_reads;
     const RequestErrors& request_errors;
+    const ClipPushes& pushes;
     std::string mountpoint;
   };
   explicit Telemetry(Parts parts);

@@ -20,6 +20,7 @@
 #include <cstring>
 #include <exception>
 #include <new>
+#include <span>
 #include <thread>
 #include <vector>
 
@@ -60,6 +61,21 @@ class KernelNotifier final : public core::KernelCache {
     return Error{-rc, fmt::format("invalidating entry '{}' failed: {}", name, std::strerror(-rc))};
   }
   void forget_inode(uint64_t ino) override { (void)fuse_lowlevel_notify_inval_inode(se_, ino, 0, 0); }
+  Status store(uint64_t ino, std::span<const uint8_t> data, std::span<const uint8_t> tail) override {
+    // One buffer vector of up to two buffers: libfuse writes them with one writev.
+    struct {
+      fuse_bufvec head;
+      fuse_buf more;
+    } v{};
+    v.head.count = tail.empty() ? 1 : 2;
+    v.head.buf[0].mem = const_cast<uint8_t*>(data.data());
+    v.head.buf[0].size = data.size();
+    v.more.mem = const_cast<uint8_t*>(tail.data());
+    v.more.size = tail.size();
+    const int rc = fuse_lowlevel_notify_store(se_, ino, 0, &v.head, static_cast<fuse_buf_copy_flags>(0));
+    if (rc == 0) return {};
+    return Error{-rc, fmt::format("storing inode {} failed: {}", ino, std::strerror(-rc))};
+  }
 
  private:
   fuse_session* se_;
@@ -101,7 +117,9 @@ void op_lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
   auto e = core_of(req).lookup(parent, name);
   if (!e.ok()) return reply_error(req, core::Request::lookup, parent, name, e.error());
   fuse_entry_param p = entry_param(*e);  // ino 0: a negative entry, cached (the tree never changes)
+  core::Filesystem& fs = core_of(req);    // the request is gone once answered
   fuse_reply_entry(req, &p);
+  if (e->ino != 0) fs.lookup_replied(e->ino);
 }
 
 void op_forget(fuse_req_t req, fuse_ino_t, uint64_t) { fuse_reply_none(req); }  // inodes are arithmetic

@@ -207,3 +207,99 @@ def test_merge_carries_clips(clip_tree, clip_store, tmp_path):
     for rel in single.files:
         assert st.all_levels(rel) == single.all_levels(rel), rel
     subprocess.run([fid_bin(), "verify", merged, "--progress", "off"], capture_output=True, check=True)
+
+
+def stats(mnt):
+    return json.loads(read(os.path.join(mnt, ".fidelity", "stats")))
+
+
+def test_a_clip_read_costs_one_read_request_its_other_frames_pushed(clip_store, mnt):
+    """The first frame's READ loads the clip's run; its other frames go to the kernel's page cache
+    (FUSE_NOTIFY_STORE), so a loader that lists the folder and reads every frame sends one READ a
+    clip; one that builds the paths (no listing) sends its LOOKUPs and fewer READs. Every byte is
+    the second reader's, at full and at level 3; sequential frames are not pushed (made by their
+    own reads) and read right; clip_push=off, or a cap below a frame, sends a READ a frame."""
+    st = Store(clip_store)
+    folders = sorted({os.path.dirname(r) for r in st.files if "video_" in r})
+
+    def read_clips(listing, level):
+        before = stats(mnt)
+        for folder in folders:
+            if listing:
+                assert sorted(os.listdir(os.path.join(mnt, folder))) == sorted(os.path.basename(r) for r in
+                                                                               frames_of(st, folder))
+            for r in frames_of(st, folder):
+                data = read(os.path.join(mnt, r))
+                assert len(data) == os.stat(os.path.join(mnt, r)).st_size, r
+                if level:
+                    assert data == st.read(r, level), (r, level)
+        after = stats(mnt)
+        return (after["requests"]["read"] - before["requests"]["read"],
+                after["requests"]["lookup"] - before["requests"]["lookup"],
+                after["clips"]["pushed_frames"] - before["clips"]["pushed_frames"])
+
+    clips, pushed = len(folders), len(folders) * (FRAMES - 1)
+    for level in (3, st.levels):
+        with mounted(clip_store, mnt, "-o", f"scan_group={level},readdir=plus"):
+            reads, _, frames = read_clips(True, level)
+            assert (reads, frames) == (clips, pushed), (level, reads, frames)
+        with mounted(clip_store, mnt, "-o", f"scan_group={level}"):
+            # A frame's push after its LOOKUP races the reader's READ (the kernel makes the inode
+            # only as the reader wakes): how many READs it saves is the benchmark's to say.
+            reads, lookups, frames = read_clips(False, level)
+            assert clips <= reads <= clips * FRAMES and reads + frames >= clips * FRAMES, (level, reads, frames)
+            assert lookups == clips * (FRAMES + 1) + 2, lookups  # the frames, their folders, the two classes
+    with mounted(clip_store, mnt, "-o", "scan_group=3,encoding=sequential,readdir=plus"):
+        reads, _, frames = read_clips(True, None)
+        assert (reads, frames) == (clips * FRAMES, 0)
+    for opts in ("clip_push=off", "clip_push_bytes=16"):
+        with mounted(clip_store, mnt, "-o", f"scan_group=3,readdir=plus,{opts}"):
+            reads, _, frames = read_clips(True, 3)
+            assert (reads, frames) == (clips * FRAMES, 0), opts
+
+
+def test_pushed_frames_stay_right_under_level_changes(clip_store, mnt):
+    """Readers that list a clip and read its frames while others change the clips' levels (files
+    and folders): every read is one level's whole frame, its size the inode's stat size, and
+    frames were pushed all along."""
+    import random
+    import time
+
+    st = Store(clip_store)
+    folders = sorted({os.path.dirname(r) for r in st.files if "video_" in r})
+    levels = {r: {bytes(b): k for k, b in enumerate(st.all_levels(r), 1)} for r in st.files if "video_" in r}
+    errors, counts = [], {"reads": 0, "flips": 0}
+    deadline = time.monotonic() + 4.0
+
+    def reader(seed):
+        rng = random.Random(seed)
+        while time.monotonic() < deadline:
+            folder = rng.choice(folders)
+            os.listdir(os.path.join(mnt, folder))
+            for r in frames_of(st, folder):
+                with open(os.path.join(mnt, r), "rb") as f:
+                    size = os.fstat(f.fileno()).st_size
+                    data = f.read()
+                counts["reads"] += 1
+                if len(data) != size:
+                    errors.append(f"{r}: {len(data)} bytes read, stat says {size}")
+                elif data not in levels[r]:
+                    errors.append(f"{r}: {len(data)} bytes match no level")
+
+    def flipper(seed):
+        rng = random.Random(seed)
+        while time.monotonic() < deadline:
+            target = os.path.join(mnt, rng.choice([rng.choice(folders), rng.choice(list(levels))]))
+            os.setxattr(target, "user.fidelity.scan_group", str(rng.randint(1, st.levels)).encode())
+            counts["flips"] += 1
+
+    with mounted(clip_store, mnt, "-o", "readdir=plus"):
+        threads = [threading.Thread(target=reader, args=(i,)) for i in range(4)]
+        threads += [threading.Thread(target=flipper, args=(10 + i,)) for i in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        pushed = stats(mnt)["clips"]["pushed_frames"]
+    assert errors == [], errors[:10]
+    assert counts["reads"] > 100 and counts["flips"] > 20 and pushed > 0, (counts, pushed)

@@ -130,7 +130,8 @@ TEST(ConfigYaml, ErrorsNameKeyAndLine) {
   EXPECT_EQ(error_of("threads: 4\n\nbogus: 1\n"),
             "f.yaml:3: key 'bogus': unknown key (expected scan_group, encoding, sequential_memory, threads, cache, gpu, gpu_batch, gpu_deadline_us, gpu_memory, "
             "raw_format, raw_names, readdir, endpoint, region, profile, addressing, ca_file, disk_cache, disk_cache_size, "
-            "remote_requests, random_reads, clip_reads, order_ranks, level_changes, rules, order_seed, order_window, log)");
+            "remote_requests, random_reads, clip_reads, clip_push, clip_push_bytes, order_ranks, level_changes, rules, order_seed, "
+            "order_window, log)");
   EXPECT_NE(error_of("rules:\n  - path: a\n    scan_group: x\n").find("f.yaml:3: key 'rules[0].scan_group'"), std::string::npos);
   EXPECT_NE(error_of("rules:\n  - path: a\n").find("key 'rules[0].scan_group': missing"), std::string::npos);
   EXPECT_NE(error_of("rules:\n  - scan_group: 2\n    colour: red\n").find("f.yaml:3: key 'rules[0].colour'"), std::string::npos);

@@ -103,7 +103,7 @@ const std::map<std::string, std::string> kSamples = {
     {"gpu_batch", "5"}, {"gpu_deadline_us", "77"}, {"gpu_memory", "2MiB"}, {"raw_format", "npy"},
     {"raw_names", "ext"}, {"readdir", "plain"}, {"endpoint", "http://127.0.0.1:9"}, {"region", "eu-north-1"},
     {"profile", "lab"}, {"addressing", "virtual"}, {"ca_file", "/etc/ca.pem"}, {"disk_cache", "/var/cache/f"},
-    {"disk_cache_size", "5GiB"}, {"remote_requests", "9"}, {"random_reads", "pieces"}, {"clip_reads", "off"},
+    {"disk_cache_size", "5GiB"}, {"remote_requests", "9"}, {"random_reads", "pieces"}, {"clip_reads", "off"}, {"clip_push", "off"}, {"clip_push_bytes", "4MiB"},
     {"order_ranks", "per-epoch"},
     {"level_changes", "group=wheel"}};
 
@@ -181,7 +181,8 @@ TEST(SettingsTable, ConfigJsonHasEveryRowWithItsValue) {
       "store", "mountpoint", "config_file", "levels", "scan_group", "effective_default_level", "encoding", "rules",
       "sequential_memory", "threads", "cache", "gpu", "gpu_decoder", "gpu_batch", "gpu_deadline_us", "gpu_memory", "raw_format",
       "raw_names", "readdir", "source", "endpoint", "region", "profile", "addressing", "ca_file", "disk_cache",
-      "disk_cache_size", "remote_requests", "random_reads", "clip_reads", "order_ranks", "allow_other", "level_changes",
+      "disk_cache_size", "remote_requests", "random_reads", "clip_reads", "clip_push", "clip_push_bytes", "order_ranks",
+      "allow_other", "level_changes",
       "level_changers", "log"};
   EXPECT_EQ(keys, expected);
   EXPECT_EQ(j["cache"], 3ull << 30);

@@ -46,6 +46,7 @@ class RecordingKernel final : public fid::core::KernelCache {
     std::lock_guard lock(mu_);
     inodes.insert(ino);
   }
+  fid::Status store(uint64_t, std::span<const uint8_t>, std::span<const uint8_t>) override { return {}; }
   void unlock_parent() {
     {
       std::lock_guard lock(mu_);

@@ -1,0 +1,191 @@
+// A clip's frames pushed to the kernel's page cache (core/clip_pushes.h), without a mount: a
+// recording kernel takes the stores. After a frame's READ, the frames after it that the kernel
+// knows get exactly the bytes a READ of their inodes returns; a frame looked up later gets its
+// own; a level change pushes the new inodes' bytes; clip_push=off, a cap smaller than a frame,
+// sequential frames and a kernel that refuses stores get none.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <vector>
+
+#include "core/filesystem.h"
+#include "pack/packer.h"
+#include "storage/local_record_source.h"
+#include "test_files.h"
+#include "test_pack_tree.h"
+#include "test_store_fixture.h"
+
+namespace fid {
+namespace {
+
+namespace fs = std::filesystem;
+
+class StoringKernel final : public core::KernelCache {
+ public:
+  Status forget_entry(uint64_t, std::string_view) override { return {}; }
+  void forget_inode(uint64_t) override {}
+  Status store(uint64_t ino, std::span<const uint8_t> data, std::span<const uint8_t> tail) override {
+    std::lock_guard lock(mu_);
+    ++calls;
+    if (refuse) return Error{refuse, "refused"};
+    std::vector<uint8_t>& bytes = stored[ino];
+    bytes.assign(data.begin(), data.end());
+    bytes.insert(bytes.end(), tail.begin(), tail.end());
+    return {};
+  }
+  std::map<uint64_t, std::vector<uint8_t>> take() {
+    std::lock_guard lock(mu_);
+    return std::exchange(stored, {});
+  }
+  int refuse = 0;  // an errno every store answers with
+  int calls = 0;
+
+ private:
+  std::mutex mu_;
+  std::map<uint64_t, std::vector<uint8_t>> stored;
+};
+
+constexpr int kFrames = 8;
+const core::Caller kOwner{1000, 1000, {}};
+
+class ClipPushesTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const fs::path src = dir_.path() / "src";
+    for (const char* clip : {"a", "b"})
+      for (int i = 1; i <= kFrames; ++i) {
+        const std::vector<uint8_t> jpeg = testutil::make_jpeg(64, 48, static_cast<uint32_t>(i + 100 * clip[0]));
+        testutil::write_file(src / "cls" / clip / fmt::format("img_{:05d}.jpg", i), std::string(jpeg.begin(), jpeg.end()));
+      }
+    pack::PackOptions opt = testutil::pack_options(src, dir_.path() / "store", 1 << 20);
+    opt.layout = index::StoreLayout::file;
+    std::atomic<bool> cancel{false};
+    ASSERT_TRUE(pack::pack(opt, nullptr, cancel).ok());
+    store_ = testutil::value_or_throw(index::Store::open(dir_.path() / "store"));
+    ASSERT_EQ(store_->clip_runs().size(), 2u);
+    source_ = std::make_unique<storage::LocalRecordSource>(*store_);
+  }
+  void mount(const config::Settings& settings) {
+    if (fs_) fs_->detach();
+    fs_ = std::make_unique<core::Filesystem>(*store_, *source_, settings, core::Filesystem::Options{"/mnt/t", nullptr, 1000, {}, {}});
+    fs_->attach(&kernel_);
+  }
+  void TearDown() override {
+    if (fs_) fs_->detach();
+  }
+  // A LOOKUP as the adapter answers it.
+  uint64_t lookup(uint64_t parent, const std::string& name) {
+    auto e = fs_->lookup(parent, name);
+    EXPECT_TRUE(e.ok() && e->ino != 0) << name;
+    if (!e.ok()) return 0;
+    fs_->lookup_replied(e->ino);
+    return e->ino;
+  }
+  uint64_t clip_dir(const char* clip) { return lookup(lookup(1, "cls"), clip); }
+  std::string frame(int i) const { return fmt::format("img_{:05d}.jpg", i); }
+  std::vector<uint8_t> read_all(uint64_t ino) {
+    auto st = fs_->getattr(ino);
+    EXPECT_TRUE(st.ok());
+    auto r = fs_->read(ino, 0, static_cast<uint64_t>(st->st_size) + 1);
+    EXPECT_TRUE(r.ok());
+    return r.ok() ? r->to_vector() : std::vector<uint8_t>{};
+  }
+  uint64_t reading(const std::string& key) {
+    auto text = fs_->read(fs_->lookup(fs_->lookup(1, ".fidelity")->ino, "stats")->ino, 0, 1 << 20);
+    const std::string json(reinterpret_cast<const char*>(text->data.data()), text->data.size());
+    const size_t at = json.find("\"" + key + "\":");
+    return at == std::string::npos ? UINT64_MAX : std::stoull(json.substr(at + key.size() + 3));
+  }
+
+  testutil::TempDir dir_;
+  std::unique_ptr<index::Store> store_;
+  std::unique_ptr<storage::LocalRecordSource> source_;
+  StoringKernel kernel_;
+  std::unique_ptr<core::Filesystem> fs_;
+};
+
+TEST_F(ClipPushesTest, AReadPushesTheKnownFramesAfterItAndALookupItsOwn) {
+  config::Settings settings;
+  settings.scan_group = 5;
+  mount(settings);
+  const uint64_t a = clip_dir("a");
+  std::vector<uint64_t> ino(kFrames + 1);
+  for (int i = 1; i < kFrames; ++i) ino[static_cast<size_t>(i)] = lookup(a, frame(i));  // the last one unknown
+  fs_->wait_pushes();
+  EXPECT_TRUE(kernel_.take().empty()) << "no run is cached yet";
+  const std::vector<uint8_t> first = read_all(ino[1]);
+  fs_->wait_pushes();
+  std::map<uint64_t, std::vector<uint8_t>> stored = kernel_.take();
+  ASSERT_EQ(stored.size(), static_cast<size_t>(kFrames - 2));  // frames 2 .. kFrames-1
+  for (int i = 2; i < kFrames; ++i) {
+    ASSERT_TRUE(stored.count(ino[static_cast<size_t>(i)])) << i;
+    EXPECT_EQ(stored[ino[static_cast<size_t>(i)]], read_all(ino[static_cast<size_t>(i)])) << i;
+  }
+  EXPECT_EQ(reading("pushed_frames"), static_cast<uint64_t>(kFrames - 2));
+  // A read not at the start pushes nothing (the reads above pushed their frames' followers
+  // again); the last frame's lookup pushes its bytes.
+  fs_->wait_pushes();
+  kernel_.take();
+  ASSERT_TRUE(fs_->read(ino[1], 100, 10).ok());
+  fs_->wait_pushes();
+  EXPECT_TRUE(kernel_.take().empty());
+  ino[kFrames] = lookup(a, frame(kFrames));
+  fs_->wait_pushes();
+  stored = kernel_.take();
+  ASSERT_EQ(stored.size(), 1u);
+  EXPECT_EQ(stored[ino[kFrames]], read_all(ino[kFrames]));
+  // A level change: the frames' new inodes get the new level's bytes.
+  ASSERT_TRUE(fs_->setxattr(a, "user.fidelity.scan_group", "2", 0, kOwner).ok());
+  fs_->wait_invalidations();
+  std::vector<uint64_t> now(kFrames + 1);
+  for (int i = 1; i <= kFrames; ++i) now[static_cast<size_t>(i)] = lookup(a, frame(i));
+  EXPECT_NE(now[2], ino[2]);
+  fs_->wait_pushes();
+  kernel_.take();  // the lookups' own pushes, where a prefix holding level 2 was cached
+  const std::vector<uint8_t> first2 = read_all(now[1]);
+  EXPECT_LT(first2.size(), first.size());
+  fs_->wait_pushes();
+  stored = kernel_.take();
+  ASSERT_EQ(stored.size(), static_cast<size_t>(kFrames - 1));
+  for (int i = 2; i <= kFrames; ++i) EXPECT_EQ(stored[now[static_cast<size_t>(i)]], read_all(now[static_cast<size_t>(i)])) << i;
+}
+
+TEST_F(ClipPushesTest, OffACapBelowAFrameSequentialFramesAndARefusingKernelPushNothing) {
+  const auto pushes_after_a_read = [&](const config::Settings& settings) {
+    mount(settings);
+    const uint64_t b = clip_dir("b");
+    std::vector<uint64_t> ino;
+    for (int i = 1; i <= kFrames; ++i) ino.push_back(lookup(b, frame(i)));
+    fs_->wait_pushes();
+    const int before = kernel_.calls;
+    read_all(ino[0]);
+    fs_->wait_pushes();
+    lookup(b, frame(2));
+    fs_->wait_pushes();
+    kernel_.take();
+    return static_cast<size_t>(kernel_.calls - before) - (kernel_.refuse ? 1 : 0);  // a refused try sends nothing
+  };
+  config::Settings settings;
+  EXPECT_EQ(pushes_after_a_read(settings), static_cast<size_t>(kFrames));  // 7 after the read, 1 after the lookup
+  config::Settings off = settings;
+  off.clip_push = false;
+  EXPECT_EQ(pushes_after_a_read(off), 0u);
+  config::Settings small = settings;
+  small.clip_push_bytes = 100;
+  EXPECT_EQ(pushes_after_a_read(small), 0u);
+  config::Settings sequential = settings;
+  sequential.encoding = config::Encoding::sequential;
+  EXPECT_EQ(pushes_after_a_read(sequential), 0u);
+  kernel_.refuse = ENOSYS;  // a kernel without stores: one refusal, then no more tries
+  kernel_.calls = 0;
+  EXPECT_EQ(pushes_after_a_read(settings), 0u);
+  EXPECT_EQ(kernel_.calls, 1);
+  EXPECT_EQ(reading("push_refused"), 1u);
+}
+
+}  // namespace
+}  // namespace fid
