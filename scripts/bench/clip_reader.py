@@ -4,7 +4,10 @@ the next clip of a seeded random order and read its frames in name order, every 
 8 spread over the clip as TSN and TSM take them (`sparse`: the middle frame of 8 equal segments),
 for at most SECONDS (then the clips done so far count).
 
-  clip_reader.py frames ROOT LIST   # LIST: clip folders relative to ROOT, one a line (rawframes)
+  clip_reader.py frames ROOT LIST   # LIST: clip folders relative to ROOT, one a line (rawframes);
+                                    # --names-from DIR: the frames' names from DIR's clip folders
+                                    # instead of listing ROOT's (a loader that builds the paths, as
+                                    # mmaction2's RawFrameDecode does from total_frames)
   clip_reader.py gulp INDEX         # chunk files of concatenated frames: one pread a clip, as
                                     # GulpIO reads (--direct: with O_DIRECT, the clip's pages
                                     # around it, as the mount reads its store)
@@ -33,10 +36,10 @@ def sparse(n, segments=8):
     return [int((k + 0.5) * n / segments) for k in range(segments)]
 
 
-def frames_reader(root, which):
+def frames_reader(root, which, names_from=None):
     def read_clip(clip):
         folder = os.path.join(root, clip)
-        names = sorted(os.listdir(folder), key=natural_key)
+        names = sorted(os.listdir(os.path.join(names_from, clip) if names_from else folder), key=natural_key)
         picked = range(len(names)) if which == "all" else sparse(len(names))
         total = 0
         for i in picked:
@@ -100,6 +103,7 @@ def main():
     ap.add_argument("--seconds", type=float, default=20)
     ap.add_argument("--frames", choices=("all", "sparse"), default="all")
     ap.add_argument("--direct", action="store_true", help="gulp: read with O_DIRECT")
+    ap.add_argument("--names-from", help="frames: take the frames' names from this folder's clips, not a listing")
     a = ap.parse_args()
     if a.mode == "make-gulp":
         return make_gulp(*a.paths)
@@ -107,7 +111,7 @@ def main():
         root, listing = a.paths
         with open(listing) as f:
             clips = [line.rstrip("\n") for line in f if line.strip()]
-        read_clip = frames_reader(root, a.frames)
+        read_clip = frames_reader(root, a.frames, a.names_from)
     else:
         with open(a.paths[0]) as f:
             index = json.load(f)
