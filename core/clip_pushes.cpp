@@ -1,27 +1,28 @@
 // See clip_pushes.h.
 #include "core/clip_pushes.h"
 
+#include <algorithm>
 #include <cerrno>
-#include <chrono>
 #include <optional>
-#include <thread>
 
 namespace fid::core {
 
 ClipPushes::ClipPushes(const index::Store& store, const InodeMap& inodes, const Namespace& names, FileReader& reader,
                        const config::Settings& settings)
     : store_(store), inodes_(inodes), names_(names), reader_(reader), enabled_(settings.clip_push),
-      max_bytes_(settings.clip_push_bytes) {}
+      max_bytes_(settings.clip_push_bytes) {
+  if (enabled_ && !store.clip_runs().empty()) states_ = std::make_unique<std::atomic<uint8_t>[]>(store.files().size());
+}
 
 ClipPushes::~ClipPushes() { detach(); }
 
 void ClipPushes::attach(KernelCache* kernel) {
   detach();
-  if (!enabled_ || kernel == nullptr) return;
+  if (!states_ || kernel == nullptr) return;
   std::lock_guard lock(mu_);
   kernel_ = kernel;
   stop_ = false;
-  thread_ = std::thread([this] { run(); });
+  for (unsigned i = 0; i < kThreads; ++i) threads_.emplace_back([this] { run(); });
 }
 
 void ClipPushes::detach() {
@@ -33,35 +34,73 @@ void ClipPushes::detach() {
   }
   wake_.notify_all();
   idle_.notify_all();
-  if (thread_.joinable()) thread_.join();
+  for (std::thread& t : threads_) t.join();
+  threads_.clear();
+}
+
+int ClipPushes::push_level(uint32_t f) const {
+  const Node n = inodes_.decode(names_.live_file_ino(f));
+  return n.sequential ? 0 : n.level;
 }
 
 void ClipPushes::on_read(const Node& n, uint64_t offset) {
-  if (!enabled_ || offset != 0 || n.type != NodeType::file || n.view != 0 || n.id >= store_.files().size()) return;
-  if (store_.clip_of(store_.files()[n.id]) != nullptr) queue(Job{n.id, true});
+  if (!states_ || offset != 0 || n.type != NodeType::file || n.view != 0 || n.sequential || n.id >= store_.files().size())
+    return;
+  const index::File& f = store_.files()[n.id];
+  const index::ClipRun* run = store_.clip_of(f);
+  if (run == nullptr) return;
+  uint8_t was = states_[n.id].exchange(0);
+  if (was == state(kQueued, n.level)) {
+    overtaken_.fetch_add(1, std::memory_order_relaxed);  // the reader came first: this frame is not pushed
+    return;
+  }
+  // The first READ of the run at this level, or of a frame pushed before (its pages evicted since):
+  // the known frames after it, each marked queued, so that a READ overtaking the push queues no more.
+  const bool again = was == state(kPushed, n.level);
+  const auto frames = store_.record_files(run->record).subspan(run->first_slot, run->frames);
+  Job job;
+  uint64_t bytes = 0;
+  for (uint32_t k = f.slot - run->first_slot + 1; k < frames.size() && bytes < max_bytes_; ++k) {
+    const uint32_t g = frames[k];
+    const int level = names_.is_known(g) ? push_level(g) : 0;
+    if (level == 0) continue;
+    const uint8_t now = states_[g].load(std::memory_order_relaxed);
+    if (now == state(kQueued, level) || (now == state(kPushed, level) && !again)) continue;
+    states_[g].store(state(kQueued, level), std::memory_order_relaxed);
+    job.files.push_back(g);
+    bytes += store_.size_at_level(store_.files()[g], level);
+  }
+  if (!job.files.empty()) queue(std::move(job));
 }
 
 void ClipPushes::on_lookup(const Node& n) {
-  if (!enabled_ || n.type != NodeType::file || n.view != 0 || n.id >= store_.files().size()) return;
-  if (store_.clip_of(store_.files()[n.id]) != nullptr) queue(Job{n.id, false});
+  if (!states_ || n.type != NodeType::file || n.view != 0 || n.sequential || n.id >= store_.files().size()) return;
+  if (store_.clip_of(store_.files()[n.id]) == nullptr) return;
+  const uint8_t now = states_[n.id].load(std::memory_order_relaxed);
+  if (now == state(kQueued, n.level) || now == state(kPushed, n.level)) return;
+  states_[n.id].store(state(kQueued, n.level), std::memory_order_relaxed);
+  queue(Job{{n.id}, true});
 }
 
 void ClipPushes::queue(Job job) {
   {
     std::lock_guard lock(mu_);
-    if (kernel_ == nullptr || off_.load(std::memory_order_relaxed)) return;
-    if (jobs_.size() >= kMaxQueued) {
-      dropped_.fetch_add(1, std::memory_order_relaxed);
-      return;
+    if (kernel_ != nullptr && !off_.load(std::memory_order_relaxed) && jobs_.size() < kMaxQueued) {
+      jobs_.push_back(std::move(job));
+      job.files.clear();
     }
-    jobs_.push_back(job);
+  }
+  if (!job.files.empty()) {  // not queued: its frames' marks go
+    dropped_.fetch_add(1, std::memory_order_relaxed);
+    for (uint32_t f : job.files) states_[f].store(0, std::memory_order_relaxed);
+    return;
   }
   wake_.notify_one();
 }
 
 void ClipPushes::wait_idle() {
   std::unique_lock lock(mu_);
-  idle_.wait(lock, [&] { return stop_ || (jobs_.empty() && !busy_); });
+  idle_.wait(lock, [&] { return stop_ || (jobs_.empty() && busy_ == 0); });
 }
 
 void ClipPushes::run() {
@@ -69,40 +108,34 @@ void ClipPushes::run() {
   for (;;) {
     wake_.wait(lock, [&] { return stop_ || !jobs_.empty(); });
     if (stop_) return;
-    const Job job = jobs_.front();
+    const Job job = std::move(jobs_.front());
     jobs_.pop_front();
-    busy_ = true;
-    KernelCache& kernel = *kernel_;  // detach() stops this thread before it clears the pointer's target
+    ++busy_;
+    KernelCache& kernel = *kernel_;  // detach() joins this thread before the kernel's object goes
     lock.unlock();
     const auto start = std::chrono::steady_clock::now();
-    push_job(kernel, job);
+    uint64_t room = max_bytes_;
+    for (uint32_t f : job.files) {
+      const uint8_t marked = states_[f].load(std::memory_order_relaxed);
+      const int level = marked - kQueued;
+      if (marked == 0 || marked >= kPushed || level != push_level(f)) continue;  // read, or its level changed, since
+      const uint64_t sent = push(kernel, f, level, room, job.just_looked_up);
+      uint8_t expected = marked;
+      states_[f].compare_exchange_strong(expected, sent ? state(kPushed, level) : uint8_t{0});
+      room -= std::min(room, sent);
+    }
     push_ns_.fetch_add(static_cast<uint64_t>(std::chrono::nanoseconds(std::chrono::steady_clock::now() - start).count()),
                        std::memory_order_relaxed);
     lock.lock();
-    busy_ = false;
-    if (jobs_.empty()) idle_.notify_all();
+    --busy_;
+    if (jobs_.empty() && busy_ == 0) idle_.notify_all();
   }
 }
 
-void ClipPushes::push_job(KernelCache& kernel, const Job& job) {
-  if (!job.rest_of_run) {
-    push(kernel, job.file, max_bytes_, /*just_looked_up=*/true);
-    return;
-  }
-  const index::File& f = store_.files()[job.file];
-  const index::ClipRun* run = store_.clip_of(f);
-  const auto frames = store_.record_files(run->record).subspan(run->first_slot, run->frames);
-  uint64_t sent = 0;
-  for (uint32_t k = f.slot - run->first_slot + 1; k < frames.size() && sent < max_bytes_; ++k)
-    if (names_.is_known(frames[k])) sent += push(kernel, frames[k], max_bytes_ - sent, /*just_looked_up=*/false);
-}
-
-uint64_t ClipPushes::push(KernelCache& kernel, uint32_t file, uint64_t room, bool just_looked_up) {
+uint64_t ClipPushes::push(KernelCache& kernel, uint32_t file, int level, uint64_t room, bool just_looked_up) {
   if (off_.load(std::memory_order_relaxed)) return 0;
-  const uint64_t ino = names_.live_file_ino(file);
-  const Node n = inodes_.decode(ino);
-  if (n.sequential) return 0;  // its bytes are made by its own read
-  std::optional<FileReader::Bytes> bytes = reader_.cached(store_.files()[file], n.level);
+  const uint64_t ino = inodes_.live_file(file, level);
+  std::optional<FileReader::Bytes> bytes = reader_.cached(store_.files()[file], level);
   if (!bytes || bytes->size() > room) return 0;
   Status stored = kernel.store(ino, bytes->data, bytes->tail);
   const auto until = std::chrono::steady_clock::now() + kLookupRetries;
@@ -129,7 +162,8 @@ void ClipPushes::add_readings(Readings& out) const {
   out.push_back({"clips.pushed_bytes", K::counter, "fidelityfs_clip_pushed_bytes_total",
                  "bytes of clip frames stored into the kernel's page cache", bytes_.load()});
   out.push_back({"clips.push_us", K::counter, "fidelityfs_clip_push_microseconds_total",
-                 "time the pushing thread spent storing clip frames", push_ns_.load() / 1000});
+                 "time the pushing threads spent storing clip frames", push_ns_.load() / 1000});
+  out.push_back({"clips.push_overtaken", K::counter, "", "", overtaken_.load()});
   out.push_back({"clips.push_refused", K::counter, "", "", refused_.load()});
   out.push_back({"clips.push_dropped", K::counter, "", "", dropped_.load()});
 }

@@ -1,8 +1,8 @@
 // A clip's frames pushed into the kernel's page cache (FUSE_NOTIFY_STORE), so that a clip loader
-// reads a clip with one READ instead of one a frame. A READ of a clip's frame (from its start)
-// queues the frames after it in its run that the kernel knows (a LOOKUP or a listing with
-// attributes gave it their inodes); a LOOKUP of a clip's frame queues that frame. A thread of its
-// own stores each queued frame into its inode's pages: exactly the bytes a READ of that inode
+// reads a clip with one READ instead of one a frame. The first READ of a clip's frame (from its
+// start) queues the frames after it in its run that the kernel knows (a LOOKUP or a listing with
+// attributes gave it their inodes); a LOOKUP of a clip's frame queues that frame. Threads of their
+// own store each queued frame into its inode's pages: exactly the bytes a READ of that inode
 // returns, its level as stored, taken from the record cache (never loaded for a push: a frame
 // whose run is not cached is left to its READ). Every inode's content is immutable (a file at
 // another level or encoding is another inode, core/inodes.h), so a pushed page is never stale: it
@@ -10,10 +10,14 @@
 // old inode's pages to the readers that still hold it. A frame read re-encoded sequential
 // (encoding=sequential) is not pushed: its bytes are made by its own READ.
 //
-// Why a thread of its own: a store waits for the page it fills to be unlocked, and a page is
+// Each frame is pushed once a level: a frame's state says whether it is queued or pushed at which
+// level, so a READ that overtakes a queued push queues nothing more (and that frame is not pushed),
+// and only a READ of a frame pushed before (its pages since evicted) queues the rest of its run again.
+//
+// Why threads of their own: a store waits for the page it fills to be unlocked, and a page is
 // locked while a READ of it is in flight; a request thread that pushed could wait for a READ that
 // only a request thread answers. Settings: clip_push=auto|off (auto: until the kernel refuses a
-// store), clip_push_bytes (the most one READ's push sends).
+// store), clip_push_bytes (the most one READ queues).
 #pragma once
 
 #include <atomic>
@@ -21,8 +25,11 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <mutex>
+#include <span>
 #include <thread>
+#include <vector>
 
 #include "common/readings.h"
 #include "config/config.h"
@@ -42,15 +49,16 @@ class ClipPushes {
   ClipPushes(const ClipPushes&) = delete;
   ClipPushes& operator=(const ClipPushes&) = delete;
 
-  // Pushes go through `kernel` from now on (the pushing thread starts), until detach(), which
-  // drops what is queued and waits for the push under way.
+  // Pushes go through `kernel` from now on (the pushing threads start), until detach(), which
+  // drops what is queued and waits for the pushes under way.
   void attach(KernelCache* kernel);
   void detach();
 
   // A READ of node n at `offset`: where n is a live clip frame read from its start, queues the
-  // frames after it in its run that the kernel knows.
+  // frames after it in its run that the kernel knows (unless they are queued or pushed already).
   void on_read(const Node& n, uint64_t offset);
-  // The reply to a LOOKUP that gave node n is sent: where n is a live clip frame, queues it.
+  // The reply to a LOOKUP that gave node n is sent: where n is a live clip frame not queued or
+  // pushed at its level, queues it.
   void on_lookup(const Node& n);
   // Until the queue is empty and no push is under way (tests).
   void wait_idle();
@@ -59,21 +67,27 @@ class ClipPushes {
 
  private:
   struct Job {
-    uint32_t file = 0;
-    bool rest_of_run = false;  // the frames after `file` in its run, else `file` itself (just looked up)
+    std::vector<uint32_t> files;  // frames in the order to push them
+    bool just_looked_up = false;
   };
+  // A frame's state: 0 (none), kQueued + level, kPushed + level.
+  static constexpr uint8_t kQueued = 0, kPushed = 128;
+  static uint8_t state(uint8_t base, int level) { return static_cast<uint8_t>(base + level); }
+  // The level live file f is pushed at now (its inode's); 0 if it is not pushed (sequential).
+  int push_level(uint32_t f) const;
   void queue(Job job);
   void run();
-  void push_job(KernelCache& kernel, const Job& job);
-  // Pushes live file `file` (its inode now) where a cached prefix holds its bytes and they fit in
-  // `room`; returns the bytes sent.
-  uint64_t push(KernelCache& kernel, uint32_t file, uint64_t room, bool just_looked_up);
+  // Pushes live file `file` at `level` (its inode now) where a cached prefix holds its bytes and
+  // they fit in `room`; returns the bytes sent.
+  uint64_t push(KernelCache& kernel, uint32_t file, int level, uint64_t room, bool just_looked_up);
 
   // Queued jobs past this are dropped (counted): a push is an optimisation, never a backlog.
   static constexpr size_t kMaxQueued = 4096;
   // Right after a LOOKUP's reply the kernel may not have made the inode yet (the process that
   // looked it up does, once woken): more tries, a yield apart, for up to this long.
   static constexpr std::chrono::microseconds kLookupRetries{2000};
+  // Threads that push: a clip's frames are pushed in order by one of them, clips at once by several.
+  static constexpr unsigned kThreads = 4;
 
   const index::Store& store_;
   const InodeMap& inodes_;
@@ -81,14 +95,16 @@ class ClipPushes {
   FileReader& reader_;
   const bool enabled_;
   const uint64_t max_bytes_;
+  std::unique_ptr<std::atomic<uint8_t>[]> states_;  // by file id; only for a store with clips
   std::mutex mu_;
   std::condition_variable wake_, idle_;
   std::deque<Job> jobs_;
-  bool busy_ = false, stop_ = false;
+  unsigned busy_ = 0;
+  bool stop_ = false;
   KernelCache* kernel_ = nullptr;
-  std::thread thread_;
+  std::vector<std::thread> threads_;
   std::atomic<bool> off_{false};  // the kernel refused a store: no more pushes
-  std::atomic<uint64_t> frames_{0}, bytes_{0}, push_ns_{0}, refused_{0}, dropped_{0};
+  std::atomic<uint64_t> frames_{0}, bytes_{0}, push_ns_{0}, refused_{0}, dropped_{0}, overtaken_{0};
 };
 
 }  // namespace fid::core
