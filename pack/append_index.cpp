@@ -392,32 +392,21 @@ fid::Result<AppendTree> read_append_tree(const index::SqliteDb& db, const std::s
     return {};
   });
   if (!read) return std::move(read).error();
-  fid::Result<bool> has_clips = db.has_table("clips");
-  if (!has_clips) return std::move(has_clips).error();
-  if (*has_clips) {
-    fid::Result<index::SqliteStatement> c = db.prepare("SELECT DISTINCT dir FROM clips");
-    if (!c) return std::move(c).error();
-    read = c->each_row([&]() -> fid::Status {
-      const int64_t dir = c->integer(0);
-      if (dir < 0 || static_cast<size_t>(dir) >= t.dirs.size()) return corrupt(fmt::format("a clip's folder {}", dir));
-      t.clip_dirs.insert(t.dirs[static_cast<size_t>(dir)]);
+  // The folders of an optional table's rows (clips, videos) by path.
+  const auto folders_of = [&](const char* table, const char* what, std::unordered_set<std::string>& out) -> fid::Status {
+    fid::Result<bool> has = db.has_table(table);
+    if (!has || !*has) return has ? fid::Status{} : fid::Status{std::move(has).error()};
+    fid::Result<index::SqliteStatement> q = db.prepare(fmt::format("SELECT DISTINCT dir FROM {}", table).c_str());
+    if (!q) return std::move(q).error();
+    return q->each_row([&]() -> fid::Status {
+      const int64_t dir = q->integer(0);
+      if (dir < 0 || static_cast<size_t>(dir) >= t.dirs.size()) return corrupt(fmt::format("{}'s folder {}", what, dir));
+      out.insert(t.dirs[static_cast<size_t>(dir)]);
       return {};
     });
-    if (!read) return std::move(read).error();
-  }
-  fid::Result<bool> has_videos = db.has_table("videos");
-  if (!has_videos) return std::move(has_videos).error();
-  if (*has_videos) {
-    fid::Result<index::SqliteStatement> v = db.prepare("SELECT dir FROM videos");
-    if (!v) return std::move(v).error();
-    read = v->each_row([&]() -> fid::Status {
-      const int64_t dir = v->integer(0);
-      if (dir < 0 || static_cast<size_t>(dir) >= t.dirs.size()) return corrupt(fmt::format("a video's folder {}", dir));
-      t.video_dirs.insert(t.dirs[static_cast<size_t>(dir)]);
-      return {};
-    });
-    if (!read) return std::move(read).error();
-  }
+  };
+  if (fid::Status clips = folders_of("clips", "a clip", t.clip_dirs); !clips) return std::move(clips).error();
+  if (fid::Status videos = folders_of("videos", "a video", t.video_dirs); !videos) return std::move(videos).error();
   fid::Result<bool> has_unreferenced = db.has_table("unreferenced");
   if (!has_unreferenced) return std::move(has_unreferenced).error();
   t.unreferenced = *has_unreferenced;
