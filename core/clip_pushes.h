@@ -85,7 +85,7 @@ class ClipPushes {
   static constexpr size_t kMaxQueued = 4096;
   // Right after a LOOKUP's reply the kernel may not have made the inode yet (the process that
   // looked it up does, once woken): more tries, a yield apart, for up to this long.
-  static constexpr std::chrono::microseconds kLookupRetries{2000};
+  static constexpr std::chrono::microseconds kLookupRetries{100};
   // Threads that push: a clip's frames are pushed in order by one of them, clips at once by several.
   static constexpr unsigned kThreads = 4;
 
