@@ -23,6 +23,7 @@
 # Needs root (drop_caches, cgroups, mounts).
 #   scripts/bench/clips.sh [RUNS=1] [SECONDS=20]
 #   env: JESTER=300 KINETICS=100 IOPS=150 BPS=157286400 SETS="jester kinetics" FRAMES="all sparse"
+#        CONTENDERS="gulp-direct,full,L5" (a subset)
 source "$(dirname "$0")/common.sh"
 runs=${1:-1}
 seconds=${2:-20}
@@ -109,6 +110,8 @@ PY
 }
 
 contenders=("ext4" "gulp" "gulp-direct" "full" "L5" "full 32MiB" "L5 32MiB" "full names" "full nopush")
+# CONTENDERS="full,L5": a subset, for an A/B of the mount (its table only, no goals).
+[[ -n ${CONTENDERS:-} ]] && IFS=, read -r -a contenders <<<"$CONTENDERS"
 for set in ${SETS:-jester kinetics}; do
   if [[ $set == jester ]]; then dir=$(make_set jester "${JESTER:-300}" 36); else dir=$(make_set kinetics "${KINETICS:-100}" 64); fi
   dev=$(disk_of "$dir/src")
@@ -132,6 +135,7 @@ for set in ${SETS:-jester kinetics}; do
       printf '| %s | %.1f | %.2fx | %.2fx | %.2fx | %.1f | %s / %s / %s | %s |\n' "$c" "$(med "$c" fps)" "$(ratio "$c" ext4)" \
         "$(ratio "$c" gulp)" "$(ratio "$c" gulp-direct)" "$(med "$c" rpc)" "$q_read" "$q_lookup" "$q_list" "$q_push"
     done
+    [[ -n ${CONTENDERS:-} ]] && continue  # a subset: the goals need every contender
     printf '\ngoals: full >= 0.9x gulp-direct: %s (%.2fx; 32MiB: %s, %.2fx)' "$(met "$(ratio full gulp-direct) >= 0.9")" \
       "$(ratio full gulp-direct)" "$(met "$(ratio "full 32MiB" gulp-direct) >= 0.9")" "$(ratio "full 32MiB" gulp-direct)"
     [[ $frames == all ]] && printf '; at most 3 FUSE requests a clip besides the listing: %s (%s READ + %s LOOKUP)' \
