@@ -9,9 +9,8 @@ namespace fid::core {
 
 ClipPushes::ClipPushes(const index::Store& store, const InodeMap& inodes, const Namespace& names, FileReader& reader,
                        const config::Settings& settings)
-    : store_(store), inodes_(inodes), names_(names), reader_(reader), enabled_(settings.clip_push),
-      max_bytes_(settings.clip_push_bytes) {
-  if (enabled_ && !store.clip_runs().empty()) states_ = std::make_unique<std::atomic<uint8_t>[]>(store.files().size());
+    : store_(store), inodes_(inodes), names_(names), reader_(reader), max_bytes_(settings.clip_push_bytes) {
+  if (settings.clip_push && !store.clip_runs().empty()) states_ = std::make_unique<std::atomic<uint8_t>[]>(store.files().size());
 }
 
 ClipPushes::~ClipPushes() { detach(); }
@@ -87,15 +86,12 @@ void ClipPushes::queue(Job job) {
     std::lock_guard lock(mu_);
     if (kernel_ != nullptr && !off_.load(std::memory_order_relaxed) && jobs_.size() < kMaxQueued) {
       jobs_.push_back(std::move(job));
-      job.files.clear();
+      wake_.notify_one();
+      return;
     }
   }
-  if (!job.files.empty()) {  // not queued: its frames' marks go
-    dropped_.fetch_add(1, std::memory_order_relaxed);
-    for (uint32_t f : job.files) states_[f].store(0, std::memory_order_relaxed);
-    return;
-  }
-  wake_.notify_one();
+  dropped_.fetch_add(1, std::memory_order_relaxed);  // not queued: its frames' marks go
+  for (uint32_t f : job.files) states_[f].store(0, std::memory_order_relaxed);
 }
 
 void ClipPushes::wait_idle() {

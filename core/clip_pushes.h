@@ -27,7 +27,6 @@
 #include <deque>
 #include <memory>
 #include <mutex>
-#include <span>
 #include <thread>
 #include <vector>
 
@@ -93,7 +92,6 @@ class ClipPushes {
   const InodeMap& inodes_;
   const Namespace& names_;
   FileReader& reader_;
-  const bool enabled_;
   const uint64_t max_bytes_;
   std::unique_ptr<std::atomic<uint8_t>[]> states_;  // by file id; only for a store with clips
   std::mutex mu_;

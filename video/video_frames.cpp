@@ -102,20 +102,17 @@ fid::Status check_frame_size(int width, int height) {
 // The first warning (or worse) that the demuxer of the video this thread decodes logged (while
 // probing its streams or reading them): the one sign libavformat gives of a container that ends
 // early ("File ended prematurely") while its reads still end in a plain end of file.
-struct DemuxerWarning {
-  std::string first;
-};
-thread_local DemuxerWarning* t_demuxer_warning = nullptr;
+thread_local std::string* t_demuxer_warning = nullptr;
 
 void keep_demuxer_warning(void* avcl, int level, const char* format, va_list args) {
-  DemuxerWarning* w = t_demuxer_warning;
+  std::string* w = t_demuxer_warning;
   if (w == nullptr || avcl == nullptr || *static_cast<const AVClass* const*>(avcl) != avformat_get_class() ||
-      level > AV_LOG_WARNING || !w->first.empty())
+      level > AV_LOG_WARNING || !w->empty())
     return;
   char line[256];
   std::vsnprintf(line, sizeof line, format, args);
-  w->first = line;
-  while (!w->first.empty() && (w->first.back() == '\n' || w->first.back() == ' ')) w->first.pop_back();
+  *w = line;
+  while (!w->empty() && (w->back() == '\n' || w->back() == ' ')) w->pop_back();
 }
 
 // libav's own log stays quiet (reasons come back as errors); a demuxer's warnings are kept.
@@ -131,11 +128,11 @@ class WarningsKept {
   ~WarningsKept() { t_demuxer_warning = previous_; }
   WarningsKept(const WarningsKept&) = delete;
   WarningsKept& operator=(const WarningsKept&) = delete;
-  const std::string& first() const { return warning_.first; }
+  const std::string& first() const { return warning_; }
 
  private:
-  DemuxerWarning warning_;
-  DemuxerWarning* previous_;
+  std::string warning_;
+  std::string* previous_;
 };
 
 // Degrees clockwise that the container asks a player to turn the picture, as the ffmpeg CLI
@@ -466,7 +463,7 @@ fid::Result<FramesOptions> parse_frames_options(std::string_view text) {
     text = comma == std::string_view::npos ? std::string_view() : text.substr(comma + 1);
     const size_t eq = part.find('=');
     const std::string_view key = part.substr(0, eq), value = eq == std::string_view::npos ? "" : part.substr(eq + 1);
-    const std::string bad = "'" + std::string(part) + "': ";
+    const std::string bad = fmt::format("'{}': ", part);  // (GCC 12 warns falsely on "'" + string)
     if (key == "fps") {
       auto rate = parse_rate(value);
       if (!rate) return fid::Error{EINVAL, bad + "fps takes a positive rate (30, 29.97 or 30000/1001)"};
