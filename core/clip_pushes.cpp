@@ -4,13 +4,18 @@
 #include <algorithm>
 #include <cerrno>
 #include <optional>
+#include <span>
+#include <string>
 
 namespace fid::core {
 
 ClipPushes::ClipPushes(const index::Store& store, const InodeMap& inodes, const Namespace& names, FileReader& reader,
                        const config::Settings& settings)
     : store_(store), inodes_(inodes), names_(names), reader_(reader), max_bytes_(settings.clip_push_bytes) {
-  if (settings.clip_push && !store.clip_runs().empty()) states_ = std::make_unique<std::atomic<uint8_t>[]>(store.files().size());
+  if (settings.clip_push && !store.clip_runs().empty()) {
+    states_ = std::make_unique<std::atomic<uint8_t>[]>(store.files().size());
+    looked_up_ = std::make_unique<std::atomic<uint8_t>[]>(store.clip_runs().size());
+  }
 }
 
 ClipPushes::~ClipPushes() { detach(); }
@@ -74,11 +79,30 @@ void ClipPushes::on_read(const Node& n, uint64_t offset) {
 
 void ClipPushes::on_lookup(const Node& n) {
   if (!states_ || n.type != NodeType::file || n.view != 0 || n.sequential || n.id >= store_.files().size()) return;
-  if (store_.clip_of(store_.files()[n.id]) == nullptr) return;
+  const index::File& f = store_.files()[n.id];
+  const index::ClipRun* run = store_.clip_of(f);
+  if (run == nullptr) return;
   const uint8_t now = states_[n.id].load(std::memory_order_relaxed);
-  if (now == state(kQueued, n.level) || now == state(kPushed, n.level)) return;
-  states_[n.id].store(state(kQueued, n.level), std::memory_order_relaxed);
-  queue(Job{{n.id}, true});
+  if (now != state(kQueued, n.level) && now != state(kPushed, n.level)) {
+    states_[n.id].store(state(kQueued, n.level), std::memory_order_relaxed);
+    queue(Job{{n.id}, Work::push_looked_up});
+  }
+  // Looked up right after the frame before it: the frames after it are looked up for the reader.
+  const uint32_t k = f.slot - run->first_slot;
+  const auto frames = store_.record_files(run->record).subspan(run->first_slot, run->frames);
+  if (k == 0 || k + 1 >= frames.size() || !names_.is_known(frames[k - 1])) return;
+  const auto r = static_cast<size_t>(run - store_.clip_runs().data());
+  if (looked_up_[r].exchange(static_cast<uint8_t>(n.level), std::memory_order_relaxed) == n.level) return;
+  Job job{{}, Work::look_up};
+  uint64_t bytes = 0;
+  for (uint32_t j = k + 1; j < frames.size() && bytes < max_bytes_; ++j) {
+    const uint32_t g = frames[j];
+    const int level = push_level(g);
+    if (level == 0) break;  // sequential: nothing of this run is pushed
+    bytes += store_.size_at_level(store_.files()[g], level);
+    if (!names_.is_known(g)) job.files.push_back(g);
+  }
+  if (!job.files.empty()) queue(std::move(job));
 }
 
 void ClipPushes::queue(Job job) {
@@ -91,7 +115,8 @@ void ClipPushes::queue(Job job) {
     }
   }
   dropped_.fetch_add(1, std::memory_order_relaxed);  // not queued: its frames' marks go
-  for (uint32_t f : job.files) states_[f].store(0, std::memory_order_relaxed);
+  if (job.work != Work::look_up)
+    for (uint32_t f : job.files) states_[f].store(0, std::memory_order_relaxed);
 }
 
 void ClipPushes::wait_idle() {
@@ -111,11 +136,21 @@ void ClipPushes::run() {
     lock.unlock();
     const auto start = std::chrono::steady_clock::now();
     uint64_t room = max_bytes_;
-    for (uint32_t f : job.files) {
+    if (job.work == Work::look_up) {
+      for (uint32_t f : job.files) {
+        const index::File& file = store_.files()[f];
+        std::string path = store_.relative_path(store_.dirs()[file.dir]);
+        if (!path.empty()) path += '/';
+        path += names_.display_name(file);
+        if (!kernel.make_known(path)) break;  // the mount is going: the rest would fail too
+        lookups_.fetch_add(1, std::memory_order_relaxed);
+      }
+    }
+    for (uint32_t f : job.work == Work::look_up ? std::span<const uint32_t>{} : std::span<const uint32_t>(job.files)) {
       const uint8_t marked = states_[f].load(std::memory_order_relaxed);
       const int level = marked - kQueued;
       if (marked == 0 || marked >= kPushed || level != push_level(f)) continue;  // read, or its level changed, since
-      const uint64_t sent = push(kernel, f, level, room, job.just_looked_up);
+      const uint64_t sent = push(kernel, f, level, room, job.work == Work::push_looked_up);
       uint8_t expected = marked;
       states_[f].compare_exchange_strong(expected, sent ? state(kPushed, level) : uint8_t{0});
       room -= std::min(room, sent);
@@ -159,6 +194,7 @@ void ClipPushes::add_readings(Readings& out) const {
                  "bytes of clip frames stored into the kernel's page cache", bytes_.load()});
   out.push_back({"clips.push_us", K::counter, "fidelityfs_clip_push_microseconds_total",
                  "time the pushing threads spent storing clip frames", push_ns_.load() / 1000});
+  out.push_back({"clips.push_lookups", K::counter, "", "", lookups_.load()});
   out.push_back({"clips.push_overtaken", K::counter, "", "", overtaken_.load()});
   out.push_back({"clips.push_refused", K::counter, "", "", refused_.load()});
   out.push_back({"clips.push_dropped", K::counter, "", "", dropped_.load()});

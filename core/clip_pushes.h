@@ -10,6 +10,13 @@
 // old inode's pages to the readers that still hold it. A frame read re-encoded sequential
 // (encoding=sequential) is not pushed: its bytes are made by its own READ.
 //
+// Without a listing a clip loader looks each frame up before reading it, and a frame's inode is
+// made by the kernel only once the process that looked it up wakes: too late for a push that
+// would spare that frame's READ. So when a reader looks up a frame right after its neighbour (a
+// loader reading a clip's frames in turn, not a sparse one), the daemon looks the frames after it
+// up itself, through the mount (KernelCache::make_known): the reader's own lookups then find the
+// names cached, and the run's load pushes every frame; a clip costs its LOOKUPs and one READ.
+//
 // Each frame is pushed once a level: a frame's state says whether it is queued or pushed at which
 // level, so a READ that overtakes a queued push queues nothing more (and that frame is not pushed),
 // and only a READ of a frame pushed before (its pages since evicted) queues the rest of its run again.
@@ -57,7 +64,8 @@ class ClipPushes {
   // frames after it in its run that the kernel knows (unless they are queued or pushed already).
   void on_read(const Node& n, uint64_t offset);
   // The reply to a LOOKUP that gave node n is sent: where n is a live clip frame not queued or
-  // pushed at its level, queues it.
+  // pushed at its level, queues it; where the frame before it in its run is known too, has the
+  // kernel look up the frames after it (once a run and level).
   void on_lookup(const Node& n);
   // Until the queue is empty and no push is under way (tests).
   void wait_idle();
@@ -65,9 +73,14 @@ class ClipPushes {
   void add_readings(Readings& out) const;
 
  private:
+  enum class Work : uint8_t {
+    push,              // push the frames
+    push_looked_up,    // push a frame just looked up (its inode may be a moment away)
+    look_up,           // have the kernel look the frames up (their LOOKUPs queue their pushes)
+  };
   struct Job {
-    std::vector<uint32_t> files;  // frames in the order to push them
-    bool just_looked_up = false;
+    std::vector<uint32_t> files;  // frames in the order to work on them
+    Work work = Work::push;
   };
   // A frame's state: 0 (none), kQueued + level, kPushed + level.
   static constexpr uint8_t kQueued = 0, kPushed = 128;
@@ -94,6 +107,8 @@ class ClipPushes {
   FileReader& reader_;
   const uint64_t max_bytes_;
   std::unique_ptr<std::atomic<uint8_t>[]> states_;  // by file id; only for a store with clips
+  std::unique_ptr<std::atomic<uint8_t>[]> looked_up_;  // by clip run: the level its frames were looked up at
+  std::atomic<uint64_t> lookups_{0};
   std::mutex mu_;
   std::condition_variable wake_, idle_;
   std::deque<Job> jobs_;

@@ -54,7 +54,9 @@ void reply_status(fuse_req_t req, core::Request op, uint64_t ino, std::string_vi
 // Level changes reach the kernel's caches through libfuse's notifications.
 class KernelNotifier final : public core::KernelCache {
  public:
-  explicit KernelNotifier(fuse_session* se) : se_(se) {}
+  KernelNotifier(fuse_session* se, std::string mountpoint) : se_(se), mountpoint_(std::move(mountpoint)) {}
+  // The kernel routes the mount point to this session: make_known may look names up.
+  void mount_answers() { answers_.store(true); }
   Status forget_entry(uint64_t parent, std::string_view name) override {
     const int rc = fuse_lowlevel_notify_inval_entry(se_, parent, name.data(), name.size());
     if (rc == 0) return {};
@@ -76,9 +78,19 @@ class KernelNotifier final : public core::KernelCache {
     if (rc == 0) return {};
     return Error{-rc, fmt::format("storing inode {} failed: {}", ino, std::strerror(-rc))};
   }
+  Status make_known(std::string_view path) override {
+    // Through the mount point's path, not a held descriptor: one would keep a plain unmount busy.
+    if (!answers_.load()) return Error{ENOTCONN, "the mount does not answer yet"};
+    const std::string full = fmt::format("{}/{}", mountpoint_, path);
+    struct stat st {};
+    if (::stat(full.c_str(), &st) == 0) return {};
+    return Error{errno, fmt::format("looking up {} failed: {}", full, std::strerror(errno))};
+  }
 
  private:
   fuse_session* se_;
+  const std::string mountpoint_;
+  std::atomic<bool> answers_{false};
 };
 
 fuse_entry_param entry_param(const core::Filesystem::Entry& e) {
@@ -511,8 +523,9 @@ Status serve(const index::Store& store, storage::RecordSource& source, const con
   }
   if (const int rc = use_own_transport(se); rc != 0)  // before the first request: INIT
     log_warn("lookups in one folder run one at a time: the FUSE transport could not be set: {}", std::strerror(-rc));
+  KernelNotifier kernel(se, req.mountpoint);
   // Ready once the kernel routes a stat of the mount point to this session (root inode 1).
-  std::thread probe([mnt = req.mountpoint, ready, &fs] {
+  std::thread probe([mnt = req.mountpoint, ready, &fs, &kernel] {
     struct stat st {};
     if (::stat(mnt.c_str(), &st) == 0 && st.st_ino == 1) {
       const bool readahead_1m = set_readahead(st.st_dev);
@@ -520,12 +533,12 @@ Status serve(const index::Store& store, storage::RecordSource& source, const con
       if (fs.large_views_direct())
         log_info("views over 1 MiB are read with direct I/O (requests of up to 1 MiB): the mount's readahead "
                  "stays at 128 KiB without root");
+      kernel.mount_answers();
       ready("");
     } else {
       ready(fmt::format("{}: the new mount does not answer: {}", mnt, std::strerror(errno)));
     }
   });
-  KernelNotifier kernel(se);
   fs.attach(&kernel);
   int rc;
   {

@@ -139,8 +139,9 @@ med() { tr ' ' '\n' <<<"${R[$1,$2]}" | grep . | median; }
 ratio() {
   local -a a_ b_
   local i_
-  read -ra a_ <<<"${R[$1,${3:-fps}]}"
-  read -ra b_ <<<"${R[$2,${3:-fps}]}"
+  read -ra a_ <<<"${R[$1,${3:-fps}]:-}"
+  read -ra b_ <<<"${R[$2,${3:-fps}]:-}"
+  ((${#b_[@]})) || { echo 0; return; }  # B not measured (a subset of contenders)
   for i_ in "${!a_[@]}"; do x "${a_[$i_]} / ${b_[$i_]}"; done | median
 }
 # met EXPR: a goal's verdict, "met" if EXPR (for bc -l) holds, else "NOT met".

@@ -38,12 +38,30 @@ class StoringKernel final : public core::KernelCache {
     bytes.insert(bytes.end(), tail.begin(), tail.end());
     return {};
   }
+  // As the kernel does: each name of the path looked up (its reply sent), unless `through` is null.
+  Status make_known(std::string_view path) override {
+    if (through == nullptr) return {};
+    uint64_t ino = 1;
+    for (size_t at = 0; at <= path.size();) {
+      const size_t end = std::min(path.find('/', at), path.size());
+      auto e = through->lookup(ino, std::string(path.substr(at, end - at)));
+      if (!e.ok() || e->ino == 0) return Error{ENOENT, std::string(path)};
+      through->lookup_replied(e->ino);
+      ino = e->ino;
+      at = end + 1;
+    }
+    std::lock_guard lock(mu_);
+    known.emplace_back(path);
+    return {};
+  }
   std::map<uint64_t, std::vector<uint8_t>> take() {
     std::lock_guard lock(mu_);
     return std::exchange(stored, {});
   }
   int refuse = 0;  // an errno every store answers with
   int calls = 0;
+  core::Filesystem* through = nullptr;
+  std::vector<std::string> known;  // the paths make_known looked up
 
  private:
   std::mutex mu_;
@@ -166,6 +184,43 @@ TEST_F(ClipPushesTest, AReadPushesTheKnownFramesAfterItAndALookupItsOwn) {
     ASSERT_TRUE(stored.count(now[static_cast<size_t>(i)])) << i;
     EXPECT_EQ(stored[now[static_cast<size_t>(i)]], expected(now[static_cast<size_t>(i)])) << i;
   }
+  plain.detach();
+}
+
+// A loader without a listing: it looks each frame up, then reads it. Once it looks up a frame
+// after its neighbour, the kernel is made to look up the rest, and every frame after the first
+// two is pushed; a sparse loader (frames 1 and 3) has nothing looked up for it.
+TEST_F(ClipPushesTest, AFrameLookedUpAfterItsNeighbourHasTheKernelLookUpTheRest) {
+  config::Settings settings;
+  mount(settings);
+  kernel_.through = fs_.get();
+  core::Filesystem plain(*store_, *source_, settings, core::Filesystem::Options{"/mnt/p", nullptr, 1000, {}, {}});
+  const uint64_t b = clip_dir("b");
+  read_all(lookup(b, frame(1)));
+  lookup(b, frame(3));
+  fs_->wait_pushes();
+  EXPECT_TRUE(kernel_.known.empty());
+  kernel_.take();
+  const uint64_t a = clip_dir("a");
+  read_all(lookup(a, frame(1)));
+  lookup(a, frame(2));
+  fs_->wait_pushes();
+  std::vector<std::string> paths;
+  for (int i = 3; i <= kFrames; ++i) paths.push_back("cls/a/" + frame(i));
+  EXPECT_EQ(kernel_.known, paths);
+  const std::map<uint64_t, std::vector<uint8_t>> stored = kernel_.take();
+  EXPECT_EQ(stored.size(), static_cast<size_t>(kFrames - 1));  // frame 2 (its lookup), then 3..8
+  for (int i = 2; i <= kFrames; ++i) {
+    const uint64_t ino = fs_->lookup(a, frame(i))->ino;
+    ASSERT_TRUE(stored.count(ino)) << i;
+    EXPECT_EQ(stored.at(ino), plain.read(ino, 0, 1 << 20)->to_vector()) << i;
+  }
+  EXPECT_EQ(reading("push_lookups"), static_cast<uint64_t>(kFrames - 2));
+  // Once a run and level: the next lookup asks for nothing more.
+  lookup(a, frame(3));
+  fs_->wait_pushes();
+  EXPECT_EQ(kernel_.known.size(), paths.size());
+  kernel_.through = nullptr;
   plain.detach();
 }
 
