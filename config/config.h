@@ -12,6 +12,7 @@
 //   encoding: sequential     # progressive|sequential: how a JPEG level reads
 //   sequential_memory: 2GiB  # bytes the sequential re-encodings in flight may hold (default: RAM/8)
 //   threads: 8               # FUSE worker threads (1..1024)
+//   transport: auto          # auto|uring|dev: requests over io_uring where the kernel allows it, or /dev/fuse
 //   cache: 256MiB            # memory budget for cached record data (B, KiB, MiB, GiB, K, M, G)
 //   gpu: auto                # auto|on|off: decode L3 files on a CUDA device (emulate: its code on the CPU, for tests)
 //   gpu_batch: 64            # L3 decodes per GPU batch (1..4096)
@@ -71,6 +72,10 @@ std::string_view on_off_name(bool on);
 // opened), or the kernel's choice (FUSE_CAP_READDIRPLUS_AUTO).
 enum class Readdir { plus, plain, auto_ };
 std::string_view readdir_name(Readdir r);
+// How the kernel's requests reach the daemon: FUSE over io_uring (fs/fuse_uring.h) or /dev/fuse;
+// auto: io_uring where the kernel offers it.
+enum class Transport { auto_, uring, dev };
+std::string_view transport_name(Transport t);
 
 using fid::LogLevel;  // common/log_level.h: the log that every layer writes
 
@@ -113,6 +118,7 @@ struct CommonSettings {
   std::optional<Encoding> encoding;
   std::optional<uint64_t> sequential_memory;
   std::optional<unsigned> threads;
+  std::optional<Transport> transport;
   std::optional<uint64_t> cache_bytes;
   std::optional<Gpu> gpu;
   std::optional<unsigned> gpu_batch;
@@ -195,6 +201,7 @@ struct Settings {
   Encoding encoding = Encoding::progressive;
   std::vector<Rule> rules;
   unsigned threads = 16;
+  Transport transport = Transport::auto_;
   uint64_t cache_bytes = 256ull << 20;
   Gpu gpu = Gpu::auto_;
   unsigned gpu_batch = 64;

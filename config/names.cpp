@@ -19,6 +19,10 @@ std::string_view readdir_name(Readdir r) {
   return r == Readdir::plus ? "plus" : r == Readdir::plain ? "plain" : "auto";
 }
 
+std::string_view transport_name(Transport t) {
+  return t == Transport::uring ? "uring" : t == Transport::dev ? "dev" : "auto";
+}
+
 std::string_view random_reads_name(RandomReads r) {
   return r == RandomReads::records ? "records" : r == RandomReads::pieces ? "pieces" : "auto";
 }

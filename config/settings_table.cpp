@@ -64,6 +64,12 @@ std::optional<Readdir> parse_readdir(std::string_view s) {
   if (ascii_iequals(s, "auto")) return Readdir::auto_;
   return std::nullopt;
 }
+std::optional<Transport> parse_transport(std::string_view s) {
+  if (ascii_iequals(s, "auto")) return Transport::auto_;
+  if (ascii_iequals(s, "uring")) return Transport::uring;
+  if (ascii_iequals(s, "dev")) return Transport::dev;
+  return std::nullopt;
+}
 std::optional<Gpu> parse_gpu(std::string_view s) {
   if (ascii_iequals(s, "auto")) return Gpu::auto_;
   if (ascii_iequals(s, "on")) return Gpu::on;
@@ -103,6 +109,7 @@ SettingValue to_value(Gpu v) { return std::string(gpu_name(v)); }
 SettingValue to_value(codec::ViewFormat v) { return std::string(codec::view_format_name(v)); }
 SettingValue to_value(RawNames v) { return std::string(raw_names_name(v)); }
 SettingValue to_value(Readdir v) { return std::string(readdir_name(v)); }
+SettingValue to_value(Transport v) { return std::string(transport_name(v)); }
 SettingValue to_value(Addressing v) { return std::string(addressing_name(v)); }
 SettingValue to_value(RandomReads v) { return std::string(random_reads_name(v)); }
 SettingValue to_value(OrderRanks v) { return std::string(order_ranks_name(v)); }
@@ -153,6 +160,11 @@ constexpr Setting kSettings[] = {
         "bytes the sequential re-encodings in flight may hold at once; one that would exceed it waits, see "
         "\"Sequential levels\""),
     row<&C::threads, &S::threads, &in_range<1, 1024>>("threads", "1..1024", "`1`..`1024`", "", "FUSE worker threads"),
+    row<&C::transport, &S::transport, &parse_transport>(
+        "transport", "auto, uring or dev", "`auto`, `uring`, `dev`", "",
+        "how the kernel's requests reach the daemon: `uring`, FUSE over io_uring (Linux 6.14+, the fuse module's "
+        "`enable_uring` on; an error where it is off); `dev`, /dev/fuse; `auto`, io_uring where the kernel offers it. "
+        "The transport in use is `transport_in_use` in /.fidelity/config and `transport` in stats"),
     row<&C::cache_bytes, &S::cache_bytes, &parse_bytes>(
         "cache", "a byte size like 256MiB", "BYTES", "",
         "record cache budget, a number with an optional unit `K`, `M`, `G`, `T` (also `KB`/`KiB`..., any case; "

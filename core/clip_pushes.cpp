@@ -137,14 +137,15 @@ void ClipPushes::run() {
     const auto start = std::chrono::steady_clock::now();
     uint64_t room = max_bytes_;
     if (job.work == Work::look_up) {
+      // All at once: one after another, they would go no faster than the reader's own.
+      std::vector<std::string> paths;
       for (uint32_t f : job.files) {
         const index::File& file = store_.files()[f];
-        std::string path = store_.relative_path(store_.dirs()[file.dir]);
+        std::string& path = paths.emplace_back(store_.relative_path(store_.dirs()[file.dir]));
         if (!path.empty()) path += '/';
         path += names_.display_name(file);
-        if (!kernel.make_known(path)) break;  // the mount is going: the rest would fail too
-        lookups_.fetch_add(1, std::memory_order_relaxed);
       }
+      if (kernel.make_known(paths)) lookups_.fetch_add(paths.size(), std::memory_order_relaxed);
     }
     for (uint32_t f : job.work == Work::look_up ? std::span<const uint32_t>{} : std::span<const uint32_t>(job.files)) {
       const uint8_t marked = states_[f].load(std::memory_order_relaxed);

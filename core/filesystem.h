@@ -64,6 +64,8 @@ class Filesystem {
     pushes_.attach(kernel);
   }
   void detach();
+  // How the kernel's requests reach this mount, for stats and /.fidelity/config (fs/fuse_transport.h).
+  void set_transport(std::string what) { telemetry_.set_transport(std::move(what)); }
   void wait_invalidations() { changes_.wait_idle(); }  // until every queued invalidation is done
 
   using Entry = Namespace::Entry;

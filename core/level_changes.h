@@ -66,10 +66,10 @@ class KernelCache {
   // offset 0 (FUSE_NOTIFY_STORE: core/clip_pushes.h). ENOENT: the kernel holds no such inode;
   // another error: it takes no stores.
   virtual Status store(uint64_t ino, std::span<const uint8_t> data, std::span<const uint8_t> tail) = 0;
-  // Looks `path` (relative to the mount's root) up through the mount, so that the kernel makes
-  // its inode (a LOOKUP this daemon answers) and a store into it can follow. Returns once the
-  // kernel has it; ENOTCONN: the mount does not answer yet or any more.
-  virtual Status make_known(std::string_view path) = 0;
+  // Looks `paths` (relative to the mount's root) up through the mount, all at once, so that the
+  // kernel makes their inodes (LOOKUPs this daemon answers) and stores into them can follow.
+  // Returns once the kernel has them; ENOTCONN: the mount does not answer yet or any more.
+  virtual Status make_known(std::span<const std::string> paths) = 0;
 };
 
 // The settings a file or folder takes per subtree: a level and an encoding choose a file's inode;

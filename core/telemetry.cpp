@@ -115,12 +115,21 @@ void Telemetry::add_read_readings(Readings& r) const {
   }
 }
 
+void Telemetry::set_transport(std::string what) {
+  std::lock_guard lock(transport_mu_);
+  transport_ = std::move(what);
+}
+
 std::string Telemetry::stats_json() const {
   nlohmann::ordered_json j;
   j["store"] = p_.store.location();
   j["pid"] = static_cast<int64_t>(::getpid());  // the daemon's: to signal it, to find its /proc entries
   j["layout"] = index::layout_name(p_.store.layout());
   j["files"] = p_.store.files().size();
+  {
+    std::lock_guard lock(transport_mu_);
+    j["transport"] = transport_;
+  }
   j["dirs"] = p_.store.dirs().size();
   for (const Reading& r : readings()) put(j, r);
   if (!j.contains("disk_cache")) j["disk_cache"] = nullptr;
@@ -156,10 +165,16 @@ std::string Telemetry::metrics_text() const {
 
 std::string Telemetry::config_json() const {
   const auto gpu = p_.reader.gpu_report();
+  std::string transport;
+  {
+    std::lock_guard lock(transport_mu_);
+    transport = transport_;
+  }
   return core::config_json(p_.settings, {.store = p_.store.location(), .mountpoint = p_.mountpoint,
                                          .levels = p_.store.levels(), .effective_default_level = p_.levels.mount_default(),
                                          .gpu_decoder = gpu ? gpu->decoder : std::string("cpu"),
-                                         .source = p_.source.describe(), .level_changers = p_.change_access.describe()});
+                                         .source = p_.source.describe(), .level_changers = p_.change_access.describe(),
+                                         .transport = transport});
 }
 
 std::string config_json(const config::Settings& s, const MountFacts& facts) {
@@ -178,6 +193,8 @@ std::string config_json(const config::Settings& s, const MountFacts& facts) {
       nlohmann::ordered_json rules = nlohmann::ordered_json::array();
       for (const auto& r : s.rules) rules.push_back({{"path", r.glob}, {"scan_group", config::level_text(r.level)}});
       j["rules"] = rules;
+    } else if (name == "transport") {
+      j["transport_in_use"] = facts.transport;
     } else if (name == "gpu") {
       j["gpu_decoder"] = facts.gpu_decoder;
     } else if (name == "readdir") {

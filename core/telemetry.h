@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "common/readings.h"
@@ -56,6 +57,9 @@ class Telemetry {
 
   // The current content of a snapshot type: stats, metrics or config.
   std::string render(NodeType t) const;
+  // How requests reach the daemon ("uring (2 queues, 16 entries)", "dev"), once the kernel's INIT
+  // has settled it.
+  void set_transport(std::string what);
 
  private:
   Readings readings() const;
@@ -76,6 +80,8 @@ class Telemetry {
   };
   std::unique_ptr<ReadCount[]> read_counts_;
   LatencyHistogram read_latency_;  // reads of tree files, from the request to its bytes
+  mutable std::mutex transport_mu_;
+  std::string transport_ = "dev";
 };
 
 // What /.fidelity/config shows besides the settings: the store, the mount and what it decided.
@@ -83,6 +89,7 @@ struct MountFacts {
   std::string store, mountpoint;
   int levels = 0, effective_default_level = 0;
   std::string gpu_decoder, source, level_changers;
+  std::string transport = "dev";  // the transport in use
 };
 // /.fidelity/config's text: every row of the settings' table (config/settings_table.h) under its
 // name with the value `s` holds, the other settings and `facts` around them.

@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <fuse3/fuse_lowlevel.h>
+#include <liburing.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
@@ -19,6 +20,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <future>
+#include <mutex>
 #include <new>
 #include <span>
 #include <thread>
@@ -28,6 +31,7 @@
 #include "common/fd.h"
 #include "core/filesystem.h"
 #include "fs/fuse_transport.h"
+#include "fs/fuse_uring.h"
 #include "common/log.h"
 
 namespace fid::fs {
@@ -78,13 +82,34 @@ class KernelNotifier final : public core::KernelCache {
     if (rc == 0) return {};
     return Error{-rc, fmt::format("storing inode {} failed: {}", ino, std::strerror(-rc))};
   }
-  Status make_known(std::string_view path) override {
+  Status make_known(std::span<const std::string> paths) override {
     // Through the mount point's path, not a held descriptor: one would keep a plain unmount busy.
+    // statx through io_uring, all in flight at once (io_uring's workers run them).
     if (!answers_.load()) return Error{ENOTCONN, "the mount does not answer yet"};
-    const std::string full = fmt::format("{}/{}", mountpoint_, path);
-    struct stat st {};
-    if (::stat(full.c_str(), &st) == 0) return {};
-    return Error{errno, fmt::format("looking up {} failed: {}", full, std::strerror(errno))};
+    constexpr unsigned kBatch = 64;
+    io_uring ring{};
+    if (const int rc = io_uring_queue_init(kBatch, &ring, 0); rc < 0)
+      return Error{-rc, fmt::format("io_uring_queue_init: {}", std::strerror(-rc))};
+    std::vector<std::string> full(std::min<size_t>(paths.size(), kBatch));
+    std::vector<struct statx> st(full.size());
+    int failed = 0;
+    for (size_t at = 0; at < paths.size(); at += kBatch) {
+      const size_t n = std::min<size_t>(kBatch, paths.size() - at);
+      for (size_t i = 0; i < n; ++i) {
+        full[i] = fmt::format("{}/{}", mountpoint_, paths[at + i]);
+        io_uring_prep_statx(io_uring_get_sqe(&ring), AT_FDCWD, full[i].c_str(), AT_SYMLINK_NOFOLLOW, STATX_INO, &st[i]);
+      }
+      io_uring_submit(&ring);
+      for (size_t i = 0; i < n; ++i) {
+        io_uring_cqe* cqe = nullptr;
+        if (io_uring_wait_cqe(&ring, &cqe) != 0) break;
+        if (cqe->res < 0 && failed == 0) failed = -cqe->res;
+        io_uring_cqe_seen(&ring, cqe);
+      }
+    }
+    io_uring_queue_exit(&ring);
+    if (failed == 0) return {};
+    return Error{failed, fmt::format("looking up {} names under {} failed: {}", paths.size(), mountpoint_, std::strerror(failed))};
   }
 
  private:
@@ -514,6 +539,13 @@ Status serve(const index::Store& store, storage::RecordSource& source, const con
     fuse_session_destroy(se);
     return failed("cannot install signal handlers");
   }
+  if (settings.transport == config::Transport::uring) {
+    if (std::string off = uring_unavailable_reason(); !off.empty()) {
+      fuse_remove_signal_handlers(se);
+      fuse_session_destroy(se);
+      return failed(fmt::format("transport=uring: {}", off));
+    }
+  }
   std::string why;
   if (mount_saying_why(se, req.mountpoint, why) != 0) {
     fuse_remove_signal_handlers(se);
@@ -521,13 +553,35 @@ Status serve(const index::Store& store, storage::RecordSource& source, const con
     return failed(fmt::format("cannot mount at {}: {}", req.mountpoint,
                               why.empty() ? "(is /dev/fuse available and the mount point an empty directory?)" : why));
   }
-  if (const int rc = use_own_transport(se); rc != 0)  // before the first request: INIT
+  // What INIT settles about the transport: its failure ends the mount where transport=uring.
+  std::promise<std::string> transport_failure;
+  std::future<std::string> transport_settled = transport_failure.get_future();
+  std::once_flag transport_once;
+  TransportOptions transport{settings.transport, settings.threads,
+                             [&](const std::string& in_use, const std::string& failure) {
+                               fs.set_transport(in_use);
+                               std::call_once(transport_once, [&] { transport_failure.set_value(failure); });
+                             }};
+  if (const int rc = use_own_transport(se, std::move(transport)); rc != 0) {  // before the first request: INIT
     log_warn("lookups in one folder run one at a time: the FUSE transport could not be set: {}", std::strerror(-rc));
+    std::call_once(transport_once, [&] {
+      transport_failure.set_value(settings.transport == config::Transport::uring ? "the FUSE transport could not be set" : "");
+    });
+  }
   KernelNotifier kernel(se, req.mountpoint);
   // Ready once the kernel routes a stat of the mount point to this session (root inode 1).
-  std::thread probe([mnt = req.mountpoint, ready, &fs, &kernel] {
+  std::thread probe([mnt = req.mountpoint, ready, &fs, &kernel, &transport_settled] {
     struct stat st {};
     if (::stat(mnt.c_str(), &st) == 0 && st.st_ino == 1) {
+      // INIT is answered (the kernel answered the stat); its transport is settled at once after.
+      const std::string failure = transport_settled.wait_for(std::chrono::seconds(30)) == std::future_status::ready
+                                      ? transport_settled.get()
+                                      : std::string("the FUSE transport was not settled 30 s after INIT");
+      if (!failure.empty()) {
+        ready(fmt::format("{}: transport=uring: {}", mnt, failure));
+        ::kill(::getpid(), SIGTERM);  // the mount ends as on SIGTERM
+        return;
+      }
       const bool readahead_1m = set_readahead(st.st_dev);
       fs.read_large_views_directly(!readahead_1m && kernel_maps_direct_io_files());
       if (fs.large_views_direct())
@@ -547,6 +601,7 @@ Status serve(const index::Store& store, storage::RecordSource& source, const con
   }
   probe.join();
   fs.detach();  // after an unmount from outside: the connection is gone, nothing waits on it
+  stop_own_transport();
   fuse_session_unmount(se);
   fuse_remove_signal_handlers(se);
   fuse_session_destroy(se);

@@ -7,10 +7,18 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <memory>
+#include <mutex>
+
+#include <fmt/format.h>
+
+#include "common/log.h"
+#include "fs/fuse_uring.h"
 
 namespace fid::fs {
 namespace {
@@ -18,6 +26,9 @@ namespace {
 // FUSE_DIRECT_IO_ALLOW_MMAP (protocol 7.39, Linux 6.6): a file opened with direct I/O may still
 // be mapped shared (np.load(mmap_mode="r")). Debian 12's headers (7.38) do not name it.
 constexpr uint32_t kDirectIoAllowMmap2 = uint32_t{1} << (36 - 32);  // in flags2
+// FUSE_OVER_IO_URING (protocol 7.42, Linux 6.14): the kernel offers it where the fuse module's
+// enable_uring is on.
+constexpr uint32_t kOverIoUring2 = uint32_t{1} << (41 - 32);  // in flags2
 
 // What the kernel offered in INIT, the first request of a connection, answered before any other
 // (a process serves one connection).
@@ -25,6 +36,13 @@ std::atomic<uint64_t> init_unique{0};
 std::atomic<bool> kernel_offers_parallel_dirops{false};
 std::atomic<bool> kernel_offers_direct_io_mmap{false};
 std::atomic<bool> direct_io_mmap_taken{false};
+std::atomic<bool> kernel_offers_uring{false};
+
+// The session and its options, set before the first request.
+fuse_session* session = nullptr;
+TransportOptions options;
+std::mutex uring_mu;
+std::unique_ptr<UringQueues> uring;  // once INIT took FUSE_OVER_IO_URING and the queues registered
 
 ssize_t read_request(int fd, void* buf, size_t len, void*) {
   const ssize_t n = ::read(fd, buf, len);
@@ -40,15 +58,44 @@ ssize_t read_request(int fd, void* buf, size_t len, void*) {
         std::memcpy(&flags2, arg + offsetof(fuse_init_in, flags2), sizeof flags2);
       kernel_offers_parallel_dirops.store((flags & FUSE_PARALLEL_DIROPS) != 0);
       kernel_offers_direct_io_mmap.store((flags & FUSE_INIT_EXT) && (flags2 & kDirectIoAllowMmap2));
+      kernel_offers_uring.store((flags & FUSE_INIT_EXT) && (flags2 & kOverIoUring2));
       init_unique.store(in.unique);
     }
   }
   return n;
 }
 
+// After the INIT reply that took FUSE_OVER_IO_URING: the queues, before any other request.
+void start_uring(uint32_t max_write, uint32_t max_pages) {
+  // The kernel refuses an entry whose payload buffer is smaller than the largest request or reply.
+  const size_t payload = std::max<size_t>({8192, max_write, size_t{max_pages} * static_cast<size_t>(::getpagesize())});
+  auto queues = UringQueues::start(session, fuse_session_fd(session), options.threads, payload);
+  if (!queues.ok()) {
+    if (options.transport == config::Transport::uring) {
+      if (options.settled) options.settled("dev", fmt::format("FUSE over io_uring could not be set up: {}", queues.error().message));
+    } else {
+      log_warn("FUSE over io_uring could not be set up ({}); requests go through /dev/fuse", queues.error().message);
+      if (options.settled) options.settled("dev", "");
+    }
+    return;
+  }
+  const std::string in_use = fmt::format("uring ({} queues, {} entries of {} KiB)", (*queues)->queues(),
+                                         std::max(options.threads, (*queues)->queues()), payload >> 10);
+  log_info("requests come through FUSE over io_uring: {}", in_use);
+  {
+    std::lock_guard lock(uring_mu);
+    uring = std::move(*queues);
+  }
+  if (options.settled) options.settled(in_use, "");
+}
+
 ssize_t write_reply(int fd, iovec* iov, int count, void*) {
+  ssize_t written = 0;
+  if (UringQueues::take_reply(iov, count, written)) return written;
   // libfuse sends a reply as its header, then the argument (fuse_init_out for INIT).
   const uint64_t init = init_unique.load();
+  bool take_uring = false;
+  uint32_t max_write = 0, max_pages = 0;
   if (init != 0 && count >= 2 && iov[0].iov_len >= sizeof(fuse_out_header) &&
       iov[1].iov_len >= offsetof(fuse_init_out, flags) + sizeof(uint32_t)) {
     fuse_out_header out;
@@ -58,24 +105,46 @@ ssize_t write_reply(int fd, iovec* iov, int count, void*) {
       uint32_t flags;
       std::memcpy(&flags, arg + offsetof(fuse_init_out, flags), sizeof flags);
       if (kernel_offers_parallel_dirops.load()) flags |= FUSE_PARALLEL_DIROPS;
-      if (kernel_offers_direct_io_mmap.load() && iov[1].iov_len >= offsetof(fuse_init_out, flags2) + sizeof(uint32_t)) {
-        uint32_t flags2;
-        std::memcpy(&flags2, arg + offsetof(fuse_init_out, flags2), sizeof flags2);
+      uint32_t flags2 = 0;
+      const bool has_flags2 = iov[1].iov_len >= offsetof(fuse_init_out, flags2) + sizeof(uint32_t);
+      if (has_flags2) std::memcpy(&flags2, arg + offsetof(fuse_init_out, flags2), sizeof flags2);
+      if (kernel_offers_direct_io_mmap.load() && has_flags2) {
         flags2 |= kDirectIoAllowMmap2;
+        direct_io_mmap_taken.store(true);
+      }
+      take_uring = kernel_offers_uring.load() && has_flags2 && options.transport != config::Transport::dev &&
+                   iov[1].iov_len >= offsetof(fuse_init_out, max_pages) + sizeof(uint16_t);
+      if (take_uring) {
+        flags2 |= kOverIoUring2;
+        std::memcpy(&max_write, arg + offsetof(fuse_init_out, max_write), sizeof max_write);
+        uint16_t pages = 0;
+        std::memcpy(&pages, arg + offsetof(fuse_init_out, max_pages), sizeof pages);
+        max_pages = (flags & FUSE_MAX_PAGES) ? pages : 32;  // the kernel's default without FUSE_MAX_PAGES
+      }
+      if (flags2 != 0) {
         flags |= FUSE_INIT_EXT;
         std::memcpy(arg + offsetof(fuse_init_out, flags2), &flags2, sizeof flags2);
-        direct_io_mmap_taken.store(true);
       }
       std::memcpy(arg + offsetof(fuse_init_out, flags), &flags, sizeof flags);
       init_unique.store(0);
+      if (!take_uring && options.settled) {
+        if (options.transport == config::Transport::uring)
+          options.settled("dev", "the kernel did not offer FUSE over io_uring in INIT");
+        else
+          options.settled("dev", "");
+      }
     }
   }
-  return ::writev(fd, iov, count);
+  const ssize_t n = ::writev(fd, iov, count);
+  if (take_uring && n >= 0) start_uring(max_write, max_pages);
+  return n;
 }
 
 }  // namespace
 
-int use_own_transport(fuse_session* se) {
+int use_own_transport(fuse_session* se, TransportOptions opts) {
+  session = se;
+  options = std::move(opts);
   fuse_custom_io io{};
   io.read = read_request;
   io.writev = write_reply;
@@ -83,5 +152,14 @@ int use_own_transport(fuse_session* se) {
 }
 
 bool kernel_maps_direct_io_files() { return direct_io_mmap_taken.load(); }
+
+void stop_own_transport() {
+  std::unique_ptr<UringQueues> queues;
+  {
+    std::lock_guard lock(uring_mu);
+    queues = std::move(uring);
+  }
+  if (queues) queues->stop();
+}
 
 }  // namespace fid::fs

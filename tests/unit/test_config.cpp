@@ -128,7 +128,7 @@ TEST(ConfigYaml, ErrorsNameKeyAndLine) {
   EXPECT_EQ(error_of("threads: 4\nscan_group: 0\n"),
             "f.yaml:2: key 'scan_group': expected a level 1..255 or 'full', got '0'");
   EXPECT_EQ(error_of("threads: 4\n\nbogus: 1\n"),
-            "f.yaml:3: key 'bogus': unknown key (expected scan_group, encoding, sequential_memory, threads, cache, gpu, gpu_batch, gpu_deadline_us, gpu_memory, "
+            "f.yaml:3: key 'bogus': unknown key (expected scan_group, encoding, sequential_memory, threads, transport, cache, gpu, gpu_batch, gpu_deadline_us, gpu_memory, "
             "raw_format, raw_names, readdir, endpoint, region, profile, addressing, ca_file, disk_cache, disk_cache_size, "
             "remote_requests, random_reads, clip_reads, clip_push, clip_push_bytes, order_ranks, level_changes, rules, order_seed, "
             "order_window, log)");

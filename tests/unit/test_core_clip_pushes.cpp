@@ -39,19 +39,21 @@ class StoringKernel final : public core::KernelCache {
     return {};
   }
   // As the kernel does: each name of the path looked up (its reply sent), unless `through` is null.
-  Status make_known(std::string_view path) override {
+  Status make_known(std::span<const std::string> paths) override {
     if (through == nullptr) return {};
-    uint64_t ino = 1;
-    for (size_t at = 0; at <= path.size();) {
-      const size_t end = std::min(path.find('/', at), path.size());
-      auto e = through->lookup(ino, std::string(path.substr(at, end - at)));
-      if (!e.ok() || e->ino == 0) return Error{ENOENT, std::string(path)};
-      through->lookup_replied(e->ino);
-      ino = e->ino;
-      at = end + 1;
+    for (const std::string& path : paths) {
+      uint64_t ino = 1;
+      for (size_t at = 0; at <= path.size();) {
+        const size_t end = std::min(path.find('/', at), path.size());
+        auto e = through->lookup(ino, path.substr(at, end - at));
+        if (!e.ok() || e->ino == 0) return Error{ENOENT, path};
+        through->lookup_replied(e->ino);
+        ino = e->ino;
+        at = end + 1;
+      }
+      std::lock_guard lock(mu_);
+      known.push_back(path);
     }
-    std::lock_guard lock(mu_);
-    known.emplace_back(path);
     return {};
   }
   std::map<uint64_t, std::vector<uint8_t>> take() {
