@@ -9,9 +9,11 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <grp.h>
+#include <poll.h>
 #include <spawn.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <sys/statvfs.h>
 #include <sys/wait.h>
@@ -155,26 +157,34 @@ Status refuse_nonempty(const std::string& mnt) {
 }
 
 // stat and statvfs of `mnt`, bounded: over a hung FUSE mount (its daemon stopped) they would
-// wait forever. ETIMEDOUT when they have not answered in 5 s; the thread still waiting is left
-// behind (the process's exit ends it).
+// wait forever. ETIMEDOUT when they have not answered in 5 s. They run in a child process with
+// its output on /dev/null, left behind when it does not answer: a caller's wait for a FUSE
+// request the daemon has taken is not killable (FUSE over io_uring hands a request to a daemon's
+// ring at once, stopped or not), so a thread of ours could hold this process's exit.
 Status mountpoint_answers(const std::string& mnt) {
-  struct Probe {
-    std::mutex mu;
-    std::condition_variable cv;
-    bool done = false;
-  };
-  auto probe = std::make_shared<Probe>();
-  std::thread([probe, mnt] {
+  const pid_t child = ::fork();
+  if (child == 0) {
+    const int null = ::open("/dev/null", O_RDWR);
+    for (int fd = 0; fd <= 2; ++fd) (void)::dup2(null, fd);
     struct stat st {};
     struct statvfs sv {};
     (void)::stat(mnt.c_str(), &st);
     (void)::statvfs(mnt.c_str(), &sv);
-    std::lock_guard lock(probe->mu);
-    probe->done = true;
-    probe->cv.notify_all();
-  }).detach();
-  std::unique_lock lock(probe->mu);
-  if (probe->cv.wait_for(lock, std::chrono::seconds(5), [&] { return probe->done; })) return {};
+    ::_exit(0);
+  }
+  if (child < 0) return Error{errno, fmt::format("{}: cannot probe the mount point: fork: {}", mnt, std::strerror(errno))};
+  const Fd done(static_cast<int>(::syscall(SYS_pidfd_open, child, 0)));
+  pollfd p{done.get(), POLLIN, 0};
+  bool answered = false;
+  if (done.get() >= 0) {
+    int rc;
+    do rc = ::poll(&p, 1, 5000);
+    while (rc < 0 && errno == EINTR);
+    answered = rc > 0;
+  }
+  int status = 0;
+  if (answered || done.get() < 0) answered = ::waitpid(child, &status, 0) == child;  // no pidfd: wait unbounded
+  if (answered) return {};
   return Error{ETIMEDOUT, fmt::format("{}: the mount there does not answer (a fidelityfs or other FUSE daemon stopped "
                                       "or hung); end it with fusermount3 -uz {} (or kill its daemon)", mnt, mnt)};
 }
@@ -188,8 +198,9 @@ Status check_mountpoint(const std::string& mnt, bool nonempty) {
   struct statvfs sv {};
   // stat alone can be answered from attributes cached before the daemon died; statfs always
   // reaches the (dead) connection.
-  bool stale = (::stat(mnt.c_str(), &st) != 0 && errno == ENOTCONN) ||
-               (::statvfs(mnt.c_str(), &sv) != 0 && errno == ENOTCONN);
+  // ECONNABORTED: the dead daemon served over io_uring (its rings' end aborts the connection).
+  const auto gone = [] { return errno == ENOTCONN || errno == ECONNABORTED; };
+  bool stale = (::stat(mnt.c_str(), &st) != 0 && gone()) || (::statvfs(mnt.c_str(), &sv) != 0 && gone());
   if (stale) {
     // Lazy unmount: umount2 when privileged, else the setuid fusermount3.
     bool ok = ::umount2(mnt.c_str(), MNT_DETACH) == 0 || run_program({"fusermount3", "-u", "-z", mnt}) == 0;

@@ -2,6 +2,7 @@
 answers, so no test waits or polls for readiness; every mount is unmounted in a finalizer."""
 import contextlib
 import errno
+import json
 import os
 import select
 import signal
@@ -48,6 +49,11 @@ def mount(store, mnt, *args, check=True, env=None, argv=None):
     p = subprocess.run(argv, capture_output=True, text=True, env=env)
     if check and p.returncode != 0:
         raise AssertionError(f"mount failed ({p.returncode}): {p.stderr}")
+    expected = os.environ.get("FIDELITYFS_TEST_TRANSPORT")  # scripts/test.sh runs a pass under each
+    if expected and p.returncode == 0 and is_mounted(mnt):
+        with open(os.path.join(mnt, ".fidelity", "stats")) as f:
+            used = json.load(f)["transport"]
+        assert used.split(" ")[0] == expected, f"{mnt}: transport {used!r}, expected {expected}"
     return p
 
 
