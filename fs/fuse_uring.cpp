@@ -135,7 +135,8 @@ void UringQueues::Impl::serve(unsigned qid) {
     return;
   }
   Entry e;
-  e.buffer = std::make_unique<uint64_t[]>((kFront + payload_size + 7) / 8);
+  // Not zeroed: only the pages that requests and replies use become resident.
+  e.buffer = std::make_unique_for_overwrite<uint64_t[]>((kFront + payload_size + 7) / 8);
   e.payload = reinterpret_cast<char*>(e.buffer.get()) + kFront;
   e.capacity = payload_size;
   iovec iov[2] = {{&e.header, sizeof e.header}, {e.payload, payload_size}};

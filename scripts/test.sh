@@ -179,4 +179,23 @@ step "fuzz executions per target (${FUZZ_SECONDS:-15}s each)"
 step "integration tests (real mounts)"
 export FIDELITYFS_BIN=$root/build/cli/fidelityfs FIDELITYFS_TSAN_BIN=$root/build-tsan/cli/fidelityfs
 /usr/bin/python3 -m pytest -q -p no:cacheprovider --durations=25 tests/integration
+
+# The mount-facing tests again with the kernel's requests over FUSE over io_uring (transport=auto
+# takes it once the fuse module's enable_uring is on; every mount checks that it did), where the
+# kernel has it: the parameter is turned on for this pass and back as it was after.
+uring_param=/sys/module/fuse/parameters/enable_uring
+if [[ -w $uring_param ]]; then
+  step "integration tests over FUSE over io_uring (mount-facing)"
+  uring_was=$(cat "$uring_param")
+  restore_uring() { if [[ $uring_was == Y ]]; then echo 1; else echo 0; fi >"$uring_param"; }
+  trap restore_uring EXIT
+  echo 1 >"$uring_param"
+  (cd tests/integration && FIDELITYFS_TEST_TRANSPORT=uring /usr/bin/python3 -m pytest -q -p no:cacheprovider --durations=10 \
+    test_mount.py test_clips.py test_stress.py test_random_reads.py test_sequential.py test_l3.py test_order.py \
+    test_shared_mount.py test_metrics.py test_security.py test_tour.py)
+  restore_uring
+  trap - EXIT
+else
+  step "integration tests over FUSE over io_uring: skipped ($uring_param is not there or not writable)"
+fi
 step "done"

@@ -18,6 +18,9 @@
 #   full listed       built (imagefolder_list.py), after the cache drop and before the epoch (not
 #   L5 listed         timed): the mount's own `readdir` setting decides how many of the epoch's
 #                     opens still need a LOOKUP (none with MOUNT_OPTS=readdir=plus); pieces
+# Every mount contender runs under each transport (NAME @dev, NAME @uring: -o transport=), where
+# the kernel has FUSE over io_uring (the script turns the fuse module's enable_uring on for the run
+# and back as it was after).
 # Per file: files/s (and the ratio to ext4 in the same run), the readers' CPU (readbench's
 # rusage), the daemon's CPU (/proc/PID/stat utime+stime over the epoch) and context switches
 # (its threads' voluntary and involuntary ones), the FUSE requests the daemon answered by
@@ -27,6 +30,7 @@
 # top entries of each profile (self time) are printed. Needs root (drop_caches, mounts).
 #   scripts/bench/cost_per_file.sh [COUNT=10000] [RUNS=3] [--perf] [--only NAME,...]
 #   env: THREADS=8 MOUNT_OPTS (more -o options for every mount) BENCH_NO_BUILD=1 (build/ as it is)
+#        TRANSPORTS="dev uring" (the transports the mount contenders run under)
 source "$(dirname "$0")/common.sh"
 shopt -s inherit_errexit
 usage() { sed -n '/^#   scripts\/bench\/cost_per_file.sh/,/^[^#]/s/^#   //p' "$0" >&2; exit 2; }
@@ -60,7 +64,16 @@ store=$BENCH_DIR/cost-store-file-$count
 m=$BENCH_DIR/cost-mnt
 mkdir -p "$m"
 fusermount3 -u "$m" 2>/dev/null || true
-trap 'fusermount3 -u "$m" 2>/dev/null || fusermount3 -uz "$m" 2>/dev/null || true' EXIT
+uring_param=/sys/module/fuse/parameters/enable_uring
+uring_was=$(cat "$uring_param" 2>/dev/null || echo none)
+read -ra transports <<<"${TRANSPORTS:-dev uring}"
+if [[ $uring_was == none && " ${transports[*]} " == *" uring "* ]]; then
+  echo "cost_per_file.sh: this kernel has no FUSE over io_uring: the mounts run over /dev/fuse only" >&2
+  transports=(dev)
+fi
+[[ $uring_was == none ]] || echo 1 >"$uring_param"
+restore_uring() { [[ $uring_was == none ]] || { [[ $uring_was == Y ]] && echo 1 || echo 0; } >"$uring_param"; }
+trap 'fusermount3 -u "$m" 2>/dev/null || fusermount3 -uz "$m" 2>/dev/null || true; restore_uring' EXIT
 trap 'exit 130' INT TERM
 lists=$BENCH_DIR/cost-lists
 mkdir -p "$lists"
@@ -99,19 +112,19 @@ run_ranges() {  # LEVEL SEED
   out=$("$rb" "$lists/ranges-$1" --ranges --threads "$threads" --seed "$2")
   echo "$(field "$out" files_per_s) $(field "$out" cpu_us_per_file) - - - - - - - - -"
 }
-run_mount() {  # LEVEL CACHE SEED [PERF_OUT] [listed]
-  local pid out t0 t1 s0 s1 a b mode
-  "$bin" mount "$store" "$m" -o "cache=$2,scan_group=$1${MOUNT_OPTS:+,$MOUNT_OPTS}"
+run_mount() {  # LEVEL CACHE SEED TRANSPORT [PERF_OUT] [listed]
+  local pid out t0 t1 s0 s1 a b mode transport=$4
+  "$bin" mount "$store" "$m" -o "cache=$2,scan_group=$1,transport=$transport${MOUNT_OPTS:+,$MOUNT_OPTS}"
   pid=$(daemon_pid "$m" "$store")
   cold
-  [[ ${5:-} != listed ]] || /usr/bin/python3 "$lister" "$m" >/dev/null
+  [[ ${6:-} != listed ]] || /usr/bin/python3 "$lister" "$m" >/dev/null
   cat "$m/.fidelity/stats" >"$BENCH_DIR/cost.stats0.json"
   t0=$(cpu_ticks "$pid")
   s0=$(ctx_switches "$pid")
-  if [[ -n ${4:-} ]]; then  # perf starts disabled; the epoch starts once it acknowledges "enable"
+  if [[ -n ${5:-} ]]; then  # perf starts disabled; the epoch starts once it acknowledges "enable"
     rm -f "$BENCH_DIR/perf.ctl" "$BENCH_DIR/perf.ack"
     mkfifo "$BENCH_DIR/perf.ctl" "$BENCH_DIR/perf.ack"
-    perf record -g -D -1 --control "fifo:$BENCH_DIR/perf.ctl,$BENCH_DIR/perf.ack" -o "$4" -p "$pid" 2>/dev/null &
+    perf record -g -D -1 --control "fifo:$BENCH_DIR/perf.ctl,$BENCH_DIR/perf.ack" -o "$5" -p "$pid" 2>/dev/null &
     local perf_pid=$!
     echo enable >"$BENCH_DIR/perf.ctl"
     read -r _ <"$BENCH_DIR/perf.ack"
@@ -119,7 +132,7 @@ run_mount() {  # LEVEL CACHE SEED [PERF_OUT] [listed]
   out=$("$rb" "$lists/mount" --threads "$threads" --seed "$3")
   t1=$(cpu_ticks "$pid")
   s1=$(ctx_switches "$pid")
-  if [[ -n ${4:-} ]]; then
+  if [[ -n ${5:-} ]]; then
     kill -INT "$perf_pid"
     wait "$perf_pid" || true
   fi
@@ -137,16 +150,21 @@ run_mount() {  # LEVEL CACHE SEED [PERF_OUT] [listed]
     "$(printf '%.4f ' "${per[@]}")$mode"
 }
 
-names=("ext4" "ext4 O_DIRECT" "disk full" "disk L5" "full pieces" "L5 pieces" "full records" "L5 records" "ext4 listed"
+bases=("ext4" "ext4 O_DIRECT" "disk full" "disk L5" "full pieces" "L5 pieces" "full records" "L5 records" "ext4 listed"
   "full listed" "L5 listed")
 if [[ -n $only ]]; then
   IFS=, read -ra keep <<<"$only"
-  names=(ext4 "ext4 O_DIRECT")
-  for k in "${keep[@]}"; do [[ $k == ext4 || $k == "ext4 O_DIRECT" ]] || names+=("$k"); done
+  bases=(ext4 "ext4 O_DIRECT")
+  for k in "${keep[@]}"; do [[ $k == ext4 || $k == "ext4 O_DIRECT" ]] || bases+=("$k"); done
 fi
 baseline() { [[ $1 == ext4* || $1 == disk* ]]; }
+names=()
+for b in "${bases[@]}"; do
+  if baseline "$b"; then names+=("$b"); else for t in "${transports[@]}"; do names+=("$b @$t"); done; fi
+done
 level_of() { [[ $1 == full* ]] && echo full || echo 5; }
-cache_of() { [[ $1 == *records ]] && echo 4GiB || echo 32MiB; }
+cache_of() { [[ $1 == *records* ]] && echo 4GiB || echo 32MiB; }
+transport_of() { echo "${1##*@}"; }
 keys=(fps reader daemon switches lookup getattr read other sreads sbytes mode)
 declare -A R=()
 for ((r = 1; r <= runs; r++)); do
@@ -156,8 +174,8 @@ for ((r = 1; r <= runs; r++)); do
     elif [[ $name == "ext4 O_DIRECT" ]]; then line=$(run_ext4 "$r" --direct)
     elif [[ $name == "ext4 listed" ]]; then line=$(run_ext4 "$r" listed)
     elif [[ $name == disk* ]]; then line=$(run_ranges "$(level_of "${name#disk }")" "$r")
-    elif [[ $name == *listed ]]; then line=$(run_mount "$(level_of "$name")" 32MiB "$r" "" listed)
-    else line=$(run_mount "$(level_of "$name")" "$(cache_of "$name")" "$r"); fi
+    elif [[ $name == *listed* ]]; then line=$(run_mount "$(level_of "$name")" 32MiB "$r" "$(transport_of "$name")" "" listed)
+    else line=$(run_mount "$(level_of "$name")" "$(cache_of "$name")" "$r" "$(transport_of "$name")"); fi
     read -ra v <<<"$line"
     for k in "${!keys[@]}"; do [[ ${v[$k]} == - ]] || R[$name,${keys[$k]}]+="${v[$k]} "; done
     echo "run $r: $name: $line" >&2
@@ -169,27 +187,48 @@ printf '\ncost_per_file benchmark: %d ImageNet-sized JPEGs, file layout, %d read
 printf 'page cache dropped and a fresh daemon every run; medians of %d runs (ratios: medians of per-run ratios; listed\n' "$runs"
 printf 'contenders against ext4 listed)\n'
 printf 'CPU in us per file; the daemon'"'"'s context switches, requests, store reads and store bytes per file\n'
-printf '%-13s %8s %7s %8s %8s %9s %7s %8s %6s %6s %12s %12s %8s\n' contender files/s "vs ext4" "readers" daemon switches \
+printf '%-19s %8s %7s %8s %8s %9s %7s %8s %6s %6s %12s %12s %8s\n' contender files/s "vs ext4" "readers" daemon switches \
   lookup getattr read other "store reads" "store bytes" mode
 # A listed contender is compared with ext4 listed the same way, where that ran.
-base_of() { if [[ $1 == *listed && $1 != ext4* && -n ${R[ext4 listed,fps]:-} ]]; then echo "ext4 listed"; else echo ext4; fi; }
+base_of() { if [[ $1 == *listed* && $1 != ext4* && -n ${R[ext4 listed,fps]:-} ]]; then echo "ext4 listed"; else echo ext4; fi; }
 for name in "${names[@]}"; do
   if baseline "$name"; then
-    printf '%-13s %8.0f %6.2fx %8.0f %8s\n' "$name" "$(med "$name" fps)" "$(ratio "$name" "$(base_of "$name")")" "$(med "$name" reader)" -
+    printf '%-19s %8.0f %6.2fx %8.0f %8s\n' "$name" "$(med "$name" fps)" "$(ratio "$name" "$(base_of "$name")")" "$(med "$name" reader)" -
   else
-    printf '%-13s %8.0f %6.2fx %8.0f %8.0f %9.2f %7.2f %8.2f %6.2f %6.2f %12.2f %12.0f %8s\n' "$name" "$(med "$name" fps)" \
+    printf '%-19s %8.0f %6.2fx %8.0f %8.0f %9.2f %7.2f %8.2f %6.2f %6.2f %12.2f %12.0f %8s\n' "$name" "$(med "$name" fps)" \
       "$(ratio "$name" "$(base_of "$name")")" "$(med "$name" reader)" "$(med "$name" daemon)" "$(med "$name" switches)" "$(med "$name" lookup)" \
       "$(med "$name" getattr)" "$(med "$name" read)" "$(med "$name" other)" "$(med "$name" sreads)" \
       "$(med "$name" sbytes)" "$(tr ' ' '\n' <<<"${R[$name,mode]}" | grep . | sort -u | paste -sd/)"
   fi
 done
 
+# Issue 68's goals, where their contenders ran.
+has() { [[ -n ${R[$1,fps]:-} ]]; }
+for t in "${transports[@]}"; do
+  printf '\ngoals @%s:' "$t"
+  has "L5 pieces @$t" && printf ' L5 >= 1.6x ext4: %s (%.2fx); daemon <= 60 us a file at L5: %s (%.0f us);' \
+    "$(met "$(ratio "L5 pieces @$t" ext4) >= 1.6")" "$(ratio "L5 pieces @$t" ext4)" \
+    "$(met "$(med "L5 pieces @$t" daemon) <= 60")" "$(med "L5 pieces @$t" daemon)"
+  has "full pieces @$t" && has "disk full" && printf ' full >= 0.95x disk full: %s (%.2fx);' \
+    "$(met "$(ratio "full pieces @$t" "disk full") >= 0.95")" "$(ratio "full pieces @$t" "disk full")"
+  has "L5 listed @$t" && has "ext4 listed" && printf ' L5 listed >= 1.9x ext4 listed: %s (%.2fx);' \
+    "$(met "$(ratio "L5 listed @$t" "ext4 listed") >= 1.9")" "$(ratio "L5 listed @$t" "ext4 listed")"
+  has "full records @$t" && printf ' records epoch 0 at full >= 0.95x ext4: %s (%.2fx)' \
+    "$(met "$(ratio "full records @$t" ext4) >= 0.95")" "$(ratio "full records @$t" ext4)"
+done
+for name in "${names[@]}"; do
+  [[ $name == *@uring ]] && has "$name" && has "${name% @uring} @dev" &&
+    printf '\n%s: uring over dev %.2fx files/s, daemon CPU %.0f against %.0f us a file' "${name% @uring}" \
+      "$(ratio "$name" "${name% @uring} @dev")" "$(med "$name" daemon)" "$(med "${name% @uring} @dev" daemon)"
+done
+printf '\n'
+
 if ((perf)); then
   for name in "${names[@]}"; do
     baseline "$name" && continue
-    data=$BENCH_DIR/cost-perf-${name// /-}.data
-    if [[ $name == *listed ]]; then run_mount "$(level_of "$name")" 32MiB 99 "$data" listed >/dev/null
-    else run_mount "$(level_of "$name")" "$(cache_of "$name")" 99 "$data" >/dev/null; fi
+    data=$BENCH_DIR/cost-perf-${name//[ @]/-}.data
+    if [[ $name == *listed* ]]; then run_mount "$(level_of "$name")" 32MiB 99 "$(transport_of "$name")" "$data" listed >/dev/null
+    else run_mount "$(level_of "$name")" "$(cache_of "$name")" 99 "$(transport_of "$name")" "$data" >/dev/null; fi
     printf '\nperf of the daemon over one epoch, %s (self time, top entries):\n' "$name"
     perf report -i "$data" --stdio --no-children --sort dso,symbol 2>/dev/null |
       awk '/^ +[0-9.]+%/ && n++ < 25 {sub(/ +- +- +$/, ""); print}'
