@@ -120,7 +120,7 @@ void pin_to_cpu(unsigned cpu) {
 }  // namespace
 
 void UringQueues::Impl::serve(unsigned qid) {
-  pin_to_cpu(qid);
+  pin_to_cpu(qid);  // unpinned, the daemon spent 45 us a file at level 5 against 35-40 (cost_per_file.sh, in turns)
   io_uring ring{};
   io_uring_params params{};
   params.flags = IORING_SETUP_SQE128 | IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN;

@@ -176,19 +176,23 @@ done
 step "fuzz executions per target (${FUZZ_SECONDS:-15}s each)"
 ((${#fuzz_summary[@]})) && printf '%s\n' "${fuzz_summary[@]}" || echo "no fuzz targets were built"
 
-step "integration tests (real mounts)"
-export FIDELITYFS_BIN=$root/build/cli/fidelityfs FIDELITYFS_TSAN_BIN=$root/build-tsan/cli/fidelityfs
-/usr/bin/python3 -m pytest -q -p no:cacheprovider --durations=25 tests/integration
-
-# The mount-facing tests again with the kernel's requests over FUSE over io_uring (transport=auto
-# takes it once the fuse module's enable_uring is on; every mount checks that it did), where the
-# kernel has it: the parameter is turned on for this pass and back as it was after.
+# The integration tests run with the kernel's requests over /dev/fuse, then the mount-facing ones
+# again over FUSE over io_uring (transport=auto follows the fuse module's enable_uring, which this
+# script sets for each pass where the kernel has it and puts back as it was after; every mount
+# checks that it got the transport of its pass).
 uring_param=/sys/module/fuse/parameters/enable_uring
 if [[ -w $uring_param ]]; then
-  step "integration tests over FUSE over io_uring (mount-facing)"
   uring_was=$(cat "$uring_param")
   restore_uring() { if [[ $uring_was == Y ]]; then echo 1; else echo 0; fi >"$uring_param"; }
   trap restore_uring EXIT
+  echo 0 >"$uring_param"
+fi
+step "integration tests (real mounts)"
+export FIDELITYFS_BIN=$root/build/cli/fidelityfs FIDELITYFS_TSAN_BIN=$root/build-tsan/cli/fidelityfs
+FIDELITYFS_TEST_TRANSPORT=dev /usr/bin/python3 -m pytest -q -p no:cacheprovider --durations=25 tests/integration
+
+if [[ -w $uring_param ]]; then
+  step "integration tests over FUSE over io_uring (mount-facing)"
   echo 1 >"$uring_param"
   (cd tests/integration && FIDELITYFS_TEST_TRANSPORT=uring /usr/bin/python3 -m pytest -q -p no:cacheprovider --durations=10 \
     test_mount.py test_clips.py test_stress.py test_random_reads.py test_sequential.py test_l3.py test_order.py \

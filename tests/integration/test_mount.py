@@ -834,3 +834,29 @@ def test_more_records_than_the_soft_open_files_limit(imagenet_tree, tmp_path, mn
     with mounted(store, mnt, argv=argv):
         got = {r: read(os.path.join(mnt, r)) for r in rels}
     assert [r for r in rels if got[r] != st.read(r)] == []
+
+
+def test_the_transport_setting_and_the_transport_the_mount_says_it_uses(edge_store, mnt):
+    """transport=dev keeps /dev/fuse; transport=uring takes FUSE over io_uring where the fuse
+    module's enable_uring is on (the same bytes), and where it is off (or the kernel lacks it) is
+    an error naming the parameter, with nothing mounted. stats and /.fidelity/config say which."""
+    def said(path):
+        with open(os.path.join(mnt, ".fidelity", path)) as f:
+            return json.load(f)
+    st = Store(edge_store)
+    rel = next(r for r in sorted(st.files) if st.files[r]["kind"] == "jpeg")
+    with mounted(edge_store, mnt, "-o", "transport=dev"):
+        assert said("stats")["transport"] == "dev"
+        assert said("config")["transport"] == "dev" and said("config")["transport_in_use"] == "dev"
+    param = "/sys/module/fuse/parameters/enable_uring"
+    on = os.path.exists(param) and open(param).read().strip() == "Y"
+    if on:
+        with mounted(edge_store, mnt, "-o", "transport=uring"):
+            assert said("stats")["transport"].startswith("uring (")
+            assert said("config")["transport_in_use"] == said("stats")["transport"]
+            assert read(os.path.join(mnt, rel)) == st.read(rel, st.levels)
+    else:
+        p = mount(edge_store, mnt, "-o", "transport=uring", check=False)
+        assert p.returncode == 1, p.stderr
+        assert "transport=uring" in p.stderr and ("enable_uring" in p.stderr or "CONFIG_FUSE_IO_URING" in p.stderr), p.stderr
+        assert not is_mounted(mnt)
