@@ -100,7 +100,10 @@ void ClipPushes::on_lookup(const Node& n) {
     const int level = push_level(g);
     if (level == 0) break;  // sequential: nothing of this run is pushed
     bytes += store_.size_at_level(store_.files()[g], level);
-    if (!names_.is_known(g)) job.files.push_back(g);
+    if (names_.is_known(g)) continue;
+    // Marked queued: the lookups' own replies queue nothing, this job pushes them in order.
+    states_[g].store(state(kQueued, level), std::memory_order_relaxed);
+    job.files.push_back(g);
   }
   if (!job.files.empty()) queue(std::move(job));
 }
@@ -115,8 +118,7 @@ void ClipPushes::queue(Job job) {
     }
   }
   dropped_.fetch_add(1, std::memory_order_relaxed);  // not queued: its frames' marks go
-  if (job.work != Work::look_up)
-    for (uint32_t f : job.files) states_[f].store(0, std::memory_order_relaxed);
+  for (uint32_t f : job.files) states_[f].store(0, std::memory_order_relaxed);
 }
 
 void ClipPushes::wait_idle() {
@@ -147,7 +149,7 @@ void ClipPushes::run() {
       }
       if (kernel.make_known(paths)) lookups_.fetch_add(paths.size(), std::memory_order_relaxed);
     }
-    for (uint32_t f : job.work == Work::look_up ? std::span<const uint32_t>{} : std::span<const uint32_t>(job.files)) {
+    for (uint32_t f : job.files) {
       const uint8_t marked = states_[f].load(std::memory_order_relaxed);
       const int level = marked - kQueued;
       if (marked == 0 || marked >= kPushed || level != push_level(f)) continue;  // read, or its level changed, since

@@ -6,7 +6,6 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <fuse3/fuse_lowlevel.h>
-#include <liburing.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
@@ -20,8 +19,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
-#include <future>
-#include <mutex>
 #include <new>
 #include <span>
 #include <thread>
@@ -32,6 +29,7 @@
 #include "core/filesystem.h"
 #include "fs/fuse_transport.h"
 #include "fs/fuse_uring.h"
+#include "fs/kernel_notifier.h"
 #include "common/log.h"
 
 namespace fid::fs {
@@ -54,69 +52,6 @@ void reply_status(fuse_req_t req, core::Request op, uint64_t ino, std::string_vi
   if (s.ok()) fuse_reply_err(req, 0);
   else reply_error(req, op, ino, detail, s.error());
 }
-
-// Level changes reach the kernel's caches through libfuse's notifications.
-class KernelNotifier final : public core::KernelCache {
- public:
-  KernelNotifier(fuse_session* se, std::string mountpoint) : se_(se), mountpoint_(std::move(mountpoint)) {}
-  // The kernel routes the mount point to this session: make_known may look names up.
-  void mount_answers() { answers_.store(true); }
-  Status forget_entry(uint64_t parent, std::string_view name) override {
-    const int rc = fuse_lowlevel_notify_inval_entry(se_, parent, name.data(), name.size());
-    if (rc == 0) return {};
-    return Error{-rc, fmt::format("invalidating entry '{}' failed: {}", name, std::strerror(-rc))};
-  }
-  void forget_inode(uint64_t ino) override { (void)fuse_lowlevel_notify_inval_inode(se_, ino, 0, 0); }
-  Status store(uint64_t ino, std::span<const uint8_t> data, std::span<const uint8_t> tail) override {
-    // One buffer vector of up to two buffers: libfuse writes them with one writev.
-    struct {
-      fuse_bufvec head;
-      fuse_buf more;
-    } v{};
-    v.head.count = tail.empty() ? 1 : 2;
-    v.head.buf[0].mem = const_cast<uint8_t*>(data.data());
-    v.head.buf[0].size = data.size();
-    v.more.mem = const_cast<uint8_t*>(tail.data());
-    v.more.size = tail.size();
-    const int rc = fuse_lowlevel_notify_store(se_, ino, 0, &v.head, static_cast<fuse_buf_copy_flags>(0));
-    if (rc == 0) return {};
-    return Error{-rc, fmt::format("storing inode {} failed: {}", ino, std::strerror(-rc))};
-  }
-  Status make_known(std::span<const std::string> paths) override {
-    // Through the mount point's path, not a held descriptor: one would keep a plain unmount busy.
-    // statx through io_uring, all in flight at once (io_uring's workers run them).
-    if (!answers_.load()) return Error{ENOTCONN, "the mount does not answer yet"};
-    constexpr unsigned kBatch = 64;
-    io_uring ring{};
-    if (const int rc = io_uring_queue_init(kBatch, &ring, 0); rc < 0)
-      return Error{-rc, fmt::format("io_uring_queue_init: {}", std::strerror(-rc))};
-    std::vector<std::string> full(std::min<size_t>(paths.size(), kBatch));
-    std::vector<struct statx> st(full.size());
-    int failed = 0;
-    for (size_t at = 0; at < paths.size(); at += kBatch) {
-      const size_t n = std::min<size_t>(kBatch, paths.size() - at);
-      for (size_t i = 0; i < n; ++i) {
-        full[i] = fmt::format("{}/{}", mountpoint_, paths[at + i]);
-        io_uring_prep_statx(io_uring_get_sqe(&ring), AT_FDCWD, full[i].c_str(), AT_SYMLINK_NOFOLLOW, STATX_INO, &st[i]);
-      }
-      io_uring_submit(&ring);
-      for (size_t i = 0; i < n; ++i) {
-        io_uring_cqe* cqe = nullptr;
-        if (io_uring_wait_cqe(&ring, &cqe) != 0) break;
-        if (cqe->res < 0 && failed == 0) failed = -cqe->res;
-        io_uring_cqe_seen(&ring, cqe);
-      }
-    }
-    io_uring_queue_exit(&ring);
-    if (failed == 0) return {};
-    return Error{failed, fmt::format("looking up {} names under {} failed: {}", paths.size(), mountpoint_, std::strerror(failed))};
-  }
-
- private:
-  fuse_session* se_;
-  const std::string mountpoint_;
-  std::atomic<bool> answers_{false};
-};
 
 fuse_entry_param entry_param(const core::Filesystem::Entry& e) {
   fuse_entry_param p{};
@@ -553,31 +488,15 @@ Status serve(const index::Store& store, storage::RecordSource& source, const con
     return failed(fmt::format("cannot mount at {}: {}", req.mountpoint,
                               why.empty() ? "(is /dev/fuse available and the mount point an empty directory?)" : why));
   }
-  // What INIT settles about the transport: its failure ends the mount where transport=uring.
-  std::promise<std::string> transport_failure;
-  std::future<std::string> transport_settled = transport_failure.get_future();
-  std::once_flag transport_once;
-  TransportOptions transport{settings.transport, settings.threads,
-                             [&](const std::string& in_use, const std::string& failure) {
-                               fs.set_transport(in_use);
-                               std::call_once(transport_once, [&] { transport_failure.set_value(failure); });
-                             }};
-  if (const int rc = use_own_transport(se, std::move(transport)); rc != 0) {  // before the first request: INIT
+  TransportOptions transport{settings.transport, settings.threads, [&fs](const std::string& in_use) { fs.set_transport(in_use); }};
+  if (const int rc = use_own_transport(se, std::move(transport)); rc != 0)  // before the first request: INIT
     log_warn("lookups in one folder run one at a time: the FUSE transport could not be set: {}", std::strerror(-rc));
-    std::call_once(transport_once, [&] {
-      transport_failure.set_value(settings.transport == config::Transport::uring ? "the FUSE transport could not be set" : "");
-    });
-  }
   KernelNotifier kernel(se, req.mountpoint);
   // Ready once the kernel routes a stat of the mount point to this session (root inode 1).
-  std::thread probe([mnt = req.mountpoint, ready, &fs, &kernel, &transport_settled] {
+  std::thread probe([mnt = req.mountpoint, ready, &fs, &kernel] {
     struct stat st {};
     if (::stat(mnt.c_str(), &st) == 0 && st.st_ino == 1) {
-      // INIT is answered (the kernel answered the stat); its transport is settled at once after.
-      const std::string failure = transport_settled.wait_for(std::chrono::seconds(30)) == std::future_status::ready
-                                      ? transport_settled.get()
-                                      : std::string("the FUSE transport was not settled 30 s after INIT");
-      if (!failure.empty()) {
+      if (const std::string failure = transport_failure(); !failure.empty()) {  // INIT is answered: the stat was
         ready(fmt::format("{}: transport=uring: {}", mnt, failure));
         ::kill(::getpid(), SIGTERM);  // the mount ends as on SIGTERM
         return;

@@ -9,6 +9,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -44,6 +46,21 @@ TransportOptions options;
 std::mutex uring_mu;
 std::unique_ptr<UringQueues> uring;  // once INIT took FUSE_OVER_IO_URING and the queues registered
 
+// What INIT settled: the transport in use, and why transport=uring could not be had.
+std::mutex settle_mu;
+std::condition_variable settle_cv;
+bool settled = false;
+std::string failure;
+
+void settle(const std::string& in_use, const std::string& why) {
+  if (options.in_use) options.in_use(in_use);
+  std::lock_guard lock(settle_mu);
+  if (settled) return;
+  settled = true;
+  failure = why;
+  settle_cv.notify_all();
+}
+
 ssize_t read_request(int fd, void* buf, size_t len, void*) {
   const ssize_t n = ::read(fd, buf, len);
   if (n >= static_cast<ssize_t>(sizeof(fuse_in_header) + offsetof(fuse_init_in, flags) + sizeof(uint32_t))) {
@@ -72,10 +89,10 @@ void start_uring(uint32_t max_write, uint32_t max_pages) {
   auto queues = UringQueues::start(session, fuse_session_fd(session), options.threads, payload);
   if (!queues.ok()) {
     if (options.transport == config::Transport::uring) {
-      if (options.settled) options.settled("dev", fmt::format("FUSE over io_uring could not be set up: {}", queues.error().message));
+      settle("dev", fmt::format("FUSE over io_uring could not be set up: {}", queues.error().message));
     } else {
       log_warn("FUSE over io_uring could not be set up ({}); requests go through /dev/fuse", queues.error().message);
-      if (options.settled) options.settled("dev", "");
+      settle("dev", "");
     }
     return;
   }
@@ -86,7 +103,7 @@ void start_uring(uint32_t max_write, uint32_t max_pages) {
     std::lock_guard lock(uring_mu);
     uring = std::move(*queues);
   }
-  if (options.settled) options.settled(in_use, "");
+  settle(in_use, "");
 }
 
 ssize_t write_reply(int fd, iovec* iov, int count, void*) {
@@ -127,12 +144,8 @@ ssize_t write_reply(int fd, iovec* iov, int count, void*) {
       }
       std::memcpy(arg + offsetof(fuse_init_out, flags), &flags, sizeof flags);
       init_unique.store(0);
-      if (!take_uring && options.settled) {
-        if (options.transport == config::Transport::uring)
-          options.settled("dev", "the kernel did not offer FUSE over io_uring in INIT");
-        else
-          options.settled("dev", "");
-      }
+      if (!take_uring)
+        settle("dev", options.transport == config::Transport::uring ? "the kernel did not offer FUSE over io_uring in INIT" : "");
     }
   }
   const ssize_t n = ::writev(fd, iov, count);
@@ -148,7 +161,16 @@ int use_own_transport(fuse_session* se, TransportOptions opts) {
   fuse_custom_io io{};
   io.read = read_request;
   io.writev = write_reply;
-  return fuse_session_custom_io(se, &io, fuse_session_fd(se));
+  const int rc = fuse_session_custom_io(se, &io, fuse_session_fd(se));
+  if (rc != 0) settle("dev", options.transport == config::Transport::uring ? "the FUSE transport could not be set" : "");
+  return rc;
+}
+
+std::string transport_failure() {
+  std::unique_lock lock(settle_mu);
+  if (!settle_cv.wait_for(lock, std::chrono::seconds(30), [] { return settled; }))
+    return "the FUSE transport was not settled 30 s after INIT";
+  return failure;
 }
 
 bool kernel_maps_direct_io_files() { return direct_io_mmap_taken.load(); }

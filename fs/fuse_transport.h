@@ -23,13 +23,15 @@ namespace fid::fs {
 struct TransportOptions {
   config::Transport transport = config::Transport::auto_;
   unsigned threads = 16;  // ring entries (one a thread), at least one a CPU
-  // Called once INIT has settled the transport: "uring (N queues, M entries)" or "dev", and for
-  // transport=uring where the rings could not be set up, why (then the mount should end).
-  std::function<void(const std::string& in_use, const std::string& failure)> settled;
+  // Called once INIT has settled the transport: "uring (N queues, M entries of K KiB)" or "dev".
+  std::function<void(const std::string& in_use)> in_use;
 };
 
 // Installs the transport on a mounted session (after fuse_session_mount). Returns 0 or -errno.
 int use_own_transport(fuse_session* se, TransportOptions options);
+// Once INIT is answered: why transport=uring could not be had (then the mount should end), or
+// empty. Waits (at most 30 s) for the transport to settle, which follows INIT's reply at once.
+std::string transport_failure();
 // Ends the io_uring queues, if any (before the session unmounts).
 void stop_own_transport();
 

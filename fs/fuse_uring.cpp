@@ -87,6 +87,9 @@ struct UringQueues::Impl {
   std::atomic<bool> stopping{false};
 
   void serve(unsigned qid);
+  // Rebuilds the request in entry e, has libfuse answer it (its reply lands in e) and returns
+  // the commit id to commit it with.
+  uint64_t answer(Entry& e);
   void registration_done(const std::string& why) {
     std::lock_guard lock(mu);
     ++registered;
@@ -118,6 +121,35 @@ void pin_to_cpu(unsigned cpu) {
 }
 
 }  // namespace
+
+uint64_t UringQueues::Impl::answer(Entry& e) {
+  fuse_in_header in;
+  std::memcpy(&in, e.header.in_out, sizeof in);
+  const UringEntryInOut meta = e.header.ring_ent_in_out;
+  const uint64_t fixed = uint64_t{in.len} - sizeof in - meta.payload_sz;  // the opcode's fixed argument
+  e.unique = in.unique;
+  e.replied = false;
+  if (in.len < sizeof in + meta.payload_sz || fixed > sizeof e.header.op_in || meta.payload_sz > e.capacity) {
+    log_error("FUSE over io_uring: a request of {} bytes with a payload of {} does not fit its entry", in.len,
+              meta.payload_sz);
+  } else {
+    char* start = e.payload - sizeof in - fixed;
+    std::memcpy(start, &in, sizeof in);
+    std::memcpy(start + sizeof in, e.header.op_in, fixed);
+    fuse_buf buf{};
+    buf.mem = start;
+    buf.size = in.len;
+    serving = &e;
+    fuse_session_process_buf(se, &buf);
+    serving = nullptr;
+  }
+  if (!e.replied) {  // every ring request takes a reply: its entry comes back only with one
+    const fuse_out_header out{sizeof(fuse_out_header), -EIO, in.unique};
+    std::memcpy(e.header.in_out, &out, sizeof out);
+    e.header.ring_ent_in_out.payload_sz = 0;
+  }
+  return meta.commit_id;
+}
 
 void UringQueues::Impl::serve(unsigned qid) {
   pin_to_cpu(qid);  // unpinned, the daemon spent 45 us a file at level 5 against 35-40 (cost_per_file.sh, in turns)
@@ -172,32 +204,8 @@ void UringQueues::Impl::serve(unsigned qid) {
         log_error("FUSE over io_uring, queue {}: the kernel ended the entry: {}", qid, std::strerror(-res));
       break;
     }
-    fuse_in_header in;
-    std::memcpy(&in, e.header.in_out, sizeof in);
-    const UringEntryInOut meta = e.header.ring_ent_in_out;
-    const uint64_t fixed = uint64_t{in.len} - sizeof in - meta.payload_sz;  // the opcode's fixed argument
-    e.unique = in.unique;
-    e.replied = false;
-    if (in.len < sizeof in + meta.payload_sz || fixed > sizeof e.header.op_in || meta.payload_sz > payload_size) {
-      log_error("FUSE over io_uring: a request of {} bytes with a payload of {} does not fit its entry", in.len,
-                meta.payload_sz);
-    } else {
-      char* start = e.payload - sizeof in - fixed;
-      std::memcpy(start, &in, sizeof in);
-      std::memcpy(start + sizeof in, e.header.op_in, fixed);
-      fuse_buf buf{};
-      buf.mem = start;
-      buf.size = in.len;
-      serving = &e;
-      fuse_session_process_buf(se, &buf);
-      serving = nullptr;
-    }
-    if (!e.replied) {  // every ring request takes a reply: its entry comes back only with one
-      const fuse_out_header out{sizeof(fuse_out_header), -EIO, in.unique};
-      std::memcpy(e.header.in_out, &out, sizeof out);
-      e.header.ring_ent_in_out.payload_sz = 0;
-    }
-    fuse_command(ring, fuse_fd, kUringCmdCommitAndFetch, static_cast<uint16_t>(qid), meta.commit_id);
+    const uint64_t commit_id = answer(e);
+    fuse_command(ring, fuse_fd, kUringCmdCommitAndFetch, static_cast<uint16_t>(qid), commit_id);
     rc = io_uring_submit(&ring);
     if (rc < 0) {
       log_error("FUSE over io_uring, queue {}: committing a reply failed: {}", qid, std::strerror(-rc));
