@@ -100,10 +100,7 @@ void ClipPushes::on_lookup(const Node& n) {
     const int level = push_level(g);
     if (level == 0) break;  // sequential: nothing of this run is pushed
     bytes += store_.size_at_level(store_.files()[g], level);
-    if (names_.is_known(g)) continue;
-    // Marked queued: the lookups' own replies queue nothing, this job pushes them in order.
-    states_[g].store(state(kQueued, level), std::memory_order_relaxed);
-    job.files.push_back(g);
+    if (!names_.is_known(g)) job.files.push_back(g);
   }
   if (!job.files.empty()) queue(std::move(job));
 }
@@ -118,7 +115,8 @@ void ClipPushes::queue(Job job) {
     }
   }
   dropped_.fetch_add(1, std::memory_order_relaxed);  // not queued: its frames' marks go
-  for (uint32_t f : job.files) states_[f].store(0, std::memory_order_relaxed);
+  if (job.work != Work::look_up)
+    for (uint32_t f : job.files) states_[f].store(0, std::memory_order_relaxed);
 }
 
 void ClipPushes::wait_idle() {
@@ -138,8 +136,11 @@ void ClipPushes::run() {
     lock.unlock();
     const auto start = std::chrono::steady_clock::now();
     uint64_t room = max_bytes_;
+    std::vector<uint32_t> files = job.files;
     if (job.work == Work::look_up) {
-      // All at once: one after another, they would go no faster than the reader's own.
+      // All at once: one after another, they would go no faster than the reader's own. Each
+      // lookup's reply queues its frame's push (on_lookup), so pushes start as the first lookups
+      // return; then the frames whose push did not land (their inode came too late) go here.
       std::vector<std::string> paths;
       for (uint32_t f : job.files) {
         const index::File& file = store_.files()[f];
@@ -147,9 +148,17 @@ void ClipPushes::run() {
         if (!path.empty()) path += '/';
         path += names_.display_name(file);
       }
-      if (kernel.make_known(paths)) lookups_.fetch_add(paths.size(), std::memory_order_relaxed);
+      files.clear();
+      if (kernel.make_known(paths)) {
+        lookups_.fetch_add(paths.size(), std::memory_order_relaxed);
+        for (uint32_t f : job.files) {
+          const int level = push_level(f);
+          uint8_t none = 0;
+          if (level != 0 && states_[f].compare_exchange_strong(none, state(kQueued, level))) files.push_back(f);
+        }
+      }
     }
-    for (uint32_t f : job.files) {
+    for (uint32_t f : files) {
       const uint8_t marked = states_[f].load(std::memory_order_relaxed);
       const int level = marked - kQueued;
       if (marked == 0 || marked >= kPushed || level != push_level(f)) continue;  // read, or its level changed, since

@@ -76,7 +76,7 @@ class ClipPushes {
   enum class Work : uint8_t {
     push,              // push the frames
     push_looked_up,    // push a frame just looked up (its inode may be a moment away)
-    look_up,           // have the kernel look the frames up, then push them
+    look_up,           // have the kernel look the frames up (their replies queue their pushes)
   };
   struct Job {
     std::vector<uint32_t> files;  // frames in the order to work on them
