@@ -100,7 +100,9 @@ void ClipPushes::on_lookup(const Node& n) {
     const int level = push_level(g);
     if (level == 0) break;  // sequential: nothing of this run is pushed
     bytes += store_.size_at_level(store_.files()[g], level);
-    if (!names_.is_known(g)) job.files.push_back(g);
+    if (names_.is_known(g)) continue;
+    states_[g].store(state(kQueued, level), std::memory_order_relaxed);
+    job.files.push_back(g);
   }
   if (!job.files.empty()) queue(std::move(job));
 }
@@ -115,8 +117,7 @@ void ClipPushes::queue(Job job) {
     }
   }
   dropped_.fetch_add(1, std::memory_order_relaxed);  // not queued: its frames' marks go
-  if (job.work != Work::look_up)
-    for (uint32_t f : job.files) states_[f].store(0, std::memory_order_relaxed);
+  for (uint32_t f : job.files) states_[f].store(0, std::memory_order_relaxed);
 }
 
 void ClipPushes::wait_idle() {
@@ -136,11 +137,10 @@ void ClipPushes::run() {
     lock.unlock();
     const auto start = std::chrono::steady_clock::now();
     uint64_t room = max_bytes_;
-    std::vector<uint32_t> files = job.files;
     if (job.work == Work::look_up) {
-      // All at once: one after another, they would go no faster than the reader's own. Each
-      // lookup's reply queues its frame's push (on_lookup), so pushes start as the first lookups
-      // return; then the frames whose push did not land (their inode came too late) go here.
+      // All at once: one after another, they would go no faster than the reader's own. Each frame
+      // is pushed as soon as its lookup has made its inode (marked queued, so that the lookup's
+      // own reply queues nothing); one that could not be looked up is unmarked.
       std::vector<std::string> paths;
       for (uint32_t f : job.files) {
         const index::File& file = store_.files()[f];
@@ -148,24 +148,18 @@ void ClipPushes::run() {
         if (!path.empty()) path += '/';
         path += names_.display_name(file);
       }
-      files.clear();
-      if (kernel.make_known(paths)) {
-        lookups_.fetch_add(paths.size(), std::memory_order_relaxed);
-        for (uint32_t f : job.files) {
-          const int level = push_level(f);
-          uint8_t none = 0;
-          if (level != 0 && states_[f].compare_exchange_strong(none, state(kQueued, level))) files.push_back(f);
-        }
+      std::vector<bool> found(paths.size());
+      (void)kernel.make_known(paths, [&](size_t i) {
+        found[i] = true;
+        lookups_.fetch_add(1, std::memory_order_relaxed);
+        push_marked(kernel, job.files[i], room, false);
+      });
+      for (size_t i = 0; i < paths.size(); ++i) {
+        uint8_t marked = states_[job.files[i]].load(std::memory_order_relaxed);
+        if (!found[i] && marked != 0 && marked < kPushed) states_[job.files[i]].compare_exchange_strong(marked, 0);
       }
-    }
-    for (uint32_t f : files) {
-      const uint8_t marked = states_[f].load(std::memory_order_relaxed);
-      const int level = marked - kQueued;
-      if (marked == 0 || marked >= kPushed || level != push_level(f)) continue;  // read, or its level changed, since
-      const uint64_t sent = push(kernel, f, level, room, job.work == Work::push_looked_up);
-      uint8_t expected = marked;
-      states_[f].compare_exchange_strong(expected, sent ? state(kPushed, level) : uint8_t{0});
-      room -= std::min(room, sent);
+    } else {
+      for (uint32_t f : job.files) push_marked(kernel, f, room, job.work == Work::push_looked_up);
     }
     push_ns_.fetch_add(static_cast<uint64_t>(std::chrono::nanoseconds(std::chrono::steady_clock::now() - start).count()),
                        std::memory_order_relaxed);
@@ -173,6 +167,16 @@ void ClipPushes::run() {
     --busy_;
     if (jobs_.empty() && busy_ == 0) idle_.notify_all();
   }
+}
+
+void ClipPushes::push_marked(KernelCache& kernel, uint32_t f, uint64_t& room, bool just_looked_up) {
+  const uint8_t marked = states_[f].load(std::memory_order_relaxed);
+  const int level = marked - kQueued;
+  if (marked == 0 || marked >= kPushed || level != push_level(f)) return;  // read, or its level changed, since
+  const uint64_t sent = push(kernel, f, level, room, just_looked_up);
+  uint8_t expected = marked;
+  states_[f].compare_exchange_strong(expected, sent ? state(kPushed, level) : uint8_t{0});
+  room -= std::min(room, sent);
 }
 
 uint64_t ClipPushes::push(KernelCache& kernel, uint32_t file, int level, uint64_t room, bool just_looked_up) {

@@ -76,7 +76,7 @@ class ClipPushes {
   enum class Work : uint8_t {
     push,              // push the frames
     push_looked_up,    // push a frame just looked up (its inode may be a moment away)
-    look_up,           // have the kernel look the frames up (their replies queue their pushes)
+    look_up,           // have the kernel look the frames up, each pushed once the kernel has it
   };
   struct Job {
     std::vector<uint32_t> files;  // frames in the order to work on them
@@ -92,6 +92,9 @@ class ClipPushes {
   // Pushes live file `file` at `level` (its inode now) where a cached prefix holds its bytes and
   // they fit in `room`; returns the bytes sent.
   uint64_t push(KernelCache& kernel, uint32_t file, int level, uint64_t room, bool just_looked_up);
+  // Pushes frame f if it is still marked queued at its level now; then marks it pushed (or not
+  // marked, if nothing was sent) and takes what was sent from `room`.
+  void push_marked(KernelCache& kernel, uint32_t f, uint64_t& room, bool just_looked_up);
 
   // Queued jobs past this are dropped (counted): a push is an optimisation, never a backlog.
   static constexpr size_t kMaxQueued = 4096;

@@ -36,6 +36,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <functional>
 #include <span>
 #include <string_view>
 #include <thread>
@@ -67,9 +68,10 @@ class KernelCache {
   // another error: it takes no stores.
   virtual Status store(uint64_t ino, std::span<const uint8_t> data, std::span<const uint8_t> tail) = 0;
   // Looks `paths` (relative to the mount's root) up through the mount, all at once, so that the
-  // kernel makes their inodes (LOOKUPs this daemon answers) and stores into them can follow.
-  // Returns once the kernel has them; ENOTCONN: the mount does not answer yet or any more.
-  virtual Status make_known(std::span<const std::string> paths) = 0;
+  // kernel makes their inodes (LOOKUPs this daemon answers) and stores into them can follow;
+  // `known(i)` runs as soon as the kernel has paths[i]. Returns once every lookup has ended (the
+  // first failure); ENOTCONN: the mount does not answer yet or any more.
+  virtual Status make_known(std::span<const std::string> paths, const std::function<void(size_t i)>& known) = 0;
 };
 
 // The settings a file or folder takes per subtree: a level and an encoding choose a file's inode;

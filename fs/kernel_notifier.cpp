@@ -39,7 +39,7 @@ Status KernelNotifier::store(uint64_t ino, std::span<const uint8_t> data, std::s
   return Error{-rc, fmt::format("storing inode {} failed: {}", ino, std::strerror(-rc))};
 }
 
-Status KernelNotifier::make_known(std::span<const std::string> paths) {
+Status KernelNotifier::make_known(std::span<const std::string> paths, const std::function<void(size_t i)>& known) {
   // Through the mount point's path, not a held descriptor: one would keep a plain unmount busy.
   // statx through io_uring, all in flight at once (io_uring's workers run them).
   if (!answers_.load()) return Error{ENOTCONN, "the mount does not answer yet"};
@@ -54,14 +54,19 @@ Status KernelNotifier::make_known(std::span<const std::string> paths) {
     const size_t n = std::min<size_t>(kBatch, paths.size() - at);
     for (size_t i = 0; i < n; ++i) {
       full[i] = fmt::format("{}/{}", mountpoint_, paths[at + i]);
-      io_uring_prep_statx(io_uring_get_sqe(&ring), AT_FDCWD, full[i].c_str(), AT_SYMLINK_NOFOLLOW, STATX_INO, &st[i]);
+      io_uring_sqe* sqe = io_uring_get_sqe(&ring);
+      io_uring_prep_statx(sqe, AT_FDCWD, full[i].c_str(), AT_SYMLINK_NOFOLLOW, STATX_INO, &st[i]);
+      sqe->user_data = at + i;
     }
     io_uring_submit(&ring);
     for (size_t i = 0; i < n; ++i) {
       io_uring_cqe* cqe = nullptr;
       if (io_uring_wait_cqe(&ring, &cqe) != 0) break;
-      if (cqe->res < 0 && failed == 0) failed = -cqe->res;
+      const int res = cqe->res;
+      const size_t done = cqe->user_data;
       io_uring_cqe_seen(&ring, cqe);
+      if (res < 0 && failed == 0) failed = -res;
+      if (res == 0) known(done);
     }
   }
   io_uring_queue_exit(&ring);

@@ -39,9 +39,10 @@ class StoringKernel final : public core::KernelCache {
     return {};
   }
   // As the kernel does: each name of the path looked up (its reply sent), unless `through` is null.
-  Status make_known(std::span<const std::string> paths) override {
+  Status make_known(std::span<const std::string> paths, const std::function<void(size_t)>& found) override {
     if (through == nullptr) return {};
-    for (const std::string& path : paths) {
+    for (size_t i = 0; i < paths.size(); ++i) {
+      const std::string& path = paths[i];
       uint64_t ino = 1;
       for (size_t at = 0; at <= path.size();) {
         const size_t end = std::min(path.find('/', at), path.size());
@@ -51,8 +52,11 @@ class StoringKernel final : public core::KernelCache {
         ino = e->ino;
         at = end + 1;
       }
-      std::lock_guard lock(mu_);
-      known.push_back(path);
+      {
+        std::lock_guard lock(mu_);
+        known.push_back(path);
+      }
+      found(i);
     }
     return {};
   }
