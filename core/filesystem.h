@@ -64,8 +64,13 @@ class Filesystem {
     pushes_.attach(kernel);
   }
   void detach();
-  // How the kernel's requests reach this mount, for stats and /.fidelity/config (fs/fuse_transport.h).
-  void set_transport(std::string what) { telemetry_.set_transport(std::move(what)); }
+  // How the kernel's requests reach this mount, for stats and /.fidelity/config
+  // (fs/fuse_transport.h), and how many threads can answer any one request (at most half of them
+  // invalidate at once: the others answer the requests an invalidation may wait for).
+  void set_transport(std::string what, unsigned threads_a_request) {
+    telemetry_.set_transport(std::move(what));
+    changes_.set_workers(threads_a_request);
+  }
   void wait_invalidations() { changes_.wait_idle(); }  // until every queued invalidation is done
 
   using Entry = Namespace::Entry;

@@ -191,7 +191,7 @@ void LevelChanges::invalidate(const Plan& todo, bool file_change, bool own) {
   // invalidate before this reply, so the caller's next stat sees the new level; defer only if it
   // takes longer. Waiting holds nothing that the folder's change needs.
   if (file_change && !todo.empty()) (void)wait_not_in_flight(todo.front().first, std::chrono::milliseconds(1000));
-  const bool sync = sync_invalidators_.fetch_add(1) < workers_ / 2;
+  const bool sync = sync_invalidators_.fetch_add(1) < workers_.load() / 2;
   std::vector<std::pair<uint64_t, std::vector<std::string>>> later;
   for (size_t i = 0; i < todo.size();) {
     const uint32_t dir = todo[i].first;

@@ -83,6 +83,9 @@ class LevelChanges {
   // `workers`: the threads answering requests (at most half of them invalidate at once).
   LevelChanges(const index::Store& store, const InodeMap& inodes, LevelPolicy& levels, LevelPolicy& encodings,
                LevelPolicy& clip_reads, const Namespace& names, unsigned workers);
+  // The threads that may answer any one request: all workers over /dev/fuse, a queue's over FUSE
+  // over io_uring (a request waits for a thread of its CPU's queue).
+  void set_workers(unsigned workers) { workers_.store(workers); }
   ~LevelChanges();
   LevelChanges(const LevelChanges&) = delete;
   LevelChanges& operator=(const LevelChanges&) = delete;
@@ -143,7 +146,7 @@ class LevelChanges {
   LevelPolicy& encodings_;
   LevelPolicy& clip_reads_;
   const Namespace& names_;
-  const unsigned workers_;
+  std::atomic<unsigned> workers_;
   std::atomic<KernelCache*> kernel_{nullptr};
   unsigned invalidating_ = 0;  // changes in invalidate() (under inflight_mu_; inflight_cv_ on its end)
   std::atomic<uint64_t> changes_{0}, invalidations_{0};

@@ -488,7 +488,7 @@ Status serve(const index::Store& store, storage::RecordSource& source, const con
     return failed(fmt::format("cannot mount at {}: {}", req.mountpoint,
                               why.empty() ? "(is /dev/fuse available and the mount point an empty directory?)" : why));
   }
-  TransportOptions transport{settings.transport, settings.threads, [&fs](const std::string& in_use) { fs.set_transport(in_use); }};
+  TransportOptions transport{settings.transport, settings.threads, [&fs](const std::string& in_use, unsigned threads_a_request) { fs.set_transport(in_use, threads_a_request); }};
   if (const int rc = use_own_transport(se, std::move(transport)); rc != 0)  // before the first request: INIT
     log_warn("lookups in one folder run one at a time: the FUSE transport could not be set: {}", std::strerror(-rc));
   KernelNotifier kernel(se, req.mountpoint);

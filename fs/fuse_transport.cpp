@@ -52,8 +52,8 @@ std::condition_variable settle_cv;
 bool settled = false;
 std::string failure;
 
-void settle(const std::string& in_use, const std::string& why) {
-  if (options.in_use) options.in_use(in_use);
+void settle(const std::string& in_use, const std::string& why, unsigned threads_a_request = options.threads) {
+  if (options.in_use) options.in_use(in_use, threads_a_request);
   std::lock_guard lock(settle_mu);
   if (settled) return;
   settled = true;
@@ -96,14 +96,14 @@ void start_uring(uint32_t max_write, uint32_t max_pages) {
     }
     return;
   }
-  const std::string in_use = fmt::format("uring ({} queues, {} entries of {} KiB)", (*queues)->queues(),
-                                         std::max(options.threads, (*queues)->queues()), payload >> 10);
+  const unsigned nr_queues = (*queues)->queues(), entries = std::max(options.threads, nr_queues);
+  const std::string in_use = fmt::format("uring ({} queues, {} entries of {} KiB)", nr_queues, entries, payload >> 10);
   log_info("requests come through FUSE over io_uring: {}", in_use);
   {
     std::lock_guard lock(uring_mu);
     uring = std::move(*queues);
   }
-  settle(in_use, "");
+  settle(in_use, "", entries / nr_queues);
 }
 
 ssize_t write_reply(int fd, iovec* iov, int count, void*) {

@@ -22,9 +22,10 @@ namespace fid::fs {
 
 struct TransportOptions {
   config::Transport transport = config::Transport::auto_;
-  unsigned threads = 16;  // ring entries (one a thread), at least one a CPU
-  // Called once INIT has settled the transport: "uring (N queues, M entries of K KiB)" or "dev".
-  std::function<void(const std::string& in_use)> in_use;
+  unsigned threads = 0;  // the mount's `threads`: ring entries (one a thread), at least one a CPU
+  // Called once INIT has settled the transport: "uring (N queues, M entries of K KiB)" or "dev",
+  // and how many threads can answer any one request (a queue's over io_uring).
+  std::function<void(const std::string& in_use, unsigned threads_a_request)> in_use;
 };
 
 // Installs the transport on a mounted session (after fuse_session_mount). Returns 0 or -errno.
