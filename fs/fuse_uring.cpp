@@ -79,10 +79,11 @@ struct UringQueues::Impl {
   unsigned nr_queues = 1;
   Fd stop_fd;
   std::vector<std::thread> threads;
-  // Registration: how many threads have submitted theirs, and the first refusal.
+  // Registration: how many threads have tried, the entries each queue has, and the first refusal.
   std::mutex mu;
   std::condition_variable cv;
   unsigned registered = 0;
+  std::vector<unsigned> entries;  // by queue
   std::string refusal;
   std::atomic<bool> stopping{false};
 
@@ -90,10 +91,11 @@ struct UringQueues::Impl {
   // Rebuilds the request in entry e, has libfuse answer it (its reply lands in e) and returns
   // the commit id to commit it with.
   uint64_t answer(Entry& e);
-  void registration_done(const std::string& why) {
+  void registration_done(unsigned qid, const std::string& why) {
     std::lock_guard lock(mu);
     ++registered;
-    if (!why.empty() && refusal.empty()) refusal = why;
+    if (why.empty()) ++entries[qid];
+    else if (refusal.empty()) refusal = why;
     cv.notify_all();
   }
 };
@@ -163,7 +165,7 @@ void UringQueues::Impl::serve(unsigned qid) {
     rc = io_uring_queue_init_params(4, &ring, &params);
   }
   if (rc < 0) {
-    registration_done(fmt::format("io_uring_queue_init: {}", std::strerror(-rc)));
+    registration_done(qid, fmt::format("io_uring_queue_init: {}", std::strerror(-rc)));
     return;
   }
   Entry e;
@@ -186,7 +188,7 @@ void UringQueues::Impl::serve(unsigned qid) {
   if (rc < 0) refused = fmt::format("io_uring_submit: {}", std::strerror(-rc));
   else if (io_uring_peek_cqe(&ring, &cqe) == 0 && cqe->user_data != kStopTag && cqe->res < 0)
     refused = fmt::format("the kernel refused the ring entry of queue {}: {}", qid, std::strerror(-cqe->res));
-  registration_done(refused);
+  registration_done(qid, refused);
   for (bool running = refused.empty(); running;) {
     rc = io_uring_wait_cqe(&ring, &cqe);
     if (rc == -EINTR) continue;
@@ -271,23 +273,30 @@ Result<std::unique_ptr<UringQueues>> UringQueues::start(fuse_session* se, int fu
   impl->fuse_fd = fuse_fd;
   impl->payload_size = payload_size;
   impl->nr_queues = possible_cpus();
+  impl->entries.assign(impl->nr_queues, 0);
   impl->stop_fd = Fd(::eventfd(0, EFD_CLOEXEC | EFD_SEMAPHORE));  // a read takes 1: one a thread
   if (impl->stop_fd.get() < 0) return Error{errno, fmt::format("eventfd: {}", std::strerror(errno))};
   // Every queue needs an entry before the kernel uses any; the rest are spread over the queues.
   const unsigned n = std::max(threads, impl->nr_queues);
   for (unsigned i = 0; i < n; ++i) impl->threads.emplace_back([p = impl.get(), qid = i % impl->nr_queues] { p->serve(qid); });
   std::string refusal;
+  bool every_queue = false;
   {
     std::unique_lock lock(impl->mu);
     impl->cv.wait(lock, [&] { return impl->registered == n; });
     refusal = impl->refusal;
+    every_queue = std::all_of(impl->entries.begin(), impl->entries.end(), [](unsigned k) { return k > 0; });
   }
   std::unique_ptr<UringQueues> queues(new UringQueues(std::move(impl)));
-  if (!refusal.empty()) {
-    queues->stop();
-    return Error{EIO, refusal};
+  if (refusal.empty()) return queues;
+  // Once every queue has an entry the kernel sends every request through the rings, for good:
+  // the entries it took serve, fewer than asked. Otherwise it never used them: /dev/fuse serves.
+  if (every_queue) {
+    log_warn("FUSE over io_uring: some ring entries were refused ({}); the others serve", refusal);
+    return queues;
   }
-  return queues;
+  queues->stop();
+  return Error{EIO, refusal};
 }
 
 UringQueues::UringQueues(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
