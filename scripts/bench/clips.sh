@@ -24,6 +24,7 @@
 #   scripts/bench/clips.sh [RUNS=1] [SECONDS=20]
 #   env: JESTER=300 KINETICS=100 IOPS=150 BPS=157286400 SETS="jester kinetics" FRAMES="all sparse"
 #        CONTENDERS="gulp-direct,full,L5" (a subset)
+#        LAYOUT=file|scan (the mount's store; default file, pack's default)
 source "$(dirname "$0")/common.sh"
 runs=${1:-1}
 seconds=${2:-20}
@@ -44,8 +45,12 @@ make_set() {
     "$bin" pack "$dir/src" "$dir/store" --progress off >/dev/null
     touch "$dir/.done"
   fi
+  [[ $layout == file || -f $dir/store-$layout/index.sqlite ]] ||
+    "$bin" pack "$dir/src" "$dir/store-$layout" --layout "$layout" --progress off >/dev/null
   echo "$dir"
 }
+layout=${LAYOUT:-file}
+store_of() { if [[ $layout == file ]]; then echo "$1/store"; else echo "$1/store-$layout"; fi; }
 
 cg=/sys/fs/cgroup/blkio/fidelityfs-clips
 m=$BENCH_DIR/clips-mnt
@@ -84,7 +89,7 @@ run() {
       opts="scan_group=${what%% *}"
       [[ $what == *32MiB* ]] && opts+=",cache=32MiB"
       [[ $what == *nopush* ]] && opts+=",clip_push=off"
-      in_cgroup "$cg" "$bin" mount "$dir/store" "$m" -o "${opts/scan_group=L5/scan_group=5}" 2>/dev/null
+      in_cgroup "$cg" "$bin" mount "$(store_of "$dir")" "$m" -o "${opts/scan_group=L5/scan_group=5}" 2>/dev/null
       cold
       q0=$(cg_reads)
       out=$(/usr/bin/python3 "$reader" frames "$m" "$dir/list" --frames "$frames" --seed "$seed" --seconds "$seconds" \
@@ -126,8 +131,8 @@ for set in ${SETS:-jester kinetics}; do
         Q[$c]="$reads $lookups $listing $pushed"  # FUSE requests a clip (the last run's)
       done
     done
-    printf '\n## %s (%s), frames: %s, blkio %s reads/s and %s MiB/s, cold, 4 readers, median of %s\n\n' \
-      "$set" "$(basename "$dir")" "$frames" "$iops" "$((bps >> 20))" "$runs"
+    printf '\n## %s (%s, %s layout), frames: %s, blkio %s reads/s and %s MiB/s, cold, 4 readers, median of %s\n\n' \
+      "$set" "$(basename "$dir")" "$layout" "$frames" "$iops" "$((bps >> 20))" "$runs"
     printf '| contender | clips/s | vs ext4 | vs gulp | vs gulp-direct | disk reads/clip | FUSE READ/LOOKUP/listing a clip | frames pushed a clip |\n'
     printf '| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n'
     for c in "${contenders[@]}"; do
