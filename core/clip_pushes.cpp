@@ -141,13 +141,8 @@ void ClipPushes::run() {
       // All at once: one after another, they would go no faster than the reader's own. Each frame
       // is pushed as soon as its lookup has made its inode (marked queued, so that the lookup's
       // own reply queues nothing); one that could not be looked up is unmarked.
-      std::vector<std::string> paths;
-      for (uint32_t f : job.files) {
-        const index::File& file = store_.files()[f];
-        std::string& path = paths.emplace_back(store_.relative_path(store_.dirs()[file.dir]));
-        if (!path.empty()) path += '/';
-        path += names_.display_name(file);
-      }
+      std::vector<std::string> paths;  // a frame is a JPEG: its name in the tree is its stored one
+      for (uint32_t f : job.files) paths.push_back(store_.relative_path(store_.files()[f]));
       std::vector<bool> found(paths.size());
       (void)kernel.make_known(paths, [&](size_t i) {
         found[i] = true;

@@ -14,8 +14,9 @@
 // made by the kernel only once the process that looked it up wakes: too late for a push that
 // would spare that frame's READ. So when a reader looks up a frame right after its neighbour (a
 // loader reading a clip's frames in turn, not a sparse one), the daemon looks the frames after it
-// up itself, through the mount (KernelCache::make_known): the reader's own lookups then find the
-// names cached, and the run's load pushes every frame; a clip costs its LOOKUPs and one READ.
+// up itself, through the mount, all at once (KernelCache::make_known), and pushes each as soon as
+// its lookup returns: the reader's own lookups find the names cached, and its READs are only for
+// the frames it reaches before their push.
 //
 // Each frame is pushed once a level: a frame's state says whether it is queued or pushed at which
 // level, so a READ that overtakes a queued push queues nothing more (and that frame is not pushed),
