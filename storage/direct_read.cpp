@@ -25,13 +25,23 @@ thread_local Scratch t_scratch;
 
 uint8_t* thread_scratch(size_t n) {
   Scratch& s = t_scratch;
-  if (n > s.cap) {
+  if (n > s.cap || (s.cap > kBounceBytes && n <= kBounceBytes)) {
     std::free(s.p);
-    s.cap = round_up(std::max<size_t>(n, 256 * 1024), kPage);
+    s.cap = round_up(std::max<size_t>(n, kBounceBytes), kPage);
     s.p = static_cast<uint8_t*>(std::aligned_alloc(kPage, s.cap));
     if (!s.p) s.cap = 0;
   }
   return s.p;
+}
+
+size_t thread_scratch_size() { return t_scratch.cap; }
+
+void shrink_thread_scratch() {
+  Scratch& s = t_scratch;
+  if (s.cap <= kBounceBytes) return;
+  std::free(s.p);
+  s.p = nullptr;
+  s.cap = 0;
 }
 
 void abandon_thread_scratch() {

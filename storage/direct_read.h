@@ -21,9 +21,19 @@ constexpr uint64_t round_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a
 constexpr uint64_t sector_start(uint64_t offset) { return offset / kSector * kSector; }
 constexpr uint64_t sector_span(uint64_t offset, uint64_t len) { return round_up(offset + len, kSector) - sector_start(offset); }
 
+// The bounce buffer a thread keeps. A read that needs more (a batch of ranges gathering or
+// extending a record's prefix, a clip run: up to a record's size) gets a buffer of its size,
+// freed after it: otherwise every thread that once loaded a record would keep one, beyond the
+// cache's budget.
+constexpr uint64_t kBounceBytes = 256 * 1024;
+
 // At least n bytes of the thread's bounce buffer (its earlier contents are gone); nullptr if it
-// cannot be had.
+// cannot be had. One larger than kBounceBytes that n does not need is freed first.
 uint8_t* thread_scratch(size_t n);
+// Frees the thread's bounce buffer if it is larger than kBounceBytes: its reads are copied out.
+void shrink_thread_scratch();
+// The bytes of the thread's bounce buffer now (0: none yet).
+size_t thread_scratch_size();
 // Reads that could not be reaped may still land in the thread's buffer: it is never used (nor
 // freed) again, and the thread's next thread_scratch allocates another.
 void abandon_thread_scratch();

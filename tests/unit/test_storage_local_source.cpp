@@ -3,6 +3,8 @@
 // fails only its own ranges, and the forced pread fallback behaves identically. A missing or
 // foreign record file is a problem naming the file. Prefix reads. A ring that fails (a wait, a
 // refused submit, completions that cannot be reaped) neither hangs a batch nor loses a read.
+// A batch larger than the bounce buffer (a range of a big record) is still one read a range, and
+// the thread keeps no buffer of its size afterwards.
 #include <gtest/gtest.h>
 
 #include <fmt/format.h>
@@ -13,8 +15,10 @@
 #include <cstdlib>
 #include <filesystem>
 #include <future>
+#include <random>
 #include <vector>
 
+#include "storage/direct_read.h"
 #include "storage/local_record_source.h"
 #include "test_store_fixture.h"
 
@@ -209,6 +213,67 @@ TEST_F(LocalSourceTest, AMissingOrForeignRecordIsAProblemNamingItsFile) {
     src.read_ranges({&r, 1});
     ASSERT_FALSE(r.status.ok());
     EXPECT_EQ(r.status.error().code, EIO);
+  }
+}
+
+// A store whose one big file (a blob of 900,001 bytes) fills a record of its own.
+class BigRecordTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const std::filesystem::path src = dir_.path() / "src";
+    std::filesystem::create_directories(src / "a");
+    std::mt19937 rng(7);
+    blob_.resize(900001);
+    for (uint8_t& b : blob_) b = static_cast<uint8_t>(rng());
+    std::ofstream(src / "a" / "big.bin", std::ios::binary).write(reinterpret_cast<const char*>(blob_.data()), static_cast<std::streamsize>(blob_.size()));
+    const auto jpeg = fid::testutil::make_jpeg(64, 48, 3);
+    std::ofstream(src / "a" / "small.JPEG", std::ios::binary).write(reinterpret_cast<const char*>(jpeg.data()), static_cast<std::streamsize>(jpeg.size()));
+    fid::pack::PackOptions opt;
+    opt.sources = {src};
+    opt.store = dir_.path() / "store";
+    opt.jobs = 1;
+    opt.record_bytes = 64 * 1024;
+    std::atomic<bool> cancel{false};
+    auto packed = fid::pack::pack(opt, nullptr, cancel);
+    ASSERT_TRUE(packed.ok()) << packed.error().message;
+    store_ = std::move(fid::index::Store::open(opt.store)).value();
+  }
+  fid::testutil::TempDir dir_;
+  std::vector<uint8_t> blob_;
+  std::unique_ptr<fid::index::Store> store_;
+};
+
+TEST_F(BigRecordTest, ABatchLargerThanTheBounceBufferReadsOnceARangeAndLeavesNoBufferOfItsSize) {
+  const fid::index::File* big = nullptr;
+  for (const auto& f : store_->files())
+    if (store_->name(f) == "big.bin") big = &f;
+  ASSERT_NE(big, nullptr);
+  ASSERT_EQ(store_->pieces(*big).size(), 1u);
+  const uint64_t at = store_->pieces(*big)[0].offset;
+  ASSERT_GT(store_->records()[big->record].size, 3 * fid::storage::kBounceBytes);
+  for (bool uring : {true, false}) {
+    LocalRecordSource src(*store_, uring);
+    // Ranges of odd offsets and lengths: the whole blob less its ends, then many small ones, one
+    // past the record's end.
+    std::vector<std::vector<uint8_t>> got;
+    std::vector<RangeRead> batch;
+    got.emplace_back(blob_.size() - 4, 0xAA);
+    for (int k = 0; k < 40; ++k) got.emplace_back(1000 + 37 * k, 0xAA);
+    got.emplace_back(100, 0xAA);
+    batch.push_back({big->record, at + 1, got[0], {}});
+    for (int k = 0; k < 40; ++k) batch.push_back({big->record, at + 20011 * k + 3, got[1 + k], {}});
+    batch.push_back({big->record, store_->records()[big->record].size - 50, got.back(), {}});
+    src.read_ranges(batch);
+    ASSERT_TRUE(batch[0].status.ok()) << batch[0].status.error().message;
+    EXPECT_TRUE(std::equal(got[0].begin(), got[0].end(), blob_.begin() + 1));
+    for (int k = 0; k < 40; ++k) {
+      ASSERT_TRUE(batch[1 + k].status.ok()) << k;
+      EXPECT_TRUE(std::equal(got[1 + k].begin(), got[1 + k].end(), blob_.begin() + 20011 * k + 3)) << k;
+    }
+    ASSERT_FALSE(batch.back().status.ok());
+    EXPECT_EQ(batch.back().status.error().code, EIO);
+    EXPECT_EQ(src.counters().requests.load(), batch.size()) << "uring " << uring << ": one read a range";
+    EXPECT_LE(fid::storage::thread_scratch_size(), fid::storage::kBounceBytes) << "uring " << uring;
   }
 }
 
