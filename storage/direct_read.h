@@ -22,17 +22,17 @@ constexpr uint64_t sector_start(uint64_t offset) { return offset / kSector * kSe
 constexpr uint64_t sector_span(uint64_t offset, uint64_t len) { return round_up(offset + len, kSector) - sector_start(offset); }
 
 // The bounce buffer a thread keeps. A read that needs more (a batch of ranges gathering or
-// extending a record's prefix, a clip run: up to a record's size) gets a buffer of its size,
-// freed after it: otherwise every thread that once loaded a record would keep one, beyond the
-// cache's budget.
+// extending a record's prefix, a clip run: up to a record's size) borrows a larger one, given back
+// after it: otherwise every thread that once loaded a record would keep one, beyond the cache's
+// budget. At most 4 larger buffers wait unused for the next such read.
 constexpr uint64_t kBounceBytes = 256 * 1024;
 
 // At least n bytes of the thread's bounce buffer (its earlier contents are gone); nullptr if it
-// cannot be had. One larger than kBounceBytes that n does not need is freed first.
+// cannot be had. A larger buffer the thread borrowed and n does not need is given back first.
 uint8_t* thread_scratch(size_t n);
-// Frees the thread's bounce buffer if it is larger than kBounceBytes: its reads are copied out.
+// Gives back the larger buffer the thread borrowed, if any: its reads are copied out.
 void shrink_thread_scratch();
-// The bytes of the thread's bounce buffer now (0: none yet).
+// The bytes of the thread's bounce buffers now (0: none yet).
 size_t thread_scratch_size();
 // Reads that could not be reaped may still land in the thread's buffer: it is never used (nor
 // freed) again, and the thread's next thread_scratch allocates another.

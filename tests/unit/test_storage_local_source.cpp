@@ -4,7 +4,8 @@
 // foreign record file is a problem naming the file. Prefix reads. A ring that fails (a wait, a
 // refused submit, completions that cannot be reaped) neither hangs a batch nor loses a read.
 // A batch larger than the bounce buffer (a range of a big record) is still one read a range, and
-// the thread keeps no buffer of its size afterwards.
+// the thread keeps no buffer of its size afterwards; the larger buffer it gave back serves the
+// next read that needs one.
 #include <gtest/gtest.h>
 
 #include <fmt/format.h>
@@ -275,6 +276,22 @@ TEST_F(BigRecordTest, ABatchLargerThanTheBounceBufferReadsOnceARangeAndLeavesNoB
     EXPECT_EQ(src.counters().requests.load(), batch.size()) << "uring " << uring << ": one read a range";
     EXPECT_LE(fid::storage::thread_scratch_size(), fid::storage::kBounceBytes) << "uring " << uring;
   }
+}
+
+// A larger bounce buffer given back waits for the next read that needs one (no fresh pages to
+// fault in); the thread itself keeps only its own.
+TEST(BounceBufferTest, ALargerBufferGivenBackServesTheNextLargerRead) {
+  using fid::storage::kBounceBytes;
+  uint8_t* own = fid::storage::thread_scratch(100);
+  uint8_t* larger = fid::storage::thread_scratch(kBounceBytes + 4096);  // a spare another test gave back, or a new one
+  ASSERT_NE(larger, nullptr);
+  EXPECT_NE(larger, own);
+  EXPECT_GE(fid::storage::thread_scratch_size(), 2 * kBounceBytes + 4096);
+  fid::storage::shrink_thread_scratch();
+  EXPECT_EQ(fid::storage::thread_scratch_size(), kBounceBytes);
+  EXPECT_EQ(fid::storage::thread_scratch(kBounceBytes + 1), larger);
+  EXPECT_EQ(fid::storage::thread_scratch(50), own);  // gives the larger one back again
+  EXPECT_EQ(fid::storage::thread_scratch_size(), kBounceBytes);
 }
 
 TEST_F(LocalSourceTest, PrefixReadsGiveTheRecordsFirstBytes) {
