@@ -31,7 +31,7 @@ constexpr uint64_t kBounceBytes = 256 * 1024;
 // cannot be had. A larger buffer the thread borrowed and n does not need is given back first.
 uint8_t* thread_scratch(size_t n);
 // Gives back the larger buffer the thread borrowed, if any: its reads are copied out.
-void shrink_thread_scratch();
+void give_back_large_scratch();
 // The bytes of the thread's bounce buffers now (0: none yet).
 size_t thread_scratch_size();
 // Reads that could not be reaped may still land in the thread's buffer: it is never used (nor

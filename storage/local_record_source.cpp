@@ -298,7 +298,7 @@ void LocalRecordSource::read_ranges(std::span<RangeRead> batch, Done done) {
     buffered[spans[k].range] = !finish_direct(spans[k], res[k], batch[spans[k].range]);
   for (size_t k = 0; k < batch.size(); ++k)
     if (buffered[k]) batch[k].status = read_buffered(batch[k]);
-  shrink_thread_scratch();
+  give_back_large_scratch();
   done();
 }
 

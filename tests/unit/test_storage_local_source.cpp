@@ -287,7 +287,7 @@ TEST(BounceBufferTest, ALargerBufferGivenBackServesTheNextLargerRead) {
   ASSERT_NE(larger, nullptr);
   EXPECT_NE(larger, own);
   EXPECT_GE(fid::storage::thread_scratch_size(), 2 * kBounceBytes + 4096);
-  fid::storage::shrink_thread_scratch();
+  fid::storage::give_back_large_scratch();
   EXPECT_EQ(fid::storage::thread_scratch_size(), kBounceBytes);
   EXPECT_EQ(fid::storage::thread_scratch(kBounceBytes + 1), larger);
   EXPECT_EQ(fid::storage::thread_scratch(50), own);  // gives the larger one back again
