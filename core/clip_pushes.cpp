@@ -138,20 +138,32 @@ void ClipPushes::run() {
     const auto start = std::chrono::steady_clock::now();
     uint64_t room = max_bytes_;
     if (job.work == Work::look_up) {
-      // All at once: one after another, they would go no faster than the reader's own. Each frame
-      // is pushed as soon as its lookup has made its inode (marked queued, so that the lookup's
-      // own reply queues nothing); one that could not be looked up is unmarked.
+      // First the clip's folder listed: one READDIRPLUS makes every frame's inode, and the
+      // reader's own lookups then find the names cached (no LOOKUP). Frames the listing did not
+      // make (a listing the kernel had cached, a chunk without attributes) are looked up, all at
+      // once: one after another, they would go no faster than the reader's own. Each frame is
+      // pushed as soon as the kernel has it (marked queued, so that the lookup's own reply queues
+      // nothing); one that could not be looked up is unmarked.
+      std::vector<uint32_t> unknown;
+      const std::string folder = store_.relative_path(store_.dirs()[store_.files()[job.files.front()].dir]);
+      const bool listed = kernel.list_folder(folder).ok();
+      if (listed) listings_.fetch_add(1, std::memory_order_relaxed);
+      for (uint32_t f : job.files) {
+        if (listed && names_.is_known(f)) push_marked(kernel, f, room, false);
+        else unknown.push_back(f);
+      }
       std::vector<std::string> paths;  // a frame is a JPEG: its name in the tree is its stored one
-      for (uint32_t f : job.files) paths.push_back(store_.relative_path(store_.files()[f]));
+      for (uint32_t f : unknown) paths.push_back(store_.relative_path(store_.files()[f]));
       std::vector<bool> found(paths.size());
-      (void)kernel.make_known(paths, [&](size_t i) {
-        found[i] = true;
-        lookups_.fetch_add(1, std::memory_order_relaxed);
-        push_marked(kernel, job.files[i], room, false);
-      });
+      if (!paths.empty())
+        (void)kernel.make_known(paths, [&](size_t i) {
+          found[i] = true;
+          lookups_.fetch_add(1, std::memory_order_relaxed);
+          push_marked(kernel, unknown[i], room, false);
+        });
       for (size_t i = 0; i < paths.size(); ++i) {
-        uint8_t marked = states_[job.files[i]].load(std::memory_order_relaxed);
-        if (!found[i] && marked != 0 && marked < kPushed) states_[job.files[i]].compare_exchange_strong(marked, 0);
+        uint8_t marked = states_[unknown[i]].load(std::memory_order_relaxed);
+        if (!found[i] && marked != 0 && marked < kPushed) states_[unknown[i]].compare_exchange_strong(marked, 0);
       }
     } else {
       for (uint32_t f : job.files) push_marked(kernel, f, room, job.work == Work::push_looked_up);
@@ -206,6 +218,7 @@ void ClipPushes::add_readings(Readings& out) const {
   out.push_back({"clips.push_us", K::counter, "fidelityfs_clip_push_microseconds_total",
                  "time the pushing threads spent storing clip frames", push_ns_.load() / 1000});
   out.push_back({"clips.push_lookups", K::counter, "", "", lookups_.load()});
+  out.push_back({"clips.push_listings", K::counter, "", "", listings_.load()});
   out.push_back({"clips.push_overtaken", K::counter, "", "", overtaken_.load()});
   out.push_back({"clips.push_refused", K::counter, "", "", refused_.load()});
   out.push_back({"clips.push_dropped", K::counter, "", "", dropped_.load()});

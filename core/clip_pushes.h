@@ -13,10 +13,12 @@
 // Without a listing a clip loader looks each frame up before reading it, and a frame's inode is
 // made by the kernel only once the process that looked it up wakes: too late for a push that
 // would spare that frame's READ. So when a reader looks up a frame right after its neighbour (a
-// loader reading a clip's frames in turn, not a sparse one), the daemon looks the frames after it
-// up itself, through the mount, all at once (KernelCache::make_known), and pushes each as soon as
-// its lookup returns: the reader's own lookups find the names cached, and its READs are only for
-// the frames it reaches before their push.
+// loader reading a clip's frames in turn, not a sparse one), the daemon lists the clip's folder
+// itself, through the mount (KernelCache::list_folder): an uncached listing starts with attributes
+// (READDIRPLUS), which makes every frame's inode in one request, and each is pushed. Frames the
+// listing did not make it looks up, all at once (KernelCache::make_known), and pushes each as soon
+// as its lookup returns. The reader's own lookups find the names cached (no LOOKUP after the
+// listing), and its READs are only for the frames it reaches before their push.
 //
 // Each frame is pushed once a level: a frame's state says whether it is queued or pushed at which
 // level, so a READ that overtakes a queued push queues nothing more (and that frame is not pushed),
@@ -112,7 +114,7 @@ class ClipPushes {
   const uint64_t max_bytes_;
   std::unique_ptr<std::atomic<uint8_t>[]> states_;  // by file id; only for a store with clips
   std::unique_ptr<std::atomic<uint8_t>[]> looked_up_;  // by clip run: the level its frames were looked up at
-  std::atomic<uint64_t> lookups_{0};
+  std::atomic<uint64_t> lookups_{0}, listings_{0};
   std::mutex mu_;
   std::condition_variable wake_, idle_;
   std::deque<Job> jobs_;

@@ -72,6 +72,11 @@ class KernelCache {
   // `known(i)` runs as soon as the kernel has paths[i]. Returns once every lookup has ended (the
   // first failure); ENOTCONN: the mount does not answer yet or any more.
   virtual Status make_known(std::span<const std::string> paths, const std::function<void(size_t i)>& known) = 0;
+  // Lists folder `path` (relative to the mount's root, "" for the root) through the mount, so
+  // that the kernel makes, in one request, the inodes of the entries it lists with attributes
+  // (READDIRPLUS: readdir=plus, and readdir=auto's first chunk of an uncached listing); which
+  // ones it made, Namespace::is_known says. ENOTCONN: the mount does not answer yet or any more.
+  virtual Status list_folder(const std::string& path) = 0;
 };
 
 // The settings a file or folder takes per subtree: a level and an encoding choose a file's inode;

@@ -7,11 +7,16 @@
 #include <fuse3/fuse_lowlevel.h>
 #include <liburing.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <memory>
 #include <vector>
+
+#include "common/fd.h"
 
 namespace fid::fs {
 
@@ -72,6 +77,22 @@ Status KernelNotifier::make_known(std::span<const std::string> paths, const std:
   io_uring_queue_exit(&ring);
   if (failed == 0) return {};
   return Error{failed, fmt::format("looking up {} names under {} failed: {}", paths.size(), mountpoint_, std::strerror(failed))};
+}
+
+Status KernelNotifier::list_folder(const std::string& path) {
+  if (!answers_.load()) return Error{ENOTCONN, "the mount does not answer yet"};
+  const std::string full = path.empty() ? mountpoint_ : fmt::format("{}/{}", mountpoint_, path);
+  const Fd dir(::open(full.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (dir.get() < 0) return Error{errno, fmt::format("opening {}: {}", full, std::strerror(errno))};
+  // A large buffer, so that the kernel asks for as many entries as a request carries (the first
+  // chunk is the one readdir=auto lists with attributes).
+  constexpr size_t kBuffer = 64 << 10;
+  const std::unique_ptr<char[]> buf = std::make_unique_for_overwrite<char[]>(kBuffer);
+  for (;;) {
+    const long n = ::syscall(SYS_getdents64, dir.get(), buf.get(), kBuffer);
+    if (n == 0) return {};
+    if (n < 0) return Error{errno, fmt::format("listing {}: {}", full, std::strerror(errno))};
+  }
 }
 
 }  // namespace fid::fs

@@ -23,6 +23,7 @@ class KernelNotifier final : public core::KernelCache {
   void forget_inode(uint64_t ino) override;
   Status store(uint64_t ino, std::span<const uint8_t> data, std::span<const uint8_t> tail) override;
   Status make_known(std::span<const std::string> paths, const std::function<void(size_t i)>& known) override;
+  Status list_folder(const std::string& path) override;
 
  private:
   fuse_session* se_;

@@ -238,28 +238,38 @@ def test_a_clip_read_costs_one_read_request_its_other_frames_pushed(clip_store, 
         return (after["requests"]["read"] - before["requests"]["read"],
                 after["requests"]["lookup"] - before["requests"]["lookup"],
                 after["clips"]["pushed_frames"] - before["clips"]["pushed_frames"],
-                after["clips"]["push_lookups"] - before["clips"]["push_lookups"])
+                after["clips"]["push_lookups"] - before["clips"]["push_lookups"],
+                after["clips"]["push_listings"] - before["clips"]["push_listings"])
 
     # Every frame is either pushed or read; how many READs the pushes save (a frame whose READ
     # overtakes its push is read) is the benchmark's to say (scripts/bench/clips.sh).
     clips = len(folders)
     for level in (3, st.levels):
         with mounted(clip_store, mnt, "-o", f"scan_group={level},readdir=plus"):
-            reads, _, frames, _ = read_clips(True, level)
+            reads, _, frames, _, _ = read_clips(True, level)
             assert reads <= clips * FRAMES and reads + frames >= clips * FRAMES and frames > 0, (level, reads, frames)
         with mounted(clip_store, mnt, "-o", f"scan_group={level}"):
-            # The second frame's lookup has the daemon look the clip's later frames up itself (the
-            # reader's own lookups then find them cached: the count is the same).
-            reads, lookups, frames, for_reader = read_clips(False, level)
+            # The second frame's lookup has the daemon list the clip's folder itself: readdir=auto
+            # lists an uncached folder's first chunk with attributes, so the kernel makes every
+            # frame's inode then, none is looked up one by one for the reader, and the reader's
+            # own lookups of the frames after the listing find the names cached.
+            reads, lookups, frames, for_reader, listings = read_clips(False, level)
             assert reads <= clips * FRAMES and reads + frames >= clips * FRAMES, (level, reads, frames)
-            assert lookups == clips * (FRAMES + 1) + 2, lookups  # the frames, their folders, the two classes
-            assert 0 < for_reader <= clips * (FRAMES - 2), for_reader
+            assert (listings, for_reader) == (clips, 0), (listings, for_reader)
+            # At most the frames, their folders and the two classes.
+            assert clips * 3 + 2 <= lookups <= clips * (FRAMES + 1) + 2, lookups
+        with mounted(clip_store, mnt, "-o", f"scan_group={level},readdir=plain"):
+            # A listing without attributes makes no inode: the daemon looks the frames up itself.
+            reads, lookups, frames, for_reader, listings = read_clips(False, level)
+            assert reads <= clips * FRAMES and reads + frames >= clips * FRAMES, (level, reads, frames)
+            assert lookups == clips * (FRAMES + 1) + 2, lookups
+            assert listings == clips and 0 < for_reader <= clips * (FRAMES - 2), (listings, for_reader)
     with mounted(clip_store, mnt, "-o", "scan_group=3,encoding=sequential,readdir=plus"):
-        reads, _, frames, _ = read_clips(True, None)
+        reads, _, frames, _, _ = read_clips(True, None)
         assert (reads, frames) == (clips * FRAMES, 0)
     for opts in ("clip_push=off", "clip_push_bytes=16"):
         with mounted(clip_store, mnt, "-o", f"scan_group=3,readdir=plus,{opts}"):
-            reads, _, frames, _ = read_clips(True, 3)
+            reads, _, frames, _, _ = read_clips(True, 3)
             assert (reads, frames) == (clips * FRAMES, 0), opts
 
 

@@ -60,6 +60,29 @@ class StoringKernel final : public core::KernelCache {
     }
     return {};
   }
+  // As the kernel lists a folder whose listing it has not cached, with attributes (READDIRPLUS),
+  // where `lists`; else as it serves one from its cache (no request, no inode made).
+  Status list_folder(const std::string& path) override {
+    {
+      std::lock_guard lock(mu_);
+      listed.push_back(path);
+    }
+    if (through == nullptr || !lists) return {};
+    uint64_t ino = 1;
+    for (size_t at = 0; at < path.size();) {
+      const size_t end = std::min(path.find('/', at), path.size());
+      auto e = through->lookup(ino, path.substr(at, end - at));
+      if (!e.ok() || e->ino == 0) return Error{ENOENT, path};
+      ino = e->ino;
+      at = end + 1;
+    }
+    for (size_t i = 0;; ++i) {
+      auto d = through->entry_at(ino, i);
+      if (!d.ok()) return d.error();
+      if (!*d) return {};
+      if (!through->listed_entry(**d).ok()) return Error{EIO, path};
+    }
+  }
   std::map<uint64_t, std::vector<uint8_t>> take() {
     std::lock_guard lock(mu_);
     return std::exchange(stored, {});
@@ -68,6 +91,8 @@ class StoringKernel final : public core::KernelCache {
   int calls = 0;
   core::Filesystem* through = nullptr;
   std::vector<std::string> known;  // the paths make_known looked up
+  bool lists = false;
+  std::vector<std::string> listed;  // the folders list_folder listed
 
  private:
   std::mutex mu_;
@@ -220,6 +245,9 @@ TEST_F(ClipPushesTest, AFrameLookedUpAfterItsNeighbourHasTheKernelLookUpTheRest)
   fs_->wait_pushes();
   std::vector<std::string> paths;
   for (int i = 3; i <= kFrames; ++i) paths.push_back("cls/a/" + frame(i));
+  // The folder is listed first; this kernel serves the listing from its cache (no inode made), so
+  // the frames are looked up one by one.
+  EXPECT_EQ(kernel_.listed, std::vector<std::string>{"cls/a"});
   EXPECT_EQ(kernel_.known, paths);
   const std::map<uint64_t, std::vector<uint8_t>> stored = kernel_.take();
   // Frames 1 and 2 by their own lookups (clip b's read loaded the record that holds both clips),
@@ -235,6 +263,36 @@ TEST_F(ClipPushesTest, AFrameLookedUpAfterItsNeighbourHasTheKernelLookUpTheRest)
   lookup(a, frame(3));
   fs_->wait_pushes();
   EXPECT_EQ(kernel_.known.size(), paths.size());
+  kernel_.through = nullptr;
+  plain.detach();
+}
+
+// The same loader where the kernel lists the clip's folder with attributes: the one listing makes
+// every frame's inode, so nothing is looked up one by one, and every frame after the first two is
+// pushed with the bytes a READ returns.
+TEST_F(ClipPushesTest, AListingOfTheClipsFolderMakesItsFramesKnownWithoutALookupEach) {
+  config::Settings settings;
+  settings.scan_group = 3;
+  mount(settings);
+  kernel_.through = fs_.get();
+  kernel_.lists = true;
+  core::Filesystem plain(*store_, *source_, settings, core::Filesystem::Options{"/mnt/p", nullptr, 1000, {}, {}});
+  const uint64_t a = clip_dir("a");
+  const uint64_t first = lookup(a, frame(1));
+  fs_->wait_pushes();
+  read_all(first);
+  lookup(a, frame(2));
+  fs_->wait_pushes();
+  EXPECT_EQ(kernel_.listed, std::vector<std::string>{"cls/a"});
+  EXPECT_TRUE(kernel_.known.empty());
+  EXPECT_EQ(reading("push_listings"), 1u);
+  EXPECT_EQ(reading("push_lookups"), 0u);
+  const std::map<uint64_t, std::vector<uint8_t>> stored = kernel_.take();
+  for (int i = 3; i <= kFrames; ++i) {
+    const uint64_t ino = fs_->lookup(a, frame(i))->ino;
+    ASSERT_TRUE(stored.count(ino)) << i;
+    EXPECT_EQ(stored.at(ino), plain.read(ino, 0, 1 << 20)->to_vector()) << i;
+  }
   kernel_.through = nullptr;
   plain.detach();
 }
