@@ -186,7 +186,8 @@ constexpr Setting kSettings[] = {
         "readdir", "plus, plain or auto", "`auto`, `plus`, `plain`", "",
         "how listings are answered. `auto`: the kernel chooses per listing (READDIRPLUS for a folder's first chunk, "
         "then plain); `plus`: every entry with its attributes (an inode per entry in the kernel; opening a listed file "
-        "needs no LOOKUP); `plain`: names and types only (the first open of each file costs a LOOKUP)"),
+        "needs no LOOKUP); `plain`: names and types only (the first open of each file costs a LOOKUP, and no folder is "
+        "listed ahead of its lookups)"),
     row<&C::endpoint, &S::endpoint, &parse_text>(
         "endpoint", "an http:// or https:// URL", "URL",
         "`AWS_ENDPOINT_URL`, the profile's `endpoint_url`, else AWS's for the region", "S3 endpoint", Reach::store),

@@ -24,10 +24,11 @@ Filesystem::Filesystem(const index::Store& store, storage::RecordSource& source,
               &display_names_),
       random_reads_(store, source, settings_, policy_, reader_),
       telemetry_({store, source, settings_, reader_, policy_, changes_, change_access_, orders_, random_reads_,
-                  request_errors_, pushes_, options.mountpoint}),
+                  request_errors_, pushes_, listings_, options.mountpoint}),
       control_(inodes_, telemetry_),
       names_(store, inodes_, policy_, encodings_, reader_, control_, orders_, display_names_),
       pushes_(store, inodes_, names_, reader_, settings_),
+      listings_(store, settings_),
       changes_(store, inodes_, policy_, encodings_, clip_reads_, names_, settings.threads),
       xattrs_(store, policy_, encodings_, clip_reads_, reader_, orders_, changes_, random_reads_),
       change_access_(settings.level_changes, options.owner, options.level_change_group) {
@@ -39,6 +40,7 @@ Filesystem::Filesystem(const index::Store& store, storage::RecordSource& source,
 void Filesystem::detach() {
   stopping_.store(true);  // reads on the wire end now: a shutdown never waits for a server
   pushes_.detach();
+  listings_.detach();
   changes_.detach();
 }
 

@@ -27,6 +27,7 @@
 #include "core/clip_pushes.h"
 #include "core/control_files.h"
 #include "core/file_reader.h"
+#include "core/folder_listings.h"
 #include "core/inodes.h"
 #include "core/level_changes.h"
 #include "core/level_policy.h"
@@ -62,6 +63,7 @@ class Filesystem {
   void attach(KernelCache* kernel) {
     changes_.attach(kernel);
     pushes_.attach(kernel);
+    listings_.attach(kernel);
   }
   void detach();
   // How the kernel's requests reach this mount, for stats and /.fidelity/config
@@ -97,10 +99,17 @@ class Filesystem {
   // Bytes [offset, offset + size) of a file, clipped at its end.
   Result<FileReader::Bytes> read(uint64_t ino, uint64_t offset, uint64_t size);
   // The reply to a LOOKUP that gave `ino` is sent (the kernel makes the inode as it takes it): a
-  // clip's frame is queued for the kernel's page cache (core/clip_pushes.h).
-  void lookup_replied(uint64_t ino) { pushes_.on_lookup(inodes_.decode(ino)); }
+  // clip's frame is queued for the kernel's page cache (core/clip_pushes.h), and a folder whose
+  // files are looked up one by one may be listed ahead (core/folder_listings.h).
+  void lookup_replied(uint64_t ino) {
+    const Node n = inodes_.decode(ino);
+    pushes_.on_lookup(n);
+    listings_.on_lookup(n);
+  }
   // Until every clip frame queued for the kernel's page cache is pushed (tests).
   void wait_pushes() { pushes_.wait_idle(); }
+  // Until every folder queued for a listing ahead is listed (tests).
+  void wait_listings() { listings_.wait_idle(); }
   // Entry i of folder `dir`'s listing; nullopt past the end. ENOTDIR if dir is not a folder.
   Result<std::optional<Namespace::DirEntry>> entry_at(uint64_t dir, size_t i);
   Result<Entry> listed_entry(const Namespace::DirEntry& d) { return names_.listed_entry(d); }
@@ -145,6 +154,7 @@ class Filesystem {
   ControlFiles control_;
   Namespace names_;
   ClipPushes pushes_;
+  FolderListings listings_;
   LevelChanges changes_;
   Xattrs xattrs_;
   ChangeAccess change_access_;

@@ -88,6 +88,7 @@ Readings Telemetry::readings() const {
   p_.source.add_readings(r);
   p_.reader.add_readings(r);
   p_.pushes.add_readings(r);
+  p_.listings.add_readings(r);
   add_read_readings(r);
   p_.request_errors.add_readings(r);
   return r;

@@ -15,6 +15,7 @@
 #include "config/config.h"
 #include "core/change_access.h"
 #include "core/clip_pushes.h"
+#include "core/folder_listings.h"
 #include "core/file_reader.h"
 #include "core/inodes.h"
 #include "core/level_changes.h"
@@ -44,6 +45,7 @@ class Telemetry {
     const RandomReads& random_reads;
     const RequestErrors& request_errors;
     const ClipPushes& pushes;
+    const FolderListings& listings;
     std::string mountpoint;
   };
   explicit Telemetry(Parts parts);

@@ -150,6 +150,9 @@ void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, bool plu
     const std::string name((*e)->name);
     size_t need;
     if (plus) {
+      // An entry that does not fit ends this chunk before its attributes are taken: taking them
+      // tells the daemon the kernel knows the name.
+      if (fuse_add_direntry_plus(req, nullptr, 0, name.c_str(), nullptr, 0) > size - used) break;
       // An entry without attributes ends this chunk; the next request starts at it and gets the
       // error, so a listing is never silently short.
       auto entry = fs.listed_entry(**e);
