@@ -87,13 +87,23 @@ void ClipPushes::on_lookup(const Node& n) {
     states_[n.id].store(state(kQueued, n.level), std::memory_order_relaxed);
     queue(Job{{n.id}, Work::push_looked_up});
   }
-  // Looked up right after the frame before it: the frames after it are looked up for the reader.
+  // The frames after it made known to the kernel for their pushes: the run's first lookup (at this
+  // level) has the clip's folder listed; a lookup right after the frame before it (a loader reading
+  // the clip in turn, not a sparse one) has the frames the listing did not make looked up too.
   const uint32_t k = f.slot - run->first_slot;
   const auto frames = store_.record_files(run->record).subspan(run->first_slot, run->frames);
-  if (k == 0 || k + 1 >= frames.size() || !names_.is_known(frames[k - 1])) return;
+  if (k + 1 >= frames.size()) return;
+  const bool dense = k > 0 && names_.is_known(frames[k - 1]);
   const auto r = static_cast<size_t>(run - store_.clip_runs().data());
-  if (looked_up_[r].exchange(static_cast<uint8_t>(n.level), std::memory_order_relaxed) == n.level) return;
+  const auto listed = static_cast<uint8_t>(n.level), looked_up = static_cast<uint8_t>(n.level | kLookedUp);
+  uint8_t was = looked_up_[r].load(std::memory_order_relaxed);
+  do {
+    if (was == looked_up || (was == listed && !dense)) return;
+  } while (!looked_up_[r].compare_exchange_weak(was, dense ? looked_up : listed, std::memory_order_relaxed));
+  // A dense reader's lookup reached the daemon: the first listing had not ended yet (or made no
+  // inode), so its job lists again (from the kernel's cache if that one has ended: no request).
   Job job{{}, Work::look_up};
+  job.look_up = dense;
   uint64_t bytes = 0;
   for (uint32_t j = k + 1; j < frames.size() && bytes < max_bytes_; ++j) {
     const uint32_t g = frames[j];
@@ -139,29 +149,31 @@ void ClipPushes::run() {
     uint64_t room = max_bytes_;
     if (job.work == Work::look_up) {
       // First the clip's folder listed: one READDIRPLUS makes every frame's inode, and the
-      // reader's own lookups then find the names cached (no LOOKUP). Frames the listing did not
-      // make (a listing the kernel had cached, a chunk without attributes) are looked up, all at
-      // once: one after another, they would go no faster than the reader's own. Each frame is
-      // pushed as soon as the kernel has it (marked queued, so that the lookup's own reply queues
-      // nothing); one that could not be looked up is unmarked.
+      // reader's own lookups then find the names cached (no LOOKUP). A frame known now is pushed
+      // where its run is cached (else the run's first READ pushes it, the frame being known).
+      // For a dense reader, frames the listing did not make (a listing the kernel had cached, a
+      // chunk without attributes) are looked up, all at once: one after another, they would go no
+      // faster than the reader's own; each is pushed as soon as the kernel has it. Frames are
+      // marked queued meanwhile (so that a lookup's own reply queues nothing); one left unknown
+      // is unmarked.
       std::vector<uint32_t> unknown;
       const std::string folder = store_.relative_path(store_.dirs()[store_.files()[job.files.front()].dir]);
-      const bool listed = kernel.list_folder(folder).ok();
-      if (listed) listings_.fetch_add(1, std::memory_order_relaxed);
+      if (kernel.list_folder(folder).ok()) listings_.fetch_add(1, std::memory_order_relaxed);
       for (uint32_t f : job.files) {
-        if (listed && names_.is_known(f)) push_marked(kernel, f, room, false);
+        if (names_.is_known(f)) push_marked(kernel, f, room, false);
         else unknown.push_back(f);
       }
       std::vector<std::string> paths;  // a frame is a JPEG: its name in the tree is its stored one
-      for (uint32_t f : unknown) paths.push_back(store_.relative_path(store_.files()[f]));
-      std::vector<bool> found(paths.size());
+      if (job.look_up)
+        for (uint32_t f : unknown) paths.push_back(store_.relative_path(store_.files()[f]));
+      std::vector<bool> found(unknown.size());
       if (!paths.empty())
         (void)kernel.make_known(paths, [&](size_t i) {
           found[i] = true;
           lookups_.fetch_add(1, std::memory_order_relaxed);
           push_marked(kernel, unknown[i], room, false);
         });
-      for (size_t i = 0; i < paths.size(); ++i) {
+      for (size_t i = 0; i < unknown.size(); ++i) {
         uint8_t marked = states_[unknown[i]].load(std::memory_order_relaxed);
         if (!found[i] && marked != 0 && marked < kPushed) states_[unknown[i]].compare_exchange_strong(marked, 0);
       }

@@ -12,13 +12,14 @@
 //
 // Without a listing a clip loader looks each frame up before reading it, and a frame's inode is
 // made by the kernel only once the process that looked it up wakes: too late for a push that
-// would spare that frame's READ. So when a reader looks up a frame right after its neighbour (a
-// loader reading a clip's frames in turn, not a sparse one), the daemon lists the clip's folder
-// itself, through the mount (KernelCache::list_folder): an uncached listing starts with attributes
-// (READDIRPLUS), which makes every frame's inode in one request, and each is pushed. Frames the
-// listing did not make it looks up, all at once (KernelCache::make_known), and pushes each as soon
-// as its lookup returns. The reader's own lookups find the names cached (no LOOKUP after the
-// listing), and its READs are only for the frames it reaches before their push.
+// would spare that frame's READ. So a run's first frame looked up has the daemon list the clip's
+// folder itself, through the mount (KernelCache::list_folder): an uncached listing starts with
+// attributes (READDIRPLUS), which makes every frame's inode in one request. The reader's next
+// lookups find the names cached (no LOOKUP), and the run's first READ pushes the frames after it,
+// as for a loader that listed the folder itself. Where the listing made no inode (a listing the
+// kernel had cached, readdir=plain), a reader that looks up a frame right after its neighbour (a
+// loader reading a clip's frames in turn, not a sparse one) has the daemon look the frames after
+// it up, all at once (KernelCache::make_known), and push each as soon as its lookup returns.
 //
 // Each frame is pushed once a level: a frame's state says whether it is queued or pushed at which
 // level, so a READ that overtakes a queued push queues nothing more (and that frame is not pushed),
@@ -84,7 +85,10 @@ class ClipPushes {
   struct Job {
     std::vector<uint32_t> files;  // frames in the order to work on them
     Work work = Work::push;
+    bool look_up = false;  // look_up work: also look up the frames the listing did not make
   };
+  // looked_up_: a run's level, with this bit once its frames were looked up (not only listed).
+  static constexpr uint8_t kLookedUp = 128;
   // A frame's state: 0 (none), kQueued + level, kPushed + level.
   static constexpr uint8_t kQueued = 0, kPushed = 128;
   static uint8_t state(uint8_t base, int level) { return static_cast<uint8_t>(base + level); }
@@ -113,7 +117,7 @@ class ClipPushes {
   FileReader& reader_;
   const uint64_t max_bytes_;
   std::unique_ptr<std::atomic<uint8_t>[]> states_;  // by file id; only for a store with clips
-  std::unique_ptr<std::atomic<uint8_t>[]> looked_up_;  // by clip run: the level its frames were looked up at
+  std::unique_ptr<std::atomic<uint8_t>[]> looked_up_;  // by clip run: the level its folder was listed at (| kLookedUp)
   std::atomic<uint64_t> lookups_{0}, listings_{0};
   std::mutex mu_;
   std::condition_variable wake_, idle_;

@@ -94,7 +94,7 @@ run() {
       q0=$(cg_reads)
       out=$(/usr/bin/python3 "$reader" frames "$m" "$dir/list" --frames "$frames" --seed "$seed" --seconds "$seconds" \
         $([[ $what == *names* ]] && echo --names-from "$dir/src"))
-      cp "$m/.fidelity/stats" "$BENCH_DIR/clips.stats.json"
+      cat "$m/.fidelity/stats" >"$BENCH_DIR/clips.stats.json"  # one open: cp fails if the stats change between its stat and its open
       fusermount3 -u "$m" ;;
   esac
   local clips

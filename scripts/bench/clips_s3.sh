@@ -83,7 +83,7 @@ run() {
   cold
   g0=$(gets)
   out=$(/usr/bin/python3 "$reader" frames "$m" "$set_dir/list" --seed "$r" --seconds "$seconds" --threads "$readers")
-  cp "$m/.fidelity/stats" "$work/$what.stats.json"
+  cat "$m/.fidelity/stats" >"$work/$what.stats.json"  # one open (cp fails if the stats change meanwhile)
   fusermount3 -u "$m"
   wait_exit "$pid"
   echo "$(field "$out" clips_per_s) $(x "($(gets) - $g0) / $(field "$out" clips)")"

@@ -249,21 +249,23 @@ def test_a_clip_read_costs_one_read_request_its_other_frames_pushed(clip_store, 
             reads, _, frames, _, _ = read_clips(True, level)
             assert reads <= clips * FRAMES and reads + frames >= clips * FRAMES and frames > 0, (level, reads, frames)
         with mounted(clip_store, mnt, "-o", f"scan_group={level}"):
-            # The second frame's lookup has the daemon list the clip's folder itself: readdir=auto
+            # The first frame's lookup has the daemon list the clip's folder itself: readdir=auto
             # lists an uncached folder's first chunk with attributes, so the kernel makes every
             # frame's inode then, none is looked up one by one for the reader, and the reader's
             # own lookups of the frames after the listing find the names cached.
             reads, lookups, frames, for_reader, listings = read_clips(False, level)
             assert reads <= clips * FRAMES and reads + frames >= clips * FRAMES, (level, reads, frames)
-            assert (listings, for_reader) == (clips, 0), (listings, for_reader)
-            # At most the frames, their folders and the two classes.
-            assert clips * 3 + 2 <= lookups <= clips * (FRAMES + 1) + 2, lookups
+            # (A second listing where the reader's second lookup overtook the first.)
+            assert clips <= listings <= 2 * clips and for_reader == 0, (listings, for_reader)
+            # At least the first frames, their folders and the two classes; at most every frame.
+            assert clips * 2 + 2 <= lookups <= clips * (FRAMES + 1) + 2, lookups
         with mounted(clip_store, mnt, "-o", f"scan_group={level},readdir=plain"):
-            # A listing without attributes makes no inode: the daemon looks the frames up itself.
+            # A listing without attributes makes no inode: the second frame's lookup has the daemon
+            # look the frames up itself.
             reads, lookups, frames, for_reader, listings = read_clips(False, level)
             assert reads <= clips * FRAMES and reads + frames >= clips * FRAMES, (level, reads, frames)
             assert lookups == clips * (FRAMES + 1) + 2, lookups
-            assert listings == clips and 0 < for_reader <= clips * (FRAMES - 2), (listings, for_reader)
+            assert clips <= listings <= 2 * clips and 0 < for_reader <= clips * (FRAMES - 2), (listings, for_reader)
     with mounted(clip_store, mnt, "-o", "scan_group=3,encoding=sequential,readdir=plus"):
         reads, _, frames, _, _ = read_clips(True, None)
         assert (reads, frames) == (clips * FRAMES, 0)
