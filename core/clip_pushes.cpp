@@ -121,7 +121,10 @@ void ClipPushes::queue(Job job) {
   {
     std::lock_guard lock(mu_);
     if (kernel_ != nullptr && !off_.load(std::memory_order_relaxed) && jobs_.size() < kMaxQueued) {
-      jobs_.push_back(std::move(job));
+      // A listing goes first: a reader waits on it now, while a push job only saves READs.
+      job.queued = std::chrono::steady_clock::now();
+      if (job.work == Work::look_up) jobs_.push_front(std::move(job));
+      else jobs_.push_back(std::move(job));
       wake_.notify_one();
       return;
     }
@@ -147,7 +150,15 @@ void ClipPushes::run() {
     lock.unlock();
     const auto start = std::chrono::steady_clock::now();
     uint64_t room = max_bytes_;
-    if (job.work == Work::look_up) {
+    if (job.work == Work::look_up && start - job.queued > kStaleListing) {
+      // Its reader has moved on; and a listing holds the mount busy (a plain unmount fails
+      // meanwhile), so none is made once no reader waits for it.
+      stale_.fetch_add(1, std::memory_order_relaxed);
+      for (uint32_t f : job.files) {
+        uint8_t marked = states_[f].load(std::memory_order_relaxed);
+        if (marked != 0 && marked < kPushed) states_[f].compare_exchange_strong(marked, 0);
+      }
+    } else if (job.work == Work::look_up) {
       // First the clip's folder listed: one READDIRPLUS makes every frame's inode, and the
       // reader's own lookups then find the names cached (no LOOKUP). A frame known now is pushed
       // where its run is cached (else the run's first READ pushes it, the frame being known).
@@ -231,6 +242,7 @@ void ClipPushes::add_readings(Readings& out) const {
                  "time the pushing threads spent storing clip frames", push_ns_.load() / 1000});
   out.push_back({"clips.push_lookups", K::counter, "", "", lookups_.load()});
   out.push_back({"clips.push_listings", K::counter, "", "", listings_.load()});
+  out.push_back({"clips.push_listings_stale", K::counter, "", "", stale_.load()});
   out.push_back({"clips.push_overtaken", K::counter, "", "", overtaken_.load()});
   out.push_back({"clips.push_refused", K::counter, "", "", refused_.load()});
   out.push_back({"clips.push_dropped", K::counter, "", "", dropped_.load()});

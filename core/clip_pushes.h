@@ -86,6 +86,7 @@ class ClipPushes {
     std::vector<uint32_t> files;  // frames in the order to work on them
     Work work = Work::push;
     bool look_up = false;  // look_up work: also look up the frames the listing did not make
+    std::chrono::steady_clock::time_point queued{};
   };
   // looked_up_: a run's level, with this bit once its frames were looked up (not only listed).
   static constexpr uint8_t kLookedUp = 128;
@@ -108,6 +109,8 @@ class ClipPushes {
   // Right after a LOOKUP's reply the kernel may not have made the inode yet (the process that
   // looked it up does, once woken): more tries, a yield apart, for up to this long.
   static constexpr std::chrono::microseconds kLookupRetries{100};
+  // A listing job not started this long after its lookup is dropped (core/clip_pushes.cpp).
+  static constexpr std::chrono::milliseconds kStaleListing{20};
   // Threads that push: a clip's frames are pushed in order by one of them, clips at once by several.
   static constexpr unsigned kThreads = 4;
 
@@ -118,7 +121,7 @@ class ClipPushes {
   const uint64_t max_bytes_;
   std::unique_ptr<std::atomic<uint8_t>[]> states_;  // by file id; only for a store with clips
   std::unique_ptr<std::atomic<uint8_t>[]> looked_up_;  // by clip run: the level its folder was listed at (| kLookedUp)
-  std::atomic<uint64_t> lookups_{0}, listings_{0};
+  std::atomic<uint64_t> lookups_{0}, listings_{0}, stale_{0};
   std::mutex mu_;
   std::condition_variable wake_, idle_;
   std::deque<Job> jobs_;
