@@ -18,6 +18,7 @@
 #include "storage/local_record_source.h"
 #include "test_files.h"
 #include "test_pack_tree.h"
+#include "test_stats.h"
 #include "test_store_fixture.h"
 
 namespace fid {
@@ -144,12 +145,7 @@ class ClipPushesTest : public ::testing::Test {
     EXPECT_TRUE(r.ok());
     return r.ok() ? r->to_vector() : std::vector<uint8_t>{};
   }
-  uint64_t reading(const std::string& key) {
-    auto text = fs_->read(fs_->lookup(fs_->lookup(1, ".fidelity")->ino, "stats")->ino, 0, 1 << 20);
-    const std::string json(reinterpret_cast<const char*>(text->data.data()), text->data.size());
-    const size_t at = json.find("\"" + key + "\":");
-    return at == std::string::npos ? UINT64_MAX : std::stoull(json.substr(at + key.size() + 3));
-  }
+  uint64_t reading(const std::string& key) { return testutil::stats_value(*fs_, key); }
 
   testutil::TempDir dir_;
   std::unique_ptr<index::Store> store_;
