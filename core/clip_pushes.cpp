@@ -103,7 +103,7 @@ void ClipPushes::on_lookup(const Node& n) {
   // A dense reader's lookup reached the daemon: the first listing had not ended yet (or made no
   // inode), so its job lists again (from the kernel's cache if that one has ended: no request).
   Job job{{}, Work::look_up};
-  job.look_up = dense;
+  job.dense = dense;
   uint64_t bytes = 0;
   for (uint32_t j = k + 1; j < frames.size() && bytes < max_bytes_; ++j) {
     const uint32_t g = frames[j];
@@ -175,7 +175,7 @@ void ClipPushes::run() {
         else unknown.push_back(f);
       }
       std::vector<std::string> paths;  // a frame is a JPEG: its name in the tree is its stored one
-      if (job.look_up)
+      if (job.dense)
         for (uint32_t f : unknown) paths.push_back(store_.relative_path(store_.files()[f]));
       std::vector<bool> found(unknown.size());
       if (!paths.empty())

@@ -85,7 +85,7 @@ class ClipPushes {
   struct Job {
     std::vector<uint32_t> files;  // frames in the order to work on them
     Work work = Work::push;
-    bool look_up = false;  // look_up work: also look up the frames the listing did not make
+    bool dense = false;  // look_up work for a reader in turn: also look up what the listing did not make
     std::chrono::steady_clock::time_point queued{};
   };
   // looked_up_: a run's level, with this bit once its frames were looked up (not only listed).
