@@ -39,6 +39,9 @@ namespace {
 
 
 constexpr double kTimeout = 86400.0;  // every inode is immutable: the kernel may keep what it learns
+// Background requests (readahead READs) the kernel keeps in flight at once: room for a few hundred
+// reader threads, each with a readahead or two outstanding (op_init says why it matters).
+constexpr unsigned kMaxBackground = 256;
 
 core::Filesystem& core_of(fuse_req_t req) { return *static_cast<core::Filesystem*>(fuse_req_userdata(req)); }
 
@@ -82,6 +85,13 @@ void op_init(void* userdata, fuse_conn_info* conn) {
   if (conn->capable & FUSE_CAP_PARALLEL_DIROPS) conn->want |= FUSE_CAP_PARALLEL_DIROPS;
   if (conn->capable & FUSE_CAP_ASYNC_READ) conn->want |= FUSE_CAP_ASYNC_READ;
   conn->max_readahead = std::max<unsigned>(conn->max_readahead, 1u << 20);
+  // The kernel's default of 12 background requests, congested from 9, makes a reader past the 9th
+  // with a READ in flight skip readahead and read its file a page-sized folio at a time, each a
+  // synchronous READ: 32 loader threads made 2.8 READs a file and fell to half their 8-thread
+  // files/s (docs/BENCHMARKS.md, "Many readers"). The kernel clamps these for a daemon without
+  // CAP_SYS_ADMIN (fs.fuse.max_user_bgreq, max_user_congthresh).
+  conn->max_background = kMaxBackground;
+  conn->congestion_threshold = kMaxBackground * 3 / 4;
   log_info("{}", fs.describe());
 }
 
