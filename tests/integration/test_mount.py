@@ -163,6 +163,46 @@ def test_readdir_modes(mode, imagenet_store, mnt):
             assert added >= len(st.files)
 
 
+def fuse_connection(mnt):
+    """The FUSE control folder of the mount's connection (fusectl: max_background,
+    congestion_threshold), or None where fusectl is not mounted and cannot be."""
+    ctl = "/sys/fs/fuse/connections"
+    if not os.listdir(ctl) and subprocess.run(["mount", "-t", "fusectl", "fusectl", ctl]).returncode != 0:
+        return None
+    conn = os.path.join(ctl, str(os.minor(os.stat(mnt).st_dev)))
+    return conn if os.path.isdir(conn) else None
+
+
+def test_many_readers_at_once_read_a_file_in_one_read_each(imagenet_store, mnt):
+    """The kernel may keep 256 background requests (readahead READs) in flight for the mount,
+    congested from 192: under its default (12, congested from 9) a reader past the 9th with a READ
+    in flight skipped readahead and read its file in several synchronous READs. 32 readers starting
+    together, each reading its own files whole, cost one READ a file."""
+    st = Store(imagenet_store)
+    rels = sorted(st.files)[:96]
+    with mounted(imagenet_store, mnt):
+        conn = fuse_connection(mnt)
+        if conn is not None:
+            assert open(os.path.join(conn, "max_background")).read().strip() == "256"
+            assert open(os.path.join(conn, "congestion_threshold")).read().strip() == "192"
+        ctl = os.path.join(mnt, ".fidelity")
+        sizes = {rel: os.stat(os.path.join(mnt, rel)).st_size for rel in rels}
+        assert max(sizes.values()) <= 128 << 10  # one readahead window each
+        reads = json.loads(read(os.path.join(ctl, "stats")))["reads_by_kind"]["jpeg"]
+        start = threading.Barrier(32)
+
+        def reader(i):
+            start.wait()
+            return {rel: read(os.path.join(mnt, rel)) for rel in rels[i::32]}
+
+        with concurrent.futures.ThreadPoolExecutor(32) as pool:
+            got = {}
+            for part in pool.map(reader, range(32)):
+                got.update(part)
+        assert got == {rel: st.read(rel) for rel in rels}
+        assert json.loads(read(os.path.join(ctl, "stats")))["reads_by_kind"]["jpeg"] - reads == len(rels)
+
+
 def test_xattr_precedence_and_removal(imagenet_store, tmp_path, mnt):
     st = Store(imagenet_store)
     classes = sorted({r.split("/")[0] for r in st.files})
