@@ -85,10 +85,10 @@ void op_init(void* userdata, fuse_conn_info* conn) {
   if (conn->capable & FUSE_CAP_PARALLEL_DIROPS) conn->want |= FUSE_CAP_PARALLEL_DIROPS;
   if (conn->capable & FUSE_CAP_ASYNC_READ) conn->want |= FUSE_CAP_ASYNC_READ;
   conn->max_readahead = std::max<unsigned>(conn->max_readahead, 1u << 20);
-  // The kernel's default of 12 background requests, congested from 9, makes a reader past the 9th
-  // with a READ in flight skip readahead and read its file a page-sized folio at a time, each a
-  // synchronous READ: 32 loader threads made 2.8 READs a file and fell to half their 8-thread
-  // files/s (docs/BENCHMARKS.md, "Many readers"). The kernel clamps these for a daemon without
+  // Under the kernel's default of 12 background requests, congested from 9, a reader that finds 9
+  // READs in flight drops the rest of its readahead and reads its file in several READs, some
+  // synchronous: 32 loader threads made 3.6 READs a file at full and fell to half the files/s of
+  // 8 (docs/BENCHMARKS.md, "Many readers at once"). The kernel clamps these for a daemon without
   // CAP_SYS_ADMIN (fs.fuse.max_user_bgreq, max_user_congthresh).
   conn->max_background = kMaxBackground;
   conn->congestion_threshold = kMaxBackground * 3 / 4;
