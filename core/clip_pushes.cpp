@@ -26,7 +26,8 @@ void ClipPushes::attach(KernelCache* kernel) {
   std::lock_guard lock(mu_);
   kernel_ = kernel;
   stop_ = false;
-  for (unsigned i = 0; i < kThreads; ++i) threads_.emplace_back([this] { run(); });
+  for (unsigned i = 0; i < kThreads; ++i) threads_.emplace_back([this] { run(false); });
+  threads_.emplace_back([this] { run(true); });
 }
 
 void ClipPushes::detach() {
@@ -37,6 +38,7 @@ void ClipPushes::detach() {
     kernel_ = nullptr;
   }
   wake_.notify_all();
+  wake_listing_.notify_all();
   idle_.notify_all();
   for (std::thread& t : threads_) t.join();
   threads_.clear();
@@ -123,8 +125,12 @@ void ClipPushes::queue(Job job) {
     if (kernel_ != nullptr && !off_.load(std::memory_order_relaxed) && jobs_.size() < kMaxQueued) {
       // A listing goes first: a reader waits on it now, while a push job only saves READs.
       job.queued = std::chrono::steady_clock::now();
-      if (job.work == Work::look_up) jobs_.push_front(std::move(job));
-      else jobs_.push_back(std::move(job));
+      if (job.work == Work::look_up) {
+        jobs_.push_front(std::move(job));
+        wake_listing_.notify_one();
+      } else {
+        jobs_.push_back(std::move(job));
+      }
       wake_.notify_one();
       return;
     }
@@ -138,10 +144,13 @@ void ClipPushes::wait_idle() {
   idle_.wait(lock, [&] { return stop_ || (jobs_.empty() && busy_ == 0); });
 }
 
-void ClipPushes::run() {
+void ClipPushes::run(bool listings_only) {
   std::unique_lock lock(mu_);
   for (;;) {
-    wake_.wait(lock, [&] { return stop_ || !jobs_.empty(); });
+    if (listings_only)  // listings are at the queue's front
+      wake_listing_.wait(lock, [&] { return stop_ || (!jobs_.empty() && jobs_.front().work == Work::look_up); });
+    else
+      wake_.wait(lock, [&] { return stop_ || !jobs_.empty(); });
     if (stop_) return;
     const Job job = std::move(jobs_.front());
     jobs_.pop_front();

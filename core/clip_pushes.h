@@ -96,7 +96,8 @@ class ClipPushes {
   // The level live file f is pushed at now (its inode's); 0 if it is not pushed (sequential).
   int push_level(uint32_t f) const;
   void queue(Job job);
-  void run();
+  // A thread's loop; `listings_only`: the thread that takes only look_up jobs.
+  void run(bool listings_only);
   // Pushes live file `file` at `level` (its inode now) where a cached prefix holds its bytes and
   // they fit in `room`; returns the bytes sent.
   uint64_t push(KernelCache& kernel, uint32_t file, int level, uint64_t room, bool just_looked_up);
@@ -112,6 +113,8 @@ class ClipPushes {
   // A listing job not started this long after its lookup is dropped (core/clip_pushes.cpp).
   static constexpr std::chrono::milliseconds kStaleListing{20};
   // Threads that push: a clip's frames are pushed in order by one of them, clips at once by several.
+  // They take listings too, first; one more thread takes only listings, so that a listing never
+  // waits behind other clips' pushes (its reader would meanwhile look the next frames up itself).
   static constexpr unsigned kThreads = 4;
 
   const index::Store& store_;
@@ -123,7 +126,7 @@ class ClipPushes {
   std::unique_ptr<std::atomic<uint8_t>[]> looked_up_;  // by clip run: the level its folder was listed at (| kLookedUp)
   std::atomic<uint64_t> lookups_{0}, listings_{0}, stale_{0};
   std::mutex mu_;
-  std::condition_variable wake_, idle_;
+  std::condition_variable wake_, wake_listing_, idle_;
   std::deque<Job> jobs_;
   unsigned busy_ = 0;
   bool stop_ = false;
