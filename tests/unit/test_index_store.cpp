@@ -1,6 +1,7 @@
 // The store round trip (pack -> Store::open -> read_range) and how the loader treats damage.
 #include <gtest/gtest.h>
 #include <sqlite3.h>
+#include <xxhash.h>
 
 #include <atomic>
 #include <chrono>
@@ -100,6 +101,19 @@ TEST(Store, RoundTripsEveryFileByteIdentical) {
   EXPECT_EQ(s->name(s->dirs()[s->child_dirs()[root.subdir_begin + 2]]), "empty_class");
   EXPECT_EQ(s->dirs()[s->child_dirs()[root.subdir_begin + 2]].file_count, 0u);
   EXPECT_TRUE(fid::storage::LocalRecordSource(*s).problems().empty());
+}
+
+TEST(Store, PieceChecksumIsTheLowHalfOfXxh3AtEverySize) {
+  // The documented checksum (docs/FORMAT.md): the low 32 bits of XXH3-64, seed 0, whichever vector
+  // unit computes it; XXH3-64 of nothing is 0x2D06800538D394C2 (the xxHash specification).
+  EXPECT_EQ(fid::index::piece_checksum({}), 0x38D394C2u);
+  std::vector<uint8_t> bytes(100007 + 7);
+  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<uint8_t>(i * 2654435761u >> 13);
+  for (size_t at : {size_t{0}, size_t{7}})  // an unaligned start too
+    for (size_t n : {1, 3, 16, 17, 128, 129, 240, 241, 1024, 4096, 65536, 100007}) {
+      const std::span<const uint8_t> piece(bytes.data() + at, n);
+      EXPECT_EQ(fid::index::piece_checksum(piece), static_cast<uint32_t>(XXH3_64bits(piece.data(), n))) << at << " " << n;
+    }
 }
 
 TEST(Store, FlippedByteFailsOnlyThatFile) {
