@@ -89,7 +89,7 @@ void op_init(void* userdata, fuse_conn_info* conn) {
   // READs in flight drops the rest of its readahead and reads its file in several READs, some
   // synchronous: 32 loader threads made 3.6 READs a file at full and fell to half the files/s of
   // 8 (docs/BENCHMARKS.md, "Many readers at once"). The kernel clamps these for a daemon without
-  // CAP_SYS_ADMIN (fs.fuse.max_user_bgreq, max_user_congthresh).
+  // CAP_SYS_ADMIN (the fuse module's max_user_bgreq and max_user_congthresh).
   conn->max_background = kMaxBackground;
   conn->congestion_threshold = kMaxBackground * 3 / 4;
   log_info("{}", fs.describe());
