@@ -163,10 +163,7 @@ void ClipPushes::run(bool listings_only) {
       // Its reader has moved on; and a listing holds the mount busy (a plain unmount fails
       // meanwhile), so none is made once no reader waits for it.
       stale_.fetch_add(1, std::memory_order_relaxed);
-      for (uint32_t f : job.files) {
-        uint8_t marked = states_[f].load(std::memory_order_relaxed);
-        if (marked != 0 && marked < kPushed) states_[f].compare_exchange_strong(marked, 0);
-      }
+      for (uint32_t f : job.files) unmark_queued(f);
     } else if (job.work == Work::look_up) {
       // First the clip's folder listed: one READDIRPLUS makes every frame's inode, and the
       // reader's own lookups then find the names cached (no LOOKUP). A frame known now is pushed
@@ -193,10 +190,8 @@ void ClipPushes::run(bool listings_only) {
           lookups_.fetch_add(1, std::memory_order_relaxed);
           push_marked(kernel, unknown[i], room, false);
         });
-      for (size_t i = 0; i < unknown.size(); ++i) {
-        uint8_t marked = states_[unknown[i]].load(std::memory_order_relaxed);
-        if (!found[i] && marked != 0 && marked < kPushed) states_[unknown[i]].compare_exchange_strong(marked, 0);
-      }
+      for (size_t i = 0; i < unknown.size(); ++i)
+        if (!found[i]) unmark_queued(unknown[i]);
     } else {
       for (uint32_t f : job.files) push_marked(kernel, f, room, job.work == Work::push_looked_up);
     }
@@ -206,6 +201,11 @@ void ClipPushes::run(bool listings_only) {
     --busy_;
     if (jobs_.empty() && busy_ == 0) idle_.notify_all();
   }
+}
+
+void ClipPushes::unmark_queued(uint32_t f) {
+  uint8_t marked = states_[f].load(std::memory_order_relaxed);
+  if (marked != 0 && marked < kPushed) states_[f].compare_exchange_strong(marked, 0);
 }
 
 void ClipPushes::push_marked(KernelCache& kernel, uint32_t f, uint64_t& room, bool just_looked_up) {

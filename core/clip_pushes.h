@@ -104,6 +104,8 @@ class ClipPushes {
   // Pushes frame f if it is still marked queued at its level now; then marks it pushed (or not
   // marked, if nothing was sent) and takes what was sent from `room`.
   void push_marked(KernelCache& kernel, uint32_t f, uint64_t& room, bool just_looked_up);
+  // Frame f, if still marked queued (at any level), is marked none again: its work was not done.
+  void unmark_queued(uint32_t f);
 
   // Queued jobs past this are dropped (counted): a push is an optimisation, never a backlog.
   static constexpr size_t kMaxQueued = 4096;
