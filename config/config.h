@@ -12,7 +12,7 @@
 //   encoding: sequential     # progressive|sequential: how a JPEG level reads
 //   sequential_memory: 2GiB  # bytes the sequential re-encodings in flight may hold (default: RAM/8)
 //   threads: 8               # FUSE worker threads (1..1024)
-//   transport: auto          # auto|uring|dev: requests over io_uring where the kernel allows it, or /dev/fuse
+//   transport: auto          # auto|uring|dev: requests over /dev/fuse, or FUSE over io_uring (uring)
 //   cache: 256MiB            # memory budget for cached record data (B, KiB, MiB, GiB, K, M, G)
 //   gpu: auto                # auto|on|off: decode L3 files on a CUDA device (emulate: its code on the CPU, for tests)
 //   gpu_batch: 64            # L3 decodes per GPU batch (1..4096)
@@ -73,7 +73,8 @@ std::string_view on_off_name(bool on);
 enum class Readdir { plus, plain, auto_ };
 std::string_view readdir_name(Readdir r);
 // How the kernel's requests reach the daemon: FUSE over io_uring (fs/fuse_uring.h) or /dev/fuse;
-// auto: io_uring where the kernel offers it.
+// auto: /dev/fuse (over io_uring a Python reader's kernel time doubles: docs/MOUNT.md); uring is
+// an opt-in.
 enum class Transport { auto_, uring, dev };
 std::string_view transport_name(Transport t);
 

@@ -163,7 +163,7 @@ constexpr Setting kSettings[] = {
     row<&C::transport, &S::transport, &parse_transport>(
         "transport", "auto, uring or dev", "`auto`, `uring`, `dev`", "",
         "how the kernel's requests reach the daemon: `uring`, FUSE over io_uring (Linux 6.14+, the fuse module's "
-        "`enable_uring` on; an error where it is off); `dev`, /dev/fuse; `auto`, io_uring where the kernel offers it. "
+        "`enable_uring` on; an error where it is off); `dev`, /dev/fuse; `auto`, /dev/fuse (io_uring costs Python readers twice their kernel time). "
         "The transport in use is `transport_in_use` in /.fidelity/config and `transport` in stats"),
     row<&C::cache_bytes, &S::cache_bytes, &parse_bytes>(
         "cache", "a byte size like 256MiB", "BYTES", "",

@@ -14,7 +14,8 @@ ClipPushes::ClipPushes(const index::Store& store, const InodeMap& inodes, const 
     : store_(store), inodes_(inodes), names_(names), reader_(reader), max_bytes_(settings.clip_push_bytes) {
   if (settings.clip_push && !store.clip_runs().empty()) {
     states_ = std::make_unique<std::atomic<uint8_t>[]>(store.files().size());
-    looked_up_ = std::make_unique<std::atomic<uint8_t>[]>(store.clip_runs().size());
+    push_windows_ = std::make_unique<std::atomic<uint64_t>[]>(store.clip_runs().size());
+    known_windows_ = std::make_unique<std::atomic<uint64_t>[]>(store.clip_runs().size());
   }
 }
 
@@ -49,8 +50,20 @@ int ClipPushes::push_level(uint32_t f) const {
   return n.sequential ? 0 : n.level;
 }
 
-void ClipPushes::on_read(const Node& n, uint64_t offset) {
-  if (!states_ || offset != 0 || n.type != NodeType::file || n.view != 0 || n.sequential || n.id >= store_.files().size())
+ClipPushes::Window ClipPushes::next_window(std::atomic<uint64_t>& slot, uint32_t k, int level) {
+  const uint64_t was = slot.load(std::memory_order_relaxed);
+  const Window last{static_cast<uint32_t>(was), static_cast<uint32_t>(was >> 32) & 0xffffff, static_cast<int>(was >> 56)};
+  // The reader got to where the last window ended (give or take a frame a push missed).
+  const bool on = last.level == level && last.size != 0 && k + 1 >= last.end && k <= last.end + 1;
+  Window next{0, on ? std::min(2 * last.size, kMaxWindow) : kFirstWindow, level};
+  next.end = k + 1 + next.size;
+  slot.store(uint64_t{next.end} | uint64_t{next.size} << 32 | uint64_t(level) << 56, std::memory_order_relaxed);
+  return next;
+}
+
+void ClipPushes::on_read(const Node& n, uint64_t offset, bool page_cache) {
+  if (!states_ || !page_cache || offset != 0 || n.type != NodeType::file || n.view != 0 || n.sequential ||
+      n.id >= store_.files().size())
     return;
   const index::File& f = store_.files()[n.id];
   const index::ClipRun* run = store_.clip_of(f);
@@ -60,15 +73,18 @@ void ClipPushes::on_read(const Node& n, uint64_t offset) {
     overtaken_.fetch_add(1, std::memory_order_relaxed);  // the reader came first: this frame is not pushed
     return;
   }
-  // The first READ of the run at this level, or of a frame pushed before (its pages evicted since):
-  // the known frames after it, each marked queued, so that a READ overtaking the push queues no more.
+  // The window after it, each frame marked queued, so that a READ overtaking the push queues no
+  // more; a frame pushed before is pushed again only after a READ of one pushed (pages evicted).
   const bool again = was == state(kPushed, n.level);
   const auto frames = store_.record_files(run->record).subspan(run->first_slot, run->frames);
+  const uint32_t k = f.slot - run->first_slot;
+  const auto r = static_cast<size_t>(run - store_.clip_runs().data());
+  const Window w = next_window(push_windows_[r], k, n.level);
   Job job;
   uint64_t bytes = 0;
-  for (uint32_t k = f.slot - run->first_slot + 1; k < frames.size() && bytes < max_bytes_; ++k) {
-    const uint32_t g = frames[k];
-    const int level = names_.is_known(g) ? push_level(g) : 0;
+  for (uint32_t j = k + 1; j < std::min<size_t>(w.end, frames.size()) && bytes < max_bytes_; ++j) {
+    const uint32_t g = frames[j];
+    const int level = names_.knows_live(g) ? push_level(g) : 0;
     if (level == 0) continue;
     const uint8_t now = states_[g].load(std::memory_order_relaxed);
     if (now == state(kQueued, level) || (now == state(kPushed, level) && !again)) continue;
@@ -84,35 +100,33 @@ void ClipPushes::on_lookup(const Node& n) {
   const index::File& f = store_.files()[n.id];
   const index::ClipRun* run = store_.clip_of(f);
   if (run == nullptr) return;
+  // A frame a window holds (queued or pushed at this level) starts no window: its lookup is the
+  // daemon's own (make_known), or a reader's inside a window already under way.
   const uint8_t now = states_[n.id].load(std::memory_order_relaxed);
-  if (now != state(kQueued, n.level) && now != state(kPushed, n.level)) {
-    states_[n.id].store(state(kQueued, n.level), std::memory_order_relaxed);
-    queue(Job{{n.id}, Work::push_looked_up});
-  }
-  // The frames after it made known to the kernel for their pushes: the run's first lookup (at this
-  // level) has the clip's folder listed; a lookup right after the frame before it (a loader reading
-  // the clip in turn, not a sparse one) has the frames the listing did not make looked up too.
+  if (now == state(kQueued, n.level) || now == state(kPushed, n.level)) return;
+  states_[n.id].store(state(kQueued, n.level), std::memory_order_relaxed);
+  queue(Job{{n.id}, Work::push_looked_up});
+  // A frame looked up right after the one before it (a reader in turn): a window of the frames
+  // after it made known, unless this lookup overtook the window under way.
   const uint32_t k = f.slot - run->first_slot;
   const auto frames = store_.record_files(run->record).subspan(run->first_slot, run->frames);
-  if (k + 1 >= frames.size()) return;
-  const bool dense = k > 0 && names_.is_known(frames[k - 1]);
+  if (k == 0 || k + 1 >= frames.size() || !names_.knows_live(frames[k - 1])) return;
   const auto r = static_cast<size_t>(run - store_.clip_runs().data());
-  const auto listed = static_cast<uint8_t>(n.level), looked_up = static_cast<uint8_t>(n.level | kLookedUp);
-  uint8_t was = looked_up_[r].load(std::memory_order_relaxed);
-  do {
-    if (was == looked_up || (was == listed && !dense)) return;
-  } while (!looked_up_[r].compare_exchange_weak(was, dense ? looked_up : listed, std::memory_order_relaxed));
-  // A dense reader's lookup reached the daemon: the first listing had not ended yet (or made no
-  // inode), so its job lists again (from the kernel's cache if that one has ended: no request).
+  const uint64_t last = known_windows_[r].load(std::memory_order_relaxed);
+  if (static_cast<int>(last >> 56) == n.level && k + 1 < static_cast<uint32_t>(last) &&
+      k + 1 + (static_cast<uint32_t>(last >> 32) & 0xffffff) > static_cast<uint32_t>(last))
+    return;
+  const Window w = next_window(known_windows_[r], k, n.level);
+  const auto end = static_cast<uint32_t>(std::min<size_t>(w.end, frames.size()));
   Job job{{}, Work::look_up};
-  job.dense = dense;
+  if (end <= kListAhead) job.list_until = frames[end - 1];
   uint64_t bytes = 0;
-  for (uint32_t j = k + 1; j < frames.size() && bytes < max_bytes_; ++j) {
+  for (uint32_t j = k + 1; j < end && bytes < max_bytes_; ++j) {
     const uint32_t g = frames[j];
     const int level = push_level(g);
     if (level == 0) break;  // sequential: nothing of this run is pushed
     bytes += store_.size_at_level(store_.files()[g], level);
-    if (names_.is_known(g)) continue;
+    if (names_.knows_live(g)) continue;
     states_[g].store(state(kQueued, level), std::memory_order_relaxed);
     job.files.push_back(g);
   }
@@ -165,24 +179,25 @@ void ClipPushes::run(bool listings_only) {
       stale_.fetch_add(1, std::memory_order_relaxed);
       for (uint32_t f : job.files) unmark_queued(f);
     } else if (job.work == Work::look_up) {
-      // First the clip's folder listed: one READDIRPLUS makes every frame's inode, and the
-      // reader's own lookups then find the names cached (no LOOKUP). A frame known now is pushed
-      // where its run is cached (else the run's first READ pushes it, the frame being known).
-      // For a dense reader, frames the listing did not make (a listing the kernel had cached, a
-      // chunk without attributes) are looked up, all at once: one after another, they would go no
-      // faster than the reader's own; each is pushed as soon as the kernel has it. Frames are
-      // marked queued meanwhile (so that a lookup's own reply queues nothing); one left unknown
-      // is unmarked.
+      // First the clip's folder listed up to the window's end (near the folder's start): one
+      // READDIRPLUS makes dozens of frames' inodes, and the reader's own lookups then find the
+      // names cached (no LOOKUP). A frame known now is pushed where its run is cached (else the
+      // run's next READ pushes it, the frame being known). Frames the listing did not make (a
+      // listing the kernel had cached, a chunk without attributes, a window deep in its run) are
+      // looked up, all at once: one after another, they would go no faster than the reader's own;
+      // each is pushed as soon as the kernel has it. Frames are marked queued meanwhile (so that a
+      // lookup's own reply queues nothing); one left unknown is unmarked.
       std::vector<uint32_t> unknown;
       const std::string folder = store_.relative_path(store_.dirs()[store_.files()[job.files.front()].dir]);
-      if (kernel.list_folder(folder).ok()) listings_.fetch_add(1, std::memory_order_relaxed);
+      if (job.list_until != UINT32_MAX &&
+          kernel.list_folder(folder, store_.name(store_.files()[job.list_until])).ok())
+        listings_.fetch_add(1, std::memory_order_relaxed);
       for (uint32_t f : job.files) {
-        if (names_.is_known(f)) push_marked(kernel, f, room, false);
+        if (names_.knows_live(f)) push_marked(kernel, f, room, false);
         else unknown.push_back(f);
       }
       std::vector<std::string> paths;  // a frame is a JPEG: its name in the tree is its stored one
-      if (job.dense)
-        for (uint32_t f : unknown) paths.push_back(store_.relative_path(store_.files()[f]));
+      for (uint32_t f : unknown) paths.push_back(store_.relative_path(store_.files()[f]));
       std::vector<bool> found(unknown.size());
       if (!paths.empty())
         (void)kernel.make_known(paths, [&](size_t i) {

@@ -1,34 +1,42 @@
 // A clip's frames pushed into the kernel's page cache (FUSE_NOTIFY_STORE), so that a clip loader
-// reads a clip with one READ instead of one a frame. The first READ of a clip's frame (from its
-// start) queues the frames after it in its run that the kernel knows (a LOOKUP or a listing with
-// attributes gave it their inodes); a LOOKUP of a clip's frame queues that frame. Threads of their
-// own store each queued frame into its inode's pages: exactly the bytes a READ of that inode
-// returns, its level as stored, taken from the record cache (never loaded for a push: a frame
-// whose run is not cached is left to its READ). Every inode's content is immutable (a file at
-// another level or encoding is another inode, core/inodes.h), so a pushed page is never stale: it
-// obeys every rule a read page obeys, and a level change that gives a frame a new inode leaves the
-// old inode's pages to the readers that still hold it. A frame read re-encoded sequential
-// (encoding=sequential) is not pushed: its bytes are made by its own READ.
+// reads a clip with a READ or two instead of one a frame. The first READ of a clip's frame (from
+// its start, through the page cache) queues a window of the frames after it in its run that the
+// kernel knows (a LOOKUP or a listing with attributes gave it their inodes); a LOOKUP of a clip's
+// frame queues that frame. Threads of their own store each queued frame into its inode's pages:
+// exactly the bytes a READ of that inode returns, its level as stored, taken from the record cache
+// (never loaded for a push: a frame whose run is not cached is left to its READ). Every inode's
+// content is immutable (a file at another level or encoding is another inode, core/inodes.h), so a
+// pushed page is never stale: it obeys every rule a read page obeys, and a level change that gives
+// a frame a new inode leaves the old inode's pages to the readers that still hold it. A frame read
+// re-encoded sequential (encoding=sequential) is not pushed: its bytes are made by its own READ.
+//
+// Pushes only for frames a reader will read. A pushed frame's read never reaches the daemon, so
+// the daemon follows a reader as the kernel's readahead does: a window of kFirstWindow frames
+// after a READ, twice the last window when the reader READs right where the last one ended (it
+// read the window from the page cache), kFirstWindow again after a jump; never more than
+// clip_push_bytes. So a reader that reads n frames of a run in turn gets at most 2n + kFirstWindow
+// pushed, and a short window of a long clip costs a short push. A READ that bypasses the page
+// cache (O_DIRECT) pushes nothing: its reader would never read the pages.
 //
 // Without a listing a clip loader looks each frame up before reading it, and a frame's inode is
 // made by the kernel only once the process that looked it up wakes: too late for a push that
-// would spare that frame's READ. So a run's first frame looked up has the daemon list the clip's
-// folder itself, through the mount (KernelCache::list_folder): an uncached listing starts with
-// attributes (READDIRPLUS), which makes every frame's inode in one request. The reader's next
-// lookups find the names cached (no LOOKUP), and the run's first READ pushes the frames after it,
-// as for a loader that listed the folder itself. Where the listing made no inode (a listing the
-// kernel had cached, readdir=plain), a reader that looks up a frame right after its neighbour (a
-// loader reading a clip's frames in turn, not a sparse one) has the daemon look the frames after
-// it up, all at once (KernelCache::make_known), and push each as soon as its lookup returns.
+// would spare that frame's READ. So a frame looked up right after its neighbour (a loader reading
+// a clip in turn; not a scan that stats one frame a clip) has the daemon make a window of the
+// frames after it known (the same windows as the pushes): by listing the clip's folder through the
+// mount up to the window's end where that is near the folder's start (an uncached listing starts
+// with attributes, READDIRPLUS: every frame's inode, a request for dozens), so that the reader's
+// next lookups find the names cached (no LOOKUP), else, and for frames the listing did not make
+// (a listing the kernel had cached, readdir=plain), by looking them up all at once
+// (KernelCache::make_known), each pushed as soon as its lookup returns.
 //
 // Each frame is pushed once a level: a frame's state says whether it is queued or pushed at which
 // level, so a READ that overtakes a queued push queues nothing more (and that frame is not pushed),
-// and only a READ of a frame pushed before (its pages since evicted) queues the rest of its run again.
+// and only a READ of a frame pushed before (its pages since evicted) queues a window again.
 //
 // Why threads of their own: a store waits for the page it fills to be unlocked, and a page is
 // locked while a READ of it is in flight; a request thread that pushed could wait for a READ that
 // only a request thread answers. Settings: clip_push=auto|off (auto: until the kernel refuses a
-// store), clip_push_bytes (the most one READ queues).
+// store), clip_push_bytes (the most one window holds).
 #pragma once
 
 #include <atomic>
@@ -64,12 +72,13 @@ class ClipPushes {
   void attach(KernelCache* kernel);
   void detach();
 
-  // A READ of node n at `offset`: where n is a live clip frame read from its start, queues the
-  // frames after it in its run that the kernel knows (unless they are queued or pushed already).
-  void on_read(const Node& n, uint64_t offset);
+  // A READ of node n at `offset`; `page_cache`: it fills the page cache (not O_DIRECT). Where n is
+  // a live clip frame read from its start, queues a window of the frames after it in its run that
+  // the kernel knows (unless they are queued or pushed already).
+  void on_read(const Node& n, uint64_t offset, bool page_cache);
   // The reply to a LOOKUP that gave node n is sent: where n is a live clip frame not queued or
   // pushed at its level, queues it; where the frame before it in its run is known too, has the
-  // kernel look up the frames after it (once a run and level).
+  // kernel make a window of the frames after it known.
   void on_lookup(const Node& n);
   // Until the queue is empty and no push is under way (tests).
   void wait_idle();
@@ -85,11 +94,18 @@ class ClipPushes {
   struct Job {
     std::vector<uint32_t> files;  // frames in the order to work on them
     Work work = Work::push;
-    bool dense = false;  // look_up work for a reader in turn: also look up what the listing did not make
+    uint32_t list_until = UINT32_MAX;  // look_up: list the clip's folder up to this frame first (none: UINT32_MAX)
     std::chrono::steady_clock::time_point queued{};
   };
-  // looked_up_: a run's level, with this bit once its frames were looked up (not only listed).
-  static constexpr uint8_t kLookedUp = 128;
+  // A reader's window in a run: frames [end - size, end) at `level` were queued last.
+  struct Window {
+    uint32_t end = 0, size = 0;
+    int level = 0;
+  };
+  // The window after frame k of a run at `level` (k + 1 onwards), from the run's last one in
+  // `slot`: twice its size where k is where it ended (the reader read it from the page cache),
+  // else kFirstWindow. Stores it as the run's last.
+  static Window next_window(std::atomic<uint64_t>& slot, uint32_t k, int level);
   // A frame's state: 0 (none), kQueued + level, kPushed + level.
   static constexpr uint8_t kQueued = 0, kPushed = 128;
   static uint8_t state(uint8_t base, int level) { return static_cast<uint8_t>(base + level); }
@@ -114,6 +130,11 @@ class ClipPushes {
   static constexpr std::chrono::microseconds kLookupRetries{100};
   // A listing job not started this long after its lookup is dropped (core/clip_pushes.cpp).
   static constexpr std::chrono::milliseconds kStaleListing{20};
+  // A reader's first window in a run, and the largest (clip_push_bytes bounds it too).
+  static constexpr uint32_t kFirstWindow = 16, kMaxWindow = 1024;
+  // A window that ends further into its run than this is made known by lookups, not by listing the
+  // folder from its start (which would make every inode before it).
+  static constexpr uint32_t kListAhead = 256;
   // Threads that push: a clip's frames are pushed in order by one of them, clips at once by several.
   // They take listings too, first; one more thread takes only listings, so that a listing never
   // waits behind other clips' pushes (its reader would meanwhile look the next frames up itself).
@@ -125,7 +146,8 @@ class ClipPushes {
   FileReader& reader_;
   const uint64_t max_bytes_;
   std::unique_ptr<std::atomic<uint8_t>[]> states_;  // by file id; only for a store with clips
-  std::unique_ptr<std::atomic<uint8_t>[]> looked_up_;  // by clip run: the level its folder was listed at (| kLookedUp)
+  // By clip run: its last push window and its last window made known (Window, packed).
+  std::unique_ptr<std::atomic<uint64_t>[]> push_windows_, known_windows_;
   std::atomic<uint64_t> lookups_{0}, listings_{0}, stale_{0};
   std::mutex mu_;
   std::condition_variable wake_, wake_listing_, idle_;

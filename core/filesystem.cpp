@@ -123,7 +123,7 @@ struct statvfs Filesystem::statfs() const {
 
 // ---- reads -------------------------------------------------------------------------------------
 
-Result<FileReader::Bytes> Filesystem::read(uint64_t ino, uint64_t offset, uint64_t size) {
+Result<FileReader::Bytes> Filesystem::read(uint64_t ino, uint64_t offset, uint64_t size, bool page_cache) {
   const Node n = inodes_.decode(ino);
   if (is_snapshot(n.type) || n.type == NodeType::order_file) return read_control(n, offset, size);
   if (n.type != NodeType::file || n.id >= store_.files().size())
@@ -132,7 +132,7 @@ Result<FileReader::Bytes> Filesystem::read(uint64_t ino, uint64_t offset, uint64
   const index::File& f = store_.files()[n.id];
   auto r = reader_.read(f, n.level, n.sequential, offset, size);
   telemetry_.count_read(f.kind, n.level, r.ok() ? r->size() : 0, std::chrono::steady_clock::now() - start);
-  if (r.ok()) pushes_.on_read(n, offset);  // its clip's next frames, pushed while this one is answered
+  if (r.ok()) pushes_.on_read(n, offset, page_cache);  // its clip's next frames, pushed while this one is answered
   return r;
 }
 

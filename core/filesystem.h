@@ -96,8 +96,9 @@ class Filesystem {
   void read_large_views_directly(bool on) { large_views_direct_.store(on && reader_.largest_view() > kDirectViewBytes); }
   bool large_views_direct() const { return large_views_direct_.load(); }
   Status opendir(uint64_t ino, int flags);
-  // Bytes [offset, offset + size) of a file, clipped at its end.
-  Result<FileReader::Bytes> read(uint64_t ino, uint64_t offset, uint64_t size);
+  // Bytes [offset, offset + size) of a file, clipped at its end. `page_cache`: the reader reads
+  // through the kernel's page cache (not O_DIRECT), so pushes may serve its next reads.
+  Result<FileReader::Bytes> read(uint64_t ino, uint64_t offset, uint64_t size, bool page_cache = true);
   // The reply to a LOOKUP that gave `ino` is sent (the kernel makes the inode as it takes it): a
   // clip's frame is queued for the kernel's page cache (core/clip_pushes.h), and a folder whose
   // files are looked up one by one may be listed ahead (core/folder_listings.h).

@@ -37,7 +37,8 @@ void FolderListings::detach() {
 }
 
 void FolderListings::on_lookup(const Node& n) {
-  if (!lookups_ || n.type != NodeType::file || n.id >= store_.files().size()) return;
+  // Only the live tree: a lookup under /.fidelity/sg/K/ is in another folder than the live one.
+  if (!lookups_ || n.type != NodeType::file || n.view != 0 || n.id >= store_.files().size()) return;
   const index::File& f = store_.files()[n.id];
   if (store_.clip_of(f) != nullptr || f.dir >= store_.dirs().size()) return;
   std::atomic<uint32_t>& count = lookups_[f.dir];
@@ -52,7 +53,7 @@ void FolderListings::on_lookup(const Node& n) {
   {
     std::lock_guard lock(mu_);
     if (kernel_ != nullptr && queue_.size() < kMaxQueued) {
-      queue_.push_back(f.dir);
+      queue_.push_back({f.dir, std::chrono::steady_clock::now()});
       wake_.notify_one();
       return;
     }
@@ -70,13 +71,18 @@ void FolderListings::run() {
   for (;;) {
     wake_.wait(lock, [&] { return stop_ || !queue_.empty(); });
     if (stop_) return;
-    const uint32_t dir = queue_.front();
+    const Queued q = queue_.front();
     queue_.pop_front();
+    if (std::chrono::steady_clock::now() - q.at > kStale) {
+      stale_.fetch_add(1, std::memory_order_relaxed);
+      if (queue_.empty()) idle_.notify_all();
+      continue;
+    }
     busy_ = true;
     KernelCache& kernel = *kernel_;  // detach() joins this thread before the kernel's object goes
     lock.unlock();
-    const std::string path = store_.relative_path(store_.dirs()[dir]);
-    if (Status st = kernel.list_folder(path); st.ok()) {
+    const std::string path = store_.relative_path(store_.dirs()[q.dir]);
+    if (Status st = kernel.list_folder(path, {}); st.ok()) {
       listed_.fetch_add(1, std::memory_order_relaxed);
     } else {
       failed_.fetch_add(1, std::memory_order_relaxed);
@@ -94,6 +100,7 @@ void FolderListings::add_readings(Readings& out) const {
                  "folders the daemon listed through the mount ahead of a reader looking their files up", listed_.load()});
   out.push_back({"folders_listed_ahead.failed", K::counter, "", "", failed_.load()});
   out.push_back({"folders_listed_ahead.dropped", K::counter, "", "", dropped_.load()});
+  out.push_back({"folders_listed_ahead.stale", K::counter, "", "", stale_.load()});
 }
 
 }  // namespace fid::core

@@ -4,7 +4,7 @@
 // (READDIRPLUS) hands the kernel every entry's name and inode, many to a request, so the reader's
 // other lookups there find the names cached and send no LOOKUP, as after its own listing.
 //
-// A folder is listed once the LOOKUPs of its files reach 1/kShare of them (at least kMinLookups):
+// A folder is listed once the LOOKUPs of its live files reach 1/kShare of them (at least kMinLookups):
 // a reader taking a few files of a large folder does not pay for listing all of it (nor the kernel
 // for an inode an entry). Clip folders are ClipPushes' to list (it pushes their frames once
 // listed), and under readdir=plain a listing makes no inode, so nothing is listed ahead then.
@@ -13,6 +13,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -50,6 +51,10 @@ class FolderListings {
 
   static constexpr uint32_t kShare = 64;
   static constexpr uint32_t kMinLookups = 2;
+  // A listing not started this long after its folder's lookups queued it is dropped (counted as
+  // stale): its reader has moved on (a scan that stats a few files a folder), and a listing
+  // through the mount is work no reader waits for.
+  static constexpr std::chrono::milliseconds kStale{50};
 
  private:
   void run();
@@ -57,19 +62,24 @@ class FolderListings {
   // A folder's LOOKUPs counted so far; kListed once it is queued (it is never queued again).
   static constexpr uint32_t kListed = UINT32_MAX;
   // Queued folders past this are dropped (counted): a listing ahead is an optimisation.
-  static constexpr size_t kMaxQueued = 1024;
+  static constexpr size_t kMaxQueued = 64;
+
 
   const index::Store& store_;
   const bool enabled_;
   std::unique_ptr<std::atomic<uint32_t>[]> lookups_;  // by folder
   std::mutex mu_;
   std::condition_variable wake_, idle_;
-  std::deque<uint32_t> queue_;
+  struct Queued {
+    uint32_t dir;
+    std::chrono::steady_clock::time_point at;
+  };
+  std::deque<Queued> queue_;
   bool busy_ = false;
   bool stop_ = false;
   KernelCache* kernel_ = nullptr;
   std::thread thread_;
-  std::atomic<uint64_t> listed_{0}, failed_{0}, dropped_{0};
+  std::atomic<uint64_t> listed_{0}, failed_{0}, dropped_{0}, stale_{0};
 };
 
 }  // namespace fid::core

@@ -75,8 +75,10 @@ class KernelCache {
   // Lists folder `path` (relative to the mount's root, "" for the root) through the mount, so
   // that the kernel makes, in one request, the inodes of the entries it lists with attributes
   // (READDIRPLUS: readdir=plus, and readdir=auto's first chunk of an uncached listing); which
-  // ones it made, Namespace::is_known says. ENOTCONN: the mount does not answer yet or any more.
-  virtual Status list_folder(const std::string& path) = 0;
+  // ones it made, Namespace::is_known says. Stops once entry `until` is listed (empty: lists the
+  // whole folder). ENOTCONN: the mount does not answer yet or any more; ESTALE: it is no longer
+  // where the daemon can see it (fs/own_mount.h).
+  virtual Status list_folder(const std::string& path, std::string_view until) = 0;
 };
 
 // The settings a file or folder takes per subtree: a level and an encoding choose a file's inode;

@@ -76,7 +76,7 @@ Namespace::Namespace(const index::Store& store, const InodeMap& inodes, const Le
       display_names_(display_names),
       uid_(::getuid()),
       gid_(::getgid()),
-      known_((store.files().size() + 63) / 64) {}
+      known_(std::make_unique<std::atomic<uint8_t>[]>(store.files().size())) {}
 
 bool Namespace::name_cacheable(NodeType t) {
   return !is_snapshot(t) && t != NodeType::order_file;
@@ -97,13 +97,18 @@ std::string_view Namespace::display_name(const index::File& f) const {
 }
 
 void Namespace::note_known(const Node& n) {
-  if (n.type == NodeType::file && n.view == 0)
-    known_[n.id / 64].fetch_or(uint64_t{1} << (n.id % 64), std::memory_order_relaxed);
+  if (n.type == NodeType::file && n.view == 0 && n.id < store_.files().size())
+    known_[n.id].store(known_tag(n.level, n.sequential), std::memory_order_relaxed);
   order_with_lookups();  // before the lookup reads the level (see namespace.h)
 }
 
-bool Namespace::is_known(uint32_t f) const {
-  return (known_[f / 64].load(std::memory_order_relaxed) >> (f % 64)) & 1;
+bool Namespace::is_known(uint32_t f) const { return known_[f].load(std::memory_order_relaxed) != 0; }
+
+bool Namespace::knows_live(uint32_t f) const {
+  const uint8_t tag = known_[f].load(std::memory_order_relaxed);
+  if (tag == 0) return false;
+  const Node live = inodes_.decode(live_file_ino(f));
+  return tag == known_tag(live.level, live.sequential);
 }
 
 // ---- listings ----------------------------------------------------------------------------------

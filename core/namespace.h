@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -71,7 +72,10 @@ class Namespace {
   // The kernel was told the name of node n (a lookup, a listing with attributes): a level change
   // then has to invalidate it.
   void note_known(const Node& n);
+  // The kernel was told a name of live file `file`, at any level (a level change invalidates it).
   bool is_known(uint32_t file) const;
+  // ... at the level and encoding it has now: the kernel holds its live inode.
+  bool knows_live(uint32_t file) const;
   // Called by a level change between setting the level and reading is_known; note_known does
   // the same between its mark and the lookup's reading of the level. Both are read-modify-writes
   // of one atomic, so the later of the two acquires the earlier's writes: of a lookup and a
@@ -98,7 +102,13 @@ class Namespace {
   const DisplayNames& display_names_;
   const uid_t uid_;
   const gid_t gid_;
-  std::vector<std::atomic<uint64_t>> known_;  // bit per file
+  // The inode of each file the kernel was told last (its level, and kSequentialTag), or 0: a level
+  // change makes new inodes, and the kernel knows the new one only once told.
+  static constexpr uint8_t kSequentialTag = 128;
+  static uint8_t known_tag(int level, bool sequential) {
+    return static_cast<uint8_t>(level + 1) | (sequential ? kSequentialTag : uint8_t{0});
+  }
+  std::unique_ptr<std::atomic<uint8_t>[]> known_;  // by file
   mutable std::atomic<uint64_t> order_point_{0};
 };
 

@@ -6,7 +6,9 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <fuse3/fuse_lowlevel.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
@@ -130,8 +132,8 @@ void op_open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   fuse_reply_open(req, fi);
 }
 
-void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info*) {
-  auto r = core_of(req).read(ino, static_cast<uint64_t>(off), size);
+void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi) {
+  auto r = core_of(req).read(ino, static_cast<uint64_t>(off), size, (fi->flags & O_DIRECT) == 0);
   if (!r.ok()) return reply_error(req, core::Request::read, ino, {}, r.error());
   if (r->tail.empty()) {
     fuse_reply_buf(req, reinterpret_cast<const char*>(r->data.data()), r->data.size());
@@ -468,6 +470,31 @@ int mount_saying_why(fuse_session* se, const std::string& mountpoint, std::strin
   return rc;
 }
 
+// Unmounts the mount where it is now, never what its old path names. libfuse unmounts by the
+// path it mounted at: after a mount --move that would be whatever is there now (and the moved
+// mount left dead), and over a covered mount the one covering it.
+void unmount(fuse_session* se, const OwnMount& mount, const std::string& mountpoint) {
+  if (mount.device() == 0) return fuse_session_unmount(se);  // it never answered: where it was mounted
+  const OwnMount::Place at = mount.place();
+  if (at.state == OwnMount::Place::open && at.point == mount.real_mountpoint()) return fuse_session_unmount(se);
+  if (at.state == OwnMount::Place::covered)
+    log_warn("{}: another mount covers this one, so it is left mounted (and dead) for its owner: fusermount3 -u {} "
+             "after the covering one", mountpoint, mountpoint);
+  if (at.state != OwnMount::Place::open) return;  // unmounted already: the session's fd closes with it
+  log_info("the mount was moved from {} to {}: unmounting it there", mountpoint, at.point);
+  // The device closed first, as libfuse does: the unmount's last reference would otherwise wait for
+  // this daemon to answer DESTROY. Replaced by /dev/null rather than closed, as the session closes it.
+  const Fd null(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+  if (null.get() >= 0) (void)::dup2(null.get(), fuse_session_fd(se));
+  if (::umount2(at.point.c_str(), MNT_DETACH) == 0) return;
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::execlp("fusermount3", "fusermount3", "-u", "-q", "-z", "--", at.point.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  if (pid > 0) (void)::waitpid(pid, nullptr, 0);
+}
+
 }  // namespace
 
 Status serve(const index::Store& store, storage::RecordSource& source, const config::Settings& settings,
@@ -519,7 +546,7 @@ Status serve(const index::Store& store, storage::RecordSource& source, const con
       if (fs.large_views_direct())
         log_info("views over 1 MiB are read with direct I/O (requests of up to 1 MiB): the mount's readahead "
                  "stays at 128 KiB without root");
-      kernel.mount_answers();
+      kernel.mount_answers(st.st_dev);
       ready("");
     } else {
       ready(fmt::format("{}: the new mount does not answer: {}", mnt, std::strerror(errno)));
@@ -534,7 +561,7 @@ Status serve(const index::Store& store, storage::RecordSource& source, const con
   probe.join();
   fs.detach();  // after an unmount from outside: the connection is gone, nothing waits on it
   stop_own_transport();
-  fuse_session_unmount(se);
+  unmount(se, kernel.mount(), req.mountpoint);
   fuse_remove_signal_handlers(se);
   fuse_session_destroy(se);
   log_info("unmounted {}", req.mountpoint);

@@ -5,6 +5,8 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <fuse3/fuse_lowlevel.h>
+#include <dirent.h>
+#include <linux/openat2.h>
 #include <liburing.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -45,22 +47,23 @@ Status KernelNotifier::store(uint64_t ino, std::span<const uint8_t> data, std::s
 }
 
 Status KernelNotifier::make_known(std::span<const std::string> paths, const std::function<void(size_t i)>& known) {
-  // Through the mount point's path, not a held descriptor: one would keep a plain unmount busy.
-  // statx through io_uring, all in flight at once (io_uring's workers run them).
-  if (!answers_.load()) return Error{ENOTCONN, "the mount does not answer yet"};
+  // Each path opened O_PATH beneath a root opened for this call (a LOOKUP a component the kernel
+  // does not know; no OPEN), all in flight at once through io_uring (its workers run them).
+  Result<Fd> root = mount_.open_root();
+  if (!root) return std::move(root).error();
   constexpr unsigned kBatch = 64;
   io_uring ring{};
   if (const int rc = io_uring_queue_init(kBatch, &ring, 0); rc < 0)
     return Error{-rc, fmt::format("io_uring_queue_init: {}", std::strerror(-rc))};
-  std::vector<std::string> full(std::min<size_t>(paths.size(), kBatch));
-  std::vector<struct statx> st(full.size());
+  open_how how{};
+  how.flags = O_PATH | O_CLOEXEC | O_NOFOLLOW;
+  how.resolve = OwnMount::kResolve;
   int failed = 0;
   for (size_t at = 0; at < paths.size(); at += kBatch) {
     const size_t n = std::min<size_t>(kBatch, paths.size() - at);
     for (size_t i = 0; i < n; ++i) {
-      full[i] = fmt::format("{}/{}", mountpoint_, paths[at + i]);
       io_uring_sqe* sqe = io_uring_get_sqe(&ring);
-      io_uring_prep_statx(sqe, AT_FDCWD, full[i].c_str(), AT_SYMLINK_NOFOLLOW, STATX_INO, &st[i]);
+      io_uring_prep_openat2(sqe, root->get(), paths[at + i].c_str(), &how);
       sqe->user_data = at + i;
     }
     io_uring_submit(&ring);
@@ -71,27 +74,39 @@ Status KernelNotifier::make_known(std::span<const std::string> paths, const std:
       const size_t done = cqe->user_data;
       io_uring_cqe_seen(&ring, cqe);
       if (res < 0 && failed == 0) failed = -res;
-      if (res == 0) known(done);
+      if (res < 0) continue;
+      ::close(res);
+      known(done);
     }
   }
   io_uring_queue_exit(&ring);
   if (failed == 0) return {};
-  return Error{failed, fmt::format("looking up {} names under {} failed: {}", paths.size(), mountpoint_, std::strerror(failed))};
+  return Error{failed, fmt::format("looking up {} names under {} failed: {}", paths.size(), mount_.mountpoint(), std::strerror(failed))};
 }
 
-Status KernelNotifier::list_folder(const std::string& path) {
-  if (!answers_.load()) return Error{ENOTCONN, "the mount does not answer yet"};
-  const std::string full = path.empty() ? mountpoint_ : fmt::format("{}/{}", mountpoint_, path);
-  const Fd dir(::open(full.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (dir.get() < 0) return Error{errno, fmt::format("opening {}: {}", full, std::strerror(errno))};
-  // A large buffer, so that the kernel asks for as many entries as a request carries (the first
-  // chunk is the one readdir=auto lists with attributes).
-  constexpr size_t kBuffer = 64 << 10;
-  const std::unique_ptr<char[]> buf = std::make_unique_for_overwrite<char[]>(kBuffer);
+Status KernelNotifier::list_folder(const std::string& path, std::string_view until) {
+  Result<Fd> root = mount_.open_root();
+  if (!root) return std::move(root).error();
+  open_how how{};
+  how.flags = O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW;
+  how.resolve = OwnMount::kResolve;
+  const char* const rel = path.empty() ? "." : path.c_str();
+  const Fd dir(static_cast<int>(::syscall(SYS_openat2, root->get(), rel, &how, sizeof how)));
+  if (dir.get() < 0) return Error{errno, fmt::format("opening {} in {}: {}", rel, mount_.mountpoint(), std::strerror(errno))};
+  // A buffer of a page: the kernel's READDIRPLUS requests are about a page each, so the listing
+  // stops within a request of `until`.
+  constexpr size_t kBuffer = 4096;
+  alignas(8) char buf[kBuffer];
   for (;;) {
-    const long n = ::syscall(SYS_getdents64, dir.get(), buf.get(), kBuffer);
+    const long n = ::syscall(SYS_getdents64, dir.get(), buf, kBuffer);
     if (n == 0) return {};
-    if (n < 0) return Error{errno, fmt::format("listing {}: {}", full, std::strerror(errno))};
+    if (n < 0) return Error{errno, fmt::format("listing {} in {}: {}", rel, mount_.mountpoint(), std::strerror(errno))};
+    if (until.empty()) continue;
+    for (long at = 0; at < n;) {
+      const auto* d = reinterpret_cast<const struct dirent64*>(buf + at);
+      if (until == d->d_name) return {};
+      at += d->d_reclen;
+    }
   }
 }
 

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <map>
 #include <mutex>
+#include <set>
 #include <vector>
 
 #include "core/filesystem.h"
@@ -20,85 +21,13 @@
 #include "test_pack_tree.h"
 #include "test_stats.h"
 #include "test_store_fixture.h"
+#include "test_storing_kernel.h"
 
 namespace fid {
 namespace {
 
 namespace fs = std::filesystem;
-
-class StoringKernel final : public core::KernelCache {
- public:
-  Status forget_entry(uint64_t, std::string_view) override { return {}; }
-  void forget_inode(uint64_t) override {}
-  Status store(uint64_t ino, std::span<const uint8_t> data, std::span<const uint8_t> tail) override {
-    std::lock_guard lock(mu_);
-    ++calls;
-    if (refuse) return Error{refuse, "refused"};
-    std::vector<uint8_t>& bytes = stored[ino];
-    bytes.assign(data.begin(), data.end());
-    bytes.insert(bytes.end(), tail.begin(), tail.end());
-    return {};
-  }
-  // As the kernel does: each name of the path looked up (its reply sent), unless `through` is null.
-  Status make_known(std::span<const std::string> paths, const std::function<void(size_t)>& found) override {
-    if (through == nullptr) return {};
-    for (size_t i = 0; i < paths.size(); ++i) {
-      const std::string& path = paths[i];
-      uint64_t ino = 1;
-      for (size_t at = 0; at <= path.size();) {
-        const size_t end = std::min(path.find('/', at), path.size());
-        auto e = through->lookup(ino, path.substr(at, end - at));
-        if (!e.ok() || e->ino == 0) return Error{ENOENT, path};
-        through->lookup_replied(e->ino);
-        ino = e->ino;
-        at = end + 1;
-      }
-      {
-        std::lock_guard lock(mu_);
-        known.push_back(path);
-      }
-      found(i);
-    }
-    return {};
-  }
-  // As the kernel lists a folder whose listing it has not cached, with attributes (READDIRPLUS),
-  // where `lists`; else as it serves one from its cache (no request, no inode made).
-  Status list_folder(const std::string& path) override {
-    {
-      std::lock_guard lock(mu_);
-      listed.push_back(path);
-    }
-    if (through == nullptr || !lists) return {};
-    uint64_t ino = 1;
-    for (size_t at = 0; at < path.size();) {
-      const size_t end = std::min(path.find('/', at), path.size());
-      auto e = through->lookup(ino, path.substr(at, end - at));
-      if (!e.ok() || e->ino == 0) return Error{ENOENT, path};
-      ino = e->ino;
-      at = end + 1;
-    }
-    for (size_t i = 0;; ++i) {
-      auto d = through->entry_at(ino, i);
-      if (!d.ok()) return d.error();
-      if (!*d) return {};
-      if (!through->listed_entry(**d).ok()) return Error{EIO, path};
-    }
-  }
-  std::map<uint64_t, std::vector<uint8_t>> take() {
-    std::lock_guard lock(mu_);
-    return std::exchange(stored, {});
-  }
-  int refuse = 0;  // an errno every store answers with
-  int calls = 0;
-  core::Filesystem* through = nullptr;
-  std::vector<std::string> known;  // the paths make_known looked up
-  bool lists = false;
-  std::vector<std::string> listed;  // the folders list_folder listed
-
- private:
-  std::mutex mu_;
-  std::map<uint64_t, std::vector<uint8_t>> stored;
-};
+using testutil::StoringKernel;
 
 constexpr int kFrames = 8;
 const core::Caller kOwner{1000, 1000, {}};
@@ -133,6 +62,7 @@ class ClipPushesTest : public ::testing::Test {
     auto e = fs_->lookup(parent, name);
     EXPECT_TRUE(e.ok() && e->ino != 0) << name;
     if (!e.ok()) return 0;
+    kernel_.note(e->ino);
     fs_->lookup_replied(e->ino);
     return e->ino;
   }
@@ -215,10 +145,10 @@ TEST_F(ClipPushesTest, AReadPushesTheKnownFramesAfterItAndALookupItsOwn) {
 }
 
 // A loader without a listing, where the kernel serves the daemon's listing of a clip's folder from
-// its cache (no inode made): it looks each frame up, then reads it. A run's first lookup has its
-// folder listed; once the loader looks up a frame after its neighbour, the kernel is made to look
-// up the rest, and every frame after the first two is pushed; a sparse loader (frames 1 and 3) has
-// its folder listed and nothing looked up for it.
+// its cache (no inode made): it looks each frame up, then reads it. Once the loader looks up a
+// frame after its neighbour, the folder is listed and the kernel made to look up the rest, and
+// every frame after the first two is pushed; a sparse loader (frames 1 and 3) has nothing listed
+// or looked up for it.
 TEST_F(ClipPushesTest, AFrameLookedUpAfterItsNeighbourHasTheKernelLookUpTheRest) {
   config::Settings settings;
   mount(settings);
@@ -235,7 +165,7 @@ TEST_F(ClipPushesTest, AFrameLookedUpAfterItsNeighbourHasTheKernelLookUpTheRest)
   look_up_then_read(b);
   lookup(b, frame(3));
   fs_->wait_pushes();
-  EXPECT_EQ(kernel_.listed, std::vector<std::string>{"cls/b"});
+  EXPECT_TRUE(kernel_.listed.empty());
   EXPECT_TRUE(kernel_.known.empty());
   kernel_.take();
   const uint64_t a = clip_dir("a");
@@ -244,9 +174,8 @@ TEST_F(ClipPushesTest, AFrameLookedUpAfterItsNeighbourHasTheKernelLookUpTheRest)
   fs_->wait_pushes();
   std::vector<std::string> paths;
   for (int i = 3; i <= kFrames; ++i) paths.push_back("cls/a/" + frame(i));
-  // The folder was listed at the first frame's lookup, and again at the second's (whose LOOKUP
-  // means the first listing made no inode).
-  EXPECT_EQ(kernel_.listed, (std::vector<std::string>{"cls/b", "cls/a", "cls/a"}));
+  // The folder was listed at the second frame's lookup (the kernel served it from its cache).
+  EXPECT_EQ(kernel_.listed, (std::vector<std::string>{"cls/a"}));
   EXPECT_EQ(kernel_.known, paths);
   const std::map<uint64_t, std::vector<uint8_t>> stored = kernel_.take();
   // Frames 1 and 2 by their own lookups (clip b's read loaded the record that holds both clips),
@@ -262,14 +191,14 @@ TEST_F(ClipPushesTest, AFrameLookedUpAfterItsNeighbourHasTheKernelLookUpTheRest)
   lookup(a, frame(3));
   fs_->wait_pushes();
   EXPECT_EQ(kernel_.known.size(), paths.size());
-  EXPECT_EQ(kernel_.listed.size(), 3u);
+  EXPECT_EQ(kernel_.listed.size(), 1u);
   kernel_.through = nullptr;
   plain.detach();
 }
 
 // The same loader where the kernel lists the clip's folder with attributes: the listing at the
-// first frame's lookup makes every frame's inode, so nothing is looked up one by one, and the
-// first frame's READ pushes every frame after it with the bytes a READ returns.
+// second frame's lookup makes every frame's inode, so nothing is looked up one by one, and every
+// frame after the first is pushed with the bytes a READ returns.
 TEST_F(ClipPushesTest, AListingOfTheClipsFolderMakesItsFramesKnownWithoutALookupEach) {
   config::Settings settings;
   settings.scan_group = 3;
@@ -280,7 +209,8 @@ TEST_F(ClipPushesTest, AListingOfTheClipsFolderMakesItsFramesKnownWithoutALookup
   const uint64_t a = clip_dir("a");
   const uint64_t first = lookup(a, frame(1));
   fs_->wait_pushes();
-  read_all(first);  // the loader's next frames are names the kernel has: no LOOKUP
+  read_all(first);
+  lookup(a, frame(2));  // the loader's next frames are names the kernel has: no LOOKUP
   fs_->wait_pushes();
   EXPECT_EQ(kernel_.listed, std::vector<std::string>{"cls/a"});
   EXPECT_TRUE(kernel_.known.empty());
@@ -294,6 +224,38 @@ TEST_F(ClipPushesTest, AListingOfTheClipsFolderMakesItsFramesKnownWithoutALookup
   }
   kernel_.through = nullptr;
   plain.detach();
+}
+
+// After a level change of a clip's folder the kernel holds the new inode of a frame only once told
+// of it: a READ at the new level pushes none of the frames it has not been told of (each would be
+// a refused store), and a reader's next lookup has them made known and pushed.
+TEST_F(ClipPushesTest, AfterALevelChangeOnlyTheNewInodesTheKernelHoldsArePushed) {
+  config::Settings settings;
+  settings.scan_group = 5;
+  mount(settings);
+  kernel_.strict = true;
+  const uint64_t a = clip_dir("a");
+  std::vector<uint64_t> ino;
+  for (int i = 1; i <= kFrames; ++i) ino.push_back(lookup(a, frame(i)));
+  fs_->wait_pushes();
+  read_all(ino[0]);
+  fs_->wait_pushes();
+  ASSERT_EQ(kernel_.take().size(), static_cast<size_t>(kFrames - 1));
+  ASSERT_TRUE(fs_->setxattr(a, "user.fidelity.scan_group", "2", 0, kOwner).ok());
+  fs_->wait_invalidations();
+  const uint64_t now1 = lookup(a, frame(1));
+  ASSERT_NE(now1, ino[0]);
+  fs_->wait_pushes();
+  read_all(now1);
+  fs_->wait_pushes();
+  EXPECT_EQ(reading("push_refused"), 0u);
+  kernel_.through = fs_.get();
+  lookup(a, frame(2));
+  fs_->wait_pushes();
+  const std::map<uint64_t, std::vector<uint8_t>> stored = kernel_.take();
+  for (int i = 2; i <= kFrames; ++i) EXPECT_TRUE(stored.count(fs_->lookup(a, frame(i))->ino)) << i;
+  EXPECT_EQ(reading("push_refused"), 0u);
+  kernel_.through = nullptr;
 }
 
 TEST_F(ClipPushesTest, OffACapBelowAFrameSequentialFramesAndARefusingKernelPushNothing) {

@@ -48,7 +48,7 @@ class RecordingKernel final : public fid::core::KernelCache {
   }
   fid::Status store(uint64_t, std::span<const uint8_t>, std::span<const uint8_t>) override { return {}; }
   fid::Status make_known(std::span<const std::string>, const std::function<void(size_t)>&) override { return {}; }
-  fid::Status list_folder(const std::string&) override { return {}; }
+  fid::Status list_folder(const std::string&, std::string_view) override { return {}; }
   void unlock_parent() {
     {
       std::lock_guard lock(mu_);

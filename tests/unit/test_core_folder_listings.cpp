@@ -6,9 +6,12 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <filesystem>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/filesystem.h"
@@ -30,10 +33,29 @@ class ListingKernel final : public core::KernelCache {
   void forget_inode(uint64_t) override {}
   Status store(uint64_t, std::span<const uint8_t>, std::span<const uint8_t>) override { return {}; }
   Status make_known(std::span<const std::string>, const std::function<void(size_t)>&) override { return {}; }
-  Status list_folder(const std::string& path) override {
-    std::lock_guard lock(mu_);
+  Status list_folder(const std::string& path, std::string_view) override {
+    std::unique_lock lock(mu_);
     listed_.push_back(path);
+    ++started_;
+    started_cv_.notify_all();
+    released_cv_.wait(lock, [&] { return !hold_; });
     return {};
+  }
+  // Listings wait until release() from now on.
+  void hold() {
+    std::lock_guard lock(mu_);
+    hold_ = true;
+  }
+  void release() {
+    {
+      std::lock_guard lock(mu_);
+      hold_ = false;
+    }
+    released_cv_.notify_all();
+  }
+  void wait_started(int n) {
+    std::unique_lock lock(mu_);
+    started_cv_.wait(lock, [&] { return started_ >= n; });
   }
   std::vector<std::string> listed() {
     std::lock_guard lock(mu_);
@@ -42,6 +64,9 @@ class ListingKernel final : public core::KernelCache {
 
  private:
   std::mutex mu_;
+  std::condition_variable started_cv_, released_cv_;
+  bool hold_ = false;
+  int started_ = 0;
   std::vector<std::string> listed_;
 };
 
@@ -113,6 +138,33 @@ TEST_F(FolderListingsTest, AFolderIsListedOnceWhenItsFilesLookupsReachItsShare) 
     if (path != "clip") ahead.push_back(path);
   EXPECT_EQ(ahead, (std::vector<std::string>{"few", "many"}));
   EXPECT_EQ(reading("listed"), 2u);
+}
+
+// Lookups under /.fidelity/sg/K/ are of another tree than the live folders: none is listed.
+TEST_F(FolderListingsTest, LookupsInALevelsViewListNothing) {
+  mount(config::Settings{});
+  const uint64_t view = lookup(lookup(lookup(1, ".fidelity"), "sg"), "3");
+  const uint64_t few = lookup(view, "few");
+  for (int i = 0; i < 3; ++i) lookup(few, fmt::format("{}.jpg", i));
+  EXPECT_TRUE(kernel_.listed().empty());
+  EXPECT_EQ(reading("listed"), 0u);
+}
+
+// A listing not started within kStale of its queueing is dropped: its reader has moved on. Here
+// "many" waits behind "few", whose listing is held past that bound.
+TEST_F(FolderListingsTest, AListingThatWaitedPastItsBoundIsDropped) {
+  mount(config::Settings{});
+  const uint64_t few = lookup(1, "few"), many = lookup(1, "many");
+  kernel_.hold();
+  fs_->lookup_replied(fs_->lookup(few, "0.jpg")->ino);
+  fs_->lookup_replied(fs_->lookup(few, "1.jpg")->ino);
+  kernel_.wait_started(1);
+  for (int i = 0; i < 3; ++i) fs_->lookup_replied(fs_->lookup(many, fmt::format("{}.jpg", i))->ino);
+  std::this_thread::sleep_for(core::FolderListings::kStale + std::chrono::milliseconds(20));  // ages the queued one
+  kernel_.release();
+  fs_->wait_listings();
+  EXPECT_EQ(kernel_.listed(), std::vector<std::string>{"few"});
+  EXPECT_EQ(reading("stale"), 1u);
 }
 
 TEST_F(FolderListingsTest, UnderReaddirPlainNothingIsListed) {
