@@ -10,7 +10,7 @@ pkgs=(build-essential cmake pkg-config libfuse3-dev fuse3 libjpeg62-turbo-dev li
 if [[ $what == test || $what == bench ]]; then
   pkgs+=(libgtest-dev clang libclang-rt-14-dev python3-pytest python3-xxhash python3-torch python3-torchvision
          parallel zstd python3-setuptools python3-wheel python3-pip python3-prometheus-client python3-skimage python3-yaml python3-matplotlib man-db universal-ctags
-         nginx-light openssl curl awscli ffmpeg radosgw ceph-mon ceph-osd ceph-common)
+         nginx-light openssl curl awscli ffmpeg radosgw ceph-mon ceph-osd ceph-common strace)
 fi
 if [[ $what == bench ]]; then
   pkgs+=(squashfuse squashfs-tools bc libwebp-dev webp python3-matplotlib libbenchmark-dev s3fs rclone iproute2

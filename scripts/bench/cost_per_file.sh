@@ -30,7 +30,10 @@
 # top entries of each profile (self time) are printed. Needs root (drop_caches, mounts).
 #   scripts/bench/cost_per_file.sh [COUNT=10000] [RUNS=3] [--perf] [--only NAME,...]
 #   env: THREADS=8 MOUNT_OPTS (more -o options for every mount) BENCH_NO_BUILD=1 (build/ as it is)
-#        TRANSPORTS="dev uring" (the transports the mount contenders run under)
+#        TRANSPORTS="dev uring" (the transports the mount contenders run under; auto too)
+#        READER=readbench|threads|loader: who reads the files (readbench's C++ threads; Python
+#        threads, or a torch DataLoader's worker processes, scripts/bench/py_readers.py; the
+#        Python readers run no O_DIRECT or disk contender)
 source "$(dirname "$0")/common.sh"
 shopt -s inherit_errexit
 usage() { sed -n '/^#   scripts\/bench\/cost_per_file.sh/,/^[^#]/s/^#   //p' "$0" >&2; exit 2; }
@@ -99,11 +102,17 @@ EOF
 # Each run prints "files/s reader_us daemon_us switches lookup getattr read other store_reads
 # store_bytes mode" (per file where it is a count).
 lister=$root/scripts/bench/imagefolder_list.py
+reader=${READER:-readbench}
+# read_list LIST SEED [--direct]: one epoch over LIST by the chosen readers (readbench's JSON line).
+read_list() {
+  if [[ $reader == readbench ]]; then "$rb" "$1" --threads "$threads" --seed "$2" ${3:-}
+  else /usr/bin/python3 "$root/scripts/bench/py_readers.py" "$1" --mode "$reader" --threads "$threads" --seed "$2"; fi
+}
 run_ext4() {  # SEED [--direct | listed]
   local out
   cold
   if [[ ${2:-} == listed ]]; then /usr/bin/python3 "$lister" "$src" >/dev/null; set -- "$1"; fi
-  out=$("$rb" "$lists/ext4" --threads "$threads" --seed "$1" ${2:-})
+  out=$(read_list "$lists/ext4" "$1" ${2:-})
   echo "$(field "$out" files_per_s) $(field "$out" cpu_us_per_file) - - - - - - - - -"
 }
 run_ranges() {  # LEVEL SEED
@@ -129,7 +138,7 @@ run_mount() {  # LEVEL CACHE SEED TRANSPORT [PERF_OUT] [listed]
     echo enable >"$BENCH_DIR/perf.ctl"
     read -r _ <"$BENCH_DIR/perf.ack"
   fi
-  out=$("$rb" "$lists/mount" --threads "$threads" --seed "$3")
+  out=$(read_list "$lists/mount" "$3")
   t1=$(cpu_ticks "$pid")
   s1=$(ctx_switches "$pid")
   if [[ -n ${5:-} ]]; then
@@ -157,6 +166,11 @@ if [[ -n $only ]]; then
   bases=(ext4 "ext4 O_DIRECT")
   for k in "${keep[@]}"; do [[ $k == ext4 || $k == "ext4 O_DIRECT" ]] || bases+=("$k"); done
 fi
+if [[ $reader != readbench ]]; then  # O_DIRECT and the store's ranges are readbench's alone
+  kept=()
+  for b in "${bases[@]}"; do [[ $b == "ext4 O_DIRECT" || $b == disk* ]] || kept+=("$b"); done
+  bases=("${kept[@]}")
+fi
 baseline() { [[ $1 == ext4* || $1 == disk* ]]; }
 names=()
 for b in "${bases[@]}"; do
@@ -182,8 +196,8 @@ for ((r = 1; r <= runs; r++)); do
   done
 done
 
-printf '\ncost_per_file benchmark: %d ImageNet-sized JPEGs, file layout, %d reader threads, %s (%s), no limits\n' \
-  "$n" "$threads" "$(findmnt -no SOURCE -T "$src")" "$(disk_of "$src")"
+printf '\ncost_per_file benchmark: %d ImageNet-sized JPEGs, file layout, %d readers (%s), %s (%s), no limits\n' \
+  "$n" "$threads" "$reader" "$(findmnt -no SOURCE -T "$src")" "$(disk_of "$src")"
 printf 'page cache dropped and a fresh daemon every run; medians of %d runs (ratios: medians of per-run ratios; listed\n' "$runs"
 printf 'contenders against ext4 listed)\n'
 printf 'CPU in us per file; the daemon'"'"'s context switches, requests, store reads and store bytes per file\n'
@@ -217,9 +231,13 @@ for t in "${transports[@]}"; do
     "$(met "$(ratio "full records @$t" ext4) >= 0.95")" "$(ratio "full records @$t" ext4)"
 done
 for name in "${names[@]}"; do
+  [[ $name == *@auto ]] && has "$name" && has "${name% @auto} @dev" &&
+    printf '\n%s: auto over dev %.2fx files/s (goal >= 0.95x: %s)' "${name% @auto}" "$(ratio "$name" "${name% @auto} @dev")" \
+      "$(met "$(ratio "$name" "${name% @auto} @dev") >= 0.95")"
   [[ $name == *@uring ]] && has "$name" && has "${name% @uring} @dev" &&
-    printf '\n%s: uring over dev %.2fx files/s, daemon CPU %.0f against %.0f us a file' "${name% @uring}" \
-      "$(ratio "$name" "${name% @uring} @dev")" "$(med "$name" daemon)" "$(med "${name% @uring} @dev" daemon)"
+    printf '\n%s: uring over dev %.2fx files/s, readers'"'"' CPU %.0f against %.0f us a file, daemon CPU %.0f against %.0f' \
+      "${name% @uring}" "$(ratio "$name" "${name% @uring} @dev")" "$(med "$name" reader)" "$(med "${name% @uring} @dev" reader)" \
+      "$(med "$name" daemon)" "$(med "${name% @uring} @dev" daemon)"
 done
 printf '\n'
 
@@ -237,4 +255,4 @@ fi
 
 mkdir -p "$BENCH_DIR/results"
 printf '{"benchmark": "cost_per_file", "files": %d, "runs": %d, "threads": %d, "contenders": %s}\n' "$n" "$runs" \
-  "$threads" "$(runs_json names "${keys[@]}")" >"$BENCH_DIR/results/cost_per_file-$count.json"
+  "$threads" "$(runs_json names "${keys[@]}")" >"$BENCH_DIR/results/cost_per_file-$count-$reader.json"
