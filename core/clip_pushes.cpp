@@ -53,8 +53,10 @@ int ClipPushes::push_level(uint32_t f) const {
 ClipPushes::Window ClipPushes::next_window(std::atomic<uint64_t>& slot, uint32_t k, int level) {
   const uint64_t was = slot.load(std::memory_order_relaxed);
   const Window last{static_cast<uint32_t>(was), static_cast<uint32_t>(was >> 32) & 0xffffff, static_cast<int>(was >> 56)};
-  // The reader got to where the last window ended (give or take a frame a push missed).
-  const bool on = last.level == level && last.size != 0 && k + 1 >= last.end && k <= last.end + 1;
+  // The reader got to the last window's marker, or to where it ended (give or take a frame a push
+  // missed).
+  const bool on = last.level == level && last.size != 0 &&
+                  (k == last.marker() || (k + 1 >= last.end && k <= last.end + 1));
   Window next{0, on ? std::min(2 * last.size, kMaxWindow) : kFirstWindow, level};
   next.end = k + 1 + next.size;
   slot.store(uint64_t{next.end} | uint64_t{next.size} << 32 | uint64_t(level) << 56, std::memory_order_relaxed);
@@ -68,13 +70,11 @@ void ClipPushes::on_read(const Node& n, uint64_t offset, bool page_cache) {
   const index::File& f = store_.files()[n.id];
   const index::ClipRun* run = store_.clip_of(f);
   if (run == nullptr) return;
-  uint8_t was = states_[n.id].exchange(0);
-  if (was == state(kQueued, n.level)) {
-    overtaken_.fetch_add(1, std::memory_order_relaxed);  // the reader came first: this frame is not pushed
-    return;
-  }
-  // The window after it, each frame marked queued, so that a READ overtaking the push queues no
-  // more; a frame pushed before is pushed again only after a READ of one pushed (pages evicted).
+  // The reader came first where this frame was queued (it is not pushed), and reads on: the window
+  // after it all the same. Frames queued or pushed already are not queued again; a frame pushed
+  // before is pushed again only after a READ of one pushed (its pages evicted since).
+  const uint8_t was = states_[n.id].exchange(0);
+  if (was == state(kQueued, n.level)) overtaken_.fetch_add(1, std::memory_order_relaxed);
   const bool again = was == state(kPushed, n.level);
   const auto frames = store_.record_files(run->record).subspan(run->first_slot, run->frames);
   const uint32_t k = f.slot - run->first_slot;
@@ -84,7 +84,7 @@ void ClipPushes::on_read(const Node& n, uint64_t offset, bool page_cache) {
   uint64_t bytes = 0;
   for (uint32_t j = k + 1; j < std::min<size_t>(w.end, frames.size()) && bytes < max_bytes_; ++j) {
     const uint32_t g = frames[j];
-    const int level = names_.knows_live(g) ? push_level(g) : 0;
+    const int level = names_.knows_live(g) && j != w.marker() ? push_level(g) : 0;
     if (level == 0) continue;
     const uint8_t now = states_[g].load(std::memory_order_relaxed);
     if (now == state(kQueued, level) || (now == state(kPushed, level) && !again)) continue;
@@ -106,28 +106,60 @@ void ClipPushes::on_lookup(const Node& n) {
   if (now == state(kQueued, n.level) || now == state(kPushed, n.level)) return;
   states_[n.id].store(state(kQueued, n.level), std::memory_order_relaxed);
   queue(Job{{n.id}, Work::push_looked_up});
-  // A frame looked up right after the one before it (a reader in turn): a window of the frames
-  // after it made known, unless this lookup overtook the window under way.
+  // A frame looked up right after the one before it: a reader in turn, which reads on.
   const uint32_t k = f.slot - run->first_slot;
   const auto frames = store_.record_files(run->record).subspan(run->first_slot, run->frames);
-  if (k == 0 || k + 1 >= frames.size() || !names_.knows_live(frames[k - 1])) return;
-  const auto r = static_cast<size_t>(run - store_.clip_runs().data());
-  const uint64_t last = known_windows_[r].load(std::memory_order_relaxed);
-  if (static_cast<int>(last >> 56) == n.level && k + 1 < static_cast<uint32_t>(last) &&
-      k + 1 + (static_cast<uint32_t>(last >> 32) & 0xffffff) > static_cast<uint32_t>(last))
+  if (k > 0 && k + 1 < frames.size() && names_.knows_live(frames[k - 1])) make_known_after(*run, k, n.level, true);
+}
+
+void ClipPushes::before_read(const Node& n, uint64_t offset, bool page_cache) {
+  if (!states_ || !page_cache || offset != 0 || n.type != NodeType::file || n.view != 0 || n.sequential ||
+      n.id >= store_.files().size())
     return;
-  const Window w = next_window(known_windows_[r], k, n.level);
-  const auto end = static_cast<uint32_t>(std::min<size_t>(w.end, frames.size()));
+  const index::File& f = store_.files()[n.id];
+  const index::ClipRun* run = store_.clip_of(f);
+  if (run == nullptr) return;
+  const uint32_t k = f.slot - run->first_slot;
+  const auto frames = store_.record_files(run->record).subspan(run->first_slot, run->frames);
+  // Near the clip's start only: further in, a window is looked up, one request a frame, which a
+  // sparse reader would not use.
+  if (k + 1 < std::min<size_t>(kListAhead, frames.size()) && !names_.knows_live(frames[k + 1]))
+    make_known_after(*run, k, n.level, false);
+}
+
+void ClipPushes::make_known_after(const index::ClipRun& run, uint32_t k, int level, bool dense) {
+  const auto frames = store_.record_files(run.record).subspan(run.first_slot, run.frames);
+  const auto r = static_cast<uint32_t>(&run - store_.clip_runs().data());
+  // Made known already (for a reader in turn: by a job of a reader in turn, which looks up what a
+  // listing did not make).
+  const uint64_t last = known_windows_[r].load(std::memory_order_relaxed);
+  if (static_cast<int>(last >> 56 & 0x7f) == level && k + 1 < static_cast<uint32_t>(last) && (!dense || last >> 63))
+    return;
   Job job{{}, Work::look_up};
-  if (end <= kListAhead) job.list_until = frames[end - 1];
-  uint64_t bytes = 0;
-  for (uint32_t j = k + 1; j < end && bytes < max_bytes_; ++j) {
+  job.run = r;
+  job.dense = dense;
+  uint32_t end;
+  if (k + 1 < kListAhead) {
+    end = static_cast<uint32_t>(std::min<size_t>(kListAhead, frames.size()));
+    job.list_until = frames[end - 1];
+    // size 0: the lookups past it start again at kFirstWindow
+    known_windows_[r].store(uint64_t{end} | uint64_t(level) << 56, std::memory_order_relaxed);
+  } else {
+    end = static_cast<uint32_t>(std::min<size_t>(next_window(known_windows_[r], k, level).end, frames.size()));
+  }
+  if (dense) known_windows_[r].fetch_or(uint64_t{1} << 63, std::memory_order_relaxed);
+  // The reader's push window goes on from here where it had none (its READ may come later).
+  const uint64_t pushing = push_windows_[r].load(std::memory_order_relaxed);
+  if (static_cast<int>(pushing >> 56) != level || k >= static_cast<uint32_t>(pushing))
+    (void)next_window(push_windows_[r], k, level);
+  for (uint32_t j = k + 1; j < end; ++j) {
     const uint32_t g = frames[j];
-    const int level = push_level(g);
-    if (level == 0) break;  // sequential: nothing of this run is pushed
-    bytes += store_.size_at_level(store_.files()[g], level);
+    const int at = push_level(g);
+    if (at == 0) break;  // sequential: nothing of this run is pushed
     if (names_.knows_live(g)) continue;
-    states_[g].store(state(kQueued, level), std::memory_order_relaxed);
+    // Marked queued where looked up (its lookup's reply then starts nothing); a listed frame is not,
+    // so that a reader's own lookup of it, before the listing ends, pushes it at once.
+    if (job.list_until == UINT32_MAX) states_[g].store(state(kQueued, at), std::memory_order_relaxed);
     job.files.push_back(g);
   }
   if (!job.files.empty()) queue(std::move(job));
@@ -179,34 +211,7 @@ void ClipPushes::run(bool listings_only) {
       stale_.fetch_add(1, std::memory_order_relaxed);
       for (uint32_t f : job.files) unmark_queued(f);
     } else if (job.work == Work::look_up) {
-      // First the clip's folder listed up to the window's end (near the folder's start): one
-      // READDIRPLUS makes dozens of frames' inodes, and the reader's own lookups then find the
-      // names cached (no LOOKUP). A frame known now is pushed where its run is cached (else the
-      // run's next READ pushes it, the frame being known). Frames the listing did not make (a
-      // listing the kernel had cached, a chunk without attributes, a window deep in its run) are
-      // looked up, all at once: one after another, they would go no faster than the reader's own;
-      // each is pushed as soon as the kernel has it. Frames are marked queued meanwhile (so that a
-      // lookup's own reply queues nothing); one left unknown is unmarked.
-      std::vector<uint32_t> unknown;
-      const std::string folder = store_.relative_path(store_.dirs()[store_.files()[job.files.front()].dir]);
-      if (job.list_until != UINT32_MAX &&
-          kernel.list_folder(folder, store_.name(store_.files()[job.list_until])).ok())
-        listings_.fetch_add(1, std::memory_order_relaxed);
-      for (uint32_t f : job.files) {
-        if (names_.knows_live(f)) push_marked(kernel, f, room, false);
-        else unknown.push_back(f);
-      }
-      std::vector<std::string> paths;  // a frame is a JPEG: its name in the tree is its stored one
-      for (uint32_t f : unknown) paths.push_back(store_.relative_path(store_.files()[f]));
-      std::vector<bool> found(unknown.size());
-      if (!paths.empty())
-        (void)kernel.make_known(paths, [&](size_t i) {
-          found[i] = true;
-          lookups_.fetch_add(1, std::memory_order_relaxed);
-          push_marked(kernel, unknown[i], room, false);
-        });
-      for (size_t i = 0; i < unknown.size(); ++i)
-        if (!found[i]) unmark_queued(unknown[i]);
+      make_known(kernel, job, room);
     } else {
       for (uint32_t f : job.files) push_marked(kernel, f, room, job.work == Work::push_looked_up);
     }
@@ -216,6 +221,56 @@ void ClipPushes::run(bool listings_only) {
     --busy_;
     if (jobs_.empty() && busy_ == 0) idle_.notify_all();
   }
+}
+
+void ClipPushes::make_known(KernelCache& kernel, const Job& job, uint64_t& room) {
+  // First the clip's folder listed (near the folder's start): one READDIRPLUS makes dozens of
+  // frames' inodes, and the reader's own lookups then find the names cached (no LOOKUP). Then the
+  // frames known now within the reader's push window (as it is now) are pushed, where the run is
+  // cached (the others are pushed by the READ whose window reaches them). Frames the listing did
+  // not make (a listing the kernel had cached, a chunk without attributes) within that window, and
+  // a window deep in the clip, are looked up, all at once: one after another, they would go no
+  // faster than the reader's own; each is pushed as soon as the kernel has it. A frame looked up is
+  // marked queued meanwhile (so that its lookup's reply queues nothing); one left unknown is unmarked.
+  const bool listing = job.list_until != UINT32_MAX;
+  const std::string folder = store_.relative_path(store_.dirs()[store_.files()[job.files.front()].dir]);
+  if (listing && kernel.list_folder(folder, store_.name(store_.files()[job.list_until])).ok())
+    listings_.fetch_add(1, std::memory_order_relaxed);
+  const index::ClipRun& run = store_.clip_runs()[job.run];
+  const uint64_t pushing = push_windows_[job.run].load(std::memory_order_relaxed);
+  std::vector<uint32_t> unknown;
+  for (uint32_t f : job.files) {
+    const int level = push_level(f);
+    const bool in_window = static_cast<int>(pushing >> 56) == level && store_.files()[f].slot - run.first_slot < static_cast<uint32_t>(pushing);
+    if (listing && !in_window) continue;
+    if (!names_.knows_live(f)) {
+      // Looked up for a reader in turn only: a sparse reader would not read most of them.
+      const uint8_t now = states_[f].load(std::memory_order_relaxed);
+      if (job.dense && (!listing || (now != state(kQueued, level) && now != state(kPushed, level)))) {
+        states_[f].store(state(kQueued, level), std::memory_order_relaxed);
+        unknown.push_back(f);
+      }
+      continue;
+    }
+    if (listing) {  // a listed frame, unless a reader's lookup queued it meanwhile
+      uint8_t now = states_[f].load(std::memory_order_relaxed);
+      if (now != state(kQueued, level) && now != state(kPushed, level))
+        states_[f].compare_exchange_strong(now, state(kQueued, level));
+    }
+    if (in_window) push_marked(kernel, f, room, false);
+    else unmark_queued(f);
+  }
+  std::vector<std::string> paths;  // a frame is a JPEG: its name in the tree is its stored one
+  for (uint32_t f : unknown) paths.push_back(store_.relative_path(store_.files()[f]));
+  std::vector<bool> found(unknown.size());
+  if (!paths.empty())
+    (void)kernel.make_known(paths, [&](size_t i) {
+      found[i] = true;
+      lookups_.fetch_add(1, std::memory_order_relaxed);
+      push_marked(kernel, unknown[i], room, false);
+    });
+  for (size_t i = 0; i < unknown.size(); ++i)
+    if (!found[i]) unmark_queued(unknown[i]);
 }
 
 void ClipPushes::unmark_queued(uint32_t f) {

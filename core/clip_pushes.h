@@ -76,6 +76,10 @@ class ClipPushes {
   // a live clip frame read from its start, queues a window of the frames after it in its run that
   // the kernel knows (unless they are queued or pushed already).
   void on_read(const Node& n, uint64_t offset, bool page_cache);
+  // A READ of node n at `offset` is about to be answered: where n is a live clip frame read from
+  // its start through the page cache and the kernel does not know the frame after it, has the
+  // frames after it made known (a clip loader reads on; its READ of a cold run takes a while).
+  void before_read(const Node& n, uint64_t offset, bool page_cache);
   // The reply to a LOOKUP that gave node n is sent: where n is a live clip frame not queued or
   // pushed at its level, queues it; where the frame before it in its run is known too, has the
   // kernel make a window of the frames after it known.
@@ -95,16 +99,22 @@ class ClipPushes {
     std::vector<uint32_t> files;  // frames in the order to work on them
     Work work = Work::push;
     uint32_t list_until = UINT32_MAX;  // look_up: list the clip's folder up to this frame first (none: UINT32_MAX)
+    uint32_t run = 0;                   // look_up: the clip run
+    bool dense = false;                 // look_up for a reader in turn: what the listing did not make is looked up
     std::chrono::steady_clock::time_point queued{};
   };
-  // A reader's window in a run: frames [end - size, end) at `level` were queued last.
+  // A reader's window in a run: frames [end - size, end) at `level` were queued last, all but
+  // its marker, a quarter of the window before its end: the reader's READ of the marker queues the
+  // next window while the reader still has the rest ahead of it (the kernel's readahead starts
+  // its next window from a marked page so), so that it never catches up with the pushes.
   struct Window {
     uint32_t end = 0, size = 0;
     int level = 0;
+    uint32_t marker() const { return size >= 4 ? end - size / 4 : UINT32_MAX; }
   };
   // The window after frame k of a run at `level` (k + 1 onwards), from the run's last one in
-  // `slot`: twice its size where k is where it ended (the reader read it from the page cache),
-  // else kFirstWindow. Stores it as the run's last.
+  // `slot`: twice its size where k is its marker or where it ended (the reader read it from the
+  // page cache), else kFirstWindow. Stores it as the run's last.
   static Window next_window(std::atomic<uint64_t>& slot, uint32_t k, int level);
   // A frame's state: 0 (none), kQueued + level, kPushed + level.
   static constexpr uint8_t kQueued = 0, kPushed = 128;
@@ -120,6 +130,11 @@ class ClipPushes {
   // Pushes frame f if it is still marked queued at its level now; then marks it pushed (or not
   // marked, if nothing was sent) and takes what was sent from `room`.
   void push_marked(KernelCache& kernel, uint32_t f, uint64_t& room, bool just_looked_up);
+  // Queues a look_up job for the frames after frame k of `run` at `level`, unless they are made
+  // known already: up to its kListAhead-th frame by a listing, or a window by lookups further in.
+  void make_known_after(const index::ClipRun& run, uint32_t k, int level, bool dense);
+  // A look_up job: its frames made known (a listing, lookups), and those in the reader's push window pushed.
+  void make_known(KernelCache& kernel, const Job& job, uint64_t& room);
   // Frame f, if still marked queued (at any level), is marked none again: its work was not done.
   void unmark_queued(uint32_t f);
 
@@ -132,8 +147,9 @@ class ClipPushes {
   static constexpr std::chrono::milliseconds kStaleListing{20};
   // A reader's first window in a run, and the largest (clip_push_bytes bounds it too).
   static constexpr uint32_t kFirstWindow = 16, kMaxWindow = 1024;
-  // A window that ends further into its run than this is made known by lookups, not by listing the
-  // folder from its start (which would make every inode before it).
+  // A reader in turn within a run's first kListAhead frames has them made known by a listing of the
+  // folder up to there; further in, by looking up a window (a listing from the folder's start would
+  // make every inode before it).
   static constexpr uint32_t kListAhead = 256;
   // Threads that push: a clip's frames are pushed in order by one of them, clips at once by several.
   // They take listings too, first; one more thread takes only listings, so that a listing never
@@ -146,7 +162,8 @@ class ClipPushes {
   FileReader& reader_;
   const uint64_t max_bytes_;
   std::unique_ptr<std::atomic<uint8_t>[]> states_;  // by file id; only for a store with clips
-  // By clip run: its last push window and its last window made known (Window, packed).
+  // By clip run: its last push window and its last window made known (Window, packed: end, size
+  // << 32, level << 56; a window made known for a reader in turn has bit 63 too).
   std::unique_ptr<std::atomic<uint64_t>[]> push_windows_, known_windows_;
   std::atomic<uint64_t> lookups_{0}, listings_{0}, stale_{0};
   std::mutex mu_;

@@ -130,6 +130,7 @@ Result<FileReader::Bytes> Filesystem::read(uint64_t ino, uint64_t offset, uint64
     return n.type == NodeType::invalid || n.type == NodeType::file ? Error{ENOENT, "no such file"} : Error{EISDIR, "a folder"};
   const auto start = std::chrono::steady_clock::now();
   const index::File& f = store_.files()[n.id];
+  pushes_.before_read(n, offset, page_cache);  // a clip's next frames made known while this one is read
   auto r = reader_.read(f, n.level, n.sequential, offset, size);
   telemetry_.count_read(f.kind, n.level, r.ok() ? r->size() : 0, std::chrono::steady_clock::now() - start);
   if (r.ok()) pushes_.on_read(n, offset, page_cache);  // its clip's next frames, pushed while this one is answered

@@ -93,17 +93,18 @@ Status KernelNotifier::list_folder(const std::string& path, std::string_view unt
   const char* const rel = path.empty() ? "." : path.c_str();
   const Fd dir(static_cast<int>(::syscall(SYS_openat2, root->get(), rel, &how, sizeof how)));
   if (dir.get() < 0) return Error{errno, fmt::format("opening {} in {}: {}", rel, mount_.mountpoint(), std::strerror(errno))};
-  // A buffer of a page: the kernel's READDIRPLUS requests are about a page each, so the listing
-  // stops within a request of `until`.
-  constexpr size_t kBuffer = 4096;
-  alignas(8) char buf[kBuffer];
+  // A large buffer, so that the kernel asks for as many entries as a request carries (the first
+  // chunk is the one readdir=auto lists with attributes: a 64 KiB one makes about 400 inodes); the
+  // listing stops after the chunk that holds `until`.
+  constexpr size_t kBuffer = 64 << 10;
+  const std::unique_ptr<char[]> buf = std::make_unique_for_overwrite<char[]>(kBuffer);
   for (;;) {
-    const long n = ::syscall(SYS_getdents64, dir.get(), buf, kBuffer);
+    const long n = ::syscall(SYS_getdents64, dir.get(), buf.get(), kBuffer);
     if (n == 0) return {};
     if (n < 0) return Error{errno, fmt::format("listing {} in {}: {}", rel, mount_.mountpoint(), std::strerror(errno))};
     if (until.empty()) continue;
     for (long at = 0; at < n;) {
-      const auto* d = reinterpret_cast<const struct dirent64*>(buf + at);
+      const auto* d = reinterpret_cast<const struct dirent64*>(buf.get() + at);
       if (until == d->d_name) return {};
       at += d->d_reclen;
     }
