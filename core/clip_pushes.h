@@ -1,6 +1,6 @@
 // A clip's frames pushed into the kernel's page cache (FUSE_NOTIFY_STORE), so that a clip loader
-// reads a clip with a READ or two instead of one a frame. The first READ of a clip's frame (from
-// its start, through the page cache) queues a window of the frames after it in its run that the
+// reads a clip with a READ a window instead of one a frame. A READ of a clip's frame (from its
+// start, through the page cache) queues a window of the frames after it in its run that the
 // kernel knows (a LOOKUP or a listing with attributes gave it their inodes); a LOOKUP of a clip's
 // frame queues that frame. Threads of their own store each queued frame into its inode's pages:
 // exactly the bytes a READ of that inode returns, its level as stored, taken from the record cache
@@ -12,26 +12,29 @@
 //
 // Pushes only for frames a reader will read. A pushed frame's read never reaches the daemon, so
 // the daemon follows a reader as the kernel's readahead does: a window of kFirstWindow frames
-// after a READ, twice the last window when the reader READs right where the last one ended (it
-// read the window from the page cache), kFirstWindow again after a jump; never more than
-// clip_push_bytes. So a reader that reads n frames of a run in turn gets at most 2n + kFirstWindow
-// pushed, and a short window of a long clip costs a short push. A READ that bypasses the page
-// cache (O_DIRECT) pushes nothing: its reader would never read the pages.
+// after a READ, all but a marker a quarter before its end; a READ of the marker (the reader read
+// the window so far from the page cache) queues the next window, twice as large, while the rest
+// of this one is ahead of the reader; a READ elsewhere starts at kFirstWindow again; never more
+// than clip_push_bytes a window. So a reader that reads n frames of a run in turn gets about
+// 2n + kFirstWindow pushed at most, and a short window of a long clip costs a short push. A READ
+// that bypasses the page cache (O_DIRECT) pushes nothing: its reader would never read the pages.
 //
 // Without a listing a clip loader looks each frame up before reading it, and a frame's inode is
 // made by the kernel only once the process that looked it up wakes: too late for a push that
-// would spare that frame's READ. So a frame looked up right after its neighbour (a loader reading
-// a clip in turn; not a scan that stats one frame a clip) has the daemon make a window of the
-// frames after it known (the same windows as the pushes): by listing the clip's folder through the
-// mount up to the window's end where that is near the folder's start (an uncached listing starts
-// with attributes, READDIRPLUS: every frame's inode, a request for dozens), so that the reader's
-// next lookups find the names cached (no LOOKUP), else, and for frames the listing did not make
-// (a listing the kernel had cached, readdir=plain), by looking them up all at once
-// (KernelCache::make_known), each pushed as soon as its lookup returns.
+// would spare that frame's READ. So a READ of a frame whose next one the kernel does not know (a
+// clip's first READ, while it is answered), and a frame looked up right after its neighbour (a
+// loader reading a clip in turn; not a scan that stats one frame a clip), have the daemon list
+// the clip's folder through the mount up to its kListAhead-th frame (KernelCache::list_folder: an
+// uncached listing starts with attributes, READDIRPLUS, hundreds of inodes a request), so that
+// the reader's next lookups find the names cached (no LOOKUP) and the pushes find the frames
+// known. Further into a long clip a reader in turn has a window looked up instead, and where a
+// listing made no inode (a listing the kernel had cached, readdir=plain) a reader in turn has its
+// push window's frames looked up, all at once (KernelCache::make_known), each pushed as soon as
+// its lookup returns.
 //
 // Each frame is pushed once a level: a frame's state says whether it is queued or pushed at which
-// level, so a READ that overtakes a queued push queues nothing more (and that frame is not pushed),
-// and only a READ of a frame pushed before (its pages since evicted) queues a window again.
+// level, so a READ that overtakes a queued push does not have that frame pushed, and a frame
+// pushed before is queued again only after a READ of one pushed (its pages since evicted).
 //
 // Why threads of their own: a store waits for the page it fills to be unlocked, and a page is
 // locked while a READ of it is in flight; a request thread that pushed could wait for a READ that
