@@ -50,14 +50,14 @@ int ClipPushes::push_level(uint32_t f) const {
   return n.sequential ? 0 : n.level;
 }
 
-ClipPushes::Window ClipPushes::next_window(std::atomic<uint64_t>& slot, uint32_t k, int level) {
+ClipPushes::Window ClipPushes::next_window(std::atomic<uint64_t>& slot, uint32_t k, int level, uint32_t first) {
   const uint64_t was = slot.load(std::memory_order_relaxed);
   const Window last{static_cast<uint32_t>(was), static_cast<uint32_t>(was >> 32) & 0xffffff, static_cast<int>(was >> 56)};
   // The reader got to the last window's marker, or to where it ended (give or take a frame a push
   // missed).
   const bool on = last.level == level && last.size != 0 &&
                   (k == last.marker() || (k + 1 >= last.end && k <= last.end + 1));
-  Window next{0, on ? std::min(2 * last.size, kMaxWindow) : kFirstWindow, level};
+  Window next{0, on ? std::min(2 * last.size, kMaxWindow) : first, level};
   next.end = k + 1 + next.size;
   slot.store(uint64_t{next.end} | uint64_t{next.size} << 32 | uint64_t(level) << 56, std::memory_order_relaxed);
   return next;
@@ -79,7 +79,8 @@ void ClipPushes::on_read(const Node& n, uint64_t offset, bool page_cache) {
   const auto frames = store_.record_files(run->record).subspan(run->first_slot, run->frames);
   const uint32_t k = f.slot - run->first_slot;
   const auto r = static_cast<size_t>(run - store_.clip_runs().data());
-  const Window w = next_window(push_windows_[r], k, n.level);
+  // A short clip is pushed whole: a clip loader reads most of it.
+  const Window w = next_window(push_windows_[r], k, n.level, frames.size() <= kWholeClip ? kWholeClip : kFirstWindow);
   Job job;
   uint64_t bytes = 0;
   for (uint32_t j = k + 1; j < std::min<size_t>(w.end, frames.size()) && bytes < max_bytes_; ++j) {
@@ -145,13 +146,13 @@ void ClipPushes::make_known_after(const index::ClipRun& run, uint32_t k, int lev
     // size 0: the lookups past it start again at kFirstWindow
     known_windows_[r].store(uint64_t{end} | uint64_t(level) << 56, std::memory_order_relaxed);
   } else {
-    end = static_cast<uint32_t>(std::min<size_t>(next_window(known_windows_[r], k, level).end, frames.size()));
+    end = static_cast<uint32_t>(std::min<size_t>(next_window(known_windows_[r], k, level, kFirstWindow).end, frames.size()));
   }
   if (dense) known_windows_[r].fetch_or(uint64_t{1} << 63, std::memory_order_relaxed);
   // The reader's push window goes on from here where it had none (its READ may come later).
   const uint64_t pushing = push_windows_[r].load(std::memory_order_relaxed);
   if (static_cast<int>(pushing >> 56) != level || k >= static_cast<uint32_t>(pushing))
-    (void)next_window(push_windows_[r], k, level);
+    (void)next_window(push_windows_[r], k, level, frames.size() <= kWholeClip ? kWholeClip : kFirstWindow);
   for (uint32_t j = k + 1; j < end; ++j) {
     const uint32_t g = frames[j];
     const int at = push_level(g);

@@ -10,9 +10,10 @@
 // a frame a new inode leaves the old inode's pages to the readers that still hold it. A frame read
 // re-encoded sequential (encoding=sequential) is not pushed: its bytes are made by its own READ.
 //
-// Pushes only for frames a reader will read. A pushed frame's read never reaches the daemon, so
-// the daemon follows a reader as the kernel's readahead does: a window of kFirstWindow frames
-// after a READ, all but a marker a quarter before its end; a READ of the marker (the reader read
+// Pushes only for frames a reader will read. A clip of at most kWholeClip frames is pushed whole
+// at its first READ (a clip loader reads most of a short clip). In a longer one, a pushed frame's
+// read never reaches the daemon, so the daemon follows a reader as the kernel's readahead does: a
+// window of kFirstWindow frames after a READ, all but a marker a quarter before its end; a READ of the marker (the reader read
 // the window so far from the page cache) queues the next window, twice as large, while the rest
 // of this one is ahead of the reader; a READ elsewhere starts at kFirstWindow again; never more
 // than clip_push_bytes a window. So a reader that reads n frames of a run in turn gets about
@@ -117,8 +118,8 @@ class ClipPushes {
   };
   // The window after frame k of a run at `level` (k + 1 onwards), from the run's last one in
   // `slot`: twice its size where k is its marker or where it ended (the reader read it from the
-  // page cache), else kFirstWindow. Stores it as the run's last.
-  static Window next_window(std::atomic<uint64_t>& slot, uint32_t k, int level);
+  // page cache), else `first`. Stores it as the run's last.
+  static Window next_window(std::atomic<uint64_t>& slot, uint32_t k, int level, uint32_t first);
   // A frame's state: 0 (none), kQueued + level, kPushed + level.
   static constexpr uint8_t kQueued = 0, kPushed = 128;
   static uint8_t state(uint8_t base, int level) { return static_cast<uint8_t>(base + level); }
@@ -150,6 +151,9 @@ class ClipPushes {
   static constexpr std::chrono::milliseconds kStaleListing{20};
   // A reader's first window in a run, and the largest (clip_push_bytes bounds it too).
   static constexpr uint32_t kFirstWindow = 16, kMaxWindow = 1024;
+  // A clip of at most this many frames has them all in its first window: its loader reads most of
+  // them (a window at a time, a 64-frame clip would cost 3 READs and lose races at each window).
+  static constexpr uint32_t kWholeClip = 64;
   // A reader in turn within a run's first kListAhead frames has them made known by a listing of the
   // folder up to there; further in, by looking up a window (a listing from the folder's start would
   // make every inode before it).
