@@ -63,13 +63,17 @@ ClipPushes::Window ClipPushes::next_window(std::atomic<uint64_t>& slot, uint32_t
   return next;
 }
 
-void ClipPushes::on_read(const Node& n, uint64_t offset, bool page_cache) {
+const index::ClipRun* ClipPushes::read_clip_run(const Node& n, uint64_t offset, bool page_cache) const {
   if (!states_ || !page_cache || offset != 0 || n.type != NodeType::file || n.view != 0 || n.sequential ||
       n.id >= store_.files().size())
-    return;
-  const index::File& f = store_.files()[n.id];
-  const index::ClipRun* run = store_.clip_of(f);
+    return nullptr;
+  return store_.clip_of(store_.files()[n.id]);
+}
+
+void ClipPushes::on_read(const Node& n, uint64_t offset, bool page_cache) {
+  const index::ClipRun* run = read_clip_run(n, offset, page_cache);
   if (run == nullptr) return;
+  const index::File& f = store_.files()[n.id];
   // The reader came first where this frame was queued (it is not pushed), and reads on: the window
   // after it all the same. Frames queued or pushed already are not queued again; a frame pushed
   // before is pushed again only after a READ of one pushed (its pages evicted since).
@@ -114,12 +118,9 @@ void ClipPushes::on_lookup(const Node& n) {
 }
 
 void ClipPushes::before_read(const Node& n, uint64_t offset, bool page_cache) {
-  if (!states_ || !page_cache || offset != 0 || n.type != NodeType::file || n.view != 0 || n.sequential ||
-      n.id >= store_.files().size())
-    return;
-  const index::File& f = store_.files()[n.id];
-  const index::ClipRun* run = store_.clip_of(f);
+  const index::ClipRun* run = read_clip_run(n, offset, page_cache);
   if (run == nullptr) return;
+  const index::File& f = store_.files()[n.id];
   const uint32_t k = f.slot - run->first_slot;
   const auto frames = store_.record_files(run->record).subspan(run->first_slot, run->frames);
   // Near the clip's start only: further in, a window is looked up, one request a frame, which a

@@ -123,6 +123,9 @@ class ClipPushes {
   // A frame's state: 0 (none), kQueued + level, kPushed + level.
   static constexpr uint8_t kQueued = 0, kPushed = 128;
   static uint8_t state(uint8_t base, int level) { return static_cast<uint8_t>(base + level); }
+  // The clip run of node n where a READ of it at `offset` is one pushes follow: a live clip frame,
+  // not re-encoded, read from its start through the page cache; else null.
+  const index::ClipRun* read_clip_run(const Node& n, uint64_t offset, bool page_cache) const;
   // The level live file f is pushed at now (its inode's); 0 if it is not pushed (sequential).
   int push_level(uint32_t f) const;
   void queue(Job job);

@@ -87,72 +87,75 @@ def absolute_paths(log):
     return re.findall(r'"(/[^"]*)"', log.read_text())
 
 
-def test_a_moved_mount_is_reached_where_it_is_and_unmounted_there(own_store, tmp_path):
-    expected = expected_frames(own_store)
-    old, new = str(tmp_path / "old"), str(tmp_path / "new")
-    os.makedirs(new)
-    mount(own_store, old)
-    pid = daemon_pid(old)
+@contextlib.contextmanager
+def daemon_of(store, mnt, *paths):
+    """The store mounted at mnt; yields its daemon's pid. Afterwards every mount left at mnt or
+    `paths` is detached and the daemon ended."""
+    mount(store, mnt)
+    pid = daemon_pid(mnt)
     try:
-        wrong = []
-        root = os.open(old, os.O_RDONLY | os.O_DIRECTORY)
-        with traced(pid, tmp_path / "strace.log"):
-            def move(c):
-                if c == 2:
-                    subprocess.run(["mount", "--move", old, new], check=True)
-                    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "other", old], check=True)
-            read_clips_at(root, expected, wrong, move)
-        os.close(root)
-        assert wrong == []
-        paths = absolute_paths(tmp_path / "strace.log")
-        assert [p for p in paths if p.startswith(old + "/") or p.startswith(new + "/")] == []
-        assert new in paths  # listings went on where the mount was moved to
-        os.kill(pid, signal.SIGTERM)
-        assert wait_exit(pid, 10)
-        assert not is_mounted(new)  # unmounted where it is
-        assert is_mounted(old)  # and what the old path names now is left alone
+        yield pid
     finally:
-        for m in (old, new):
+        for m in (mnt, *paths):
             while is_mounted(m):
                 subprocess.run(["umount", "-l", m], capture_output=True)
         if not wait_exit(pid, 5):
             os.kill(pid, signal.SIGKILL)
 
 
-@pytest.mark.parametrize("how", ["covered", "lazily unmounted"])
-def test_a_mount_covered_or_lazily_unmounted_is_no_longer_reached(own_store, tmp_path, how):
-    expected = expected_frames(own_store)
-    mnt = str(tmp_path / "mnt")
-    mount(own_store, mnt)
-    pid = daemon_pid(mnt)
+def read_clips_traced(mnt, pid, tmp_path, store, between):
+    """The loader reads every clip from a descriptor of mnt's root under strace, `between` run
+    before each clip; returns the frames read wrong, the traced absolute paths and the stats."""
+    expected, wrong = expected_frames(store), []
+    root = os.open(mnt, os.O_RDONLY | os.O_DIRECTORY)
     try:
-        wrong = []
-        root = os.open(mnt, os.O_RDONLY | os.O_DIRECTORY)
         with traced(pid, tmp_path / "strace.log"):
-            def hide(c):
-                if c == 2 and how == "covered":
-                    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "other", mnt], check=True)
-                elif c == 2:
-                    subprocess.run(["umount", "-l", mnt], check=True)
-            read_clips_at(root, expected, wrong, hide)
+            read_clips_at(root, expected, wrong, between)
             stats = os.open(".fidelity/stats", os.O_RDONLY, dir_fd=root)
             text = os.read(stats, 1 << 20).decode()
             os.close(stats)
+    finally:
         os.close(root)
+    return wrong, absolute_paths(tmp_path / "strace.log"), text
+
+
+def test_a_moved_mount_is_reached_where_it_is_and_unmounted_there(own_store, tmp_path):
+    old, new = str(tmp_path / "old"), str(tmp_path / "new")
+    os.makedirs(new)
+    with daemon_of(own_store, old, new) as pid:
+        def move(c):
+            if c == 2:
+                subprocess.run(["mount", "--move", old, new], check=True)
+                subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "other", old], check=True)
+        wrong, paths, _ = read_clips_traced(old, pid, tmp_path, own_store, move)
         assert wrong == []
-        assert [p for p in absolute_paths(tmp_path / "strace.log") if p.startswith(mnt + "/")] == []
-        assert '"pushed_frames"' in text
+        assert [p for p in paths if p.startswith(old + "/") or p.startswith(new + "/")] == []
+        assert new in paths  # listings went on where the mount was moved to
+        os.kill(pid, signal.SIGTERM)
+        assert wait_exit(pid, 10)
+        assert not is_mounted(new)  # unmounted where it is
+        assert is_mounted(old)  # and what the old path names now is left alone
+
+
+@pytest.mark.parametrize("how", ["covered", "lazily unmounted"])
+def test_a_mount_covered_or_lazily_unmounted_is_no_longer_reached(own_store, tmp_path, how):
+    mnt = str(tmp_path / "mnt")
+    with daemon_of(own_store, mnt) as pid:
+        def hide(c):
+            if c == 2 and how == "covered":
+                subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "other", mnt], check=True)
+            elif c == 2:
+                subprocess.run(["umount", "-l", mnt], check=True)
+        wrong, paths, stats = read_clips_traced(mnt, pid, tmp_path, own_store, hide)
+        assert wrong == []
+        assert [p for p in paths if p.startswith(mnt + "/")] == []
+        assert '"pushed_frames"' in stats
         if how == "covered":
             os.kill(pid, signal.SIGTERM)
             assert wait_exit(pid, 10)
             assert is_mounted(mnt)  # the covering mount stays
         else:
             assert wait_exit(pid, 10)  # the last descriptor closed: the mount is gone, and its daemon
-    finally:
-        while is_mounted(mnt):
-            subprocess.run(["umount", "-l", mnt], capture_output=True)
-        if not wait_exit(pid, 5):
-            os.kill(pid, signal.SIGKILL)
 
 
 def read_long_clip(mnt, start):
