@@ -89,7 +89,9 @@ void ClipPushes::on_read(const Node& n, uint64_t offset, bool page_cache) {
   uint64_t bytes = 0;
   for (uint32_t j = k + 1; j < std::min<size_t>(w.end, frames.size()) && bytes < max_bytes_; ++j) {
     const uint32_t g = frames[j];
-    const int level = names_.knows_live(g) && j != w.marker() ? push_level(g) : 0;
+    // The marker is left out where a window follows (one that reaches the run's end has none).
+    const bool marker = j == w.marker() && w.end < frames.size();
+    const int level = names_.knows_live(g) && !marker ? push_level(g) : 0;
     if (level == 0) continue;
     const uint8_t now = states_[g].load(std::memory_order_relaxed);
     if (now == state(kQueued, level) || (now == state(kPushed, level) && !again)) continue;
