@@ -43,6 +43,11 @@ void ClipPushes::detach() {
   idle_.notify_all();
   for (std::thread& t : threads_) t.join();
   threads_.clear();
+  {
+    std::lock_guard lock(listing_mu_);
+    awaited_runs_.clear();  // the queued listings were dropped
+  }
+  listing_cv_.notify_all();
 }
 
 int ClipPushes::push_level(uint32_t f) const {
@@ -74,6 +79,11 @@ void ClipPushes::on_read(const Node& n, uint64_t offset, bool page_cache) {
   const index::ClipRun* run = read_clip_run(n, offset, page_cache);
   if (run == nullptr) return;
   const index::File& f = store_.files()[n.id];
+  const auto r = static_cast<size_t>(run - store_.clip_runs().data());
+  {  // the listing this READ started, so that the window finds its frames known
+    std::unique_lock lock(listing_mu_);
+    listing_cv_.wait_for(lock, kListingWait, [&] { return std::find(awaited_runs_.begin(), awaited_runs_.end(), r) == awaited_runs_.end(); });
+  }
   // The reader came first where this frame was queued (it is not pushed), and reads on: the window
   // after it all the same. Frames queued or pushed already are not queued again; a frame pushed
   // before is pushed again only after a READ of one pushed (its pages evicted since).
@@ -82,7 +92,6 @@ void ClipPushes::on_read(const Node& n, uint64_t offset, bool page_cache) {
   const bool again = was == state(kPushed, n.level);
   const auto frames = store_.record_files(run->record).subspan(run->first_slot, run->frames);
   const uint32_t k = f.slot - run->first_slot;
-  const auto r = static_cast<size_t>(run - store_.clip_runs().data());
   // A short clip is pushed whole: a clip loader reads most of it.
   const Window w = next_window(push_windows_[r], k, n.level, frames.size() <= kWholeClip ? kWholeClip : kFirstWindow);
   Job job;
@@ -128,17 +137,25 @@ void ClipPushes::before_read(const Node& n, uint64_t offset, bool page_cache) {
   // Near the clip's start only: further in, a window is looked up, one request a frame, which a
   // sparse reader would not use.
   if (k + 1 < std::min<size_t>(kListAhead, frames.size()) && !names_.knows_live(frames[k + 1]))
-    make_known_after(*run, k, n.level, false);
+    (void)make_known_after(*run, k, n.level, false);
 }
 
-void ClipPushes::make_known_after(const index::ClipRun& run, uint32_t k, int level, bool dense) {
+void ClipPushes::listing_ended(uint32_t r) {
+  {
+    std::lock_guard lock(listing_mu_);
+    std::erase(awaited_runs_, r);
+  }
+  listing_cv_.notify_all();
+}
+
+bool ClipPushes::make_known_after(const index::ClipRun& run, uint32_t k, int level, bool dense) {
   const auto frames = store_.record_files(run.record).subspan(run.first_slot, run.frames);
   const auto r = static_cast<uint32_t>(&run - store_.clip_runs().data());
   // Made known already (for a reader in turn: by a job of a reader in turn, which looks up what a
   // listing did not make).
   const uint64_t last = known_windows_[r].load(std::memory_order_relaxed);
   if (static_cast<int>(last >> 56 & 0x7f) == level && k + 1 < static_cast<uint32_t>(last) && (!dense || last >> 63))
-    return;
+    return false;
   Job job{{}, Work::look_up};
   job.run = r;
   job.dense = dense;
@@ -166,7 +183,14 @@ void ClipPushes::make_known_after(const index::ClipRun& run, uint32_t k, int lev
     if (job.list_until == UINT32_MAX) states_[g].store(state(kQueued, at), std::memory_order_relaxed);
     job.files.push_back(g);
   }
-  if (!job.files.empty()) queue(std::move(job));
+  if (job.files.empty()) return false;
+  if (!dense && job.list_until != UINT32_MAX) {  // a READ's listing: that READ waits for it (on_read)
+    job.awaited = true;
+    std::lock_guard lock(listing_mu_);
+    awaited_runs_.push_back(r);
+  }
+  queue(std::move(job));
+  return true;
 }
 
 void ClipPushes::queue(Job job) {
@@ -187,6 +211,7 @@ void ClipPushes::queue(Job job) {
   }
   dropped_.fetch_add(1, std::memory_order_relaxed);  // not queued: its frames' marks go
   for (uint32_t f : job.files) states_[f].store(0, std::memory_order_relaxed);
+  if (job.awaited) listing_ended(job.run);
 }
 
 void ClipPushes::wait_idle() {
@@ -214,6 +239,7 @@ void ClipPushes::run(bool listings_only) {
       // meanwhile), so none is made once no reader waits for it.
       stale_.fetch_add(1, std::memory_order_relaxed);
       for (uint32_t f : job.files) unmark_queued(f);
+      if (job.awaited) listing_ended(job.run);
     } else if (job.work == Work::look_up) {
       make_known(kernel, job, room);
     } else {
@@ -240,6 +266,7 @@ void ClipPushes::make_known(KernelCache& kernel, const Job& job, uint64_t& room)
   const std::string folder = store_.relative_path(store_.dirs()[store_.files()[job.files.front()].dir]);
   if (listing && kernel.list_folder(folder, store_.name(store_.files()[job.list_until])).ok())
     listings_.fetch_add(1, std::memory_order_relaxed);
+  if (job.awaited) listing_ended(job.run);
   const index::ClipRun& run = store_.clip_runs()[job.run];
   const uint64_t pushing = push_windows_[job.run].load(std::memory_order_relaxed);
   std::vector<uint32_t> unknown;

@@ -105,6 +105,7 @@ class ClipPushes {
     uint32_t list_until = UINT32_MAX;  // look_up: list the clip's folder up to this frame first (none: UINT32_MAX)
     uint32_t run = 0;                   // look_up: the clip run
     bool dense = false;                 // look_up for a reader in turn: what the listing did not make is looked up
+    bool awaited = false;               // look_up a READ waits for (listing_ended when done)
     std::chrono::steady_clock::time_point queued{};
   };
   // A reader's window in a run: frames [end - size, end) at `level` were queued last, all but
@@ -139,7 +140,10 @@ class ClipPushes {
   void push_marked(KernelCache& kernel, uint32_t f, uint64_t& room, bool just_looked_up);
   // Queues a look_up job for the frames after frame k of `run` at `level`, unless they are made
   // known already: up to its kListAhead-th frame by a listing, or a window by lookups further in.
-  void make_known_after(const index::ClipRun& run, uint32_t k, int level, bool dense);
+  // Returns whether it queued a job.
+  bool make_known_after(const index::ClipRun& run, uint32_t k, int level, bool dense);
+  // The listing a READ of run r started (before_read) has ended, or was dropped.
+  void listing_ended(uint32_t r);
   // A look_up job: its frames made known (a listing, lookups), and those in the reader's push window pushed.
   void make_known(KernelCache& kernel, const Job& job, uint64_t& room);
   // Frame f, if still marked queued (at any level), is marked none again: its work was not done.
@@ -161,6 +165,9 @@ class ClipPushes {
   // folder up to there; further in, by looking up a window (a listing from the folder's start would
   // make every inode before it).
   static constexpr uint32_t kListAhead = 256;
+  // A clip's first READ waits this long at most for the listing it started, so that its window
+  // finds the frames known (else its reader, answered from the record cache, races the listing).
+  static constexpr std::chrono::microseconds kListingWait{1500};
   // Threads that push: a clip's frames are pushed in order by one of them, clips at once by several.
   // They take listings too, first; one more thread takes only listings, so that a listing never
   // waits behind other clips' pushes (its reader would meanwhile look the next frames up itself).
@@ -184,6 +191,9 @@ class ClipPushes {
   KernelCache* kernel_ = nullptr;
   std::vector<std::thread> threads_;
   std::atomic<bool> off_{false};  // the kernel refused a store: no more pushes
+  std::mutex listing_mu_;
+  std::condition_variable listing_cv_;
+  std::vector<uint32_t> awaited_runs_;  // runs whose listing a READ waits for
   std::atomic<uint64_t> frames_{0}, bytes_{0}, push_ns_{0}, refused_{0}, dropped_{0}, overtaken_{0};
 };
 
