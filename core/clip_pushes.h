@@ -28,7 +28,9 @@
 // the clip's folder through the mount up to its kListAhead-th frame (KernelCache::list_folder: an
 // uncached listing starts with attributes, READDIRPLUS, hundreds of inodes a request), so that
 // the reader's next lookups find the names cached (no LOOKUP) and the pushes find the frames
-// known. Further into a long clip a reader in turn has a window looked up instead, and where a
+// known. That READ's reply waits for the listing it started, kListingWait at most (on the listing
+// thread's word, never on the mount: a READ answered from the record cache would otherwise let its
+// reader race the listing, looking up and reading frames itself). Further into a long clip a reader in turn has a window looked up instead, and where a
 // listing made no inode (a listing the kernel had cached, readdir=plain) a reader in turn has its
 // push window's frames looked up, all at once (KernelCache::make_known), each pushed as soon as
 // its lookup returns.
