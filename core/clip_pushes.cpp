@@ -46,6 +46,7 @@ void ClipPushes::detach() {
   {
     std::lock_guard lock(listing_mu_);
     awaited_runs_.clear();  // the queued listings were dropped
+    awaited_.store(0, std::memory_order_release);
   }
   listing_cv_.notify_all();
 }
@@ -56,15 +57,14 @@ int ClipPushes::push_level(uint32_t f) const {
 }
 
 ClipPushes::Window ClipPushes::next_window(std::atomic<uint64_t>& slot, uint32_t k, int level, uint32_t first) {
-  const uint64_t was = slot.load(std::memory_order_relaxed);
-  const Window last{static_cast<uint32_t>(was), static_cast<uint32_t>(was >> 32) & 0xffffff, static_cast<int>(was >> 56)};
+  const Window last = unpack(slot.load(std::memory_order_relaxed));
   // The reader got to the last window's marker, or to where it ended (give or take a frame a push
   // missed).
   const bool on = last.level == level && last.size != 0 &&
                   (k == last.marker() || (k + 1 >= last.end && k <= last.end + 1));
   Window next{0, on ? std::min(2 * last.size, kMaxWindow) : first, level};
   next.end = k + 1 + next.size;
-  slot.store(uint64_t{next.end} | uint64_t{next.size} << 32 | uint64_t(level) << 56, std::memory_order_relaxed);
+  slot.store(pack(next), std::memory_order_relaxed);
   return next;
 }
 
@@ -80,7 +80,7 @@ void ClipPushes::on_read(const Node& n, uint64_t offset, bool page_cache) {
   if (run == nullptr) return;
   const index::File& f = store_.files()[n.id];
   const auto r = static_cast<size_t>(run - store_.clip_runs().data());
-  {  // the listing this READ started, so that the window finds its frames known
+  if (awaited_.load(std::memory_order_acquire) != 0) {  // the listing this READ started: its window finds the frames known
     std::unique_lock lock(listing_mu_);
     listing_cv_.wait_for(lock, kListingWait, [&] { return std::find(awaited_runs_.begin(), awaited_runs_.end(), r) == awaited_runs_.end(); });
   }
@@ -93,7 +93,7 @@ void ClipPushes::on_read(const Node& n, uint64_t offset, bool page_cache) {
   const auto frames = store_.record_files(run->record).subspan(run->first_slot, run->frames);
   const uint32_t k = f.slot - run->first_slot;
   // A short clip is pushed whole: a clip loader reads most of it.
-  const Window w = next_window(push_windows_[r], k, n.level, frames.size() <= kWholeClip ? kWholeClip : kFirstWindow);
+  const Window w = next_window(push_windows_[r], k, n.level, first_window(frames.size()));
   Job job;
   uint64_t bytes = 0;
   for (uint32_t j = k + 1; j < std::min<size_t>(w.end, frames.size()) && bytes < max_bytes_; ++j) {
@@ -144,6 +144,7 @@ void ClipPushes::listing_ended(uint32_t r) {
   {
     std::lock_guard lock(listing_mu_);
     std::erase(awaited_runs_, r);
+    awaited_.store(awaited_runs_.size(), std::memory_order_release);
   }
   listing_cv_.notify_all();
 }
@@ -154,7 +155,7 @@ bool ClipPushes::make_known_after(const index::ClipRun& run, uint32_t k, int lev
   // Made known already (for a reader in turn: by a job of a reader in turn, which looks up what a
   // listing did not make).
   const uint64_t last = known_windows_[r].load(std::memory_order_relaxed);
-  if (static_cast<int>(last >> 56 & 0x7f) == level && k + 1 < static_cast<uint32_t>(last) && (!dense || last >> 63))
+  if (unpack(last).level == level && k + 1 < unpack(last).end && (!dense || (last & kDense)))
     return false;
   Job job{{}, Work::look_up};
   job.run = r;
@@ -164,15 +165,14 @@ bool ClipPushes::make_known_after(const index::ClipRun& run, uint32_t k, int lev
     end = static_cast<uint32_t>(std::min<size_t>(kListAhead, frames.size()));
     job.list_until = frames[end - 1];
     // size 0: the lookups past it start again at kFirstWindow
-    known_windows_[r].store(uint64_t{end} | uint64_t(level) << 56, std::memory_order_relaxed);
+    known_windows_[r].store(pack({end, 0, level}), std::memory_order_relaxed);
   } else {
     end = static_cast<uint32_t>(std::min<size_t>(next_window(known_windows_[r], k, level, kFirstWindow).end, frames.size()));
   }
-  if (dense) known_windows_[r].fetch_or(uint64_t{1} << 63, std::memory_order_relaxed);
+  if (dense) known_windows_[r].fetch_or(kDense, std::memory_order_relaxed);
   // The reader's push window goes on from here where it had none (its READ may come later).
-  const uint64_t pushing = push_windows_[r].load(std::memory_order_relaxed);
-  if (static_cast<int>(pushing >> 56) != level || k >= static_cast<uint32_t>(pushing))
-    (void)next_window(push_windows_[r], k, level, frames.size() <= kWholeClip ? kWholeClip : kFirstWindow);
+  const Window pushing = unpack(push_windows_[r].load(std::memory_order_relaxed));
+  if (pushing.level != level || k >= pushing.end) (void)next_window(push_windows_[r], k, level, first_window(frames.size()));
   for (uint32_t j = k + 1; j < end; ++j) {
     const uint32_t g = frames[j];
     const int at = push_level(g);
@@ -188,6 +188,7 @@ bool ClipPushes::make_known_after(const index::ClipRun& run, uint32_t k, int lev
     job.awaited = true;
     std::lock_guard lock(listing_mu_);
     awaited_runs_.push_back(r);
+    awaited_.store(awaited_runs_.size(), std::memory_order_release);
   }
   queue(std::move(job));
   return true;
@@ -268,11 +269,11 @@ void ClipPushes::make_known(KernelCache& kernel, const Job& job, uint64_t& room)
     listings_.fetch_add(1, std::memory_order_relaxed);
   if (job.awaited) listing_ended(job.run);
   const index::ClipRun& run = store_.clip_runs()[job.run];
-  const uint64_t pushing = push_windows_[job.run].load(std::memory_order_relaxed);
+  const Window pushing = unpack(push_windows_[job.run].load(std::memory_order_relaxed));
   std::vector<uint32_t> unknown;
   for (uint32_t f : job.files) {
     const int level = push_level(f);
-    const bool in_window = static_cast<int>(pushing >> 56) == level && store_.files()[f].slot - run.first_slot < static_cast<uint32_t>(pushing);
+    const bool in_window = pushing.level == level && store_.files()[f].slot - run.first_slot < pushing.end;
     if (listing && !in_window) continue;
     if (!names_.knows_live(f)) {
       // Looked up for a reader in turn only: a sparse reader would not read most of them.

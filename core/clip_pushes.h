@@ -119,6 +119,15 @@ class ClipPushes {
     int level = 0;
     uint32_t marker() const { return size >= 4 ? end - size / 4 : UINT32_MAX; }
   };
+  // A window as a run's slot holds it: end, size << 32, level << 56, and bit 63 where it was made
+  // known for a reader in turn (known_windows_ only).
+  static constexpr uint64_t kDense = uint64_t{1} << 63;
+  static uint64_t pack(const Window& w) { return uint64_t{w.end} | uint64_t{w.size} << 32 | uint64_t(w.level) << 56; }
+  static Window unpack(uint64_t v) {
+    return {static_cast<uint32_t>(v), static_cast<uint32_t>(v >> 32) & 0xffffff, static_cast<int>(v >> 56 & 0x7f)};
+  }
+  // The first push window of a run of `frames`: a short clip whole.
+  static uint32_t first_window(size_t frames) { return frames <= kWholeClip ? kWholeClip : kFirstWindow; }
   // The window after frame k of a run at `level` (k + 1 onwards), from the run's last one in
   // `slot`: twice its size where k is its marker or where it ended (the reader read it from the
   // page cache), else `first`. Stores it as the run's last.
@@ -181,8 +190,7 @@ class ClipPushes {
   FileReader& reader_;
   const uint64_t max_bytes_;
   std::unique_ptr<std::atomic<uint8_t>[]> states_;  // by file id; only for a store with clips
-  // By clip run: its last push window and its last window made known (Window, packed: end, size
-  // << 32, level << 56; a window made known for a reader in turn has bit 63 too).
+  // By clip run: its last push window and its last window made known (pack()).
   std::unique_ptr<std::atomic<uint64_t>[]> push_windows_, known_windows_;
   std::atomic<uint64_t> lookups_{0}, listings_{0}, stale_{0};
   std::mutex mu_;
@@ -196,6 +204,7 @@ class ClipPushes {
   std::mutex listing_mu_;
   std::condition_variable listing_cv_;
   std::vector<uint32_t> awaited_runs_;  // runs whose listing a READ waits for
+  std::atomic<size_t> awaited_{0};      // their count: a READ takes the lock only where one is awaited
   std::atomic<uint64_t> frames_{0}, bytes_{0}, push_ns_{0}, refused_{0}, dropped_{0}, overtaken_{0};
 };
 
