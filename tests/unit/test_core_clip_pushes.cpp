@@ -198,8 +198,9 @@ TEST_F(ClipPushesTest, AFrameLookedUpAfterItsNeighbourHasTheKernelLookUpTheRest)
 }
 
 // The same loader where the kernel lists the clip's folder with attributes: the listing at the
-// second frame's lookup makes every frame's inode, so nothing is looked up one by one, and every
-// frame after the first is pushed with the bytes a READ returns.
+// first frame's READ makes every frame's inode, so nothing is looked up one by one, and every
+// frame after the first is pushed with the bytes a READ returns (by that READ's window, or by the
+// listing's job where the READ stopped waiting for it).
 TEST_F(ClipPushesTest, AListingOfTheClipsFolderMakesItsFramesKnownWithoutALookupEach) {
   config::Settings settings;
   settings.scan_group = 3;
@@ -210,8 +211,7 @@ TEST_F(ClipPushesTest, AListingOfTheClipsFolderMakesItsFramesKnownWithoutALookup
   const uint64_t a = clip_dir("a");
   const uint64_t first = lookup(a, frame(1));
   fs_->wait_pushes();
-  read_all(first);
-  lookup(a, frame(2));  // the loader's next frames are names the kernel has: no LOOKUP
+  read_all(first);  // the loader's next frames are names the kernel has: no LOOKUP
   fs_->wait_pushes();
   EXPECT_EQ(kernel_.listed, std::vector<std::string>{"cls/a"});
   EXPECT_TRUE(kernel_.known.empty());
