@@ -20,6 +20,7 @@
 #include "pack/s3_jobs.h"
 #include "sources/remote_source.h"
 #include "video/video_frames.h"
+#include "video/video_streams.h"
 
 namespace fid::cli {
 
@@ -206,11 +207,18 @@ int print_report(const pack::PackOptions& opt, const pack::PackReport& r, bool a
     fmt::print("l3: {:.1f} MB from {:.1f} MB of lossless sources ({:.3f} of the sources)\n",
                static_cast<double>(r.l3_bytes) / 1e6, static_cast<double>(r.l3_source_bytes) / 1e6,
                r.l3_source_bytes ? static_cast<double>(r.l3_bytes) / static_cast<double>(r.l3_source_bytes) : 0.0);
-  if (r.videos.videos > 0)
+  if (r.videos.videos > 0 && opt.video_streams)
+    fmt::print("videos: {} ({:.1f} MB) kept as streams of {} frames: {:.1f} MB, {:.2f}x the videos ({})\n",
+               r.videos.videos, static_cast<double>(r.videos.video_bytes) / 1e6, r.videos.frames,
+               static_cast<double>(r.videos.frame_bytes) / 1e6,
+               r.videos.video_bytes ? static_cast<double>(r.videos.frame_bytes) / static_cast<double>(r.videos.video_bytes) : 0.0,
+               opt.video_streams->gop ? fmt::format("re-encoded, a keyframe every {} frames", opt.video_streams->gop)
+                                      : std::string("the sources' own GOPs"));
+  else if (r.videos.videos > 0)
     fmt::print("videos: {} ({:.1f} MB) into {} frames ({:.1f} MB of JPEGs at quality {}, before levels)\n", r.videos.videos,
                static_cast<double>(r.videos.video_bytes) / 1e6, r.videos.frames,
                static_cast<double>(r.videos.frame_bytes) / 1e6, opt.video_frames ? opt.video_frames->quality : 0);
-  if (r.videos.videos > 0 && r.videos.video_bytes > 0) {
+  if (r.videos.videos > 0 && r.videos.video_bytes > 0 && opt.video_frames) {
     fmt::print("video frames by level (bytes stored, over the videos' bytes):");
     for (size_t k = 0; k < r.frame_bytes_by_level.size(); ++k)
       fmt::print(" {}:{:.2f}", k + 1, static_cast<double>(r.frame_bytes_by_level[k]) / static_cast<double>(r.videos.video_bytes));
@@ -218,6 +226,7 @@ int print_report(const pack::PackOptions& opt, const pack::PackReport& r, bool a
   }
   print_notes("blob", r.blobbed);
   print_notes("video cut short", r.videos.cut_short);
+  print_notes("video re-encoded", r.videos.reencoded);
   print_notes("skipped", r.skipped);
   if (!r.skipped.empty() && !allow_skipped) {
     fmt::print(stderr,
@@ -261,26 +270,48 @@ void add_append_options(CLI::App* cmd, bool& append, bool& replace) {
       ->needs(append_opt);
 }
 
-CLI::Option* add_video_frames_option(CLI::App* cmd, std::string& text) {
-  return cmd
-      ->add_option("--video-frames", text,
-                   "decode videos (.mp4 .webm .mkv .avi .mov) into clip folders of JPEG frames, VIDEO/img_00001.jpg "
-                   "...; optional fps=N,short_side=S,quality=Q (default: the video's frames and size, quality 95)")
-      ->expected(0, 1);
+// --video-frames and --video-streams, as given.
+struct VideoOptionTexts {
+  std::string frames, streams;
+  CLI::Option* frames_opt = nullptr;
+  CLI::Option* streams_opt = nullptr;
+};
+
+void add_video_options(CLI::App* cmd, VideoOptionTexts& v) {
+  v.frames_opt = cmd->add_option("--video-frames", v.frames,
+                                 "decode videos (.mp4 .webm .mkv .avi .mov) into clip folders of JPEG frames, "
+                                 "VIDEO/img_00001.jpg ...; optional fps=N,short_side=S,quality=Q (default: the video's "
+                                 "frames and size, quality 95)")
+                     ->expected(0, 1);
+  v.streams_opt = cmd->add_option("--video-streams", v.streams,
+                                  "keep videos (.mp4 .webm .mkv .avi .mov) as their compressed streams, GOP by GOP; a "
+                                  "mount shows VIDEO/img_00001.ppm ... as decoded pixels; optional "
+                                  "gop=N|source,crf=C,short_side=S,fps=F,max_frames=M (default gop=16: re-encoded "
+                                  "H.264, a keyframe every 16 frames; source: the source's own packets)")
+                      ->expected(0, 1)
+                      ->excludes(v.frames_opt);
 }
 
-// --video-frames' options into opt; false (the message printed) when they are wrong.
-bool take_video_frames(const std::string& text, pack::PackOptions& opt) {
-  fid::Result<video::FramesOptions> frames = video::parse_frames_options(text);
-  if (!frames) {
-    fmt::print(stderr, "fidelityfs pack: --video-frames {}{}\n", frames.error().message,
-               text.find('=') == std::string::npos ? " (a path after --video-frames is taken as its options: "
-                                                     "write the paths first, or --video-frames=)"
-                                                   : "");
-    return false;
+// The video options into opt; false (the message printed) when they are wrong.
+bool take_video_options(const VideoOptionTexts& v, pack::PackOptions& opt) {
+  const bool frames = v.frames_opt->count() > 0;
+  if (!frames && v.streams_opt->count() == 0) return true;
+  const std::string& text = frames ? v.frames : v.streams;
+  const char* name = frames ? "--video-frames" : "--video-streams";
+  fid::Status parsed;
+  if (frames) {
+    fid::Result<video::FramesOptions> o = video::parse_frames_options(text);
+    if (o) opt.video_frames = *o; else parsed = std::move(o).error();
+  } else {
+    fid::Result<video::StreamOptions> o = video::parse_stream_options(text);
+    if (o) opt.video_streams = *o; else parsed = std::move(o).error();
   }
-  opt.video_frames = *frames;
-  return true;
+  if (!parsed)
+    fmt::print(stderr, "fidelityfs pack: {} {}{}\n", name, parsed.error().message,
+               text.find('=') == std::string::npos
+                   ? fmt::format(" (a path after {0} is taken as its options: write the paths first, or {0}=)", name)
+                   : "");
+  return static_cast<bool>(parsed);
 }
 
 }  // namespace
@@ -310,8 +341,8 @@ void register_pack(CLI::App& app, int& exit_code) {
   auto layout = std::make_shared<std::string>("file");
   auto clips = std::make_shared<std::string>("auto");
   add_store_shape_options(cmd, *levels, *layout, *clips);
-  auto video = std::make_shared<std::string>();
-  CLI::Option* video_opt = add_video_frames_option(cmd, *video);
+  auto video = std::make_shared<VideoOptionTexts>();
+  add_video_options(cmd, *video);
   auto shard = std::make_shared<std::string>("0/1");
   cmd->add_option("--shard", *shard,
                   "I/N: pack only part I of N of the source (the files whose path hashes to I; every folder), "
@@ -329,10 +360,10 @@ void register_pack(CLI::App& app, int& exit_code) {
                 "written without them)");
   auto append = std::make_shared<bool>(false);
   add_append_options(cmd, *append, opt->replace);
-  cmd->callback([cmd, opt, progress, levels, layout, clips, video, video_opt, shard, sources, source_list, store_opts,
+  cmd->callback([cmd, opt, progress, levels, layout, clips, video, shard, sources, source_list, store_opts,
                  allow_skipped, append, &exit_code] {
     opt->levels = *levels == "fast" ? codec::LevelScripts::fast : codec::LevelScripts::pcr;
-    if (video_opt->count() > 0 && !take_video_frames(*video, *opt)) {
+    if (!take_video_options(*video, *opt)) {
       exit_code = kExitUsage;
       return;
     }

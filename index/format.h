@@ -71,6 +71,14 @@ CREATE TABLE videos(dir INTEGER PRIMARY KEY, name BLOB NOT NULL, source_size INT
                     width INTEGER NOT NULL, height INTEGER NOT NULL, frames INTEGER NOT NULL);
 )sql";
 
+// A store with videos kept as streams (format 7, docs/FORMAT.md "Video streams") has this table
+// too, a row a video folder (which has its row in videos as well): what decodes its GOP pieces.
+inline constexpr const char* kVideoStreamsSchema = R"sql(
+CREATE TABLE video_streams(dir INTEGER PRIMARY KEY, codec TEXT NOT NULL, extradata BLOB NOT NULL,
+                           width INTEGER NOT NULL, height INTEGER NOT NULL, gop INTEGER NOT NULL,
+                           stored_bytes INTEGER NOT NULL);
+)sql";
+
 inline void put_le(std::vector<uint8_t>& out, uint64_t v, int bytes) {
   for (int i = 0; i < bytes; ++i) out.push_back(static_cast<uint8_t>(v >> (8 * i)));
 }

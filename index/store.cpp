@@ -19,6 +19,7 @@ std::string_view kind_name(FileKind k) {
     case FileKind::jpeg: return "jpeg";
     case FileKind::l3: return "l3";
     case FileKind::blob: return "blob";
+    case FileKind::frame: return "frame";
   }
   return "unknown";
 }

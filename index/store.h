@@ -21,14 +21,17 @@ namespace fid::index {
 // so that a reader of format 3 still reads every scan-layout store; 5, the first with clips, for
 // a store that has clips, whose file records a reader of format 4 would misread; 6, the first with
 // pieces no file references (an append that replaced files), whose slots a reader of format 5
-// would find with gaps.
-inline constexpr int kFormatVersion = 6;
+// would find with gaps; 7, the first with video streams (frame files, the video_streams table).
+inline constexpr int kFormatVersion = 7;
 inline constexpr int kScanLayoutFormatVersion = 3;
 inline constexpr int kFileLayoutFormatVersion = 4;
 inline constexpr int kClipsFormatVersion = 5;
 inline constexpr int kUnreferencedFormatVersion = 6;
+inline constexpr int kVideoStreamsFormatVersion = 7;
 
-enum class FileKind : uint8_t { jpeg = 0, l3 = 1, blob = 2 };
+// frame: a picture of a video kept as its stream (docs/FORMAT.md "Video streams"); its one piece
+// is its GOP's piece where it is the GOP's first frame, else empty.
+enum class FileKind : uint8_t { jpeg = 0, l3 = 1, blob = 2, frame = 3 };
 std::string_view kind_name(FileKind k);
 
 // The bytes of a file at level k (docs/FORMAT.md "Reading a file at a level"): its first
@@ -50,7 +53,7 @@ struct File {
   uint32_t name_off = 0, name_len = 0;  // into the name pool
   FileKind kind = FileKind::blob;
   uint8_t reserved[3] = {};  // zero: the row is written to the tables file as it is in memory
-  uint32_t script = 0;       // jpeg: codec::ScanScript; l3: codec::shape_code (mode, palette)
+  uint32_t script = 0;       // jpeg: codec::ScanScript; l3: codec::shape_code (mode, palette); frame: its place in its GOP
   uint32_t record = 0;
   // Position of the file among its record's files (storage order): the index's slot less the
   // unreferenced slots before it (format 6), so that a record's files are slots 0..n-1.
@@ -115,6 +118,16 @@ struct ClipRun {
   bool holds(uint32_t slot) const { return slot >= first_slot && slot - first_slot < frames; }
 };
 
+// A video kept as its stream (`pack --video-streams`, format 7): the stored stream's codec as
+// libavcodec names its decoder, its private data, a frame's stored size, the GOP length it was
+// re-encoded with (0: the source's own GOPs) and the bytes of its GOP pieces.
+struct VideoStream {
+  std::string codec;
+  std::vector<uint8_t> extradata;
+  uint32_t width = 0, height = 0, gop = 0;
+  uint64_t stored_bytes = 0;
+};
+
 // A clip folder made from a video by `pack --video-frames` (docs/FORMAT.md "Videos"): what the
 // video was, read without decoding a frame.
 struct VideoSource {
@@ -125,6 +138,8 @@ struct VideoSource {
   uint64_t source_size = 0;            // the video file's bytes
   std::string name;                    // the video file's name ("clip.mp4")
   std::string codec;                   // libavcodec's name ("h264")
+  VideoStream stream;                  // a video kept as its stream; codec empty for a folder of JPEG frames
+  bool is_stream() const { return !stream.codec.empty(); }
 };
 
 // The tables lookups read: the Store's own vectors, or a mapped tables file (tables_file.h).
@@ -211,6 +226,8 @@ class Store {
   // The clip folders made from videos, by folder id, and the one of folder `dir` (null if none).
   std::span<const VideoSource> videos() const { return videos_; }
   const VideoSource* video_of(uint32_t dir) const;
+  // The file holding frame f's GOP piece (f itself when it starts its GOP).
+  const File& gop_of(const File& f) const { return t_.files[f.id - f.script]; }
   // A file's position in storage order: the files of earlier records, then its slot.
   uint64_t storage_position(const File& f) const { return t_.record_begin[f.record] + f.slot; }
 
@@ -261,6 +278,8 @@ class Store {
   void load_clips(SqliteDb& db, const std::string& display);
   // The videos table where there is one, checked against the folders. Throws StoreError.
   void load_videos(SqliteDb& db, const std::string& display);
+  // Frames against the video streams. Throws StoreError.
+  void check_frames(const std::string& display);
   std::filesystem::path dir_;
   std::string location_;
   int levels_ = 0;

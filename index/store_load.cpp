@@ -346,7 +346,8 @@ void Store::load_files(SqliteDb& db, const std::string& ip, bool offsets_stored)
       throw corrupt(fmt::format("file {} has {}: '{}'", f.id, why,
                                 printable({reinterpret_cast<const char*>(name.data()), name.size()})));
     int64_t kind = q.integer(3);
-    if (kind < 0 || kind > 2) throw corrupt(fmt::format("file {} has kind {}", f.id, kind));
+    const int64_t max_kind = format_version_ >= kVideoStreamsFormatVersion ? 3 : 2;
+    if (kind < 0 || kind > max_kind) throw corrupt(fmt::format("file {} has kind {}", f.id, kind));
     f.kind = static_cast<FileKind>(kind);
     int64_t script = q.integer(4);
     if (script < 0 || script > 0xFFFFFFFF) throw corrupt(fmt::format("file {} has script {}", f.id, script));

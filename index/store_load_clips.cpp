@@ -2,6 +2,7 @@
 // the records, files and folders loaded before them.
 #include <fmt/format.h>
 
+#include "codec/video_stream.h"
 #include "index/sqlite_db.h"
 #include "index/store.h"
 #include "index/store_load_errors.h"
@@ -68,6 +69,35 @@ void Store::load_videos(SqliteDb& db, const std::string& ip) {
   Result<std::vector<VideoSource>> videos = read_videos_table(db, dirs_);
   if (!videos && videos.error().code == EINVAL) throw corrupt_index(ip, videos.error().message);
   videos_ = must(std::move(videos));
+  check_frames(ip);
+}
+
+// Frames lie only in video stream folders, which hold nothing else: their GOPs in frame order,
+// each a first frame holding the GOP's piece and frames after it with empty pieces, every frame
+// of the stream's stored size.
+void Store::check_frames(const std::string& ip) {
+  std::vector<bool> stream_dir(dirs_.size(), false);
+  for (const VideoSource& v : videos_) {
+    if (!v.is_stream()) continue;
+    const Dir& d = dirs_[v.dir];
+    if (d.subdir_count != 0)
+      throw corrupt_index(ip, fmt::format("video stream folder {} holds folders", v.dir));
+    stream_dir[v.dir] = true;
+    for (uint32_t k = 0; k < d.file_count; ++k) {
+      const File& f = files_[child_files_[d.file_begin + k]];
+      const Piece& p = pieces_[f.first_piece];
+      const uint32_t before = k == 0 ? UINT32_MAX : files_[child_files_[d.file_begin + k - 1]].script;
+      const bool starts = f.script == 0;
+      if (f.kind != FileKind::frame || f.id != files_[child_files_[d.file_begin]].id + k ||
+          (!starts && f.script != before + 1) || f.script >= codec::kMaxGopFrames || starts != (p.size != 0) ||
+          f.width != v.stream.width || f.height != v.stream.height)
+        throw corrupt_index(ip, fmt::format("file {} in video stream folder {} is not its next frame", f.id, v.dir));
+    }
+  }
+  for (const File& f : files_)
+    if ((f.kind == FileKind::frame) != stream_dir[f.dir])
+      throw corrupt_index(ip, fmt::format("file {} ({}) in folder {}: frames are exactly the files of video stream "
+                                          "folders", f.id, kind_name(f.kind), f.dir));
 }
 
 }  // namespace fid::index

@@ -28,7 +28,7 @@ namespace {
 
 // docs/FORMAT.md "The tables cache".
 constexpr char kTablesMagic[8] = {'F', 'I', 'D', 'T', 'A', 'B', 'L', 'E'};
-constexpr uint32_t kTablesLayoutVersion = 5;
+constexpr uint32_t kTablesLayoutVersion = 6;
 constexpr uint32_t kByteOrderMark = 0x01020304;
 constexpr uint64_t kSectionAlign = 64;
 constexpr uint32_t kMaxIndexPathBytes = 4096;
@@ -147,17 +147,22 @@ bool decode_records(const uint8_t* p, const uint8_t* end, std::vector<Record>& o
   return true;
 }
 
-// Per video: folder, frames, frame rate, width, height (u32), source size (u64), then its name
-// and codec (u32 length, bytes).
+// Per video: folder, frames, frame rate, width, height (u32), source size (u64), then its name,
+// codec, stream codec and extradata (u32 length, bytes), then the stream's width, height, GOP
+// (u32) and stored bytes (u64).
 std::vector<uint8_t> encode_videos(std::span<const VideoSource> videos) {
   std::vector<uint8_t> out;
   for (const VideoSource& v : videos) {
     for (uint32_t x : {v.dir, v.frames, v.fps_num, v.fps_den, v.width, v.height}) put_le(out, x, 4);
     put_le(out, v.source_size, 8);
-    for (const std::string* s : {&v.name, &v.codec}) {
+    for (const std::string* s : {&v.name, &v.codec, &v.stream.codec}) {
       put_le(out, s->size(), 4);
       out.insert(out.end(), s->begin(), s->end());
     }
+    put_le(out, v.stream.extradata.size(), 4);
+    out.insert(out.end(), v.stream.extradata.begin(), v.stream.extradata.end());
+    for (uint32_t x : {v.stream.width, v.stream.height, v.stream.gop}) put_le(out, x, 4);
+    put_le(out, v.stream.stored_bytes, 8);
   }
   return out;
 }
@@ -181,8 +186,15 @@ bool decode_videos(const uint8_t* p, const uint8_t* end, std::vector<VideoSource
     for (uint64_t& x : v)
       if (!take(4, x)) return false;
     VideoSource s{static_cast<uint32_t>(v[0]), static_cast<uint32_t>(v[1]), static_cast<uint32_t>(v[2]),
-                  static_cast<uint32_t>(v[3]), static_cast<uint32_t>(v[4]), static_cast<uint32_t>(v[5]), 0, {}, {}};
-    if (!take(8, s.source_size) || !take_text(s.name) || !take_text(s.codec)) return false;
+                  static_cast<uint32_t>(v[3]), static_cast<uint32_t>(v[4]), static_cast<uint32_t>(v[5]), 0, {}, {}, {}};
+    std::string extradata;
+    uint64_t w = 0, h = 0, gop = 0;
+    if (!take(8, s.source_size) || !take_text(s.name) || !take_text(s.codec) || !take_text(s.stream.codec) ||
+        !take_text(extradata) || !take(4, w) || !take(4, h) || !take(4, gop) || !take(8, s.stream.stored_bytes))
+      return false;
+    s.stream.extradata.assign(extradata.begin(), extradata.end());
+    s.stream.width = static_cast<uint32_t>(w), s.stream.height = static_cast<uint32_t>(h);
+    s.stream.gop = static_cast<uint32_t>(gop);
     if (!out.empty() && s.dir <= out.back().dir) return false;
     out.push_back(std::move(s));
   }

@@ -3,7 +3,43 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
+#include "codec/video_stream.h"
+
 namespace fid::index {
+
+namespace {
+
+// The video_streams rows (format 7), each joined to its folder's videos row.
+Status read_video_streams(const SqliteDb& db, std::vector<VideoSource>& videos) {
+  Result<bool> has = db.has_table("video_streams");
+  if (!has) return std::move(has).error();
+  if (!*has) return {};
+  Result<SqliteStatement> q =
+      db.prepare("SELECT dir, codec, extradata, width, height, gop, stored_bytes FROM video_streams ORDER BY dir");
+  if (!q) return std::move(q).error();
+  return q->each_row([&]() -> Status {
+    const int64_t dir = q->integer(0), w = q->integer(3), h = q->integer(4), gop = q->integer(5),
+                  bytes = q->integer(6);
+    const std::string codec = q->text(1);
+    const std::span<const uint8_t> extradata = q->blob(2);
+    auto it = std::lower_bound(videos.begin(), videos.end(), dir,
+                               [](const VideoSource& v, int64_t d) { return v.dir < d; });
+    if (it == videos.end() || it->dir != dir)
+      return Error{EINVAL, fmt::format("video stream of folder {} has no row in videos", dir)};
+    if (codec.empty() || codec.size() > 64 || extradata.size() > (1u << 20) || w <= 0 || h <= 0 || w > 65535 ||
+        h > 65535 || gop < 0 || gop > codec::kMaxGopFrames || bytes < 0)
+      return Error{EINVAL, fmt::format("video stream of folder {} has a value out of range", dir)};
+    it->stream.codec = codec;
+    it->stream.extradata.assign(extradata.begin(), extradata.end());
+    it->stream.width = static_cast<uint32_t>(w), it->stream.height = static_cast<uint32_t>(h);
+    it->stream.gop = static_cast<uint32_t>(gop), it->stream.stored_bytes = static_cast<uint64_t>(bytes);
+    return {};
+  });
+}
+
+}  // namespace
 
 Result<std::vector<VideoSource>> read_videos_table(const SqliteDb& db, std::span<const Dir> dirs) {
   std::vector<VideoSource> out;
@@ -27,10 +63,11 @@ Result<std::vector<VideoSource>> read_videos_table(const SqliteDb& db, std::span
       return Error{EINVAL, fmt::format("video of folder {} says {} frames, the folder holds {} files", dir, frames, files)};
     out.push_back(VideoSource{static_cast<uint32_t>(dir), static_cast<uint32_t>(frames), static_cast<uint32_t>(num),
                               static_cast<uint32_t>(den), static_cast<uint32_t>(w), static_cast<uint32_t>(h),
-                              static_cast<uint64_t>(size), std::string(name.begin(), name.end()), codec});
+                              static_cast<uint64_t>(size), std::string(name.begin(), name.end()), codec, {}});
     return {};
   });
   if (!read) return std::move(read).error();
+  if (Status streams = read_video_streams(db, out); !streams) return std::move(streams).error();
   return out;
 }
 

@@ -97,7 +97,11 @@ bool natural_less(std::string_view a, std::string_view b) {
 fid::Result<std::vector<Clip>> find_clips(const sources::SourceTree& tree, const sources::PackSource& source, const ClipRule& rule,
                                           const std::atomic<bool>& cancel) {
   std::vector<Clip> clips;
-  if (rule.mode == ClipRule::Mode::off) return clips;
+  // A video kept as a stream is always one unit: its GOPs' pieces lie in its first frames.
+  std::vector<bool> stream(tree.dirs.size(), false);
+  for (const index::VideoSource& v : tree.videos) stream[v.dir] = v.is_stream();
+  const bool any_stream = std::find(stream.begin(), stream.end(), true) != stream.end();
+  if (rule.mode == ClipRule::Mode::off && !any_stream) return clips;
   std::vector<std::vector<uint32_t>> by_dir(tree.dirs.size());
   for (uint32_t i = 0; i < tree.files.size(); ++i) by_dir[tree.files.dir(i)].push_back(i);
   for (uint32_t d = 0; d < by_dir.size(); ++d) {
@@ -106,14 +110,18 @@ fid::Result<std::vector<Clip>> find_clips(const sources::SourceTree& tree, const
     // The root is never a clip (a store's clips are folders of it): the frames of a source
     // that is one clip's folder stay plain files.
     if (files.empty() || d == 0) continue;
-    if (rule.mode == ClipRule::Mode::glob) {
+    if (stream[d]) {
+      // frame order is the names' bytewise order (pack pads their numbers to one width)
+    } else if (rule.mode == ClipRule::Mode::off) {
+      continue;
+    } else if (rule.mode == ClipRule::Mode::glob) {
       if (!glob_match(rule.glob, tree.dirs[d].rel)) continue;
     } else if (files.size() < kMinClipFrames || !numbered_frames(tree, files)) {
       continue;
     }
     std::sort(files.begin(), files.end(),
               [&](uint32_t a, uint32_t b) { return natural_less(tree.files.name(a), tree.files.name(b)); });
-    if (rule.mode == ClipRule::Mode::auto_) {
+    if (rule.mode == ClipRule::Mode::auto_ && !stream[d]) {
       const auto first = frame_size(tree, source, files.front());
       if (!first || first != frame_size(tree, source, files.back())) continue;
     }

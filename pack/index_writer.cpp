@@ -24,7 +24,8 @@ fid::Status write_meta(index::SqliteDb& db, const PackMeta& meta) {
     return st->run();
   };
   const std::pair<std::string_view, std::string> rows[] = {
-      {"format_version", std::to_string(meta.clips ? index::kClipsFormatVersion
+      {"format_version", std::to_string(meta.streams ? index::kVideoStreamsFormatVersion
+                                        : meta.clips ? index::kClipsFormatVersion
                                         : meta.layout == index::StoreLayout::file ? index::kFileLayoutFormatVersion
                                                                                    : index::kScanLayoutFormatVersion)},
       {"layout", std::string(layout_name(meta.layout))},
@@ -188,6 +189,24 @@ fid::Status IndexWriter::write_videos(index::SqliteDb& db, const sources::Source
   return {};
 }
 
+fid::Status IndexWriter::write_video_streams(index::SqliteDb& db, const sources::SourceTree& tree) {
+  if (fid::Status made = db.exec(index::kVideoStreamsSchema); !made) return made;
+  fid::Result<index::SqliteStatement> st = db.prepare(
+      "INSERT INTO video_streams(dir, codec, extradata, width, height, gop, stored_bytes) "
+      "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)");
+  if (!st) return std::move(st).error();
+  for (const index::VideoSource& v : tree.videos) {
+    if (files_in_dir_[v.dir] == 0 || !v.is_stream()) continue;
+    st->bind(1, static_cast<int64_t>(v.dir));
+    st->bind(2, std::string_view(v.stream.codec));
+    st->bind_blob(3, v.stream.extradata);
+    const int64_t values[] = {v.stream.width, v.stream.height, v.stream.gop, static_cast<int64_t>(v.stream.stored_bytes)};
+    for (int c = 0; c < 4; ++c) st->bind(4 + c, values[c]);
+    if (fid::Status ran = st->run(); !ran) return ran;
+  }
+  return {};
+}
+
 fid::Status IndexWriter::finish(const std::filesystem::path& path, const PackMeta& meta, const sources::SourceTree& tree,
                                 const std::vector<RecordInfo>& records) {
   insert_.reset();
@@ -205,6 +224,7 @@ fid::Status IndexWriter::finish(const std::filesystem::path& path, const PackMet
   if (written) written = write_files(db, tree);
   if (written && meta.clips) written = write_clips(db, records);
   if (written) written = write_videos(db, tree);
+  if (written && meta.streams) written = write_video_streams(db, tree);
   if (written) written = write_skipped(db, tree);
   if (written) written = db.exec("COMMIT");
   if (!written) return index_error(written.error());

@@ -24,6 +24,7 @@ struct PackMeta {
   std::string level_scripts;  // "pcr" or "fast"
   index::StoreLayout layout = index::StoreLayout::scan;
   bool clips = false;  // a clips table follows: format 5
+  bool streams = false;  // videos kept as streams (frame files, a video_streams table): format 7
 };
 
 class IndexWriter {
@@ -43,6 +44,7 @@ class IndexWriter {
   fid::Status write_files(index::SqliteDb& db, const sources::SourceTree& tree);
   // The videos table: tree.videos whose folders hold files, with the count written.
   fid::Status write_videos(index::SqliteDb& db, const sources::SourceTree& tree);
+  fid::Status write_video_streams(index::SqliteDb& db, const sources::SourceTree& tree);
 
   std::unique_ptr<index::SqliteDb> scratch_;
   std::optional<index::SqliteStatement> insert_;

@@ -57,7 +57,9 @@ class RecordWriter {
       return {};
     }
     count(f);
-    if (f.kind != index::FileKind::jpeg) clip = StorageOrder::kNoClip;  // a frame that is no JPEG: as any blob
+    // A clip of JPEGs has its runs in the clips table; a video stream's frames (whole records) keep
+    // together by the storage order alone; a clip's file that is no JPEG is as any blob.
+    if (f.kind != index::FileKind::jpeg && f.kind != index::FileKind::frame) clip = StorageOrder::kNoClip;
     RecordBuilder& b = f.kind == index::FileKind::jpeg ? jpeg_ : whole_;
     if (clip != StorageOrder::kNoClip && clip != last_clip_) {
       // A clip that fits in a record starts a record rather than straddle two.
@@ -66,6 +68,7 @@ class RecordWriter {
       if (!b.empty() && clip_bytes <= opt_.record_bytes && b.bytes() + clip_bytes > opt_.record_bytes)
         if (fid::Status flushed = flush(b); !flushed) return flushed;
     }
+    if (f.kind == index::FileKind::frame) clip = StorageOrder::kNoClip;
     b.add(f, clip, clip == StorageOrder::kNoClip ? 0 : clips[clip].dir);
     return b.full(opt_.record_bytes, opt_.record_files) ? flush(b) : fid::Status{};
   }
@@ -93,6 +96,8 @@ class RecordWriter {
       report_.l3++;
       report_.l3_bytes += f.payload.size();
       report_.l3_source_bytes += f.source_size;
+    } else if (f.kind == index::FileKind::frame) {
+      report_.stream_frames++;
     } else {
       report_.blob++;
       if (!f.note.empty()) report_.blobbed.emplace_back(tree_.rel(f.source_index), f.note);
@@ -198,7 +203,8 @@ fid::Status write_index(const PackOptions& opt, TempStore& tmp, std::unique_ptr<
   const fsys::path partial = tmp.path() / index::kIndexPartialFile;
   const bool clips = std::any_of(records.begin(), records.end(), [](const RecordInfo& r) { return !r.clips.empty(); });
   const PackMeta meta{opt.seed, opt.record_bytes, shard_text(opt.shard), digest,
-                      opt.levels == codec::LevelScripts::fast ? "fast" : "pcr", opt.layout, clips};
+                      opt.levels == codec::LevelScripts::fast ? "fast" : "pcr", opt.layout, clips,
+                      !tree.frame_place.empty()};
   if (fid::Status done = index->finish(partial, meta, tree, records); !done)
     return std::move(done).error();
   index.reset();
@@ -333,6 +339,8 @@ fid::Result<PackReport> pack_unguarded(const PackOptions& opt, PackIo io,
       io.source ? std::move(io.source) : local_source(opt, sources::folder_ids({tmp_path, opt.writes_into.empty() ? store : opt.writes_into}));
   if (opt.video_frames)
     source = sources::video_frames_source(std::move(source), *opt.video_frames, tmp_path, pack_jobs(opt), report.videos);
+  else if (opt.video_streams)
+    source = sources::video_streams_source(std::move(source), *opt.video_streams, tmp_path, pack_jobs(opt), report.videos);
   fid::Result<sources::SourceTree> listed = source->list(cancel);
   if (!listed) return std::move(listed).error();
   if (cancel) return interrupted();

@@ -44,6 +44,9 @@ struct PackOptions {
   // `--video-frames`: videos become clip folders of JPEG frames (sources/video_source.h); unset, a
   // video is a file like any other (a blob).
   std::optional<video::FramesOptions> video_frames;
+  // `--video-streams`: videos become folders of frames kept as their compressed streams, GOP by GOP
+  // (sources/video_source.h). At most one of video_frames and video_streams.
+  std::optional<video::StreamOptions> video_streams;
   // Called once the source is listed, before a file is read; its error fails the pack (pack
   // --append: a path the store already has).
   std::function<fid::Status(const sources::SourceTree&)> check_listing;
@@ -64,13 +67,14 @@ struct PackProgress {
 
 struct PackReport {
   uint64_t jpeg = 0, l3 = 0, blob = 0;
+  uint64_t stream_frames = 0;  // frames of videos kept as streams (--video-streams)
   uint64_t l3_bytes = 0, l3_source_bytes = 0;  // L3 payloads and the sources they came from
   std::vector<std::pair<std::string, std::string>> blobbed;  // path, why it is not a JPEG/L3
   std::vector<std::pair<std::string, std::string>> skipped;  // path, why it is not in the store
   std::vector<uint64_t> bytes_by_level;                      // all JPEGs at level 1..L
   uint64_t source_bytes = 0, store_bytes = 0, records = 0, dirs = 0;
   uint64_t clips = 0, clip_frames = 0;  // clip folders found, and their files
-  sources::VideoSummary videos;         // --video-frames: the videos turned into frames
+  sources::VideoSummary videos;         // --video-frames, --video-streams: the videos turned into frames
   std::vector<uint64_t> frame_bytes_by_level;  // their frames (JPEGs) at level 1..L
   double seconds = 0;
 };

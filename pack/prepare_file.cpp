@@ -1,5 +1,6 @@
 #include "pack/prepare_file.h"
 
+#include <algorithm>
 #include <exception>
 #include <span>
 
@@ -50,6 +51,23 @@ void prepare_bytes(std::vector<uint8_t>&& bytes, codec::LevelScripts levels, Pre
   out.payload = std::move(bytes);
 }
 
+// A frame of a video kept as a stream: its bytes as the source gives them (its GOP's piece, or
+// nothing), its place in its GOP and the stream's frame size.
+void prepare_frame(std::vector<uint8_t>&& bytes, const sources::SourceTree& tree, uint32_t index, PreparedFile& out) {
+  const uint32_t dir = tree.files.dir(index);
+  auto video = std::lower_bound(tree.videos.begin(), tree.videos.end(), dir,
+                                [](const index::VideoSource& v, uint32_t d) { return v.dir < d; });
+  out.kind = index::FileKind::frame;
+  out.script = tree.frame_place[index];
+  if (video != tree.videos.end() && video->dir == dir) out.width = video->stream.width, out.height = video->stream.height;
+  out.source_size = bytes.size();
+  out.payload = std::move(bytes);
+}
+
+bool is_frame(const sources::SourceTree& tree, uint32_t index) {
+  return !tree.frame_place.empty() && tree.frame_place[index] != sources::kNotAFrame;
+}
+
 }  // namespace
 
 PreparedFile prepare_file(const sources::PackSource& source, const sources::SourceTree& tree, uint32_t index,
@@ -64,7 +82,10 @@ PreparedFile prepare_file(const sources::PackSource& source, const sources::Sour
       return out;
     }
     out.mtime_ns = read->mtime_ns;
-    prepare_bytes(std::move(read->bytes), levels, out);
+    if (is_frame(tree, index))
+      prepare_frame(std::move(read->bytes), tree, index, out);
+    else
+      prepare_bytes(std::move(read->bytes), levels, out);
   } catch (const std::exception& e) {  // e.g. bad_alloc on a huge file: skip it, keep the rest
     out = PreparedFile{};
     out.source_index = index;

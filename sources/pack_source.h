@@ -21,6 +21,7 @@
 
 namespace fid::sources {
 
+inline constexpr uint32_t kNotAFrame = UINT32_MAX;
 inline constexpr uint64_t kMaxSourceFileBytes = 0xFFFFFFFFull;  // a piece size is a u32
 
 struct SourceDir {
@@ -191,6 +192,9 @@ struct SourceTree {
   uint64_t bytes = 0;  // the files' sizes when listed (progress)
   std::vector<std::pair<std::string, std::string>> skipped;  // path, why it is not in the store
   std::vector<index::VideoSource> videos;  // folders made from videos (--video-frames), by dir
+  // --video-streams: by file, its place in its GOP (index::File::script), or kNotAFrame; empty
+  // when no video is kept as a stream.
+  std::vector<uint32_t> frame_place;
 
   std::string rel(uint32_t i) const {
     const std::string& d = dirs[files.dir(i)].rel;

@@ -14,6 +14,7 @@
 #include <thread>
 #include <unordered_map>
 #include <unordered_set>
+#include <variant>
 
 #include "codec/jpeg.h"
 #include "common/fd.h"
@@ -49,9 +50,20 @@ struct DecodedVideo {
   uint64_t source_bytes = 0;
   video::VideoInfo info;
   std::string failed;  // why it is not in the store; empty when decoded
+  // --video-streams: each frame's place in its GOP (the GOP's piece is its first frame's bytes,
+  // the others' are empty) and the stored stream.
+  std::vector<uint32_t> place;
+  video::StreamInfo stream;
 };
 
-std::string frame_name(size_t k) { return fmt::format("img_{:05d}.jpg", k + 1); }
+// --video-frames names its JPEGs' extension; a stream's frames get the extension of the mount's
+// raw_format there.
+// A stream's frame numbers are padded to one width (5 digits or more), so that the names' bytewise
+// order, the store's file order, is the frames' order.
+std::string frame_name(size_t k, size_t frames, bool streams) {
+  if (!streams) return fmt::format("img_{:05d}.jpg", k + 1);
+  return fmt::format("img_{:0{}d}", k + 1, std::max<size_t>(5, std::to_string(frames).size()));
+}
 
 // An unlinked file in `dir`: gone from the folder at once, freed when closed.
 fid::Result<Fd> scratch_file(const fsys::path& dir) {
@@ -62,16 +74,20 @@ fid::Result<Fd> scratch_file(const fsys::path& dir) {
   return fd;
 }
 
+// Either options: the videos as JPEG frames, or kept as their streams.
+using VideoOptions = std::variant<video::FramesOptions, video::StreamOptions>;
+
 class VideoFramesSource final : public PackSource {
  public:
-  VideoFramesSource(std::unique_ptr<PackSource> inner, const video::FramesOptions& opt, fsys::path scratch_dir,
+  VideoFramesSource(std::unique_ptr<PackSource> inner, const VideoOptions& opt, fsys::path scratch_dir,
                     unsigned jobs, VideoSummary& summary)
-      : inner_(std::move(inner)), opt_(opt), scratch_dir_(std::move(scratch_dir)), jobs_(std::max(1u, jobs)),
-        summary_(summary) {}
+      : inner_(std::move(inner)), opt_(opt), streams_(std::holds_alternative<video::StreamOptions>(opt)),
+        scratch_dir_(std::move(scratch_dir)), jobs_(std::max(1u, jobs)), summary_(summary) {}
 
   fid::Result<SourceTree> list(const std::atomic<bool>& cancel) override {
     if (inner_->stream_order())
-      return fid::Error{EINVAL, "--video-frames reads videos at random, and tar sources are read as a stream: "
+      return fid::Error{EINVAL, std::string(streams_ ? "--video-streams" : "--video-frames") +
+                                " reads videos at random, and tar sources are read as a stream: "
                                 "extract them to a folder, or pack the folder"};
     fid::Result<SourceTree> listed = inner_->list(cancel);
     if (!listed) return listed;
@@ -112,8 +128,9 @@ class VideoFramesSource final : public PackSource {
     std::mutex mu;
     fid::Status failure;
     const unsigned threads = static_cast<unsigned>(std::min<size_t>(jobs_, videos_.size()));
-    video::FramesOptions each = opt_;
-    each.threads = static_cast<int>(std::max(1u, jobs_ / std::max(1u, threads)));  // a lone video decodes on every core
+    VideoOptions each = opt_;
+    const int per_video = static_cast<int>(std::max(1u, jobs_ / std::max(1u, threads)));  // a lone video decodes on every core
+    std::visit([&](auto& o) { o.threads = per_video; }, each);
     std::vector<std::thread> pool;
     for (unsigned t = 0; t < threads; ++t)
       pool.emplace_back([&] {
@@ -131,7 +148,7 @@ class VideoFramesSource final : public PackSource {
 
   // The video's frames into its scratch file; a video that does not decode is marked failed,
   // only a scratch file that cannot be written fails the pack.
-  fid::Status decode_one(DecodedVideo& v, const video::FramesOptions& opt, const std::atomic<bool>& cancel) {
+  fid::Status decode_one(DecodedVideo& v, const VideoOptions& opt, const std::atomic<bool>& cancel) {
     fid::Result<Fd> scratch = scratch_file(scratch_dir_);
     if (!scratch) return std::move(scratch).error();
     v.scratch = std::move(scratch).value();
@@ -160,28 +177,59 @@ class VideoFramesSource final : public PackSource {
     }
     uint64_t written = 0;
     fid::Status write_failure;
-    auto on_frame = [&](const codec::ImageView& rgb) -> fid::Status {
-      fid::Result<std::vector<uint8_t>> jpeg = codec::encode_jpeg(rgb, opt.quality);
-      if (!jpeg) return std::move(jpeg).error();
-      if (jpeg->size() > kMaxSourceFileBytes) return fid::Error{EFBIG, "a frame's JPEG is larger than 4 GiB"};
-      if (fid::Status s = pwrite_loop(v.scratch.get(), jpeg->data(), jpeg->size(), written, "writing a frame");
-          !s) {
+    // Appends a frame's bytes (a JPEG, a GOP's piece, or nothing) to the scratch file.
+    auto add_frame = [&](std::span<const uint8_t> bytes) -> fid::Status {
+      if (bytes.size() > kMaxSourceFileBytes) return fid::Error{EFBIG, "a frame's bytes are over 4 GiB"};
+      if (fid::Status s = pwrite_loop(v.scratch.get(), bytes.data(), bytes.size(), written, "writing a frame"); !s) {
         write_failure = s;
         return s;
       }
-      written += jpeg->size();
+      written += bytes.size();
       v.frame_end.push_back(written);
       return {};
     };
-    fid::Result<video::VideoInfo> info = video::decode_frames(input, opt, on_frame, cancel);
+    fid::Status decoded = streams_ ? store_stream(v, input, std::get<video::StreamOptions>(opt), add_frame, cancel)
+                                   : decode_jpegs(v, input, std::get<video::FramesOptions>(opt), add_frame, cancel);
     if (!write_failure) return fid::Error{write_failure.error().code,
                                           fmt::format("{}: {}", scratch_dir_.string(), write_failure.error().message)};
-    if (!info) {
-      v.failed = info.error().message;
+    if (!decoded) {
+      v.failed = decoded.error().message;
       v.frame_end.clear();
-      return {};
+      v.place.clear();
     }
+    return {};
+  }
+
+  using AddFrame = std::function<fid::Status(std::span<const uint8_t>)>;
+
+  static fid::Status decode_jpegs(DecodedVideo& v, const video::VideoInput& input, const video::FramesOptions& opt,
+                                  const AddFrame& add_frame, const std::atomic<bool>& cancel) {
+    auto on_frame = [&](const codec::ImageView& rgb) -> fid::Status {
+      fid::Result<std::vector<uint8_t>> jpeg = codec::encode_jpeg(rgb, opt.quality);
+      if (!jpeg) return std::move(jpeg).error();
+      return add_frame(*jpeg);
+    };
+    fid::Result<video::VideoInfo> info = video::decode_frames(input, opt, on_frame, cancel);
+    if (!info) return std::move(info).error();
     v.info = std::move(info).value();
+    return {};
+  }
+
+  // A GOP's piece goes with its first frame; the frames after it are empty files.
+  static fid::Status store_stream(DecodedVideo& v, const video::VideoInput& input, const video::StreamOptions& opt,
+                                  const AddFrame& add_frame, const std::atomic<bool>& cancel) {
+    auto on_gop = [&](video::StoredGop&& gop) -> fid::Status {
+      for (uint32_t k = 0; k < gop.frames; ++k) {
+        if (fid::Status s = add_frame(k == 0 ? std::span<const uint8_t>(gop.piece) : std::span<const uint8_t>{}); !s)
+          return s;
+        v.place.push_back(k);
+      }
+      return {};
+    };
+    fid::Result<video::StreamInfo> info = video::store_stream(input, opt, on_gop, cancel);
+    if (!info) return std::move(info).error();
+    v.stream = std::move(info).value();
+    v.info = v.stream.source;
     return {};
   }
 
@@ -217,7 +265,7 @@ class VideoFramesSource final : public PackSource {
       for (size_t f = 0; f < v.frame_end.size(); ++f) {
         const uint64_t size = v.frame_end[f] - (f ? v.frame_end[f - 1] : 0);
         if (fid::Status s = listing.add(Entry{0, {static_cast<uint32_t>(k), static_cast<uint32_t>(f)}, size, v.mtime_ns},
-                                        v.folder + "/" + frame_name(f));
+                                        v.folder + "/" + frame_name(f, v.frame_end.size(), streams_));
             !s)
           return std::move(s).error();
       }
@@ -225,6 +273,7 @@ class VideoFramesSource final : public PackSource {
       summary_.video_bytes += v.source_bytes;
       summary_.frames += v.frame_end.size();
       summary_.frame_bytes += v.frame_end.empty() ? 0 : v.frame_end.back();
+      if (!v.stream.reencoded_why.empty()) summary_.reencoded.emplace_back(v.folder, v.stream.reencoded_why);
       if (!v.info.cut_short.empty())
         summary_.cut_short.emplace_back(v.folder, fmt::format("kept {} frames: {}", v.frame_end.size(), v.info.cut_short));
     }
@@ -238,11 +287,17 @@ class VideoFramesSource final : public PackSource {
       if (e.info.is_dir) return builder.add_dir(std::string(e.path), e.info.mtime_ns, e.info.mtime_ns);
       fid::Result<bool> added = builder.add_file(std::string(e.path), e.info.size, e.info.mtime_ns);
       if (!added) return std::move(added).error();
-      if (*added) origin_.push_back(e.info.origin);
+      if (*added) {
+        origin_.push_back(e.info.origin);
+        if (streams_)
+          frame_place_.push_back(e.info.origin.video == UINT32_MAX ? kNotAFrame
+                                                                  : videos_[e.info.origin.video].place[e.info.origin.index]);
+      }
       return {};
     });
     if (!built) return std::move(built).error();
     SourceTree tree = builder.take();
+    tree.frame_place = std::move(frame_place_);
     add_videos(tree);
     for (auto& s : inner_tree_.skipped) tree.skipped.push_back(s);
     for (auto& s : skipped_) tree.skipped.push_back(s);
@@ -260,20 +315,29 @@ class VideoFramesSource final : public PackSource {
       const DecodedVideo& v = *it->second;
       const video::VideoInfo& i = v.info;
       const bool rate = i.fps_num > 0 && i.fps_den > 0;
-      tree.videos.push_back(index::VideoSource{d, static_cast<uint32_t>(v.frame_end.size()), rate ? i.fps_num : 0,
-                                               rate ? i.fps_den : 1, i.width, i.height, v.source_bytes,
-                                               std::string(inner_tree_.files.name(v.inner)), i.codec.substr(0, 64)});
+      index::VideoSource row{d, static_cast<uint32_t>(v.frame_end.size()), rate ? i.fps_num : 0,
+                             rate ? i.fps_den : 1, i.width, i.height, v.source_bytes,
+                             std::string(inner_tree_.files.name(v.inner)), i.codec.substr(0, 64), {}};
+      if (streams_) {
+        row.stream.codec = v.stream.params.codec;
+        row.stream.extradata = v.stream.params.extradata;
+        row.stream.width = v.stream.params.width, row.stream.height = v.stream.params.height;
+        row.stream.gop = v.stream.gop, row.stream.stored_bytes = v.stream.stored_bytes;
+      }
+      tree.videos.push_back(std::move(row));
     }
   }
 
   std::unique_ptr<PackSource> inner_;
-  video::FramesOptions opt_;
+  VideoOptions opt_;
+  bool streams_;
   fsys::path scratch_dir_;
   unsigned jobs_;
   VideoSummary& summary_;
   SourceTree inner_tree_;
   std::vector<DecodedVideo> videos_;
   std::vector<Origin> origin_;  // by file index of the new tree
+  std::vector<uint32_t> frame_place_;  // --video-streams: by file index of the new tree (SourceTree::frame_place)
   std::vector<std::pair<std::string, std::string>> skipped_;
 };
 
@@ -282,6 +346,12 @@ class VideoFramesSource final : public PackSource {
 std::unique_ptr<PackSource> video_frames_source(std::unique_ptr<PackSource> inner, const video::FramesOptions& opt,
                                                 std::filesystem::path scratch_dir, unsigned jobs,
                                                 VideoSummary& summary) {
+  return std::make_unique<VideoFramesSource>(std::move(inner), opt, std::move(scratch_dir), jobs, summary);
+}
+
+std::unique_ptr<PackSource> video_streams_source(std::unique_ptr<PackSource> inner, const video::StreamOptions& opt,
+                                                 std::filesystem::path scratch_dir, unsigned jobs,
+                                                 VideoSummary& summary) {
   return std::make_unique<VideoFramesSource>(std::move(inner), opt, std::move(scratch_dir), jobs, summary);
 }
 

@@ -1,0 +1,64 @@
+// A video kept as its compressed stream (`pack --video-streams`, docs/FORMAT.md "Video streams"):
+// one piece a GOP, each frame served as decoded pixels. This header holds what the store and the
+// mount share without a codec library: the GOP piece's layout, the size a frame is served at, and
+// the decoder's interface (video/ implements it with libavcodec; a GPU decoder may take its
+// place). Byte buffers in, pixels out; no I/O.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "codec/image.h"
+#include "common/error.h"
+
+namespace fid::codec {
+
+// What a decoder needs of a stored stream (a row of the index's video_streams table).
+struct StreamParams {
+  std::string codec;               // libavcodec's decoder name ("h264")
+  std::vector<uint8_t> extradata;  // the codec's private data (H.264: avcC), may be empty
+  uint32_t width = 0, height = 0;  // a decoded frame, as stored (served at full)
+};
+
+// One GOP's piece: u32 frames (the pictures its decode gives, in presentation order), u32 packets,
+// then each packet's u32 size, then the packets' bytes back to back in decode order (all LE).
+struct GopPiece {
+  uint32_t frames = 0;
+  std::vector<std::span<const uint8_t>> packets;  // into the piece's bytes
+};
+inline constexpr uint32_t kMaxGopFrames = 1024;  // a store's bound; pack cuts or refuses longer GOPs
+// The piece's bytes for `frames` pictures coded as `packets` (in decode order).
+std::vector<uint8_t> encode_gop_piece(uint32_t frames, std::span<const std::vector<uint8_t>> packets);
+// Parses a piece: EINVAL naming what is wrong (truncated, sizes past its end, trailing bytes, no
+// packets, no frames or more than kMaxGopFrames).
+fid::Result<GopPiece> parse_gop_piece(std::span<const uint8_t> piece);
+
+// The size a frame of width x height is served at for `short_side`: its shorter side scaled down
+// to short_side and the longer one in proportion (rounded to nearest, at least 1); 0, or a short
+// side at least the frame's, is the stored size (frames are never scaled up).
+struct FrameSize {
+  uint32_t width = 0, height = 0;
+};
+FrameSize scaled_frame_size(uint32_t width, uint32_t height, uint32_t short_side);
+
+// Decodes GOP pieces into RGB frames. Implementations are thread-safe: the mount calls decode()
+// from several threads at once, each call independent of any before (a frame's pixels never
+// depend on what was decoded earlier).
+class GopDecoder {
+ public:
+  virtual ~GopDecoder() = default;
+  // Calls on_frame(i, pixels) for i = 0 .. frames-1, the GOP's pictures in presentation order, as
+  // RGB (3 channels) of scaled_frame_size(stream.width, stream.height, short_side). The view is
+  // valid during the call only. Errors: EINVAL (the piece does not parse), EIO naming the cause
+  // (the decoder refused a packet, or gave another number of frames, or another size), or what
+  // on_frame returned.
+  virtual fid::Status decode(const StreamParams& stream, std::span<const uint8_t> gop, uint32_t short_side,
+                             const std::function<fid::Status(uint32_t, const ImageView&)>& on_frame) = 0;
+  // A name for logs and stats ("libavcodec").
+  virtual std::string name() const = 0;
+};
+
+}  // namespace fid::codec
