@@ -38,6 +38,7 @@
 #include "config/config.h"
 #include "common/log.h"
 #include "cuda/gpu.h"
+#include "video/video_streams.h"
 #include "fs/fs.h"
 #include "index/store.h"
 #include "net/url.h"
@@ -333,6 +334,8 @@ int serve_foreground(const config::Settings& settings, storage::OpenedStore& ope
     return kExitUsage;
   }
   req.l3_decoder = decoder.get();
+  const std::unique_ptr<codec::GopDecoder> video = video::make_libav_gop_decoder();
+  req.video_decoder = video.get();
   bool failed = false;
   Status served = fs::serve(store, *opened.source, settings, req, [&](const std::string& error) {
     if (!error.empty()) {
@@ -425,6 +428,8 @@ std::string daemon_log_file(const config::Settings& settings) {
     ::_exit(kExitUsage);
   }
   req.l3_decoder = decoder.get();
+  const std::unique_ptr<codec::GopDecoder> video = video::make_libav_gop_decoder();
+  req.video_decoder = video.get();
   std::mutex mu;
   Status served = fs::serve(store, *opened.source, settings, req, [&](const std::string& error) {
     std::lock_guard lock(mu);

@@ -126,6 +126,7 @@ struct CommonSettings {
   std::optional<unsigned> gpu_deadline_us;
   std::optional<uint64_t> gpu_memory;
   std::optional<codec::ViewFormat> raw_format;
+  std::optional<unsigned> video_short_side;
   std::optional<RawNames> raw_names;
   std::optional<Readdir> readdir;
   // Remote stores (s3://, http(s)://); see docs/MOUNT.md "Stores in object storage".
@@ -214,6 +215,7 @@ struct Settings {
   std::optional<uint64_t> order_seed;  // nullopt: the store's seed
   unsigned order_window = 4;
   codec::ViewFormat raw_format = codec::ViewFormat::png;
+  unsigned video_short_side = 0;  // 0: a video stream's frames at their stored size
   RawNames raw_names = RawNames::keep;
   Readdir readdir = Readdir::auto_;  // scripts/bench/scale.sh: the fastest listing + first epoch at 1.28M files
   std::string endpoint, region, profile, ca_file;  // "": from the environment / ~/.aws / system CAs

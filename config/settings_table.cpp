@@ -117,6 +117,14 @@ SettingValue to_value(const LevelChangers& v) { return level_changers_text(v); }
 SettingValue scan_group_value(const Settings& s) { return level_text(s.scan_group); }  // an int, shown as a level
 SettingValue sequential_memory_value(const Settings& s) { return sequential_memory_budget(s); }  // 0 shown resolved
 SettingValue clip_push_value(const Settings& s) { return std::string(s.clip_push ? "auto" : "off"); }
+SettingValue video_short_side_value(const Settings& s) {
+  return s.video_short_side ? SettingValue{uint64_t{s.video_short_side}} : SettingValue{std::string("full")};
+}
+// `full` (0: the stored size) or a short side in pixels.
+std::optional<unsigned> parse_short_side(std::string_view s) {
+  if (s == "full") return 0u;
+  return parse_in_range(s, 1, 65535);
+}
 
 template <auto Set>
 SettingValue member_value(const Settings& s) { return to_value(s.*Set); }
@@ -180,6 +188,10 @@ constexpr Setting kSettings[] = {
                                                       "bytes the GPU path may hold, pinned host and device"),
     row<&C::raw_format, &S::raw_format, &parse_raw_format>("raw_format", "png, ppm or npy", "`png`, `ppm`, `npy`", "",
                                                            "the container an l3 file reads as, see \"Lossless images\""),
+    row<&C::video_short_side, &S::video_short_side, &parse_short_side, &video_short_side_value>(
+        "video_short_side", "a short side 1..65535 or 'full'", "`1`..`65535` or `full`", "",
+        "the short side a video stream's frames are served at, scaled down at decode (`full`: as stored); per "
+        "subtree as `user.fidelity.video_short_side`, see \"Videos kept as video\""),
     row<&C::raw_names, &S::raw_names, &parse_raw_names>("raw_names", "keep or ext", "`keep`, `ext`", "",
                                                         "whether an l3 file's name gets its container's extension"),
     row<&C::readdir, &S::readdir, &parse_readdir>(

@@ -35,7 +35,7 @@ uint64_t view_budget(uint64_t largest, const config::Settings& settings) {
 }  // namespace
 
 FileReader::FileReader(const index::Store& store, storage::RecordSource& source, const config::Settings& settings,
-                       codec::L3BatchDecoder* gpu, const LevelPolicy* clip_reads)
+                       codec::L3BatchDecoder* gpu, const LevelPolicy* clip_reads, codec::GopDecoder* video)
     : store_(store),
       source_(source),
       view_format_(settings.raw_format),
@@ -50,6 +50,8 @@ FileReader::FileReader(const index::Store& store, storage::RecordSource& source,
       sequential_memory_(config::sequential_memory_budget(settings)),
       gpu_(gpu),
       clip_reads_(clip_reads),
+      video_(video),
+      video_short_side_(settings.video_short_side),
       sequential_sizes_(new std::atomic<std::atomic<uint32_t>*>[static_cast<size_t>(store.levels()) + 1]()) {
   if (!gpu) return;
   L3Batcher::Options o{settings.gpu_batch, std::chrono::microseconds(settings.gpu_deadline_us)};
@@ -70,6 +72,7 @@ codec::L3Shape FileReader::shape_of(const index::File& f) {
 
 uint64_t FileReader::size(const index::File& f, int level) const {
   if (f.kind == index::FileKind::l3) return codec::l3_view_size(shape_of(f), view_format_);
+  if (f.kind == index::FileKind::frame) return frame_view_size(f);
   return store_.size_at_level(f, level);
 }
 
@@ -119,6 +122,10 @@ void FileReader::add_readings(Readings& out) const {
       {"clips.bytes", K::counter, "", "", io.clip_bytes.load()},
       {"clips.hits", K::counter, "fidelityfs_clip_hits_total", "file reads served from a cached clip run",
        io.clip_hits.load()},
+      {"video.gops_decoded", K::counter, "fidelityfs_video_gops_decoded_total",
+       "GOPs of video streams decoded (each once, for all its frames)", gops_decoded_.load()},
+      {"video.frames_decoded", K::counter, "fidelityfs_video_frames_decoded_total",
+       "frames of video streams decoded", frames_decoded_.load()},
       {"clips.evictions", K::counter, "fidelityfs_clip_evictions_total", "clip runs evicted from the memory cache",
        io.clip_evictions.load()},
   });
@@ -151,6 +158,7 @@ Result<FileReader::Bytes> FileReader::read(const index::File& f, int level, bool
                                            uint64_t length) {
   if (offset == 0) prefetch_.on_access(f.id, level);
   if (f.kind == index::FileKind::l3) return read_view(f, offset, length);
+  if (f.kind == index::FileKind::frame) return read_frame(f, offset, length);
   if (!sequential) return read_pieces(f, level, offset, length);
   Result<ViewCache::View> v = sequential_view(f, level);
   if (!v) return failed(f, std::move(v).error());
@@ -250,6 +258,12 @@ bool FileReader::load_for_read(uint32_t r, int lvl, bool wait) {
 }
 
 std::optional<FileReader::Bytes> FileReader::cached(const index::File& f, int level) {
+  if (f.kind == index::FileKind::frame) {
+    ViewCache::View gop = cached_gop(f);
+    if (!gop) return std::nullopt;
+    const uint64_t size = frame_view_size(f);
+    return Bytes{{gop->data() + size * f.script, size}, gop, {}};
+  }
   std::shared_ptr<const Prefix> pre = cache_.peek(f.record, cache_.prefix_level(f.record, level));
   if (!pre || !pre->holds(f)) {
     const index::ClipRun* clip = store_.clip_of(f);

@@ -24,6 +24,7 @@
 
 #include "codec/l3_batch.h"
 #include "codec/l3_view.h"
+#include "codec/video_stream.h"
 #include "common/error.h"
 #include "common/readings.h"
 #include "config/config.h"
@@ -42,8 +43,9 @@ class FileReader {
  public:
   // `gpu`: the mount's batch decoder for L3 (null: decode on the CPU); `clip_reads`: per file,
   // whether a clip's frame read reads its clip run (null: always). Both must outlive the reader.
+  // `video`: the decoder of video streams' GOPs (null: their frames read EIO).
   FileReader(const index::Store& store, storage::RecordSource& source, const config::Settings& settings,
-             codec::L3BatchDecoder* gpu, const LevelPolicy* clip_reads = nullptr);
+             codec::L3BatchDecoder* gpu, const LevelPolicy* clip_reads = nullptr, codec::GopDecoder* video = nullptr);
   ~FileReader();
   FileReader(const FileReader&) = delete;
   FileReader& operator=(const FileReader&) = delete;
@@ -70,7 +72,8 @@ class FileReader {
   // read: what a push to the kernel's page cache sends (core/clip_pushes.h). `data` is valid
   // while `keep` is held and until this thread's next call.
   std::optional<Bytes> cached(const index::File& f, int level);
-  // Bytes a read of the whole file returns at `level` as stored (an L3 file: its view's size).
+  // Bytes a read of the whole file returns at `level` as stored (an L3 file: its view's size; a
+  // video stream's frame: its view's at the mount's video_short_side).
   uint64_t size(const index::File& f, int level) const;
   // Bytes of JPEG f's level re-encoded sequential: made (and kept in the view cache) on the first
   // call, remembered after. Errors: EINVAL (not a JPEG), or why it could not be made (EIO).
@@ -128,6 +131,15 @@ class FileReader {
   std::atomic<uint32_t>& sequential_size_slot(uint32_t file, int level);
   // Decodes an L3 file's payload into a new view.
   Result<ViewCache::View> render(const index::File& f);
+  // A video stream's frame (core/video_frames.cpp): its bytes from its GOP's view, which holds
+  // every frame of the GOP, each frame_view_size bytes, back to back; one decode a GOP.
+  Result<Bytes> read_frame(const index::File& f, uint64_t offset, uint64_t length);
+  uint64_t frame_view_size(const index::File& f) const;
+  // Frames of the GOP that starts at file `gop` (its first frame).
+  uint32_t gop_frames(const index::File& gop) const;
+  Result<ViewCache::View> render_gop(const index::File& gop, uint32_t frames);
+  // The GOP view of frame f where it is cached now; null otherwise (waits for nothing).
+  ViewCache::View cached_gop(const index::File& f);
   // Counts a failed read of f and logs the first one of each file (the Error says so: debug).
   Error failed(const index::File& f, Error e);
 
@@ -157,6 +169,9 @@ class FileReader {
   const LevelPolicy* clip_reads_;
   std::unique_ptr<L3Batcher> batcher_;
   std::atomic<uint64_t> gpu_failures_{0}, failures_{0}, sequential_made_{0}, sequential_fallbacks_{0};
+  codec::GopDecoder* video_;
+  const uint32_t video_short_side_;
+  std::atomic<uint64_t> gops_decoded_{0}, frames_decoded_{0};
   // Per level 1..L, the size of each file's sequential re-encoding (0: not made yet); a level's
   // table is allocated on its first use and kept to the end.
   std::unique_ptr<std::atomic<std::atomic<uint32_t>*>[]> sequential_sizes_;

@@ -52,6 +52,7 @@ class Filesystem {
     // Tests only: called in lookup between the first reading of a live file's level and its name
     // being marked known (a level change there is the race the second reading closes).
     std::function<void(uint64_t ino)> after_level_read_for_tests;
+    codec::GopDecoder* video = nullptr;      // the decoder of video streams' GOPs (null: their frames read EIO)
   };
   Filesystem(const index::Store& store, storage::RecordSource& source, const config::Settings& settings,
              const Options& options);

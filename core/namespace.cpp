@@ -37,32 +37,6 @@ void set_time(struct stat& st, int64_t ns) {
 
 }  // namespace
 
-namespace {
-// Whether folder d holds a stored file or sub-folder named `name` (children are sorted by name).
-bool folder_holds(const index::Store& store, const index::Dir& d, std::string_view name) {
-  auto holds = [&](auto ids, auto entries) {
-    auto it = std::lower_bound(ids.begin(), ids.end(), name,
-                               [&](uint32_t c, std::string_view v) { return store.name(entries[c]) < v; });
-    return it != ids.end() && store.name(entries[*it]) == name;
-  };
-  return holds(store.child_dirs().subspan(d.subdir_begin, d.subdir_count), store.dirs()) ||
-         holds(store.child_files().subspan(d.file_begin, d.file_count), store.files());
-}
-}  // namespace
-
-DisplayNames make_display_names(const index::Store& store, const config::Settings& settings) {
-  DisplayNames names;
-  if (settings.raw_names != config::RawNames::ext) return names;
-  const codec::ViewFormat format = settings.raw_format;
-  for (const index::File& f : store.files()) {
-    if (f.kind != index::FileKind::l3) continue;
-    std::string name = std::string(store.name(f)) + std::string(codec::view_extension(FileReader::shape_of(f), format));
-    // A name the folder already holds stays the stored entry's: this file keeps its own name.
-    if (!folder_holds(store, store.dirs()[f.dir], name)) names.emplace(f.id, std::move(name));
-  }
-  return names;
-}
-
 Namespace::Namespace(const index::Store& store, const InodeMap& inodes, const LevelPolicy& levels,
                      const LevelPolicy& encodings, FileReader& reader, ControlFiles& control, OrderFiles& orders,
                      const DisplayNames& display_names)
@@ -89,11 +63,9 @@ uint64_t Namespace::live_file_ino(uint32_t f) const {
 }
 
 std::string_view Namespace::display_name(const index::File& f) const {
-  if (!display_names_.empty() && f.kind == index::FileKind::l3) {
-    auto it = display_names_.find(f.id);
-    if (it != display_names_.end()) return it->second;
-  }
-  return store_.name(f);
+  if (display_names_.empty()) return store_.name(f);
+  thread_local std::string scratch;  // a frame's name, used before this thread asks for another
+  return display_names_.of(store_, f, scratch);
 }
 
 void Namespace::note_known(const Node& n) {

@@ -22,14 +22,10 @@
 #include "core/inodes.h"
 #include "core/level_policy.h"
 #include "core/orders.h"
+#include "core/display_names.h"
 #include "index/store.h"
 
 namespace fid::core {
-
-// Names that differ from the stored ones: with raw_names=ext an L3 file "a.png" shows as
-// "a.png.ppm" (its view's extension). Empty otherwise.
-using DisplayNames = std::unordered_map<uint32_t, std::string>;
-DisplayNames make_display_names(const index::Store& store, const config::Settings& settings);
 
 class Namespace {
  public:

@@ -97,7 +97,7 @@ size_t escaped_size(std::string_view path) {
 }  // namespace
 
 OrderContents::OrderContents(const index::Store& store, size_t max_entries,
-                             const std::unordered_map<uint32_t, std::string>* display_names)
+                             const DisplayNames* display_names)
     : store_(store), max_(max_entries), display_names_(display_names) {
   for (const auto& d : store.dirs()) {
     std::string p;
@@ -122,11 +122,9 @@ std::shared_ptr<const std::string> OrderContents::get(const index::OrderParams& 
   auto text = std::make_shared<std::string>();
   size_t total = 0;
   auto files = store_.files();
+  std::string scratch;
   auto name_of = [&](uint32_t id) -> std::string_view {
-    if (display_names_ && !display_names_->empty()) {
-      auto it = display_names_->find(id);
-      if (it != display_names_->end()) return it->second;
-    }
+    if (display_names_ && !display_names_->empty()) return display_names_->of(store_, files[id], scratch);
     return store_.name(files[id]);
   };
   for (uint32_t id : ids) total += dir_path_[files[id].dir].size() + escaped_size(name_of(id)) + 1;
@@ -150,7 +148,7 @@ size_t OrderContents::cached() {
 // ---- the order files of a mount ----------------------------------------------------------------
 
 OrderFiles::OrderFiles(const index::Store& store, uint64_t seed, uint32_t window, index::RankDeal deal,
-                       const std::unordered_map<uint32_t, std::string>* display_names)
+                       const DisplayNames* display_names)
     : slots_(kOrderSlots),
       contents_(store, 4, display_names),
       configured_seed_(seed),

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "config/config.h"
+#include "core/display_names.h"
 #include "index/order.h"
 #include "index/store.h"
 
@@ -65,7 +66,7 @@ class OrderContents {
  public:
   // `display_names` (may be null): names that differ from the stored ones (raw_names=ext).
   OrderContents(const index::Store& store, size_t max_entries,
-                const std::unordered_map<uint32_t, std::string>* display_names = nullptr);
+                const DisplayNames* display_names = nullptr);
   std::shared_ptr<const std::string> get(const index::OrderParams& order);
   // How many texts are kept (at most max_entries, however many names readers try).
   size_t cached();
@@ -77,7 +78,7 @@ class OrderContents {
   };
   const index::Store& store_;
   size_t max_;
-  const std::unordered_map<uint32_t, std::string>* display_names_;
+  const DisplayNames* display_names_;
   std::mutex mu_;
   std::list<Entry> lru_;  // front = most recent
   std::vector<std::string> dir_path_;  // "cls/" per directory, escaped ("" for the root)
@@ -89,7 +90,7 @@ class OrderContents {
 class OrderFiles {
  public:
   OrderFiles(const index::Store& store, uint64_t seed, uint32_t window, index::RankDeal deal,
-             const std::unordered_map<uint32_t, std::string>* display_names);
+             const DisplayNames* display_names);
 
   uint32_t slots() const { return slots_.size(); }
   // The slot of `name` under the current seed.

@@ -12,6 +12,7 @@
 
 #include "codec/l3_batch.h"
 #include "common/error.h"
+#include "codec/video_stream.h"
 #include "config/config.h"
 #include "index/store.h"
 #include "storage/record_source.h"
@@ -22,6 +23,7 @@ struct ServeRequest {
   std::string mountpoint;
   bool debug = false;                           // FUSE request tracing on stderr
   codec::L3BatchDecoder* l3_decoder = nullptr;  // the GPU decoder (gpu=on/auto with a device), else CPU
+  codec::GopDecoder* video_decoder = nullptr;   // the decoder of video streams' GOPs, where the store has them
   std::optional<gid_t> level_change_group;      // the gid of level_changes=group=NAME
 };
 

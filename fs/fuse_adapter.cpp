@@ -499,7 +499,7 @@ void unmount(fuse_session* se, const OwnMount& mount, const std::string& mountpo
 
 Status serve(const index::Store& store, storage::RecordSource& source, const config::Settings& settings,
              const ServeRequest& req, const std::function<void(const std::string&)>& ready) {
-  core::Filesystem fs(store, source, settings, {req.mountpoint, req.l3_decoder, ::getuid(), req.level_change_group, {}});
+  core::Filesystem fs(store, source, settings, {req.mountpoint, req.l3_decoder, ::getuid(), req.level_change_group, {}, req.video_decoder});
   const auto failed = [&](std::string why) {
     ready(why);
     return Error{EIO, std::move(why)};
