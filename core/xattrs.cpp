@@ -16,6 +16,8 @@ constexpr std::string_view kPrefix = "user.fidelity.";
 constexpr std::string_view kFileFacts[] = {"kind", "levels", "bytes", "record", "position", "source_size", "format"};
 // On a clip folder made from a video (index::VideoSource).
 constexpr std::string_view kVideoFacts[] = {"source", "source_size", "codec", "frame_rate", "frame_size", "frames"};
+// On a video kept as its stream (pack --video-streams), besides those.
+constexpr std::string_view kStreamFacts[] = {"stream_codec", "gop", "stored_size", "stored_bytes"};
 
 // The key after "user.fidelity.", or nullopt for any other attribute.
 std::optional<std::string_view> key_of(std::string_view name) {
@@ -29,6 +31,8 @@ bool is_read_only(std::string_view name) {
   for (auto k : kFileFacts)
     if (*key == k) return true;
   for (auto k : kVideoFacts)
+    if (*key == k) return true;
+  for (auto k : kStreamFacts)
     if (*key == k) return true;
   return false;
 }
@@ -116,6 +120,11 @@ std::optional<std::string> Xattrs::video_value(uint32_t dir, std::string_view ke
   if (key == "frame_rate") return fmt::format("{}/{}", v->fps_num, v->fps_den);
   if (key == "frame_size") return fmt::format("{}x{}", v->width, v->height);
   if (key == "frames") return std::to_string(v->frames);
+  if (!v->is_stream()) return std::nullopt;
+  if (key == "stream_codec") return v->stream.codec;
+  if (key == "gop") return v->stream.gop ? std::to_string(v->stream.gop) : std::string("source");
+  if (key == "stored_size") return fmt::format("{}x{}", v->stream.width, v->stream.height);
+  if (key == "stored_bytes") return std::to_string(v->stream.stored_bytes);
   return std::nullopt;
 }
 
@@ -146,8 +155,11 @@ std::string Xattrs::list(const Node& n) const {
     add("encoding");
     add("clip_reads");
     if (n.view == 0 && n.id == 0) add("order_seed");
-    if (store_.video_of(n.id))
+    if (const index::VideoSource* v = store_.video_of(n.id)) {
       for (auto k : kVideoFacts) add(k);
+      if (v->is_stream())
+        for (auto k : kStreamFacts) add(k);
+    }
   } else if (n.type == NodeType::file) {
     const index::FileKind kind = store_.files()[n.id].kind;
     if (kind == index::FileKind::jpeg) {

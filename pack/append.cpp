@@ -76,6 +76,12 @@ fid::Result<AppendReport> append_locked(const PackOptions& opt, PackIo io,
                                         const std::atomic<bool>& cancel, const fsys::path& store) {
   fid::Result<std::unique_ptr<index::SqliteDb>> old_db = open_append_index(store);
   if (!old_db) return std::move(old_db).error();
+  // A video stream's GOPs lie in its first frames' files, which an append's union does not carry over.
+  fid::Result<bool> streams = (*old_db)->has_table("video_streams");
+  if (!streams) return std::move(streams).error();
+  if (*streams || opt.video_streams)
+    return fid::Error{EINVAL, fmt::format("{}: --append does not take videos kept as streams (--video-streams); "
+                                          "pack the store again", store.string())};
   fid::Result<AppendTree> old = read_append_tree(**old_db, store.string());
   if (!old) return std::move(old).error();
   clear_leftovers(store, old->records);

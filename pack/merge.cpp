@@ -82,6 +82,8 @@ fid::Result<Part> open_part(const fsys::path& dir, const std::string& name) {
     return fid::Error{EINVAL, fmt::format("{}: store format version {} is newer than this fidelityfs supports ({})",
                                           name, p.meta["format_version"], index::kFormatVersion)};
   p.clips = *version >= static_cast<uint64_t>(index::kClipsFormatVersion);
+  if (*version >= static_cast<uint64_t>(index::kVideoStreamsFormatVersion))
+    return not_a_part(name, "a store with videos kept as streams (format 7): pack the whole source instead");
   if (*version >= static_cast<uint64_t>(index::kUnreferencedFormatVersion))
     return not_a_part(name, "a store whose files an append replaced (format 6); relayout it first");
   for (const char* key : {"shard", "source_digest", "level_scripts"})

@@ -109,7 +109,10 @@ Status update_index(const index::Store& store, index::StoreLayout layout, const 
   };
   Status s = put("layout", std::string(index::layout_name(layout)));
   // A store with clips stays format 5 in either layout: the clips table is kept as it is.
-  const int version = !store.clip_runs().empty()            ? index::kClipsFormatVersion
+  const bool streams = std::any_of(store.videos().begin(), store.videos().end(),
+                                   [](const index::VideoSource& v) { return v.is_stream(); });
+  const int version = streams                                ? index::kVideoStreamsFormatVersion
+                      : !store.clip_runs().empty()            ? index::kClipsFormatVersion
                       : layout == index::StoreLayout::file ? index::kFileLayoutFormatVersion
                                                            : index::kScanLayoutFormatVersion;
   if (s) s = put("format_version", std::to_string(version));
