@@ -37,7 +37,7 @@ void print_notes(const char* kind, const Notes& rows, uint64_t count) {
 
 // What inspect counts over the tables.
 struct Summary {
-  uint64_t by_kind[3] = {0, 0, 0};
+  uint64_t by_kind[4] = {0, 0, 0, 0};  // by index::FileKind
   std::vector<uint64_t> bytes_by_level;
   uint64_t source_bytes = 0, store_bytes = 0;
   std::map<std::string, uint64_t> by_script;  // JPEGs per scan script (pcr or fast family)
@@ -45,11 +45,20 @@ struct Summary {
   // Clip folders made from videos (pack --video-frames): the videos' bytes, and their frames'.
   uint64_t videos = 0, video_bytes = 0, video_frames = 0;
   std::vector<uint64_t> frame_bytes_by_level;
+  // Videos kept as streams (pack --video-streams): the videos' bytes, their streams', their frames.
+  uint64_t streams = 0, stream_source_bytes = 0, stream_bytes = 0, stream_frames = 0;
 };
 
 void count_videos(const index::Store& store, Summary& s) {
   s.frame_bytes_by_level.assign(static_cast<size_t>(store.levels()), 0);
   for (const index::VideoSource& v : store.videos()) {
+    if (v.is_stream()) {
+      ++s.streams;
+      s.stream_source_bytes += v.source_size;
+      s.stream_bytes += v.stream.stored_bytes;
+      s.stream_frames += v.frames;
+      continue;
+    }
     ++s.videos;
     s.video_bytes += v.source_size;
     const index::Dir& d = store.dirs()[v.dir];
@@ -98,7 +107,9 @@ void print_json(const index::Store& store, const Summary& s, const std::vector<s
   j["layout"] = index::layout_name(store.layout());
   j["files"] = store.files().size();
   j["dirs"] = store.dirs().size();
-  j["by_kind"] = {{"jpeg", s.by_kind[0]}, {"l3", s.by_kind[1]}, {"blob", s.by_kind[2]}};
+  j["by_kind"] = {{"jpeg", s.by_kind[0]}, {"l3", s.by_kind[1]}, {"blob", s.by_kind[2]}, {"frame", s.by_kind[3]}};
+  j["video_streams"] = {{"videos", s.streams}, {"bytes", s.stream_source_bytes}, {"stored_bytes", s.stream_bytes},
+                        {"frames", s.stream_frames}};
   j["levels"] = store.levels();
   j["bytes_by_level"] = s.bytes_by_level;
   j["jpeg_scripts"] = s.by_script;
@@ -129,8 +140,8 @@ void print_text(const index::Store& store, const Summary& s, const std::vector<s
   fmt::print("store           {}\n", store.location());
   fmt::print("format version  {}\n", store.format_version());
   fmt::print("layout          {}\n", index::layout_name(store.layout()));
-  fmt::print("files           {} (jpeg {}, l3 {}, blob {}) in {} folders\n", store.files().size(), s.by_kind[0],
-             s.by_kind[1], s.by_kind[2], store.dirs().size());
+  fmt::print("files           {} (jpeg {}, l3 {}, blob {}, frame {}) in {} folders\n", store.files().size(),
+             s.by_kind[0], s.by_kind[1], s.by_kind[2], s.by_kind[3], store.dirs().size());
   fmt::print("records         {}\n", store.records().size());
   if (s.clips > 0)
     fmt::print("clips           {} ({} frames; {} over more than one record, in consecutive ones)\n", s.clips,
@@ -166,6 +177,10 @@ void print_text(const index::Store& store, const Summary& s, const std::vector<s
                  static_cast<double>(b) / static_cast<double>(std::max<uint64_t>(1, s.video_bytes)));
     }
   }
+  if (s.streams > 0)
+    fmt::print("video streams   {} ({} bytes) kept as streams of {} frames: {} bytes, {:.2f}x the videos\n", s.streams,
+               s.stream_source_bytes, s.stream_frames, s.stream_bytes,
+               static_cast<double>(s.stream_bytes) / static_cast<double>(std::max<uint64_t>(1, s.stream_source_bytes)));
   for (const std::string& p : problems) fmt::print("problem: {}\n", shown(p));
   print_append_leftovers(leftovers);
   print_notes("blob", notes.blobs, notes.blob_count);

@@ -31,7 +31,7 @@ void put(nlohmann::ordered_json& j, const Reading& r) {
 Telemetry::Telemetry(Parts parts)
     : p_(std::move(parts)),
       started_(std::chrono::steady_clock::now()),
-      read_counts_(new ReadCount[static_cast<size_t>(p_.store.levels()) + 3]) {}
+      read_counts_(new ReadCount[static_cast<size_t>(p_.store.levels()) + 4]) {}
 
 void Telemetry::count_control_read(uint64_t bytes) {
   reads_.fetch_add(1, std::memory_order_relaxed);
@@ -53,6 +53,7 @@ size_t Telemetry::read_slot(index::FileKind kind, int level) const {
     case index::FileKind::jpeg: return static_cast<size_t>(level);
     case index::FileKind::l3: return levels + 1;
     case index::FileKind::blob: break;
+    case index::FileKind::frame: return levels + 3;
   }
   return levels + 2;
 }
@@ -108,7 +109,7 @@ void Telemetry::add_read_readings(Readings& r) const {
     r.push_back({"jpeg_reads_by_level[]", K::counter, reads, reads_help, c.reads.load(), {{"kind", "jpeg"}, {"level", std::to_string(k)}}});
     r.push_back({"", K::counter, bytes, bytes_help, c.bytes.load(), {{"kind", "jpeg"}, {"level", std::to_string(k)}}});
   }
-  for (index::FileKind kind : {index::FileKind::l3, index::FileKind::blob}) {
+  for (index::FileKind kind : {index::FileKind::l3, index::FileKind::blob, index::FileKind::frame}) {
     const ReadCount& c = read_counts_[read_slot(kind, 1)];
     const std::string name(index::kind_name(kind));
     r.push_back({"reads_by_kind." + name, K::counter, reads, reads_help, c.reads.load(), {{"kind", name}, {"level", "1"}}});
