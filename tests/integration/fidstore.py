@@ -28,16 +28,17 @@ class Store:
         region_ends = {i: struct.unpack(f"<{len(b) // 8}Q", b) for i, b in
                        self.db.execute("SELECT id, region_ends FROM records")}
         self.files = {}
-        for row in self.db.execute("SELECT id, dir, name, kind, record, slot, source_size, pieces FROM files"):
-            fid, d, name, kind, rec, slot, source_size, blob = row
+        for row in self.db.execute("SELECT id, dir, name, kind, record, slot, source_size, pieces, script FROM files"):
+            fid, d, name, kind, rec, slot, source_size, blob, script = row
             if self.version == 1:
                 pieces = [struct.unpack_from("<QII", blob, i) for i in range(0, len(blob), 16)]
             else:
                 pieces = self.sizes_and_checksums(blob)
             rel = self.dir_path(d)
             rel = (rel + "/" if rel else "") + bytes(name).decode("utf-8", "surrogateescape")
-            self.files[rel] = dict(id=fid, kind=("jpeg", "l3", "blob")[kind], record=rec, slot=slot,
-                                   source_size=source_size, pieces=pieces)
+            # Format 7: a frame of a video kept as its stream; `script` is its place in its GOP.
+            self.files[rel] = dict(id=fid, kind=("jpeg", "l3", "blob", "frame")[kind], record=rec, slot=slot,
+                                   source_size=source_size, pieces=pieces, script=script)
         # Format 5 may have clips: a row a run of one clip's frames in one record (their slots).
         self.clips = [dict(id=i, dir=d, record=r, first_slot=first, frames=n) for i, d, r, first, n in
                       self.db.execute("SELECT id, dir, record, first_slot, frames FROM clips ORDER BY id")] \
@@ -57,6 +58,12 @@ class Store:
                        for d, n, size, codec, num, den, w, h, frames in self.db.execute(
                            "SELECT dir, name, source_size, codec, fps_num, fps_den, width, height, frames FROM videos")
                        } if has_videos else {}
+        # Format 7: the video_streams rows, joined to their folders' videos rows.
+        if self.version >= 7:
+            for d, codec, extradata, w, h, gop, stored in self.db.execute(
+                    "SELECT dir, codec, extradata, width, height, gop, stored_bytes FROM video_streams"):
+                self.videos[self.dir_path(d)]["stream"] = dict(codec=codec, extradata=bytes(extradata), width=w,
+                                                               height=h, gop=gop, stored_bytes=stored)
 
     @staticmethod
     def sizes_and_checksums(blob):
@@ -155,6 +162,11 @@ class Store:
 
     def all_dirs(self):
         return sorted(self.dir_path(d) for d in self.dirs if d != 0)
+
+    def piece_range(self, f, i):
+        """(offset, size) of piece i of file row f in its record file."""
+        offset, size, _ = f["pieces"][i]
+        return offset, size
 
     def piece(self, rel, i, check=True):
         f = self.files[rel]
