@@ -191,9 +191,11 @@ int run_append(pack::PackOptions& opt, PackRemote remote, const std::string& pro
 }
 
 int print_report(const pack::PackOptions& opt, const pack::PackReport& r, bool allow_skipped) {
-  uint64_t files = r.jpeg + r.l3 + r.blob;
-  fmt::print("packed {} files ({} jpeg, {} l3, {} blob) in {} folders into {} records, {:.1f}s ({:.0f} files/s)\n",
-             files, r.jpeg, r.l3, r.blob, r.dirs, r.records, r.seconds, r.seconds > 0 ? static_cast<double>(files) / r.seconds : 0.0);
+  uint64_t files = r.jpeg + r.l3 + r.blob + r.stream_frames;
+  const std::string frames = r.stream_frames ? fmt::format(", {} frame", r.stream_frames) : "";
+  fmt::print("packed {} files ({} jpeg, {} l3, {} blob{}) in {} folders into {} records, {:.1f}s ({:.0f} files/s)\n",
+             files, r.jpeg, r.l3, r.blob, frames, r.dirs, r.records, r.seconds,
+             r.seconds > 0 ? static_cast<double>(files) / r.seconds : 0.0);
   fmt::print("source {:.1f} MB, store {:.1f} MB\n", static_cast<double>(r.source_bytes) / 1e6, static_cast<double>(r.store_bytes) / 1e6);
   if (r.jpeg > 0) {
     fmt::print("jpeg bytes by level (fraction of full):");

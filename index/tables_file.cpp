@@ -223,7 +223,8 @@ const char* out_of_bounds(const TableSpans& t, std::span<const Record> records, 
     const File& f = t.files[i];
     const uint32_t pieces = f.kind == FileKind::jpeg ? static_cast<uint32_t>(levels) + 1 : 1;
     if (f.id != i || f.dir >= t.dirs.size() || !within(f.name_off, f.name_len, t.names.size()) ||
-        static_cast<uint32_t>(f.kind) > 2 || f.record >= records.size() || f.piece_count != pieces ||
+        static_cast<uint32_t>(f.kind) > static_cast<uint32_t>(FileKind::frame) || f.record >= records.size() ||
+        f.piece_count != pieces || (f.kind == FileKind::frame && (f.script > f.id || t.files[f.id - f.script].dir != f.dir)) ||
         !within(f.first_piece, f.piece_count, t.pieces.size()))
       return "a file row out of bounds";
     const uint64_t record_size = records[f.record].size;

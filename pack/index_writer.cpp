@@ -216,7 +216,9 @@ fid::Status IndexWriter::finish(const std::filesystem::path& path, const PackMet
   index::SqliteDb& db = **opened;
   fid::Status written = db.exec("PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF;");
   if (written) written = db.exec(index::kSchema);
-  if (written && meta.clips) written = db.exec(index::kClipsSchema);
+  // Format 7 is a format 6 store (its clips and unreferenced tables, maybe empty) with streams.
+  if (written && (meta.clips || meta.streams)) written = db.exec(index::kClipsSchema);
+  if (written && meta.streams) written = db.exec(index::kUnreferencedSchema);
   if (written) written = db.exec("BEGIN");
   if (written) written = write_meta(db, meta);
   if (written) written = write_dirs(db, tree);

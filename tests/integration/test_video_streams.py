@@ -64,7 +64,7 @@ def test_every_frame_near_the_ffmpeg_cli_one_decode_a_gop(videos, stream_store, 
         s = stats(mnt)
         frames = sum(len(os.listdir(os.path.join(mnt, v.rsplit(".", 1)[0]))) for v in kept)
         gops = sum(-(-len(os.listdir(os.path.join(mnt, v.rsplit(".", 1)[0]))) // 16) for v in kept)
-        assert s["video.frames_decoded"] == frames and s["video.gops_decoded"] == gops, s
+        assert s["video"]["frames_decoded"] == frames and s["video"]["gops_decoded"] == gops, s
         facts = {k: os.getxattr(os.path.join(mnt, "h264"), "user.fidelity." + k).decode()
                  for k in ("stream_codec", "gop", "stored_size", "frames", "source")}
         assert facts == {"stream_codec": "h264", "gop": "16", "stored_size": "320x240", "frames": "40",
@@ -114,7 +114,7 @@ def test_any_order_gives_the_same_bytes_and_one_decode_serves_its_readers(stream
         for t in threads:
             t.join()
         assert [got[k] for k in range(8)] == forward[16:24]
-        assert stats(mnt)["video.gops_decoded"] == 1
+        assert stats(mnt)["video"]["gops_decoded"] == 1
 
 
 def test_short_side_scales_at_decode_and_a_gop_cache_smaller_than_a_gop(stream_store, mnt):
@@ -131,7 +131,7 @@ def test_short_side_scales_at_decode_and_a_gop_cache_smaller_than_a_gop(stream_s
     # each GOP kept only while it is read. Here: a cache of 1 MiB against 3.7 MB GOPs.
     with mounted(store, mnt, *PPM, "-o", "cache=1MiB"):
         assert [read(os.path.join(mnt, "h264", f"img_{k:05d}.ppm")) for k in range(1, 41)] == whole
-        assert stats(mnt)["video.gops_decoded"] <= 3 + 1
+        assert stats(mnt)["video"]["gops_decoded"] <= 3 + 1
 
 
 def test_png_and_npy_views_and_a_damaged_gop_is_eio_for_its_frames_only(stream_store, tmp_path, mnt):
