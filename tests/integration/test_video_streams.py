@@ -176,3 +176,26 @@ def test_bad_options_and_stores_that_cannot_take_streams(videos, stream_store, t
                        text=True)
     assert p.returncode != 0 and "kept as streams" in p.stderr, p.stderr
     assert subprocess.run([fid_bin(), "verify", store, "--progress", "off"], capture_output=True).returncode == 0
+
+
+@pytest.mark.parametrize("sql, why", [
+    ("UPDATE files SET script = 5 WHERE name = CAST('img_00003' AS BLOB)", "is not its next frame"),
+    ("UPDATE files SET script = 0 WHERE name = CAST('img_00003' AS BLOB)", "is not its next frame"),
+    ("UPDATE files SET width = 7 WHERE name = CAST('img_00003' AS BLOB)", "is not its next frame"),
+    ("DELETE FROM video_streams", "frames are exactly the files of video stream folders"),
+    ("DELETE FROM videos WHERE dir = (SELECT MIN(dir) FROM video_streams)", "has no row in videos"),
+    ("UPDATE video_streams SET gop = 5000", "out of range"),
+    ("UPDATE files SET kind = 3 WHERE name = CAST('notes.txt' AS BLOB)", "frames are exactly the files"),
+    ("UPDATE meta SET value = '6' WHERE key = 'format_version'", "has kind 3"),
+])
+def test_a_damaged_frame_table_is_refused_with_its_reason(stream_store, tmp_path, sql, why):
+    store, _ = stream_store
+    bad = str(tmp_path / "bad")
+    shutil.copytree(store, bad)
+    import sqlite3
+    db = sqlite3.connect(os.path.join(bad, "index.sqlite"))
+    assert db.execute(sql).rowcount > 0, sql
+    db.commit()
+    db.close()
+    p = subprocess.run([fid_bin(), "verify", bad, "--progress", "off"], capture_output=True, text=True)
+    assert p.returncode != 0 and why in p.stderr, (sql, p.stderr)
