@@ -55,12 +55,18 @@ struct StreamInfo {
 // Calls `on_gop` with each GOP in frame order. Errors: as decode_frames (EINVAL not a video,
 // EFBIG over max_frames, ECANCELED on `cancel`), or on_gop's. A video cut short keeps the GOPs of
 // the frames before and says why in info.source.cut_short.
+// gop=N: the frames decode_frames gives (rotated, resampled, scaled; never scaled up) in libx264's
+// 4:2:0, which takes even sides: an odd side is scaled to the even size below (161x97 is stored
+// at 160x96); stored as an MP4 stores H.264 (avcC, length-prefixed NAL units).
+// gop=source: a first pass checks every GOP without calling on_gop (a video that fails is
+// re-encoded with gop=16, saying why in info.reencoded_why), a second hands the GOPs out.
 fid::Result<StreamInfo> store_stream(const VideoInput& input, const StreamOptions& opt,
                                      const std::function<fid::Status(StoredGop&&)>& on_gop,
                                      const std::atomic<bool>& cancel);
 
 // The mount's decoder: libavcodec (and libswscale to RGB at the asked size), one decoder context
-// a call, single-threaded (the mount decodes several GOPs at once on its own threads).
+// a call, single-threaded (the mount decodes several GOPs at once on its own threads). Its RGB is
+// decode_frames' conversion: a source GOP's frames are the very pixels --video-frames decodes.
 std::unique_ptr<codec::GopDecoder> make_libav_gop_decoder();
 
 }  // namespace fid::video

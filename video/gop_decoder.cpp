@@ -1,0 +1,167 @@
+// The mount's GOP decoder (video_streams.h), and the decode of a GOP alone that pack's gop=source
+// checks with (stream_parts.h): one function, so that what pack checks is what the mount does.
+#include <cerrno>
+#include <climits>
+#include <cstring>
+#include <memory>
+#include <string>
+
+extern "C" {
+#include <libavutil/imgutils.h>
+#include <libavutil/pixdesc.h>
+}
+
+#include <fmt/format.h>
+#include <xxhash.h>
+
+#include "video/stream_parts.h"
+
+namespace fid::video {
+namespace detail {
+namespace {
+
+// A stored stream's extradata is a few hundred bytes; this bounds a stranger's.
+constexpr size_t kMaxExtradata = 1 << 20;
+
+fid::Error gop_error(const std::string& why) { return fid::Error{EIO, why}; }
+
+// A decoder context for `stream`, single-threaded (the mount decodes several GOPs at once).
+fid::Result<CodecPtr> open_decoder(const codec::StreamParams& stream) {
+  const AVCodec* decoder = avcodec_find_decoder_by_name(stream.codec.c_str());
+  if (decoder == nullptr) return gop_error("libavcodec has no decoder named '" + stream.codec + "'");
+  if (stream.width > 16384 || stream.height > 16384)
+    return gop_error(fmt::format("the stream's frames of {}x{} are over the limit", stream.width, stream.height));
+  if (fid::Status fits = check_frame_size(static_cast<int>(stream.width), static_cast<int>(stream.height)); !fits)
+    return gop_error("the stream's " + fits.error().message);
+  if (stream.extradata.size() > kMaxExtradata)
+    return gop_error(fmt::format("{} bytes of extradata", stream.extradata.size()));
+  CodecPtr ctx(avcodec_alloc_context3(decoder));
+  if (!ctx) return fid::Error{ENOMEM, "out of memory"};
+  ctx->thread_count = 1;
+  ctx->width = static_cast<int>(stream.width);
+  ctx->height = static_cast<int>(stream.height);
+  if (!stream.extradata.empty()) {
+    // libavcodec reads past the end of its buffers: they carry zeroed padding.
+    ctx->extradata = static_cast<uint8_t*>(av_mallocz(stream.extradata.size() + AV_INPUT_BUFFER_PADDING_SIZE));
+    if (ctx->extradata == nullptr) return fid::Error{ENOMEM, "out of memory"};
+    std::memcpy(ctx->extradata, stream.extradata.data(), stream.extradata.size());
+    ctx->extradata_size = static_cast<int>(stream.extradata.size());
+  }
+  if (const int rc = avcodec_open2(ctx.get(), decoder, nullptr); rc < 0)
+    return gop_error(fmt::format("the {} decoder does not open ({})", stream.codec, av_error(rc)));
+  return ctx;
+}
+
+// Hands on_frame the frames `ctx` has ready (all of them when it is flushed).
+fid::Status drain(AVCodecContext* ctx, AVFrame* frame, const codec::StreamParams& stream,
+                  const std::function<fid::Status(const AVFrame*)>& on_frame) {
+  for (;;) {
+    const int rc = avcodec_receive_frame(ctx, frame);
+    if (rc == AVERROR(EAGAIN) || rc == AVERROR_EOF) return {};
+    if (rc < 0) return gop_error("the " + stream.codec + " decoder failed on a GOP (" + av_error(rc) + ")");
+    if (frame->width != static_cast<int>(stream.width) || frame->height != static_cast<int>(stream.height)) {
+      const std::string why = fmt::format("a frame of {}x{} in a stream of {}x{}", frame->width, frame->height,
+                                          stream.width, stream.height);
+      av_frame_unref(frame);
+      return gop_error(why);
+    }
+    fid::Status taken = on_frame(frame);
+    av_frame_unref(frame);
+    if (!taken) return taken;
+  }
+}
+
+// Sends `packet` to `ctx`, taking the frames it has ready first when it has no room.
+fid::Status send(AVCodecContext* ctx, AVPacket* packet, AVFrame* frame, const codec::StreamParams& stream,
+                 const std::function<fid::Status(const AVFrame*)>& on_frame, size_t index) {
+  int rc = avcodec_send_packet(ctx, packet);
+  if (rc == AVERROR(EAGAIN)) {  // (never both full and without a frame to give: the API's promise)
+    if (fid::Status s = drain(ctx, frame, stream, on_frame); !s) return s;
+    rc = avcodec_send_packet(ctx, packet);
+  }
+  if (rc < 0) return gop_error(fmt::format("the GOP's packet {} does not decode ({})", index, av_error(rc)));
+  return drain(ctx, frame, stream, on_frame);
+}
+
+}  // namespace
+
+fid::Status decode_gop_packets(const codec::StreamParams& stream, std::span<const std::span<const uint8_t>> packets,
+                               const std::function<fid::Status(const AVFrame*)>& on_frame) {
+  quiet_libav();
+  fid::Result<CodecPtr> ctx = open_decoder(stream);
+  if (!ctx) return std::move(ctx).error();
+  PacketPtr packet(av_packet_alloc());
+  FramePtr frame(av_frame_alloc());
+  if (!packet || !frame) return fid::Error{ENOMEM, "out of memory"};
+  for (size_t i = 0; i < packets.size(); ++i) {
+    const std::span<const uint8_t> bytes = packets[i];
+    if (bytes.size() > INT_MAX - AV_INPUT_BUFFER_PADDING_SIZE)
+      return gop_error(fmt::format("the GOP's packet {} is too large", i));
+    av_packet_unref(packet.get());
+    if (av_new_packet(packet.get(), static_cast<int>(bytes.size())) < 0) return fid::Error{ENOMEM, "out of memory"};
+    std::memcpy(packet->data, bytes.data(), bytes.size());  // (av_new_packet zeroes the padding)
+    if (fid::Status s = send(ctx->get(), packet.get(), frame.get(), stream, on_frame, i); !s) return s;
+  }
+  av_packet_unref(packet.get());
+  if (const int rc = avcodec_send_packet(ctx->get(), nullptr); rc < 0)
+    return gop_error("the decoder does not flush (" + av_error(rc) + ")");
+  return drain(ctx->get(), frame.get(), stream, on_frame);
+}
+
+std::optional<FrameDigest> frame_digest(const AVFrame* frame) {
+  const auto format = static_cast<AVPixelFormat>(frame->format);
+  const AVPixFmtDescriptor* desc = av_pix_fmt_desc_get(format);
+  if (desc == nullptr || (desc->flags & AV_PIX_FMT_FLAG_HWACCEL)) return std::nullopt;
+  std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> state(XXH3_createState(), &XXH3_freeState);
+  if (!state || XXH3_128bits_reset(state.get()) != XXH_OK) return std::nullopt;
+  const int head[] = {frame->width, frame->height, frame->format, frame->colorspace, frame->color_range};
+  XXH3_128bits_update(state.get(), head, sizeof head);
+  const int planes = av_pix_fmt_count_planes(format);
+  for (int p = 0; p < planes && p < AV_NUM_DATA_POINTERS; ++p) {
+    const int row = av_image_get_linesize(format, frame->width, p);
+    const int rows = p == 1 || p == 2 ? AV_CEIL_RSHIFT(frame->height, desc->log2_chroma_h) : frame->height;
+    if (row <= 0 || frame->data[p] == nullptr) return std::nullopt;
+    for (int y = 0; y < rows; ++y)
+      XXH3_128bits_update(state.get(), frame->data[p] + static_cast<ptrdiff_t>(y) * frame->linesize[p],
+                          static_cast<size_t>(row));
+  }
+  if ((desc->flags & AV_PIX_FMT_FLAG_PAL) && frame->data[1] != nullptr) XXH3_128bits_update(state.get(), frame->data[1], 1024);
+  const XXH128_hash_t h = XXH3_128bits_digest(state.get());
+  return FrameDigest{h.low64, h.high64};
+}
+
+}  // namespace detail
+
+namespace {
+
+class LibavGopDecoder final : public codec::GopDecoder {
+ public:
+  fid::Status decode(const codec::StreamParams& stream, std::span<const uint8_t> gop, uint32_t short_side,
+                     const std::function<fid::Status(uint32_t, const codec::ImageView&)>& on_frame) override {
+    fid::Result<codec::GopPiece> piece = codec::parse_gop_piece(gop);
+    if (!piece) return std::move(piece).error();
+    const codec::FrameSize size = codec::scaled_frame_size(stream.width, stream.height, short_side);
+    detail::SwsPtr sws;  // a call's own: decode() runs on several threads at once
+    codec::Image rgb;
+    uint32_t given = 0;
+    fid::Status decoded = detail::decode_gop_packets(stream, piece->packets, [&](const AVFrame* frame) -> fid::Status {
+      if (given == piece->frames)
+        return detail::gop_error(fmt::format("GOP gave over {} frames, its piece says {}", given, given));
+      if (fid::Status s = detail::frame_to_rgb(frame, size.width, size.height, sws, rgb); !s)
+        return detail::gop_error(s.error().message);
+      return on_frame(given++, rgb);
+    });
+    if (!decoded) return decoded;
+    if (given != piece->frames)
+      return detail::gop_error(fmt::format("GOP gave {} frames, its piece says {}", given, piece->frames));
+    return {};
+  }
+
+  std::string name() const override { return "libavcodec"; }
+};
+
+}  // namespace
+
+std::unique_ptr<codec::GopDecoder> make_libav_gop_decoder() { return std::make_unique<LibavGopDecoder>(); }
+
+}  // namespace fid::video
