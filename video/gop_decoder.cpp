@@ -5,6 +5,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <vector>
 
 extern "C" {
 #include <libavutil/imgutils.h>
@@ -142,14 +143,18 @@ class LibavGopDecoder final : public codec::GopDecoder {
     if (!piece) return std::move(piece).error();
     const codec::FrameSize size = codec::scaled_frame_size(stream.width, stream.height, short_side);
     detail::SwsPtr sws;  // a call's own: decode() runs on several threads at once
-    codec::Image rgb;
+    // Rows 64-byte aligned: libswscale's vector paths take aligned rows (an unaligned stride such as
+    // 540 for 180 pixels gave shifted, smeared pictures).
+    const size_t stride = (size_t{size.width} * 3 + 63) & ~size_t{63};
+    std::vector<uint8_t> rgb(stride * size.height + detail::kRgbSlack);
     uint32_t given = 0;
     fid::Status decoded = detail::decode_gop_packets(stream, piece->packets, [&](const AVFrame* frame) -> fid::Status {
       if (given == piece->frames)
         return detail::gop_error(fmt::format("GOP gave over {} frames, its piece says {}", given, given));
-      if (fid::Status s = detail::frame_to_rgb(frame, size.width, size.height, sws, rgb); !s)
+      if (fid::Status s = detail::frame_to_rgb(frame, size.width, size.height, sws, rgb.data(), stride, detail::kFastRgb);
+          !s)
         return detail::gop_error(s.error().message);
-      return on_frame(given++, rgb);
+      return on_frame(given++, codec::ImageView(size.width, size.height, 3, rgb.data(), stride));
     });
     if (!decoded) return decoded;
     if (given != piece->frames)

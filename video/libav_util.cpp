@@ -209,10 +209,20 @@ std::string ends_early(const AVFormatContext* f, const AVStream* st, int64_t fra
                      ended, declared);
 }
 
-fid::Status frame_to_rgb(const AVFrame* frame, uint32_t width, uint32_t height, SwsPtr& sws, codec::Image& out) {
+fid::Status frame_to_rgb(const AVFrame* frame, uint32_t width, uint32_t height, SwsPtr& sws, codec::Image& out,
+                         int flags) {
+  out.width = width, out.height = height, out.channels = 3;
+  out.pixels.resize(out.byte_size() + kRgbSlack);
+  fid::Status s = frame_to_rgb(frame, width, height, sws, out.pixels.data(), out.row_bytes(), flags);
+  out.pixels.resize(out.byte_size());
+  return s;
+}
+
+fid::Status frame_to_rgb(const AVFrame* frame, uint32_t width, uint32_t height, SwsPtr& sws, uint8_t* dst,
+                         size_t stride, int flags) {
   sws.reset(sws_getCachedContext(sws.release(), frame->width, frame->height, static_cast<AVPixelFormat>(frame->format),
-                                 static_cast<int>(width), static_cast<int>(height), AV_PIX_FMT_RGB24,
-                                 SWS_BICUBIC | SWS_ACCURATE_RND | SWS_FULL_CHR_H_INT, nullptr, nullptr, nullptr));
+                                 static_cast<int>(width), static_cast<int>(height), AV_PIX_FMT_RGB24, flags, nullptr,
+                                 nullptr, nullptr));
   if (!sws) return fid::Error{EINVAL, "libswscale cannot convert its frames"};
   // The deprecated YUVJ formats (MJPEG in an .avi) are full range whatever the frame says.
   const auto format = static_cast<AVPixelFormat>(frame->format);
@@ -221,11 +231,9 @@ fid::Status frame_to_rgb(const AVFrame* frame, uint32_t width, uint32_t height, 
                           format == AV_PIX_FMT_YUVJ440P || format == AV_PIX_FMT_YUVJ411P;
   sws_setColorspaceDetails(sws.get(), sws_getCoefficients(frame->colorspace), full_range,
                            sws_getCoefficients(SWS_CS_DEFAULT), 1, 0, 1 << 16, 1 << 16);
-  out.width = width, out.height = height, out.channels = 3;
-  out.pixels.resize(out.byte_size());
-  uint8_t* dst[4] = {out.pixels.data(), nullptr, nullptr, nullptr};
-  int dst_stride[4] = {static_cast<int>(out.row_bytes()), 0, 0, 0};
-  if (sws_scale(sws.get(), frame->data, frame->linesize, 0, frame->height, dst, dst_stride) <= 0)
+  uint8_t* planes[4] = {dst, nullptr, nullptr, nullptr};
+  int strides[4] = {static_cast<int>(stride), 0, 0, 0};
+  if (sws_scale(sws.get(), frame->data, frame->linesize, 0, frame->height, planes, strides) <= 0)
     return fid::Error{EINVAL, "libswscale failed on a frame"};
   return {};
 }

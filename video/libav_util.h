@@ -109,9 +109,19 @@ fid::Error too_many_frames(uint64_t max_frames, bool defaulted, const char* flag
 std::string ends_early(const AVFormatContext* f, const AVStream* st, int64_t frames_end, const std::string& warning);
 
 // `frame` as RGB of width x height in `out`, through `sws` (kept between frames). EINVAL when
-// libswscale cannot convert it. The only YUV-to-RGB conversion of video/: bicubic, accurate
-// rounding, the frame's own colour matrix and range.
-fid::Status frame_to_rgb(const AVFrame* frame, uint32_t width, uint32_t height, SwsPtr& sws, codec::Image& out);
+// libswscale cannot convert it. The only YUV-to-RGB conversion of video/: the frame's own colour
+// matrix and range, with `flags`.
+// The conversions' libswscale flags: pack's frames (--video-frames) exact, at any cost; the mount's
+// (a GOP's frames on every read) the fast paths, which differ from the exact one by a level or two.
+inline constexpr int kExactRgb = SWS_BICUBIC | SWS_ACCURATE_RND | SWS_FULL_CHR_H_INT;
+inline constexpr int kFastRgb = SWS_BILINEAR;
+fid::Status frame_to_rgb(const AVFrame* frame, uint32_t width, uint32_t height, SwsPtr& sws, codec::Image& out,
+                         int flags = kExactRgb);
+// The same into `dst`, rows `stride` bytes apart. libswscale's fast paths store whole vectors, past
+// a row's last pixel: `dst` must hold kRgbSlack bytes more than stride * height.
+inline constexpr size_t kRgbSlack = 256;
+fid::Status frame_to_rgb(const AVFrame* frame, uint32_t width, uint32_t height, SwsPtr& sws, uint8_t* dst,
+                         size_t stride, int flags);
 
 // "N", "N/D" or a decimal with up to 3 places, as a fraction; nullopt when not a positive rate.
 std::optional<std::pair<uint32_t, uint32_t>> parse_rate(std::string_view text);

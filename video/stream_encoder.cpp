@@ -110,8 +110,8 @@ class GopEncoder {
   uint64_t stored_bytes() const { return stored_bytes_; }
 
  private:
-  // The encoder for frames of width x height: 4:2:0 takes even sides, so an odd one is scaled to
-  // the even size below it (video_streams.h).
+  // The encoder for frames of width x height: 4:2:0 takes even sides, so a video with an odd one
+  // is encoded 4:4:4 (High 4:4:4), at its own size (video_streams.h).
   fid::Status open(uint32_t width, uint32_t height) {
     const AVCodec* x264 = avcodec_find_encoder_by_name("libx264");
     if (x264 == nullptr) return fid::Error{ENOTSUP, "this libavcodec has no libx264 encoder (gop=N re-encodes with it)"};
@@ -119,9 +119,9 @@ class GopEncoder {
     yuv_.reset(av_frame_alloc());
     pkt_.reset(av_packet_alloc());
     if (!enc_ || !yuv_ || !pkt_) return fid::Error{ENOMEM, "out of memory"};
-    enc_->width = static_cast<int>(std::max(2u, width & ~1u));
-    enc_->height = static_cast<int>(std::max(2u, height & ~1u));
-    enc_->pix_fmt = AV_PIX_FMT_YUV420P;
+    enc_->width = static_cast<int>(width);
+    enc_->height = static_cast<int>(height);
+    enc_->pix_fmt = (width | height) & 1 ? AV_PIX_FMT_YUV444P : AV_PIX_FMT_YUV420P;
     enc_->time_base = av_inv_q(rate_);
     enc_->framerate = rate_;
     // Every GOP exactly N frames, closed, no B-frames: x264's scene cuts and open GOPs are off.
@@ -156,7 +156,7 @@ class GopEncoder {
   // of another size, from a video whose size changes, is scaled to it).
   fid::Status to_yuv(const codec::ImageView& rgb) {
     sws_.reset(sws_getCachedContext(sws_.release(), static_cast<int>(rgb.width), static_cast<int>(rgb.height),
-                                    AV_PIX_FMT_RGB24, enc_->width, enc_->height, AV_PIX_FMT_YUV420P,
+                                    AV_PIX_FMT_RGB24, enc_->width, enc_->height, enc_->pix_fmt,
                                     SWS_BICUBIC | SWS_ACCURATE_RND, nullptr, nullptr, nullptr));
     if (!sws_) return fid::Error{EIO, "libswscale cannot convert frames for libx264"};
     const int* bt601 = sws_getCoefficients(SWS_CS_ITU601);

@@ -22,7 +22,7 @@ namespace fid::video {
 // What `pack --video-streams[=...]` asks of each video.
 struct StreamOptions {
   uint32_t gop = 16;       // frames a GOP when re-encoding; 0: gop=source (keep the source's packets)
-  int crf = 18;            // libx264's constant rate factor when re-encoding
+  int crf = 23;            // libx264's constant rate factor when re-encoding (scripts/bench/video_streams.sh)
   uint32_t short_side = 0; // 0: the video's size; else re-encoded with its shorter side scaled to this
   uint32_t fps_num = 0, fps_den = 1;  // 0: every frame the video holds; else re-encoded at this rate
   uint64_t max_frames = 0;            // as FramesOptions::max_frames (0: 4 hours at the output rate)
@@ -56,8 +56,8 @@ struct StreamInfo {
 // EFBIG over max_frames, ECANCELED on `cancel`), or on_gop's. A video cut short keeps the GOPs of
 // the frames before and says why in info.source.cut_short.
 // gop=N: the frames decode_frames gives (rotated, resampled, scaled; never scaled up) in libx264's
-// 4:2:0, which takes even sides: an odd side is scaled to the even size below (161x97 is stored
-// at 160x96); stored as an MP4 stores H.264 (avcC, length-prefixed NAL units).
+// 4:2:0, or 4:4:4 for a video with an odd side (4:2:0 takes even sides only), at their own size;
+// stored as an MP4 stores H.264 (avcC, length-prefixed NAL units).
 // gop=source: a first pass checks every GOP without calling on_gop (a video that fails is
 // re-encoded with gop=16, saying why in info.reencoded_why), a second hands the GOPs out.
 fid::Result<StreamInfo> store_stream(const VideoInput& input, const StreamOptions& opt,
@@ -66,7 +66,8 @@ fid::Result<StreamInfo> store_stream(const VideoInput& input, const StreamOption
 
 // The mount's decoder: libavcodec (and libswscale to RGB at the asked size), one decoder context
 // a call, single-threaded (the mount decodes several GOPs at once on its own threads). Its RGB is
-// decode_frames' conversion: a source GOP's frames are the very pixels --video-frames decodes.
+// libswscale's fast conversion (detail::kFastRgb): within a level or two of decode_frames' exact one,
+// at a fraction of its cost on every read.
 std::unique_ptr<codec::GopDecoder> make_libav_gop_decoder();
 
 }  // namespace fid::video

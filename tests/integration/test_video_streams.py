@@ -32,6 +32,16 @@ def stream_store(videos, tmp_path_factory):  # noqa: F811 (the fixture imported 
     return store, p.stdout
 
 
+def test_a_lower_crf_keeps_every_frame_within_38_db(videos, tmp_path, mnt):  # noqa: F811
+    """These small pans over a detailed photo are harder to code than Kinetics-like videos, where the
+    default (crf 23) keeps 42 dB (scripts/bench/video_streams.sh): here crf 12 keeps 38."""
+    store = str(tmp_path / "store")
+    p = pack(videos, store, "--video-streams=crf=12", "--allow-skipped")
+    assert p.returncode == 0, p.stderr
+    with mounted(store, mnt, *PPM):
+        check_frames(videos, mnt, [v for v in DECODABLE], 38.0)
+
+
 def stats(mnt):
     return json.loads(read(os.path.join(mnt, ".fidelity", "stats")))
 
@@ -52,7 +62,15 @@ def check_frames(videos, mnt, names, floor):  # noqa: F811
         width, height = Image.open(__import__("io").BytesIO(first)).size
         assert os.stat(os.path.join(folder, frames[0])).st_size == len(first)
         want = ffmpeg_luma(os.path.join(videos, video), width, height)
-        worst = min(psnr(ppm_luma(read(os.path.join(folder, f))), want[k]) for k, f in enumerate(frames))
+        worst = 99.0
+        for k, f in enumerate(frames):
+            got = ppm_luma(read(os.path.join(folder, f)))
+            own = psnr(got, want[k])
+            worst = min(worst, own)
+            # No frame shifted: each is nearer its own source frame than the ones beside it (a pan).
+            for j in (k - 1, k + 1):
+                if 0 <= j < len(want) and psnr(want[j].astype(np.float64), want[k]) < 30.0:  # frames that differ
+                    assert own > psnr(got, want[j]), (video, k, j)
         assert worst >= floor, (video, worst)
 
 
@@ -60,7 +78,7 @@ def test_every_frame_near_the_ffmpeg_cli_one_decode_a_gop(videos, stream_store, 
     store, out = stream_store
     kept = [v for v in DECODABLE if v != "cut.mp4"] + ["cut.mp4"]
     with mounted(store, mnt, *PPM):
-        check_frames(videos, mnt, kept, 38.0)
+        check_frames(videos, mnt, kept, 33.0)
         s = stats(mnt)
         frames = sum(len(os.listdir(os.path.join(mnt, v.rsplit(".", 1)[0]))) for v in kept)
         gops = sum(-(-len(os.listdir(os.path.join(mnt, v.rsplit(".", 1)[0]))) // 16) for v in kept)

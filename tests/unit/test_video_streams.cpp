@@ -143,7 +143,7 @@ TEST(VideoStreamOptions, ParsesEachKeyAndRefusesTheRest) {
   auto d = fid::video::parse_stream_options("");
   ASSERT_TRUE(d);
   EXPECT_EQ(d->gop, 16u);
-  EXPECT_EQ(d->crf, 18);
+  EXPECT_EQ(d->crf, 23);
   EXPECT_EQ(d->short_side, 0u);
   EXPECT_EQ(d->fps_num, 0u);
   EXPECT_EQ(d->max_frames, 0u);
@@ -257,10 +257,11 @@ TEST(VideoStreams, ShortSideStoresAndServesScaledFrameSizes) {
   // A short side at least the stored one serves the stored size (never scaled up).
   EXPECT_EQ(decode_all(s, 128)[0].width, 170u);
   EXPECT_EQ(decode_all(s, 999)[0].width, 170u);
-  // 4:2:0 takes even sides: 340x256 at 99 is 131x99, stored at 130x98.
+  // 340x256 at 99 is 131x99: odd sides, kept (encoded 4:4:4, as 4:2:0 takes even sides only).
   const Stored odd = store(video, options("short_side=99,gop=8"));
-  EXPECT_EQ(odd.info.params.width, 130u);
-  EXPECT_EQ(odd.info.params.height, 98u);
+  EXPECT_EQ(odd.info.params.width, 131u);
+  EXPECT_EQ(odd.info.params.height, 99u);
+  EXPECT_EQ(decode_all(odd)[0].width, 131u);
   EXPECT_EQ(decode_all(odd).size(), 20u);
   // A short side over the video's keeps its size, as the mount never scales up.
   const Stored big = store(video, options("short_side=512,gop=8"));
@@ -285,15 +286,16 @@ TEST(VideoStreams, SourceKeepsClosedGopsAsTheirPackets) {
   const StreamBytes source = stream_bytes(video);
   EXPECT_EQ(source.keys, 4u);
   EXPECT_EQ(s.info.stored_bytes, source.bytes + 8 * s.gops.size() + 4 * source.packets);
-  // The very pixels --video-frames gives: the same decode, the same conversion.
+  // The pixels --video-frames gives, the same decode: the mount's fast RGB conversion within a few
+  // levels of pack's exact one (chroma taken at its own resolution), the frames in the same order.
   const std::vector<Image> got = decode_all(s), want = frames_of(video);
   ASSERT_EQ(got.size(), want.size());
-  for (size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got[i].pixels, want[i].pixels) << "frame " << i;
+  for (size_t i = 0; i < got.size(); ++i) ASSERT_GE(psnr({got[i]}, {want[i]}), 40.0) << "frame " << i;
   // And at a smaller size, what --video-frames gives at that short side.
   const std::vector<Image> small = decode_all(s, 24), small_want = frames_of(video, 24);
   ASSERT_EQ(small.size(), small_want.size());
   EXPECT_EQ(small[0].width, 32u);
-  for (size_t i = 0; i < small.size(); ++i) ASSERT_EQ(small[i].pixels, small_want[i].pixels) << "frame " << i;
+  for (size_t i = 0; i < small.size(); ++i) ASSERT_GE(psnr({small[i]}, {small_want[i]}), 30.0) << "frame " << i;
 }
 
 TEST(VideoStreams, SourceReencodesOpenGopsAndSaysWhy) {
