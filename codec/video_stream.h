@@ -29,7 +29,8 @@ struct GopPiece {
   uint32_t frames = 0;
   std::vector<std::span<const uint8_t>> packets;  // into the piece's bytes
 };
-inline constexpr uint32_t kMaxGopFrames = 1024;  // a store's bound; pack cuts or refuses longer GOPs
+inline constexpr uint32_t kMaxGopFrames = 1024;
+inline constexpr uint32_t kMaxFrameSide = 16384;  // a stored frame's width and height, each  // a store's bound; pack cuts or refuses longer GOPs
 // The piece's bytes for `frames` pictures coded as `packets` (in decode order).
 std::vector<uint8_t> encode_gop_piece(uint32_t frames, std::span<const std::vector<uint8_t>> packets);
 // Parses a piece: EINVAL naming what is wrong (truncated, sizes past its end, trailing bytes, no

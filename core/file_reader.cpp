@@ -52,6 +52,7 @@ FileReader::FileReader(const index::Store& store, storage::RecordSource& source,
       clip_reads_(clip_reads),
       video_(video),
       video_short_side_(settings.video_short_side),
+      spare_buffers_(make_spare_buffers()),
       sequential_sizes_(new std::atomic<std::atomic<uint32_t>*>[static_cast<size_t>(store.levels()) + 1]()) {
   if (!gpu) return;
   L3Batcher::Options o{settings.gpu_batch, std::chrono::microseconds(settings.gpu_deadline_us)};

@@ -171,6 +171,11 @@ class FileReader {
   std::atomic<uint64_t> gpu_failures_{0}, failures_{0}, sequential_made_{0}, sequential_fallbacks_{0};
   codec::GopDecoder* video_;
   const uint32_t video_short_side_;
+  // GOP views' buffers given back by the views evicted, for the next GOP of the same size: a fresh
+  // buffer of a few MB costs a page fault a page on every GOP (a quarter of a decode's CPU).
+  struct SpareBuffers;
+  static std::shared_ptr<SpareBuffers> make_spare_buffers();
+  std::shared_ptr<SpareBuffers> spare_buffers_;
   std::atomic<uint64_t> gops_decoded_{0}, frames_decoded_{0};
   // Per level 1..L, the size of each file's sequential re-encoding (0: not made yet); a level's
   // table is allocated on its first use and kept to the end.

@@ -6,10 +6,45 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
+#include <mutex>
+#include <vector>
 
 #include "core/file_reader.h"
 
 namespace fid::core {
+
+struct FileReader::SpareBuffers {
+  static constexpr size_t kMax = 16;
+  std::mutex mu;
+  std::vector<std::pair<size_t, std::unique_ptr<uint8_t[]>>> free;
+
+  // A buffer of `size` bytes whose release keeps it here (up to kMax), while this lives.
+  static std::shared_ptr<codec::HostBuffer> take(const std::shared_ptr<SpareBuffers>& self, size_t size) {
+    std::unique_ptr<uint8_t[]> bytes;
+    {
+      std::lock_guard lock(self->mu);
+      for (size_t i = self->free.size(); i-- > 0;)
+        if (self->free[i].first == size) {
+          bytes = std::move(self->free[i].second);
+          self->free.erase(self->free.begin() + static_cast<ptrdiff_t>(i));
+          break;
+        }
+    }
+    if (!bytes) bytes.reset(new uint8_t[size]);
+    std::weak_ptr<SpareBuffers> home = self;
+    return std::make_shared<codec::HostBuffer>(bytes.release(), size, [home](uint8_t* p, size_t n) {
+      std::unique_ptr<uint8_t[]> back(p);
+      if (auto spare = home.lock()) {
+        std::lock_guard lock(spare->mu);
+        if (spare->free.size() == kMax) spare->free.erase(spare->free.begin());
+        spare->free.emplace_back(n, std::move(back));
+      }
+    });
+  }
+};
+
+std::shared_ptr<FileReader::SpareBuffers> FileReader::make_spare_buffers() { return std::make_shared<FileReader::SpareBuffers>(); }
 
 namespace {
 codec::L3Shape frame_shape(const index::File& f, uint32_t short_side) {
@@ -60,7 +95,7 @@ Result<ViewCache::View> FileReader::render_gop(const index::File& gop, uint32_t 
   if (Status st = read_stored(gop, L, 0, store_.size_at_level(gop, L), piece); !st.ok()) return std::move(st).error();
   const codec::L3Shape shape = frame_shape(gop, video_short_side_);
   const uint64_t size = codec::l3_view_size(shape, view_format_);
-  std::shared_ptr<codec::HostBuffer> view = codec::HostBuffer::heap(size * frames);
+  std::shared_ptr<codec::HostBuffer> view = SpareBuffers::take(spare_buffers_, size * frames);
   const codec::StreamParams params{video->stream.codec, video->stream.extradata, video->stream.width,
                                    video->stream.height};
   uint32_t given = 0;

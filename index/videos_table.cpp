@@ -28,8 +28,8 @@ Status read_video_streams(const SqliteDb& db, std::vector<VideoSource>& videos) 
                                [](const VideoSource& v, int64_t d) { return v.dir < d; });
     if (it == videos.end() || it->dir != dir)
       return Error{EINVAL, fmt::format("video stream of folder {} has no row in videos", dir)};
-    if (codec.empty() || codec.size() > 64 || extradata.size() > (1u << 20) || w <= 0 || h <= 0 || w > 65535 ||
-        h > 65535 || gop < 0 || gop > codec::kMaxGopFrames || bytes < 0)
+    if (codec.empty() || codec.size() > 64 || extradata.size() > (1u << 20) || w <= 0 || h <= 0 || w > codec::kMaxFrameSide ||
+        h > codec::kMaxFrameSide || gop < 0 || gop > codec::kMaxGopFrames || bytes < 0)
       return Error{EINVAL, fmt::format("video stream of folder {} has a value out of range", dir)};
     it->stream.codec = codec;
     it->stream.extradata.assign(extradata.begin(), extradata.end());

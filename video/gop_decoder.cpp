@@ -30,7 +30,7 @@ fid::Error gop_error(const std::string& why) { return fid::Error{EIO, why}; }
 fid::Result<CodecPtr> open_decoder(const codec::StreamParams& stream) {
   const AVCodec* decoder = avcodec_find_decoder_by_name(stream.codec.c_str());
   if (decoder == nullptr) return gop_error("libavcodec has no decoder named '" + stream.codec + "'");
-  if (stream.width > 16384 || stream.height > 16384)
+  if (stream.width > codec::kMaxFrameSide || stream.height > codec::kMaxFrameSide)
     return gop_error(fmt::format("the stream's frames of {}x{} are over the limit", stream.width, stream.height));
   if (fid::Status fits = check_frame_size(static_cast<int>(stream.width), static_cast<int>(stream.height)); !fits)
     return gop_error("the stream's " + fits.error().message);
@@ -84,13 +84,9 @@ fid::Status send(AVCodecContext* ctx, AVPacket* packet, AVFrame* frame, const co
   return drain(ctx, frame, stream, on_frame);
 }
 
-}  // namespace
-
-fid::Status decode_gop_packets(const codec::StreamParams& stream, std::span<const std::span<const uint8_t>> packets,
-                               const std::function<fid::Status(const AVFrame*)>& on_frame) {
-  quiet_libav();
-  fid::Result<CodecPtr> ctx = open_decoder(stream);
-  if (!ctx) return std::move(ctx).error();
+fid::Status decode_with(AVCodecContext* ctx, const codec::StreamParams& stream,
+                        std::span<const std::span<const uint8_t>> packets,
+                        const std::function<fid::Status(const AVFrame*)>& on_frame) {
   PacketPtr packet(av_packet_alloc());
   FramePtr frame(av_frame_alloc());
   if (!packet || !frame) return fid::Error{ENOMEM, "out of memory"};
@@ -101,13 +97,55 @@ fid::Status decode_gop_packets(const codec::StreamParams& stream, std::span<cons
     av_packet_unref(packet.get());
     if (av_new_packet(packet.get(), static_cast<int>(bytes.size())) < 0) return fid::Error{ENOMEM, "out of memory"};
     std::memcpy(packet->data, bytes.data(), bytes.size());  // (av_new_packet zeroes the padding)
-    if (fid::Status s = send(ctx->get(), packet.get(), frame.get(), stream, on_frame, i); !s) return s;
+    if (fid::Status s = send(ctx, packet.get(), frame.get(), stream, on_frame, i); !s) return s;
   }
   av_packet_unref(packet.get());
-  if (const int rc = avcodec_send_packet(ctx->get(), nullptr); rc < 0)
+  if (const int rc = avcodec_send_packet(ctx, nullptr); rc < 0)
     return gop_error("the decoder does not flush (" + av_error(rc) + ")");
-  return drain(ctx->get(), frame.get(), stream, on_frame);
+  return drain(ctx, frame.get(), stream, on_frame);
 }
+
+}  // namespace
+
+namespace {
+bool same_stream(const codec::StreamParams& a, const codec::StreamParams& b) {
+  return a.codec == b.codec && a.width == b.width && a.height == b.height && a.extradata == b.extradata;
+}
+}  // namespace
+
+CodecPtr DecoderPool::take(const codec::StreamParams& stream) {
+  std::lock_guard lock(mu_);
+  for (size_t i = idle_.size(); i-- > 0;)
+    if (same_stream(idle_[i].stream, stream)) {
+      CodecPtr ctx = std::move(idle_[i].ctx);
+      idle_.erase(idle_.begin() + static_cast<ptrdiff_t>(i));
+      return ctx;
+    }
+  return nullptr;
+}
+
+void DecoderPool::give(const codec::StreamParams& stream, CodecPtr ctx) {
+  avcodec_flush_buffers(ctx.get());
+  std::lock_guard lock(mu_);
+  if (idle_.size() == kMax) idle_.erase(idle_.begin());  // the least recently used
+  idle_.push_back(Idle{stream, std::move(ctx)});
+}
+
+fid::Status decode_gop_packets(const codec::StreamParams& stream, std::span<const std::span<const uint8_t>> packets,
+                               const std::function<fid::Status(const AVFrame*)>& on_frame, DecoderPool* pool) {
+  quiet_libav();
+  CodecPtr ctx = pool ? pool->take(stream) : nullptr;
+  if (!ctx) {
+    fid::Result<CodecPtr> opened = open_decoder(stream);
+    if (!opened) return std::move(opened).error();
+    ctx = std::move(opened).value();
+  }
+  fid::Status decoded = decode_with(ctx.get(), stream, packets, on_frame);
+  // A decoder that failed is dropped: whatever state the error left is not carried to another GOP.
+  if (pool && decoded) pool->give(stream, std::move(ctx));
+  return decoded;
+}
+
 
 std::optional<FrameDigest> frame_digest(const AVFrame* frame) {
   const auto format = static_cast<AVPixelFormat>(frame->format);
@@ -141,6 +179,9 @@ class LibavGopDecoder final : public codec::GopDecoder {
                      const std::function<fid::Status(uint32_t, const codec::ImageView&)>& on_frame) override {
     fid::Result<codec::GopPiece> piece = codec::parse_gop_piece(gop);
     if (!piece) return std::move(piece).error();
+    if (stream.width == 0 || stream.height == 0 || stream.width > codec::kMaxFrameSide ||
+        stream.height > codec::kMaxFrameSide)
+      return detail::gop_error(fmt::format("the stream's frames of {}x{} are over the limit", stream.width, stream.height));
     const codec::FrameSize size = codec::scaled_frame_size(stream.width, stream.height, short_side);
     detail::SwsPtr sws;  // a call's own: decode() runs on several threads at once
     // Rows 64-byte aligned: libswscale's vector paths take aligned rows (an unaligned stride such as
@@ -155,7 +196,7 @@ class LibavGopDecoder final : public codec::GopDecoder {
           !s)
         return detail::gop_error(s.error().message);
       return on_frame(given++, codec::ImageView(size.width, size.height, 3, rgb.data(), stride));
-    });
+    }, &pool_);
     if (!decoded) return decoded;
     if (given != piece->frames)
       return detail::gop_error(fmt::format("GOP gave {} frames, its piece says {}", given, piece->frames));
@@ -163,6 +204,9 @@ class LibavGopDecoder final : public codec::GopDecoder {
   }
 
   std::string name() const override { return "libavcodec"; }
+
+ private:
+  detail::DecoderPool pool_;
 };
 
 }  // namespace

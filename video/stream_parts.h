@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <vector>
@@ -21,8 +22,30 @@ namespace fid::video::detail {
 // of `stream`, the packets' bytes alone (no timestamps, flags or side data), flushed at the end.
 // Calls on_frame with each frame in presentation order. Errors: EIO naming the cause (no such
 // decoder, a packet refused, a frame of another size than the stream's), or on_frame's.
+// With `pool`, the decoder comes from it and goes back to it flushed (avcodec_flush_buffers), which
+// decodes the next GOP as a fresh one does (each GOP opens with a keyframe and leans on nothing
+// before it) without a new context's allocations and page faults.
+class DecoderPool;
 fid::Status decode_gop_packets(const codec::StreamParams& stream, std::span<const std::span<const uint8_t>> packets,
-                               const std::function<fid::Status(const AVFrame*)>& on_frame);
+                               const std::function<fid::Status(const AVFrame*)>& on_frame, DecoderPool* pool = nullptr);
+
+// Idle decoders kept between GOPs, at most kMax, each for the stream it was opened for.
+class DecoderPool {
+ public:
+  static constexpr size_t kMax = 8;
+  // A decoder for `stream`: an idle one opened for the same stream, else none (the caller opens one).
+  CodecPtr take(const codec::StreamParams& stream);
+  // `ctx`, flushed, for the next GOP of `stream` (dropped when kMax are idle).
+  void give(const codec::StreamParams& stream, CodecPtr ctx);
+
+ private:
+  struct Idle {
+    codec::StreamParams stream;
+    CodecPtr ctx;
+  };
+  std::mutex mu_;
+  std::vector<Idle> idle_;  // most recently given last
+};
 
 // A decoded frame's identity: XXH3-128 of its size, pixel format, colour matrix and range, and
 // the visible bytes of its planes (what frame_to_rgb makes its RGB of). nullopt for a frame in a
