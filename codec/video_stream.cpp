@@ -60,4 +60,13 @@ FrameSize scaled_frame_size(uint32_t width, uint32_t height, uint32_t short_side
   return width <= height ? FrameSize{short_side, l} : FrameSize{l, short_side};
 }
 
+fid::Status GopDecoder::decode(const StreamParams& stream, std::span<const uint8_t> gop, uint32_t short_side,
+                               const GopFrameFn& on_frame) {
+  fid::Result<GopPiece> piece = parse_gop_piece(gop);
+  if (!piece) return std::move(piece).error();
+  fid::Result<std::unique_ptr<GopSession>> session = open(stream, gop, short_side);
+  if (!session) return std::move(session).error();
+  return (*session)->decode_through(piece->frames - 1, on_frame);
+}
+
 }  // namespace fid::codec

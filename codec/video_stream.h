@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -45,19 +46,39 @@ struct FrameSize {
 };
 FrameSize scaled_frame_size(uint32_t width, uint32_t height, uint32_t short_side);
 
-// Decodes GOP pieces into RGB frames. Implementations are thread-safe: the mount calls decode()
-// from several threads at once, each call independent of any before (a frame's pixels never
-// depend on what was decoded earlier).
+// on_frame(i, pixels): the GOP's picture i in presentation order, as RGB (3 channels) of
+// scaled_frame_size(stream.width, stream.height, short_side); the view is valid during the call only.
+using GopFrameFn = std::function<fid::Status(uint32_t, const ImageView&)>;
+
+// One GOP being decoded, a frame at a time: a reader of a GOP's frame 3 pays for frames 0..3, and
+// the reader of frame 9 after it for 4..9, not for the whole GOP each. Not thread-safe: one caller
+// at a time.
+class GopSession {
+ public:
+  virtual ~GopSession() = default;
+  // Decodes on until picture `last` (at most the GOP's last) has been given, calling on_frame for
+  // each picture not given before, in order. Errors as GopDecoder::decode; after one the session
+  // gives nothing more.
+  virtual fid::Status decode_through(uint32_t last, const GopFrameFn& on_frame) = 0;
+  // Pictures given so far.
+  virtual uint32_t given() const = 0;
+};
+
+// Decodes GOP pieces into RGB frames. Implementations are thread-safe: the mount opens sessions
+// from several threads at once, each independent of any before (a frame's pixels never depend on
+// what was decoded earlier).
 class GopDecoder {
  public:
   virtual ~GopDecoder() = default;
-  // Calls on_frame(i, pixels) for i = 0 .. frames-1, the GOP's pictures in presentation order, as
-  // RGB (3 channels) of scaled_frame_size(stream.width, stream.height, short_side). The view is
-  // valid during the call only. Errors: EINVAL (the piece does not parse), EIO naming the cause
-  // (the decoder refused a packet, or gave another number of frames, or another size), or what
-  // on_frame returned.
-  virtual fid::Status decode(const StreamParams& stream, std::span<const uint8_t> gop, uint32_t short_side,
-                             const std::function<fid::Status(uint32_t, const ImageView&)>& on_frame) = 0;
+  // A session over `gop` (copied: the session outlives the caller's bytes). Errors: EINVAL (the
+  // piece does not parse), EIO naming the cause (no such decoder, frames over the limits).
+  virtual fid::Result<std::unique_ptr<GopSession>> open(const StreamParams& stream, std::span<const uint8_t> gop,
+                                                        uint32_t short_side) = 0;
+  // The whole GOP: on_frame for each of its pictures. Errors: as open(), EIO naming the cause (the
+  // decoder refused a packet, or gave another number of frames than the piece says, or another
+  // size), or what on_frame returned.
+  fid::Status decode(const StreamParams& stream, std::span<const uint8_t> gop, uint32_t short_side,
+                     const GopFrameFn& on_frame);
   // A name for logs and stats ("libavcodec").
   virtual std::string name() const = 0;
 };

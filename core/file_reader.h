@@ -132,13 +132,18 @@ class FileReader {
   // Decodes an L3 file's payload into a new view.
   Result<ViewCache::View> render(const index::File& f);
   // A video stream's frame (core/video_frames.cpp): its bytes from its GOP's view, which holds
-  // every frame of the GOP, each frame_view_size bytes, back to back; one decode a GOP.
+  // every frame of the GOP, each frame_view_size bytes, back to back, rendered as far as readers
+  // have asked (a GopView: the GOP's one decode goes on from where the last reader left it).
+  struct GopView;
   Result<Bytes> read_frame(const index::File& f, uint64_t offset, uint64_t length);
   uint64_t frame_view_size(const index::File& f) const;
   // Frames of the GOP that starts at file `gop` (its first frame).
   uint32_t gop_frames(const index::File& gop) const;
-  Result<ViewCache::View> render_gop(const index::File& gop, uint32_t frames);
-  // The GOP view of frame f where it is cached now; null otherwise (waits for nothing).
+  // A view of the GOP starting at `gop`, its frames rendered through `through`.
+  Result<ViewCache::View> open_gop(const index::File& gop, uint32_t frames, uint32_t through);
+  // The GOP view behind `view` (cached under `key`); null if there is none.
+  std::shared_ptr<GopView> gop_view(uint64_t key, const ViewCache::View& view);
+  // Frame f's bytes where its GOP's view holds them now; null otherwise (waits for nothing).
   ViewCache::View cached_gop(const index::File& f);
   // Counts a failed read of f and logs the first one of each file (the Error says so: debug).
   Error failed(const index::File& f, Error e);
@@ -176,6 +181,8 @@ class FileReader {
   struct SpareBuffers;
   static std::shared_ptr<SpareBuffers> make_spare_buffers();
   std::shared_ptr<SpareBuffers> spare_buffers_;
+  std::mutex gop_views_mu_;
+  std::unordered_map<uint64_t, std::weak_ptr<GopView>> gop_views_;  // by view key, while their views live
   std::atomic<uint64_t> gops_decoded_{0}, frames_decoded_{0};
   // Per level 1..L, the size of each file's sequential re-encoding (0: not made yet); a level's
   // table is allocated on its first use and kept to the end.

@@ -68,8 +68,68 @@ uint32_t FileReader::gop_frames(const index::File& gop) const {
   return n;
 }
 
+// The GOP's frames rendered so far and the decode that renders the next ones.
+struct FileReader::GopView {
+  std::shared_ptr<codec::HostBuffer> buffer;
+  uint64_t frame_bytes = 0;
+  uint32_t frames = 0;
+  codec::L3Shape shape;
+  std::atomic<uint32_t> ready{0};  // frames rendered, 0 .. ready-1
+  std::mutex mu;                   // held while decoding
+  std::unique_ptr<codec::GopSession> session;  // null once every frame is rendered, or it failed
+  std::string failure;                         // why the frames from `ready` on are not
+
+  // Renders on through frame `last`; counts the frames in `decoded`.
+  Status render_through(uint32_t last, codec::ViewFormat format, std::atomic<uint64_t>& decoded) {
+    if (last < ready.load(std::memory_order_acquire)) return {};
+    std::lock_guard lock(mu);
+    if (last < ready.load(std::memory_order_relaxed)) return {};  // a reader before us rendered it
+    if (!session) return Error{EIO, "its GOP does not decode: " + failure};
+    Status st = session->decode_through(last, [&](uint32_t i, const codec::ImageView& rgb) -> Status {
+      if (i != ready.load(std::memory_order_relaxed) || rgb.width != shape.width || rgb.height != shape.height ||
+          rgb.channels != 3)
+        return Error{EIO, fmt::format("the decoder gave frame {} of {}x{}, the store says {} frames of {}x{}", i,
+                                      rgb.width, rgb.height, frames, shape.width, shape.height)};
+      // The container around the pixels, copied in row by row as the L3 path decodes them.
+      codec::L3Payload frame;
+      frame.shape = shape;
+      const auto copy = [&](std::span<const uint8_t>, std::span<uint8_t> px) -> Status {
+        const size_t row = size_t{rgb.width} * 3;
+        for (uint32_t y = 0; y < rgb.height; ++y) std::memcpy(px.data() + row * y, rgb.pixels + rgb.stride * y, row);
+        return {};
+      };
+      if (Status r = codec::render_l3_view(frame, format, buffer->span().subspan(frame_bytes * i, frame_bytes), copy); !r)
+        return r;
+      decoded.fetch_add(1, std::memory_order_relaxed);
+      ready.store(i + 1, std::memory_order_release);
+      return {};
+    });
+    if (!st.ok()) {
+      failure = st.error().message;
+      session.reset();
+      return Error{EIO, "its GOP does not decode: " + failure};
+    }
+    if (ready.load(std::memory_order_relaxed) <= last)
+      return Error{EIO, fmt::format("its GOP decoded to {} frames, the store has {}", ready.load(), frames)};
+    if (ready.load(std::memory_order_relaxed) == frames) session.reset();  // the decoder back to its pool
+    return {};
+  }
+};
+
 ViewCache::View FileReader::cached_gop(const index::File& f) {
-  return views_.peek(ViewCache::view_key(store_.gop_of(f).id));
+  const uint64_t key = ViewCache::view_key(store_.gop_of(f).id);
+  ViewCache::View view = views_.peek(key);
+  if (!view) return nullptr;
+  std::shared_ptr<GopView> g = gop_view(key, view);
+  return g && f.script < g->ready.load(std::memory_order_acquire) ? view : nullptr;
+}
+
+std::shared_ptr<FileReader::GopView> FileReader::gop_view(uint64_t key, const ViewCache::View& view) {
+  std::lock_guard lock(gop_views_mu_);
+  auto it = gop_views_.find(key);
+  if (it == gop_views_.end()) return nullptr;
+  std::shared_ptr<GopView> g = it->second.lock();
+  return g && g->buffer.get() == view.get() ? g : nullptr;
 }
 
 Result<FileReader::Bytes> FileReader::read_frame(const index::File& f, uint64_t offset, uint64_t length) {
@@ -80,46 +140,43 @@ Result<FileReader::Bytes> FileReader::read_frame(const index::File& f, uint64_t 
   const index::File& gop = store_.gop_of(f);
   const uint32_t frames = gop_frames(gop);
   const uint64_t key = ViewCache::view_key(gop.id);
-  Result<ViewCache::View> v = views_.get(key, size * frames, [&] { return render_gop(gop, frames); });
+  Result<ViewCache::View> v = views_.get(key, size * frames, [&] { return open_gop(gop, frames, f.script); });
   if (!v.ok()) return failed(f, std::move(v).error());
+  std::shared_ptr<GopView> g = gop_view(key, *v);
+  if (!g) return failed(f, Error{EIO, "its GOP's view is gone"});
+  if (Status st = g->render_through(f.script, view_format_, frames_decoded_); !st.ok()) return failed(f, std::move(st).error());
   if (end == size && f.script + 1 == frames) views_.read_to_end(key);
   return Bytes{{(*v)->data() + size * f.script + begin, end - begin}, *v, {}};
 }
 
-Result<ViewCache::View> FileReader::render_gop(const index::File& gop, uint32_t frames) {
+Result<ViewCache::View> FileReader::open_gop(const index::File& gop, uint32_t frames, uint32_t through) {
   if (!video_) return Error{EIO, "this mount has no video decoder"};
   const index::VideoSource* video = store_.video_of(gop.dir);
   if (!video || !video->is_stream()) return Error{EIO, "its folder has no video stream"};
-  std::vector<uint8_t> piece;  // the GOP's packets, freed once its frames are rendered
+  std::vector<uint8_t> piece;  // the GOP's packets, which the session copies
   const int L = store_.levels();
   if (Status st = read_stored(gop, L, 0, store_.size_at_level(gop, L), piece); !st.ok()) return std::move(st).error();
-  const codec::L3Shape shape = frame_shape(gop, video_short_side_);
-  const uint64_t size = codec::l3_view_size(shape, view_format_);
-  std::shared_ptr<codec::HostBuffer> view = SpareBuffers::take(spare_buffers_, size * frames);
   const codec::StreamParams params{video->stream.codec, video->stream.extradata, video->stream.width,
                                    video->stream.height};
-  uint32_t given = 0;
-  Status decoded = video_->decode(params, piece, video_short_side_, [&](uint32_t i, const codec::ImageView& rgb) -> Status {
-    if (i >= frames || rgb.width != shape.width || rgb.height != shape.height || rgb.channels != 3)
-      return Error{EIO, fmt::format("the decoder gave frame {} of {}x{}, the store says {} frames of {}x{}", i,
-                                    rgb.width, rgb.height, frames, shape.width, shape.height)};
-    // The container around the pixels, which are copied in row by row as the L3 path decodes them.
-    codec::L3Payload frame;
-    frame.shape = shape;
-    const auto copy = [&](std::span<const uint8_t>, std::span<uint8_t> px) -> Status {
-      const size_t row = size_t{rgb.width} * 3;
-      for (uint32_t y = 0; y < rgb.height; ++y) std::memcpy(px.data() + row * y, rgb.pixels + rgb.stride * y, row);
-      return {};
-    };
-    ++given;
-    return codec::render_l3_view(frame, view_format_, view->span().subspan(size * i, size), copy);
-  });
-  if (!decoded.ok()) return Error{EIO, "its GOP does not decode: " + decoded.error().message};
-  if (given != frames)
-    return Error{EIO, fmt::format("its GOP decoded to {} frames, the store has {}", given, frames)};
+  Result<std::unique_ptr<codec::GopSession>> session = video_->open(params, piece, video_short_side_);
+  if (!session) return Error{EIO, "its GOP does not decode: " + session.error().message};
+  auto g = std::make_shared<GopView>();
+  g->shape = frame_shape(gop, video_short_side_);
+  g->frame_bytes = codec::l3_view_size(g->shape, view_format_);
+  g->frames = frames;
+  g->buffer = SpareBuffers::take(spare_buffers_, g->frame_bytes * frames);
+  g->session = std::move(session).value();
   gops_decoded_.fetch_add(1, std::memory_order_relaxed);
-  frames_decoded_.fetch_add(frames, std::memory_order_relaxed);
-  return ViewCache::View(std::move(view));
+  // Its first reader pays for the frames up to its own, no further.
+  if (Status st = g->render_through(through, view_format_, frames_decoded_); !st.ok()) return std::move(st).error();
+  {
+    std::lock_guard lock(gop_views_mu_);
+    if (gop_views_.size() > 4 * views_.entries() + 64)  // the views evicted since
+      std::erase_if(gop_views_, [](const auto& e) { return e.second.expired(); });
+    gop_views_[ViewCache::view_key(gop.id)] = g;
+  }
+  // The view is the buffer, and keeps the GopView (its decode) alive as long as it is kept.
+  return ViewCache::View(g, g->buffer.get());
 }
 
 }  // namespace fid::core

@@ -132,18 +132,11 @@ void DecoderPool::give(const codec::StreamParams& stream, CodecPtr ctx) {
 }
 
 fid::Status decode_gop_packets(const codec::StreamParams& stream, std::span<const std::span<const uint8_t>> packets,
-                               const std::function<fid::Status(const AVFrame*)>& on_frame, DecoderPool* pool) {
+                               const std::function<fid::Status(const AVFrame*)>& on_frame) {
   quiet_libav();
-  CodecPtr ctx = pool ? pool->take(stream) : nullptr;
-  if (!ctx) {
-    fid::Result<CodecPtr> opened = open_decoder(stream);
-    if (!opened) return std::move(opened).error();
-    ctx = std::move(opened).value();
-  }
-  fid::Status decoded = decode_with(ctx.get(), stream, packets, on_frame);
-  // A decoder that failed is dropped: whatever state the error left is not carried to another GOP.
-  if (pool && decoded) pool->give(stream, std::move(ctx));
-  return decoded;
+  fid::Result<CodecPtr> ctx = open_decoder(stream);
+  if (!ctx) return std::move(ctx).error();
+  return decode_with(ctx->get(), stream, packets, on_frame);
 }
 
 
@@ -173,40 +166,153 @@ std::optional<FrameDigest> frame_digest(const AVFrame* frame) {
 
 namespace {
 
+// One GOP decoded as far as its readers have asked: packets sent one at a time, each picture
+// converted and handed out as the decoder gives it; the decoder goes back to the pool, flushed,
+// once the GOP is done (or the session ends).
+class LibavGopSession final : public codec::GopSession {
+ public:
+  LibavGopSession(const codec::StreamParams& stream, std::vector<uint8_t> piece, uint32_t short_side,
+                  std::shared_ptr<detail::DecoderPool> pool)
+      : stream_(stream), bytes_(std::move(piece)), pool_(std::move(pool)),
+        size_(codec::scaled_frame_size(stream.width, stream.height, short_side)),
+        // Rows 64-byte aligned: libswscale's vector paths take aligned rows (an unaligned stride
+        // such as 540 for 180 pixels gave shifted, smeared pictures).
+        stride_((size_t{size_.width} * 3 + 63) & ~size_t{63}) {}
+  ~LibavGopSession() override { release(); }
+
+  // Parses the piece and takes a decoder; EINVAL or EIO as GopDecoder::open.
+  fid::Status start() {
+    fid::Result<codec::GopPiece> piece = codec::parse_gop_piece(bytes_);
+    if (!piece) return std::move(piece).error();
+    piece_ = std::move(piece).value();
+    ctx_ = pool_->take(stream_);
+    if (!ctx_) {
+      fid::Result<detail::CodecPtr> opened = detail::open_decoder(stream_);
+      if (!opened) return std::move(opened).error();
+      ctx_ = std::move(opened).value();
+    }
+    packet_.reset(av_packet_alloc());
+    frame_.reset(av_frame_alloc());
+    if (!packet_ || !frame_) return fid::Error{ENOMEM, "out of memory"};
+    rgb_.resize(stride_ * size_.height + detail::kRgbSlack);
+    return {};
+  }
+
+  fid::Status decode_through(uint32_t last, const codec::GopFrameFn& on_frame) override {
+    if (!failure_.empty()) return detail::gop_error(failure_);
+    last = std::min(last, piece_.frames - 1);
+    while (given_ <= last) {
+      fid::Status step = next(on_frame);
+      if (!step) return fail(std::move(step));
+    }
+    if (given_ == piece_.frames && ctx_) {
+      if (fid::Status rest = finish(); !rest) return fail(std::move(rest));
+    }
+    return {};
+  }
+  uint32_t given() const override { return given_; }
+
+ private:
+  // One picture out, sending packets (then the flush) until the decoder has one.
+  fid::Status next(const codec::GopFrameFn& on_frame) {
+    for (;;) {
+      const int rc = avcodec_receive_frame(ctx_.get(), frame_.get());
+      if (rc >= 0) return take(on_frame);
+      if (rc == AVERROR_EOF)
+        return detail::gop_error(fmt::format("GOP gave {} frames, its piece says {}", given_, piece_.frames));
+      if (rc != AVERROR(EAGAIN)) return detail::gop_error("the " + stream_.codec + " decoder failed on a GOP (" + detail::av_error(rc) + ")");
+      if (fid::Status sent = send_next(); !sent) return sent;
+    }
+  }
+
+  fid::Status send_next() {
+    if (sent_ == piece_.packets.size()) {
+      if (flushed_) return detail::gop_error("the decoder holds no more frames");
+      flushed_ = true;
+      const int rc = avcodec_send_packet(ctx_.get(), nullptr);
+      return rc < 0 ? detail::gop_error("the decoder does not flush (" + detail::av_error(rc) + ")") : fid::Status{};
+    }
+    const std::span<const uint8_t> bytes = piece_.packets[sent_];
+    if (bytes.size() > INT_MAX - AV_INPUT_BUFFER_PADDING_SIZE)
+      return detail::gop_error(fmt::format("the GOP's packet {} is too large", sent_));
+    av_packet_unref(packet_.get());
+    if (av_new_packet(packet_.get(), static_cast<int>(bytes.size())) < 0) return fid::Error{ENOMEM, "out of memory"};
+    std::memcpy(packet_->data, bytes.data(), bytes.size());  // (av_new_packet zeroes the padding)
+    // EAGAIN cannot come here: a picture was asked for first, and the decoder had none to give.
+    const int rc = avcodec_send_packet(ctx_.get(), packet_.get());
+    if (rc < 0) return detail::gop_error(fmt::format("the GOP's packet {} does not decode ({})", sent_, detail::av_error(rc)));
+    ++sent_;
+    return {};
+  }
+
+  fid::Status take(const codec::GopFrameFn& on_frame) {
+    const bool sized = frame_->width == static_cast<int>(stream_.width) && frame_->height == static_cast<int>(stream_.height);
+    const std::string wrong = sized ? "" : fmt::format("a frame of {}x{} in a stream of {}x{}", frame_->width,
+                                                       frame_->height, stream_.width, stream_.height);
+    fid::Status converted = sized ? detail::frame_to_rgb(frame_.get(), size_.width, size_.height, sws_, rgb_.data(),
+                                                         stride_, detail::kFastRgb)
+                                  : fid::Status{};
+    av_frame_unref(frame_.get());
+    if (!sized) return detail::gop_error(wrong);
+    if (!converted) return detail::gop_error(converted.error().message);
+    return on_frame(given_++, codec::ImageView(size_.width, size_.height, 3, rgb_.data(), stride_));
+  }
+
+  // The GOP's last picture given: the decoder must have no other.
+  fid::Status finish() {
+    while (sent_ < piece_.packets.size() || !flushed_)
+      if (fid::Status sent = send_next(); !sent) return sent;
+    const int rc = avcodec_receive_frame(ctx_.get(), frame_.get());
+    av_frame_unref(frame_.get());
+    if (rc >= 0) return detail::gop_error(fmt::format("GOP gave over {} frames, its piece says {}", given_, given_));
+    release();
+    return {};
+  }
+
+  fid::Status fail(fid::Status s) {
+    failure_ = s.error().message;
+    ctx_.reset();  // a decoder an error left in some state goes to no other GOP
+    return s;
+  }
+
+  void release() {
+    if (ctx_) pool_->give(stream_, std::move(ctx_));
+  }
+
+  const codec::StreamParams stream_;
+  const std::vector<uint8_t> bytes_;
+  const std::shared_ptr<detail::DecoderPool> pool_;
+  const codec::FrameSize size_;
+  const size_t stride_;
+  codec::GopPiece piece_;  // into bytes_
+  detail::CodecPtr ctx_;
+  detail::PacketPtr packet_;
+  detail::FramePtr frame_;
+  detail::SwsPtr sws_;
+  std::vector<uint8_t> rgb_;
+  size_t sent_ = 0;
+  bool flushed_ = false;
+  uint32_t given_ = 0;
+  std::string failure_;
+};
+
 class LibavGopDecoder final : public codec::GopDecoder {
  public:
-  fid::Status decode(const codec::StreamParams& stream, std::span<const uint8_t> gop, uint32_t short_side,
-                     const std::function<fid::Status(uint32_t, const codec::ImageView&)>& on_frame) override {
-    fid::Result<codec::GopPiece> piece = codec::parse_gop_piece(gop);
-    if (!piece) return std::move(piece).error();
+  fid::Result<std::unique_ptr<codec::GopSession>> open(const codec::StreamParams& stream, std::span<const uint8_t> gop,
+                                                       uint32_t short_side) override {
     if (stream.width == 0 || stream.height == 0 || stream.width > codec::kMaxFrameSide ||
         stream.height > codec::kMaxFrameSide)
       return detail::gop_error(fmt::format("the stream's frames of {}x{} are over the limit", stream.width, stream.height));
-    const codec::FrameSize size = codec::scaled_frame_size(stream.width, stream.height, short_side);
-    detail::SwsPtr sws;  // a call's own: decode() runs on several threads at once
-    // Rows 64-byte aligned: libswscale's vector paths take aligned rows (an unaligned stride such as
-    // 540 for 180 pixels gave shifted, smeared pictures).
-    const size_t stride = (size_t{size.width} * 3 + 63) & ~size_t{63};
-    std::vector<uint8_t> rgb(stride * size.height + detail::kRgbSlack);
-    uint32_t given = 0;
-    fid::Status decoded = detail::decode_gop_packets(stream, piece->packets, [&](const AVFrame* frame) -> fid::Status {
-      if (given == piece->frames)
-        return detail::gop_error(fmt::format("GOP gave over {} frames, its piece says {}", given, given));
-      if (fid::Status s = detail::frame_to_rgb(frame, size.width, size.height, sws, rgb.data(), stride, detail::kFastRgb);
-          !s)
-        return detail::gop_error(s.error().message);
-      return on_frame(given++, codec::ImageView(size.width, size.height, 3, rgb.data(), stride));
-    }, &pool_);
-    if (!decoded) return decoded;
-    if (given != piece->frames)
-      return detail::gop_error(fmt::format("GOP gave {} frames, its piece says {}", given, piece->frames));
-    return {};
+    detail::quiet_libav();
+    auto session = std::make_unique<LibavGopSession>(stream, std::vector<uint8_t>(gop.begin(), gop.end()), short_side, pool_);
+    if (fid::Status started = session->start(); !started) return std::move(started).error();
+    return std::unique_ptr<codec::GopSession>(std::move(session));
   }
 
   std::string name() const override { return "libavcodec"; }
 
  private:
-  detail::DecoderPool pool_;
+  const std::shared_ptr<detail::DecoderPool> pool_ = std::make_shared<detail::DecoderPool>();
 };
 
 }  // namespace

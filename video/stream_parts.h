@@ -22,14 +22,12 @@ namespace fid::video::detail {
 // of `stream`, the packets' bytes alone (no timestamps, flags or side data), flushed at the end.
 // Calls on_frame with each frame in presentation order. Errors: EIO naming the cause (no such
 // decoder, a packet refused, a frame of another size than the stream's), or on_frame's.
-// With `pool`, the decoder comes from it and goes back to it flushed (avcodec_flush_buffers), which
-// decodes the next GOP as a fresh one does (each GOP opens with a keyframe and leans on nothing
-// before it) without a new context's allocations and page faults.
-class DecoderPool;
 fid::Status decode_gop_packets(const codec::StreamParams& stream, std::span<const std::span<const uint8_t>> packets,
-                               const std::function<fid::Status(const AVFrame*)>& on_frame, DecoderPool* pool = nullptr);
+                               const std::function<fid::Status(const AVFrame*)>& on_frame);
 
-// Idle decoders kept between GOPs, at most kMax, each for the stream it was opened for.
+// The mount's idle decoders, kept between GOPs, at most kMax, each for the stream it was opened
+// for: flushed (avcodec_flush_buffers), one decodes the next GOP as a fresh one does (each GOP opens
+// with a keyframe and leans on nothing before it) without a new context's allocations and page faults.
 class DecoderPool {
  public:
   static constexpr size_t kMax = 8;

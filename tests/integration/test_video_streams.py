@@ -120,6 +120,12 @@ def test_any_order_gives_the_same_bytes_and_one_decode_serves_its_readers(stream
     with mounted(store, mnt, *PPM):
         backward = [read(os.path.join(folder, n)) for n in reversed(names)][::-1]
         assert backward == forward
+    with mounted(store, mnt, *PPM):  # a GOP decodes as far as its readers ask, once
+        decoded = []
+        for k in (3, 10, 2, 15, 0):
+            assert read(os.path.join(folder, names[k])) == forward[k]
+            decoded.append(stats(mnt)["video"]["frames_decoded"])
+        assert decoded == [4, 11, 11, 16, 16] and stats(mnt)["video"]["gops_decoded"] == 1, decoded
     with mounted(store, mnt, *PPM):  # 8 readers of one GOP at once: one decode
         got = {}
 
