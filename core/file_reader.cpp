@@ -26,6 +26,19 @@ uint64_t largest_l3_view(const index::Store& store, codec::ViewFormat format) {
   return largest;
 }
 
+// A video stream's GOP view holds its frames at full size (the most a short side leaves them):
+// one being decoded must not be evicted by another beside it, or it is decoded again.
+uint64_t largest_gop_view(const index::Store& store, codec::ViewFormat format) {
+  uint64_t largest = 0;
+  for (const index::File& f : store.files())
+    if (f.kind == index::FileKind::frame) {
+      codec::L3Shape rgb;
+      rgb.width = f.width, rgb.height = f.height, rgb.mode = codec::PilMode::RGB;
+      largest = std::max(largest, codec::l3_view_size(rgb, format) * (uint64_t{f.script} + 1));
+    }
+  return largest;
+}
+
 uint64_t view_budget(uint64_t largest, const config::Settings& settings) {
   const uint64_t readers_in =
       std::min<uint64_t>((largest + ViewCache::kEntryOverhead) * 2 * settings.threads, settings.cache_bytes);
@@ -46,7 +59,7 @@ FileReader::FileReader(const index::Store& store, storage::RecordSource& source,
       reader_loads_([&source] { return source.in_flight_target(); },
                     source.pieces_while_loading() ? kLocalReaderLoads : kMinLoads),
       largest_view_(largest_l3_view(store, settings.raw_format)),
-      views_(view_budget(largest_view_, settings)),
+      views_(view_budget(std::max(largest_view_, largest_gop_view(store, settings.raw_format)), settings)),
       sequential_memory_(config::sequential_memory_budget(settings)),
       gpu_(gpu),
       clip_reads_(clip_reads),
