@@ -175,9 +175,11 @@ class LibavGopSession final : public codec::GopSession {
                   std::shared_ptr<detail::DecoderPool> pool)
       : stream_(stream), bytes_(std::move(piece)), pool_(std::move(pool)),
         size_(codec::scaled_frame_size(stream.width, stream.height, short_side)),
-        // Rows 64-byte aligned: libswscale's vector paths take aligned rows (an unaligned stride
-        // such as 540 for 180 pixels gave shifted, smeared pictures).
-        stride_((size_t{size_.width} * 3 + 63) & ~size_t{63}) {}
+        // Rows 64-byte aligned with room for 16 pixels more: libswscale's vector path converts
+        // whole vectors of pixels and, where a row has no room for the last one past its end,
+        // leaves the row's last width % 8 pixels unwritten (340 wide: the last 4 black); an
+        // unaligned stride (540 for 180 pixels) smeared whole pictures.
+        stride_(((size_t{size_.width} + 16) * 3 + 63) & ~size_t{63}) {}
   ~LibavGopSession() override { release(); }
 
   // Parses the piece and takes a decoder; EINVAL or EIO as GopDecoder::open.
