@@ -28,14 +28,17 @@
 # videos' (gop=source <= 1.02x, default <= 2.5x and <= 0.1x the --video-frames store), and CPU a clip
 # of streams against pyav (<= 0.6x consecutive, <= 0.5x tsn) and burst (<= 1.0x consecutive). After
 # each mount's last read: its /.fidelity/stats keys that start with `video` (GOPs and frames decoded),
-# per clip, where the build has them. The --video-streams contenders are skipped, with a note, when
+# per clip, where the build has them. Frames (CHECK videos, 4 by default; scripts/bench/video_frames_check.py): each stream
+# store's folders hold ffprobe's frame counts, every frame's luma against the ffmpeg CLI's rgb24
+# decode (worst frame and mean, goals 45 dB for gop=source and 38 for the default), and a fresh
+# mount read last frame first gives the bytes of a forward read. The --video-streams contenders are skipped, with a note, when
 # `fidelityfs pack --help` names no --video-streams or that pack fails.
 # COLD=1 (root): also clips/s of the mounts with a cold page cache on clips.sh's disk model (the
 # daemon's reads limited by a cgroup-v1 blkio group to IOPS reads/s and BPS bytes/s on the store's
 # disk, 150 and 150 MiB/s by default); the pyav and burst contenders are not measured cold.
 #   scripts/bench/video_streams.sh [COUNT=20] [RUNS=3]   (or env COUNT, RUNS)
 #   env: JOBS=$(nproc) (pack and burst) PROCS=2 (readers) CLIPS=4 (clips of each kind a video)
-#        SEED=0 COLD=0 IOPS=150 BPS=157286400 BENCH_NO_BUILD=1 (use build/ as it is)
+#        CHECK=4 SEED=0 COLD=0 IOPS=150 BPS=157286400 BENCH_NO_BUILD=1 (use build/ as it is)
 source "$(dirname "$0")/common.sh"
 count=${1:-${COUNT:-20}}
 runs=${2:-${RUNS:-3}}
@@ -47,6 +50,8 @@ bps=${BPS:-157286400}
 [[ ${COLD:-0} == 0 || $EUID == 0 ]] || { echo "video_streams.sh: COLD=1 needs root (drop_caches, cgroups)" >&2; exit 2; }
 BUILD_TARGETS=fidelityfs bench_setup
 reader=$root/scripts/bench/video_clip_reader.py
+checker=$root/scripts/bench/video_frames_check.py
+check=${CHECK:-4}  # videos whose every frame is compared with the ffmpeg CLI's (frames_table)
 out=$BENCH_DIR/video-streams-out
 m=$BENCH_DIR/video-streams-mnt
 cg=/sys/fs/cgroup/blkio/fidelityfs-video-streams
@@ -306,6 +311,30 @@ bytes_goal() {
   printf -- '- %s: %.3fx (goal <= %s): %s\n' "$4" "$v" "$3" "$(met "$v <= $3")"
 }
 
+# frames_table: each --video-streams store's frames against the ffmpeg CLI's decode of CHECK videos
+# (scripts/bench/video_frames_check.py): frame counts, luma PSNR (worst frame, mean), and a fresh
+# mount read last frame first giving the bytes of a forward read.
+frames_table() {
+  local c j r floor
+  printf '\n## frames (%s videos): the ffmpeg CLI decode of the sources against each store\n\n' "$check"
+  printf '| store | frame counts = ffprobe | worst frame luma dB | mean dB | goal | reverse read = forward |\n'
+  printf '| --- | --- | ---: | ---: | --- | --- |\n'
+  for c in streams streams-source; do
+    [[ " ${contenders[*]} " == *" $c "* ]] || continue
+    mount_store "$c" || continue
+    j=$(/usr/bin/python3 "$checker" "$set" "$m" --videos "$check") || { unmount_store; continue; }
+    unmount_store
+    mount_store "$c" || continue
+    r=$(/usr/bin/python3 "$checker" "$set" "$m" --videos "$check" --reverse) || { unmount_store; continue; }
+    unmount_store
+    floor=$([[ $c == streams-source ]] && echo 45 || echo 38)
+    printf '| %s | %s | %s | %s | worst >= %s: %s | %s |\n' "$(label "$c")" "$(field "$j" frame_counts_ok)" \
+      "$(field "$j" worst_db)" "$(field "$j" mean_db)" "$floor" \
+      "$(met "$(field "$j" worst_db) >= $floor")" \
+      "$([[ $(field "$j" digest) == $(field "$r" digest) ]] && echo yes || echo NO)"
+  done
+}
+
 # The cold part (COLD=1): clips.sh's disk model for the mounts' daemons.
 limits() { echo "$dev $1" >"$cg/blkio.throttle.read_iops_device" && echo "$dev $2" >"$cg/blkio.throttle.read_bps_device"; }
 cleanup() {
@@ -362,6 +391,7 @@ echo "contenders: ${contenders[*]}" >&2
 for ((r = 1; r <= runs; r++)); do one_run; done
 for kind in "${kinds[@]}"; do cpu_table "$kind"; done
 bytes_table
+frames_table
 video_stats
 if [[ ${COLD:-0} == 1 ]]; then cold_runs; cold_table; fi
 if ((${#notes[@]})); then printf '\nnotes:\n'; printf -- '- %s\n' "${notes[@]}"; fi
