@@ -187,11 +187,11 @@ constexpr Setting kSettings[] = {
     row<&C::gpu_memory, &S::gpu_memory, &parse_bytes>("gpu_memory", "a byte size like 1GiB", "BYTES", "",
                                                       "bytes the GPU path may hold, pinned host and device"),
     row<&C::raw_format, &S::raw_format, &parse_raw_format>("raw_format", "png, ppm or npy", "`png`, `ppm`, `npy`", "",
-                                                           "the container an l3 file reads as, see \"Lossless images\""),
+                                                           "the container an l3 file and a video stream's frame read as, see \"Lossless images\""),
     row<&C::video_short_side, &S::video_short_side, &parse_short_side, &video_short_side_value>(
         "video_short_side", "a short side 1..65535 or 'full'", "`1`..`65535` or `full`", "",
-        "the short side a video stream's frames are served at, scaled down at decode (`full`: as stored); per "
-        "subtree as `user.fidelity.video_short_side`, see \"Videos kept as video\""),
+        "the short side a video stream's frames are served at, scaled down at decode (`full`: as stored), see "
+        "\"Videos kept as video\""),
     row<&C::raw_names, &S::raw_names, &parse_raw_names>("raw_names", "keep or ext", "`keep`, `ext`", "",
                                                         "whether an l3 file's name gets its container's extension"),
     row<&C::readdir, &S::readdir, &parse_readdir>(

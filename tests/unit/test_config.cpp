@@ -129,7 +129,7 @@ TEST(ConfigYaml, ErrorsNameKeyAndLine) {
             "f.yaml:2: key 'scan_group': expected a level 1..255 or 'full', got '0'");
   EXPECT_EQ(error_of("threads: 4\n\nbogus: 1\n"),
             "f.yaml:3: key 'bogus': unknown key (expected scan_group, encoding, sequential_memory, threads, transport, cache, gpu, gpu_batch, gpu_deadline_us, gpu_memory, "
-            "raw_format, raw_names, readdir, endpoint, region, profile, addressing, ca_file, disk_cache, disk_cache_size, "
+            "raw_format, video_short_side, raw_names, readdir, endpoint, region, profile, addressing, ca_file, disk_cache, disk_cache_size, "
             "remote_requests, random_reads, clip_reads, clip_push, clip_push_bytes, order_ranks, level_changes, rules, order_seed, "
             "order_window, log)");
   EXPECT_NE(error_of("rules:\n  - path: a\n    scan_group: x\n").find("f.yaml:3: key 'rules[0].scan_group'"), std::string::npos);
@@ -279,6 +279,14 @@ TEST(ConfigYaml, RawViewSettings) {
   EXPECT_EQ(opt_error("raw_format=jpg"), "bad value for mount option raw_format: 'jpg' (expected png, ppm or npy)");
   EXPECT_EQ(opt_error("raw_names=x"), "bad value for mount option raw_names: 'x' (expected keep or ext)");
   EXPECT_EQ(opt_error("raw_format"), "mount option 'raw_format' needs a value (raw_format=...)");
+  // A video stream's frames: full (0, the default) or a short side.
+  EXPECT_EQ(merge(Config{}, MountOptions{}).video_short_side, 0u);
+  parse_ok("video_short_side=128", o);
+  EXPECT_EQ(merge(Config{}, o).video_short_side, 128u);
+  parse_ok("video_short_side=full", o);
+  EXPECT_EQ(merge(Config{}, o).video_short_side, 0u);
+  EXPECT_NE(opt_error("video_short_side=0").find("a short side 1..65535 or 'full'"), std::string::npos);
+  EXPECT_NE(opt_error("video_short_side=70000").find("a short side 1..65535 or 'full'"), std::string::npos);
   EXPECT_EQ(error_of("raw_format: tiff\n"), "f.yaml:1: key 'raw_format': expected png, ppm or npy, got 'tiff'");
 }
 

@@ -100,7 +100,7 @@ const MountOptionDoc& doc_of(const std::vector<MountOptionDoc>& docs, std::strin
 // A value of every row other than its default, as -o writes it; a new row adds one here.
 const std::map<std::string, std::string> kSamples = {
     {"scan_group", "3"}, {"encoding", "sequential"}, {"sequential_memory", "3MiB"}, {"threads", "7"}, {"transport", "dev"}, {"cache", "3GiB"}, {"gpu", "off"},
-    {"gpu_batch", "5"}, {"gpu_deadline_us", "77"}, {"gpu_memory", "2MiB"}, {"raw_format", "npy"},
+    {"gpu_batch", "5"}, {"gpu_deadline_us", "77"}, {"gpu_memory", "2MiB"}, {"raw_format", "npy"}, {"video_short_side", "128"},
     {"raw_names", "ext"}, {"readdir", "plain"}, {"endpoint", "http://127.0.0.1:9"}, {"region", "eu-north-1"},
     {"profile", "lab"}, {"addressing", "virtual"}, {"ca_file", "/etc/ca.pem"}, {"disk_cache", "/var/cache/f"},
     {"disk_cache_size", "5GiB"}, {"remote_requests", "9"}, {"random_reads", "pieces"}, {"clip_reads", "off"}, {"clip_push", "off"}, {"clip_push_bytes", "4MiB"},
@@ -179,7 +179,7 @@ TEST(SettingsTable, ConfigJsonHasEveryRowWithItsValue) {
   for (const auto& [key, value] : ordered.items()) keys.push_back(key);
   const std::vector<std::string> expected = {
       "store", "mountpoint", "config_file", "levels", "scan_group", "effective_default_level", "encoding", "rules",
-      "sequential_memory", "threads", "transport", "transport_in_use", "cache", "gpu", "gpu_decoder", "gpu_batch", "gpu_deadline_us", "gpu_memory", "raw_format",
+      "sequential_memory", "threads", "transport", "transport_in_use", "cache", "gpu", "gpu_decoder", "gpu_batch", "gpu_deadline_us", "gpu_memory", "raw_format", "video_short_side",
       "raw_names", "readdir", "source", "endpoint", "region", "profile", "addressing", "ca_file", "disk_cache",
       "disk_cache_size", "remote_requests", "random_reads", "clip_reads", "clip_push", "clip_push_bytes", "order_ranks",
       "allow_other", "level_changes",
