@@ -238,6 +238,19 @@ fid::Status frame_to_rgb(const AVFrame* frame, uint32_t width, uint32_t height, 
   return {};
 }
 
+fid::Status each_option(std::string_view text,
+                        const std::function<fid::Status(std::string_view, std::string_view, const std::string&)>& on) {
+  while (!text.empty()) {
+    const size_t comma = text.find(',');
+    const std::string_view part = text.substr(0, comma);
+    text = comma == std::string_view::npos ? std::string_view() : text.substr(comma + 1);
+    const size_t eq = part.find('=');
+    const std::string_view key = part.substr(0, eq), value = eq == std::string_view::npos ? "" : part.substr(eq + 1);
+    if (fid::Status s = on(key, value, fmt::format("'{}': ", part)); !s) return s;  // (GCC 12 warns falsely on "'" + string)
+  }
+  return {};
+}
+
 std::optional<std::pair<uint32_t, uint32_t>> parse_rate(std::string_view text) {
   if (size_t slash = text.find('/'); slash != std::string_view::npos) {
     auto num = parse_u64(text.substr(0, slash)), den = parse_u64(text.substr(slash + 1));

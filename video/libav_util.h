@@ -7,6 +7,8 @@
 #include <cstdarg>
 #include <cstdint>
 #include <cstring>
+#include <functional>
+#include <tuple>
 #include <memory>
 #include <optional>
 #include <span>
@@ -21,6 +23,7 @@ extern "C" {
 
 #include "codec/image.h"
 #include "common/error.h"
+#include "common/numbers.h"
 #include "video/video_frames.h"
 
 namespace fid::video::detail {
@@ -125,5 +128,33 @@ fid::Status frame_to_rgb(const AVFrame* frame, uint32_t width, uint32_t height, 
 
 // "N", "N/D" or a decimal with up to 3 places, as a fraction; nullopt when not a positive rate.
 std::optional<std::pair<uint32_t, uint32_t>> parse_rate(std::string_view text);
+
+// Calls on(key, value, bad) for each "key=value" of a comma-separated list, `bad` the start of an
+// error message naming the part ("'key=value': "), until one returns an error.
+fid::Status each_option(std::string_view text,
+                        const std::function<fid::Status(std::string_view, std::string_view, const std::string&)>& on);
+
+// fps=, short_side= and max_frames=, which --video-frames and --video-streams share, into `opt`;
+// nullopt for any other key.
+template <class Options>
+std::optional<fid::Status> parse_shared_option(std::string_view key, std::string_view value, const std::string& bad,
+                                               Options& opt) {
+  if (key == "fps") {
+    auto rate = parse_rate(value);
+    if (!rate) return fid::Status{fid::Error{EINVAL, bad + "fps takes a positive rate (30, 29.97 or 30000/1001)"}};
+    std::tie(opt.fps_num, opt.fps_den) = *rate;
+  } else if (key == "short_side") {
+    auto s = parse_u64(value);
+    if (!s || *s < 8 || *s > 16384) return fid::Status{fid::Error{EINVAL, bad + "short_side takes pixels from 8 to 16384"}};
+    opt.short_side = static_cast<uint32_t>(*s);
+  } else if (key == "max_frames") {
+    auto m = parse_u64(value);
+    if (!m || *m == 0) return fid::Status{fid::Error{EINVAL, bad + "max_frames takes a count of frames from 1"}};
+    opt.max_frames = *m;
+  } else {
+    return std::nullopt;
+  }
+  return fid::Status{};
+}
 
 }  // namespace fid::video::detail

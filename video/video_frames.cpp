@@ -187,33 +187,15 @@ codec::Image rotate_clockwise(const codec::ImageView& image, int degrees) {
 
 fid::Result<FramesOptions> parse_frames_options(std::string_view text) {
   FramesOptions opt;
-  while (!text.empty()) {
-    const size_t comma = text.find(',');
-    const std::string_view part = text.substr(0, comma);
-    text = comma == std::string_view::npos ? std::string_view() : text.substr(comma + 1);
-    const size_t eq = part.find('=');
-    const std::string_view key = part.substr(0, eq), value = eq == std::string_view::npos ? "" : part.substr(eq + 1);
-    const std::string bad = fmt::format("'{}': ", part);  // (GCC 12 warns falsely on "'" + string)
-    if (key == "fps") {
-      auto rate = parse_rate(value);
-      if (!rate) return fid::Error{EINVAL, bad + "fps takes a positive rate (30, 29.97 or 30000/1001)"};
-      std::tie(opt.fps_num, opt.fps_den) = *rate;
-    } else if (key == "short_side") {
-      auto s = parse_u64(value);
-      if (!s || *s < 8 || *s > 16384) return fid::Error{EINVAL, bad + "short_side takes pixels from 8 to 16384"};
-      opt.short_side = static_cast<uint32_t>(*s);
-    } else if (key == "max_frames") {
-      auto m = parse_u64(value);
-      if (!m || *m == 0) return fid::Error{EINVAL, bad + "max_frames takes a count of frames from 1"};
-      opt.max_frames = *m;
-    } else if (key == "quality") {
-      auto q = parse_u64(value);
-      if (!q || *q < 1 || *q > 100) return fid::Error{EINVAL, bad + "quality takes 1 to 100"};
-      opt.quality = static_cast<int>(*q);
-    } else {
-      return fid::Error{EINVAL, bad + "expected fps=N, short_side=S, quality=Q or max_frames=M"};
-    }
-  }
+  fid::Status parsed = each_option(text, [&](std::string_view key, std::string_view value, const std::string& bad) {
+    if (std::optional<fid::Status> shared = parse_shared_option(key, value, bad, opt)) return *shared;
+    if (key != "quality") return fid::Status{fid::Error{EINVAL, bad + "expected fps=N, short_side=S, quality=Q or max_frames=M"}};
+    auto q = parse_u64(value);
+    if (!q || *q < 1 || *q > 100) return fid::Status{fid::Error{EINVAL, bad + "quality takes 1 to 100"}};
+    opt.quality = static_cast<int>(*q);
+    return fid::Status{};
+  });
+  if (!parsed) return std::move(parsed).error();
   return opt;
 }
 

@@ -290,38 +290,23 @@ fid::Status emit_source(const VideoInput& input, SourceScan& scan, const std::fu
 
 fid::Result<StreamOptions> parse_stream_options(std::string_view text) {
   StreamOptions opt;
-  while (!text.empty()) {
-    const size_t comma = text.find(',');
-    const std::string_view part = text.substr(0, comma);
-    text = comma == std::string_view::npos ? std::string_view() : text.substr(comma + 1);
-    const size_t eq = part.find('=');
-    const std::string_view key = part.substr(0, eq), value = eq == std::string_view::npos ? "" : part.substr(eq + 1);
-    const std::string bad = fmt::format("'{}': ", part);  // (as parse_frames_options)
+  fid::Status parsed = each_option(text, [&](std::string_view key, std::string_view value, const std::string& bad) {
+    if (std::optional<fid::Status> shared = parse_shared_option(key, value, bad, opt)) return *shared;
     if (key == "gop") {
       auto n = value == "source" ? std::optional<uint64_t>(0) : parse_u64(value);
       if (!n || (value != "source" && (*n < 1 || *n > codec::kMaxGopFrames)))
-        return fid::Error{EINVAL, bad + fmt::format("gop takes 1 to {} frames, or source", codec::kMaxGopFrames)};
+        return fid::Status{fid::Error{EINVAL, bad + fmt::format("gop takes 1 to {} frames, or source", codec::kMaxGopFrames)}};
       opt.gop = static_cast<uint32_t>(*n);
     } else if (key == "crf") {
       auto c = parse_u64(value);
-      if (!c || *c > 51) return fid::Error{EINVAL, bad + "crf takes 0 to 51"};
+      if (!c || *c > 51) return fid::Status{fid::Error{EINVAL, bad + "crf takes 0 to 51"}};
       opt.crf = static_cast<int>(*c);
-    } else if (key == "fps") {
-      auto rate = parse_rate(value);
-      if (!rate) return fid::Error{EINVAL, bad + "fps takes a positive rate (30, 29.97 or 30000/1001)"};
-      std::tie(opt.fps_num, opt.fps_den) = *rate;
-    } else if (key == "short_side") {
-      auto s = parse_u64(value);
-      if (!s || *s < 8 || *s > 16384) return fid::Error{EINVAL, bad + "short_side takes pixels from 8 to 16384"};
-      opt.short_side = static_cast<uint32_t>(*s);
-    } else if (key == "max_frames") {
-      auto m = parse_u64(value);
-      if (!m || *m == 0) return fid::Error{EINVAL, bad + "max_frames takes a count of frames from 1"};
-      opt.max_frames = *m;
     } else {
-      return fid::Error{EINVAL, bad + "expected gop=N|source, crf=C, short_side=S, fps=F or max_frames=M"};
+      return fid::Status{fid::Error{EINVAL, bad + "expected gop=N|source, crf=C, short_side=S, fps=F or max_frames=M"}};
     }
-  }
+    return fid::Status{};
+  });
+  if (!parsed) return std::move(parsed).error();
   return opt;
 }
 
