@@ -272,12 +272,6 @@ bool FileReader::load_for_read(uint32_t r, int lvl, bool wait) {
 }
 
 std::optional<FileReader::Bytes> FileReader::cached(const index::File& f, int level) {
-  if (f.kind == index::FileKind::frame) {
-    ViewCache::View gop = cached_gop(f);
-    if (!gop) return std::nullopt;
-    const uint64_t size = frame_view_size(f);
-    return Bytes{{gop->data() + size * f.script, size}, gop, {}};
-  }
   std::shared_ptr<const Prefix> pre = cache_.peek(f.record, cache_.prefix_level(f.record, level));
   if (!pre || !pre->holds(f)) {
     const index::ClipRun* clip = store_.clip_of(f);

@@ -143,8 +143,6 @@ class FileReader {
   Result<ViewCache::View> open_gop(const index::File& gop, uint32_t frames, uint32_t through);
   // The GOP view behind `view` (cached under `key`); null if there is none.
   std::shared_ptr<GopView> gop_view(uint64_t key, const ViewCache::View& view);
-  // Frame f's bytes where its GOP's view holds them now; null otherwise (waits for nothing).
-  ViewCache::View cached_gop(const index::File& f);
   // Counts a failed read of f and logs the first one of each file (the Error says so: debug).
   Error failed(const index::File& f, Error e);
 

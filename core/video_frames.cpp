@@ -116,14 +116,6 @@ struct FileReader::GopView {
   }
 };
 
-ViewCache::View FileReader::cached_gop(const index::File& f) {
-  const uint64_t key = ViewCache::view_key(store_.gop_of(f).id);
-  ViewCache::View view = views_.peek(key);
-  if (!view) return nullptr;
-  std::shared_ptr<GopView> g = gop_view(key, view);
-  return g && f.script < g->ready.load(std::memory_order_acquire) ? view : nullptr;
-}
-
 std::shared_ptr<FileReader::GopView> FileReader::gop_view(uint64_t key, const ViewCache::View& view) {
   std::lock_guard lock(gop_views_mu_);
   auto it = gop_views_.find(key);

@@ -39,13 +39,6 @@ Result<ViewCache::View> ViewCache::get(uint64_t key, uint64_t expected_bytes, co
   return r;
 }
 
-ViewCache::View ViewCache::peek(uint64_t key) const {
-  std::lock_guard lock(mu_);
-  auto found = by_key_.find(key);
-  if (found == by_key_.end() || found->second->bytes == 0) return nullptr;
-  return found->second->view.get();  // ready: a finished entry's future holds its view
-}
-
 void ViewCache::read_to_end(uint64_t key) {
   std::lock_guard lock(mu_);
   if (auto found = by_key_.find(key); found != by_key_.end() && found->second->bytes != 0)

@@ -36,9 +36,6 @@ class ViewCache {
   // it EIO. A render counts `expected_bytes` (its view's size, where known) from its start, so
   // that the views rendered at once never evict each other or those being read when they finish.
   Result<View> get(uint64_t key, uint64_t expected_bytes, const std::function<Result<View>()>& render);
-  // The view under `key` where it is rendered and kept now; null otherwise (waits for nothing,
-  // renders nothing, counts no hit).
-  View peek(uint64_t key) const;
   // A reader read `key`'s view to its end: it goes first among the views to evict, behind the
   // ones readers are still in (by recency alone, a view read to its end just now would outlast
   // one whose reader is between two of its requests).

@@ -58,7 +58,8 @@ class RecordWriter {
     }
     count(f);
     // A clip of JPEGs has its runs in the clips table; a video stream's frames (whole records) keep
-    // together by the storage order alone; a clip's file that is no JPEG is as any blob.
+    // together by the storage order alone, and start a record as a clip does; any other file of a
+    // clip is as any blob.
     if (f.kind != index::FileKind::jpeg && f.kind != index::FileKind::frame) clip = StorageOrder::kNoClip;
     RecordBuilder& b = f.kind == index::FileKind::jpeg ? jpeg_ : whole_;
     if (clip != StorageOrder::kNoClip && clip != last_clip_) {
@@ -68,8 +69,8 @@ class RecordWriter {
       if (!b.empty() && clip_bytes <= opt_.record_bytes && b.bytes() + clip_bytes > opt_.record_bytes)
         if (fid::Status flushed = flush(b); !flushed) return flushed;
     }
-    if (f.kind == index::FileKind::frame) clip = StorageOrder::kNoClip;
-    b.add(f, clip, clip == StorageOrder::kNoClip ? 0 : clips[clip].dir);
+    const uint32_t run = f.kind == index::FileKind::jpeg ? clip : StorageOrder::kNoClip;  // a clips row
+    b.add(f, run, run == StorageOrder::kNoClip ? 0 : clips[run].dir);
     return b.full(opt_.record_bytes, opt_.record_files) ? flush(b) : fid::Status{};
   }
 
