@@ -79,18 +79,10 @@ limits() {  # IOPS BPS (0 0: none)
   echo "$dev $2" >"$cg/blkio.throttle.read_bps_device"
 }
 cleanup() {
-  local i
   fusermount3 -u "$m" 2>/dev/null || fusermount3 -uz "$m" 2>/dev/null || true
   [[ -d $cg ]] || return 0
   limits 0 0 2>/dev/null || true
-  # The group can be removed once the daemon, which exits after the unmount, has been reaped too
-  # (by init: it was reparented when `mount` returned): wait for its exit, then for the reaping,
-  # which nothing announces (bounded).
-  for p in $(cat "$cg/cgroup.procs" 2>/dev/null); do wait_exit "$p"; done
-  for ((i = 0; i < 150; i++)); do
-    rmdir "$cg" 2>/dev/null && return 0
-    sleep 0.2
-  done
+  remove_cgroup "$cg" && return 0
   echo "beyond_ram.sh: could not remove $cg (left in it: $(paste -sd' ' "$cg/cgroup.procs"))" >&2
 }
 mkdir -p "$m"

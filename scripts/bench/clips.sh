@@ -57,15 +57,10 @@ m=$BENCH_DIR/clips-mnt
 dev=''
 limits() { echo "$dev $1" >"$cg/blkio.throttle.read_iops_device" && echo "$dev $2" >"$cg/blkio.throttle.read_bps_device"; }
 cleanup() {
-  local i
   fusermount3 -u "$m" 2>/dev/null || fusermount3 -uz "$m" 2>/dev/null || true
   [[ -d $cg ]] || return 0
   [[ -z $dev ]] || limits 0 0 2>/dev/null || true
-  for p in $(cat "$cg/cgroup.procs" 2>/dev/null); do wait_exit "$p"; done
-  for ((i = 0; i < 150; i++)); do  # the daemon is reaped by init, which nothing announces (bounded)
-    rmdir "$cg" 2>/dev/null && return 0
-    sleep 0.2
-  done
+  remove_cgroup "$cg"
 }
 mkdir -p "$m" "$cg"
 trap cleanup EXIT

@@ -93,6 +93,18 @@ disk_of() {
 in_cgroup() { bash -c 'echo $BASHPID >"$1/cgroup.procs" && shift && exec "$@"' _ "$@"; }
 # wait_exit PID: waits (30 s at most) for a process to exit, on a pidfd; at once if it has.
 wait_exit() { /usr/bin/python3 -c "import os,select,sys; select.select([os.pidfd_open(int(sys.argv[1]))], [], [], 30)" "$1" 2>/dev/null || true; }
+# remove_cgroup CG: the cgroup-v1 group CG removed once its processes have exited and been reaped
+# (a daemon is reaped by init after the unmount, which nothing announces: rmdir is retried, 30 s at most).
+remove_cgroup() {
+  local p i
+  [[ -d $1 ]] || return 0
+  while read -r p; do wait_exit "$p"; done < <(cat "$1/cgroup.procs" 2>/dev/null)
+  for ((i = 0; i < 150; i++)); do
+    rmdir "$1" 2>/dev/null && return 0
+    sleep 0.2
+  done
+  return 1
+}
 # daemon_pid MNT STORE [BIN=$bin]: the pid of the daemon serving MNT, a mount of STORE by BIN,
 # once `BIN mount STORE MNT [-o OPTIONS]` has returned: the `pid` of its /.fidelity/stats. A
 # build older than that key (compare.sh's baseline) is found by its command line (forked, not

@@ -338,15 +338,10 @@ frames_table() {
 # The cold part (COLD=1): clips.sh's disk model for the mounts' daemons.
 limits() { echo "$dev $1" >"$cg/blkio.throttle.read_iops_device" && echo "$dev $2" >"$cg/blkio.throttle.read_bps_device"; }
 cleanup() {
-  local i p
   unmount_store
   [[ -d $cg ]] || return 0
   [[ -z $dev ]] || limits 0 0 2>/dev/null || true
-  while read -r p; do wait_exit "$p"; done < <(cat "$cg/cgroup.procs" 2>/dev/null)
-  for ((i = 0; i < 150; i++)); do  # the daemon is reaped by init, which nothing announces (bounded)
-    rmdir "$cg" 2>/dev/null && return 0
-    sleep 0.2
-  done
+  remove_cgroup "$cg"
 }
 
 # cold_runs: RUNS runs of the mounts, each kind of clip, a fresh mount in the blkio group and the
